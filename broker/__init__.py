@@ -1,0 +1,1 @@
+"""The built-in broker: a pure-Python Flux-compatible broker on pyzmq."""
