@@ -1,0 +1,224 @@
+"""Read the `[bootstrap]` TOML that real Flux reads (flux-config-bootstrap(5)) and answer rank/URI questions.
+
+The same rendered ConfigMap serves both broker flavours, so this parser accepts exactly Flux's keys and
+reports any problem naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import socket
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hostlist
+
+_HOST_KEYS = {"host", "bind", "connect", "parent"}
+_BOOTSTRAP_KEYS = {"curve_cert", "default_port", "default_bind", "default_connect", "hosts", "enable_ipv6"}
+
+
+class BootstrapError(ValueError):
+    """A bootstrap configuration problem; the message names the file and field."""
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    """One rank's line of the hosts array after hostlist expansion."""
+
+    host: str
+    bind: str | None = None
+    connect: str | None = None
+    parent: str | None = None
+
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    """The parsed `[bootstrap]` table; hosts[i] describes rank i."""
+
+    hosts: tuple[HostEntry, ...]
+    default_port: int | None = None
+    default_bind: str | None = None
+    default_connect: str | None = None
+    curve_cert: str | None = None
+    source: str = "<config>"
+    singleton: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def hostnames(self) -> list[str]:
+        return [entry.host for entry in self.hosts]
+
+    def hostlist(self) -> str:
+        return compress_hosts(self.hostnames)
+
+    def rank_of(self, hostname: str) -> int:
+        """The rank of a hostname: exact match first, then the short name (before the first dot)."""
+        names = self.hostnames
+        for candidate in (hostname, hostname.split(".", 1)[0]):
+            if candidate in names:
+                return names.index(candidate)
+        raise BootstrapError(
+            f"{self.source}: [bootstrap] hosts: this broker's hostname {hostname!r} is not listed "
+            f"(hosts = {self.hostlist()})"
+        )
+
+    def _substitute(self, template: str, rank: int, field: str) -> str:
+        host = self.hosts[rank].host
+        if "%p" in template and self.default_port is None:
+            raise BootstrapError(f"{self.source}: [bootstrap] {field} uses %p but default_port is not set")
+        out = template.replace("%%", "\0").replace("%h", host)
+        out = out.replace("%p", str(self.default_port)).replace("\0", "%")
+        return out
+
+    def bind_uri(self, rank: int) -> str | None:
+        """Where rank's broker listens for its children (None if neither bind nor default_bind is set)."""
+        entry = self.hosts[rank]
+        if entry.bind is not None:
+            return self._substitute(entry.bind, rank, f"hosts[{entry.host}].bind")
+        if self.default_bind is not None:
+            return self._substitute(self.default_bind, rank, "default_bind")
+        return None
+
+    def connect_uri(self, rank: int) -> str | None:
+        """Where children of rank connect to reach it."""
+        entry = self.hosts[rank]
+        if entry.connect is not None:
+            return self._substitute(entry.connect, rank, f"hosts[{entry.host}].connect")
+        if self.default_connect is not None:
+            return self._substitute(self.default_connect, rank, "default_connect")
+        return None
+
+    def explicit_parents(self) -> dict[int, int]:
+        """Ranks whose host entry carries a `parent` key, mapped to that parent's rank."""
+        names = self.hostnames
+        parents: dict[int, int] = {}
+        for rank, entry in enumerate(self.hosts):
+            if entry.parent is None:
+                continue
+            if entry.parent not in names:
+                raise BootstrapError(
+                    f"{self.source}: [bootstrap] hosts: parent {entry.parent!r} of {entry.host!r} is not a listed host"
+                )
+            parents[rank] = names.index(entry.parent)
+        return parents
+
+
+def compress_hosts(names: list[str]) -> str:
+    """A hostlist expression that expands back to names in the same order (Flux keeps rank order)."""
+    if not names:
+        return ""
+    groups: list[list[str]] = [[names[0]]]
+    for name in names[1:]:
+        trial = [*groups[-1], name]
+        if hostlist.expand_hostlist(hostlist.collect_hostlist(trial)) == trial:
+            groups[-1] = trial
+        else:
+            groups.append([name])
+    return ",".join(hostlist.collect_hostlist(group) for group in groups)
+
+
+def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:
+    """Flux reads every *.toml in the config directory (or one file); merge their top-level tables."""
+    if path.is_dir():
+        files = sorted(path.glob("*.toml"))
+    elif path.exists():
+        files = [path]
+    else:
+        raise BootstrapError(f"{path}: config path does not exist")
+    merged: dict[str, Any] = {}
+    origin: dict[str, Path] = {}
+    for file in files:
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise BootstrapError(f"{file}: cannot read config file: {exc.strerror or exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise BootstrapError(f"{file}: malformed TOML: {exc}") from None
+        except UnicodeDecodeError:
+            raise BootstrapError(f"{file}: config file is not UTF-8 text") from None
+        for key, value in data.items():
+            if key in merged:
+                raise BootstrapError(f"{file}: table [{key}] is also defined in {origin[key]}")
+            merged[key] = value
+            origin[key] = file
+    source = str(origin.get("bootstrap", files[0] if len(files) == 1 else path))
+    return merged, source
+
+
+def _optional_str(table: dict[str, Any], key: str, where: str) -> str | None:
+    value = table.get(key)
+    if value is not None and not isinstance(value, str):
+        raise BootstrapError(f"{where} {key}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: str | None = None) -> BootstrapConfig:
+    """Validate a parsed config dict; with no [bootstrap] hosts the instance is a singleton on `hostname`."""
+    table = data.get("bootstrap")
+    if table is None:
+        table = {}
+    if not isinstance(table, dict):
+        raise BootstrapError(f"{source}: [bootstrap] must be a table")
+    where = f"{source}: [bootstrap]"
+    unknown = sorted(set(table) - _BOOTSTRAP_KEYS)
+    if unknown:
+        raise BootstrapError(f"{where} unknown key(s): {', '.join(unknown)}")
+    port = table.get("default_port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        raise BootstrapError(f"{where} default_port: expected an integer port 1-65535, got {port!r}")
+    raw_hosts = table.get("hosts")
+    entries: list[HostEntry] = []
+    seen: dict[str, int] = {}
+    if raw_hosts is not None and not isinstance(raw_hosts, list):
+        raise BootstrapError(f"{where} hosts: expected an array of tables")
+    for index, item in enumerate(raw_hosts or []):
+        label = f"{where} hosts[{index}]"
+        if not isinstance(item, dict):
+            raise BootstrapError(f"{label}: expected a table like {{ host = \"name\" }}, got {item!r}")
+        bad = sorted(set(item) - _HOST_KEYS)
+        if bad:
+            raise BootstrapError(f"{label}: unknown key(s): {', '.join(bad)}")
+        expr = item.get("host")
+        if not isinstance(expr, str) or not expr.strip():
+            raise BootstrapError(f"{label}: missing or empty 'host'")
+        try:
+            names = hostlist.expand_hostlist(expr)
+        except hostlist.BadHostlist as exc:
+            raise BootstrapError(f"{label}: invalid hostlist {expr!r}: {exc}") from None
+        for key in ("bind", "connect", "parent"):
+            _optional_str(item, key, label)
+        for name in names:
+            if name in seen:
+                raise BootstrapError(
+                    f"{where} hosts: duplicate host {name!r} (in hosts[{seen[name]}] and hosts[{index}])"
+                )
+            seen[name] = index
+            entries.append(
+                HostEntry(host=name, bind=item.get("bind"), connect=item.get("connect"), parent=item.get("parent"))
+            )
+    singleton = not entries
+    if singleton:
+        entries = [HostEntry(host=hostname or socket.gethostname())]
+    config = BootstrapConfig(
+        hosts=tuple(entries),
+        default_port=port,
+        default_bind=_optional_str(table, "default_bind", where),
+        default_connect=_optional_str(table, "default_connect", where),
+        curve_cert=_optional_str(table, "curve_cert", where),
+        source=source,
+        singleton=singleton,
+    )
+    if config.size > 1 and not config.curve_cert:
+        raise BootstrapError(f"{where} curve_cert: required when there is more than one host")
+    config.explicit_parents()  # validates parent names early
+    return config
+
+
+def load_config(path: str | Path, hostname: str | None = None) -> BootstrapConfig:
+    """Read a config directory (or single TOML file) the way `flux broker --config-path` does."""
+    data, source = _read_toml_files(Path(path))
+    return parse_bootstrap(data, source=source, hostname=hostname)

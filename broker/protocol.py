@@ -1,0 +1,111 @@
+"""The one message shape that travels on the overlay and the local client socket (one JSON frame).
+
+Requests carry a route stack so the response retraces the request's path hop by hop, as in Flux.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+REQUEST = "req"
+RESPONSE = "rsp"
+EVENT = "evt"
+CONTROL = "ctl"
+TYPES = {REQUEST, RESPONSE, EVENT, CONTROL}
+
+NODEID_ANY = -1  # handle locally if the service exists here, otherwise upstream (Flux's FLUX_NODEID_ANY)
+
+# errno values used in error responses (Linux numbering, as Flux uses errno)
+ENOENT = 2
+EPROTO = 71
+ENOSYS = 38
+EINVAL = 22
+EHOSTUNREACH = 113
+ETIMEDOUT = 110
+
+
+class ProtocolError(ValueError):
+    """A frame that is not a valid message."""
+
+
+@dataclass(slots=True)
+class Message:
+    """A request, response, event or overlay control message."""
+
+    type: str
+    topic: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    nodeid: int = NODEID_ANY
+    matchtag: int = 0
+    route: list[str] = field(default_factory=list)
+    errnum: int = 0
+    errstr: str = ""
+    seq: int = 0
+    sender: int = -1
+
+    def encode(self) -> bytes:
+        body: dict[str, Any] = {"t": self.type, "topic": self.topic}
+        if self.payload:
+            body["p"] = self.payload
+        if self.nodeid != NODEID_ANY:
+            body["n"] = self.nodeid
+        if self.matchtag:
+            body["m"] = self.matchtag
+        if self.route:
+            body["r"] = self.route
+        if self.errnum:
+            body["e"] = self.errnum
+            body["es"] = self.errstr
+        if self.seq:
+            body["s"] = self.seq
+        if self.sender != -1:
+            body["f"] = self.sender
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, frame: bytes) -> Message:
+        try:
+            body = json.loads(frame)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"undecodable frame: {exc}") from None
+        if not isinstance(body, dict) or body.get("t") not in TYPES or not isinstance(body.get("topic"), str):
+            raise ProtocolError("frame is not a message")
+        payload = body.get("p", {})
+        route = body.get("r", [])
+        if not isinstance(payload, dict) or not isinstance(route, list):
+            raise ProtocolError("malformed payload or route")
+        try:
+            return cls(
+                type=body["t"],
+                topic=body["topic"],
+                payload=payload,
+                nodeid=int(body.get("n", NODEID_ANY)),
+                matchtag=int(body.get("m", 0)),
+                route=[str(hop) for hop in route],
+                errnum=int(body.get("e", 0)),
+                errstr=str(body.get("es", "")),
+                seq=int(body.get("s", 0)),
+                sender=int(body.get("f", -1)),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ProtocolError(f"malformed field: {exc}") from None
+
+    def response(self, payload: dict[str, Any] | None = None) -> Message:
+        """A success response that will retrace this request's route."""
+        return Message(RESPONSE, self.topic, payload or {}, matchtag=self.matchtag, route=list(self.route))
+
+    def error(self, errnum: int, errstr: str) -> Message:
+        """An error response (errnum is an errno value, errstr a human-readable reason)."""
+        return Message(
+            RESPONSE, self.topic, {}, matchtag=self.matchtag, route=list(self.route), errnum=errnum, errstr=errstr
+        )
+
+
+def request(topic: str, payload: dict[str, Any] | None = None, nodeid: int = NODEID_ANY, matchtag: int = 0) -> Message:
+    return Message(REQUEST, topic, payload or {}, nodeid=nodeid, matchtag=matchtag)
+
+
+def control(topic: str, payload: dict[str, Any] | None = None, sender: int = -1) -> Message:
+    return Message(CONTROL, topic, payload or {}, sender=sender)

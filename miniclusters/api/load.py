@@ -1,0 +1,106 @@
+"""Loading a MiniCluster from YAML or a mapping, with every problem reported by field path."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from miniclusters.api.errors import Problem, SpecError, join_path
+from miniclusters.api.rules import check_minicluster
+from miniclusters.api.spec import SKIP_RULES, MiniCluster
+
+MAX_PRUNE_ROUNDS = 4
+
+
+def _message(error: ErrorDetails) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    message = error["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    if kind not in ("value_error", "assertion_error") and "input" in error:
+        shown = repr(error["input"])
+        if len(shown) <= 60:
+            message += f" (got {shown})"
+    return message
+
+
+def _problems(exc: ValidationError) -> list[Problem]:
+    return [Problem(join_path(*error["loc"]), _message(error)) for error in exc.errors()]
+
+
+def _prune(data: Any, loc: tuple[str | int, ...]) -> bool:
+    """Drop the offending key so the rest can still be checked; False when that is not possible."""
+    if not loc or not isinstance(loc[-1], str):
+        return False
+    node = data
+    for part in loc[:-1]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if isinstance(node, dict) and loc[-1] in node:
+        del node[loc[-1]]
+        return True
+    return False
+
+
+def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
+    """Validate a mapping into a MiniCluster or raise SpecError listing every problem.
+
+    Type errors and cross-field rule violations are reported together: fields that fail their type
+    check are set aside and the rest is checked again, so one bad field does not hide other mistakes.
+    """
+    if not isinstance(data, Mapping):
+        raise SpecError([Problem("", f"expected a MiniCluster mapping, got {type(data).__name__}")], source)
+    problems: list[Problem] = []
+    attempt: Any = copy.deepcopy(dict(data))
+    for _ in range(MAX_PRUNE_ROUNDS):
+        try:
+            candidate = MiniCluster.model_validate(attempt, context={SKIP_RULES: True})
+        except ValidationError as exc:
+            problems += _problems(exc)
+            pruned = [_prune(attempt, tuple(error["loc"])) for error in exc.errors()]
+            if not all(pruned):
+                break
+            continue
+        problems += check_minicluster(candidate)
+        break
+    if problems:
+        raise SpecError(problems, source)
+    return MiniCluster.model_validate(dict(data), context={SKIP_RULES: True})
+
+
+def parse_yaml_documents(text: str, source: str) -> list[Any]:
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise SpecError([Problem("", f"not valid YAML{where}: {getattr(exc, 'problem', exc)}")], source) from exc
+
+
+def load_minicluster_file(path: str | Path) -> MiniCluster:
+    """Read one MiniCluster from a YAML file (ours or the Flux Operator's, unchanged)."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([Problem("", f"cannot read file: {exc.strerror or exc}")], source) from exc
+    documents = parse_yaml_documents(text, source)
+    if len(documents) != 1:
+        raise SpecError(
+            [Problem("", f"expected exactly one MiniCluster document, found {len(documents)}")], source
+        )
+    return load_minicluster(documents[0], source)

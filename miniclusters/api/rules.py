@@ -1,0 +1,219 @@
+"""Cross-field rules: the Flux Operator's (api/v1alpha2 Validate) plus ours.
+
+Each rule is a small pure function over a type-checked MiniCluster returning the problems it finds, so
+a spec with many mistakes gets them all reported at once, each with its field path.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from broker.curve_cert import CurveCertError, parse_zcert
+from broker.fsd import parse_fsd
+from miniclusters.api.errors import Problem, join_path
+from miniclusters.api.names import (
+    ENV_VAR_NAME,
+    dns1123_label_error,
+    label_key_error,
+    label_value_error,
+)
+from miniclusters.api.quantity import parse_quantity
+
+if TYPE_CHECKING:
+    from miniclusters.api.spec import Container, MiniCluster, ResourceRequirements
+
+# Names our renderer gives to containers and volumes it adds; user names must not collide.
+RESERVED_CONTAINER_NAMES = frozenset({"miniclusters-broker", "flux-view"})
+RESERVED_VOLUME_NAMES = frozenset({"mc-config", "mc-curve-cert", "mc-broker", "mc-flux-view", "mc-run"})
+TOPOLOGY = re.compile(r"^(kary:[1-9][0-9]*|binomial|mincrit(:[1-9][0-9]*)?|custom)$")
+BUILTIN_QUEUE_POLICIES = ("", "fcfs", "easy")
+
+Rule = Callable[["MiniCluster"], Iterator[Problem]]
+
+
+def _names(mc: MiniCluster) -> Iterator[Problem]:
+    name = mc.metadata.name
+    error = dns1123_label_error(name)
+    if error:
+        yield Problem("metadata.name", error)
+    else:
+        last_host = f"{name}-{mc.spec.effective_max_size - 1}"
+        if len(last_host) > 63:
+            yield Problem(
+                "metadata.name",
+                f"pod hostnames reach {last_host!r} ({len(last_host)} characters); "
+                "a hostname must be a DNS-1123 label of at most 63 characters",
+            )
+    error = dns1123_label_error(mc.metadata.namespace)
+    if error:
+        yield Problem("metadata.namespace", error)
+    if mc.spec.network.headless_name:
+        error = dns1123_label_error(mc.spec.network.headless_name)
+        if error:
+            yield Problem("spec.network.headlessName", error)
+
+
+def _sizes(mc: MiniCluster) -> Iterator[Problem]:
+    spec = mc.spec
+    if spec.max_size and spec.max_size < spec.size:
+        yield Problem("spec.maxSize", f"maxSize ({spec.max_size}) must not be smaller than size ({spec.size})")
+    if spec.min_size:
+        if spec.min_size > spec.effective_max_size:
+            yield Problem(
+                "spec.minSize",
+                f"minSize ({spec.min_size}) must not exceed maxSize ({spec.effective_max_size})",
+            )
+        elif spec.min_size > spec.size:
+            yield Problem("spec.minSize", f"minSize ({spec.min_size}) must not exceed size ({spec.size})")
+
+
+def _containers(mc: MiniCluster) -> Iterator[Problem]:
+    containers = mc.spec.containers
+    runners = [i for i, c in enumerate(containers) if c.run_flux]
+    if len(containers) > 1 and len(runners) != 1:
+        found = "none" if not runners else ", ".join(f"containers[{i}]" for i in runners)
+        yield Problem(
+            "spec.containers",
+            f"exactly one container must set runFlux: true when there are several (found {found})",
+        )
+    seen: dict[str, str] = {}
+    for group, items in (("containers", containers), ("services", mc.spec.services)):
+        for index, container in enumerate(items):
+            path = join_path("spec", group, index)
+            runs_flux = group == "containers" and (container.run_flux or len(containers) == 1)
+            yield from _container(container, path, runs_flux, is_service=group == "services")
+            if container.name:
+                if container.name in seen:
+                    yield Problem(f"{path}.name", f"{container.name!r} is already used by {seen[container.name]}")
+                seen[container.name] = path
+
+
+def _container(container: Container, path: str, runs_flux: bool, is_service: bool) -> Iterator[Problem]:
+    if not container.name and (is_service or not runs_flux):
+        what = "a service container" if is_service else "a container that does not run Flux"
+        yield Problem(f"{path}.name", f"{what} needs a name")
+    if container.name:
+        error = dns1123_label_error(container.name)
+        if error:
+            yield Problem(f"{path}.name", error)
+        elif container.name in RESERVED_CONTAINER_NAMES:
+            yield Problem(f"{path}.name", f"{container.name!r} is reserved for the container miniclusters adds")
+    if container.launcher and container.batch:
+        yield Problem(f"{path}.batch", "launcher and batch cannot both be set; choose one")
+    if runs_flux and container.commands.script and container.command:
+        yield Problem(f"{path}.commands.script", "a script and a command cannot both be given; choose one")
+    if is_service and (container.commands.pre or container.commands.broker_pre or container.commands.worker_pre):
+        yield Problem(f"{path}.commands", "service containers do not support pre, brokerPre or workerPre")
+    for index, port in enumerate(container.ports):
+        if not 1 <= port <= 65535:
+            yield Problem(f"{path}.ports[{index}]", f"port {port} is outside 1-65535")
+    for key in [*container.environment, *container.secrets]:
+        if not ENV_VAR_NAME.match(key):
+            yield Problem(f"{path}.environment.{key}", f"{key!r} is not a valid environment variable name")
+    for name, volume in container.volumes.items():
+        vpath = f"{path}.volumes.{name}"
+        error = dns1123_label_error(name)
+        if error:
+            yield Problem(vpath, f"volume name {error}")
+        elif name in RESERVED_VOLUME_NAMES:
+            yield Problem(vpath, f"volume name {name!r} is reserved for miniclusters")
+        if volume.secret_name or volume.config_map_name:
+            pass
+        elif volume.claim_name and not volume.path:
+            yield Problem(f"{vpath}.path", f"volume with claimName {volume.claim_name!r} needs a path")
+        elif volume.host_path and not volume.path:
+            yield Problem(f"{vpath}.path", f"volume with hostPath {volume.host_path!r} needs a path")
+        if volume.path and not volume.path.startswith("/"):
+            yield Problem(f"{vpath}.path", f"{volume.path!r} must be an absolute path")
+        if volume.empty_dir_size_limit:
+            try:
+                parse_quantity(volume.empty_dir_size_limit)
+            except ValueError as exc:
+                yield Problem(f"{vpath}.emptyDirSizeLimit", str(exc))
+    yield from _resources(container.resources, f"{path}.resources")
+
+
+def _resources(resources: ResourceRequirements, path: str) -> Iterator[Problem]:
+    for name, limit in resources.limits.items():
+        request = resources.requests.get(name)
+        if request is not None and parse_quantity(request) > parse_quantity(limit):
+            yield Problem(
+                f"{path}.requests.{name}",
+                f"request {request!r} is larger than the limit {limit!r}",
+            )
+
+
+def _volumes_agree(mc: MiniCluster) -> Iterator[Problem]:
+    """Volumes are pod-wide and keyed by name, so two containers naming one volume must mean the same one."""
+    first: dict[str, tuple[str, object]] = {}
+    for group in ("containers", "services"):
+        for index, container in enumerate(getattr(mc.spec, group)):
+            for name, volume in container.volumes.items():
+                source = volume.model_dump(exclude={"path", "read_only"})
+                path = join_path("spec", group, index, "volumes", name)
+                if name in first and first[name][1] != source:
+                    yield Problem(path, f"volume {name!r} is defined differently at {first[name][0]}")
+                first.setdefault(name, (path, source))
+
+
+def _flux(mc: MiniCluster) -> Iterator[Problem]:
+    flux = mc.spec.flux
+    try:
+        if parse_fsd(flux.connect_timeout) < 0:
+            raise ValueError("negative")
+    except ValueError as exc:
+        yield Problem("spec.flux.connectTimeout", str(exc))
+    if flux.topology and not TOPOLOGY.match(flux.topology):
+        yield Problem(
+            "spec.flux.topology",
+            f"{flux.topology!r} is not a Flux topology (kary:N, binomial, mincrit[:N], custom)",
+        )
+    if flux.curve_cert:
+        try:
+            parse_zcert(flux.curve_cert)
+        except CurveCertError as exc:
+            yield Problem("spec.flux.curveCert", f"not a usable curve certificate: {exc}")
+    if flux.broker_config:
+        try:
+            tomllib.loads(flux.broker_config)
+        except tomllib.TOMLDecodeError as exc:
+            yield Problem("spec.flux.brokerConfig", f"not valid TOML: {exc}")
+    if flux.bursting.hostlist and flux.bursting.clusters:
+        yield Problem("spec.flux.bursting", "give either a custom hostlist or clusters to burst to, not both")
+    if flux.flavour == "builtin" and flux.scheduler.queue_policy not in BUILTIN_QUEUE_POLICIES:
+        yield Problem(
+            "spec.flux.scheduler.queuePolicy",
+            f"{flux.scheduler.queue_policy!r} needs flavour 'flux' (fluxion); the builtin broker offers fcfs and easy",
+        )
+    yield from _resources(flux.container.resources, "spec.flux.container.resources")
+
+
+def _labels(mc: MiniCluster) -> Iterator[Problem]:
+    groups = {
+        "spec.pod.labels": mc.spec.pod.labels,
+        "spec.jobLabels": mc.spec.job_labels,
+        "metadata.labels": mc.metadata.labels,
+    }
+    for path, labels in groups.items():
+        for key, value in labels.items():
+            error = label_key_error(key) or label_value_error(value)
+            if error:
+                yield Problem(f"{path}.{key}", error)
+    for key in mc.spec.pod.annotations:
+        error = label_key_error(key)
+        if error:
+            yield Problem(f"spec.pod.annotations.{key}", error)
+    for index, toleration in enumerate(mc.spec.pod.tolerations):
+        if toleration.operator == "Exists" and toleration.value:
+            yield Problem(f"spec.pod.tolerations[{index}].value", "must be empty when operator is Exists")
+
+
+RULES: tuple[Rule, ...] = (_names, _sizes, _containers, _volumes_agree, _flux, _labels)
+
+
+def check_minicluster(mc: MiniCluster) -> list[Problem]:
+    """Every rule's problems, in a stable order."""
+    return [problem for rule in RULES for problem in rule(mc)]

@@ -1,0 +1,33 @@
+"""Rendering a MiniCluster into Kubernetes objects: pure functions, no cluster needed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from miniclusters.api.spec import MiniCluster
+from miniclusters.render.job import build_job
+from miniclusters.render.objects import (
+    build_config_map,
+    build_curve_secret,
+    build_headless_service,
+    certificate_for,
+)
+from miniclusters.render.options import RenderOptions
+
+__all__ = ["RenderOptions", "render_minicluster"]
+
+
+def render_minicluster(mc: MiniCluster, options: RenderOptions | None = None) -> list[dict[str, Any]]:
+    """Every object, in the order they should be applied (config before the pods that mount it)."""
+    options = options or RenderOptions()
+    if options.flavour and options.flavour != mc.spec.flux.flavour:
+        mc = mc.model_copy(
+            update={"spec": mc.spec.model_copy(update={"flux": mc.spec.flux.model_copy(update={"flavour": options.flavour})})}
+        )
+    namespace = options.namespace or mc.namespace
+    return [
+        build_curve_secret(mc, namespace, certificate_for(mc, options.certificate)),
+        build_config_map(mc, namespace, options.cluster_domain),
+        build_headless_service(mc, namespace),
+        build_job(mc, options),
+    ]

@@ -1,0 +1,164 @@
+"""The pod entrypoint: one script for every pod, lead or follower decided by the Job completion index.
+
+It mirrors the Flux Operator's start-up (init/pre/brokerPre/workerPre/post commands; interactive, launcher,
+batch and command modes) with the same `flux start` spellings, so both flavours run it unchanged.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from miniclusters.api.spec import Container, MiniCluster
+from miniclusters.render.layout import BROKER_INSTALL_DIR, CONFIG_DIR, R_FILE, RUN_DIR, pod_hostnames
+
+
+def broker_options(mc: MiniCluster) -> list[str]:
+    """`flux start -o` broker options derived from the spec."""
+    spec = mc.spec
+    options = [f"--config-path={CONFIG_DIR}", f"-Sbroker.rundir={RUN_DIR}/rundir"]
+    options.append(f"-Slog-stderr-level={7 if spec.logging.debug else spec.flux.log_level}")
+    options.append(f"-Stbon.connect_timeout={spec.flux.connect_timeout}")
+    if spec.min_size:
+        options.append(f"-Sbroker.quorum={spec.min_size}")
+    if spec.flux.topology:
+        options.append(f"-Stbon.topo={spec.flux.topology}")
+    if spec.logging.zeromq:
+        options.append("-Stbon.zmqdebug=1")
+    return options
+
+
+def submit_words(mc: MiniCluster) -> list[str]:
+    """`flux submit` (or the user's replacement) with the node/task shape the operator uses."""
+    spec = mc.spec
+    words = shlex.split(spec.flux.submit_command) if spec.flux.submit_command else ["flux", "submit"]
+    if spec.tasks >= spec.size:
+        words += ["-N", str(spec.size), "-n", str(spec.tasks)]
+    else:
+        words += ["-n", str(spec.tasks)]
+    words += shlex.split(spec.flux.option_flags)
+    return words
+
+
+def _flavour_setup(mc: MiniCluster) -> list[str]:
+    if mc.spec.flux.flavour == "builtin":
+        return [f'export PATH="{BROKER_INSTALL_DIR}/bin:$PATH"']
+    container = mc.spec.flux.container
+    view = f"{container.mount_path}/view"
+    lines = [
+        f'export PATH="{view}/bin:$PATH"',
+        f'export LD_LIBRARY_PATH="{view}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
+    ]
+    if container.python_path:
+        lines.append(f"export PYTHONPATH={shlex.quote(container.python_path)}")
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(mc.spec.flux.environment.items())]
+    # Flux needs R: every host of the instance with this pod's cores, as the operator generates it.
+    lines.append(f"flux R encode --hosts={shlex.quote(pod_hostnames(mc))} --local > {R_FILE}")
+    return lines
+
+
+def _heredoc(path: str, body: str) -> list[str]:
+    marker = "MINICLUSTERS_EOF"
+    while marker in body:
+        marker += "_"
+    return [f"cat > {path} <<'{marker}'", body.rstrip("\n"), marker]
+
+
+def _lead_command(mc: MiniCluster, runner: Container, start: str) -> list[str]:
+    spec = mc.spec
+    prefix = f"{runner.commands.prefix} " if runner.commands.prefix else ""
+    submit = prefix + shlex.join(submit_words(mc))
+    if spec.interactive or (not runner.command and not runner.commands.script):
+        return [f"{start} sleep infinity", "rc=$?"]
+    if runner.launcher:
+        return [f"{start} {runner.command}", "rc=$?"]
+    if runner.commands.script:
+        lines = _heredoc(f"{RUN_DIR}/script.sh", runner.commands.script)
+        return [*lines, f"chmod +x {RUN_DIR}/script.sh", f"{start} {submit} --watch {RUN_DIR}/script.sh", "rc=$?"]
+    if runner.batch:
+        lines = _heredoc(f"{RUN_DIR}/batch.sh", "#!/bin/bash\n" + runner.command)
+        lines.append(f"chmod +x {RUN_DIR}/batch.sh")
+        if runner.batch_raw:
+            return [*lines, f"{start} {RUN_DIR}/batch.sh", "rc=$?"]
+        batch = f"{prefix}flux batch -N {spec.size} {RUN_DIR}/batch.sh"
+        return [*lines, f"{start} sh -c 'flux job attach $({batch})'", "rc=$?"]
+    return [f"{start} {submit} --watch {runner.command}", "rc=$?"]
+
+
+def render_entrypoint(mc: MiniCluster) -> str:
+    """The bash script the broker container runs (as `bash entrypoint.sh`)."""
+    spec = mc.spec
+    runner = spec.containers[spec.flux_runner_index]
+    commands = runner.commands
+    prefix = f"{commands.prefix} " if commands.prefix else ""
+    timed = "time " if spec.logging.timed else ""
+    wrap = f" --wrap={shlex.quote(spec.flux.wrap)}" if spec.flux.wrap else ""
+    options = broker_options(mc)
+    lead_options = list(options)
+    if spec.archive.path:
+        archive = shlex.quote(spec.archive.path)
+        lead_options.append(f"-Scontent.dump={spec.archive.path}")
+        restore = f'$( [ -e {archive} ] && echo ",-Scontent.restore={spec.archive.path}" )'
+    else:
+        restore = ""
+    start_lead = f'{timed}{prefix}flux start{wrap} -o "{",".join(lead_options)}{restore}"'
+    start_follower = f'{timed}{prefix}flux start{wrap} -o "{",".join(options)}"'
+
+    lines = [
+        "#!/bin/bash",
+        f"# Entrypoint for MiniCluster {mc.name} (flavour {spec.flux.flavour}), rendered by miniclusters.",
+        "set -o pipefail",
+    ]
+    if spec.logging.strict:
+        lines.append("set -eu")
+    if spec.logging.debug:
+        lines.append("set -x")
+    lines += [
+        'index="${JOB_COMPLETION_INDEX:?JOB_COMPLETION_INDEX is not set: this script runs in an Indexed Job pod}"',
+        f"log() {{ {':' if spec.logging.quiet else 'echo'} \"[{mc.name}-$index] $*\" >&2; }}",
+        f"mkdir -p {RUN_DIR}/rundir",
+    ]
+    if commands.init:
+        lines.append(commands.init)
+    lines += _flavour_setup(mc)
+    lines.append('if [ "$index" = 0 ]; then')
+    lines.append(f"  {commands.broker_pre}" if commands.broker_pre else "  :")
+    lines.append("else")
+    lines.append(f"  {commands.worker_pre}" if commands.worker_pre else "  :")
+    lines.append("fi")
+    if commands.pre:
+        lines.append(commands.pre)
+    if runner.working_dir:
+        lines.append(f"cd {shlex.quote(runner.working_dir)}")
+    lines.append('if [ "$index" = 0 ]; then')
+    lines.append(f'  log "lead broker starting ({spec.size} of {spec.effective_max_size} pods)"')
+    lines += [f"  {line}" for line in _lead_command(mc, runner, start_lead)]
+    lines.append("else")
+    lines.append('  log "follower broker starting"')
+    lines += [f"  {start_follower}", "  rc=$?"]
+    if spec.flux.complete_workers:
+        lines.append('  [ "$rc" = 0 ] || log "follower exited with $rc; completing anyway (completeWorkers)"')
+        lines.append("  rc=0")
+    lines.append("fi")
+    if commands.post:
+        lines.append(commands.post)
+    lines += ['log "exiting with $rc"', 'exit "$rc"', ""]
+    return "\n".join(lines)
+
+
+def render_sidecar_command(container: Container, is_service: bool) -> list[str]:
+    """The command of a container that does not run the broker (the operator's start.sh wrapper)."""
+    steps = [
+        s
+        for s in (
+            container.commands.init,
+            container.commands.service_pre if is_service else "",
+            container.commands.pre,
+            container.command,
+        )
+        if s
+    ]
+    if not steps:
+        return []
+    if container.no_wrap_entrypoint:
+        return ["/bin/bash", "-c", container.command] if container.command else []
+    return ["/bin/bash", "-c", "\n".join(steps)]

@@ -1,0 +1,61 @@
+"""Where things live inside a pod, and how rendered objects are named and labelled.
+
+Kept in one place because the entrypoint, the Job and the broker must agree on every path.
+"""
+
+from __future__ import annotations
+
+from miniclusters.api.spec import MiniCluster
+
+CONFIG_DIR = "/etc/flux/config"
+BROKER_TOML = "broker.toml"
+CURVE_DIR = "/etc/flux/curve"
+CURVE_FILE = "curve.cert"
+SCRIPTS_DIR = "/etc/miniclusters"
+ENTRYPOINT = "entrypoint.sh"
+RUN_DIR = "/run/flux"
+R_FILE = f"{RUN_DIR}/R"
+BROKER_INSTALL_DIR = "/mnt/miniclusters"
+
+NAME_LABEL = "miniclusters.dev/name"
+INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+FIELD_MANAGER = "miniclusters"
+
+VOLUME_CONFIG = "mc-config"
+VOLUME_SCRIPTS = "mc-scripts"
+VOLUME_CURVE = "mc-curve-cert"
+VOLUME_BROKER = "mc-broker"
+VOLUME_FLUX_VIEW = "mc-flux-view"
+VOLUME_RUN = "mc-run"
+
+
+def config_map_name(mc: MiniCluster) -> str:
+    return f"{mc.name}-flux-config"
+
+
+def curve_secret_name(mc: MiniCluster) -> str:
+    return f"{mc.name}-curve-cert"
+
+
+def common_labels(mc: MiniCluster) -> dict[str, str]:
+    """Labels on every object we create, so they can be found and cleaned up together."""
+    return {
+        "app.kubernetes.io/name": "minicluster",
+        "app.kubernetes.io/instance": mc.name,
+        "app.kubernetes.io/managed-by": "miniclusters",
+        NAME_LABEL: mc.name,
+    }
+
+
+def selector_labels(mc: MiniCluster) -> dict[str, str]:
+    return {NAME_LABEL: mc.name}
+
+
+def pod_hostnames(mc: MiniCluster) -> str:
+    """Every host the broker config pre-registers, in hostlist syntax (0..maxSize-1)."""
+    last = mc.spec.effective_max_size - 1
+    return f"{mc.name}-0" if last == 0 else f"{mc.name}-[0-{last}]"
+
+
+def service_domain(mc: MiniCluster, namespace: str, cluster_domain: str) -> str:
+    return f"{mc.headless_name}.{namespace}.svc.{cluster_domain}"
