@@ -48,7 +48,7 @@ test: setup lint
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 crds: venv
-	$(BIN)/minicluster crd --output crds/miniclusters.flux-framework.dev_miniclusters.yaml
+	$(BIN)/minicluster crd --output crds/miniclusters.dev_miniclusters.yaml
 
 demo: setup
 	$(BIN)/minicluster validate examples/hello.yaml

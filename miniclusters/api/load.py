@@ -34,8 +34,8 @@ def _message(error: ErrorDetails) -> str:
     return message
 
 
-def _problems(exc: ValidationError) -> list[Problem]:
-    return [Problem(join_path(*error["loc"]), _message(error)) for error in exc.errors()]
+def _problems_of(errors: list[ErrorDetails]) -> list[Problem]:
+    return [Problem(join_path(*error["loc"]), _message(error)) for error in errors]
 
 
 def _prune(data: Any, loc: tuple[str | int, ...]) -> bool:
@@ -63,15 +63,19 @@ def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
     if not isinstance(data, Mapping):
         raise SpecError([Problem("", f"expected a MiniCluster mapping, got {type(data).__name__}")], source)
     problems: list[Problem] = []
+    set_aside: set[tuple[str | int, ...]] = set()
     attempt: Any = copy.deepcopy(dict(data))
     for _ in range(MAX_PRUNE_ROUNDS):
         try:
             candidate = MiniCluster.model_validate(attempt, context={SKIP_RULES: True})
         except ValidationError as exc:
-            problems += _problems(exc)
-            pruned = [_prune(attempt, tuple(error["loc"])) for error in exc.errors()]
-            if not all(pruned):
+            # A field we set aside ourselves now shows as missing: that is not a new problem.
+            errors = [e for e in exc.errors() if not (e["type"] == "missing" and tuple(e["loc"]) in set_aside)]
+            problems += _problems_of(errors)
+            locs = [tuple(error["loc"]) for error in errors]
+            if not errors or not all(_prune(attempt, loc) for loc in locs):
                 break
+            set_aside.update(locs)
             continue
         problems += check_minicluster(candidate)
         break
@@ -100,7 +104,5 @@ def load_minicluster_file(path: str | Path) -> MiniCluster:
         raise SpecError([Problem("", f"cannot read file: {exc.strerror or exc}")], source) from exc
     documents = parse_yaml_documents(text, source)
     if len(documents) != 1:
-        raise SpecError(
-            [Problem("", f"expected exactly one MiniCluster document, found {len(documents)}")], source
-        )
+        raise SpecError([Problem("", f"expected exactly one MiniCluster document, found {len(documents)}")], source)
     return load_minicluster(documents[0], source)

@@ -8,7 +8,7 @@ Cross-field rules live in `rules.py`; they run on every construction through the
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 from pydantic.alias_generators import to_camel
@@ -16,11 +16,12 @@ from pydantic_core import PydanticCustomError
 
 from miniclusters.api.quantity import Quantity
 
-FLUX_OPERATOR_API_VERSION = "flux-framework.org/v1alpha2"
 API_GROUP = "miniclusters.dev"
 API_VERSION = "v1alpha1"
-OUR_API_VERSION = f"{API_GROUP}/{API_VERSION}"
-KIND = "MiniCluster"
+FLUX_OPERATOR_API_VERSION: Final = "flux-framework.org/v1alpha2"
+OUR_API_VERSION: Final = "miniclusters.dev/v1alpha1"
+KIND: Final = "MiniCluster"
+ApiVersion = Literal["flux-framework.org/v1alpha2", "miniclusters.dev/v1alpha1"]
 
 DEFAULT_APP_IMAGE = "ghcr.io/rse-ops/accounting:app-latest"
 DEFAULT_FLUX_VIEW_IMAGE = "ghcr.io/converged-computing/flux-view-rocky:tag-9"
@@ -41,7 +42,7 @@ class SpecModel(BaseModel):
         populate_by_name=True,
         extra="forbid",
         validate_default=False,
-        str_strip_whitespace=False,
+        use_attribute_docstrings=True,
     )
 
 
@@ -272,14 +273,41 @@ class ObjectMeta(BaseModel):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
+class Condition(BaseModel):
+    """A metav1.Condition."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str = ""
+    observed_generation: int = 0
+
+
+class MiniClusterStatus(BaseModel):
+    """Observed state: the operator's fields (size/selector back the scale subresource) plus ours."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
+
+    size: int = 0
+    selector: str = ""
+    jobid: str = ""
+    maximum_size: int = 0
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int = 0
+    ready_pods: int = 0
+
+
 class MiniCluster(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
 
-    api_version: Literal["flux-framework.org/v1alpha2", "miniclusters.dev/v1alpha1"] = OUR_API_VERSION
+    api_version: ApiVersion = OUR_API_VERSION
     kind: Literal["MiniCluster"] = KIND
     metadata: ObjectMeta
     spec: MiniClusterSpec
-    status: dict[str, Any] | None = None
+    status: MiniClusterStatus | None = None
 
     @model_validator(mode="after")
     def _cross_field_rules(self, info: ValidationInfo) -> MiniCluster:
@@ -289,9 +317,7 @@ class MiniCluster(BaseModel):
             return self
         problems = check_minicluster(self)
         if problems:
-            raise PydanticCustomError(
-                RULES_ERROR_TYPE, "{summary}", {"summary": "; ".join(str(p) for p in problems)}
-            )
+            raise PydanticCustomError(RULES_ERROR_TYPE, "{summary}", {"summary": "; ".join(str(p) for p in problems)})
         return self
 
     @property

@@ -22,7 +22,11 @@ def render_minicluster(mc: MiniCluster, options: RenderOptions | None = None) ->
     options = options or RenderOptions()
     if options.flavour and options.flavour != mc.spec.flux.flavour:
         mc = mc.model_copy(
-            update={"spec": mc.spec.model_copy(update={"flux": mc.spec.flux.model_copy(update={"flavour": options.flavour})})}
+            update={
+                "spec": mc.spec.model_copy(
+                    update={"flux": mc.spec.flux.model_copy(update={"flavour": options.flavour})}
+                )
+            }
         )
     namespace = options.namespace or mc.namespace
     return [

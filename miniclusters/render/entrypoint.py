@@ -9,13 +9,24 @@ from __future__ import annotations
 import shlex
 
 from miniclusters.api.spec import Container, MiniCluster
-from miniclusters.render.layout import BROKER_INSTALL_DIR, CONFIG_DIR, R_FILE, RUN_DIR, pod_hostnames
+from miniclusters.render.layout import BROKER_INSTALL_DIR, CONFIG_DIR, RUN_DIR, pod_hostnames
+
+# Directories come from the environment (defaults: the pod layout), so the local backend can run the very
+# same script for several "pods" on one filesystem.
+CONFIG = "${MINICLUSTER_CONFIG_DIR}"
+RUN = "${MINICLUSTER_RUN_DIR}"
+BROKER = "${MINICLUSTER_BROKER_DIR}"
+DIRECTORY_DEFAULTS = (
+    f'export MINICLUSTER_CONFIG_DIR="${{MINICLUSTER_CONFIG_DIR:-{CONFIG_DIR}}}"',
+    f'export MINICLUSTER_RUN_DIR="${{MINICLUSTER_RUN_DIR:-{RUN_DIR}}}"',
+    f'export MINICLUSTER_BROKER_DIR="${{MINICLUSTER_BROKER_DIR:-{BROKER_INSTALL_DIR}}}"',
+)
 
 
 def broker_options(mc: MiniCluster) -> list[str]:
     """`flux start -o` broker options derived from the spec."""
     spec = mc.spec
-    options = [f"--config-path={CONFIG_DIR}", f"-Sbroker.rundir={RUN_DIR}/rundir"]
+    options = [f"--config-path={CONFIG}", f"-Sbroker.rundir={RUN}/rundir"]
     options.append(f"-Slog-stderr-level={7 if spec.logging.debug else spec.flux.log_level}")
     options.append(f"-Stbon.connect_timeout={spec.flux.connect_timeout}")
     if spec.min_size:
@@ -41,7 +52,7 @@ def submit_words(mc: MiniCluster) -> list[str]:
 
 def _flavour_setup(mc: MiniCluster) -> list[str]:
     if mc.spec.flux.flavour == "builtin":
-        return [f'export PATH="{BROKER_INSTALL_DIR}/bin:$PATH"']
+        return [f'export PATH="{BROKER}/bin:$PATH"']
     container = mc.spec.flux.container
     view = f"{container.mount_path}/view"
     lines = [
@@ -52,7 +63,7 @@ def _flavour_setup(mc: MiniCluster) -> list[str]:
         lines.append(f"export PYTHONPATH={shlex.quote(container.python_path)}")
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(mc.spec.flux.environment.items())]
     # Flux needs R: every host of the instance with this pod's cores, as the operator generates it.
-    lines.append(f"flux R encode --hosts={shlex.quote(pod_hostnames(mc))} --local > {R_FILE}")
+    lines.append(f'flux R encode --hosts={shlex.quote(pod_hostnames(mc))} --local > "{RUN}/R"')
     return lines
 
 
@@ -60,7 +71,7 @@ def _heredoc(path: str, body: str) -> list[str]:
     marker = "MINICLUSTERS_EOF"
     while marker in body:
         marker += "_"
-    return [f"cat > {path} <<'{marker}'", body.rstrip("\n"), marker]
+    return [f"cat > \"{path}\" <<'{marker}'", body.rstrip("\n"), marker]
 
 
 def _lead_command(mc: MiniCluster, runner: Container, start: str) -> list[str]:
@@ -72,15 +83,17 @@ def _lead_command(mc: MiniCluster, runner: Container, start: str) -> list[str]:
     if runner.launcher:
         return [f"{start} {runner.command}", "rc=$?"]
     if runner.commands.script:
-        lines = _heredoc(f"{RUN_DIR}/script.sh", runner.commands.script)
-        return [*lines, f"chmod +x {RUN_DIR}/script.sh", f"{start} {submit} --watch {RUN_DIR}/script.sh", "rc=$?"]
+        script = f"{RUN}/script.sh"
+        lines = _heredoc(script, runner.commands.script)
+        return [*lines, f'chmod +x "{script}"', f'{start} {submit} --watch "{script}"', "rc=$?"]
     if runner.batch:
-        lines = _heredoc(f"{RUN_DIR}/batch.sh", "#!/bin/bash\n" + runner.command)
-        lines.append(f"chmod +x {RUN_DIR}/batch.sh")
+        script = f"{RUN}/batch.sh"
+        lines = _heredoc(script, "#!/bin/bash\n" + runner.command)
+        lines.append(f'chmod +x "{script}"')
         if runner.batch_raw:
-            return [*lines, f"{start} {RUN_DIR}/batch.sh", "rc=$?"]
-        batch = f"{prefix}flux batch -N {spec.size} {RUN_DIR}/batch.sh"
-        return [*lines, f"{start} sh -c 'flux job attach $({batch})'", "rc=$?"]
+            return [*lines, f'{start} "{script}"', "rc=$?"]
+        batch = f'{prefix}flux batch -N {spec.size} "{script}"'
+        return [*lines, f"{start} bash -c 'flux job attach $({batch})'", "rc=$?"]
     return [f"{start} {submit} --watch {runner.command}", "rc=$?"]
 
 
@@ -114,24 +127,29 @@ def render_entrypoint(mc: MiniCluster) -> str:
         lines.append("set -x")
     lines += [
         'index="${JOB_COMPLETION_INDEX:?JOB_COMPLETION_INDEX is not set: this script runs in an Indexed Job pod}"',
-        f"log() {{ {':' if spec.logging.quiet else 'echo'} \"[{mc.name}-$index] $*\" >&2; }}",
-        f"mkdir -p {RUN_DIR}/rundir",
+        f'log() {{ {":" if spec.logging.quiet else "echo"} "[{mc.name}-$index] $*" >&2; }}',
+        *DIRECTORY_DEFAULTS,
+        f'mkdir -p "{RUN}/rundir"',
     ]
     if commands.init:
         lines.append(commands.init)
     lines += _flavour_setup(mc)
-    lines.append('if [ "$index" = 0 ]; then')
-    lines.append(f"  {commands.broker_pre}" if commands.broker_pre else "  :")
-    lines.append("else")
-    lines.append(f"  {commands.worker_pre}" if commands.worker_pre else "  :")
-    lines.append("fi")
+    if commands.broker_pre or commands.worker_pre:
+        lines += [
+            'if [ "$index" = 0 ]; then',
+            f"  {commands.broker_pre or ':'}",
+            "else",
+            f"  {commands.worker_pre or ':'}",
+            "fi",
+        ]
     if commands.pre:
         lines.append(commands.pre)
     if runner.working_dir:
         lines.append(f"cd {shlex.quote(runner.working_dir)}")
     lines.append('if [ "$index" = 0 ]; then')
     lines.append(f'  log "lead broker starting ({spec.size} of {spec.effective_max_size} pods)"')
-    lines += [f"  {line}" for line in _lead_command(mc, runner, start_lead)]
+    # Not indented: a heredoc terminator must start its line.
+    lines += _lead_command(mc, runner, start_lead)
     lines.append("else")
     lines.append('  log "follower broker starting"')
     lines += [f"  {start_follower}", "  rc=$?"]

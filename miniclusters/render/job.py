@@ -63,8 +63,7 @@ def _env(container: Container, extra: dict[str, str]) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in extra.items()]
     env += [{"name": k, "value": v} for k, v in container.environment.items()]
     env += [
-        {"name": k, "valueFrom": {"secretKeyRef": {"name": s.name, "key": s.key}}}
-        for k, s in container.secrets.items()
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": s.name, "key": s.key}}} for k, s in container.secrets.items()
     ]
     return env
 
@@ -152,7 +151,7 @@ def _broker_env(mc: MiniCluster, namespace: str) -> dict[str, str]:
 
 
 def _broker_mounts(mc: MiniCluster) -> list[dict[str, Any]]:
-    mounts = [
+    mounts: list[dict[str, Any]] = [
         {"name": VOLUME_CONFIG, "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": VOLUME_SCRIPTS, "mountPath": SCRIPTS_DIR, "readOnly": True},
         {"name": VOLUME_CURVE, "mountPath": CURVE_DIR, "readOnly": True},
@@ -349,7 +348,11 @@ def build_job(mc: MiniCluster, options: RenderOptions | None = None) -> dict[str
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": mc.name, "namespace": namespace, "labels": {**spec.job_labels, **common_labels(mc)}},
+        "metadata": {
+            "name": mc.name,
+            "namespace": namespace,
+            "labels": {**spec.job_labels, **common_labels(mc)},
+        },
         "spec": {
             "completionMode": "Indexed",
             "completions": spec.size,

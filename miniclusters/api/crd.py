@@ -1,0 +1,142 @@
+"""Our CustomResourceDefinition, generated from the pydantic models (never edited by hand).
+
+Pydantic emits JSON Schema with $refs, anyOf-with-null and `additionalProperties: false`; Kubernetes wants
+a structural OpenAPI v3 schema: everything inlined, a type on every node, nullable instead of null
+branches, and pass-through objects marked x-kubernetes-preserve-unknown-fields.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from miniclusters.api.spec import API_GROUP, API_VERSION, KIND, MiniClusterSpec, MiniClusterStatus
+
+PLURAL = "miniclusters"
+CRD_NAME = f"{PLURAL}.{API_GROUP}"
+_DROP_KEYS = {"title", "$defs", "additionalProperties", "examples"}
+
+
+def _resolve(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_resolve(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]])
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _resolve(merged, defs)
+    return {key: _resolve(value, defs) for key, value in node.items()}
+
+
+def _structural(node: dict[str, Any]) -> dict[str, Any]:
+    """Rewrite one resolved JSON Schema node (recursively) into structural OpenAPI v3."""
+    out: dict[str, Any] = {}
+    branches = node.get("anyOf")
+    if branches is not None:
+        non_null = [b for b in branches if b.get("type") != "null"]
+        if len(non_null) < len(branches):
+            out["nullable"] = True
+        types = {b.get("type") for b in non_null}
+        if len(non_null) == 1:
+            inner = _structural({**non_null[0], **{k: v for k, v in node.items() if k != "anyOf"}})
+            return {**inner, **out}
+        if types <= {"string", "integer", "number"}:
+            # A Kubernetes quantity: accepted as an integer or a string, like resource.Quantity.
+            out.update({"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]})
+            if "description" in node:
+                out["description"] = node["description"]
+            return out
+        raise ValueError(f"cannot express a union of {sorted(map(str, types))} structurally")
+    for key, value in node.items():
+        if key in _DROP_KEYS or key in ("anyOf", "properties", "items"):
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "const":
+            out["enum"] = [value]
+            continue
+        out[key] = value
+    if "enum" in out and "type" not in out:
+        out["type"] = "string"
+    kind = out.get("type")
+    if kind == "object":
+        properties = node.get("properties")
+        extra = node.get("additionalProperties")
+        if properties:
+            out["properties"] = {name: _structural(schema) for name, schema in properties.items()}
+        elif isinstance(extra, dict) and extra:
+            out["additionalProperties"] = _structural(extra)
+        else:
+            out["x-kubernetes-preserve-unknown-fields"] = True
+    elif kind == "array":
+        items = node.get("items") or {}
+        out["items"] = _structural(items) if items else {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        out.setdefault("x-kubernetes-list-type", "atomic")
+    elif kind is None:
+        out["type"] = "object"
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    return out
+
+
+def structural_schema(model: type[Any]) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    resolved = _resolve(raw, raw.get("$defs", {}))
+    return _structural(resolved)
+
+
+def build_crd() -> dict[str, Any]:
+    """The CRD: our group, the MiniCluster kind, status and scale subresources (for kubectl scale / HPA)."""
+    spec_schema = structural_schema(MiniClusterSpec)
+    status_schema = structural_schema(MiniClusterStatus)
+    root = {
+        "type": "object",
+        "description": "A Flux MiniCluster: an Indexed Job of brokers joined into one Flux instance.",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": status_schema,
+        },
+        "required": ["spec"],
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME, "labels": {"app.kubernetes.io/name": "miniclusters"}},
+        "spec": {
+            "group": API_GROUP,
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": "minicluster",
+                "shortNames": ["mc"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": API_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": root},
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.size",
+                            "statusReplicasPath": ".status.size",
+                            "labelSelectorPath": ".status.selector",
+                        },
+                    },
+                    "additionalPrinterColumns": [
+                        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                        {"name": "Ready", "type": "integer", "jsonPath": ".status.readyPods"},
+                        {"name": "Max", "type": "integer", "jsonPath": ".status.maximumSize"},
+                        {"name": "Flavour", "type": "string", "jsonPath": ".spec.flux.flavour"},
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                }
+            ],
+        },
+    }

@@ -1,0 +1,117 @@
+"""Conversion between the Flux Operator's MiniCluster and ours is lossless for every shared field."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import pytest
+from pydantic import BaseModel
+
+from miniclusters.api import load_minicluster, load_minicluster_file
+from miniclusters.api.conversion import EXTENSIONS_ANNOTATION, from_flux_operator, to_flux_operator, to_ours
+from miniclusters.api.spec import MiniClusterSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _non_default(annotation: Any, name: str) -> Any:
+    """A value for a field that differs from its default, so a dropped field would be noticed."""
+    origin = get_origin(annotation)
+    if origin in (typing.Union, type(int | None)):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+        origin = get_origin(annotation)
+    if origin is typing.Literal:
+        return get_args(annotation)[-1]
+    if origin is list:
+        return [_non_default(get_args(annotation)[0], name)]
+    if origin is dict:
+        return {"k1": _non_default(get_args(annotation)[1], name)}
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _every_field(annotation)
+    if annotation is bool:
+        return True
+    if annotation is int:
+        return 3
+    if annotation is str:
+        return f"v-{name}"
+    return "250m"  # quantities and other pass-throughs
+
+
+def _every_field(model: type[BaseModel]) -> dict[str, Any]:
+    return {
+        (info.alias or name): _non_default(info.annotation, name) for name, info in model.model_fields.items()
+    }
+
+
+def _everything_set() -> dict[str, Any]:
+    spec = _every_field(MiniClusterSpec)
+    # Make the random values satisfy the cross-field rules while keeping every field non-default.
+    spec.update({"size": 3, "maxSize": 5, "minSize": 2, "tasks": 6, "deadlineSeconds": 99, "backoffLimit": 7})
+    container = spec["containers"][0]
+    container.update(
+        {"name": "app", "runFlux": True, "launcher": False, "batch": True, "ports": [8080], "imagePullPolicy": "Always"}
+    )
+    container["commands"]["script"] = ""
+    container["volumes"] = {"data": {"path": "/data", "claimName": "pvc", "readOnly": True}}
+    container["resources"] = {"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}, "claims": [{"name": "gpu"}]}
+    container["environment"] = {"A_B": "1"}
+    container["secrets"] = {"TOKEN": {"name": "s", "key": "k"}}
+    service = dict(container, name="svc", runFlux=False, commands={"servicePre": "echo", "init": "true"})
+    spec["services"] = [service]
+    spec["network"] = {"headlessName": "svc-net", "disableAffinity": True}
+    flux = spec["flux"]
+    flux.update({"connectTimeout": "7s", "topology": "kary:3", "logLevel": 7, "curveCert": "", "brokerConfig": ""})
+    flux["scheduler"] = {"simple": True, "queuePolicy": "easy"}
+    flux["bursting"] = {"leadBroker": {"address": "1.2.3.4", "name": "lead", "size": 2, "port": 9000},
+                        "hostlist": "", "clusters": [{"name": "burst-0", "size": 2}]}
+    flux["container"]["resources"] = {"requests": {"cpu": "100m"}}
+    spec["pod"].update(
+        {
+            "labels": {"team": "cfd"},
+            "jobLabels": None,
+            "annotations": {"note": "x"},
+            "nodeAffinity": {"zone": ["a", "b"]},
+            "tolerations": [{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}],
+            "resources": {"cpu": "100m"},
+            "securityContext": {"runAsUser": 1000},
+        }
+    )
+    del spec["pod"]["jobLabels"]
+    spec["jobLabels"] = {"campaign": "naca"}
+    spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+    return {"apiVersion": "miniclusters.dev/v1alpha1", "kind": "MiniCluster",
+            "metadata": {"name": "full", "namespace": "hpc"}, "spec": spec}
+
+
+def test_everything_set_fixture_sets_every_field() -> None:
+    mc = load_minicluster(_everything_set())
+    assert mc.spec.model_fields_set == set(MiniClusterSpec.model_fields)
+
+
+def test_round_trip_through_flux_operator_keeps_every_field() -> None:
+    ours = load_minicluster(_everything_set())
+    theirs = to_flux_operator(ours)
+    assert theirs["apiVersion"] == "flux-framework.org/v1alpha2"
+    assert "flavour" not in theirs["spec"].get("flux", {})  # not a field the operator knows
+    back = from_flux_operator(theirs)
+    assert back.spec == ours.spec
+    assert back.metadata == ours.metadata
+
+
+def test_our_extensions_ride_in_an_annotation() -> None:
+    data = _everything_set()
+    data["spec"]["flux"]["flavour"] = "flux"
+    theirs = to_flux_operator(load_minicluster(data))
+    assert theirs["metadata"]["annotations"][EXTENSIONS_ANNOTATION] == '{"flux.flavour": "flux"}'
+    assert from_flux_operator(theirs).spec.flux.flavour == "flux"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_examples_round_trip_both_ways(path: Path) -> None:
+    mc = load_minicluster_file(path)
+    assert from_flux_operator(to_flux_operator(mc)).spec == mc.spec
+    ours = load_minicluster(to_ours(mc))
+    assert ours.api_version == "miniclusters.dev/v1alpha1"
+    assert ours.spec == mc.spec

@@ -1,0 +1,144 @@
+"""The entrypoint script, run for real by bash with a `flux` on PATH that records how it was called."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from miniclusters.api import load_minicluster
+from miniclusters.render.entrypoint import render_entrypoint
+
+FAKE_FLUX = """#!/bin/bash
+# Records each call (one line, shell-quoted words) and exits with $FAKE_FLUX_RC.
+printf '%q ' "$@" >> "$FAKE_FLUX_LOG"; echo >> "$FAKE_FLUX_LOG"
+exit "${FAKE_FLUX_RC:-0}"
+"""
+
+
+def run_entrypoint(tmp_path: Path, spec: dict[str, Any], index: int, rc: int = 0) -> tuple[int, list[list[str]], str]:
+    script = tmp_path / "entrypoint.sh"
+    script.write_text(render_entrypoint(load_minicluster(spec)))
+    broker_dir = tmp_path / "broker"
+    (broker_dir / "bin").mkdir(parents=True, exist_ok=True)
+    fake = broker_dir / "bin" / "flux"
+    fake.write_text(FAKE_FLUX)
+    fake.chmod(0o755)
+    log = tmp_path / f"flux-{index}.log"
+    env = {
+        "PATH": os.environ["PATH"],
+        "JOB_COMPLETION_INDEX": str(index),
+        "MINICLUSTER_CONFIG_DIR": str(tmp_path / "config"),
+        "MINICLUSTER_RUN_DIR": str(tmp_path / "run"),
+        "MINICLUSTER_BROKER_DIR": str(broker_dir),
+        "FAKE_FLUX_LOG": str(log),
+        "FAKE_FLUX_RC": str(rc),
+    }
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
+    calls = [shlex.split(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return proc.returncode, calls, proc.stderr
+
+
+def _options(call: list[str]) -> list[str]:
+    return call[call.index("-o") + 1].split(",")
+
+
+def test_lead_submits_the_command_and_returns_its_exit_code(tmp_path: Path, minimal_spec: dict) -> None:
+    minimal_spec["spec"].update({"size": 2, "tasks": 4, "minSize": 1})
+    minimal_spec["spec"]["containers"][0]["command"] = "mpi-hello --verbose"
+    rc, calls, stderr = run_entrypoint(tmp_path, minimal_spec, index=0, rc=3)
+    assert rc == 3, stderr
+    (call,) = calls
+    assert call[:2] == ["start", "-o"]
+    options = _options(call)
+    assert f"--config-path={tmp_path / 'config'}" in options
+    assert "-Sbroker.quorum=1" in options and "-Stbon.connect_timeout=5s" in options
+    assert call[3:] == ["flux", "submit", "-N", "2", "-n", "4", "--watch", "mpi-hello", "--verbose"]
+    assert (tmp_path / "run" / "rundir").is_dir()
+
+
+def test_follower_only_starts_its_broker(tmp_path: Path, minimal_spec: dict) -> None:
+    rc, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=1)
+    assert rc == 0
+    (call,) = calls
+    assert call[:2] == ["start", "-o"] and len(call) == 3
+
+
+def test_complete_workers_turns_a_failed_follower_into_success(tmp_path: Path, minimal_spec: dict) -> None:
+    rc, _, _ = run_entrypoint(tmp_path, minimal_spec, index=1, rc=1)
+    assert rc == 1
+    minimal_spec["spec"]["flux"] = {"completeWorkers": True}
+    rc, _, _ = run_entrypoint(tmp_path, minimal_spec, index=1, rc=1)
+    assert rc == 0
+
+
+def test_fewer_tasks_than_nodes_passes_only_n(tmp_path: Path, minimal_spec: dict) -> None:
+    minimal_spec["spec"].update({"size": 4, "tasks": 2})
+    _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=0)
+    assert calls[0][3:8] == ["flux", "submit", "-n", "2", "--watch"]
+
+
+def test_interactive_lead_keeps_brokers_up(tmp_path: Path, minimal_spec: dict) -> None:
+    minimal_spec["spec"]["interactive"] = True
+    _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=0)
+    assert calls[0][3:] == ["sleep", "infinity"]
+
+
+def test_launcher_runs_the_command_directly(tmp_path: Path, minimal_spec: dict) -> None:
+    minimal_spec["spec"]["containers"][0].update({"launcher": True, "command": "my-launcher arg"})
+    _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=0)
+    assert calls[0][3:] == ["my-launcher", "arg"]
+
+
+def test_batch_writes_a_script_and_submits_it(tmp_path: Path, minimal_spec: dict) -> None:
+    minimal_spec["spec"]["containers"][0].update({"batch": True, "command": "echo one\necho two"})
+    _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=0)
+    batch = (tmp_path / "run" / "batch.sh").read_text()
+    assert batch.splitlines()[1:] == ["echo one", "echo two"]
+    assert calls[0][3:5] == ["bash", "-c"] and "flux batch -N 2" in calls[0][5]
+
+
+def test_commands_run_in_order_per_role(tmp_path: Path, minimal_spec: dict) -> None:
+    trace = tmp_path / "trace"
+    minimal_spec["spec"]["containers"][0]["commands"] = {
+        step: f"echo {step} >> {trace}" for step in ("init", "pre", "brokerPre", "workerPre", "post")
+    }
+    run_entrypoint(tmp_path, minimal_spec, index=0)
+    assert trace.read_text().split() == ["init", "brokerPre", "pre", "post"]
+    trace.unlink()
+    run_entrypoint(tmp_path, minimal_spec, index=1)
+    assert trace.read_text().split() == ["init", "workerPre", "pre", "post"]
+
+
+def test_archive_restores_when_present_and_always_dumps(tmp_path: Path, minimal_spec: dict) -> None:
+    archive = tmp_path / "archive.tar"
+    minimal_spec["spec"]["archive"] = {"path": str(archive)}
+    _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=0)
+    assert f"-Scontent.dump={archive}" in _options(calls[0])
+    assert not any(o.startswith("-Scontent.restore") for o in _options(calls[0]))
+    archive.write_text("x")
+    (tmp_path / "flux-0.log").unlink()
+    _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=0)
+    assert f"-Scontent.restore={archive}" in _options(calls[0])
+
+
+def test_strict_mode_stops_at_the_first_failing_command(tmp_path: Path, minimal_spec: dict) -> None:
+    minimal_spec["spec"]["logging"] = {"strict": True}
+    minimal_spec["spec"]["containers"][0]["commands"] = {"pre": "false"}
+    rc, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=0)
+    assert rc != 0 and calls == []
+
+
+@pytest.mark.parametrize("index", ["", None])
+def test_outside_an_indexed_job_it_refuses(tmp_path: Path, minimal_spec: dict, index: str | None) -> None:
+    script = tmp_path / "e.sh"
+    script.write_text(render_entrypoint(load_minicluster(minimal_spec)))
+    env = {"PATH": os.environ["PATH"]}
+    if index is not None:
+        env["JOB_COMPLETION_INDEX"] = index
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and "JOB_COMPLETION_INDEX" in proc.stderr
