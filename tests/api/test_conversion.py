@@ -40,9 +40,7 @@ def _non_default(annotation: Any, name: str) -> Any:
 
 
 def _every_field(model: type[BaseModel]) -> dict[str, Any]:
-    return {
-        (info.alias or name): _non_default(info.annotation, name) for name, info in model.model_fields.items()
-    }
+    return {(info.alias or name): _non_default(info.annotation, name) for name, info in model.model_fields.items()}
 
 
 def _everything_set() -> dict[str, Any]:
@@ -64,8 +62,11 @@ def _everything_set() -> dict[str, Any]:
     flux = spec["flux"]
     flux.update({"connectTimeout": "7s", "topology": "kary:3", "logLevel": 7, "curveCert": "", "brokerConfig": ""})
     flux["scheduler"] = {"simple": True, "queuePolicy": "easy"}
-    flux["bursting"] = {"leadBroker": {"address": "1.2.3.4", "name": "lead", "size": 2, "port": 9000},
-                        "hostlist": "", "clusters": [{"name": "burst-0", "size": 2}]}
+    flux["bursting"] = {
+        "leadBroker": {"address": "1.2.3.4", "name": "lead", "size": 2, "port": 9000},
+        "hostlist": "",
+        "clusters": [{"name": "burst-0", "size": 2}],
+    }
     flux["container"]["resources"] = {"requests": {"cpu": "100m"}}
     spec["pod"].update(
         {
@@ -81,8 +82,12 @@ def _everything_set() -> dict[str, Any]:
     del spec["pod"]["jobLabels"]
     spec["jobLabels"] = {"campaign": "naca"}
     spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
-    return {"apiVersion": "miniclusters.dev/v1alpha1", "kind": "MiniCluster",
-            "metadata": {"name": "full", "namespace": "hpc"}, "spec": spec}
+    return {
+        "apiVersion": "miniclusters.dev/v1alpha1",
+        "kind": "MiniCluster",
+        "metadata": {"name": "full", "namespace": "hpc"},
+        "spec": spec,
+    }
 
 
 def test_everything_set_fixture_sets_every_field() -> None:

@@ -13,7 +13,7 @@ import yaml
 from miniclusters.api import load_minicluster_file
 from miniclusters.api.conversion import to_ours
 from miniclusters.api.crd import build_crd
-from miniclusters.cli import dump_yaml_stream
+from miniclusters.cli.spec_commands import dump_yaml_stream
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "miniclusters.dev_miniclusters.yaml"

@@ -1,4 +1,4 @@
-"""The `minicluster` command line: a thin shell over the api and render packages."""
+"""Spec commands: validate, render, convert, crd — thin shells over the api and render packages."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any
 import click
 import yaml
 
-from miniclusters import __version__
 from miniclusters.api import MiniCluster, SpecError, load_minicluster_file
 from miniclusters.render import RenderOptions, render_minicluster
 
@@ -64,19 +63,7 @@ def _schema_problems(objects: Iterable[dict[str, Any]], version: str) -> list[st
     return problems
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(__version__, prog_name="minicluster")
-def main() -> None:
-    """Run Flux MiniClusters on Kubernetes or on this machine.
-
-    \b
-    Example:
-      minicluster validate examples/hello.yaml
-      minicluster render examples/hello.yaml | kubectl apply -f -
-    """
-
-
-@main.command()
+@click.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option(
     "--kubernetes-version",
@@ -115,7 +102,7 @@ def validate(files: tuple[str, ...], kubernetes_version: str) -> None:
         sys.exit(EXIT_INVALID)
 
 
-@main.command()
+@click.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--flavour", type=click.Choice(["builtin", "flux"]), help="Override spec.flux.flavour.")
 @click.option("-n", "--namespace", help="Override metadata.namespace.")
@@ -158,7 +145,7 @@ def render(
         click.echo(dump_yaml_stream(objects), nl=False)
 
 
-@main.command()
+@click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
     "--to",
@@ -181,7 +168,7 @@ def convert(file: str, target: str) -> None:
     click.echo(dump_yaml_stream([data]), nl=False)
 
 
-@main.command()
+@click.command()
 @click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
 def crd(output: str | None) -> None:
     """Print our CustomResourceDefinition, generated from the spec models.

@@ -1,0 +1,26 @@
+"""The `minicluster` command line. Each module adds one group of commands to `main`."""
+
+from __future__ import annotations
+
+import click
+
+from miniclusters import __version__
+from miniclusters.cli import spec_commands
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="minicluster")
+def main() -> None:
+    """Run Flux MiniClusters on Kubernetes or on this machine.
+
+    \b
+    Example:
+      minicluster validate examples/hello.yaml
+      minicluster render examples/hello.yaml | kubectl apply -f -
+    """
+
+
+for command in (spec_commands.validate, spec_commands.render, spec_commands.convert, spec_commands.crd):
+    main.add_command(command)
+
+__all__ = ["main"]
