@@ -1,0 +1,1 @@
+"""Jobs as Flux knows them: ids, the life cycle, jobspecs and the on-disk journal."""

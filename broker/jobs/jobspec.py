@@ -1,0 +1,221 @@
+"""Jobspec version 1 (Flux RFC 25), the document `flux submit` sends, and the request the scheduler sees.
+
+We build and read the canonical shapes `flux submit`/`flux run` produce:
+`-n N` -> N slots of c cores; `-N M -n N` -> M nodes each holding its share of slots; `--exclusive` whole nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class JobspecError(ValueError):
+    """A jobspec that cannot be run; the message names the offending field."""
+
+
+@dataclass(frozen=True)
+class ResourceRequest:
+    ntasks: int
+    cores_per_task: int = 1
+    nnodes: int | None = None
+    exclusive: bool = False
+    gpus_per_task: int = 0
+
+    @property
+    def total_cores(self) -> int:
+        return self.ntasks * self.cores_per_task
+
+    def tasks_per_node(self) -> list[int]:
+        """How many tasks each allocated node gets when the node count is fixed (first nodes get the extra)."""
+        if self.nnodes is None:
+            raise ValueError("no node count")
+        base, extra = divmod(self.ntasks, self.nnodes)
+        return [base + (1 if i < extra else 0) for i in range(self.nnodes)]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    command: list[str]
+    resources: ResourceRequest
+    duration: float = 0.0
+    """Time limit in seconds; 0 means none."""
+    cwd: str = ""
+    environment: dict[str, str] = field(default_factory=dict)
+    name: str = ""
+    queue: str = ""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    """The whole attributes tree, including system.* keys we do not interpret (e.g. system.burstable)."""
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shell_options(self) -> dict[str, Any]:
+        options = self.attributes.get("system", {}).get("shell", {}).get("options", {})
+        return options if isinstance(options, dict) else {}
+
+
+def build_jobspec(
+    command: list[str],
+    ntasks: int = 1,
+    nnodes: int | None = None,
+    cores_per_task: int = 1,
+    gpus_per_task: int = 0,
+    exclusive: bool = False,
+    duration: float = 0.0,
+    cwd: str = "",
+    environment: dict[str, str] | None = None,
+    name: str = "",
+    queue: str = "",
+    shell_options: dict[str, Any] | None = None,
+    system_attributes: dict[str, Any] | None = None,
+    user_attributes: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A canonical version 1 jobspec, as `flux submit` would produce it."""
+    if not command:
+        raise JobspecError("command: must not be empty")
+    if ntasks < 1:
+        raise JobspecError(f"ntasks: must be at least 1 (got {ntasks})")
+    if nnodes is not None and nnodes < 1:
+        raise JobspecError(f"nnodes: must be at least 1 (got {nnodes})")
+    if nnodes is not None and ntasks < nnodes:
+        ntasks = nnodes
+    if cores_per_task < 1:
+        raise JobspecError(f"cores_per_task: must be at least 1 (got {cores_per_task})")
+    slot_with: list[dict[str, Any]] = [{"type": "core", "count": cores_per_task}]
+    if gpus_per_task:
+        slot_with.append({"type": "gpu", "count": gpus_per_task})
+    tasks: dict[str, Any] = {"command": list(command), "slot": "task", "count": {"per_slot": 1}}
+    if nnodes is None:
+        resources = [{"type": "slot", "count": ntasks, "label": "task", "with": slot_with}]
+    else:
+        per_node = math.ceil(ntasks / nnodes)
+        node: dict[str, Any] = {
+            "type": "node",
+            "count": nnodes,
+            "with": [{"type": "slot", "count": per_node, "label": "task", "with": slot_with}],
+        }
+        if exclusive:
+            node["exclusive"] = True
+        resources = [node]
+        if ntasks % nnodes:
+            tasks["count"] = {"total": ntasks}
+    system: dict[str, Any] = dict(system_attributes or {})
+    system["duration"] = float(duration)
+    if cwd:
+        system["cwd"] = cwd
+    if environment is not None:
+        system["environment"] = dict(environment)
+    if name:
+        system.setdefault("job", {})["name"] = name
+    if queue:
+        system["queue"] = queue
+    if shell_options:
+        system.setdefault("shell", {})["options"] = dict(shell_options)
+    attributes: dict[str, Any] = {"system": system}
+    if user_attributes:
+        attributes["user"] = dict(user_attributes)
+    return {"version": 1, "resources": resources, "tasks": [tasks], "attributes": attributes}
+
+
+def _count(node: dict[str, Any], where: str) -> int:
+    count = node.get("count", 1)
+    if isinstance(count, dict):
+        count = count.get("min", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise JobspecError(f"{where}.count: must be a positive integer")
+    return count
+
+
+def _slot_shape(slot: dict[str, Any], where: str) -> tuple[int, int]:
+    cores = gpus = 0
+    for index, child in enumerate(slot.get("with", [])):
+        kind = child.get("type")
+        if kind == "core":
+            cores = _count(child, f"{where}.with[{index}]")
+        elif kind == "gpu":
+            gpus = _count(child, f"{where}.with[{index}]")
+        else:
+            raise JobspecError(f"{where}.with[{index}].type: {kind!r} is not supported inside a slot")
+    if cores < 1:
+        raise JobspecError(f"{where}: a slot needs at least one core")
+    return cores, gpus
+
+
+def parse_jobspec(data: Any) -> JobSpec:
+    """Validate a version 1 jobspec into what the job manager and scheduler need."""
+    if not isinstance(data, dict):
+        raise JobspecError("jobspec: must be a JSON object")
+    if data.get("version") != 1:
+        raise JobspecError(f"version: only version 1 is supported (got {data.get('version')!r})")
+    resources = data.get("resources")
+    if not isinstance(resources, list) or len(resources) != 1 or not isinstance(resources[0], dict):
+        raise JobspecError("resources: must hold exactly one resource vertex")
+    top = resources[0]
+    exclusive = False
+    if top.get("type") == "node":
+        nnodes: int | None = _count(top, "resources[0]")
+        exclusive = bool(top.get("exclusive", False))
+        children = top.get("with", [])
+        if len(children) != 1 or children[0].get("type") != "slot":
+            raise JobspecError("resources[0].with: a node must hold exactly one slot vertex")
+        slot = children[0]
+        slots_per_node = _count(slot, "resources[0].with[0]")
+        cores, gpus = _slot_shape(slot, "resources[0].with[0]")
+        total_slots = slots_per_node * (nnodes or 1)
+    elif top.get("type") == "slot":
+        nnodes = None
+        total_slots = _count(top, "resources[0]")
+        cores, gpus = _slot_shape(top, "resources[0]")
+    else:
+        raise JobspecError(f"resources[0].type: {top.get('type')!r} is not supported (node or slot)")
+    tasks = data.get("tasks")
+    if not isinstance(tasks, list) or len(tasks) != 1 or not isinstance(tasks[0], dict):
+        raise JobspecError("tasks: must hold exactly one task entry")
+    task = tasks[0]
+    command = task.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(w, str) for w in command):
+        raise JobspecError("tasks[0].command: must be a non-empty list of strings")
+    count = task.get("count", {"per_slot": 1})
+    if not isinstance(count, dict):
+        raise JobspecError("tasks[0].count: must be an object")
+    if "total" in count:
+        ntasks = count["total"]
+        if not isinstance(ntasks, int) or ntasks < 1 or ntasks > total_slots:
+            raise JobspecError(f"tasks[0].count.total: must be between 1 and {total_slots}")
+    else:
+        per_slot = count.get("per_slot", 1)
+        if per_slot != 1:
+            raise JobspecError("tasks[0].count.per_slot: only 1 is supported")
+        ntasks = total_slots
+    attributes = data.get("attributes", {})
+    if not isinstance(attributes, dict):
+        raise JobspecError("attributes: must be an object")
+    system = attributes.get("system", {})
+    if not isinstance(system, dict):
+        raise JobspecError("attributes.system: must be an object")
+    duration = system.get("duration", 0)
+    if not isinstance(duration, int | float) or isinstance(duration, bool) or duration < 0:
+        raise JobspecError("attributes.system.duration: must be a non-negative number of seconds")
+    environment = system.get("environment", {})
+    if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
+        raise JobspecError("attributes.system.environment: must map names to strings")
+    cwd = system.get("cwd", "")
+    if not isinstance(cwd, str):
+        raise JobspecError("attributes.system.cwd: must be a string")
+    job = system.get("job", {})
+    name = job.get("name", "") if isinstance(job, dict) else ""
+    request = ResourceRequest(
+        ntasks=ntasks, cores_per_task=cores, nnodes=nnodes, exclusive=exclusive, gpus_per_task=gpus
+    )
+    return JobSpec(
+        command=list(command),
+        resources=request,
+        duration=float(duration),
+        cwd=cwd,
+        environment=dict(environment),
+        name=str(name or command[0].rsplit("/", 1)[-1]),
+        queue=str(system.get("queue", "")),
+        attributes=attributes,
+        raw=data,
+    )
