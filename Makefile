@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 SYSTEM_PACKAGES := openmpi-bin libopenmpi-dev iproute2 gcc make procps
 PYTEST_ARGS ?=
 
-.PHONY: all setup system-deps venv demo test lint format crds clean
+.PHONY: all setup system-deps venv pmpi demo test lint format crds clean
 
 all: test
 
@@ -32,7 +32,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-setup: system-deps venv
+pmpi: venv
+	@$(BIN)/minicluster pmpi build >/dev/null && echo "PMPI profiler: built"
+
+setup: system-deps venv pmpi
 
 lint: venv
 	$(BIN)/ruff check .

@@ -10,6 +10,9 @@
  *
  * jobid = MC_PMPI_JOBID, else FLUX_JOB_ID, else "p<pid of rank 0>".
  * MC_PMPI_MAX_EVENTS caps the number of buffered events (default 8M = 128 MiB).
+ * MC_PMPI_ITERATIONS=K writes the trace as soon as K boundary calls (MC_PMPI_BOUNDARY,
+ * default MPI_Barrier) have returned and stops recording: a controller can profile the first
+ * K iterations of a long job without waiting for its end.
  *
  * File layout (native little-endian), parsed by elasticity/profiling/trace.py:
  *   struct mc_header (216 bytes), n_calls names of MC_NAME_BYTES each, then
@@ -54,6 +57,7 @@
 #define MC_FLAG_TRUNCATED 0x10u
 #define MC_FLAG_INFLIGHT 0x20u
 #define MC_FLAG_THREAD_MULTIPLE 0x40u
+#define MC_FLAG_ITERATIONS 0x80u
 
 /* X-macro: call id = position in this list; the names go into the file. */
 #define MC_CALLS(X)                                                            \
@@ -132,6 +136,9 @@ static struct {
     uint64_t n_events;
     uint64_t n_dropped;
     uint64_t max_events;
+    uint64_t stop_after;     /* MC_PMPI_ITERATIONS, 0 = record until the end */
+    uint64_t boundary_count; /* boundary calls seen */
+    uint32_t boundary_id;
     mc_chunk *head;
     mc_chunk *tail;
     volatile uint64_t inflight_enter;
@@ -216,12 +223,18 @@ static inline int mc_begin(uint32_t id, uint64_t *t0)
     return 1;
 }
 
+static void mc_write_now(uint32_t flags);
+
 static inline void mc_end(uint32_t id, uint64_t t0)
 {
     uint64_t t1 = mc_now();
     g.inflight_enter = 0;
     mc_depth--;
     mc_append(id, t0, t1);
+    if (__builtin_expect(g.stop_after != 0, 0) && id == g.boundary_id) {
+        if (__atomic_add_fetch(&g.boundary_count, 1, __ATOMIC_RELAXED) == g.stop_after)
+            mc_write_now(MC_FLAG_ITERATIONS);
+    }
 }
 
 #define MC_ENTER(id)                                                           \
@@ -327,6 +340,18 @@ static void mc_write(uint32_t flags, int signo)
         unlink(g.tmp_path);
 }
 
+/* Write from normal context with SIGTERM/SIGINT held back, so a signal cannot cut the write. */
+static void mc_write_now(uint32_t flags)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    mc_write(flags, 0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static void mc_signal_handler(int signo)
 {
     int saved = errno;
@@ -382,6 +407,18 @@ static void mc_setup(uint64_t t_start, int provided)
     if ((s = getenv("MC_PMPI_MAX_EVENTS")) != NULL && *s != '\0')
         g.max_events = strtoull(s, NULL, 10);
 
+    if ((s = getenv("MC_PMPI_ITERATIONS")) != NULL && *s != '\0')
+        g.stop_after = strtoull(s, NULL, 10);
+    const char *boundary = getenv("MC_PMPI_BOUNDARY");
+    if (boundary == NULL || *boundary == '\0')
+        boundary = "MPI_Barrier";
+    g.boundary_id = MC_NCALLS; /* matches nothing unless the name is known */
+    for (uint32_t i = 0; i < MC_NCALLS; i++)
+        if (strcmp(boundary, mc_call_names[i]) == 0)
+            g.boundary_id = i;
+    if (g.stop_after != 0 && g.boundary_id == MC_NCALLS)
+        fprintf(stderr, "mc_pmpi: MC_PMPI_BOUNDARY=%s is not an intercepted call; tracing to the end\n", boundary);
+
     if (gethostname(g.hostname, sizeof g.hostname - 1) != 0)
         strcpy(g.hostname, "unknown");
 
@@ -436,15 +473,8 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 
 int MPI_Finalize(void)
 {
-    if (g.head != NULL) {
-        sigset_t block, old;
-        sigemptyset(&block);
-        sigaddset(&block, SIGTERM);
-        sigaddset(&block, SIGINT);
-        pthread_sigmask(SIG_BLOCK, &block, &old);
-        mc_write(MC_FLAG_FINALIZED, 0);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-    }
+    if (g.head != NULL)
+        mc_write_now(MC_FLAG_FINALIZED);
     return PMPI_Finalize();
 }
 

@@ -1,0 +1,1 @@
+"""Duty cycles from PMPI traces: reading, analysis, reports and the profile workflow."""

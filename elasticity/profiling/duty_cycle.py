@@ -125,7 +125,7 @@ def iteration_windows(
     ends = np.sort(ev["t_exit"][ev["call"] == cid])
     if ends.size == 0:
         seen = np.bincount(ev["call"], minlength=len(trace.call_names))
-        counts = ", ".join(f"{trace.call_names[i]}={int(n)}" for i in np.flatnonzero(seen))
+        counts = ", ".join(f"{trace.call_names[i]}={int(seen[i])}" for i in np.flatnonzero(seen))
         raise ValueError(
             f"{trace.path}: rank {trace.rank} never called {boundary_call}; choose another boundary "
             f"call (calls seen: {counts or 'none'})"
@@ -201,7 +201,7 @@ def analyze_job(
     traces: Sequence[RankTrace],
     boundary_call: str = DEFAULT_BOUNDARY_CALL,
     skip_fraction: float = DEFAULT_SKIP_FRACTION,
-    allocation_millicores: float | Sequence[float] = 1000.0,
+    allocation_millicores: float | Sequence[float] | np.ndarray = 1000.0,
     max_iterations: int | None = None,
 ) -> DutyCycleAnalysis:
     """Analyze every rank; allocation_millicores is r_i, the CPU each rank holds now (scalar or per rank)."""

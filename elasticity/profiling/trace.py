@@ -35,6 +35,7 @@ FLAG_ABORT = 0x08
 FLAG_TRUNCATED = 0x10
 FLAG_INFLIGHT = 0x20
 FLAG_THREAD_MULTIPLE = 0x40
+FLAG_ITERATIONS = 0x80  # written after MC_PMPI_ITERATIONS boundary calls, not at the end
 
 _FILE_RE = re.compile(r"^pmpi\.(?P<job>[A-Za-z0-9._-]+)\.(?P<rank>\d+)\.bin$")
 
@@ -210,3 +211,51 @@ def read_job_traces(source: Path | str | Iterable[Path | str], jobid: str | None
     if missing:
         raise TraceFormatError(f"job of {size} ranks is missing traces for rank(s) {missing}")
     return traces
+
+
+def encode_trace(
+    rank: int,
+    size: int,
+    events: np.ndarray,
+    call_names: tuple[str, ...],
+    *,
+    t_init_start: int = 0,
+    t_init_end: int = 0,
+    t_finalize: int | None = None,
+    flags: int = FLAG_FINALIZED,
+    hostname: str = "localhost",
+    jobid: str = "synthetic",
+    pid: int = 0,
+    signal: int = 0,
+    n_dropped: int = 0,
+) -> bytes:
+    """The bytes the C library would write for these events (EVENT_DTYPE): synthetic traces for
+    tests and the scheduling simulator use exactly the production reader."""
+    ev = np.asarray(events, dtype=EVENT_DTYPE)
+    if t_finalize is None:
+        t_finalize = int(ev["t_exit"].max()) if ev.size else t_init_end
+    header = _HEADER.pack(
+        MAGIC,
+        VERSION,
+        HEADER_BYTES + len(call_names) * NAME_BYTES,
+        RECORD_BYTES,
+        len(call_names),
+        rank,
+        size,
+        pid,
+        flags,
+        signal,
+        1,  # CLOCK_MONOTONIC on Linux
+        t_init_start,
+        t_init_end,
+        t_finalize,
+        ev.size,
+        n_dropped,
+        hostname.encode()[:63],
+        jobid.encode()[:63],
+    )
+    names = b"".join(n.encode()[: NAME_BYTES - 1].ljust(NAME_BYTES, b"\0") for n in call_names)
+    raw = np.empty(ev.size, dtype=_RAW_DTYPE)
+    raw["t_enter"] = ev["t_enter"].astype(np.uint64)
+    raw["dur_call"] = ((ev["t_exit"] - ev["t_enter"]).astype(np.uint64) << np.uint64(8)) | ev["call"].astype(np.uint64)
+    return header + names + raw.tobytes()

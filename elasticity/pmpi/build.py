@@ -1,0 +1,105 @@
+"""Build the PMPI profiling library (libmcpmpi.so) with the installed MPI compiler wrapper.
+
+The C source ships as package data, so the library is compiled on the machine (or in the image)
+whose MPI the application uses: a PMPI library must match the MPI it wraps. Builds are cached per
+user and redone only when the source or the compiler command changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("mc_pmpi.c")
+LIBRARY_NAME = "libmcpmpi.so"
+CFLAGS = ("-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror")
+LDLIBS = ("-lpthread",)
+
+
+class PmpiBuildError(RuntimeError):
+    """The MPI compiler wrapper is missing or failed; the message says which and why."""
+
+
+def default_cache_dir() -> Path:
+    """$XDG_CACHE_HOME/miniclusters/pmpi (default ~/.cache/miniclusters/pmpi)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "miniclusters" / "pmpi"
+
+
+def _fingerprint(source: bytes, compiler: str) -> str:
+    h = hashlib.sha256(source)
+    h.update("\0".join((compiler, *CFLAGS, *LDLIBS)).encode())
+    return h.hexdigest()
+
+
+def build_pmpi_library(
+    output_dir: Path | str | None = None, mpicc: str = "mpicc", force: bool = False, timeout: float = 120.0
+) -> Path:
+    """Compile mc_pmpi.c into <output_dir>/libmcpmpi.so and return its path.
+
+    Reuses the existing library when a stamp file shows it was built from the same source with the
+    same command. Raises PmpiBuildError naming the missing compiler or carrying its stderr.
+    """
+    out_dir = Path(output_dir) if output_dir is not None else default_cache_dir()
+    compiler = shutil.which(mpicc)
+    if compiler is None:
+        raise PmpiBuildError(
+            f"MPI compiler wrapper {mpicc!r} not found on PATH; install an MPI development package "
+            "(Debian: libopenmpi-dev) or pass the wrapper's path"
+        )
+    try:
+        source = SOURCE.read_bytes()
+    except OSError as exc:
+        raise PmpiBuildError(f"PMPI source {SOURCE} is missing from the package: {exc}") from exc
+    stamp = _fingerprint(source, compiler)
+    lib = out_dir / LIBRARY_NAME
+    stamp_file = out_dir / (LIBRARY_NAME + ".sha256")
+    if not force and lib.is_file() and stamp_file.is_file() and stamp_file.read_text().strip() == stamp:
+        return lib
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Compile to a temporary name, then rename: a concurrent build or a running job never sees
+    # a half-written library.
+    fd, tmp_name = tempfile.mkstemp(prefix=".libmcpmpi.", suffix=".so", dir=out_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    cmd = [compiler, *CFLAGS, "-o", str(tmp), str(SOURCE), *LDLIBS]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        tmp.unlink(missing_ok=True)
+        raise PmpiBuildError(f"running {' '.join(cmd)} failed: {exc}") from exc
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise PmpiBuildError(
+            f"{mpicc} failed (exit {proc.returncode}) building {SOURCE.name}:\n{proc.stderr.strip() or proc.stdout}"
+        )
+    tmp.chmod(0o755)
+    tmp.replace(lib)
+    stamp_file.write_text(stamp + "\n")
+    return lib
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m elasticity.pmpi.build [--output-dir DIR] [--mpicc CC] [--force]`: print the path."""
+    parser = argparse.ArgumentParser(prog="python -m elasticity.pmpi.build", description=__doc__)
+    parser.add_argument("--output-dir", type=Path, default=None, help="default: %(default)s -> per-user cache")
+    parser.add_argument("--mpicc", default="mpicc", help="MPI C compiler wrapper (default: mpicc)")
+    parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    args = parser.parse_args(argv)
+    try:
+        print(build_pmpi_library(args.output_dir, args.mpicc, force=args.force))
+    except PmpiBuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

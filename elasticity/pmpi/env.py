@@ -1,0 +1,54 @@
+"""Environment that loads the PMPI profiler into an unmodified MPI application.
+
+The job option (`flux submit -o pmpi`, the spec field) and `minicluster profile` all come down to
+these variables; keeping them in one place keeps the C library and its launchers in agreement.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+#: Variables a launcher must forward to remote ranks (e.g. `mpirun -x NAME` for each).
+PMPI_VARIABLES = (
+    "LD_PRELOAD",
+    "MC_PMPI_DIR",
+    "MC_PMPI_JOBID",
+    "MC_PMPI_MAX_EVENTS",
+    "MC_PMPI_ITERATIONS",
+    "MC_PMPI_BOUNDARY",
+)
+
+
+def pmpi_environment(
+    library: Path | str,
+    trace_dir: Path | str,
+    *,
+    jobid: str | None = None,
+    iterations: int | None = None,
+    boundary_call: str | None = None,
+    max_events: int | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """A copy of `base` (default: os.environ) with the profiler preloaded and configured.
+
+    The library goes first in LD_PRELOAD so it wins over other preloads; `iterations` makes each
+    rank write its trace after that many boundary calls instead of at MPI_Finalize.
+    """
+    env = dict(os.environ if base is None else base)
+    lib = str(Path(library).resolve())
+    preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p and p != lib]
+    env["LD_PRELOAD"] = " ".join([lib, *preload])
+    env["MC_PMPI_DIR"] = str(Path(trace_dir).resolve())
+    if jobid is not None:
+        env["MC_PMPI_JOBID"] = jobid
+    if iterations is not None:
+        if iterations < 1:
+            raise ValueError(f"iterations must be at least 1, got {iterations}")
+        env["MC_PMPI_ITERATIONS"] = str(iterations)
+    if boundary_call is not None:
+        env["MC_PMPI_BOUNDARY"] = boundary_call
+    if max_events is not None:
+        env["MC_PMPI_MAX_EVENTS"] = str(max_events)
+    return env

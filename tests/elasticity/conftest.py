@@ -1,0 +1,94 @@
+"""Fixtures for the PMPI tests: the real library, a real MPI program, and a bounded mpirun."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from elasticity.pmpi.build import build_pmpi_library
+from elasticity.pmpi.env import pmpi_environment
+
+DATA = Path(__file__).parent / "data"
+MPIRUN_TIMEOUT = 90.0
+
+RunMpi = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _need_mpi() -> None:
+    for tool in ("mpicc", "mpirun"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed (Debian: openmpi-bin libopenmpi-dev)")
+
+
+@pytest.fixture(scope="session")
+def pmpi_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """libmcpmpi.so built for real with mpicc, in a private directory."""
+    _need_mpi()
+    return build_pmpi_library(tmp_path_factory.mktemp("pmpi-lib"))
+
+
+@pytest.fixture(scope="session")
+def spin_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/elasticity/data/spin_mpi.c compiled with mpicc (no knowledge of the profiler)."""
+    _need_mpi()
+    exe = tmp_path_factory.mktemp("spin") / "spin_mpi"
+    subprocess.run(
+        ["mpicc", "-O2", "-Wall", "-Werror", "-o", str(exe), str(DATA / "spin_mpi.c")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return exe
+
+
+def mpi_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for oversubscribed Open MPI runs as root on a busy 2-core machine."""
+    env = dict(os.environ)
+    env.update(
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        OMPI_MCA_mpi_yield_when_idle="1",
+        OMPI_MCA_btl="tcp,self",
+        # Other tests create network namespaces and bridges; stay on loopback.
+        OMPI_MCA_btl_tcp_if_include="lo",
+        OMPI_MCA_oob_tcp_if_include="lo",
+        OMPI_MCA_rmaps_base_oversubscribe="1",
+    )
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def mpi_environment() -> dict[str, str]:
+    """mpi_env() as a fixture (tests/ has no packages to import helpers from)."""
+    return mpi_env()
+
+
+@pytest.fixture
+def run_mpi(pmpi_library: Path) -> RunMpi:
+    """run_mpi(program_args, trace_dir, np=4, jobid=..., profile=True, **pmpi_env) -> CompletedProcess."""
+
+    def run(
+        args: Sequence[str],
+        trace_dir: Path | None,
+        np: int = 4,
+        jobid: str = "test",
+        profile: bool = True,
+        iterations: int | None = None,
+        boundary_call: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        env = mpi_env()
+        if profile:
+            assert trace_dir is not None
+            env = pmpi_environment(
+                pmpi_library, trace_dir, jobid=jobid, iterations=iterations, boundary_call=boundary_call, base=env
+            )
+        cmd = ["mpirun", "-np", str(np), "--oversubscribe", *map(str, args)]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=MPIRUN_TIMEOUT, check=False)
+
+    return run
