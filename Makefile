@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SYSTEM_PACKAGES := openmpi-bin libopenmpi-dev iproute2 gcc make procps
+SYSTEM_PACKAGES := openmpi-bin libopenmpi-dev openfoam openfoam-examples iproute2 gcc make procps binutils
 PYTEST_ARGS ?=
 
 .PHONY: all setup system-deps venv pmpi demo test lint format crds clean
