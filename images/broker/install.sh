@@ -1,0 +1,13 @@
+#!/bin/sh
+# Copy the self-contained broker environment into DEST (the pod's shared volume, /mnt/miniclusters).
+# Afterwards DEST/bin/flux is our built-in broker's CLI and DEST/bin/minicluster our command; both run the
+# bundled interpreter in DEST/python, so the application image needs neither Python nor Flux.
+set -eu
+dest="${1:?usage: install.sh DEST (e.g. /mnt/miniclusters)}"
+source_dir="${MINICLUSTERS_ENV:-/opt/miniclusters/env}"
+[ -x "$source_dir/bin/flux" ] || { echo "install.sh: $source_dir/bin/flux is missing" >&2; exit 1; }
+mkdir -p "$dest"
+cp -a "$source_dir/." "$dest/"
+# Prove the copy works from its new place before the broker container starts.
+"$dest/bin/flux" --help >/dev/null
+echo "install.sh: broker environment installed in $dest (flux: $dest/bin/flux)"

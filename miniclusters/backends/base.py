@@ -1,0 +1,189 @@
+"""The one interface every backend offers (kubernetes, local), so controllers are written once.
+
+Plain frozen dataclasses cross the boundary: no Kubernetes objects, no broker handles. Errors are
+BackendError subclasses carrying the exit code the CLI should use, so bad input never becomes a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple, Protocol, runtime_checkable
+
+from miniclusters.api.spec import MiniCluster
+from miniclusters.render.options import RenderOptions
+
+EXIT_FAILURE = 1
+EXIT_INVALID = 2
+
+
+class BackendError(Exception):
+    """Something the user can act on; `str(error)` is the whole message."""
+
+    exit_code = EXIT_FAILURE
+
+
+class InvalidRequestError(BackendError):
+    """The request itself is wrong (size out of range, no such pod index, bad quantity); nothing was changed."""
+
+    exit_code = EXIT_INVALID
+
+
+class NotFoundError(BackendError):
+    """The MiniCluster (or its pod) does not exist."""
+
+
+class UnreachableError(BackendError):
+    """The backend cannot be reached (no kubeconfig, API server down)."""
+
+
+class ForbiddenError(BackendError):
+    """The backend refused the request (RBAC)."""
+
+
+class MissingAPIError(BackendError):
+    """A required API is not installed (our CRD)."""
+
+
+class BackendTimeoutError(BackendError):
+    """Waiting gave up; the cluster may still come up."""
+
+
+class ResizeOutcome(StrEnum):
+    """What became of an in-place CPU resize (the pod conditions of KEP-1287, plus done)."""
+
+    ACCEPTED = "accepted"
+    """The request was stored; the kubelet has not reported on it yet."""
+    IN_PROGRESS = "in-progress"
+    DEFERRED = "deferred"
+    """Not possible on the node right now; the kubelet retries later."""
+    INFEASIBLE = "infeasible"
+    """Never possible on the node (more than its capacity); not retried."""
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class PodCondition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class PodStatus:
+    index: int
+    name: str
+    phase: str
+    """Pending, Running, Succeeded, Failed, Unknown (Kubernetes pod phases; the local backend uses the same words)."""
+    ready: bool = False
+    cpu_desired: str | None = None
+    """The CPU request in the pod spec (what was asked for)."""
+    cpu_allocated: str | None = None
+    cpu_actual: str | None = None
+    """The CPU request the container runs with now (after the kubelet applied any resize)."""
+    node: str | None = None
+    exit_code: int | None = None
+    conditions: tuple[PodCondition, ...] = ()
+
+    def condition(self, kind: str) -> PodCondition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
+
+
+@dataclass(frozen=True)
+class ClusterCondition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    name: str
+    namespace: str
+    size: int
+    """Pods wanted now (spec.size)."""
+    max_size: int
+    min_size: int
+    pods: tuple[PodStatus, ...] = ()
+    ranks_up: tuple[int, ...] | None = None
+    """Broker ranks the lead reports as joined; None when the lead could not be asked."""
+    ranks_down: tuple[int, ...] | None = None
+    conditions: tuple[ClusterCondition, ...] = ()
+    finished: bool = False
+    succeeded: bool | None = None
+    lead_error: str | None = None
+    """Why the lead could not be asked about ranks (None when it answered)."""
+
+    @property
+    def running_pods(self) -> int:
+        return sum(1 for p in self.pods if p.phase == "Running")
+
+    @property
+    def ready_pods(self) -> int:
+        return sum(1 for p in self.pods if p.ready)
+
+    def pod(self, index: int) -> PodStatus | None:
+        return next((p for p in self.pods if p.index == index), None)
+
+
+@dataclass(frozen=True)
+class ClusterSummary:
+    name: str
+    namespace: str
+    size: int
+    ready: int
+    state: str
+
+
+@dataclass(frozen=True)
+class ResizeResult:
+    index: int
+    pod: str
+    outcome: ResizeOutcome
+    message: str
+    cpu_requested: str
+    cpu_actual: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome not in (ResizeOutcome.DEFERRED, ResizeOutcome.INFEASIBLE)
+
+
+class ExecResult(NamedTuple):
+    rc: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class CreateOptions:
+    render: RenderOptions = field(default_factory=RenderOptions)
+    wait: bool = True
+    timeout: float = 600.0
+    """Seconds to wait for the pods to run and the brokers to join."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """create, status, scale, resize, exec, logs, delete, list: the whole surface controllers may use."""
+
+    name: str
+
+    def create(self, mc: MiniCluster, options: CreateOptions | None = None) -> ClusterStatus: ...
+
+    def status(self, name: str) -> ClusterStatus: ...
+
+    def scale(self, name: str, size: int) -> ClusterStatus: ...
+
+    def resize(self, name: str, index: int, cpu: str) -> ResizeResult: ...
+
+    def exec(self, name: str, index: int, argv: list[str]) -> ExecResult: ...
+
+    def logs(self, name: str, index: int = 0, follow: bool = False) -> Iterator[str]: ...
+
+    def delete(self, name: str) -> None: ...
+
+    def list(self) -> list[ClusterSummary]: ...

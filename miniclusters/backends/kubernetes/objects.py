@@ -1,0 +1,99 @@
+"""What we send for one MiniCluster: the custom resource, then the rendered objects owned by it.
+
+Shared by client-side `up` and the operator so both produce byte-identical objects. Two things make repeated
+applies safe: the CURVE certificate of an existing Secret is reused (re-rendering would rotate it under running
+brokers), and the Job carries a fingerprint of its pod template without the size (the template is immutable,
+while the size changes by scaling).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+from dataclasses import replace
+from typing import Any
+
+from broker.curve_cert import CurveCertificate, parse_zcert
+from miniclusters.api.spec import MiniCluster
+from miniclusters.render import RenderOptions, render_minicluster
+from miniclusters.render.layout import CURVE_FILE, NAME_LABEL, curve_secret_name
+
+TEMPLATE_HASH_ANNOTATION = "miniclusters.dev/template-hash"
+SIZE_ENV = "MINICLUSTER_SIZE"
+
+
+def selector_for(name: str) -> str:
+    """The label selector of a MiniCluster's pods (status.selector, for the scale subresource)."""
+    return f"{NAME_LABEL}={name}"
+
+
+def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
+    """Makes `owner` the controller of an object, so deleting the MiniCluster deletes it (garbage collection)."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def custom_resource(mc: MiniCluster, namespace: str) -> dict[str, Any]:
+    """Our MiniCluster object as sent to the API (no status: that belongs to the status subresource)."""
+    data = mc.to_dict()
+    data.pop("status", None)
+    meta = data["metadata"]
+    keep = {"name", "namespace", "labels", "annotations"}
+    data["metadata"] = {k: v for k, v in meta.items() if k in keep and v != {}}
+    data["metadata"]["namespace"] = namespace
+    return data
+
+
+def certificate_from_secret(secret: dict[str, Any] | None) -> CurveCertificate | None:
+    """The keypair stored in an existing curve Secret, or None when absent or unreadable."""
+    if not secret:
+        return None
+    encoded = (secret.get("data") or {}).get(CURVE_FILE)
+    if not encoded:
+        return None
+    try:
+        return parse_zcert(base64.b64decode(encoded).decode())
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def template_fingerprint(template: dict[str, Any]) -> str:
+    """A hash of the pod template, leaving out the size (which scaling changes without a new template)."""
+    normalized = copy.deepcopy(template)
+    for container in normalized.get("spec", {}).get("containers", []):
+        if "env" in container:
+            container["env"] = [e for e in container["env"] if e.get("name") != SIZE_ENV]
+    text = json.dumps(normalized, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def desired_objects(
+    mc: MiniCluster,
+    namespace: str,
+    owner: dict[str, Any] | None,
+    options: RenderOptions,
+    certificate: CurveCertificate | None = None,
+) -> list[dict[str, Any]]:
+    """Secret, ConfigMap, Service, Job in apply order, owned by `owner` (the MiniCluster object) when given."""
+    options = replace(options, namespace=namespace, certificate=certificate or options.certificate)
+    objects = render_minicluster(mc, options)
+    for obj in objects:
+        if owner is not None:
+            obj["metadata"]["ownerReferences"] = [owner_reference(owner)]
+        if obj["kind"] == "Job":
+            annotations = obj["metadata"].setdefault("annotations", {})
+            annotations[TEMPLATE_HASH_ANNOTATION] = template_fingerprint(obj["spec"]["template"])
+    return objects
+
+
+def secret_name(mc: MiniCluster) -> str:
+    return curve_secret_name(mc)

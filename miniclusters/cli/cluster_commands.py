@@ -1,0 +1,359 @@
+"""Cluster commands: up, down, status, scale, resize, logs, exec, list, operator, manifests.
+
+Thin shells over a Backend: every BackendError becomes its message on stderr and its exit code (1, or 2 for
+bad input); nothing is changed when the input is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from miniclusters.api import SpecError, load_minicluster_file
+from miniclusters.backends import available_backends, get_backend
+from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
+from miniclusters.render import RenderOptions
+
+EXIT_INVALID = 2
+BACKEND_ENV = "MINICLUSTER_BACKEND"
+
+
+def _backend_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option("-n", "--namespace", help="Kubernetes namespace (default: the context's).")(func)
+    func = click.option("--context", help="kubeconfig context (kubernetes backend).")(func)
+    func = click.option(
+        "--backend",
+        default=lambda: os.environ.get(BACKEND_ENV, "local"),
+        show_default=f"${BACKEND_ENV} or local",
+        help="Where clusters run.",
+    )(func)
+    return func
+
+
+def _open(backend: str, context: str | None, namespace: str | None, **extra: Any) -> Backend:
+    options: dict[str, Any] = {}
+    if backend == "kubernetes":
+        options.update(extra, context=context, namespace=namespace)
+    else:
+        if context:
+            raise BackendError(f"--context applies to the kubernetes backend only (backend is {backend!r})")
+        if namespace:
+            options["namespace"] = namespace
+    return get_backend(backend, **options)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """BackendError -> message and exit code, never a traceback."""
+    try:
+        yield
+    except BackendError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(getattr(exc, "exit_code", 1))
+
+
+def _print_status(status: ClusterStatus) -> None:
+    ranks = "unknown" if status.ranks_up is None else f"{len(status.ranks_up)} up"
+    state = ("completed" if status.succeeded else "failed") if status.finished else "active"
+    click.echo(
+        f"MiniCluster {status.namespace}/{status.name}: size {status.size} (min {max(1, status.min_size)}, "
+        f"max {status.max_size}), {status.running_pods} running, {status.ready_pods} ready, ranks {ranks}, {state}"
+    )
+    click.echo(f"{'INDEX':>5} {'PHASE':<10} {'READY':<5} {'CPU(want)':>9} {'CPU(now)':>9}  POD")
+    for pod in status.pods:
+        click.echo(
+            f"{pod.index:>5} {pod.phase:<10} {'yes' if pod.ready else 'no':<5} {pod.cpu_desired or '-':>9} "
+            f"{pod.cpu_actual or '-':>9}  {pod.name}"
+        )
+    for condition in status.conditions:
+        click.echo(f"  {condition.type}={condition.status} {condition.reason}: {condition.message}".rstrip(": "))
+    if status.lead_error and not status.finished:
+        click.echo(f"  (lead not asked: {status.lead_error})")
+
+
+def _progress_printer() -> Callable[[Any], None]:
+    """A rich live line on a terminal, plain lines otherwise."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    last: list[str] = []
+
+    def show(progress: Any) -> None:
+        joined = "?" if progress.joined is None else str(progress.joined)
+        line = (
+            f"[{progress.elapsed:5.0f}s] pods running {progress.running}/{progress.size}, "
+            f"brokers joined {joined}/{progress.size}: {progress.message}"
+        )
+        if not last or last[-1] != line:
+            console.print(line, highlight=False)
+            last.append(line)
+
+    return show
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_backend_options
+@click.option("--registry", help="Registry of our images (default $MINICLUSTERS_REGISTRY or ghcr.io/miniclusters).")
+@click.option("--tag", help="Tag of our images (default $MINICLUSTERS_TAG or the package version).")
+@click.option("--detach", "-d", is_flag=True, help="Return once the brokers have joined; do not follow the lead.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for pods and brokers.")
+def up(
+    file: str,
+    backend: str,
+    context: str | None,
+    namespace: str | None,
+    registry: str | None,
+    tag: str | None,
+    detach: bool,
+    timeout: float,
+) -> None:
+    """Create a MiniCluster and wait until every pod runs and every broker has joined the lead.
+
+    Then follow the lead's output until it finishes (exit code: the lead's), or return at once with --detach.
+    Interactive clusters always return once up.
+
+    \b
+    Example:
+      minicluster up examples/hello.yaml --backend kubernetes --namespace hpc
+    """
+    try:
+        mc = load_minicluster_file(file)
+    except SpecError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(EXIT_INVALID)
+    defaults = RenderOptions()
+    render = RenderOptions(namespace=None, registry=registry or defaults.registry, tag=tag or defaults.tag)
+    with _errors():
+        target = _open(backend, context, namespace, progress=_progress_printer())
+        status = target.create(mc, CreateOptions(render=render, timeout=timeout))
+        _print_status(status)
+        if detach or mc.spec.interactive or status.finished:
+            if status.finished:
+                sys.exit(0 if status.succeeded else 1)
+            click.echo(f"use: minicluster exec {mc.name} -- flux resource list   |   minicluster down {mc.name}")
+            return
+        for line in target.logs(mc.name, 0, follow=True):
+            click.echo(line)
+        for _ in range(60):
+            status = target.status(mc.name)
+            if status.finished:
+                break
+            time.sleep(1.0)
+        lead = status.pod(0)
+        code = lead.exit_code if lead and lead.exit_code is not None else (0 if status.succeeded else 1)
+        sys.exit(code)
+
+
+@click.command()
+@click.argument("name")
+@_backend_options
+def down(name: str, backend: str, context: str | None, namespace: str | None) -> None:
+    """Delete a MiniCluster and everything it owns.
+
+    \b
+    Example:
+      minicluster down hello --backend kubernetes
+    """
+    with _errors():
+        _open(backend, context, namespace).delete(name)
+        click.echo(f"deleted MiniCluster {name}")
+
+
+@click.command()
+@click.argument("name")
+@_backend_options
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def status(name: str, backend: str, context: str | None, namespace: str | None, output: str) -> None:
+    """Pods, CPU wanted vs running, broker ranks and conditions of a MiniCluster.
+
+    \b
+    Example:
+      minicluster status hello --backend kubernetes -o json
+    """
+    with _errors():
+        result = _open(backend, context, namespace).status(name)
+        if output == "json":
+            click.echo(json.dumps(asdict(result), indent=2))
+        else:
+            _print_status(result)
+
+
+@click.command()
+@click.argument("name")
+@click.argument("size", type=int)
+@_backend_options
+def scale(name: str, size: int, backend: str, context: str | None, namespace: str | None) -> None:
+    """Set the number of pods, within [max(1, minSize), maxSize]; the lead (index 0) is never removed.
+
+    \b
+    Example:
+      minicluster scale elastic 6 --backend kubernetes
+    """
+    with _errors():
+        result = _open(backend, context, namespace).scale(name, size)
+        click.echo(f"MiniCluster {name} scaled to {size} pods ({result.running_pods} running now)")
+
+
+@click.command()
+@click.argument("name")
+@click.argument("index", type=int)
+@click.option("--cpu", required=True, help="New CPU request, e.g. 500m or 2.")
+@_backend_options
+def resize(name: str, index: int, cpu: str, backend: str, context: str | None, namespace: str | None) -> None:
+    """Change one pod's CPU request in place (no restart); report accepted/in-progress/deferred/infeasible/done.
+
+    Exit code 1 when the node refused it (deferred or infeasible).
+
+    \b
+    Example:
+      minicluster resize elastic 1 --cpu 250m --backend kubernetes
+    """
+    with _errors():
+        result = _open(backend, context, namespace).resize(name, index, cpu)
+        click.echo(f"pod {result.index} ({result.pod}): {result.outcome.value}: {result.message}")
+        if not result.ok:
+            sys.exit(1)
+
+
+@click.command()
+@click.argument("name")
+@click.argument("index", type=int, default=0)
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming until the container exits.")
+@_backend_options
+def logs(name: str, index: int, follow: bool, backend: str, context: str | None, namespace: str | None) -> None:
+    """Print the broker container's output of pod INDEX (default 0, the lead).
+
+    \b
+    Example:
+      minicluster logs hello 0 --follow --backend kubernetes
+    """
+    with _errors():
+        for line in _open(backend, context, namespace).logs(name, index, follow):
+            click.echo(line)
+
+
+@click.command(name="exec", context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.option("-i", "--index", type=int, default=0, show_default=True, help="Pod index (0 is the lead).")
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@_backend_options
+def exec_(
+    name: str, index: int, argv: tuple[str, ...], backend: str, context: str | None, namespace: str | None
+) -> None:
+    """Run a command in a pod's broker container; exit with its exit code.
+
+    \b
+    Example:
+      minicluster exec hello --backend kubernetes -- flux resource list
+    """
+    with _errors():
+        result = _open(backend, context, namespace).exec(name, index, list(argv))
+        click.echo(result.stdout, nl=False)
+        click.echo(result.stderr, nl=False, err=True)
+        sys.exit(result.rc)
+
+
+@click.command(name="list")
+@_backend_options
+def list_(backend: str, context: str | None, namespace: str | None) -> None:
+    """List MiniClusters with their size, ready pods and state.
+
+    \b
+    Example:
+      minicluster list --backend kubernetes -n hpc
+    """
+    with _errors():
+        clusters = _open(backend, context, namespace).list()
+        click.echo(f"{'NAME':<24} {'NAMESPACE':<16} {'SIZE':>4} {'READY':>5}  STATE")
+        for c in clusters:
+            click.echo(f"{c.name:<24} {c.namespace:<16} {c.size:>4} {c.ready:>5}  {c.state}")
+
+
+@click.command()
+@click.option("--context", help="kubeconfig context (default: in-cluster config, else the current context).")
+@click.option("-n", "--namespace", help="Watch only this namespace.")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Watch every namespace (the Deployment's default).")
+@click.option("--accept-flux-operator-kind", is_flag=True, help="Also reconcile flux-framework.org/v1alpha2 objects.")
+@click.option("--registry", help="Registry of our images.")
+@click.option("--tag", help="Tag of our images.")
+def operator(
+    context: str | None,
+    namespace: str | None,
+    all_namespaces: bool,
+    accept_flux_operator_kind: bool,
+    registry: str | None,
+    tag: str | None,
+) -> None:
+    """Run the MiniCluster operator: reconcile MiniCluster objects until interrupted.
+
+    \b
+    Example:
+      minicluster operator --all-namespaces
+      minicluster manifests | kubectl apply --server-side -f -   # or run it in the cluster
+    """
+    import logging
+    import signal
+    import threading
+
+    from miniclusters.backends.kubernetes.client import RealKubeApi
+    from miniclusters.operator.controller import Controller
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    defaults = RenderOptions()
+    options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
+    with _errors():
+        api = RealKubeApi.from_kubeconfig(context, namespace)
+        from miniclusters.backends.kubernetes.backend import KubernetesBackend
+
+        KubernetesBackend(api=api).check_crd()
+        controller = Controller(
+            api,
+            namespace=None if all_namespaces else (namespace or api.namespace),
+            options=options,
+            accept_flux_kind=accept_flux_operator_kind,
+        )
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            controller.run(stop)
+        except KeyboardInterrupt:
+            stop.set()
+
+
+@click.command()
+@click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
+@click.option("--registry", help="Registry of our images.")
+@click.option("--tag", help="Tag of our images.")
+def manifests(output: str | None, registry: str | None, tag: str | None) -> None:
+    """Print the operator's deployment manifests (namespace, ServiceAccount, RBAC, Deployment).
+
+    \b
+    Example:
+      minicluster crd | kubectl apply --server-side -f -
+      minicluster manifests | kubectl apply --server-side -f -
+    """
+    from miniclusters.cli.spec_commands import dump_yaml_stream
+    from miniclusters.operator.manifests import build_manifests
+
+    defaults = RenderOptions()
+    options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
+    text = dump_yaml_stream(build_manifests(options))
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+COMMANDS = (up, down, status, scale, resize, logs, exec_, list_, operator, manifests)
+__all__ = ["COMMANDS", "available_backends"]

@@ -1,0 +1,2 @@
+"""The MiniCluster operator: pure reconcile planning (reconcile.py), a rate-limited loop (controller.py),
+and its deployment manifests (manifests.py)."""

@@ -1,0 +1,310 @@
+"""The operator's loop: watches feed a rate-limited work queue; each key is reconciled by observe -> plan -> act.
+
+Handlers are thin: reading and writing go through the KubeApi; every decision is in `reconcile.plan`.
+Transient errors (429, 5xx), conflicts (409) and anything unexpected requeue the key with exponential back-off;
+the loop itself never dies on one bad cluster. Clock, wall clock and sleep are injected for tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from miniclusters.backends.kubernetes.api import (
+    CONFIG_MAP,
+    EVENT,
+    FLUX_MINICLUSTER,
+    JOB,
+    MINICLUSTER,
+    POD,
+    SECRET,
+    SERVICE,
+    ApiError,
+    Kind,
+    KubeApi,
+)
+from miniclusters.operator.queue import WorkQueue
+from miniclusters.operator.reconcile import Apply, DeleteCluster, EventSpec, Observed, Plan, ScaleJob, plan
+from miniclusters.render import RenderOptions
+from miniclusters.render.layout import FIELD_MANAGER, NAME_LABEL
+
+log = logging.getLogger("miniclusters.operator")
+REPORTING_CONTROLLER = "miniclusters.dev/operator"
+RESYNC_SECONDS = 300.0
+
+
+@dataclass(frozen=True, order=True)
+class ClusterKey:
+    api_version: str
+    namespace: str
+    name: str
+
+    @property
+    def kind(self) -> Kind:
+        return FLUX_MINICLUSTER if self.api_version == FLUX_MINICLUSTER.api_version else MINICLUSTER
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _rfc3339(moment: datetime, micro: bool = False) -> str:
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+
+
+class Controller:
+    """Reconciles MiniCluster objects (ours, and optionally the Flux Operator's kind) in one or all namespaces."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        namespace: str | None = None,
+        options: RenderOptions | None = None,
+        accept_flux_kind: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+        instance: str = "miniclusters-operator",
+    ) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.options = options or RenderOptions()
+        self.kinds = [MINICLUSTER, FLUX_MINICLUSTER] if accept_flux_kind else [MINICLUSTER]
+        self.clock = clock
+        self.wall = wall
+        self.instance = instance
+        self.queue: WorkQueue[ClusterKey] = WorkQueue(clock)
+        self._event_serial = 0
+        self.watchers = [Watcher(self, kind, None) for kind in self.kinds] + [
+            Watcher(self, JOB, NAME_LABEL),
+            Watcher(self, POD, NAME_LABEL),
+        ]
+
+    # ------------------------------------------------------------------ keys
+    def keys_for(self, obj: dict[str, Any]) -> list[ClusterKey]:
+        """The MiniCluster(s) an object belongs to: itself, or the one named by its NAME_LABEL."""
+        meta = obj.get("metadata", {})
+        namespace = meta.get("namespace", "")
+        if obj.get("kind") == "MiniCluster":
+            return [ClusterKey(str(obj.get("apiVersion")), namespace, meta["name"])]
+        name = (meta.get("labels") or {}).get(NAME_LABEL)
+        if not name:
+            return []
+        return [ClusterKey(kind.api_version, namespace, name) for kind in self.kinds]
+
+    def enqueue(self, obj: dict[str, Any]) -> None:
+        for key in self.keys_for(obj):
+            self.queue.add(key)
+
+    # ------------------------------------------------------------------ one reconcile
+    def observe(self, key: ClusterKey) -> Observed | None:
+        try:
+            cluster = self.api.get(key.kind, key.namespace, key.name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None  # deleted: the garbage collector removes what it owned
+            raise
+        if cluster["metadata"].get("deletionTimestamp"):
+            return None
+        name, ns = key.name, key.namespace
+        # Names as render/layout.py gives them (config_map_name, curve_secret_name, headless service, Job).
+        return Observed(
+            cluster=cluster,
+            secret=self._optional(SECRET, ns, f"{name}-curve-cert"),
+            config_map=self._optional(CONFIG_MAP, ns, f"{name}-flux-config"),
+            service=self._service(cluster, ns),
+            job=self._optional(JOB, ns, name),
+            pods=self.api.list_objects(POD, ns, f"{NAME_LABEL}={name}")[0],
+        )
+
+    def _service(self, cluster: dict[str, Any], namespace: str) -> dict[str, Any] | None:
+        network = (cluster.get("spec") or {}).get("network") or {}
+        return self._optional(SERVICE, namespace, network.get("headlessName") or cluster["metadata"]["name"])
+
+    def _optional(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.api.get(kind, namespace, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def reconcile(self, key: ClusterKey) -> Plan | None:
+        """Observe, plan, act, record status. Raises ApiError for the caller to requeue."""
+        observed = self.observe(key)
+        if observed is None:
+            return None
+        now = _rfc3339(self.wall())
+        result = plan(observed, self.options, now)
+        for action in result.actions:
+            self._act(key, action)
+        for event in result.events:
+            self.emit(observed.cluster, event)
+        if result.status != (observed.cluster.get("status") or {}) and not any(
+            isinstance(a, DeleteCluster) for a in result.actions
+        ):
+            body = {**observed.cluster, "status": result.status}
+            self.api.replace(body, subresource="status")
+        return result
+
+    def _act(self, key: ClusterKey, action: Apply | ScaleJob | DeleteCluster) -> None:
+        if isinstance(action, Apply):
+            self.api.apply(action.obj, field_manager=FIELD_MANAGER, force=True)
+        elif isinstance(action, ScaleJob):
+            self.api.patch(JOB, key.namespace, key.name, action.patch, field_manager=FIELD_MANAGER)
+        else:
+            self.api.delete(key.kind, key.namespace, key.name, "Foreground")
+
+    def emit(self, cluster: dict[str, Any], event: EventSpec) -> None:
+        """Record an events.k8s.io/v1 Event about the MiniCluster; best effort (a lost event is not an error)."""
+        meta = cluster["metadata"]
+        self._event_serial += 1
+        moment = self.wall()
+        body = {
+            "apiVersion": EVENT.api_version,
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta['name']}.{int(moment.timestamp() * 1e6):x}{self._event_serial:04x}",
+                "namespace": meta.get("namespace"),
+            },
+            "eventTime": _rfc3339(moment, micro=True),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self.instance,
+            "action": event.action,
+            "reason": event.reason,
+            "type": event.type,
+            "note": event.note[:1024],
+            "regarding": {
+                "apiVersion": cluster["apiVersion"],
+                "kind": cluster["kind"],
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+        }
+        try:
+            self.api.create(body)
+        except ApiError as exc:
+            log.warning("could not record event %s for %s: %s", event.reason, meta["name"], exc)
+
+    # ------------------------------------------------------------------ the queue
+    def process_next(self) -> bool:
+        """Reconcile one due key; False when none is due. Never raises."""
+        key = self.queue.pop()
+        if key is None:
+            return False
+        try:
+            self.reconcile(key)
+        except ApiError as exc:
+            delay = self.queue.add_rate_limited(key)
+            kind = "conflict" if exc.conflict else "transient error" if exc.transient else "API error"
+            log.warning("%s: %s (%s); retrying in %.2fs", key, exc, kind, delay)
+        except Exception:
+            delay = self.queue.add_rate_limited(key)
+            log.exception("%s: reconcile failed; retrying in %.2fs", key, delay)
+        else:
+            self.queue.forget(key)
+        finally:
+            self.queue.done(key)
+        return True
+
+    def poll_watches(self) -> None:
+        for watcher in self.watchers:
+            watcher.poll(timeout_seconds=0)
+
+    def run_until_idle(self, advance: Callable[[float], None] | None = None, max_steps: int = 500) -> int:
+        """Tests: pump watches and process keys until nothing is queued; `advance` moves a fake clock to the
+        next back-off deadline. Returns how many reconciles ran."""
+        steps = 0
+        for _ in range(max_steps):
+            self.poll_watches()
+            if self.process_next():
+                steps += 1
+                continue
+            due = self.queue.next_due()
+            if due is None:
+                return steps
+            if advance is None:
+                return steps
+            advance(max(0.0, due - self.clock()))
+        raise RuntimeError(f"not idle after {max_steps} steps")
+
+    def start(self) -> None:
+        for watcher in self.watchers:
+            watcher.sync()
+
+    def run(self, stop: threading.Event, watch_timeout: int = 60) -> None:
+        """Serve until stop is set: one thread per watch, reconciles on this thread."""
+        self.start()
+        threads = [
+            threading.Thread(target=w.run, args=(stop, watch_timeout), name=f"watch-{w.kind.plural}", daemon=True)
+            for w in self.watchers
+        ]
+        for thread in threads:
+            thread.start()
+        last_resync = self.clock()
+        while not stop.is_set():
+            if self.process_next():
+                continue
+            if self.clock() - last_resync > RESYNC_SECONDS:
+                self.watchers[0].resync()
+                last_resync = self.clock()
+            due = self.queue.next_due()
+            self.queue.wait(1.0 if due is None else min(1.0, max(0.01, due - self.clock())))
+
+
+class Watcher:
+    """list + watch for one kind, feeding keys to the controller's queue; relists on 410 Gone."""
+
+    def __init__(self, controller: Controller, kind: Kind, label_selector: str | None) -> None:
+        self.controller = controller
+        self.kind = kind
+        self.label_selector = label_selector
+        self.resource_version = ""
+        self.failures = 0
+
+    @property
+    def api(self) -> KubeApi:
+        return self.controller.api
+
+    def sync(self) -> None:
+        items, self.resource_version = self.api.list_objects(self.kind, self.controller.namespace, self.label_selector)
+        for item in items:
+            self.controller.enqueue(item)
+
+    resync = sync
+
+    def poll(self, timeout_seconds: int) -> None:
+        if not self.resource_version:
+            self.sync()
+            return
+        events = self.api.watch(
+            self.kind, self.controller.namespace, self.resource_version, timeout_seconds, self.label_selector
+        )
+        for event in events:
+            if event.type == "ERROR":
+                if event.object.get("code") == 410:
+                    self.sync()  # our resourceVersion expired: list again
+                    return
+                raise ApiError(int(event.object.get("code") or 500), "WatchError", str(event.object.get("message")))
+            version = event.object.get("metadata", {}).get("resourceVersion")
+            if version:
+                self.resource_version = version
+            if event.type != "BOOKMARK":
+                self.controller.enqueue(event.object)
+
+    def run(self, stop: threading.Event, timeout_seconds: int) -> None:
+        while not stop.is_set():
+            try:
+                self.poll(timeout_seconds)
+                self.failures = 0
+            except Exception as exc:  # keep watching whatever happens; back off on repeated failures
+                self.failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(self.failures, 6))
+                log.warning("watch %s failed: %s; retrying in %.1fs", self.kind.plural, exc, delay)
+                stop.wait(delay)

@@ -1,0 +1,92 @@
+"""Deployment manifests for the operator, generated (never edited by hand): namespace, ServiceAccount,
+least-privilege RBAC, Deployment. The CRD itself is crds/miniclusters.dev_miniclusters.yaml.
+
+RBAC grants exactly the verbs the controller uses: it reads and updates MiniClusters and their status, creates
+and patches the rendered objects (server-side apply of a missing object needs create as well as patch),
+reads pods, and writes Events. It never execs into pods, resizes them or deletes rendered objects (owner
+references let the garbage collector do that).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from miniclusters.api.crd import PLURAL
+from miniclusters.api.spec import API_GROUP, FLUX_OPERATOR_API_VERSION
+from miniclusters.render.options import RenderOptions
+
+NAMESPACE = "miniclusters-system"
+NAME = "miniclusters-operator"
+LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "miniclusters"}
+
+
+def rbac_rules(accept_flux_kind: bool = False) -> list[dict[str, Any]]:
+    groups = [API_GROUP] + ([FLUX_OPERATOR_API_VERSION.split("/")[0]] if accept_flux_kind else [])
+    return [
+        {"apiGroups": groups, "resources": [PLURAL], "verbs": ["get", "list", "watch", "delete"]},
+        {"apiGroups": groups, "resources": [f"{PLURAL}/status"], "verbs": ["get", "update", "patch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "patch"]},
+        {"apiGroups": [""], "resources": ["secrets", "configmaps", "services"], "verbs": ["get", "create", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
+
+
+def build_manifests(options: RenderOptions | None = None, accept_flux_kind: bool = False) -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment (one replica: no leader election)."""
+    options = options or RenderOptions()
+    args = ["operator", "--all-namespaces", "--registry", options.registry, "--tag", options.tag]
+    if accept_flux_kind:
+        args.append("--accept-flux-operator-kind")
+    meta = {"namespace": NAMESPACE, "labels": LABELS}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": LABELS}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, **meta}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": NAME, "labels": LABELS},
+            "rules": rbac_rules(accept_flux_kind),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": NAME, "labels": LABELS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": NAME, **meta},
+            "spec": {
+                "replicas": 1,
+                "strategy": {"type": "Recreate"},  # never two operators at once (there is no leader election)
+                "selector": {"matchLabels": LABELS},
+                "template": {
+                    "metadata": {"labels": LABELS},
+                    "spec": {
+                        "serviceAccountName": NAME,
+                        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "containers": [
+                            {
+                                "name": "operator",
+                                # The broker image carries our whole package in a self-contained environment.
+                                "image": options.broker_image,
+                                "command": ["/opt/miniclusters/env/bin/minicluster"],
+                                "args": args,
+                                "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+                                "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "runAsUser": 65532,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+    ]

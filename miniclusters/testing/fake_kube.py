@@ -1,0 +1,915 @@
+"""An in-memory Kubernetes API server for tests: the KubeApi interface, the rules we depend on, and just enough
+of the Job controller and the kubelet to see pods come, go and resize.
+
+Every rule enforced here cites the Kubernetes documentation it comes from. Every object the client sends is
+validated against the official Kubernetes 1.33 schemas (kubernetes-validate, strict); our custom resources are
+validated against the CRD we generate. Nothing here is used outside tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+import itertools
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from miniclusters.api.crd import build_crd
+from miniclusters.api.quantity import cpu_millicores, format_millicores
+from miniclusters.backends.base import ExecResult
+from miniclusters.backends.kubernetes.api import (
+    FLUX_MINICLUSTER,
+    JOB,
+    KINDS,
+    MINICLUSTER,
+    POD,
+    ApiError,
+    Kind,
+    PatchType,
+    WatchEvent,
+    kind_of,
+)
+from miniclusters.backends.kubernetes.status import RESIZE_IN_PROGRESS, RESIZE_PENDING, qos_class
+from miniclusters.render.layout import INDEX_LABEL
+
+KUBERNETES_VERSION = "1.33"
+KubeletMode = Literal["auto", "accept", "in-progress", "defer", "infeasible"]
+Verb = Literal["get", "list", "watch", "create", "apply", "patch", "update", "delete", "exec", "logs"]
+
+DOCS_JOB_ELASTIC = "https://kubernetes.io/docs/concepts/workloads/controllers/job/#elastic-indexed-jobs"
+DOCS_JOB_TEMPLATE = "https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-template"
+DOCS_POD_UPDATE = "https://kubernetes.io/docs/concepts/workloads/pods/#pod-update-and-replacement"
+DOCS_RESIZE = "https://kubernetes.io/docs/tasks/configure-pod-container/resize-container-resources/"
+DOCS_CONCURRENCY = "https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions"
+DOCS_STATUS_CODES = "https://kubernetes.io/docs/reference/using-api/api-concepts/#http-status-codes"
+DOCS_APF = "https://kubernetes.io/docs/concepts/cluster-administration/flow-control/"
+DOCS_GC = "https://kubernetes.io/docs/concepts/architecture/garbage-collection/#owners-dependents"
+DOCS_WATCH = "https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes"
+DOCS_SCALE = (
+    "https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#scale-subresource"
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def _validate_cached(text: str) -> str | None:
+    import kubernetes_validate
+
+    try:
+        kubernetes_validate.validate(json.loads(text), KUBERNETES_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        path = ".".join(str(p) for p in exc.path)
+        return f"{path}: {exc.message}"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _crd_validator() -> Any:
+    jsonschema = importlib.import_module("jsonschema")  # no type stubs in the environment
+    schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return jsonschema.Draft7Validator(schema)
+
+
+def validate_object(obj: dict[str, Any]) -> None:
+    """422 unless obj passes the official schema (built-in kinds) or our CRD's schema (MiniCluster)."""
+    kind = kind_of(obj)
+    if kind in (MINICLUSTER, FLUX_MINICLUSTER):
+        if kind == MINICLUSTER:
+            errors = sorted(_crd_validator().iter_errors(_strip_nulls(obj)), key=lambda e: list(e.path))
+            if errors:
+                first = errors[0]
+                raise ApiError(422, "Invalid", f"{'.'.join(map(str, first.path))}: {first.message}")
+        return
+    problem = _validate_cached(json.dumps(obj, sort_keys=True))
+    if problem:
+        raise ApiError(422, "Invalid", f"{obj['kind']} {obj['metadata'].get('name')!r} is invalid: {problem}")
+
+
+def _strip_nulls(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip_nulls(v) for k, v in node.items() if v is not None}
+    if isinstance(node, list):
+        return [_strip_nulls(v) for v in node]
+    return node
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: dicts merge, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def strategic_merge(target: Any, patch: Any) -> Any:
+    """Strategic merge patch, as far as we use it: lists of named objects (containers) merge by name."""
+    if isinstance(patch, dict):
+        out = copy.deepcopy(target) if isinstance(target, dict) else {}
+        for key, value in patch.items():
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = strategic_merge(out.get(key), value)
+        return out
+    if (
+        isinstance(patch, list)
+        and isinstance(target, list)
+        and all(isinstance(x, dict) and "name" in x for x in [*patch, *target])
+    ):
+        merged = [copy.deepcopy(x) for x in target]
+        for item in patch:
+            for i, existing in enumerate(merged):
+                if existing["name"] == item["name"]:
+                    merged[i] = strategic_merge(existing, item)
+                    break
+            else:
+                merged.append(copy.deepcopy(item))
+        return merged
+    return copy.deepcopy(patch)
+
+
+def apply_merge(target: Any, applied: Any) -> Any:
+    """Server-side apply approximated for a single field manager: applied fields win, others are kept."""
+    if isinstance(applied, dict) and isinstance(target, dict):
+        out = copy.deepcopy(target)
+        for key, value in applied.items():
+            out[key] = apply_merge(target.get(key), value)
+        return out
+    return copy.deepcopy(applied)
+
+
+def _selector_matches(labels: dict[str, str], selector: str | None) -> bool:
+    """Equality-based label selectors: `a=b,c=d`, `a!=b`, `a` (exists)."""
+    if not selector:
+        return True
+    for term in selector.split(","):
+        term = term.strip()
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            if labels.get(key.strip().rstrip("=")) != value.strip():
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+@dataclass
+class Fault:
+    """An injected failure: the next `count` calls of `verb` (on `kind`, any if None) fail with `status`."""
+
+    verb: str
+    status: int
+    kind: Kind | None = None
+    count: int = 1
+    subresource: str | None = "*"
+
+
+@dataclass
+class RecordedCall:
+    verb: str
+    kind: str
+    namespace: str | None
+    name: str | None
+    subresource: str | None = None
+    body: Any = None
+
+
+@dataclass
+class FakeKube:
+    """The KubeApi protocol in memory. Controllers run synchronously after every successful write."""
+
+    namespace: str = "default"
+    node_cpu: str = "16"
+    """Allocatable CPU of the single simulated node (for resize Deferred / Infeasible decisions)."""
+    kubelet: KubeletMode = "auto"
+    """How the kubelet answers resizes: auto decides from node capacity; the others force an outcome."""
+    start_pods: bool = True
+    """Whether the kubelet starts pods (Pending -> Running); False keeps them Pending."""
+    crd_installed: bool = True
+    flux_crd_installed: bool = False
+    forbidden: set[tuple[str, str]] = field(default_factory=set)
+    """(verb, plural) pairs that RBAC denies, e.g. ("create", "jobs")."""
+    validate: bool = True
+    exec_handler: Callable[[FakeKube, dict[str, Any], list[str]], ExecResult] | None = None
+    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    calls: list[RecordedCall] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    pod_logs: dict[str, list[str]] = field(default_factory=dict)
+    _history: list[tuple[int, str, str, dict[str, Any]]] = field(default_factory=list)
+    _compacted: int = 0
+    _rv: int = 100
+    _uid: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _before_write: list[Callable[[FakeKube], None]] = field(default_factory=list)
+    _clock: itertools.count[int] = field(default_factory=lambda: itertools.count(0))
+
+    # ------------------------------------------------------------------ test controls
+    def fail(
+        self, verb: str, status: int, kind: Kind | None = None, count: int = 1, subresource: str | None = "*"
+    ) -> None:
+        """Inject `count` failures (429 throttling per API priority and fairness, 5xx server errors, ...)."""
+        self.faults.append(Fault(verb, status, kind, count, subresource))
+
+    def before_next_write(self, callback: Callable[[FakeKube], None]) -> None:
+        """Run callback just before the next write lands: a concurrent writer racing the client."""
+        self._before_write.append(callback)
+
+    def compact(self) -> None:
+        """Forget watch history, so older resourceVersions answer 410 Gone (see DOCS_WATCH)."""
+        self._compacted = self._rv
+
+    def stored(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self.objects[(self._key(kind), self._ns(kind, namespace), name)]
+
+    def all_of(self, kind: Kind, namespace: str | None = None) -> list[dict[str, Any]]:
+        key = self._key(kind)
+        return [
+            o
+            for (k, ns, _), o in sorted(self.objects.items())
+            if k == key and (namespace is None or ns == namespace or not kind.namespaced)
+        ]
+
+    def pods_of(self, job: str, namespace: str | None = None) -> dict[int, dict[str, Any]]:
+        out = {}
+        for pod in self.all_of(POD, namespace or self.namespace):
+            if pod["metadata"].get("labels", {}).get("job-name") == job:
+                out[int(pod["metadata"]["labels"][INDEX_LABEL])] = pod
+        return out
+
+    def writes(self) -> list[RecordedCall]:
+        return [c for c in self.calls if c.verb in ("create", "apply", "patch", "update", "delete")]
+
+    def finish_pod(self, job: str, index: int, exit_code: int = 0, namespace: str | None = None) -> None:
+        """The container of pod `index` exits (the kubelet reports it); the Job controller reacts."""
+        pod = self.pods_of(job, namespace)[index]
+        pod["status"]["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+        for status in pod["status"].get("containerStatuses", []):
+            status["state"] = {
+                "terminated": {"exitCode": exit_code, "reason": "Completed" if not exit_code else "Error"}
+            }
+            status["ready"] = False
+        self._set_condition(pod, "Ready", "False", "PodCompleted")
+        self._touch(pod, "MODIFIED")
+        self.run_controllers()
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _key(kind: Kind) -> str:
+        return f"{kind.api_version}/{kind.kind}"
+
+    def _ns(self, kind: Kind, namespace: str | None) -> str:
+        return (namespace or self.namespace) if kind.namespaced else ""
+
+    def _now(self) -> str:
+        second = next(self._clock)
+        return f"2025-01-01T{second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d}Z"
+
+    def _record(
+        self,
+        verb: str,
+        kind: Kind,
+        namespace: str | None,
+        name: str | None,
+        subresource: str | None = None,
+        body: Any = None,
+    ) -> None:
+        self.calls.append(RecordedCall(verb, kind.kind, namespace, name, subresource, copy.deepcopy(body)))
+        rbac_verb = {"apply": "patch"}.get(verb, verb)
+        resource = kind.plural + (f"/{subresource}" if subresource else "")
+        if (rbac_verb, resource) in self.forbidden or (rbac_verb, kind.plural) in self.forbidden:
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{kind.plural} is forbidden: User "system:serviceaccount:test:client" cannot {rbac_verb} '
+                f'resource "{resource}" in API group "{kind.group}" in the namespace "{namespace}"',
+            )
+        for fault in self.faults:
+            if fault.count <= 0 or fault.verb not in (verb, "*"):
+                continue
+            if fault.kind is not None and fault.kind != kind:
+                continue
+            if fault.subresource != "*" and fault.subresource != subresource:
+                continue
+            fault.count -= 1
+            # 429: API priority and fairness rejects excess requests (DOCS_APF); 5xx: transient server errors
+            # that clients retry with back-off (DOCS_STATUS_CODES).
+            reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
+            raise ApiError(fault.status, reason.get(fault.status, "Error"), f"injected {fault.status} for {verb}")
+        if (kind == MINICLUSTER and not self.crd_installed) or (
+            kind == FLUX_MINICLUSTER and not self.flux_crd_installed
+        ):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _touch(self, obj: dict[str, Any], event: str) -> None:
+        obj["metadata"]["resourceVersion"] = self._next_rv()
+        self._history.append((self._rv, event, self._key(kind_of(obj)), copy.deepcopy(obj)))
+
+    def _missing(self, kind: Kind, name: str) -> ApiError:
+        # A deleted (or never created) object answers 404 NotFound (DOCS_STATUS_CODES).
+        group = f".{kind.group}" if kind.group else ""
+        return ApiError(404, "NotFound", f'{kind.plural}{group} "{name}" not found')
+
+    def _lookup(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
+        obj = self.objects.get((self._key(kind), self._ns(kind, namespace), name))
+        if obj is None:
+            raise self._missing(kind, name)
+        return obj
+
+    def _check_version(self, current: dict[str, Any], sent: dict[str, Any] | None) -> None:
+        # Optimistic concurrency: a write carrying a stale metadata.resourceVersion fails with 409 Conflict
+        # (DOCS_CONCURRENCY).
+        wanted = ((sent or {}).get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            kind = kind_of(current)
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {kind.plural} "{current["metadata"]["name"]}": the object has '
+                "been modified; please apply your changes to the latest version and try again",
+            )
+
+    def _run_before_write(self) -> None:
+        hooks, self._before_write = self._before_write, []
+        for hook in hooks:
+            hook(self)
+
+    # ------------------------------------------------------------------ rules
+    def _check_pod_template(self, template_spec: dict[str, Any], where: str) -> None:
+        # Pods with restartPolicy Never (Job pods) may only use resizePolicy NotRequired (DOCS_RESIZE:
+        # "If the Pod's restartPolicy is Never, container's resize restart policy must be set to NotRequired").
+        if template_spec.get("restartPolicy") == "Never":
+            for container in template_spec.get("containers", []):
+                for policy in container.get("resizePolicy") or []:
+                    if policy.get("restartPolicy") == "RestartContainer":
+                        raise ApiError(
+                            422,
+                            "Invalid",
+                            f"{where}.containers[{container['name']}].resizePolicy: Invalid value: "
+                            "'RestartContainer': must be 'NotRequired' when `restartPolicy` is 'Never'",
+                        )
+
+    def _check_update(self, kind: Kind, old: dict[str, Any], new: dict[str, Any]) -> None:
+        name = old["metadata"]["name"]
+        if kind == JOB:
+            old_spec, new_spec = old.get("spec", {}), new.get("spec", {})
+            # The Job's pod template is immutable once created (DOCS_JOB_TEMPLATE; only a suspended Job's
+            # scheduling directives may change, which we never use).
+            if old_spec.get("template") != new_spec.get("template"):
+                raise ApiError(422, "Invalid", f'Job.batch "{name}" is invalid: spec.template: field is immutable')
+            for immutable in ("completionMode", "selector"):
+                if old_spec.get(immutable) != new_spec.get(immutable):
+                    raise ApiError(
+                        422, "Invalid", f'Job.batch "{name}" is invalid: spec.{immutable}: field is immutable'
+                    )
+            # Elastic Indexed Jobs (DOCS_JOB_ELASTIC): completions may change only for completionMode Indexed
+            # and only together with parallelism, so that parallelism == completions.
+            if old_spec.get("completions") != new_spec.get("completions"):
+                indexed = new_spec.get("completionMode") == "Indexed"
+                if not indexed or new_spec.get("completions") != new_spec.get("parallelism"):
+                    raise ApiError(
+                        422,
+                        "Invalid",
+                        f'Job.batch "{name}" is invalid: spec.completions: Invalid value: '
+                        f"{new_spec.get('completions')}: field is immutable (elastic Indexed Jobs may change it "
+                        "only together with parallelism, keeping completions == parallelism)",
+                    )
+        if kind == POD:
+            old_spec, new_spec = copy.deepcopy(old.get("spec", {})), copy.deepcopy(new.get("spec", {}))
+            # A pod's spec is immutable except images, activeDeadlineSeconds and added tolerations
+            # (DOCS_POD_UPDATE); resources change only through the resize subresource (DOCS_RESIZE).
+            for spec in (old_spec, new_spec):
+                spec.pop("activeDeadlineSeconds", None)
+                spec.pop("tolerations", None)
+                for container in [*spec.get("containers", []), *spec.get("initContainers", [])]:
+                    container.pop("image", None)
+            if old_spec != new_spec:
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields other than '
+                    "`spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, "
+                    "`spec.tolerations` (only additions to existing tolerations); resources change only through "
+                    "the resize subresource",
+                )
+
+    def _check_resize(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        name = old["metadata"]["name"]
+        old_spec, new_spec = copy.deepcopy(old["spec"]), copy.deepcopy(new["spec"])
+        # The resize subresource changes only containers' cpu/memory requests and limits (DOCS_RESIZE).
+        old_resources = [c.pop("resources", {}) for c in old_spec.get("containers", [])]
+        new_resources = [c.pop("resources", {}) for c in new_spec.get("containers", [])]
+        if old_spec != new_spec:
+            raise ApiError(
+                422, "Invalid", f'Pod "{name}" is invalid: spec: Forbidden: only cpu and memory resources are mutable'
+            )
+        for before, after in zip(old_resources, new_resources, strict=True):
+            for section in ("requests", "limits"):
+                for resource in before.get(section, {}):
+                    # Requests and limits cannot be removed by a resize (DOCS_RESIZE).
+                    if resource not in after.get(section, {}):
+                        raise ApiError(
+                            422,
+                            "Invalid",
+                            f'Pod "{name}" is invalid: resource {section} for {resource} cannot be removed',
+                        )
+            extra = {r for s in ("requests", "limits") for r in after.get(s, {})} - {"cpu", "memory"}
+            if extra:
+                raise ApiError(
+                    422, "Invalid", f'Pod "{name}" is invalid: only cpu and memory can be resized, not {extra}'
+                )
+        # The QoS class is fixed at creation; a resize that would change it is rejected (DOCS_RESIZE).
+        if qos_class(old["spec"]) != qos_class(new["spec"]):
+            raise ApiError(
+                422,
+                "Invalid",
+                f'Pod "{name}" is invalid: metadata: Invalid value: "{qos_class(new["spec"])}": '
+                f"Pod QoS is immutable (was {qos_class(old['spec'])})",
+            )
+
+    # ------------------------------------------------------------------ KubeApi: reads
+    def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
+        self._record("get", kind, namespace, name)
+        return copy.deepcopy(self._lookup(kind, namespace, name))
+
+    def list_objects(
+        self, kind: Kind, namespace: str | None, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        self._record("list", kind, namespace, None)
+        items = [
+            copy.deepcopy(o)
+            for o in self.all_of(kind, namespace)
+            if _selector_matches(o["metadata"].get("labels", {}), label_selector)
+        ]
+        return items, str(self._rv)
+
+    def watch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        resource_version: str,
+        timeout_seconds: int = 60,
+        label_selector: str | None = None,
+    ) -> Iterator[WatchEvent]:
+        """Events after resource_version, then the stream ends (as a watch does at its timeout)."""
+        self._record("watch", kind, namespace, None)
+        since = int(resource_version or 0)
+        if since < self._compacted:
+            # An expired resourceVersion answers 410 Gone; the client must list again (DOCS_WATCH).
+            yield WatchEvent("ERROR", {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"})
+            return
+        key = self._key(kind)
+        for rv, event, obj_key, obj in list(self._history):
+            if rv <= since or obj_key != key:
+                continue
+            if namespace and kind.namespaced and obj["metadata"].get("namespace") != namespace:
+                continue
+            if not _selector_matches(obj["metadata"].get("labels", {}), label_selector):
+                continue
+            yield WatchEvent(event, copy.deepcopy(obj))
+
+    def served_resources(self, api_version: str) -> set[str]:
+        served = {kind.api_version for kind in KINDS if kind not in (MINICLUSTER, FLUX_MINICLUSTER)}
+        if self.crd_installed:
+            served.add(MINICLUSTER.api_version)
+        if self.flux_crd_installed:
+            served.add(FLUX_MINICLUSTER.api_version)
+        if api_version not in served:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        plurals = {k.plural for k in KINDS if k.api_version == api_version}
+        return plurals | {f"{p}/{s}" for p in plurals for s in ("status", "scale") if p == "miniclusters"}
+
+    # ------------------------------------------------------------------ KubeApi: writes
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        kind = kind_of(obj)
+        meta = obj.get("metadata", {})
+        self._record("create", kind, meta.get("namespace"), meta.get("name"), body=obj)
+        self._run_before_write()
+        if self.validate:
+            validate_object(obj)
+        key = (self._key(kind), self._ns(kind, meta.get("namespace")), meta["name"])
+        if key in self.objects:
+            raise ApiError(409, "AlreadyExists", f'{kind.plural} "{meta["name"]}" already exists')
+        return copy.deepcopy(self._insert(kind, obj))
+
+    def _insert(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        stored = copy.deepcopy(obj)
+        stored.pop("status", None)
+        meta = stored["metadata"]
+        meta.pop("resourceVersion", None)
+        if kind.namespaced:
+            meta["namespace"] = meta.get("namespace") or self.namespace
+        meta["uid"] = f"uid-{next(self._uid):04d}"
+        meta["creationTimestamp"] = self._now()
+        meta["generation"] = 1
+        if kind == JOB:
+            self._check_pod_template(stored["spec"]["template"]["spec"], "spec.template.spec")
+            labels = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": meta["name"]}
+            stored["spec"].setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": meta["uid"]}})
+            template_meta = stored["spec"]["template"].setdefault("metadata", {})
+            template_meta["labels"] = {**template_meta.get("labels", {}), **labels, "job-name": meta["name"]}
+            stored["status"] = {}
+        if kind == POD:
+            self._check_pod_template(stored["spec"], "spec")
+            stored["status"] = {"phase": "Pending", "qosClass": qos_class(stored["spec"]), "conditions": []}
+        if kind in (MINICLUSTER, FLUX_MINICLUSTER):
+            stored["status"] = {}
+        self.objects[(self._key(kind), self._ns(kind, meta.get("namespace")), meta["name"])] = stored
+        self._touch(stored, "ADDED")
+        self.run_controllers()
+        return stored
+
+    def apply(self, obj: dict[str, Any], field_manager: str, force: bool = True) -> dict[str, Any]:
+        kind = kind_of(obj)
+        meta = obj.get("metadata", {})
+        self._record("apply", kind, meta.get("namespace"), meta.get("name"), body=obj)
+        self._run_before_write()
+        if not field_manager:
+            raise ApiError(422, "Invalid", "fieldManager is required for apply requests")
+        if self.validate:
+            validate_object(obj)
+        key = (self._key(kind), self._ns(kind, meta.get("namespace")), meta["name"])
+        current = self.objects.get(key)
+        if current is None:
+            # Server-side apply creates the object when it does not exist.
+            return copy.deepcopy(self._insert(kind, obj))
+        self._check_version(current, obj)
+        applied = {k: v for k, v in obj.items() if k != "status"}
+        return copy.deepcopy(self._update(kind, current, apply_merge(current, applied)))
+
+    def _update(
+        self, kind: Kind, current: dict[str, Any], new: dict[str, Any], status_only: bool = False
+    ) -> dict[str, Any]:
+        if status_only:
+            merged = copy.deepcopy(current)
+            merged["status"] = copy.deepcopy(new.get("status", {}))
+        else:
+            merged = copy.deepcopy(new)
+            merged["status"] = copy.deepcopy(current.get("status", {}))
+            self._check_update(kind, current, merged)
+            for server_field in ("uid", "creationTimestamp", "generation", "namespace", "name"):
+                if server_field in current["metadata"]:
+                    merged["metadata"][server_field] = current["metadata"][server_field]
+            if merged.get("spec") != current.get("spec"):
+                merged["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1
+        if merged == current:
+            return current  # a no-op write does not change resourceVersion
+        current.clear()
+        current.update(merged)
+        self._touch(current, "MODIFIED")
+        self.run_controllers()
+        return current
+
+    def patch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        patch_type: PatchType = "merge",
+        subresource: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        self._record("patch", kind, namespace, name, subresource, body)
+        self._run_before_write()
+        current = self._lookup(kind, namespace, name)
+        if patch_type == "json":
+            raise ApiError(415, "UnsupportedMediaType", "the fake serves merge and strategic merge patches only")
+        if patch_type == "strategic" and kind in (MINICLUSTER, FLUX_MINICLUSTER):
+            # Custom resources do not support strategic merge patch.
+            raise ApiError(415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources")
+        self._check_version(current, body if isinstance(body, dict) else None)
+        if subresource == "scale":
+            return self._patch_scale(kind, current, body)
+        merge = strategic_merge if patch_type == "strategic" else merge_patch
+        new = merge(current, body)
+        if self.validate and subresource != "status":
+            validate_object({k: v for k, v in new.items() if k != "status"})
+        if subresource == "resize":
+            if kind != POD:
+                raise ApiError(404, "NotFound", f"{kind.plural} has no resize subresource")
+            self._check_resize(current, new)
+            current["spec"] = new["spec"]
+            self._touch(current, "MODIFIED")
+            self.run_controllers()
+            return copy.deepcopy(current)
+        if subresource not in (None, "status"):
+            raise ApiError(404, "NotFound", f"unknown subresource {subresource}")
+        return copy.deepcopy(self._update(kind, current, new, status_only=subresource == "status"))
+
+    def _patch_scale(self, kind: Kind, current: dict[str, Any], body: Any) -> dict[str, Any]:
+        # The CRD's scale subresource maps Scale.spec.replicas to .spec.size and reads status.size and
+        # status.selector (DOCS_SCALE), which is what `kubectl scale` and a HorizontalPodAutoscaler use.
+        if kind not in (MINICLUSTER, FLUX_MINICLUSTER):
+            raise ApiError(404, "NotFound", "no scale subresource for this kind in the fake")
+        replicas = (body.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or replicas < 0:
+            raise ApiError(422, "Invalid", "spec.replicas: must be a non-negative integer")
+        new = copy.deepcopy(current)
+        new["spec"]["size"] = replicas
+        self._update(kind, current, new)
+        return self.scale_of(current)
+
+    @staticmethod
+    def scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+        status = obj.get("status") or {}
+        return {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"].get("namespace")},
+            "spec": {"replicas": obj["spec"].get("size", 1)},
+            "status": {"replicas": status.get("size", 0), "selector": status.get("selector", "")},
+        }
+
+    def replace(self, obj: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        kind = kind_of(obj)
+        meta = obj["metadata"]
+        self._record("update", kind, meta.get("namespace"), meta["name"], subresource, obj)
+        self._run_before_write()
+        current = self._lookup(kind, meta.get("namespace"), meta["name"])
+        if not meta.get("resourceVersion"):
+            raise ApiError(422, "Invalid", "metadata.resourceVersion: must be specified for an update")
+        self._check_version(current, obj)
+        if self.validate and (subresource is None or kind in (MINICLUSTER, FLUX_MINICLUSTER)):
+            validate_object(obj if subresource else {k: v for k, v in obj.items() if k != "status"})
+        if subresource not in (None, "status"):
+            raise ApiError(404, "NotFound", f"unknown subresource {subresource}")
+        return copy.deepcopy(self._update(kind, current, obj, status_only=subresource == "status"))
+
+    def delete(self, kind: Kind, namespace: str | None, name: str, propagation: str = "Background") -> None:
+        self._record("delete", kind, namespace, name)
+        self._run_before_write()
+        obj = self._lookup(kind, namespace, name)
+        self._remove(obj)
+        self.run_controllers()
+
+    def _remove(self, obj: dict[str, Any]) -> None:
+        kind = kind_of(obj)
+        meta = obj["metadata"]
+        self.objects.pop((self._key(kind), self._ns(kind, meta.get("namespace")), meta["name"]), None)
+        self._touch(obj, "DELETED")
+        # Garbage collection: dependents whose ownerReferences name the deleted owner go too (DOCS_GC).
+        for dependent in list(self.objects.values()):
+            owners = dependent["metadata"].get("ownerReferences") or []
+            if any(ref.get("uid") == meta["uid"] for ref in owners):
+                self._remove(dependent)
+
+    # ------------------------------------------------------------------ KubeApi: pods
+    def exec(
+        self, namespace: str, pod: str, container: str | None, argv: list[str], timeout: float = 60.0
+    ) -> ExecResult:
+        self._record("exec", POD, namespace, pod, "exec", argv)
+        obj = self._lookup(POD, namespace, pod)
+        if obj["status"].get("phase") != "Running":
+            raise ApiError(400, "BadRequest", f"pod {pod} is not running (phase {obj['status'].get('phase')})")
+        handler = self.exec_handler or default_exec
+        return handler(self, obj, argv)
+
+    def logs(self, namespace: str, pod: str, container: str | None, follow: bool = False) -> Iterator[str]:
+        self._record("logs", POD, namespace, pod, "log")
+        self._lookup(POD, namespace, pod)
+        yield from list(self.pod_logs.get(pod, []))
+
+    # ------------------------------------------------------------------ controllers
+    def run_controllers(self) -> None:
+        """The Job controller and the kubelet, until nothing changes."""
+        for _ in range(20):
+            changed = False
+            for job in list(self.all_of(JOB, None)):
+                changed |= self._job_controller(job)
+            for pod in list(self.all_of(POD, None)):
+                changed |= self._kubelet(pod)
+            if not changed:
+                return
+
+    def _job_controller(self, job: dict[str, Any]) -> bool:
+        spec, status = job["spec"], job.setdefault("status", {})
+        if any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in status.get("conditions", [])):
+            return False
+        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
+        pods = self.pods_of(name, namespace)
+        changed = False
+        completions = spec.get("completions", 1)
+        wanted = min(spec.get("parallelism", 1), completions)
+        # Scaling an elastic Indexed Job down removes the highest indexes (DOCS_JOB_ELASTIC).
+        for index, pod in sorted(pods.items()):
+            if index >= completions:
+                self._remove(pod)
+                changed = True
+        succeeded = {i for i, p in pods.items() if p["status"].get("phase") == "Succeeded" and i < completions}
+        failed = {i for i, p in pods.items() if p["status"].get("phase") == "Failed"}
+        active = [i for i, p in pods.items() if p["status"].get("phase") in ("Pending", "Running") and i < completions]
+        replaced = 0
+        for index in range(completions):
+            if len(active) >= wanted:
+                break
+            if index in pods and index not in failed:
+                continue
+            if index in failed:
+                self._remove(pods[index])  # a failed pod is replaced; the failure stays counted
+                replaced += 1
+            self._create_pod(job, index)
+            active.append(index)
+            changed = True
+        success_rules = (spec.get("successPolicy") or {}).get("rules") or []
+        done = any(set(map(int, r.get("succeededIndexes", "-1").split(","))) <= succeeded for r in success_rules)
+        new_status = {
+            **status,
+            "active": len(active),
+            "ready": sum(1 for i, p in self.pods_of(name, namespace).items() if self._ready(p)),
+            "succeeded": len(succeeded),
+            "failed": int(status.get("failed", 0)) + replaced,
+        }
+        if done or (succeeded >= set(range(completions)) and completions):
+            new_status["conditions"] = [
+                {"type": "SuccessCriteriaMet", "status": "True", "reason": "SuccessPolicy"},
+                {"type": "Complete", "status": "True", "reason": "CompletionsReached"},
+            ]
+            for pod in self.pods_of(name, namespace).values():
+                if pod["status"].get("phase") in ("Pending", "Running"):
+                    self._remove(pod)
+        if new_status != status:
+            job["status"] = new_status
+            self._touch(job, "MODIFIED")
+            changed = True
+        return changed
+
+    @staticmethod
+    def _ready(pod: dict[str, Any]) -> bool:
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+    def _create_pod(self, job: dict[str, Any], index: int) -> None:
+        template = copy.deepcopy(job["spec"]["template"])
+        name = job["metadata"]["name"]
+        meta = template.get("metadata", {})
+        pod: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-{index}-{next(self._uid):05x}",
+                "namespace": job["metadata"]["namespace"],
+                "labels": {**meta.get("labels", {}), INDEX_LABEL: str(index)},
+                "annotations": {**meta.get("annotations", {}), INDEX_LABEL: str(index)},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": name,
+                        "uid": job["metadata"]["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {**template["spec"], "hostname": f"{name}-{index}"},
+        }
+        for container in pod["spec"]["containers"]:
+            env = container.setdefault("env", [])
+            env.append({"name": "JOB_COMPLETION_INDEX", "value": str(index)})
+        stored = self._insert_raw(pod)
+        stored["status"] = {"phase": "Pending", "qosClass": qos_class(stored["spec"]), "conditions": []}
+
+    def _insert_raw(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        meta["uid"] = f"uid-{next(self._uid):04d}"
+        meta["creationTimestamp"] = self._now()
+        self.objects[(self._key(POD), meta["namespace"], meta["name"])] = obj
+        obj["status"] = {}
+        self._touch(obj, "ADDED")
+        return obj
+
+    def _set_condition(self, pod: dict[str, Any], kind: str, status: str, reason: str = "", message: str = "") -> None:
+        conditions = [c for c in pod["status"].get("conditions", []) if c["type"] != kind]
+        if status:
+            conditions.append({"type": kind, "status": status, "reason": reason, "message": message})
+        pod["status"]["conditions"] = conditions
+
+    def _allocated_milli(self, exclude: str) -> int:
+        total = 0
+        for pod in self.all_of(POD, None):
+            if pod["metadata"]["name"] == exclude or pod["status"].get("phase") not in ("Pending", "Running"):
+                continue
+            for status in pod["status"].get("containerStatuses", []):
+                cpu = (status.get("allocatedResources") or {}).get("cpu")
+                total += cpu_millicores(cpu) if cpu else 0
+        return total
+
+    @staticmethod
+    def _own_allocated_milli(pod: dict[str, Any]) -> int:
+        total = 0
+        for status in pod["status"].get("containerStatuses", []):
+            cpu = (status.get("allocatedResources") or {}).get("cpu")
+            total += cpu_millicores(cpu) if cpu else 0
+        return total
+
+    def _kubelet(self, pod: dict[str, Any]) -> bool:
+        status = pod["status"]
+        before = copy.deepcopy(status)
+        if status.get("phase") == "Pending" and self.start_pods:
+            status["phase"] = "Running"
+            status["containerStatuses"] = [
+                {
+                    "name": c["name"],
+                    "ready": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": self._now()}},
+                    "allocatedResources": dict((c.get("resources") or {}).get("requests") or {}),
+                    "resources": copy.deepcopy(c.get("resources") or {}),
+                }
+                for c in pod["spec"]["containers"]
+            ]
+            self._set_condition(pod, "Ready", "True")
+        if status.get("phase") == "Running":
+            self._resize(pod)
+        if status != before:
+            self._touch(pod, "MODIFIED")
+            return True
+        return False
+
+    def _resize(self, pod: dict[str, Any]) -> None:
+        """Compare desired and allocated CPU; act as the kubelet would (or as the test forces)."""
+        statuses = {s["name"]: s for s in pod["status"].get("containerStatuses", [])}
+        pending = []
+        for container in pod["spec"]["containers"]:
+            desired = ((container.get("resources") or {}).get("requests") or {}).get("cpu")
+            current = statuses.get(container["name"], {})
+            allocated = (current.get("allocatedResources") or {}).get("cpu")
+            actual = ((current.get("resources") or {}).get("requests") or {}).get("cpu")
+            if desired is None or (allocated and actual and cpu_millicores(desired) == cpu_millicores(actual)):
+                continue
+            pending.append((container, current, desired))
+        if not pending:
+            self._set_condition(pod, RESIZE_PENDING, "")
+            self._set_condition(pod, RESIZE_IN_PROGRESS, "")
+            return
+        capacity = cpu_millicores(self.node_cpu)
+        want = sum(cpu_millicores(d) for _, _, d in pending)
+        others = self._allocated_milli(pod["metadata"]["name"])
+        mode = self.kubelet
+        if mode == "auto":
+            # The kubelet admits a resize against the node's allocatable CPU: more than the node has is
+            # Infeasible, more than is free now is Deferred (DOCS_RESIZE); shrinking always fits.
+            if want > capacity:
+                mode = "infeasible"
+            elif want + others > capacity and want > self._own_allocated_milli(pod):
+                mode = "defer"
+            else:
+                mode = "accept"
+        used = format_millicores(others)
+        if mode == "infeasible":
+            requested = format_millicores(want)
+            message = f"Node didn't have enough capacity: cpu, requested: {requested}, capacity: {self.node_cpu}"
+            self._set_condition(pod, RESIZE_PENDING, "True", "Infeasible", message)
+            return
+        if mode == "defer":
+            requested = format_millicores(want)
+            message = (
+                f"Node didn't have enough resource: cpu, requested: {requested}, used: {used}, "
+                f"capacity: {self.node_cpu}"
+            )
+            self._set_condition(pod, RESIZE_PENDING, "True", "Deferred", message)
+            return
+        self._set_condition(pod, RESIZE_PENDING, "")
+        for _container, current, desired in pending:
+            current.setdefault("allocatedResources", {})["cpu"] = desired
+            if mode == "accept":
+                current.setdefault("resources", {}).setdefault("requests", {})["cpu"] = desired
+        if mode == "in-progress":
+            self._set_condition(pod, RESIZE_IN_PROGRESS, "True", "", "kubelet is actuating the resize")
+        else:
+            self._set_condition(pod, RESIZE_IN_PROGRESS, "")
+
+
+def default_exec(fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+    """`flux overlay status --json` as our built-in broker answers it: one rank per pre-registered host, up when
+    the pod of that index runs; `hostname` answers the pod's hostname; anything else is not found."""
+    words = [w for w in argv if not w.startswith("FLUX_URI=") and w != "env"]
+    if words and words[0].endswith("flux") and words[1:3] == ["overlay", "status"]:
+        env = {e["name"]: e.get("value") for c in pod["spec"]["containers"] for e in c.get("env", [])}
+        job = pod["metadata"]["labels"]["job-name"]
+        max_size = int(env.get("MINICLUSTER_MAX_SIZE") or 1)
+        running = {
+            i for i, p in fake.pods_of(job, pod["metadata"]["namespace"]).items() if p["status"]["phase"] == "Running"
+        }
+        ranks = [
+            {"rank": r, "hostname": f"{job}-{r}", "state": "up" if r in running else "down", "status": "full"}
+            for r in range(max_size)
+        ]
+        parents = [-1] + [0] * (max_size - 1)
+        return ExecResult(0, json.dumps({"size": max_size, "parents": parents, "ranks": ranks, "state": "run"}), "")
+    if words == ["hostname"]:
+        return ExecResult(0, pod["spec"].get("hostname", pod["metadata"]["name"]) + "\n", "")
+    return ExecResult(127, "", f"{words[0] if words else ''}: command not found\n")

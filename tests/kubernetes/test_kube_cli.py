@@ -1,0 +1,87 @@
+"""The cluster commands end to end over the fake API: messages, exit codes, nothing changed on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from miniclusters import backends
+from miniclusters.backends.kubernetes.api import JOB
+from miniclusters.backends.kubernetes.backend import KubernetesBackend
+from miniclusters.cli import main
+from miniclusters.testing.fake_kube import FakeKube
+
+
+@pytest.fixture
+def cli(fake: FakeKube, clock, monkeypatch) -> CliRunner:
+    def factory(**options):
+        options.pop("context", None)
+        return KubernetesBackend(api=fake, clock=clock, sleep=clock.sleep, **options)
+
+    monkeypatch.setitem(backends._REGISTRY, "kubernetes", factory)
+    monkeypatch.setenv("MINICLUSTER_BACKEND", "kubernetes")
+    return CliRunner()
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path, spec_data: dict) -> Path:
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(spec_data))
+    return path
+
+
+def test_up_status_scale_resize_exec_list_down(cli: CliRunner, fake: FakeKube, spec_file: Path) -> None:
+    result = cli.invoke(main, ["up", str(spec_file)])
+    assert result.exit_code == 0, result.output
+    assert "brokers joined 2/2" in result.stderr and "size 2" in result.stdout
+    status = cli.invoke(main, ["status", "demo", "-o", "json"])
+    assert json.loads(status.stdout)["ranks_up"] == [0, 1]
+    assert cli.invoke(main, ["scale", "demo", "4"]).exit_code == 0
+    assert fake.stored(JOB, "demo")["spec"]["completions"] == 4
+    resize = cli.invoke(main, ["resize", "demo", "1", "--cpu", "250m"])
+    assert resize.exit_code == 0 and "done" in resize.stdout
+    infeasible = cli.invoke(main, ["resize", "demo", "1", "--cpu", "100"])
+    assert infeasible.exit_code == 1 and "infeasible" in infeasible.stdout
+    run = cli.invoke(main, ["exec", "demo", "-i", "2", "--", "hostname"])
+    assert run.exit_code == 0 and run.stdout == "demo-2\n"
+    assert "demo" in cli.invoke(main, ["list"]).stdout
+    assert cli.invoke(main, ["down", "demo"]).exit_code == 0
+    gone = cli.invoke(main, ["down", "demo"])
+    assert gone.exit_code == 1 and "not found" in gone.stderr
+
+
+def test_bad_input_exits_non_zero_and_changes_nothing(
+    cli: CliRunner, fake: FakeKube, spec_file: Path, spec_data: dict
+) -> None:
+    cli.invoke(main, ["up", str(spec_file)])
+    writes = len(fake.writes())
+    out_of_range = cli.invoke(main, ["scale", "demo", "7"])
+    assert out_of_range.exit_code == 2 and "maxSize=6" in out_of_range.stderr
+    bad_cpu = cli.invoke(main, ["resize", "demo", "1", "--cpu", "fast"])
+    assert bad_cpu.exit_code == 2 and "--cpu" in bad_cpu.stderr
+    assert len(fake.writes()) == writes
+    bad_spec = spec_file.with_name("bad.yaml")
+    spec_data["spec"]["maxSize"] = 1
+    bad_spec.write_text(yaml.safe_dump(spec_data))
+    invalid = cli.invoke(main, ["up", str(bad_spec)])
+    assert invalid.exit_code == 2 and "maxSize" in invalid.stderr
+
+
+def test_missing_crd_and_unknown_backend(cli: CliRunner, fake: FakeKube, spec_file: Path) -> None:
+    fake.crd_installed = False
+    missing = cli.invoke(main, ["up", str(spec_file)])
+    assert missing.exit_code == 1 and "CRD" in missing.stderr and "Traceback" not in missing.output
+    local = cli.invoke(main, ["list", "--backend", "local"])
+    assert local.exit_code == 2 and "available: kubernetes" in local.stderr
+
+
+@pytest.mark.parametrize(
+    "command", ["up", "down", "status", "scale", "resize", "logs", "exec", "list", "operator", "manifests"]
+)
+def test_every_command_has_help_with_an_example(command: str) -> None:
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0 and "Example:" in result.stdout

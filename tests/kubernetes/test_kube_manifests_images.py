@@ -1,0 +1,163 @@
+"""Deployment manifests are generated and in sync; RBAC is least privilege; Dockerfiles lint clean and
+build what the renderer points at; the broker's install.sh really provides bin/flux."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+from dockerfile_parse import DockerfileParser
+
+from miniclusters import __version__
+from miniclusters.api import load_minicluster_file
+from miniclusters.cli.spec_commands import dump_yaml_stream
+from miniclusters.operator.manifests import build_manifests, rbac_rules
+from miniclusters.render import RenderOptions, render_minicluster
+from miniclusters.render.options import DEFAULT_REGISTRY
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGES = ROOT / "images"
+DEPLOY = ROOT / "crds" / "deploy" / "operator.yaml"
+DOCKERFILES = sorted(IMAGES.glob("*/Dockerfile"))
+COMMITTED = RenderOptions(registry=DEFAULT_REGISTRY, tag=__version__)
+
+
+def test_committed_manifests_match_the_generator() -> None:
+    expected = dump_yaml_stream(build_manifests(COMMITTED))
+    assert DEPLOY.read_text() == expected, "run: minicluster manifests --output crds/deploy/operator.yaml"
+
+
+def test_manifests_pass_the_kubernetes_schema() -> None:
+    for obj in build_manifests(COMMITTED) + build_manifests(COMMITTED, accept_flux_kind=True):
+        kubernetes_validate.validate(obj, "1.33", strict=True)
+
+
+def test_rbac_is_least_privilege() -> None:
+    rules = rbac_rules()
+    flat = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    assert not any("*" in part for entry in flat for part in entry)
+    assert not any(r in ("pods/exec", "pods/resize") for _, r, _ in flat), "the operator never execs or resizes"
+    assert not any(v == "delete" and r != "miniclusters" for _, r, v in flat), "dependents go by garbage collection"
+    assert ("", "secrets", "list") not in flat, "secrets are read by name only"
+    assert ("batch", "jobs", "create") in flat and ("batch", "jobs", "patch") in flat  # apply creates and patches
+    assert ("miniclusters.dev", "miniclusters/status", "update") in flat
+    assert ("events.k8s.io", "events", "create") in flat
+
+
+def test_deployment_runs_the_operator_from_the_broker_image() -> None:
+    deployment = build_manifests(COMMITTED)[-1]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == COMMITTED.broker_image
+    assert container["command"] == ["/opt/miniclusters/env/bin/minicluster"] and container["args"][0] == "operator"
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def _parse(path: Path) -> DockerfileParser:
+    parser = DockerfileParser(fileobj=path.open("rb"))
+    return parser
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_dockerfiles_pin_base_images_and_have_a_title(path: Path) -> None:
+    parser = _parse(path)
+    froms = [i["value"].split()[0] for i in parser.structure if i["instruction"] == "FROM"]
+    stages = {
+        i["value"].split()[-1] for i in parser.structure if i["instruction"] == "FROM" and " AS " in i["value"].upper()
+    }
+    assert froms
+    for image in froms:
+        if image in stages:
+            continue
+        assert ":" in image.rsplit("/", 1)[-1], f"{image}: pin a tag"
+        assert not image.endswith(":latest"), f"{image}: never latest"
+    assert parser.labels.get("org.opencontainers.image.title")
+    for instruction in parser.structure:
+        if instruction["instruction"] == "RUN" and "apt-get install" in instruction["value"]:
+            assert "--no-install-recommends" in instruction["value"]
+            assert "rm -rf /var/lib/apt/lists" in instruction["value"]
+        if instruction["instruction"] in ("COPY", "ADD") and "--from" not in instruction["value"]:
+            for source in instruction["value"].split()[:-1]:
+                assert (ROOT / source).exists(), f"{path}: COPY source {source} does not exist"
+
+
+def test_image_names_match_what_the_renderer_points_at() -> None:
+    titles = {p.parent.name: _parse(p).labels["org.opencontainers.image.title"] for p in DOCKERFILES}
+    options = RenderOptions(registry="reg.example/hpc", tag="9.9")
+    assert options.broker_image == f"reg.example/hpc/{titles['broker']}:9.9"
+    mc = load_minicluster_file(ROOT / "examples" / "hello.yaml")
+    assert mc.spec.containers[0].image == f"{DEFAULT_REGISTRY}/{titles['openmpi-openfoam']}:{__version__}"
+    job = render_minicluster(mc, options)[-1]
+    (init,) = job["spec"]["template"]["spec"]["initContainers"]
+    assert init["image"] == options.broker_image
+    assert init["command"] == ["/opt/miniclusters/install.sh", "/mnt/miniclusters"]
+    build = (IMAGES / "build.sh").read_text()
+    assert all(title in build for title in titles.values())
+
+
+def test_broker_image_installs_install_sh_and_the_flux_wrapper() -> None:
+    parser = _parse(IMAGES / "broker" / "Dockerfile")
+    copies = [i["value"] for i in parser.structure if i["instruction"] == "COPY"]
+    assert "images/broker/install.sh /opt/miniclusters/install.sh" in copies
+    assert "images/broker/bin/ /opt/miniclusters/env/bin/" in copies
+    assert "-m broker.cli.flux" in (IMAGES / "broker" / "bin" / "flux").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'flux = "broker.cli.flux:main"' in pyproject
+
+
+def test_flux_view_image_keeps_the_layout_the_renderer_copies() -> None:
+    parser = _parse(IMAGES / "flux-view" / "Dockerfile")
+    assert parser.baseimage.startswith("ghcr.io/converged-computing/flux-view-")
+    mc = load_minicluster_file(ROOT / "examples" / "hello.yaml")
+    job = render_minicluster(mc, RenderOptions(flavour="flux"))[-1]
+    command = " ".join(job["spec"]["template"]["spec"]["initContainers"][0]["command"])
+    assert "/opt/view" in command and "/opt/software" in command
+    assert "test -d /opt/view && test -d /opt/software" in parser.content
+
+
+def test_install_sh_copies_a_working_environment(tmp_path: Path) -> None:
+    """Run install.sh for real against a stand-in environment whose python is this interpreter."""
+    env = tmp_path / "env"
+    (env / "python" / "bin").mkdir(parents=True)
+    python = env / "python" / "bin" / "python3"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    shutil.copytree(IMAGES / "broker" / "bin", env / "bin")
+    dest = tmp_path / "mnt" / "miniclusters"
+    result = subprocess.run(
+        ["/bin/sh", str(IMAGES / "broker" / "install.sh"), str(dest)],
+        env={**os.environ, "MINICLUSTERS_ENV": str(env)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    overlay = subprocess.run(
+        [str(dest / "bin" / "flux"), "overlay", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert overlay.returncode == 0 and "status" in overlay.stdout
+    missing = subprocess.run(["/bin/sh", str(IMAGES / "broker" / "install.sh")], capture_output=True, text=True)
+    assert missing.returncode != 0 and "usage" in missing.stderr
+
+
+@pytest.mark.skipif(shutil.which("mpicc") is None, reason="mpicc not installed")
+def test_mpi_hello_compiles(tmp_path: Path) -> None:
+    source = IMAGES / "openmpi-openfoam" / "mpi-hello.c"
+    result = subprocess.run(["mpicc", "-o", str(tmp_path / "mpi-hello"), str(source)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_render_output_for_every_example_passes_the_schema_with_owner_references() -> None:
+    from miniclusters.backends.kubernetes.objects import custom_resource, desired_objects
+
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        mc = load_minicluster_file(path)
+        owner = {**custom_resource(mc, "hpc"), "metadata": {"name": mc.name, "uid": "u-1"}}
+        for obj in desired_objects(mc, "hpc", owner, COMMITTED):
+            kubernetes_validate.validate(obj, "1.33", strict=True)
+    assert yaml.safe_load(DEPLOY.read_text().split("---")[1])["kind"] == "Namespace"

@@ -1,0 +1,244 @@
+"""The operator against the fake API server: create, scale, resize status, delete, restart mid-reconcile,
+conflicts, transient errors, invalid specs, the Flux Operator's kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from miniclusters.api.conversion import to_flux_operator
+from miniclusters.backends.kubernetes.api import (
+    CONFIG_MAP,
+    EVENT,
+    FLUX_MINICLUSTER,
+    JOB,
+    MINICLUSTER,
+    POD,
+    SECRET,
+    SERVICE,
+)
+from miniclusters.backends.kubernetes.objects import custom_resource
+from miniclusters.operator.conditions import find
+from miniclusters.operator.controller import ClusterKey, Controller
+from miniclusters.testing.fake_kube import FakeKube
+
+KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
+
+
+def _run(controller: Controller, clock) -> int:
+    return controller.run_until_idle(advance=clock.advance)
+
+
+def _conditions(fake: FakeKube) -> dict[str, tuple[str, str]]:
+    status = fake.stored(MINICLUSTER, "demo")["status"]
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+def _events(fake: FakeKube) -> list[tuple[str, str]]:
+    return [(e["reason"], e["note"]) for e in fake.all_of(EVENT)]
+
+
+def test_creates_everything_once_and_reports_ready(fake: FakeKube, controller: Controller, clock, make_mc) -> None:
+    fake.create(custom_resource(make_mc(size=3), "hpc"))
+    controller.start()
+    _run(controller, clock)
+    for kind, name in ((SECRET, "demo-curve-cert"), (CONFIG_MAP, "demo-flux-config"), (SERVICE, "demo"), (JOB, "demo")):
+        assert fake.stored(kind, name)["metadata"]["ownerReferences"][0]["kind"] == "MiniCluster"
+    status = fake.stored(MINICLUSTER, "demo")["status"]
+    assert status["size"] == 3 and status["readyPods"] == 3 and status["maximumSize"] == 6
+    assert status["selector"] == "miniclusters.dev/name=demo" and status["observedGeneration"] == 1
+    assert _conditions(fake) == {
+        "Ready": ("True", "AllPodsReady"),
+        "Scaling": ("False", "AtSize"),
+        "Resizing": ("False", "NoResize"),
+        "InvalidSpec": ("False", "SpecValid"),
+        "Degraded": ("False", "AsExpected"),
+    }
+    assert [r for r, _ in _events(fake)] == ["Created"] * 4
+    writes = len(fake.writes())
+    controller.queue.add(KEY)
+    _run(controller, clock)
+    assert len(fake.writes()) == writes, "a second reconcile of a settled cluster writes nothing"
+
+
+def test_kubectl_scale_goes_through_the_scale_subresource(
+    fake: FakeKube, controller: Controller, clock, make_mc
+) -> None:
+    fake.create(custom_resource(make_mc(), "hpc"))
+    controller.start()
+    _run(controller, clock)
+    scale = fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"replicas": 5}}, subresource="scale")
+    assert scale["status"] == {"replicas": 2, "selector": "miniclusters.dev/name=demo"}
+    _run(controller, clock)
+    job = fake.stored(JOB, "demo")["spec"]
+    assert job["parallelism"] == job["completions"] == 5 and len(fake.pods_of("demo")) == 5
+    assert fake.scale_of(fake.stored(MINICLUSTER, "demo"))["status"]["replicas"] == 5
+    assert ("Scaled", "scaled Job from 2 to 5 pods (spec.size 5)") in _events(fake)
+    fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"replicas": 1}}, subresource="scale")
+    _run(controller, clock)
+    assert sorted(fake.pods_of("demo")) == [0]
+
+
+def test_scale_beyond_max_size_is_an_invalid_spec_and_changes_nothing(
+    fake: FakeKube, controller: Controller, clock, make_mc
+) -> None:
+    fake.create(custom_resource(make_mc(), "hpc"))
+    controller.start()
+    _run(controller, clock)
+    fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"replicas": 9}}, subresource="scale")
+    _run(controller, clock)
+    assert _conditions(fake)["InvalidSpec"] == ("True", "SpecRejected")
+    message = find(fake.stored(MINICLUSTER, "demo")["status"]["conditions"], "InvalidSpec")["message"]
+    assert "maxSize" in message
+    assert fake.stored(JOB, "demo")["spec"]["parallelism"] == 2
+    warnings = [e for e in fake.all_of(EVENT) if e["type"] == "Warning"]
+    assert len(warnings) == 1 and warnings[0]["reason"] == "InvalidSpec"
+    controller.queue.add(KEY)
+    _run(controller, clock)
+    assert len([e for e in fake.all_of(EVENT) if e["type"] == "Warning"]) == 1, "no event storm"
+
+
+def test_invalid_spec_creates_nothing(fake: FakeKube, controller: Controller, clock, make_mc) -> None:
+    cr = custom_resource(make_mc(), "hpc")
+    cr["spec"]["containers"] = [{"image": "a:1", "runFlux": True}, {"image": "b:1", "runFlux": True}]
+    fake.create(cr)
+    controller.start()
+    _run(controller, clock)
+    assert _conditions(fake)["InvalidSpec"][0] == "True" and _conditions(fake)["Ready"] == ("False", "InvalidSpec")
+    assert fake.all_of(JOB) == [] and fake.all_of(SECRET) == []
+    assert controller.queue.next_due() is None, "no crash loop: nothing left to retry"
+
+
+def test_operator_restart_mid_reconcile_creates_no_duplicates(fake: FakeKube, clock, make_mc) -> None:
+    fake.create(custom_resource(make_mc(), "hpc"))
+    first = Controller(fake, namespace="hpc", clock=clock, wall=clock.wall)
+    first.start()
+    fake.fail("apply", 500, kind=JOB, count=1000)
+    first.process_next()  # Secret, ConfigMap, Service applied; the Job failed: the operator "dies" here
+    assert fake.all_of(JOB) == [] and len(fake.all_of(SECRET)) == 1
+    cert = fake.stored(SECRET, "demo-curve-cert")["data"]
+    fake.faults.clear()
+    second = Controller(fake, namespace="hpc", clock=clock, wall=clock.wall)
+    second.start()
+    _run(second, clock)
+    assert len(fake.all_of(JOB)) == len(fake.all_of(SECRET)) == len(fake.all_of(SERVICE)) == 1
+    assert fake.stored(SECRET, "demo-curve-cert")["data"] == cert, "the certificate is not rotated"
+    assert _conditions(fake)["Ready"][0] == "True"
+
+
+def test_conflicting_status_update_is_retried_with_backoff(
+    fake: FakeKube, controller: Controller, clock, make_mc
+) -> None:
+    fake.create(custom_resource(make_mc(), "hpc"))
+    controller.start()
+    key = controller.queue.pop()
+    assert key == KEY
+    controller.queue.done(key)
+    controller.queue.add(key)
+    # A user edits the MiniCluster while the operator is between reading it and writing its status.
+    for _ in range(4):
+        fake.before_next_write(lambda api: None)
+    original_replace = fake.replace
+
+    def racing_replace(obj, subresource=None):
+        if subresource == "status" and not getattr(racing_replace, "raced", False):
+            racing_replace.raced = True  # type: ignore[attr-defined]
+            fake.patch(MINICLUSTER, "hpc", "demo", {"metadata": {"labels": {"edited": "yes"}}})
+        return original_replace(obj, subresource)
+
+    fake.replace = racing_replace  # type: ignore[method-assign]
+    assert controller.process_next()
+    assert controller.queue.failures(KEY) == 1 and controller.queue.next_due() == pytest.approx(clock() + 0.05)
+    _run(controller, clock)
+    cr = fake.stored(MINICLUSTER, "demo")
+    assert cr["metadata"]["labels"]["edited"] == "yes" and cr["status"]["readyPods"] == 2
+    assert controller.queue.failures(KEY) == 0
+
+
+def test_throttling_and_server_errors_back_off_exponentially(
+    fake: FakeKube, controller: Controller, clock, make_mc
+) -> None:
+    fake.create(custom_resource(make_mc(), "hpc"))
+    controller.start()
+    fake.fail("get", 429, kind=MINICLUSTER, count=3)
+    fake.fail("get", 503, kind=MINICLUSTER, count=1)
+    start = clock()
+    _run(controller, clock)
+    assert clock() - start == pytest.approx(0.05 + 0.1 + 0.2 + 0.4)
+    assert _conditions(fake)["Ready"][0] == "True"
+
+
+def test_resizing_condition_reports_deferred_and_infeasible(
+    fake: FakeKube, controller: Controller, backend, clock, make_mc
+) -> None:
+    fake.create(custom_resource(make_mc(), "hpc"))
+    controller.start()
+    _run(controller, clock)
+    backend.resize("demo", 1, "64")
+    _run(controller, clock)
+    assert _conditions(fake)["Resizing"] == ("True", "Infeasible")
+    backend.resize("demo", 1, "500m")
+    _run(controller, clock)
+    assert _conditions(fake)["Resizing"] == ("False", "NoResize")
+
+
+def test_template_change_is_degraded_not_recreated(fake: FakeKube, controller: Controller, clock, make_mc) -> None:
+    fake.create(custom_resource(make_mc(), "hpc"))
+    controller.start()
+    _run(controller, clock)
+    uid = fake.stored(JOB, "demo")["metadata"]["uid"]
+    fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"containers": [{"image": "app:2"}]}})
+    _run(controller, clock)
+    assert _conditions(fake)["Degraded"] == ("True", "PodTemplateImmutable")
+    assert fake.stored(JOB, "demo")["metadata"]["uid"] == uid
+
+
+def test_delete_cascades_and_cleanup_deletes_finished_clusters(
+    fake: FakeKube, controller: Controller, clock, make_mc
+) -> None:
+    fake.create(custom_resource(make_mc(cleanup=True, interactive=False), "hpc"))
+    controller.start()
+    _run(controller, clock)
+    fake.finish_pod("demo", 0, exit_code=0)
+    _run(controller, clock)
+    assert fake.all_of(MINICLUSTER) == [] and fake.all_of(JOB) == [] and fake.all_of(POD) == []
+    assert ("Deleted", "the lead broker finished and spec.cleanup is set") in _events(fake)
+
+
+def test_failed_job_is_degraded(fake: FakeKube, controller: Controller, clock, make_mc) -> None:
+    fake.create(custom_resource(make_mc(interactive=False), "hpc"))
+    controller.start()
+    _run(controller, clock)
+    fake.finish_pod("demo", 1, exit_code=3)
+    _run(controller, clock)
+    assert _conditions(fake)["Degraded"] == ("True", "PodsFailed")
+
+
+def test_watch_expiry_relists(fake: FakeKube, controller: Controller, clock, make_mc) -> None:
+    controller.start()
+    fake.create(custom_resource(make_mc(), "hpc"))
+    fake.compact()
+    _run(controller, clock)
+    assert len(fake.all_of(JOB)) == 1
+
+
+def test_flux_operator_kind_is_converted(fake: FakeKube, clock, make_mc) -> None:
+    fake.flux_crd_installed = True
+    flux = to_flux_operator(make_mc())
+    flux["metadata"]["namespace"] = "hpc"
+    fake.create(flux)
+    controller = Controller(fake, namespace="hpc", accept_flux_kind=True, clock=clock, wall=clock.wall)
+    controller.start()
+    _run(controller, clock)
+    (ref,) = fake.stored(JOB, "demo")["metadata"]["ownerReferences"]
+    assert ref["apiVersion"] == FLUX_MINICLUSTER.api_version
+    assert fake.stored(FLUX_MINICLUSTER, "demo")["status"]["readyPods"] == 2
+
+
+def test_everything_the_operator_sent_passed_the_schemas(fake: FakeKube, controller: Controller, clock, make_mc):
+    """The fake validates every object it receives (kubernetes-validate 1.33, strict; our CRD schema)."""
+    assert fake.validate
+    fake.create(custom_resource(make_mc(), "hpc"))
+    controller.start()
+    _run(controller, clock)
+    kinds = {c.kind for c in fake.writes()}
+    assert {"Secret", "ConfigMap", "Service", "Job", "Event", "MiniCluster"} <= kinds
