@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Iterable
 
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+from .fsd import parse_fsd
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -17,10 +17,10 @@ class AttrError(ValueError):
 
 def parse_duration(text: str) -> float:
     """A Flux Standard Duration ("5s", "100ms", "1.5m", "2h", "1d", bare number = seconds) in seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise AttrError(f"invalid duration {text!r} (expected e.g. 5s, 100ms, 1.5m)")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    try:
+        return parse_fsd(text)
+    except ValueError as exc:
+        raise AttrError(f"invalid duration: {exc}") from None
 
 
 def parse_setattr(option: str) -> tuple[str, str]:
@@ -63,8 +63,8 @@ class Attributes:
             seconds = parse_duration(value)
         except AttrError as exc:
             raise AttrError(f"attribute {name}: {exc}") from None
-        if seconds <= 0:
-            raise AttrError(f"attribute {name}: duration must be positive, got {value!r}")
+        if seconds <= 0 or not math.isfinite(seconds):
+            raise AttrError(f"attribute {name}: duration must be positive and finite, got {value!r}")
         return seconds
 
     def integer(self, name: str, default: int | None, minimum: int = 0) -> int | None:

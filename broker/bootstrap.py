@@ -111,6 +111,9 @@ def compress_hosts(names: list[str]) -> str:
     """A hostlist expression that expands back to names in the same order (Flux keeps rank order)."""
     if not names:
         return ""
+    whole = hostlist.collect_hostlist(names)
+    if hostlist.expand_hostlist(whole) == names:  # the usual case: one call, not one per host
+        return str(whole)
     groups: list[list[str]] = [[names[0]]]
     for name in names[1:]:
         trial = [*groups[-1], name]
@@ -178,7 +181,7 @@ def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: st
     for index, item in enumerate(raw_hosts or []):
         label = f"{where} hosts[{index}]"
         if not isinstance(item, dict):
-            raise BootstrapError(f"{label}: expected a table like {{ host = \"name\" }}, got {item!r}")
+            raise BootstrapError(f'{label}: expected a table like {{ host = "name" }}, got {item!r}')
         bad = sorted(set(item) - _HOST_KEYS)
         if bad:
             raise BootstrapError(f"{label}: unknown key(s): {', '.join(bad)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 import zmq
+from zmq.utils import z85
 
 from .curve_cert import CurveCertificate
 from .netaddr import AddressError, resolve_bind
@@ -80,7 +81,7 @@ class Overlay:
             version, request_id = frames[0], frames[1]
             mechanism = frames[5] if len(frames) > 5 else b""
             key = frames[6] if len(frames) > 6 else b""
-            ok = mechanism == b"CURVE" and zmq.z85_encode(key) == self.cert.public_bytes
+            ok = mechanism == b"CURVE" and z85.encode(key) == self.cert.public_bytes
             if not ok:
                 self.rejected += 1
                 print(

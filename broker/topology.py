@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_FANOUT = 32  # Flux's default k-ary fanout
 
@@ -17,6 +17,12 @@ class Topology:
 
     parents: tuple[int, ...]
     name: str = "custom"
+    _children: dict[int, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _descendants: dict[int, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for rank, parent in enumerate(self.parents):
+            self._children.setdefault(parent, []).append(rank)
 
     @property
     def size(self) -> int:
@@ -26,7 +32,7 @@ class Topology:
         return self.parents[rank]
 
     def children(self, rank: int) -> list[int]:
-        return [r for r, p in enumerate(self.parents) if p == rank]
+        return list(self._children.get(rank, []))
 
     def ancestors(self, rank: int) -> list[int]:
         """Parent, grandparent, ... up to rank 0."""
@@ -41,7 +47,17 @@ class Topology:
         return len(self.ancestors(rank))
 
     def descendants(self, rank: int) -> list[int]:
-        return [r for r in range(self.size) if rank in self.ancestors(r)]
+        """Every rank below `rank` (sorted); cached, since routing and membership ask often."""
+        cached = self._descendants.get(rank)
+        if cached is None:
+            below: list[int] = []
+            stack = list(self._children.get(rank, []))
+            while stack:
+                node = stack.pop()
+                below.append(node)
+                stack.extend(self._children.get(node, []))
+            cached = self._descendants[rank] = sorted(below)
+        return list(cached)
 
     def next_hop(self, here: int, target: int) -> int:
         """The neighbour of `here` a message for `target` goes to next (here itself if target == here)."""

@@ -1,0 +1,1 @@
+"""The in-cluster `flux` command line (same spellings as Flux's)."""

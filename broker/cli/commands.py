@@ -1,0 +1,236 @@
+"""Client subcommands of `flux` (click): resource, overlay, getattr, lsattr, uptime, ping, shutdown, event."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from ..bootstrap import compress_hosts
+from ..client import FluxError, Handle
+from ..protocol import NODEID_ANY
+
+
+def _handle() -> Handle:
+    try:
+        return Handle()
+    except FluxError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _rpc(topic: str, payload: dict[str, Any] | None = None, nodeid: int = NODEID_ANY) -> dict[str, Any]:
+    with _handle() as handle:
+        try:
+            return handle.rpc(topic, payload, nodeid=nodeid, timeout=10.0)
+        except FluxError as exc:
+            raise click.ClickException(f"{topic}: {exc}") from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Talk to the Flux instance at $FLUX_URI."""
+
+
+# ------------------------------------------------------------------------------------------ resource
+@cli.group()
+def resource() -> None:
+    """Show the instance's resources."""
+
+
+def resource_rows(status: dict[str, Any]) -> list[tuple[str, int, int, int, str]]:
+    """(state, nnodes, ncores, ngpus, nodelist) rows as `flux resource list` prints them."""
+    from .. import idset
+
+    reports = {int(k): v for k, v in status["reports"].items()}
+    hostnames: list[str] = status["hostnames"]
+    rows = []
+    for state, ranks in (
+        ("free", idset.decode(status["up"])),
+        ("allocated", []),
+        ("down", idset.decode(status["down"])),
+    ):
+        cores = sum(int(reports[r]["ncores"]) for r in ranks if r in reports)
+        rows.append((state, len(ranks), cores, 0, compress_hosts([hostnames[r] for r in ranks])))
+    return rows
+
+
+@resource.command("list")
+def resource_list() -> None:
+    """Free, allocated and down nodes and cores."""
+    status = _rpc("resource.status")
+    click.echo(f"{'STATE':>10} {'NNODES':>6} {'NCORES':>8} {'NGPUS':>8} NODELIST")
+    for state, nnodes, ncores, ngpus, nodelist in resource_rows(status):
+        click.echo(f"{state:>10} {nnodes:>6} {ncores:>8} {ngpus:>8} {nodelist}".rstrip())
+
+
+@resource.command("R")
+def resource_r() -> None:
+    """The instance's resource set in Flux's R format (JSON)."""
+    click.echo(json.dumps(_rpc("resource.R")))
+
+
+# ------------------------------------------------------------------------------------------ overlay
+@cli.group()
+def overlay() -> None:
+    """Show the tree-based overlay network."""
+
+
+def render_overlay(status: dict[str, Any]) -> list[str]:
+    """The tree as `flux overlay status` draws it: 'RANK HOST: full|partial|degraded|lost|offline'."""
+    ranks = status["ranks"]
+    parents: list[int] = status["parents"]
+    children: dict[int, list[int]] = {}
+    for rank, parent in enumerate(parents):
+        children.setdefault(parent, []).append(rank)
+
+    def label(rank: int) -> str:
+        return f"{rank} {ranks[rank]['hostname']}: {ranks[rank]['status']}"
+
+    lines = [label(0)]
+
+    def walk(rank: int, prefix: str) -> None:
+        kids = children.get(rank, [])
+        for index, kid in enumerate(kids):
+            last = index == len(kids) - 1
+            lines.append(f"{prefix}{'└─ ' if last else '├─ '}{label(kid)}")
+            walk(kid, prefix + ("   " if last else "│  "))
+
+    walk(0, "")
+    return lines
+
+
+@overlay.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw status object.")
+def overlay_status(as_json: bool) -> None:
+    """Per-rank overlay state, drawn as the tree."""
+    status = _rpc("overlay.status")
+    if as_json:
+        click.echo(json.dumps(status))
+        return
+    for line in render_overlay(status):
+        click.echo(line)
+
+
+@overlay.command("parentof")
+@click.argument("rank", type=int)
+def overlay_parentof(rank: int) -> None:
+    """Print the parent rank of RANK."""
+    status = _rpc("overlay.status")
+    if not 0 < rank < status["size"]:
+        raise click.ClickException(f"rank {rank} has no parent in an instance of size {status['size']}")
+    click.echo(status["parents"][rank])
+
+
+# ------------------------------------------------------------------------------------------ attributes
+@cli.command("getattr")
+@click.argument("name")
+def getattr_(name: str) -> None:
+    """Print the value of broker attribute NAME (size, rank, hostlist, local-uri, ...)."""
+    click.echo(_rpc("attr.get", {"name": name})["value"])
+
+
+@cli.command("lsattr")
+@click.option("-v", "--values", is_flag=True, help="Show values too.")
+def lsattr(values: bool) -> None:
+    """List broker attributes."""
+    with _handle() as handle:
+        for name in handle.rpc("attr.list")["names"]:
+            click.echo(f"{name:<24} {handle.getattr(name)}" if values else name)
+
+
+# ------------------------------------------------------------------------------------------ uptime / ping
+def format_duration(seconds: float) -> str:
+    """Flux's short durations: 45s, 2.3m, 1.2h, 3.1d."""
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+@cli.command()
+def uptime() -> None:
+    """Instance state, how long it has been up, and its size."""
+    info = _rpc("broker.uptime", nodeid=0)
+    now = time.strftime("%H:%M:%S")
+    click.echo(
+        f" {now} {info['state']} {format_duration(info['uptime'])},  owner {getpass.getuser()},"
+        f"  depth {info['depth']},  size {info['size']}"
+    )
+
+
+@cli.command()
+@click.option("-c", "--count", type=int, default=None, help="Stop after this many pings (default: forever).")
+@click.option("-i", "--interval", type=float, default=1.0, show_default=True, help="Seconds between pings.")
+@click.option("-p", "--pad", type=int, default=0, help="Bytes of padding.")
+@click.argument("target")
+def ping(count: int | None, interval: float, pad: int, target: str) -> None:
+    """Round-trip broker.ping to TARGET (a rank)."""
+    try:
+        rank = int(target)
+    except ValueError:
+        raise click.ClickException(f"invalid target {target!r}: expected a rank number") from None
+    with _handle() as handle:
+        seq = 0
+        while count is None or seq < count:
+            start = time.perf_counter()
+            try:
+                reply = handle.rpc("broker.ping", {"pad": "x" * pad}, nodeid=rank, timeout=10.0)
+            except FluxError as exc:
+                raise click.ClickException(f"{rank}!broker.ping: {exc}") from None
+            elapsed = (time.perf_counter() - start) * 1000
+            route = "!".join(str(r) for r in reply["route"])
+            click.echo(f"{rank}!broker.ping pad={pad} seq={seq} time={elapsed:.3f} ms ({route})")
+            seq += 1
+            if count is None or seq < count:
+                time.sleep(interval)
+
+
+@cli.command()
+def shutdown() -> None:
+    """Shut the whole instance down."""
+    _rpc("broker.shutdown", nodeid=0)
+
+
+# ------------------------------------------------------------------------------------------ events
+@cli.group()
+def event() -> None:
+    """Publish or watch instance events."""
+
+
+@event.command("pub")
+@click.argument("topic")
+@click.argument("payload", required=False, default="{}")
+def event_pub(topic: str, payload: str) -> None:
+    """Publish TOPIC with a JSON object PAYLOAD."""
+    try:
+        body = json.loads(payload)
+    except ValueError as exc:
+        raise click.ClickException(f"payload is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise click.ClickException("payload must be a JSON object")
+    _rpc("event.publish", {"topic": topic, "payload": body})
+
+
+@event.command("sub")
+@click.option("-c", "--count", type=int, default=None, help="Exit after this many events.")
+@click.argument("topics", nargs=-1)
+def event_sub(count: int | None, topics: tuple[str, ...]) -> None:
+    """Print events matching TOPICS (prefixes; all events if none)."""
+    with _handle() as handle:
+        for topic in topics or ("",):
+            handle.subscribe(topic)
+        seen = 0
+        while count is None or seen < count:
+            msg = handle.recv_event(timeout=None)
+            if msg is None:
+                continue
+            click.echo(f"{msg.topic}\t{json.dumps(msg.payload)}")
+            sys.stdout.flush()
+            seen += 1

@@ -1,0 +1,153 @@
+"""Helpers for tests of the broker and modules built on it.
+
+Free loopback ports, rendered configs, broker processes that never outlive a test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomli_w
+
+from broker.client import Handle
+from broker.curve_cert import generate_certificate, render_zcert
+
+FLUX = str(Path(sys.executable).with_name("flux"))
+FAST = ["-Sheartbeat.interval=0.1", "-Sheartbeat.timeout=1"]
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.02) -> object:
+    """Poll until predicate() is truthy; fail the test with a clear message on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])
+
+
+def addr(rank: int) -> str:
+    return f"127.0.0.{rank + 1}"
+
+
+@dataclass
+class Instance:
+    """A rendered config directory for `size` hosts named node0..node{size-1} on 127.0.0.x."""
+
+    root: Path
+    hosts: list[str]
+    confdir: Path
+    cert: Path
+    procs: dict[int, subprocess.Popen[str]] = field(default_factory=dict)
+
+    def rundir(self, rank: int) -> Path:
+        return self.root / f"run{rank}"
+
+    def uri(self, rank: int) -> str:
+        return f"local://{self.rundir(rank)}/local"
+
+    def start(
+        self, rank: int, *extra: str, command: list[str] | None = None, cert: Path | None = None
+    ) -> subprocess.Popen[str]:
+        confdir = self.confdir
+        if cert is not None:  # same hosts, another certificate
+            confdir = self.root / f"conf-alt{rank}"
+            confdir.mkdir(exist_ok=True)
+            text = (self.confdir / "bootstrap.toml").read_text().replace(str(self.cert), str(cert))
+            (confdir / "bootstrap.toml").write_text(text)
+        args = [
+            FLUX,
+            "broker",
+            f"--config-path={confdir}",
+            f"--hostname={self.hosts[rank]}",
+            f"-Srundir={self.rundir(rank)}",
+            *FAST,
+            *extra,
+        ]
+        if command:
+            args += ["--", *command]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.procs[rank] = proc
+        return proc
+
+    def handle(self, rank: int, timeout: float = 15.0) -> Handle:
+        sock = self.rundir(rank) / "local"
+        wait_for(sock.exists, timeout)
+        return Handle(self.uri(rank))
+
+    def states(self) -> dict[int, str]:
+        with self.handle(0) as h:
+            status = h.rpc("overlay.status", nodeid=0, timeout=10)
+        return {entry["rank"]: entry["state"] for entry in status["ranks"]}
+
+    def wait_states(self, expected: dict[int, str], timeout: float = 15.0) -> None:
+        def ok() -> bool:
+            states = self.states()
+            return all(states[r] == s for r, s in expected.items())
+
+        wait_for(ok, timeout, interval=0.05)
+
+    def kill(self, rank: int, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs[rank]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+
+    def cleanup(self) -> None:
+        for proc in self.procs.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+def render_instance(
+    root: Path, size: int, per_host: dict[str, object] | None = None, port: int | None = None
+) -> Instance:
+    hosts = [f"node{i}" for i in range(size)]
+    cert = root / "curve.cert"
+    cert.write_text(render_zcert(generate_certificate("test")))
+    entries = []
+    for rank, host in enumerate(hosts):
+        uri = f"tcp://{addr(rank)}:{port if port and rank == 0 else free_port(addr(rank))}"
+        entries.append({"host": host, "bind": uri, "connect": uri, **(per_host or {})})
+    confdir = root / "conf"
+    confdir.mkdir()
+    (confdir / "bootstrap.toml").write_text(tomli_w.dumps({"bootstrap": {"curve_cert": str(cert), "hosts": entries}}))
+    return Instance(root, hosts, confdir, cert)
+
+
+def run_flux(*args: str, env: dict[str, str] | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """Run the flux CLI to completion in its own session (killed with its whole group on timeout)."""
+    proc = subprocess.Popen(
+        [FLUX, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env
+    )
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # no stray brokers
+    if timed_out:
+        out, err = proc.communicate()
+        raise AssertionError(f"flux {' '.join(args)} timed out\n{err}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

@@ -1,0 +1,179 @@
+"""`flux start --test-size=N`: N brokers on this machine, forked from one process that imported everything once.
+
+Each broker gets its own hostname (<host>-<i>), its own loopback address 127.0.0.(i+1) and a free port, so the
+instance exercises the same bootstrap/CURVE/TCP path as a real multi-node one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import tomli_w
+
+from .attributes import Attributes
+from .bootstrap import BootstrapConfig, BootstrapError, load_config
+from .broker import BrokerOptions, run_broker
+from .curve_cert import CurveCertError, CurveCertificate, generate_certificate, load_zcert, render_zcert
+
+EXIT_GRACE = 10.0
+
+
+def loopback_address(index: int) -> str:
+    """127.0.0.1, 127.0.0.2, ... (wrapping into the next octets beyond 254 brokers)."""
+    n = index + 1
+    return f"127.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+
+def free_port(address: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])
+
+
+def write_test_config(rundir: Path, size: int, hostnames: list[str]) -> Path:
+    """A real [bootstrap] config + curve certificate for a local test instance; returns the config dir."""
+    confdir = rundir / "conf"
+    confdir.mkdir(parents=True, exist_ok=True)
+    hosts = []
+    for rank, host in enumerate(hostnames):
+        uri = f"tcp://{loopback_address(rank)}:{free_port(loopback_address(rank))}"
+        hosts.append({"host": host, "bind": uri, "connect": uri})
+    bootstrap: dict[str, object] = {"hosts": hosts}
+    if size > 1:
+        cert_path = rundir / "curve.cert"
+        cert_path.write_text(render_zcert(generate_certificate(hostnames[0], hostnames[0])))
+        cert_path.chmod(0o600)
+        bootstrap["curve_cert"] = str(cert_path)
+    (confdir / "bootstrap.toml").write_text(tomli_w.dumps({"bootstrap": bootstrap}))
+    return confdir
+
+
+def default_hostnames(size: int) -> list[str]:
+    short = socket.gethostname().split(".", 1)[0] or "localhost"
+    return [f"{short}-{i}" for i in range(size)]
+
+
+def _fork_broker(
+    config: BootstrapConfig,
+    cert: CurveCertificate | None,
+    rank: int,
+    hostname: str,
+    attrs: list[tuple[str, str]],
+    rundir: Path,
+    command: list[str],
+    verbose: bool,
+) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        if rank > 0:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes through the lead
+        options = BrokerOptions(
+            config=config,
+            attrs=Attributes([*attrs, ("rundir", str(rundir / str(rank)))]),
+            hostname=hostname,
+            command=command if rank == 0 else [],
+            verbose=verbose,
+            handle_sigint=rank == 0,
+            cert=cert,
+        )
+        code = run_broker(options)
+    except BaseException as exc:  # never return into the parent's code in a child
+        print(f"flux-broker[{rank}]: {exc!r}", file=sys.stderr)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def run_test_instance(
+    size: int,
+    command: list[str],
+    attrs: list[tuple[str, str]] | None = None,
+    hostnames: list[str] | None = None,
+    verbose: bool = False,
+) -> int:
+    """Start `size` brokers, wait for rank 0 (which runs `command`), reap the rest; return rank 0's exit code."""
+    if size < 1:
+        print("flux-start: --test-size must be >= 1", file=sys.stderr)
+        return 1
+    hostnames = hostnames or default_hostnames(size)
+    if len(hostnames) != size:
+        print(f"flux-start: --test-hosts names {len(hostnames)} hosts but --test-size is {size}", file=sys.stderr)
+        return 1
+    rundir = Path(tempfile.mkdtemp(prefix="flux-"))
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signum)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    pids: dict[int, int] = {}
+    try:
+        try:
+            config = load_config(write_test_config(rundir, size, hostnames))
+            cert = load_zcert(config.curve_cert) if config.curve_cert else None
+        except (BootstrapError, CurveCertError) as exc:
+            print(f"flux-start: {exc}", file=sys.stderr)
+            return 1
+        for rank in range(size):
+            pid = _fork_broker(config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose)
+            pids[pid] = rank
+        return _wait_instance(pids, received)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+        shutil.rmtree(rundir, ignore_errors=True)
+
+
+def _wait_instance(pids: dict[int, int], received: list[int]) -> int:
+    """Reap brokers; a follower failing early or a signal to us shuts the instance down via rank 0."""
+    lead = next(pid for pid, rank in pids.items() if rank == 0)
+    lead_code: int | None = None
+    failure: int | None = None
+    deadline: float | None = None
+    while pids:
+        if received:
+            received.clear()
+            if lead in pids:
+                os.kill(lead, signal.SIGTERM)
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            if deadline is not None and time.monotonic() > deadline:
+                for left in list(pids):
+                    print(f"flux-start: rank {pids[left]} did not exit; killing it", file=sys.stderr)
+                    os.kill(left, signal.SIGKILL)
+                deadline = None
+            time.sleep(0.01)
+            continue
+        rank = pids.pop(pid, None)
+        if rank is None:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        code = 128 - code if code < 0 else code
+        if rank == 0:
+            lead_code = code
+            deadline = time.monotonic() + EXIT_GRACE
+        elif code != 0 and lead_code is None and failure is None:
+            failure = code
+            print(f"flux-start: rank {rank} exited with status {code}; shutting the instance down", file=sys.stderr)
+            if lead in pids:
+                os.kill(lead, signal.SIGTERM)
+    if lead_code is None:
+        return failure or 1
+    return failure if lead_code == 0 and failure else lead_code
