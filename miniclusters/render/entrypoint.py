@@ -26,7 +26,9 @@ DIRECTORY_DEFAULTS = (
 def broker_options(mc: MiniCluster) -> list[str]:
     """`flux start -o` broker options derived from the spec."""
     spec = mc.spec
-    options = [f"--config-path={CONFIG}", f"-Sbroker.rundir={RUN}/rundir"]
+    # statedir sits on the pod's run volume (an emptyDir), which outlives container restarts: the lead's
+    # job journal is there, so a restarted lead broker finds every accepted job again.
+    options = [f"--config-path={CONFIG}", f"-Sbroker.rundir={RUN}/rundir", f"-Sstatedir={RUN}/state"]
     options.append(f"-Slog-stderr-level={7 if spec.logging.debug else spec.flux.log_level}")
     options.append(f"-Stbon.connect_timeout={spec.flux.connect_timeout}")
     if spec.min_size:
@@ -129,7 +131,7 @@ def render_entrypoint(mc: MiniCluster) -> str:
         'index="${JOB_COMPLETION_INDEX:?JOB_COMPLETION_INDEX is not set: this script runs in an Indexed Job pod}"',
         f'log() {{ {":" if spec.logging.quiet else "echo"} "[{mc.name}-$index] $*" >&2; }}',
         *DIRECTORY_DEFAULTS,
-        f'mkdir -p "{RUN}/rundir"',
+        f'mkdir -p "{RUN}/rundir" "{RUN}/state"',
     ]
     if commands.init:
         lines.append(commands.init)

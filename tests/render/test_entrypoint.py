@@ -59,6 +59,7 @@ def test_lead_submits_the_command_and_returns_its_exit_code(tmp_path: Path, mini
     assert "-Sbroker.quorum=1" in options and "-Stbon.connect_timeout=5s" in options
     assert call[3:] == ["flux", "submit", "-N", "2", "-n", "4", "--watch", "mpi-hello", "--verbose"]
     assert (tmp_path / "run" / "rundir").is_dir()
+    assert f"-Sstatedir={tmp_path / 'run' / 'state'}" in options and (tmp_path / "run" / "state").is_dir()
 
 
 def test_follower_only_starts_its_broker(tmp_path: Path, minimal_spec: dict) -> None:
