@@ -12,6 +12,7 @@ import pytest
 
 from elasticity.pmpi.build import build_pmpi_library
 from elasticity.pmpi.env import pmpi_environment
+from elasticity.workloads.openfoam import Case
 
 DATA = Path(__file__).parent / "data"
 MPIRUN_TIMEOUT = 90.0
@@ -19,10 +20,17 @@ MPIRUN_TIMEOUT = 90.0
 RunMpi = Callable[..., subprocess.CompletedProcess[str]]
 
 
+def _missing(reason: str) -> None:
+    """Skip on a developer machine without the tool; fail under CI, where `make test` installs it."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} — `make test` should have installed it")
+    pytest.skip(reason)
+
+
 def _need_mpi() -> None:
     for tool in ("mpicc", "mpirun"):
         if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not installed (Debian: openmpi-bin libopenmpi-dev)")
+            _missing(f"{tool} not installed (Debian: openmpi-bin libopenmpi-dev)")
 
 
 @pytest.fixture(scope="session")
@@ -92,3 +100,20 @@ def run_mpi(pmpi_library: Path) -> RunMpi:
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=MPIRUN_TIMEOUT, check=False)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def naca0012_case(tmp_path_factory: pytest.TempPathFactory) -> Case:
+    """The OpenFOAM NACA0012 case prepared for real once per session (mesh built, not decomposed).
+
+    Tests take copies (elasticity.workloads.openfoam.copy_case) and decompose those.
+    """
+    from elasticity.workloads.foam import FoamError, foam_variables
+    from elasticity.workloads.openfoam import find_naca0012_source, prepare_naca0012
+
+    try:
+        foam_variables()
+        find_naca0012_source()
+    except FoamError as exc:
+        _missing(f"OpenFOAM not available: {exc}")
+    return prepare_naca0012(tmp_path_factory.mktemp("naca0012") / "case")
