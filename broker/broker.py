@@ -139,6 +139,7 @@ class Broker:
         self._subscribers: list[tuple[str, EventCallback]] = []
         self._client_subs: dict[bytes, set[str]] = {}
         self._online_hooks: list[Callable[[], None]] = []
+        self._close_hooks: list[Callable[[], None]] = []
         self._membership_dirty: set[int] = set()
         self._command: subprocess.Popen[bytes] | None = None
         self._command_fd: int | None = None
@@ -208,6 +209,10 @@ class Broker:
         else:
             self._online_hooks.append(callback)
 
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Run `callback` when the broker closes (modules stop their processes, flush their files)."""
+        self._close_hooks.append(callback)
+
     @property
     def local_uri(self) -> str:
         return f"local://{self.rundir}/local"
@@ -230,7 +235,16 @@ class Broker:
             except CurveCertError as exc:
                 raise BrokerError(f"curve certificate: {exc}") from None
         self.resources = local_resources(self.rank, self.hostname or "")
+        cores = self.attrs.get("resource.cores")
+        if cores:  # a sub-instance owns only the cores its parent allocated to it
+            try:
+                ids = idset.decode(cores)
+            except idset.IdsetError as exc:
+                raise BrokerError(f"attribute resource.cores: {exc}") from None
+            self.resources.update(cores=idset.encode(ids), ncores=len(ids))
         self._init_rundir()
+        if not self.attrs.get("statedir"):
+            self.attrs.set("statedir", f"{self.rundir}/state")
         self.ctx = zmq.Context()
         self.overlay = Overlay(self.ctx, self.rank, cert)
         self.client_sock = self.ctx.socket(zmq.ROUTER)
@@ -300,7 +314,8 @@ class Broker:
         self.attrs.set("broker.quorum", self.quorum.count if not self.quorum.ranks else idset.encode(self.quorum.ranks))
         self.attrs.set("broker.pid", os.getpid())
         self.attrs.set("broker.starttime", f"{self.starttime:.3f}")
-        self.attrs.set("instance-level", 0)
+        if "instance-level" not in self.attrs:
+            self.attrs.set("instance-level", 0)
         self.attrs.set("version", "0.88.0-miniclusters")
 
     def _install_signals(self) -> None:
@@ -334,6 +349,12 @@ class Broker:
         return self.exit_code
 
     def close(self) -> None:
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in hooks:
+            try:
+                hook()
+            except Exception as exc:  # one module's failure must not stop the others' clean-up
+                _log(self.rank, f"close hook failed: {exc!r}")
         if self._command is not None and self._command.poll() is None:
             self._signal_command(signal.SIGKILL)
         if self.overlay is not None:

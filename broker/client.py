@@ -14,21 +14,11 @@ from typing import Any
 
 import zmq
 
+from .errors import FluxError
 from .protocol import CONTROL, EVENT, NODEID_ANY, REQUEST, RESPONSE, Message, ProtocolError, control
 
 DEFAULT_TIMEOUT = 30.0
-
-
-class FluxError(OSError):
-    """An error response (errno + message) or a broker that cannot be reached."""
-
-    def __init__(self, errnum: int, message: str) -> None:
-        super().__init__(errnum, message)
-        self.errnum = errnum
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
+__all__ = ["DEFAULT_TIMEOUT", "FluxError", "Handle", "connect", "uri_to_endpoint"]
 
 
 def uri_to_endpoint(uri: str) -> str:

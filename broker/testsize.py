@@ -22,6 +22,7 @@ from .attributes import Attributes
 from .bootstrap import BootstrapConfig, BootstrapError, load_config
 from .broker import BrokerOptions, run_broker
 from .curve_cert import CurveCertError, CurveCertificate, generate_certificate, load_zcert, render_zcert
+from .modules import default_modules
 
 EXIT_GRACE = 10.0
 
@@ -88,6 +89,7 @@ def _fork_broker(
             verbose=verbose,
             handle_sigint=rank == 0,
             cert=cert,
+            modules=default_modules(),
         )
         code = run_broker(options)
     except BaseException as exc:  # never return into the parent's code in a child

@@ -1,8 +1,10 @@
-"""`flux` entry point: `start`/`broker` take a lean path (no click) so broker processes stay small and fast."""
+"""`flux` entry point: `start`/`broker` and the job commands take lean paths (no click) so they start fast."""
 
 from __future__ import annotations
 
 import sys
+
+JOB_COMMANDS = ("submit", "run", "bulksubmit", "batch", "alloc", "jobs", "job", "cancel", "queue", "proxy")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -11,6 +13,10 @@ def main(argv: list[str] | None = None) -> None:
         from .start import main_broker, main_start
 
         sys.exit(main_start(args[1:]) if args[0] == "start" else main_broker(args[1:]))
+    if args and args[0] in JOB_COMMANDS:
+        from .jobcli import main as job_main
+
+        sys.exit(job_main(args[0], args[1:]))
     from .commands import cli
 
     cli.main(args=args, prog_name="flux")

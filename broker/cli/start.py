@@ -172,6 +172,7 @@ def _run_single(args: StartArgs) -> int:
     from ..attributes import Attributes
     from ..bootstrap import BootstrapError, load_config, parse_bootstrap
     from ..broker import BrokerOptions, run_broker
+    from ..modules import default_modules
 
     hostname = args.hostname or dict(args.attrs).get("hostname")
     try:
@@ -182,7 +183,12 @@ def _run_single(args: StartArgs) -> int:
         print(f"flux-broker: {exc}", file=sys.stderr)
         return 1
     options = BrokerOptions(
-        config=config, attrs=Attributes(args.attrs), hostname=hostname, command=args.command, verbose=args.verbose
+        config=config,
+        attrs=Attributes(args.attrs),
+        hostname=hostname,
+        command=args.command,
+        verbose=args.verbose,
+        modules=default_modules(),
     )
     return run_broker(options)
 

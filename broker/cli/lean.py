@@ -1,0 +1,146 @@
+"""A zmq-free client for the job CLI: ZMTP 3.0 (NULL mechanism, DEALER) spoken directly on the broker's ipc socket.
+
+Importing pyzmq costs more than the rest of `flux run true`; the broker's local socket is a plain Unix socket
+speaking ZMTP, and a DEALER that sends one-frame JSON messages needs only the greeting, a READY command and
+frame headers. Falls back to broker.client.Handle for tcp:// URIs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import socket
+import struct
+import time
+from collections import deque
+from typing import Any
+
+from ..errors import FluxError
+
+_GREETING = b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" + b"\x00" * 31
+
+
+def _command(name: bytes, properties: dict[bytes, bytes]) -> bytes:
+    body = bytes([len(name)]) + name
+    for key, value in properties.items():
+        body += bytes([len(key)]) + key + struct.pack(">I", len(value)) + value
+    return _frame(body, command=True)
+
+
+def _frame(body: bytes, command: bool = False, more: bool = False) -> bytes:
+    flags = (0x04 if command else 0) | (0x01 if more else 0)
+    if len(body) > 255:
+        return bytes([flags | 0x02]) + struct.pack(">Q", len(body)) + body
+    return bytes([flags, len(body)]) + body
+
+
+class LeanHandle:
+    """Request/response to the local broker over a Unix socket, the subset JobClient needs."""
+
+    def __init__(self, uri: str) -> None:
+        path = uri.removeprefix("local://").removeprefix("ipc://")
+        self.uri = uri
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.connect(path)
+        except OSError as exc:
+            self._sock.close()
+            raise FluxError(111, f"cannot connect to {uri}: {exc.strerror or exc}") from None
+        self._buf = bytearray()
+        self._tags = itertools.count(1)
+        self._responses: dict[int, dict[str, Any]] = {}
+        self._events: deque[dict[str, Any]] = deque()
+        self._sock.sendall(_GREETING + _command(b"READY", {b"Socket-Type": b"DEALER"}))
+        self._read_exact(64, None)  # the broker's greeting
+        self._read_frame(None)  # its READY
+
+    def __enter__(self) -> LeanHandle:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sock.fileno() >= 0:
+            with contextlib.suppress(OSError):
+                self._sock.sendall(_frame(b'{"t":"ctl","topic":"client.disconnect"}'))
+            self._sock.close()
+
+    # ------------------------------------------------------------------ framing
+    def _read_exact(self, count: int, deadline: float | None) -> bytes:
+        while len(self._buf) < count:
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                self._sock.settimeout(remaining)
+            else:
+                self._sock.settimeout(None)
+            try:
+                chunk = self._sock.recv(1 << 20)
+            except TimeoutError:
+                raise
+            except OSError as exc:
+                raise FluxError(104, f"lost connection to {self.uri}: {exc.strerror or exc}") from None
+            if not chunk:
+                raise FluxError(104, f"lost connection to {self.uri}: the broker closed it")
+            self._buf += chunk
+        data = bytes(self._buf[:count])
+        del self._buf[:count]
+        return data
+
+    def _read_frame(self, deadline: float | None) -> tuple[int, bytes]:
+        flags = self._read_exact(1, deadline)[0]
+        size = struct.unpack(">Q", self._read_exact(8, deadline))[0] if flags & 2 else self._read_exact(1, deadline)[0]
+        return flags, self._read_exact(size, deadline)
+
+    # ------------------------------------------------------------------ requests
+    def send_request(self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = -1) -> int:
+        tag = next(self._tags)
+        body: dict[str, Any] = {"t": "req", "topic": topic, "m": tag}
+        if payload:
+            body["p"] = payload
+        if nodeid != -1:
+            body["n"] = nodeid
+        self._sock.sendall(_frame(json.dumps(body, separators=(",", ":")).encode()))
+        return tag
+
+    def wait(self, tag: int, timeout: float | None = 30.0) -> dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while tag not in self._responses:
+            try:
+                flags, data = self._read_frame(deadline)
+            except TimeoutError:
+                raise FluxError(110, f"timed out after {timeout}s waiting for a response from {self.uri}") from None
+            if flags & 0x04:
+                continue  # commands (PING etc.)
+            message = json.loads(data)
+            if message.get("t") == "rsp":
+                self._responses[int(message.get("m", 0))] = message
+            elif message.get("t") == "evt":
+                self._events.append(message)
+        message = self._responses.pop(tag)
+        if message.get("e"):
+            errnum = int(message["e"])
+            raise FluxError(errnum, str(message.get("es") or os.strerror(errnum)))
+        payload: dict[str, Any] = message.get("p", {})
+        return payload
+
+    def rpc(
+        self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = -1, timeout: float | None = 30.0
+    ) -> dict[str, Any]:
+        return self.wait(self.send_request(topic, payload, nodeid), timeout)
+
+
+def connect(uri: str | None = None) -> Any:
+    """A handle to $FLUX_URI: the lean one for local:// and ipc://, pyzmq's for anything else."""
+    uri = uri or os.environ.get("FLUX_URI")
+    if not uri:
+        raise FluxError(2, "FLUX_URI is not set: run inside an instance (flux start) or pass a URI")
+    if uri.startswith(("local://", "ipc://")):
+        return LeanHandle(uri)
+    from ..client import Handle
+
+    return Handle(uri)

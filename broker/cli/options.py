@@ -1,0 +1,99 @@
+"""A tiny getopt for the job commands: Flux's option spellings, no click (`flux run true` must start fast).
+
+Each command declares its options as `Opt`s. Options Flux has but we do not implement are declared
+`unsupported` so they fail with "not supported" rather than "unknown option".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class OptionError(ValueError):
+    """Bad usage; the message is printed after the command name."""
+
+
+@dataclass(frozen=True)
+class Opt:
+    names: tuple[str, ...]  # e.g. ("-n", "--ntasks")
+    dest: str
+    kind: str = "value"  # value | flag | multi | count
+    unsupported: bool = False
+    help: str = ""
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind in ("value", "multi")
+
+
+def parse(argv: list[str], opts: list[Opt], interleave: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """(values by dest, positional args). Without interleave, options stop at the first positional (the command)."""
+    table: dict[str, Opt] = {name: opt for opt in opts for name in opt.names}
+    values: dict[str, Any] = {}
+    positional: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            positional += argv[i + 1 :]
+            break
+        if not token.startswith("-") or token == "-" or (token[1:].isdigit() and positional):
+            if not interleave:
+                positional += argv[i:]
+                break
+            positional.append(token)
+            i += 1
+            continue
+        if token.startswith("--"):
+            name, sep, inline = token.partition("=")
+            value: str | None = inline if sep else None
+        else:
+            name, value = token[:2], (token[2:] or None)
+        opt = table.get(name)
+        if opt is None:
+            raise OptionError(f"unrecognized option '{name}'")
+        if opt.unsupported:
+            raise OptionError(f"option {opt.names[-1]} is not supported by this broker")
+        if not opt.takes_value:
+            if value is not None and token.startswith("--"):
+                raise OptionError(f"option {name} takes no value")
+            if value is not None:  # bundled short flags like -av
+                argv = [*argv[: i + 1], f"-{value}", *argv[i + 1 :]]
+            values[opt.dest] = values.get(opt.dest, 0) + 1 if opt.kind == "count" else True
+            i += 1
+            continue
+        if value is None:
+            if i + 1 >= len(argv):
+                raise OptionError(f"option {name} requires a value")
+            i += 1
+            value = argv[i]
+        if opt.kind == "multi":
+            values.setdefault(opt.dest, []).append(value)
+        else:
+            values[opt.dest] = value
+        i += 1
+    return values, positional
+
+
+def as_int(values: dict[str, Any], key: str, default: int | None, minimum: int = 0) -> int | None:
+    raw = values.get(key)
+    if raw is None:
+        return default
+    try:
+        number = int(raw)
+    except ValueError:
+        raise OptionError(f"--{key.replace('_', '-')}: expected an integer, got {raw!r}") from None
+    if number < minimum:
+        raise OptionError(f"--{key.replace('_', '-')}: must be at least {minimum}")
+    return number
+
+
+def usage(command: str, summary: str, opts: list[Opt]) -> str:
+    lines = [f"Usage: flux {command}", "", f"  {summary}", "", "Options:"]
+    for opt in opts:
+        if opt.unsupported:
+            continue
+        spelled = ", ".join(opt.names) + ("=VALUE" if opt.takes_value else "")
+        lines.append(f"  {spelled:<30} {opt.help}")
+    return "\n".join(lines)

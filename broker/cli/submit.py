@@ -1,0 +1,198 @@
+"""Submission options shared by `flux submit/run/bulksubmit/batch/alloc`, turned into a jobspec v1.
+
+Spellings follow flux-core (`-n/-N/-c/-t/-o/-S/--env/--env-remove/--cwd/--job-name/--output/--error/
+--urgency/--exclusive/--cc/--bcc`). MPI: `-o mpi=openmpi` runs the program under mpirun with our overlay
+launch agent; `flux run`/`submit` set it for you when the program is dynamically linked against libmpi
+(`-o mpi=none` turns that off).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+from typing import Any
+
+from ..fsd import parse_fsd
+from ..jobs.jobspec import JobspecError, build_jobspec
+from .options import Opt, OptionError, as_int
+
+SUBMIT_OPTS = [
+    Opt(("-n", "--ntasks"), "ntasks", help="number of tasks"),
+    Opt(("-N", "--nodes"), "nodes", help="number of nodes (brokers)"),
+    Opt(("-c", "--cores-per-task"), "cores_per_task", help="cores per task"),
+    Opt(("-g", "--gpus-per-task"), "gpus_per_task", help="GPUs per task (only 0 here)"),
+    Opt(("--tasks-per-node",), "tasks_per_node", help="tasks on each node (with -N)"),
+    Opt(("-x", "--exclusive"), "exclusive", "flag", help="whole nodes"),
+    Opt(("-t", "--time-limit"), "time_limit", help="time limit: minutes, or FSD (30s, 2h)"),
+    Opt(("--urgency",), "urgency", help="0 (hold) .. 31 (expedite), default 16"),
+    Opt(("-o", "--setopt"), "setopt", "multi", help="shell option KEY[=VAL] (mpi=openmpi)"),
+    Opt(("-S", "--setattr"), "setattr", "multi", help="attribute KEY[=VAL] (system.* by default)"),
+    Opt(("--env",), "env", "multi", help="environment rule: -*, NAME, NAME=VAL, -PATTERN"),
+    Opt(("--env-remove",), "env_remove", "multi", help="drop variables matching PATTERN"),
+    Opt(("--cwd",), "cwd", help="working directory of the tasks"),
+    Opt(("--job-name",), "job_name", help="job name"),
+    Opt(("--output",), "output", help="copy stdout to FILE ({{id}} = job id)"),
+    Opt(("--error",), "error", help="copy stderr to FILE"),
+    Opt(("-q", "--queue"), "queue", help="queue name (recorded only)"),
+    Opt(("--flags",), "flags", help="waitable, debug... (accepted, ignored)"),
+    Opt(("--cc",), "cc", help="submit copies for each id in IDSET ({cc} substituted)"),
+    Opt(("--bcc",), "bcc", help="like --cc without substitution"),
+    Opt(("--dry-run",), "dry_run", "flag", help="print the jobspec instead of submitting"),
+    Opt(("--quiet",), "quiet", "flag", help="do not print job ids"),
+    Opt(("-v", "--verbose"), "verbose", "count", help="more messages"),
+    Opt(("-l", "--label-io"), "label_io", "flag", help="prefix output lines with the task rank"),
+    Opt(("--requeue",), "requeue", "flag", help="requeue (instead of fail) if a broker is lost"),
+]
+for _name in (
+    "--dependency",
+    "--begin-time",
+    "--input",
+    "--bank",
+    "--requires",
+    "--tasks-per-core",
+    "--gpus-per-node",
+    "--conf",
+    "--add-file",
+    "--signal",
+    "--taskmap",
+    "--env-file",
+    "--unbuffered",
+    "--progress",
+    "--jps",
+    "--log",
+    "--log-stderr",
+):
+    SUBMIT_OPTS.append(Opt((_name,), _name[2:].replace("-", "_"), unsupported=True))
+
+
+def apply_env_rules(base: dict[str, str], rules: list[str], removes: list[str]) -> dict[str, str]:
+    """Flux's --env rules in order (-* clears, -PAT removes, NAME copies, NAME=VAL sets), then --env-remove."""
+    env = dict(base)
+    for rule in rules:
+        if rule.startswith("-"):
+            pattern = rule[1:]
+            env = {k: v for k, v in env.items() if not fnmatch.fnmatchcase(k, pattern)}
+        elif "=" in rule:
+            name, _, value = rule.partition("=")
+            env[name] = os.path.expandvars(value)
+        elif rule in os.environ:
+            env[rule] = os.environ[rule]
+    for pattern in removes:
+        env = {k: v for k, v in env.items() if not fnmatch.fnmatchcase(k, pattern)}
+    return env
+
+
+def time_limit(text: str) -> float:
+    """flux submit -t: a bare number is minutes; otherwise a Flux Standard Duration."""
+    try:
+        return float(text) * 60.0 if text.replace(".", "", 1).isdigit() else parse_fsd(text)
+    except ValueError as exc:
+        raise OptionError(f"--time-limit: {exc}") from None
+
+
+def _keyval(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep:
+        return key, 1
+    try:
+        import json
+
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw
+
+
+def links_mpi(program: str) -> bool:
+    """Whether the program (found on PATH) is an ELF file that names libmpi among its libraries."""
+    path = program if "/" in program else shutil.which(program)
+    if not path:
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            if head != b"\x7fELF":
+                return False
+            data = handle.read(64 << 20)
+    except OSError:
+        return False
+    return b"libmpi.so" in data
+
+
+def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_default: bool = False) -> dict[str, Any]:
+    """The jobspec `flux submit` would build for these options."""
+    if not command:
+        raise OptionError("a command is required")
+    nodes = as_int(values, "nodes", None, 1)
+    per_node = as_int(values, "tasks_per_node", None, 1)
+    ntasks = as_int(values, "ntasks", None, 1)
+    if per_node is not None:
+        if nodes is None:
+            raise OptionError("--tasks-per-node requires --nodes")
+        ntasks = nodes * per_node
+    cores = as_int(values, "cores_per_task", 1, 1) or 1
+    if as_int(values, "gpus_per_task", 0):
+        raise OptionError("--gpus-per-task: this broker has no GPU support")
+    exclusive = bool(values.get("exclusive")) or (batch_nodes_default and nodes is not None and ntasks is None)
+    shell: dict[str, Any] = dict(_keyval(o) for o in values.get("setopt", []))
+    system: dict[str, Any] = {}
+    user: dict[str, Any] = {}
+    for item in values.get("setattr", []):
+        key, value = _keyval(item)
+        if key.startswith("user."):
+            user[key[5:]] = value
+        else:
+            key = key[7:] if key.startswith("system.") else key.removeprefix(".")
+            system[key] = value
+    if values.get("requeue"):
+        system["requeue"] = True
+    output: dict[str, Any] = {}
+    if values.get("output"):
+        output["stdout"] = {"type": "file", "path": values["output"]}
+    if values.get("error"):
+        output["stderr"] = {"type": "file", "path": values["error"]}
+    if output:
+        shell["output"] = output
+    total = ntasks if ntasks is not None else (nodes or 1)
+    if "mpi" not in shell and total > 1 and links_mpi(command[0]):
+        shell["mpi"] = "openmpi"
+    if str(shell.get("mpi", "")).lower() == "none":
+        del shell["mpi"]
+    environment = apply_env_rules(dict(os.environ), values.get("env", []), values.get("env_remove", []))
+    try:
+        return build_jobspec(
+            command,
+            ntasks=total,
+            nnodes=nodes,
+            cores_per_task=cores,
+            exclusive=exclusive,
+            duration=time_limit(values["time_limit"]) if values.get("time_limit") else 0.0,
+            cwd=values.get("cwd") or os.getcwd(),
+            environment=environment,
+            name=values.get("job_name", ""),
+            queue=values.get("queue", ""),
+            shell_options=shell or None,
+            system_attributes=system or None,
+            user_attributes=user or None,
+        )
+    except JobspecError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def substitute(jobspec: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:
+    """A copy of the jobspec with {cc}/{} style placeholders replaced in the command and job name."""
+    import copy
+
+    out = copy.deepcopy(jobspec)
+    task = out["tasks"][0]
+    task["command"] = [_fill(word, mapping) for word in task["command"]]
+    job = out["attributes"]["system"].get("job")
+    if isinstance(job, dict) and "name" in job:
+        job["name"] = _fill(job["name"], mapping)
+    return out
+
+
+def _fill(text: str, mapping: dict[str, str]) -> str:
+    for key, value in mapping.items():
+        text = text.replace("{" + key + "}", value)
+    return text

@@ -1,0 +1,300 @@
+"""The narrow, typed job interface for code above the broker (REST API, local backend, controllers).
+
+    client = JobClient()                          # $FLUX_URI, or JobClient("local:///run/flux/local")
+    jobid = client.submit(command=["hostname"], ntasks=2)
+    info = client.wait(jobid)                     # JobInfo: state, result, returncode, nodelist, runtime...
+    text = client.output_text(jobid)
+
+It speaks only the job-manager's RPCs, so the same calls work against any instance, nested ones included.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from broker.jobs.jobid import encode_f58, parse_jobid
+from broker.jobs.jobspec import build_jobspec
+from broker.jobs.states import ACTIVE, JobState, parse_states
+
+NODEID_ANY = -1
+LEAD = 0
+
+
+class RpcHandle(Protocol):
+    """What JobClient needs from a connection (client.Handle and the lean CLI transport both fit)."""
+
+    def rpc(
+        self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = NODEID_ANY, timeout: float | None = ...
+    ) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What the Flux RESTful API reports for a job (and `flux jobs` shows)."""
+
+    id: int
+    state: str
+    result: str
+    returncode: int | None
+    nnodes: int
+    ntasks: int
+    nodelist: str
+    runtime: float
+    name: str
+    userid: int
+    urgency: int
+    priority: int
+    t_submit: float
+    t_run: float
+    t_cleanup: float
+    t_inactive: float
+    exception_type: str = ""
+    exception_note: str = ""
+    waitstatus: int | None = None
+    duration: float = 0.0
+    annotations: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def f58(self) -> str:
+        return encode_f58(self.id)
+
+    @property
+    def active(self) -> bool:
+        return self.state != "INACTIVE"
+
+    @property
+    def success(self) -> bool:
+        return self.result == "COMPLETED"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobInfo:
+        exception = data.get("exception") or {}
+        return cls(
+            id=int(data["id"]),
+            state=str(data["state"]),
+            result=str(data.get("result") or ""),
+            returncode=data.get("returncode"),
+            nnodes=int(data.get("nnodes", 0)),
+            ntasks=int(data.get("ntasks", 0)),
+            nodelist=str(data.get("nodelist", "")),
+            runtime=float(data.get("runtime", 0.0)),
+            name=str(data.get("name", "")),
+            userid=int(data.get("userid", 0)),
+            urgency=int(data.get("urgency", 16)),
+            priority=int(data.get("priority", 0)),
+            t_submit=float(data.get("t_submit", 0.0)),
+            t_run=float(data.get("t_run", 0.0)),
+            t_cleanup=float(data.get("t_cleanup", 0.0)),
+            t_inactive=float(data.get("t_inactive", 0.0)),
+            exception_type=str(exception.get("type", "")),
+            exception_note=str(exception.get("note", "")),
+            waitstatus=data.get("waitstatus"),
+            duration=float(data.get("duration", 0.0)),
+            annotations=dict(data.get("annotations") or {}),
+        )
+
+    def to_restful(self) -> dict[str, Any]:
+        """The shape flux-restful-api returns from GET /v1/jobs/{id}."""
+        return {
+            "id": self.id,
+            "state": self.state,
+            "result": self.result,
+            "returncode": self.returncode,
+            "nnodes": self.nnodes,
+            "ntasks": self.ntasks,
+            "nodelist": self.nodelist,
+            "runtime": self.runtime,
+            "exception": {
+                "occurred": bool(self.exception_type),
+                "type": self.exception_type,
+                "note": self.exception_note,
+            },
+            "name": self.name,
+            "userid": self.userid,
+            "urgency": self.urgency,
+            "priority": self.priority,
+            "t_submit": self.t_submit,
+            "t_run": self.t_run,
+            "t_cleanup": self.t_cleanup,
+            "t_inactive": self.t_inactive,
+            "success": self.success,
+            "duration": self.duration,
+        }
+
+
+@dataclass(frozen=True)
+class OutputLine:
+    stream: str  # "stdout" or "stderr"
+    task: int
+    text: str
+
+
+def as_jobid(jobid: int | str) -> int:
+    return jobid if isinstance(jobid, int) else parse_jobid(jobid)
+
+
+class JobClient:
+    """Submit, list, inspect, cancel, wait for and watch jobs of one instance."""
+
+    def __init__(self, uri: str | None = None, handle: RpcHandle | None = None) -> None:
+        if handle is None:
+            from broker.client import Handle
+
+            handle = Handle(uri)
+        self.handle: RpcHandle = handle
+
+    def __enter__(self) -> JobClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.handle.close()
+
+    def _rpc(self, topic: str, payload: dict[str, Any] | None = None, timeout: float | None = 30.0) -> dict[str, Any]:
+        return self.handle.rpc(topic, payload or {}, NODEID_ANY, timeout)
+
+    # ------------------------------------------------------------------ submission
+    def submit(
+        self,
+        jobspec: dict[str, Any] | None = None,
+        *,
+        command: list[str] | None = None,
+        ntasks: int = 1,
+        nnodes: int | None = None,
+        cores_per_task: int = 1,
+        exclusive: bool = False,
+        duration: float = 0.0,
+        environment: dict[str, str] | None = None,
+        cwd: str | None = None,
+        name: str = "",
+        urgency: int = 16,
+        shell_options: dict[str, Any] | None = None,
+        system_attributes: dict[str, Any] | None = None,
+        userid: int | None = None,
+    ) -> int:
+        """Submit a jobspec, or build one from simple arguments; returns the job id once it is on disk.
+
+        `userid` records who asked (the REST API passes its authenticated user); default: this process's uid.
+        """
+        if jobspec is None:
+            if not command:
+                raise ValueError("submit: give a jobspec or a command")
+            jobspec = build_jobspec(
+                command,
+                ntasks=ntasks,
+                nnodes=nnodes,
+                cores_per_task=cores_per_task,
+                exclusive=exclusive,
+                duration=duration,
+                cwd=os.getcwd() if cwd is None else cwd,
+                environment=dict(os.environ) if environment is None else environment,
+                name=name,
+                shell_options=shell_options,
+                system_attributes=system_attributes,
+            )
+        uid = os.getuid() if userid is None else userid
+        reply = self._rpc("job-manager.submit", {"jobspec": jobspec, "urgency": urgency, "userid": uid})
+        return int(reply["id"])
+
+    # ------------------------------------------------------------------ queries
+    def jobs(self, states: str | JobState | None = None, max_entries: int = 0) -> list[JobInfo]:
+        """Jobs in the given states ("active" by default; "all", "pending", "running", "inactive", names)."""
+        if states is None:
+            mask = ACTIVE
+        elif isinstance(states, str):
+            mask = ACTIVE | JobState.INACTIVE if states.lower() == "all" else parse_states(states)
+        else:
+            mask = states
+        reply = self._rpc("job-manager.list", {"states": int(mask), "max_entries": max_entries})
+        return [JobInfo.from_dict(j) for j in reply["jobs"]]
+
+    def info(self, jobid: int | str) -> JobInfo:
+        return JobInfo.from_dict(self._rpc("job-manager.info", {"id": as_jobid(jobid)}))
+
+    def jobspec(self, jobid: int | str) -> dict[str, Any]:
+        spec: dict[str, Any] = self._rpc("job-manager.info", {"id": as_jobid(jobid), "jobspec": True})["jobspec"]
+        return spec
+
+    def stats(self) -> dict[str, Any]:
+        return self._rpc("job-manager.stats")
+
+    def resources(self) -> dict[str, Any]:
+        """R, up/down ranks, hostnames and per-rank reports (resource.status on the lead)."""
+        return self.handle.rpc("resource.status", {}, LEAD, 30.0)
+
+    # ------------------------------------------------------------------ control
+    def cancel(self, jobid: int | str, note: str = "") -> None:
+        self._rpc("job-manager.cancel", {"id": as_jobid(jobid), "note": note})
+
+    def kill(self, jobid: int | str, signum: int = 15) -> None:
+        self._rpc("job-manager.kill", {"id": as_jobid(jobid), "signal": signum})
+
+    def set_urgency(self, jobid: int | str, urgency: int) -> int:
+        return int(self._rpc("job-manager.urgency", {"id": as_jobid(jobid), "urgency": urgency})["old_urgency"])
+
+    def wait(self, jobid: int | str, timeout: float | None = None) -> JobInfo:
+        """Block until the job is inactive; its final info (raises FluxError errno 110 on timeout)."""
+        return JobInfo.from_dict(self._rpc("job-manager.wait", {"id": as_jobid(jobid)}, timeout=timeout))
+
+    def queue(self, action: str = "status", reason: str = "") -> dict[str, Any]:
+        """status | start | stop | enable | disable | policy (reason = fcfs/easy)."""
+        return self._rpc("job-manager.queue", {"action": action, "reason": reason})
+
+    def queue_idle(self, mode: str = "idle", timeout: float | None = None) -> dict[str, Any]:
+        """Wait until no job runs ("idle") or no job is active at all ("drain")."""
+        return self._rpc("job-manager.queue-idle", {"mode": mode}, timeout=timeout)
+
+    # ------------------------------------------------------------------ output and events
+    def output(self, jobid: int | str, offset: int = 0, wait: bool = False) -> tuple[list[OutputLine], int, bool]:
+        """Output lines from `offset`: (lines, next offset, eof). With wait, blocks until there is news."""
+        reply = self._rpc(
+            "job-manager.output", {"id": as_jobid(jobid), "offset": offset, "wait": wait}, timeout=None if wait else 30
+        )
+        lines = [OutputLine(str(s), int(t), str(x)) for s, t, x in reply["lines"]]
+        return lines, int(reply["offset"]), bool(reply["eof"])
+
+    def output_text(self, jobid: int | str, stream: str = "stdout") -> str:
+        lines, _offset, _eof = self.output(jobid)
+        return "".join(line.text for line in lines if line.stream == stream)
+
+    def watch_output(self, jobid: int | str) -> Iterator[OutputLine]:
+        """Every output line as it arrives, until the job is inactive."""
+        offset = 0
+        while True:
+            lines, offset, eof = self.output(jobid, offset, wait=True)
+            yield from lines
+            if eof:
+                return
+
+    def events(self, jobid: int | str, follow: bool = True) -> Iterator[dict[str, Any]]:
+        """The job's eventlog (Flux names: submit, alloc, start, finish, ...), following it until the end."""
+        offset = 0
+        while True:
+            payload = {"id": as_jobid(jobid), "offset": offset, "wait": follow}
+            reply = self._rpc("job-manager.eventlog", payload, timeout=None if follow else 30)
+            yield from reply["events"]
+            offset = int(reply["offset"])
+            if reply["eof"] or not follow:
+                return
+
+    def wait_state(self, jobid: int | str, state: str, timeout: float = 30.0) -> JobInfo:
+        """Poll-free wait until the job has reached `state` (or gone past it)."""
+        order = ["NEW", "DEPEND", "PRIORITY", "SCHED", "RUN", "CLEANUP", "INACTIVE"]
+        deadline = time.monotonic() + timeout
+        names = {"submit": "DEPEND", "depend": "PRIORITY", "priority": "SCHED", "alloc": "RUN"}
+        names.update(finish="CLEANUP", clean="INACTIVE")
+        for event in self.events(jobid):
+            reached = names.get(event["name"])
+            if reached and order.index(reached) >= order.index(state):
+                break
+            if time.monotonic() > deadline:
+                break
+        return self.info(jobid)

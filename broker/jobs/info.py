@@ -1,0 +1,71 @@
+"""A job's public view (what `flux jobs` and the Flux RESTful API report), built from its JobRecord."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from broker.jobs.jobid import encode_f58
+from broker.jobs.record import JobRecord
+from broker.jobs.states import JobState
+
+
+def request_shape(jobspec: dict[str, Any]) -> tuple[int, int | None, int]:
+    """(ntasks, nnodes or None, cores per task) straight from a jobspec, without full validation."""
+    from broker.jobs.jobspec import JobspecError, parse_jobspec
+
+    try:
+        spec = parse_jobspec(jobspec)
+    except JobspecError:
+        return 1, None, 1
+    return spec.resources.ntasks, spec.resources.nnodes, spec.resources.cores_per_task
+
+
+def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = None) -> dict[str, Any]:
+    """The fields the Flux RESTful API returns for a job, plus Flux's own names for the same things."""
+    now = time.time() if now is None else now
+    state = record.state
+    if record.t_run and state in (JobState.RUN, JobState.CLEANUP):
+        runtime = now - record.t_run if state == JobState.RUN else record.t_cleanup - record.t_run
+    elif record.t_run and record.t_cleanup:
+        runtime = record.t_cleanup - record.t_run
+    else:
+        runtime = 0.0
+    system = record.jobspec.get("attributes", {}).get("system", {})
+    name = system.get("job", {}).get("name") if isinstance(system.get("job"), dict) else None
+    if not name:
+        command = record.jobspec.get("tasks", [{}])[0].get("command", ["?"])
+        name = str(command[0]).rsplit("/", 1)[-1] if command else "?"
+    exception = record.exception or {}
+    return {
+        "id": record.jobid,
+        "id_f58": encode_f58(record.jobid),
+        "state": state.name,
+        "result": record.result.value if record.result is not None else "",
+        "returncode": record.returncode,
+        "waitstatus": record.waitstatus,
+        "success": record.result is not None and record.result.value == "COMPLETED",
+        "nnodes": len(record.ranks),
+        "ntasks": ntasks,
+        "ranks": list(record.ranks),
+        "nodelist": nodelist,
+        "runtime": round(max(runtime, 0.0), 6),
+        "exception": {
+            "occurred": bool(exception),
+            "type": exception.get("type", ""),
+            "note": exception.get("note", ""),
+            "severity": exception.get("severity", -1) if exception else -1,
+        },
+        "name": name,
+        "userid": record.userid,
+        "urgency": record.urgency,
+        "priority": record.priority,
+        "t_submit": record.t_submit,
+        "t_run": record.t_run,
+        "t_cleanup": record.t_cleanup,
+        "t_inactive": record.t_inactive,
+        "duration": float(system.get("duration", 0) or 0),
+        "queue": system.get("queue", ""),
+        "annotations": dict(record.extra),
+        "requeues": record.requeues,
+    }

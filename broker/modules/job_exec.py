@@ -1,0 +1,309 @@
+"""job-exec, on every rank: start a job's tasks here, forward their output to the lead, report their exit.
+
+The lead's job manager sends `job-exec.start` with this rank's share of the tasks; each task is one fork/exec in
+its own process group, its stdout/stderr read by the broker loop and sent to rank 0 in batches
+(`job-manager.exec-output`), and when every local task has exited the worst wait status goes back in
+`job-manager.exec-done` (with the last output, so a trivial job costs one message). `job-exec.kill` signals
+the process groups and escalates to SIGKILL after a grace period. `job-exec.rsh` is the remote end of the
+Open MPI launch agent (broker/mpi_rsh.py): it starts an orted here on behalf of a job and answers when it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import EINVAL
+from ..service import Request, ServiceError
+from . import mpi, subinstance
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..protocol import Message
+
+OUTPUT_BATCH_DELAY = 0.05
+EOF_GRACE = 1.0  # after a task exits, how long a grandchild may keep its pipes open before we stop reading
+DEFAULT_KILL_GRACE = 5.0
+MAX_LINE = 65536
+
+
+@dataclass
+class Task:
+    """One process of a job on this rank."""
+
+    taskrank: int
+    proc: subprocess.Popen[bytes] | None
+    pidfd: int = -1
+    fds: dict[int, str] = field(default_factory=dict)  # pipe fd -> "stdout"/"stderr"
+    partial: dict[str, bytes] = field(default_factory=dict)
+    status: int | None = None
+    reply: Request | None = None  # job-exec.rsh: answered when the process exits
+
+
+@dataclass
+class LocalJob:
+    jobid: int
+    gen: int
+    tasks: list[Task] = field(default_factory=list)
+    output: list[list[Any]] = field(default_factory=list)
+    flush_pending: bool = False
+    tmpdir: str = ""
+    killed_at: float = 0.0
+    done: bool = False
+    report: bool = True  # rsh-only jobs (orteds) report through the agent, not to the job manager
+    owner: int = 0  # for rsh entries: the job the orted belongs to
+
+
+def waitstatus(returncode: int) -> int:
+    """Popen's returncode (-signal or code) as a wait(2) status, as Flux's eventlog records it."""
+    return -returncode if returncode < 0 else (returncode & 0xFF) << 8
+
+
+class JobExec:
+    """Per-rank process management for jobs."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.b = broker
+        self.jobs: dict[int, LocalJob] = {}  # by job id; rsh-started orteds under negative keys
+        self._rsh_seq = 0
+        self.kill_grace = broker.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
+        broker.register("job-exec.start", self.start)
+        broker.register("job-exec.kill", self.kill)
+        broker.register("job-exec.rsh", self.rsh)
+        broker.register("job-exec.list", lambda req: {"jobs": sorted(self.jobs)})
+        broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
+        broker.on_close(self.close)
+
+    # ------------------------------------------------------------------ starting tasks
+    def start(self, req: Request) -> dict[str, Any]:
+        jobid = req.get("id", int)
+        spec = req.get("spec", dict)
+        taskranks: list[int] = req.get("tasks", list)
+        job = self.jobs.get(jobid)
+        if job is not None and not job.done:
+            raise ServiceError(EINVAL, f"job {jobid} already has tasks on rank {self.b.rank}")
+        job = LocalJob(jobid, int(req.payload.get("gen", 0)))
+        self.jobs[jobid] = job
+        job.tmpdir = os.path.join(self.b.rundir, "jobtmp", str(jobid))
+        os.makedirs(job.tmpdir, exist_ok=True)
+        env = self._environment(jobid, spec, job.tmpdir)
+        launch = spec.get("launch", "tasks")
+        if launch == "mpi":
+            env.update(mpi.MPI_ENV)
+            commands = [(0, mpi.mpirun_command(spec, job.tmpdir, self.b.rank))]
+        elif launch == "broker":
+            commands = [(taskranks[0], subinstance.launch_command(spec, job.tmpdir, self.b))]
+        else:
+            commands = [(rank, list(spec["command"])) for rank in taskranks]
+        for local_id, (taskrank, command) in enumerate(commands):
+            task_env = dict(env, FLUX_TASK_RANK=str(taskrank), FLUX_TASK_LOCAL_ID=str(local_id))
+            job.tasks.append(self._spawn(job, taskrank, command, task_env, spec.get("cwd") or None))
+        self._check_done(job)
+        return {"rank": self.b.rank, "ntasks": len(job.tasks)}
+
+    def _environment(self, jobid: int, spec: dict[str, Any], tmpdir: str) -> dict[str, str]:
+        env = dict(spec.get("env") or os.environ)
+        bindir = os.path.dirname(sys.executable)  # where `flux` is, for jobs that call it
+        if bindir not in env.get("PATH", "").split(os.pathsep):
+            env["PATH"] = env.get("PATH", "") + os.pathsep + bindir if env.get("PATH") else bindir
+        env.update(
+            FLUX_JOB_ID=str(jobid),
+            FLUX_JOB_SIZE=str(spec.get("size", 1)),
+            FLUX_JOB_NNODES=str(spec.get("nnodes", 1)),
+            FLUX_JOB_TMPDIR=tmpdir,
+            FLUX_URI=self.b.local_uri,
+            FLUX_KVS_NAMESPACE=f"job-{jobid}",
+        )
+        return env
+
+    def _spawn(self, job: LocalJob, taskrank: int, command: list[str], env: dict[str, str], cwd: str | None) -> Task:
+        # our own pipes, not Popen's file objects: their finalizers would close fds we may have reused
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w, process_group=0
+            )
+        except OSError as exc:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            what = command[0] if not isinstance(exc, FileNotFoundError) or exc.filename == command[0] else cwd
+            text = f"flux-shell[{self.b.rank}]: task {taskrank}: start failed: {what}: {exc.strerror or exc}\n"
+            job.output.append(["stderr", taskrank, text])
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            return Task(taskrank, None, status=code << 8)
+        os.close(out_w)
+        os.close(err_w)
+        task = Task(taskrank, proc)
+        for stream, fd in (("stdout", out_r), ("stderr", err_r)):
+            os.set_blocking(fd, False)
+            task.fds[fd] = stream
+            self.b.loop.add_reader(fd, self._output_reader(job, task, fd))
+        task.pidfd = os.pidfd_open(proc.pid)
+        self.b.loop.add_reader(task.pidfd, lambda: self._on_exit(job, task))
+        return task
+
+    # ------------------------------------------------------------------ output and exit
+    def _output_reader(self, job: LocalJob, task: Task, fd: int) -> Callable[[], None]:
+        return lambda: self._on_output(job, task, fd)
+
+    def _on_output(self, job: LocalJob, task: Task, fd: int) -> None:
+        stream = task.fds.get(fd)
+        if stream is None:
+            return
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close_fd(job, task, fd)
+            return
+        self._add_output(job, task, stream, data)
+
+    def _add_output(self, job: LocalJob, task: Task, stream: str, data: bytes) -> None:
+        buffered = task.partial.get(stream, b"") + data
+        lines = buffered.split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            job.output.append([stream, task.taskrank, line.decode(errors="replace") + "\n"])
+        if len(rest) > MAX_LINE:
+            job.output.append([stream, task.taskrank, rest.decode(errors="replace")])
+            rest = b""
+        task.partial[stream] = rest
+        if job.output and not job.flush_pending:
+            job.flush_pending = True
+            self.b.loop.call_later(OUTPUT_BATCH_DELAY, lambda: self._flush_output(job))
+
+    def _close_fd(self, job: LocalJob, task: Task, fd: int) -> None:
+        stream = task.fds.pop(fd, None)
+        if stream is None:
+            return
+        self.b.loop.remove_reader(fd)
+        os.close(fd)
+        rest = task.partial.pop(stream, b"")
+        if rest:
+            job.output.append([stream, task.taskrank, rest.decode(errors="replace")])
+        self._check_done(job)
+
+    def _flush_output(self, job: LocalJob) -> None:
+        job.flush_pending = False
+        if job.done or not job.output or not job.report:
+            return
+        lines, job.output = job.output, []
+        payload = {"id": job.jobid, "gen": job.gen, "rank": self.b.rank, "lines": lines}
+        self.b.rpc("job-manager.exec-output", payload, 0, _ignore)
+
+    def _on_exit(self, job: LocalJob, task: Task) -> None:
+        assert task.proc is not None
+        self.b.loop.remove_reader(task.pidfd)
+        os.close(task.pidfd)
+        task.pidfd = -1
+        task.status = waitstatus(task.proc.wait())
+        if task.fds:  # drain what is already there; give stragglers holding the pipe a moment
+            for fd in list(task.fds):
+                self._on_output(job, task, fd)
+            if task.fds:
+                self.b.loop.call_later(EOF_GRACE, lambda: self._abandon_pipes(job, task))
+        self._check_done(job)
+
+    def _abandon_pipes(self, job: LocalJob, task: Task) -> None:
+        for fd in list(task.fds):
+            self._close_fd(job, task, fd)
+
+    def _check_done(self, job: LocalJob) -> None:
+        if job.done or any(t.status is None or t.fds for t in job.tasks):
+            return
+        for task in job.tasks:
+            if task.reply is not None:
+                task.reply.respond({"status": task.status, "output": job.output})
+                job.output = []
+        job.done = True
+        status = max((t.status or 0 for t in job.tasks), default=0)
+        if job.report:
+            payload = {"id": job.jobid, "gen": job.gen, "rank": self.b.rank, "status": status, "lines": job.output}
+            self.b.rpc("job-manager.exec-done", payload, 0, _ignore)
+        job.output = []
+        shutil.rmtree(job.tmpdir, ignore_errors=True)
+        if self.jobs.get(job.jobid) is job:
+            del self.jobs[job.jobid]
+
+    # ------------------------------------------------------------------ signals
+    def kill(self, req: Request) -> dict[str, Any]:
+        jobid = req.get("id", int)
+        signum = int(req.payload.get("signal", signal.SIGTERM))
+        self.kill_rsh(jobid, signum)
+        job = self.jobs.get(jobid)
+        if job is None:
+            return {"signaled": 0}
+        count = self._signal(job, signum)
+        if signum != signal.SIGKILL and not job.killed_at:
+            job.killed_at = time.monotonic()
+            grace = float(req.payload.get("grace", self.kill_grace))
+            self.b.loop.call_later(grace, lambda: self._kill_now(job))
+        return {"signaled": count}
+
+    def _kill_now(self, job: LocalJob) -> None:
+        self._signal(job, signal.SIGKILL)
+
+    def _signal(self, job: LocalJob, signum: int) -> int:
+        count = 0
+        for task in job.tasks:
+            if task.proc is not None and task.status is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(task.proc.pid, signum)
+                    count += 1
+        return count
+
+    def close(self) -> None:
+        """The broker is going away: nothing it started may outlive it."""
+        for job in list(self.jobs.values()):
+            self._signal(job, signal.SIGKILL)
+            for task in job.tasks:
+                if task.proc is not None:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        task.proc.wait(timeout=1.0)
+            shutil.rmtree(job.tmpdir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ remote start for mpirun
+    def rsh(self, req: Request) -> None:
+        """Start `command` (a shell string, as ssh gets it) here for job `id`; respond when it exits."""
+        jobid = req.get("id", int)
+        command = req.get("command", str)
+        env = req.get("env", dict)
+        self._rsh_seq += 1
+        key = -self._rsh_seq  # several orteds of one job may land on one rank
+        job = LocalJob(key, 0, report=False, owner=jobid)
+        job.tmpdir = os.path.join(self.b.rundir, "jobtmp", f"rsh-{self._rsh_seq}")
+        os.makedirs(job.tmpdir, exist_ok=True)
+        self.jobs[key] = job
+        env = dict(env, FLUX_URI=self.b.local_uri, FLUX_JOB_TMPDIR=job.tmpdir)
+        task = self._spawn(job, 0, ["/bin/sh", "-c", command], env, env.get("PWD"))
+        task.reply = req
+        job.tasks.append(task)
+        self._check_done(job)
+        return None
+
+    def kill_rsh(self, jobid: int, signum: int) -> None:
+        """Orteds started for job `jobid` (by mpirun through our agent) go down with the job."""
+        for key, job in list(self.jobs.items()):
+            if key < 0 and job.owner == jobid:
+                self._signal(job, signum)
+
+
+def _ignore(_msg: Message) -> None:
+    """Fire-and-forget reports: the lead answers, nobody waits."""
+
+
+def job_exec(broker: Broker) -> None:
+    """Module entry point (every rank)."""
+    JobExec(broker)

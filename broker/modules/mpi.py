@@ -1,0 +1,58 @@
+"""Open MPI jobs without ssh: the first allocated rank runs mpirun, whose remote starts go through our overlay.
+
+A job asks for this with the shell option `mpi=openmpi` (`flux run -o mpi=openmpi ...`; `flux run`/`submit`
+set it themselves when the program is linked against libmpi, see cli/jobcli.py). mpirun gets a hostfile with
+one line per allocated broker (its hostname, slots = that rank's task count) and `plm_rsh_agent` pointing at
+`python -m broker.mpi_rsh`, which asks the broker of that host to start the orted (job-exec.rsh).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import Any
+
+AGENT = f"{sys.executable} -m broker.mpi_rsh"
+# FLUX_JOB_ID in the environment makes Open MPI 4.1 pick its "flux" PMI component, which needs flux-core's
+# libpmi.so and crashes without it: mpirun wires the ranks up itself. The hash store avoids PMIx's shared-memory
+# store clashing between jobs on one host.
+MPI_ENV = {"OMPI_MCA_pmix": "^flux", "PMIX_MCA_gds": "hash"}
+
+
+def wants_openmpi(shell_options: dict[str, Any]) -> bool:
+    value = str(shell_options.get("mpi", "")).lower()
+    return value in ("openmpi", "ompi", "openmpi@5", "openmpi@4")
+
+
+def mpirun_command(spec: dict[str, Any], tmpdir: str, rank: int) -> list[str]:
+    """The mpirun command line for this job (run by the job's first rank)."""
+    hosts: list[list[Any]] = spec["hosts"]
+    hostfile = os.path.join(tmpdir, "hostfile")
+    with open(hostfile, "w", encoding="utf-8") as handle:
+        handle.writelines(f"{name} slots={count}\n" for name, count in hosts)
+    command = [
+        "mpirun",
+        "-np",
+        str(spec["size"]),
+        "--hostfile",
+        hostfile,
+        "--leave-session-attached",  # orteds stay children of the agent, so job kill reaches them
+        "--mca",
+        "plm_rsh_agent",
+        AGENT,
+        "--mca",
+        "plm_rsh_no_tree_spawn",
+        "1",
+        "--mca",
+        "plm_rsh_assume_same_shell",
+        "1",
+    ]
+    if os.geteuid() == 0:
+        command.append("--allow-run-as-root")
+    extra = spec.get("mpirun_args") or []
+    return [*command, *[str(a) for a in extra], *spec["command"]]
+
+
+def describe(command: list[str]) -> str:
+    return shlex.join(command)

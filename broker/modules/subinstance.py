@@ -1,0 +1,59 @@
+"""Sub-instances for `flux batch` / `flux alloc`: the job's tasks are the brokers of a child instance.
+
+A job whose command is `flux broker ...` (Flux's own spelling of a batch job) gets one task per allocated rank;
+job-exec runs `python -m broker.subinstance PLAN` there. The plan names the allocated hosts (same hostnames,
+addresses taken from the parent's connect URIs), this rank's cores (the child's whole resource set), the
+parent's CURVE certificate and the initial program. The child's rank 0 binds a fresh port, publishes it in
+the parent job's annotations (`subinstance`), and the other ranks wait for that annotation before joining.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+_HOST_OF_URI = re.compile(r"^tcp://(\[[^\]]+\]|[^:/]+)")
+
+
+def uri_host(uri: str | None, fallback: str) -> str:
+    """The host part of a tcp:// URI (the address a child broker on that rank can bind and be reached at)."""
+    match = _HOST_OF_URI.match(uri or "")
+    return match.group(1) if match else fallback
+
+
+def launch_command(spec: dict[str, Any], tmpdir: str, broker: Broker) -> list[str]:
+    """Write this rank's plan and the batch script into the job's tmpdir; return the launcher command."""
+    ranks: list[int] = spec["ranks"]
+    config = broker.config
+    hosts = [[config.hostnames[r], uri_host(config.connect_uri(r), config.hostnames[r])] for r in ranks]
+    script = spec.get("batch", {}).get("script")
+    if isinstance(script, str):
+        path = os.path.join(tmpdir, "script")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(script)
+        os.chmod(path, 0o755)
+    command = [word.replace("{{tmpdir}}", tmpdir) for word in spec["command"][2:]]
+    plan = {
+        "index": ranks.index(broker.rank),
+        "hosts": hosts,
+        "cores": spec["cores"][str(broker.rank)],
+        "cert": config.curve_cert,
+        "command": command,
+        "level": int(spec.get("level", 0)) + 1,
+        "rundir": os.path.join(tmpdir, "instance"),
+        "attrs": {
+            k: v
+            for k, v in broker.attrs.items()
+            if k in ("heartbeat.interval", "heartbeat.timeout", "sched.queue-policy", "job-exec.kill-timeout")
+        },
+    }
+    path = os.path.join(tmpdir, "subinstance.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(plan, handle)
+    return [sys.executable, "-m", "broker.subinstance", path]

@@ -1,0 +1,148 @@
+"""Real jobs on a one-broker instance: output, exit codes, environment, cancel, timeout, rejection, the CLI."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.errors import FluxError
+from broker.jobs.api import JobClient
+from broker.testing import Instance, render_instance, run_flux, wait_for
+
+
+@pytest.fixture(scope="module")
+def inst(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+    root = tmp_path_factory.mktemp("jobs1")
+    instance = render_instance(root, 1)
+    instance.start(0, "-Sresource.cores=0-1", "-Sjob-exec.kill-timeout=1s")
+    instance.handle(0).close()
+    yield instance
+    instance.cleanup()
+
+
+@pytest.fixture
+def env(inst: Instance) -> dict[str, str]:
+    return dict(os.environ, FLUX_URI=inst.uri(0))
+
+
+@pytest.fixture
+def client(inst: Instance) -> Iterator[JobClient]:
+    with JobClient(inst.uri(0)) as c:
+        yield c
+
+
+def test_run_relays_output_and_exit_code(env: dict[str, str]) -> None:
+    result = run_flux("run", "-n2", "--label-io", "sh", "-c", "echo out $FLUX_TASK_RANK; echo err >&2; exit 3", env=env)
+    assert result.returncode == 3
+    assert sorted(result.stdout.splitlines()) == ["0: out 0", "1: out 1"]
+    assert result.stderr.count("err") == 2
+
+
+def test_task_environment(env: dict[str, str], client: JobClient, tmp_path: Path) -> None:
+    script = "echo $FLUX_JOB_ID $FLUX_TASK_RANK $FLUX_TASK_LOCAL_ID $FLUX_JOB_SIZE $FLUX_JOB_NNODES $FLUX_URI $MYVAR"
+    env = dict(env, MYVAR="copied", DROPME="x")
+    result = run_flux("submit", "-n2", "--env-remove=DROP*", f"--cwd={tmp_path}", "sh", "-c", script + "; pwd", env=env)
+    assert result.returncode == 0, result.stderr
+    jobid = result.stdout.strip()
+    info = client.wait(jobid, timeout=20)
+    assert info.success and info.returncode == 0 and info.ntasks == 2 and info.nnodes == 1
+    out = sorted(client.output_text(jobid).splitlines())
+    assert out.count(str(tmp_path)) == 2
+    first = sorted(line for line in out if not line.startswith("/"))[0].split()
+    assert first[0] == str(info.id) and first[1:5] == ["0", "0", "2", "1"]
+    assert first[5] == env["FLUX_URI"] and first[6] == "copied"
+    assert "DROPME" not in client.jobspec(jobid)["attributes"]["system"]["environment"]
+
+
+def test_cancel_timeout_and_error_texts(env: dict[str, str], client: JobClient) -> None:
+    jobid = client.submit(command=["sleep", "30"])
+    client.wait_state(jobid, "RUN")
+    cancel = run_flux("cancel", str(jobid), env=env)
+    assert cancel.returncode == 0, cancel.stderr
+    info = client.wait(jobid, timeout=20)
+    assert info.result == "CANCELED" and info.exception_type == "cancel" and info.returncode == 143
+    again = run_flux("cancel", info.f58, env=env)
+    assert again.returncode == 1 and f"{info.f58}: job is inactive" in again.stderr
+    unknown = run_flux("cancel", "ƒ2", env=env)
+    assert unknown.returncode == 1 and "unknown job id" in unknown.stderr
+    start = time.monotonic()
+    timed = run_flux("run", "-t", "0.5s", "sleep", "30", env=env)
+    assert time.monotonic() - start < 10
+    assert timed.returncode == 143 and "type=timeout" in timed.stderr
+    # a task that ignores SIGTERM is killed after the grace period
+    jobid = client.submit(command=["sh", "-c", "trap '' TERM; sleep 30"], duration=0.3)
+    info = client.wait(jobid, timeout=20)
+    assert info.result == "TIMEOUT" and info.returncode == 137
+
+
+def test_unsatisfiable_and_unsupported_are_rejected(env: dict[str, str], client: JobClient) -> None:
+    nodes = run_flux("submit", "-N3", "true", env=env)
+    assert nodes.returncode == 1 and "requested 3 nodes but the instance has at most 1" in nodes.stderr
+    cores = run_flux("submit", "-c", "64", "true", env=env)
+    assert cores.returncode == 1 and "cores per task" in cores.stderr
+    unsupported = run_flux("submit", "--dependency=afterok:1", "true", env=env)
+    assert unsupported.returncode == 2 and "not supported" in unsupported.stderr
+    unknown = run_flux("submit", "--bogus", "true", env=env)
+    assert unknown.returncode == 2 and "unrecognized option '--bogus'" in unknown.stderr
+    with pytest.raises(FluxError, match="unsatisfiable"):
+        client.submit(command=["true"], nnodes=2)
+    missing = run_flux("run", "/no/such/program", env=env)
+    assert missing.returncode == 127 and "start failed" in missing.stderr
+
+
+def test_cc_bulksubmit_jobs_format_and_output_files(env: dict[str, str], client: JobClient, tmp_path: Path) -> None:
+    out = tmp_path / "job-{{id}}.out"
+    result = run_flux("submit", "--cc=1-3", f"--output={out}", "--job-name=cc{cc}", "echo", "copy{cc}", env=env)
+    ids = result.stdout.split()
+    assert result.returncode == 0 and len(ids) == 3
+    infos = [client.wait(i, timeout=20) for i in ids]
+    assert [client.output_text(i.id).strip() for i in infos] == ["copy1", "copy2", "copy3"]
+    assert (tmp_path / f"job-{ids[1]}.out").read_text() == "copy2\n"
+    bulk = run_flux("bulksubmit", "--wait", "sh", "-c", "echo {} {seq}", ":::", "a", "b", env=env)
+    assert bulk.returncode == 0, bulk.stderr
+    listing = run_flux("jobs", "-a", "-o", "{id.f58} {name} {status} {returncode}", env=env)
+    lines = listing.stdout.splitlines()
+    assert lines[0].split() == ["JOBID", "NAME", "STATUS", "RC"]
+    assert f"{ids[0]} cc1 COMPLETED 0" in lines
+    default = run_flux("jobs", "-a", "-n", env=env)
+    assert any(line.split()[0] == ids[0] and " CD " in line for line in default.stdout.splitlines())
+
+
+def test_queue_control_urgency_and_wait_all(env: dict[str, str], client: JobClient) -> None:
+    assert run_flux("queue", "stop", env=env).stdout.splitlines()[1] == "Scheduling is stopped"
+    held = client.submit(command=["true"], urgency=0)
+    first = client.submit(command=["echo", "first"])
+    second = client.submit(command=["echo", "second"], urgency=20)
+    time.sleep(0.2)
+    assert {i.state for i in client.jobs("pending")} == {"SCHED"}
+    status = run_flux("queue", "status", env=env)
+    assert "Job submission is enabled" in status.stdout and "Scheduling is stopped" in status.stdout
+    run_flux("queue", "start", env=env)
+    assert client.wait(first, timeout=20).success and client.wait(second, timeout=20).success
+    assert client.info(second).t_run <= client.info(first).t_run  # higher urgency first
+    assert client.info(held).state == "SCHED"  # urgency 0 = held
+    client.set_urgency(held, 16)
+    assert client.wait(held, timeout=20).success
+    failing = client.submit(command=["sh", "-c", "sleep 0.5; exit 1"])
+    waited = run_flux("job", "wait", "--all", env=env)
+    assert waited.returncode == 1 and "exit code 1" in waited.stderr
+    assert client.info(failing).result == "FAILED"
+    idle = run_flux("queue", "idle", "-t", "10s", env=env)
+    assert idle.returncode == 0
+    events = [e["name"] for e in client.events(failing)]
+    assert events == ["submit", "depend", "priority", "alloc", "start", "finish", "release", "clean"]
+
+
+def test_attach_streams_output(env: dict[str, str], client: JobClient) -> None:
+    jobid = client.submit(command=["sh", "-c", "echo one; sleep 0.3; echo two"])
+    lines = [line.text for line in client.watch_output(jobid)]
+    assert lines == ["one\n", "two\n"]
+    attach = run_flux("job", "attach", str(jobid), env=env)
+    assert attach.stdout == "one\ntwo\n" and attach.returncode == 0
+    wait_for(lambda: client.info(jobid).state == "INACTIVE")
+    restful = client.info(jobid).to_restful()
+    assert {"id", "state", "result", "returncode", "nnodes", "nodelist", "runtime", "exception"} <= set(restful)

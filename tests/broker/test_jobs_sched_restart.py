@@ -1,0 +1,100 @@
+"""Queue policies on a crafted queue (FCFS vs EASY backfill) and a lead restart that loses no job."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+from broker.jobs.api import JobClient
+from broker.testing import Instance, render_instance, run_flux, wait_for
+
+
+def _kill_orphans(uri: str) -> None:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"FLUX_URI={uri}".encode() in environ:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+def _start(inst: Instance, *extra: str) -> JobClient:
+    inst.start(0, "-Sresource.cores=0-1", "-Sjob-exec.kill-timeout=1s", *extra)
+    inst.handle(0).close()
+    return JobClient(inst.uri(0))
+
+
+def _crafted_queue(client: JobClient) -> dict[str, int]:
+    """A runs on one core; B needs both (blocked); C is short enough to backfill; D has no time limit."""
+    client.queue("stop")
+    jobs = {
+        "A": client.submit(command=["sleep", "1"], duration=4),
+        "B": client.submit(command=["true"], ntasks=2, duration=4),
+        "C": client.submit(command=["true"], duration=1),
+        "D": client.submit(command=["true"]),
+    }
+    client.queue("start")
+    for jobid in jobs.values():
+        assert client.wait(jobid, timeout=30).success
+    return {name: client.info(jobid).t_run for name, jobid in jobs.items()}  # type: ignore[misc]
+
+
+def test_fcfs_and_easy_backfill_order(tmp_path: Path) -> None:
+    inst = render_instance(tmp_path, 1)
+    try:
+        with _start(inst) as client:
+            fcfs = _crafted_queue(client)
+            assert fcfs["A"] < fcfs["B"] <= fcfs["C"] <= fcfs["D"]  # strict order: nothing jumps B
+            assert client.queue("policy", "easy")["policy"] == "easy"
+            easy = _crafted_queue(client)
+            assert easy["C"] < easy["B"]  # ends before B's reservation: backfilled
+            assert easy["D"] >= easy["B"]  # would delay B: waits
+            env = dict(os.environ, FLUX_URI=inst.uri(0))
+            assert run_flux("queue", "policy", env=env).stdout.strip() == "easy"
+    finally:
+        inst.cleanup()
+        _kill_orphans(inst.uri(0))
+
+
+def test_lead_restart_loses_no_job(tmp_path: Path) -> None:
+    inst = render_instance(tmp_path, 1)
+    statedir = tmp_path / "state"
+    try:
+        with _start(inst, f"-Sstatedir={statedir}") as client:
+            running = client.submit(command=["sleep", "30"])
+            requeue = client.submit(command=["sleep", "30"], system_attributes={"requeue": True})
+            client.wait_state(running, "RUN")
+            client.wait_state(requeue, "RUN")
+            client.queue("stop")
+            pending = [client.submit(command=["echo", f"p{i}"]) for i in range(5)]
+            before = {info.id for info in client.jobs("all")}
+        inst.kill(0, signal.SIGKILL)
+        inst.procs[0].wait(timeout=10)
+        _kill_orphans(inst.uri(0))  # the killed lead's tasks (a restarted pod would not have them)
+        with _start(inst, f"-Sstatedir={statedir}") as client:
+            after = {info.id: info for info in client.jobs("all")}
+            assert before <= set(after)  # nothing accepted is lost
+            lost = client.info(running)
+            assert lost.state == "INACTIVE" and lost.result == "FAILED"
+            assert "lead broker restarted" in lost.exception_note
+            assert client.info(requeue).state == "SCHED"  # requeued by its job option
+            assert all(after[j].state == "SCHED" for j in pending)  # still pending, queue state aside
+            client.queue("start")
+            for i, jobid in enumerate(pending):
+                assert client.wait(jobid, timeout=20).success
+                assert client.output_text(jobid) == f"p{i}\n"
+            wait_for(lambda: client.info(requeue).state == "RUN")
+            assert client.info(requeue).state == "RUN"
+            client.cancel(requeue)
+            assert client.wait(requeue, timeout=20).result == "CANCELED"
+            fresh = client.submit(command=["true"])
+            assert fresh > max(before)  # ids keep increasing across the restart
+    finally:
+        inst.cleanup()
+        _kill_orphans(inst.uri(0))
