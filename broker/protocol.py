@@ -21,6 +21,7 @@ NODEID_ANY = -1  # handle locally if the service exists here, otherwise upstream
 ENOENT = 2
 EPROTO = 71
 ENOSYS = 38
+EPERM = 1
 EINVAL = 22
 EHOSTUNREACH = 113
 ETIMEDOUT = 110

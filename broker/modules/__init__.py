@@ -12,5 +12,6 @@ def default_modules() -> list[Module]:
     """What every broker of an instance loads (each module decides by rank whether it runs)."""
     from .job_exec import job_exec
     from .job_manager import job_manager
+    from .restful import restful
 
-    return [job_exec, job_manager]
+    return [job_exec, job_manager, restful]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import EINVAL
+from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError
 from . import mpi, subinstance
 
@@ -46,6 +47,18 @@ class Task:
     partial: dict[str, bytes] = field(default_factory=dict)
     status: int | None = None
     reply: Request | None = None  # job-exec.rsh: answered when the process exits
+
+
+def run_as(userid: int) -> pwd.struct_passwd | None:
+    """The account to switch to for a job of `userid`, None to run as ourselves; refuses what we cannot do."""
+    if userid == os.getuid():
+        return None
+    if os.geteuid() != 0:
+        raise ServiceError(EPERM, f"cannot run a job as uid {userid}: the broker does not run as root")
+    try:
+        return pwd.getpwuid(userid)
+    except KeyError:
+        raise ServiceError(EINVAL, f"cannot run a job as uid {userid}: no such user on rank's host") from None
 
 
 @dataclass
@@ -84,6 +97,7 @@ class JobExec:
 
     # ------------------------------------------------------------------ starting tasks
     def start(self, req: Request) -> dict[str, Any]:
+        """Start this rank's tasks of a job (as the job's user when the broker runs as root)."""
         jobid = req.get("id", int)
         spec = req.get("spec", dict)
         taskranks: list[int] = req.get("tasks", list)
@@ -103,9 +117,13 @@ class JobExec:
             commands = [(taskranks[0], subinstance.launch_command(spec, job.tmpdir, self.b))]
         else:
             commands = [(rank, list(spec["command"])) for rank in taskranks]
+        account = run_as(int(spec.get("userid", os.getuid())))
+        if account is not None:
+            os.chown(job.tmpdir, account.pw_uid, account.pw_gid)
+            env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
         for local_id, (taskrank, command) in enumerate(commands):
             task_env = dict(env, FLUX_TASK_RANK=str(taskrank), FLUX_TASK_LOCAL_ID=str(local_id))
-            job.tasks.append(self._spawn(job, taskrank, command, task_env, spec.get("cwd") or None))
+            job.tasks.append(self._spawn(job, taskrank, command, task_env, spec.get("cwd") or None, account))
         self._check_done(job)
         return {"rank": self.b.rank, "ntasks": len(job.tasks)}
 
@@ -124,13 +142,31 @@ class JobExec:
         )
         return env
 
-    def _spawn(self, job: LocalJob, taskrank: int, command: list[str], env: dict[str, str], cwd: str | None) -> Task:
+    def _spawn(
+        self,
+        job: LocalJob,
+        taskrank: int,
+        command: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        account: pwd.struct_passwd | None = None,
+    ) -> Task:
         # our own pipes, not Popen's file objects: their finalizers would close fds we may have reused
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
+            identity: dict[str, Any] = {}
+            if account is not None:
+                identity = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
             proc = subprocess.Popen(
-                command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w, process_group=0
+                command,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                process_group=0,
+                **identity,
             )
         except OSError as exc:
             for fd in (out_r, out_w, err_r, err_w):

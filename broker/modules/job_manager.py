@@ -312,6 +312,7 @@ class JobManager:
         system = record.jobspec.get("attributes", {}).get("system", {})
         common = {
             "command": spec.command,
+            "userid": record.userid,
             "env": spec.environment,
             "cwd": spec.cwd,
             "size": spec.resources.ntasks,

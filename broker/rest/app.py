@@ -1,0 +1,278 @@
+"""The FastAPI application: Flux RESTful API v1 paths, parameters, response shapes and status codes.
+
+Quirks existing clients rely on are kept: submit parameters may come as a query string, a form or JSON;
+an unauthenticated request gets 401 with a `WWW-Authenticate` header naming /v1/token, where a client
+exchanges an HS256 handshake JWT (or HTTP Basic credentials) for a bearer access token.
+"""
+
+import base64
+import binascii
+import os
+import pwd
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.responses import Response
+
+from broker.client import FluxError
+from broker.jobs.api import JobInfo
+from broker.jobs.jobid import JobIdError, parse_jobid
+from broker.rest.jobs import JobService, SubmitError, parse_submit, stream_lines
+from broker.rest.settings import RestSettings
+from broker.rest.tokens import TokenError, decode_access_token, decode_handshake, issue_access_token
+from broker.rest.users import Principal, UserStore
+
+ENOENT = 2
+EPERM = 1
+
+
+class BodyLimit(BaseHTTPMiddleware):
+    """Refuse oversized bodies before reading them (a hostile client cannot exhaust memory)."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        super().__init__(app)
+        self.limit = limit
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            return JSONResponse({"Message": f"request body larger than {self.limit} bytes"}, status_code=413)
+        return await call_next(request)
+
+
+def _unauthorized(request: Request, detail: str) -> HTTPException:
+    base = str(request.base_url).rstrip("/")
+    challenge = f'Bearer realm="{base}/v1/token",service="{base}",scope="job"'
+    return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": challenge})
+
+
+def _basic(header: str) -> tuple[str, str] | None:
+    try:
+        decoded = base64.b64decode(header, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    user, sep, password = decoded.partition(":")
+    return (user, password) if sep else None
+
+
+def create_app(settings: RestSettings, service: JobService, users: UserStore | None = None) -> FastAPI:
+    """One app per lead broker. `service` talks to the instance; `users` is the bcrypt user database."""
+    users = users or UserStore(settings.database)
+    if settings.superuser:
+        users.ensure(settings.superuser, settings.superuser_password, superuser=True)
+    app = FastAPI(
+        title="Flux RESTful API (miniclusters)",
+        version="1.0.0",
+        description="Submit and watch jobs on a MiniCluster's lead broker; compatible with flux-restful-api v1.",
+    )
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.state.users = users
+    app.state.service = service
+
+    anonymous = Principal(name=pwd.getpwuid(os.getuid()).pw_name, is_superuser=True)
+
+    def current_user(request: Request) -> Principal:
+        if not settings.require_auth:
+            return anonymous
+        header = request.headers.get("authorization", "")
+        scheme, _, credentials = header.partition(" ")
+        if scheme.lower() == "bearer" and credentials:
+            try:
+                claims = decode_access_token(credentials.strip(), settings.token_signing_key)
+            except TokenError as exc:
+                raise _unauthorized(request, str(exc)) from exc
+            principal = users.get(claims.subject)
+            if principal is None:
+                raise _unauthorized(request, "the token's user no longer exists")
+            return principal
+        if scheme.lower() == "basic" and credentials:
+            pair = _basic(credentials.strip())
+            principal = users.authenticate(*pair) if pair else None
+            if principal is None:
+                raise _unauthorized(request, "incorrect user or password")
+            return principal
+        raise _unauthorized(request, "authentication required")
+
+    User = Annotated[Principal, Depends(current_user)]
+
+    def run_as(principal: Principal) -> int:
+        """The uid a job runs as: the server's own in single-user mode, the user's account in multi-user mode."""
+        if settings.mode == "single-user" or not settings.require_auth:
+            return os.getuid()
+        try:
+            record = pwd.getpwnam(principal.name)
+        except KeyError as exc:
+            raise HTTPException(403, f"user {principal.name!r} has no account on the lead broker") from exc
+        if record.pw_uid < settings.min_uid and not principal.is_superuser:
+            raise HTTPException(403, f"account {principal.name!r} (uid {record.pw_uid}) may not run jobs")
+        return record.pw_uid
+
+    def visible(principal: Principal, job: JobInfo) -> bool:
+        if settings.mode == "single-user" or principal.is_superuser or not settings.require_auth:
+            return True
+        try:
+            return job.userid == pwd.getpwnam(principal.name).pw_uid
+        except KeyError:
+            return False
+
+    def lookup(jobid: str, principal: Principal) -> JobInfo:
+        try:
+            number = parse_jobid(jobid)
+        except JobIdError as exc:
+            raise HTTPException(400, f"jobid: {exc}") from exc
+        try:
+            job = service.info(number)
+        except FluxError as exc:
+            if exc.errnum == ENOENT:
+                raise HTTPException(404, f"there is no job {jobid}") from exc
+            raise HTTPException(502, f"the instance did not answer: {exc}") from exc
+        if not visible(principal, job):
+            raise HTTPException(404, f"there is no job {jobid}")  # do not reveal other users' jobs
+        return job
+
+    # ------------------------------------------------------------------ tokens
+    @app.post("/v1/token", tags=["auth"])
+    def token(request: Request) -> dict[str, str]:
+        """Exchange a handshake JWT (signed with FLUX_SECRET_KEY) or Basic credentials for an access token."""
+        header = request.headers.get("authorization", "")
+        scheme, _, credentials = header.partition(" ")
+        principal: Principal | None = None
+        if scheme.lower() == "bearer" and credentials and settings.secret_key:
+            try:
+                user, password = decode_handshake(credentials.strip(), settings.secret_key)
+            except TokenError as exc:
+                raise _unauthorized(request, str(exc)) from exc
+            principal = users.authenticate(user, password)
+        elif scheme.lower() == "basic" and credentials:
+            pair = _basic(credentials.strip())
+            principal = users.authenticate(*pair) if pair else None
+        if principal is None:
+            raise _unauthorized(request, "incorrect user or token")
+        access = issue_access_token(principal.name, settings.token_signing_key, settings.token_minutes)
+        return {"access_token": access, "token_type": "Bearer"}
+
+    @app.post("/v1/login/access-token", tags=["auth"])
+    def login(request: Request, username: Annotated[str, Form()], password: Annotated[str, Form()]) -> dict[str, str]:
+        """OAuth2 password flow (form fields username and password)."""
+        principal = users.authenticate(username, password)
+        if principal is None:
+            raise _unauthorized(request, "incorrect user or password")
+        access = issue_access_token(principal.name, settings.token_signing_key, settings.token_minutes)
+        return {"access_token": access, "token_type": "bearer"}
+
+    # ------------------------------------------------------------------ jobs
+    def restful(job: JobInfo) -> dict[str, Any]:
+        return job.to_restful()
+
+    @app.get("/v1/jobs", tags=["jobs"])
+    def list_jobs(
+        user: User,
+        detail: bool = False,
+        listing: bool = False,
+        limit: Annotated[int | None, Query(ge=1, le=100000)] = None,
+    ) -> Any:
+        """Jobs (the caller's own in multi-user mode), newest first; `detail` gives full records."""
+        jobs = [j for j in service.jobs() if visible(user, j)]
+        if limit is not None:
+            jobs = jobs[:limit]
+        if not detail:
+            return {"jobs": [{"id": j.id, "state": j.state, "name": j.name} for j in jobs]}
+        details = {str(j.id): restful(j) for j in jobs}
+        return list(details.values()) if listing else details
+
+    @app.get("/v1/jobs/search", tags=["jobs"])
+    def search_jobs(
+        request: Request,
+        user: User,
+        start: Annotated[int, Query(ge=0, le=10**9)] = 0,
+        length: Annotated[int | None, Query(ge=0, le=10**6)] = None,
+        draw: Annotated[int, Query(ge=0, le=10**9)] = 1,
+        query: Annotated[str | None, Query(max_length=1000)] = None,
+    ) -> dict[str, Any]:
+        """The DataTables-style search the upstream web UI uses."""
+        text = query or request.query_params.get("search[value]") or request.query_params.get("search") or ""
+        mine = [j for j in service.jobs() if visible(user, j)]
+        total = len(mine)
+        if text:
+            # as upstream: match the job's name (and, usefully, its id in either spelling)
+            needle = text.lower()
+            mine = [j for j in mine if needle in j.name.lower() or needle in str(j.id) or needle in j.f58.lower()]
+        jobs = [restful(j) for j in mine]
+        filtered = len(jobs)
+        jobs = jobs[start:]
+        if length is not None:
+            jobs = jobs[:length]
+        return {"data": jobs, "draw": draw, "recordsTotal": total, "recordsFiltered": filtered}
+
+    @app.post("/v1/jobs/submit", tags=["jobs"])
+    async def submit(request: Request, user: User) -> JSONResponse:
+        """Submit a job; parameters from the query string, a form or a JSON body (command is required)."""
+        params: dict[str, Any] = dict(request.query_params)
+        content_type = request.headers.get("content-type", "")
+        try:
+            if "application/json" in content_type:
+                body = await request.json()
+                if body is not None and not isinstance(body, dict):
+                    raise SubmitError(["body: must be a JSON object"])
+                params.update(body or {})
+            elif "form" in content_type:
+                params.update({k: v for k, v in (await request.form()).items() if isinstance(v, str)})
+            submit_request = parse_submit(params)
+        except SubmitError as exc:
+            return JSONResponse({"Message": "Invalid submit request", "Errors": exc.errors}, status_code=400)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return JSONResponse({"Message": "Invalid submit request", "Errors": [f"body: {exc}"]}, status_code=400)
+        userid = run_as(user)
+        try:
+            jobid = service.submit(submit_request, userid)
+        except FluxError as exc:
+            return JSONResponse(
+                {"Message": "There was an issue submitting that job.", "Errors": [exc.message]}, status_code=400
+            )
+        return JSONResponse({"Message": "Job submit.", "id": jobid})
+
+    @app.get("/v1/jobs/{jobid}", tags=["jobs"])
+    def get_job(jobid: str, user: User) -> dict[str, Any]:
+        """One job: attributes, state, result, returncode, nnodes, nodelist, runtime, exception."""
+        return restful(lookup(jobid, user))
+
+    @app.get("/v1/jobs/{jobid}/output", tags=["jobs"])
+    def get_output(jobid: str, user: User) -> dict[str, Any]:
+        job = lookup(jobid, user)
+        lines, _, _ = service.output(job.id)
+        return {"Output": lines}
+
+    @app.get("/v1/jobs/{jobid}/output/stream", tags=["jobs"])
+    def stream_output(jobid: str, user: User) -> StreamingResponse:
+        """Output lines as they are written, until the job ends."""
+        job = lookup(jobid, user)
+        return StreamingResponse(stream_lines(service, job.id), media_type="text/plain")
+
+    @app.post("/v1/jobs/{jobid}/cancel", tags=["jobs"])
+    def cancel(jobid: str, user: User) -> JSONResponse:
+        job = lookup(jobid, user)
+        try:
+            service.cancel(job.id)
+        except FluxError as exc:
+            return JSONResponse({"Message": exc.message, "id": job.id}, status_code=400)
+        return JSONResponse({"Message": "Job is requested to cancel.", "id": job.id})
+
+    @app.get("/v1/nodes", tags=["nodes"])
+    def nodes(user: User) -> dict[str, list[str]]:
+        return {"nodes": service.nodes()}
+
+    @app.post("/v1/service/stop", tags=["service"])
+    def stop(user: User) -> dict[str, str]:
+        """Shut the instance down (superuser only)."""
+        if not user.is_superuser:
+            raise HTTPException(403, "only the superuser may stop the service")
+        service.shutdown()
+        return {"Message": "Service is stopping."}
+
+    return app
+
+
+AppFactory = Callable[[RestSettings, JobService], FastAPI]

@@ -1,0 +1,57 @@
+"""Run the REST API for an instance: `flux restful serve` (the lead broker starts it when asked)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from broker.rest.settings import RestSettings, SettingsError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="flux restful serve", description=__doc__)
+    parser.add_argument("--host", help="address to listen on (default $FLUX_RESTFUL_HOST or 0.0.0.0)")
+    parser.add_argument("--port", type=int, help="port (default $FLUX_RESTFUL_PORT or 5000)")
+    parser.add_argument("--state-dir", help="where the user database lives (default: $FLUX_URI's rundir/restful)")
+    parser.add_argument("--uri", help="the instance (default $FLUX_URI)")
+    args = parser.parse_args(argv)
+
+    uri = args.uri or os.environ.get("FLUX_URI")
+    if not uri:
+        print("flux restful serve: FLUX_URI is not set: run inside an instance or pass --uri", file=sys.stderr)
+        return 2
+    state_dir = Path(args.state_dir) if args.state_dir else Path(uri.removeprefix("local://")).parent / "restful"
+    try:
+        settings = RestSettings.from_env(state_dir)
+    except SettingsError as exc:
+        print(f"flux restful serve: {exc}", file=sys.stderr)
+        return 2
+    if settings.require_auth and not settings.superuser:
+        print(
+            "flux restful serve: note: no FLUX_USER/FLUX_TOKEN given; only users in the database can log in",
+            file=sys.stderr,
+        )
+
+    import uvicorn
+
+    from broker.rest.app import create_app
+    from broker.rest.jobs import BrokerJobService
+
+    service = BrokerJobService(uri)
+    app = create_app(settings, service)
+    host = args.host or settings.host
+    port = args.port or settings.port
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    except OSError as exc:
+        print(f"flux restful serve: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    finally:
+        service.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""JSON Web Tokens: the client handshake (signed with the shared secret) and server-issued access tokens."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import jwt
+
+ALGORITHM = "HS256"
+HANDSHAKE_SCOPE = "token"
+
+
+class TokenError(ValueError):
+    """Malformed, expired, tampered or foreign token (the message says which, for the server log)."""
+
+
+@dataclass(frozen=True)
+class AccessClaims:
+    subject: str
+    expires: float
+
+
+def issue_access_token(subject: str, signing_key: str, minutes: int, now: float | None = None) -> str:
+    issued = time.time() if now is None else now
+    payload = {"sub": subject, "iat": int(issued), "exp": int(issued + minutes * 60), "typ": "access"}
+    return jwt.encode(payload, signing_key, algorithm=ALGORITHM)
+
+
+def decode_access_token(token: str, signing_key: str) -> AccessClaims:
+    try:
+        payload = jwt.decode(token, signing_key, algorithms=[ALGORITHM], options={"require": ["sub", "exp"]})
+    except jwt.ExpiredSignatureError as exc:
+        raise TokenError("access token expired") from exc
+    except jwt.PyJWTError as exc:
+        raise TokenError(f"invalid access token: {exc}") from exc
+    if payload.get("typ") != "access" or not isinstance(payload.get("sub"), str):
+        raise TokenError("not an access token")
+    return AccessClaims(payload["sub"], float(payload["exp"]))
+
+
+def encode_handshake(user: str, password: str, secret_key: str) -> str:
+    """What a client sends to /v1/token: {"user", "pass", "scope": "token"} signed with the shared secret."""
+    return jwt.encode({"user": user, "pass": password, "scope": HANDSHAKE_SCOPE}, secret_key, algorithm=ALGORITHM)
+
+
+def decode_handshake(token: str, secret_key: str) -> tuple[str, str]:
+    try:
+        payload = jwt.decode(token, secret_key, algorithms=[ALGORITHM])
+    except jwt.PyJWTError as exc:
+        raise TokenError(f"invalid handshake token: {exc}") from exc
+    user, password = payload.get("user"), payload.get("pass")
+    if payload.get("scope") != HANDSHAKE_SCOPE or not isinstance(user, str) or not isinstance(password, str):
+        raise TokenError("handshake token must carry user, pass and scope 'token'")
+    return user, password
