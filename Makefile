@@ -54,8 +54,7 @@ crds: venv
 	$(BIN)/minicluster crd --output crds/miniclusters.dev_miniclusters.yaml
 
 demo: setup
-	$(BIN)/minicluster validate examples/hello.yaml
-	$(BIN)/minicluster render examples/hello.yaml
+	bash examples/demo.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

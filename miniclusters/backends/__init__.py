@@ -1,4 +1,4 @@
-"""Backends by name. `get_backend("kubernetes", context=..., namespace=...)`; others register themselves.
+"""Backends by name: "local" (the default) and "kubernetes" (`get_backend("kubernetes", context=..., namespace=...)`).
 
 A backend module is imported only when asked for, so `minicluster validate` never loads the Kubernetes client.
 """
@@ -27,7 +27,10 @@ BackendFactory = Callable[..., Backend]
 # name -> "module:attribute" (imported lazily) or a factory registered at run time.
 _REGISTRY: dict[str, str | BackendFactory] = {
     "kubernetes": "miniclusters.backends.kubernetes.backend:KubernetesBackend",
+    "local": "miniclusters.backends.local.backend:LocalBackend",
 }
+DEFAULT_BACKEND = "local"
+"""Used when neither --backend nor $MINICLUSTER_BACKEND chooses: the embedded backend needs no cluster."""
 
 
 class UnknownBackendError(InvalidRequestError):
@@ -58,6 +61,7 @@ def get_backend(name: str, **options: Any) -> Backend:
 
 
 __all__ = [
+    "DEFAULT_BACKEND",
     "Backend",
     "BackendError",
     "ClusterStatus",

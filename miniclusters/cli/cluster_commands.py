@@ -19,8 +19,8 @@ from typing import Any
 import click
 
 from miniclusters.api import SpecError, load_minicluster_file
-from miniclusters.backends import available_backends, get_backend
-from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
+from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
+from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions, InvalidRequestError
 from miniclusters.render import RenderOptions
 
 EXIT_INVALID = 2
@@ -32,7 +32,7 @@ def _backend_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--context", help="kubeconfig context (kubernetes backend).")(func)
     func = click.option(
         "--backend",
-        default=lambda: os.environ.get(BACKEND_ENV, "local"),
+        default=lambda: os.environ.get(BACKEND_ENV, DEFAULT_BACKEND),
         show_default=f"${BACKEND_ENV} or local",
         help="Where clusters run.",
     )(func)
@@ -42,12 +42,17 @@ def _backend_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def _open(backend: str, context: str | None, namespace: str | None, **extra: Any) -> Backend:
     options: dict[str, Any] = {}
     if backend == "kubernetes":
+        if extra.get("latency"):
+            raise InvalidRequestError("--latency applies to the local backend only (backend is 'kubernetes')")
+        extra.pop("latency", None)
         options.update(extra, context=context, namespace=namespace)
     else:
         if context:
             raise BackendError(f"--context applies to the kubernetes backend only (backend is {backend!r})")
         if namespace:
             options["namespace"] = namespace
+        if backend == "local":
+            options.update({k: v for k, v in extra.items() if v is not None})
     return get_backend(backend, **options)
 
 
@@ -107,6 +112,11 @@ def _progress_printer() -> Callable[[Any], None]:
 @click.option("--tag", help="Tag of our images (default $MINICLUSTERS_TAG or the package version).")
 @click.option("--detach", "-d", is_flag=True, help="Return once the brokers have joined; do not follow the lead.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for pods and brokers.")
+@click.option("--interactive", is_flag=True, help="Keep the brokers up with no command (sets spec.interactive).")
+@click.option(
+    "--keep", is_flag=True, help="local: leave the cluster's state after the lead finishes (default: tear down)."
+)
+@click.option("--latency", help="local, as root: add this delay (e.g. 2ms) on every pod's interface (tc netem).")
 def up(
     file: str,
     backend: str,
@@ -116,14 +126,20 @@ def up(
     tag: str | None,
     detach: bool,
     timeout: float,
+    interactive: bool,
+    keep: bool,
+    latency: str | None,
 ) -> None:
     """Create a MiniCluster and wait until every pod runs and every broker has joined the lead.
 
     Then follow the lead's output until it finishes (exit code: the lead's), or return at once with --detach.
-    Interactive clusters always return once up.
+    Interactive clusters always return once up. On the local backend (the default) a finished cluster is torn
+    down unless --keep, and Ctrl-C tears down what was started.
 
     \b
     Example:
+      minicluster up examples/hello.yaml                      # local: 4 pods on this machine
+      minicluster up examples/interactive.yaml --detach       # then: minicluster exec interactive -- flux resource list
       minicluster up examples/hello.yaml --backend kubernetes --namespace hpc
     """
     try:
@@ -131,10 +147,15 @@ def up(
     except SpecError as exc:
         click.echo(str(exc), err=True)
         sys.exit(EXIT_INVALID)
+    if interactive and not mc.spec.interactive:
+        mc = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
     defaults = RenderOptions()
     render = RenderOptions(namespace=None, registry=registry or defaults.registry, tag=tag or defaults.tag)
     with _errors():
-        target = _open(backend, context, namespace, progress=_progress_printer())
+        target = _open(backend, context, namespace, progress=_progress_printer(), latency=latency)
+        if target.name == "local":
+            _up_local(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
+            return
         status = target.create(mc, CreateOptions(render=render, timeout=timeout))
         _print_status(status)
         if detach or mc.spec.interactive or status.finished:
@@ -152,6 +173,42 @@ def up(
         lead = status.pod(0)
         code = lead.exit_code if lead and lead.exit_code is not None else (0 if status.succeeded else 1)
         sys.exit(code)
+
+
+def _up_local(target: Backend, mc: Any, options: CreateOptions, detach: bool, keep: bool) -> None:
+    """The local `up`: Ctrl-C (or SIGTERM) tears down what was started; the lead's exit code becomes ours."""
+    import signal
+
+    def interrupted(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    created = False
+    try:
+        status = target.create(mc, options)
+        created = True
+        _print_status(status)
+        if (detach or mc.spec.interactive) and not status.finished:
+            click.echo(f"use: minicluster exec {mc.name} -- flux resource list   |   minicluster down {mc.name}")
+            created = False  # detached: it keeps running
+            return
+        for line in target.logs(mc.name, 0, follow=True):
+            click.echo(line)
+        status = target.status(mc.name)
+        lead = status.pod(0)
+        code = lead.exit_code if lead and lead.exit_code is not None else (0 if status.succeeded else 1)
+        if not keep:
+            target.delete(mc.name)
+            created = False
+        sys.exit(code)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: tearing down MiniCluster {mc.name}", err=True)
+        if created:
+            target.delete(mc.name)
+            created = False
+        sys.exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command()
@@ -228,15 +285,27 @@ def resize(name: str, index: int, cpu: str, backend: str, context: str | None, n
 @click.command()
 @click.argument("name")
 @click.argument("index", type=int, default=0)
+@click.option("-i", "--index", "index_option", type=int, help="Pod index (same as the INDEX argument).")
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming until the container exits.")
 @_backend_options
-def logs(name: str, index: int, follow: bool, backend: str, context: str | None, namespace: str | None) -> None:
+def logs(
+    name: str,
+    index: int,
+    index_option: int | None,
+    follow: bool,
+    backend: str,
+    context: str | None,
+    namespace: str | None,
+) -> None:
     """Print the broker container's output of pod INDEX (default 0, the lead).
 
     \b
     Example:
       minicluster logs hello 0 --follow --backend kubernetes
+      minicluster logs hello --index 2
     """
+    if index_option is not None:
+        index = index_option
     with _errors():
         for line in _open(backend, context, namespace).logs(name, index, follow):
             click.echo(line)

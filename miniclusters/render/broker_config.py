@@ -13,30 +13,48 @@ from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
 from miniclusters.render.layout import CURVE_DIR, CURVE_FILE, R_FILE, pod_hostnames, service_domain
 
 
-def build_broker_config(mc: MiniCluster, namespace: str, cluster_domain: str) -> dict[str, Any]:
-    """The config as data (hosts over 0..maxSize-1 so pods added later join as known ranks)."""
+def build_broker_config(
+    mc: MiniCluster,
+    namespace: str,
+    cluster_domain: str,
+    *,
+    curve_cert: str | None = None,
+    default_bind: str | None = None,
+    default_connect: str | None = None,
+    hosts: list[dict[str, str]] | None = None,
+    r_file: str | None = None,
+) -> dict[str, Any]:
+    """The config as data (hosts over 0..maxSize-1 so pods added later join as known ranks).
+
+    The keyword arguments let the local backend point at its own certificate path, connect by bare host name
+    (names resolve through per-pod host entries) or give each host its own address; left out, the result is
+    exactly the Kubernetes config.
+    """
     spec = mc.spec
-    hosts = spec.flux.bursting.hostlist or pod_hostnames(mc)
+    host_entries = hosts or [{"host": spec.flux.bursting.hostlist or pod_hostnames(mc)}]
     bootstrap: dict[str, Any] = {}
     if spec.effective_max_size > 1 or spec.flux.bursting.hostlist:
-        bootstrap["curve_cert"] = f"{CURVE_DIR}/{CURVE_FILE}"
+        bootstrap["curve_cert"] = curve_cert or f"{CURVE_DIR}/{CURVE_FILE}"
     bootstrap |= {
         "default_port": DEFAULT_BROKER_PORT,
-        "default_bind": "tcp://eth0:%p",
-        "default_connect": f"tcp://%h.{service_domain(mc, namespace, cluster_domain)}:%p",
-        "hosts": [{"host": hosts}],
+        "default_bind": default_bind or "tcp://eth0:%p",
+        "default_connect": default_connect or f"tcp://%h.{service_domain(mc, namespace, cluster_domain)}:%p",
+        "hosts": host_entries,
     }
     return {
         "access": {"allow-guest-user": True, "allow-root-owner": True},
-        "resource": {"path": R_FILE, "noverify": True},
+        "resource": {"path": r_file or R_FILE, "noverify": True},
         "sched-fluxion-qmanager": {"queue-policy": spec.flux.scheduler.queue_policy or "fcfs"},
         "bootstrap": bootstrap,
     }
 
 
-def render_broker_toml(mc: MiniCluster, namespace: str, cluster_domain: str = "cluster.local") -> str:
-    """TOML text; a user-supplied spec.flux.brokerConfig is used verbatim instead."""
+def render_broker_toml(mc: MiniCluster, namespace: str, cluster_domain: str = "cluster.local", **local: Any) -> str:
+    """TOML text; a user-supplied spec.flux.brokerConfig is used verbatim instead.
+
+    `local` takes build_broker_config's keyword arguments (the local backend's paths and addresses).
+    """
     if mc.spec.flux.broker_config:
         return mc.spec.flux.broker_config
     header = f"# Flux broker config for MiniCluster {mc.name} (rendered by miniclusters)\n"
-    return header + tomli_w.dumps(build_broker_config(mc, namespace, cluster_domain))
+    return header + tomli_w.dumps(build_broker_config(mc, namespace, cluster_domain, **local))

@@ -28,11 +28,11 @@ def broker_options(mc: MiniCluster) -> list[str]:
     spec = mc.spec
     # statedir sits on the pod's run volume (an emptyDir), which outlives container restarts: the lead's
     # job journal is there, so a restarted lead broker finds every accepted job again.
-    options = [f"--config-path={CONFIG}", f"-Sbroker.rundir={RUN}/rundir", f"-Sstatedir={RUN}/state"]
+    options = [f"--config-path={CONFIG}", f"-Srundir={RUN}/rundir", f"-Sstatedir={RUN}/state"]
     options.append(f"-Slog-stderr-level={7 if spec.logging.debug else spec.flux.log_level}")
     options.append(f"-Stbon.connect_timeout={spec.flux.connect_timeout}")
-    if spec.min_size:
-        options.append(f"-Sbroker.quorum={spec.min_size}")
+    # Online once minSize (else size) brokers joined: hosts up to maxSize are registered but may never start.
+    options.append(f"-Sbroker.quorum={spec.quorum}")
     if spec.flux.topology:
         options.append(f"-Stbon.topo={spec.flux.topology}")
     if spec.logging.zeromq:

@@ -220,8 +220,8 @@ def test_unreachable_cluster_is_a_clear_error(tmp_path, monkeypatch) -> None:
 
 
 def test_unknown_backend_names_the_available_ones() -> None:
-    with pytest.raises(InvalidRequestError, match=r"'local' is not available \(available: kubernetes"):
-        get_backend("local")
+    with pytest.raises(InvalidRequestError, match=r"'nope' is not available \(available: kubernetes, local\)"):
+        get_backend("nope")
 
 
 def test_field_manager_is_ours(backend: KubernetesBackend, fake: FakeKube, make_mc) -> None:

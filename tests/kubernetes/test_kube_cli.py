@@ -75,8 +75,8 @@ def test_missing_crd_and_unknown_backend(cli: CliRunner, fake: FakeKube, spec_fi
     fake.crd_installed = False
     missing = cli.invoke(main, ["up", str(spec_file)])
     assert missing.exit_code == 1 and "CRD" in missing.stderr and "Traceback" not in missing.output
-    local = cli.invoke(main, ["list", "--backend", "local"])
-    assert local.exit_code == 2 and "available: kubernetes" in local.stderr
+    unknown = cli.invoke(main, ["list", "--backend", "nope"])
+    assert unknown.exit_code == 2 and "available: kubernetes, local" in unknown.stderr
 
 
 @pytest.mark.parametrize(

@@ -143,3 +143,12 @@ def test_outside_an_indexed_job_it_refuses(tmp_path: Path, minimal_spec: dict, i
         env["JOB_COMPLETION_INDEX"] = index
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0 and "JOB_COMPLETION_INDEX" in proc.stderr
+
+
+def test_elastic_spec_is_online_at_size_not_max_size(tmp_path: Path, minimal_spec: dict) -> None:
+    """Hosts up to maxSize are pre-registered but may never start: the quorum must not wait for them."""
+    minimal_spec["spec"].update({"size": 2, "maxSize": 8})
+    _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=1)
+    options = _options(calls[0])
+    assert "-Sbroker.quorum=2" in options
+    assert f"-Srundir={tmp_path / 'run' / 'rundir'}" in options  # Flux's attribute name (not broker.rundir)

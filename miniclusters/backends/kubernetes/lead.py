@@ -18,7 +18,7 @@ _TREE_LINE = re.compile(r"^[\s│├└─]*(\d+)\s+(\S+):\s+(\w+)")
 
 
 def overlay_command(mc: MiniCluster) -> list[str]:
-    """argv to run in the lead pod; FLUX_URI points at the broker's local socket (-Sbroker.rundir)."""
+    """argv to run in the lead pod; FLUX_URI points at the broker's local socket (-Srundir)."""
     if mc.spec.flux.flavour == "builtin":
         return ["env", f"FLUX_URI={LOCAL_URI}", f"{BROKER_INSTALL_DIR}/bin/flux", "overlay", "status", "--json"]
     view = f"{mc.spec.flux.container.mount_path}/view/bin/flux"

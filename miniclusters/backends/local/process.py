@@ -1,0 +1,231 @@
+"""Starting, watching and stopping a local pod's processes.
+
+A pod is a small supervisor shell in its own session (so Ctrl-C in the user's terminal never reaches it) that runs
+the rendered entrypoint and writes its exit code to a file: the "container status" a later `minicluster status`
+reads from any shell. As root the supervisor first joins the pod's cgroup, then enters the pod's network namespace
+(`ip netns exec`, which also bind-mounts the pod's /etc/hosts) and a UTS namespace carrying the pod's hostname, so
+everything it starts, the broker and every job process, is inside the pod. Every pod process carries an environment
+tag, so stragglers that left the session (jobs in their own process groups) are still found and stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+TAG_VARIABLE = "MINICLUSTERS_LOCAL_POD"
+EXIT_FILE = "exitcode"
+LOG_FILE = "log"
+
+# Runs as the pod's first process: name the host (own UTS namespace), run the entrypoint, record its exit code.
+SUPERVISOR = r"""
+if [ -n "$MINICLUSTERS_LOCAL_SET_HOSTNAME" ]; then
+  hostname "$MINICLUSTERS_LOCAL_SET_HOSTNAME" || { echo "cannot set hostname" >&2; exit 111; }
+fi
+unset MINICLUSTERS_LOCAL_SET_HOSTNAME
+bash "$MINICLUSTERS_LOCAL_ENTRYPOINT"
+rc=$?
+echo "$rc" > "$MINICLUSTERS_LOCAL_EXIT.tmp" && mv "$MINICLUSTERS_LOCAL_EXIT.tmp" "$MINICLUSTERS_LOCAL_EXIT"
+exit "$rc"
+"""
+
+# Joins a cgroup before exec'ing the rest of argv (so nothing runs outside it, not even for an instant).
+JOIN_CGROUP = 'echo $$ > "$0" && exec "$@"'
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything needed to start one pod."""
+
+    tag: str
+    pod_dir: Path
+    entrypoint: Path
+    environment: dict[str, str]
+    cwd: str
+    netns: str | None = None
+    hostname: str | None = None
+    """Set in a fresh UTS namespace (netns mode); None leaves the machine's hostname (process mode)."""
+    cgroup_procs: Path | None = None
+    nice: int | None = None
+
+
+def tag_for(cluster_dir: Path, index: int) -> str:
+    return f"{cluster_dir}#{index}"
+
+
+def pod_argv(launch: Launch) -> list[str]:
+    """The command line that becomes the pod: [join cgroup] [enter netns + new UTS ns] [nice] supervisor."""
+    argv: list[str] = ["sh", "-c", SUPERVISOR, "mc-pod"]
+    if launch.nice is not None:
+        argv = ["nice", "-n", str(launch.nice), *argv]
+    if launch.netns:
+        argv = ["ip", "netns", "exec", launch.netns, "unshare", "--uts", *argv]
+    if launch.cgroup_procs is not None:
+        argv = ["sh", "-c", JOIN_CGROUP, str(launch.cgroup_procs), *argv]
+    return argv
+
+
+def start(launch: Launch) -> subprocess.Popen[bytes]:
+    """Start the pod; its output goes to the pod's log file, its exit code to the pod's exit file."""
+    launch.pod_dir.mkdir(parents=True, exist_ok=True)
+    (launch.pod_dir / "tmp").mkdir(exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        (launch.pod_dir / EXIT_FILE).unlink()
+    env = dict(launch.environment)
+    env[TAG_VARIABLE] = launch.tag
+    env["MINICLUSTERS_LOCAL_ENTRYPOINT"] = str(launch.entrypoint)
+    env["MINICLUSTERS_LOCAL_EXIT"] = str(launch.pod_dir / EXIT_FILE)
+    if launch.hostname and launch.netns:
+        env["MINICLUSTERS_LOCAL_SET_HOSTNAME"] = launch.hostname
+    with open(launch.pod_dir / LOG_FILE, "ab") as log:
+        return subprocess.Popen(
+            pod_argv(launch),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=launch.cwd,
+            start_new_session=True,
+        )
+
+
+# ---------------------------------------------------------------------------------------- watching
+def start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (start time in clock ticks); None when there is no such process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return int(fields[19])
+
+
+def _state(pid: int) -> str | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()[0]
+
+
+def alive(pid: int | None, ticks: int | None) -> bool:
+    """The recorded process still runs (not a zombie, and not another process that got the same pid)."""
+    if pid is None:
+        return False
+    state = _state(pid)
+    if state is None:
+        return False
+    if state in ("Z", "X"):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reap it if it is our child
+        return False
+    return ticks is None or start_ticks(pid) == ticks
+
+
+def exit_code(pod_dir: Path) -> int | None:
+    try:
+        return int((pod_dir / EXIT_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def tagged(tag: str, prefix: bool = False) -> list[int]:
+    """Pids whose environment carries the pod tag (or, with prefix, any tag of the cluster)."""
+    needle = f"{TAG_VARIABLE}={tag}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        for item in environ.split(b"\0"):
+            if item == needle or (prefix and item.startswith(needle)):
+                found.append(int(entry.name))
+                break
+    return [pid for pid in found if pid != os.getpid()]
+
+
+def _signal_all(pids: Sequence[int], signum: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+def stop(pid: int | None, ticks: int | None, tag: str, grace: float = 3.0, prefix: bool = False) -> None:
+    """SIGTERM the pod's session (brokers leave their parent cleanly), then SIGKILL whatever is left."""
+    if pid is not None and alive(pid, ticks):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    _signal_all(tagged(tag, prefix), signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not tagged(tag, prefix) and not alive(pid, ticks):
+            break
+        time.sleep(0.05)
+    for _ in range(50):
+        left = tagged(tag, prefix)
+        if pid is not None and alive(pid, ticks):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        if not left and not alive(pid, ticks):
+            return
+        _signal_all(left, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def renice(tag: str, nice: int) -> list[str]:
+    """Set every pod process to `nice`; returns the errors (lowering nice needs privilege)."""
+    errors = []
+    for pid in tagged(tag):
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, nice)
+        except ProcessLookupError:
+            continue
+        except PermissionError as exc:
+            errors.append(f"pid {pid}: {exc.strerror}")
+    return errors
+
+
+def current_nice(pid: int | None) -> int | None:
+    if pid is None:
+        return None
+    try:
+        return os.getpriority(os.PRIO_PROCESS, pid)
+    except OSError:
+        return None
+
+
+def run_in_pod(
+    argv: list[str],
+    environment: dict[str, str],
+    cwd: str,
+    pid: int | None,
+    netns: bool,
+    cgroup_procs: Path | None,
+    timeout: float,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command inside a running pod: its namespaces (entered through the pod's first process) and cgroup."""
+    command = list(argv)
+    if netns and pid is not None:
+        command = ["nsenter", "-t", str(pid), "-m", "-u", "-n", "--", *command]
+    if cgroup_procs is not None and cgroup_procs.exists():
+        command = ["sh", "-c", JOIN_CGROUP, str(cgroup_procs), *command]
+    return subprocess.run(
+        command,
+        env=environment,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )

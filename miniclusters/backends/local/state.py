@@ -1,0 +1,140 @@
+"""Local clusters on disk: one directory per cluster under the user's state directory, one JSON file, one lock.
+
+Everything `status`, `scale` or `down` needs is here, so a cluster started with `up --detach` can be managed
+from any other shell. Writes go through a temporary file and a rename, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "state.json"
+LOCK_FILE = ".lock"
+SPEC_FILE = "minicluster.json"
+
+
+def state_root() -> Path:
+    """$MINICLUSTERS_STATE_DIR, else $XDG_STATE_HOME/miniclusters, else ~/.local/state/miniclusters."""
+    explicit = os.environ.get("MINICLUSTERS_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "miniclusters"
+
+
+@dataclass
+class PodRecord:
+    index: int
+    hostname: str
+    address: str
+    cpu_milli: int
+    """The CPU request (desired), in millicores; 0 means none (the kubelet then gives the minimum weight)."""
+    cpu_limit_milli: int | None = None
+    netns: str | None = None
+    pid: int | None = None
+    start_ticks: int | None = None
+    """/proc/<pid>/stat start time, so a recycled pid is never mistaken for the pod."""
+    started_at: float = 0.0
+
+
+@dataclass
+class ClusterRecord:
+    name: str
+    mode: str
+    """"netns" (root: namespaces, veths, cgroups) or "process" (plain processes on loopback addresses)."""
+    slot: int
+    size: int
+    max_size: int
+    min_size: int
+    broker_dir: str
+    cwd: str
+    environment: dict[str, str] = field(default_factory=dict)
+    cgroup_version: int | None = None
+    cgroup_root: str | None = None
+    weight_formula: str = "nonlinear"
+    latency: str | None = None
+    cpu_milli: int = 0
+    """The spec's CPU request for every pod (pods added by scale-up start with it)."""
+    cpu_limit_milli: int | None = None
+    created_at: float = field(default_factory=time.time)
+    pods: dict[int, PodRecord] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["pods"] = {str(k): asdict(v) for k, v in sorted(self.pods.items())}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClusterRecord:
+        pods = {int(k): PodRecord(**v) for k, v in (data.get("pods") or {}).items()}
+        return cls(**{**data, "pods": pods})
+
+
+class StateStore:
+    """The directory tree of every local cluster of this user."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or state_root()
+
+    def cluster_dir(self, name: str) -> Path:
+        return self.root / name
+
+    def pod_dir(self, name: str, index: int) -> Path:
+        return self.cluster_dir(name) / "pods" / str(index)
+
+    def exists(self, name: str) -> bool:
+        return (self.cluster_dir(name) / STATE_FILE).is_file()
+
+    def names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / STATE_FILE).is_file())
+
+    def load(self, name: str) -> ClusterRecord:
+        data = json.loads((self.cluster_dir(name) / STATE_FILE).read_text())
+        return ClusterRecord.from_json(data)
+
+    def save(self, record: ClusterRecord) -> None:
+        directory = self.cluster_dir(record.name)
+        directory.mkdir(parents=True, exist_ok=True)
+        temporary = directory / f".{STATE_FILE}.{os.getpid()}"
+        temporary.write_text(json.dumps(record.to_json(), indent=2))
+        temporary.replace(directory / STATE_FILE)
+
+    def save_spec(self, name: str, spec: dict[str, Any]) -> None:
+        (self.cluster_dir(name) / SPEC_FILE).write_text(json.dumps(spec, indent=2))
+
+    def load_spec(self, name: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.cluster_dir(name) / SPEC_FILE).read_text())
+        return data
+
+    def remove(self, name: str) -> None:
+        shutil.rmtree(self.cluster_dir(name), ignore_errors=True)
+
+    @contextlib.contextmanager
+    def lock(self, timeout: float = 120.0) -> Iterator[None]:
+        """One writer at a time across every shell (create, scale, resize, delete); readers do not lock."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / LOCK_FILE, "a+") as handle:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"another minicluster command holds {self.root / LOCK_FILE}") from None
+                    time.sleep(0.05)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
