@@ -211,7 +211,17 @@ def _labels(mc: MiniCluster) -> Iterator[Problem]:
             yield Problem(f"spec.pod.tolerations[{index}].value", "must be empty when operator is Exists")
 
 
-RULES: tuple[Rule, ...] = (_names, _sizes, _containers, _volumes_agree, _flux, _labels)
+def _restful(mc: MiniCluster) -> Iterator[Problem]:
+    restful = mc.spec.restful
+    if restful.secret_name:
+        error = dns1123_label_error(restful.secret_name)
+        if error:
+            yield Problem("spec.restful.secretName", error)
+    if restful.enabled and restful.port == 8050:
+        yield Problem("spec.restful.port", "8050 is the brokers' overlay port; choose another")
+
+
+RULES: tuple[Rule, ...] = (_names, _sizes, _containers, _volumes_agree, _flux, _labels, _restful)
 
 
 def check_minicluster(mc: MiniCluster) -> list[Problem]:

@@ -221,6 +221,18 @@ class FluxSpec(SpecModel):
     """Which broker runs in the pods: our pure-Python `builtin` broker, or real flux-core (`flux`)."""
 
 
+class RestfulSpec(SpecModel):
+    """The Flux RESTful API on the lead broker (a miniclusters extension; off unless enabled)."""
+
+    enabled: bool = False
+    port: int = Field(default=5000, ge=1, le=65535)
+    mode: Literal["single-user", "multi-user"] = "single-user"
+    """multi-user: each user sees only their jobs, which run as their account when the broker is root."""
+    require_auth: bool = True
+    secret_name: str = ""
+    """A Secret whose keys FLUX_USER, FLUX_TOKEN and FLUX_SECRET_KEY configure the superuser and handshake."""
+
+
 class MiniClusterSpec(SpecModel):
     containers: list[Container] = Field(min_length=1)
     resource_claims: list[dict[str, Any]] = Field(default_factory=list)
@@ -242,6 +254,8 @@ class MiniClusterSpec(SpecModel):
     tasks: int = Field(default=1, ge=1)
     deadline_seconds: int = Field(default=DEFAULT_DEADLINE_SECONDS, ge=1)
     pod: PodSpec = Field(default_factory=PodSpec)
+    # ---- miniclusters extensions -------------------------------------------------------------
+    restful: RestfulSpec = Field(default_factory=RestfulSpec)
 
     @property
     def effective_max_size(self) -> int:

@@ -158,6 +158,7 @@ def up(
             return
         status = target.create(mc, CreateOptions(render=render, timeout=timeout))
         _print_status(status)
+        _print_restful(target, mc, status)
         if detach or mc.spec.interactive or status.finished:
             if status.finished:
                 sys.exit(0 if status.succeeded else 1)
@@ -175,6 +176,38 @@ def up(
         sys.exit(code)
 
 
+def _answers(url: str, timeout: float) -> bool:
+    """Poll until the server behind `url` answers (the lead starts it once the instance is online)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2.0).status_code < 500:
+                return True
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def _print_restful(target: Backend, mc: Any, status: Any) -> None:
+    """Where the lead broker's REST API answers, when the spec enables it."""
+    if not mc.spec.restful.enabled:
+        return
+    port = mc.spec.restful.port
+    if target.name == "local":
+        lead = status.pod(0)
+        address = lead.node.split()[0] if lead is not None and lead.node else "127.0.0.1"
+        url = f"http://{address}:{port}"
+        if _answers(f"{url}/openapi.json", timeout=20.0):
+            click.echo(f"REST API: {url}   (e.g. minicluster jobs --url {url})")
+        else:
+            click.echo(f"REST API: {url} is not answering yet (see: minicluster logs {mc.name})", err=True)
+    else:
+        click.echo(f"REST API: Service {mc.name}-restful:{port}   (kubectl port-forward svc/{mc.name}-restful {port})")
+
+
 def _up_local(target: Backend, mc: Any, options: CreateOptions, detach: bool, keep: bool) -> None:
     """The local `up`: Ctrl-C (or SIGTERM) tears down what was started; the lead's exit code becomes ours."""
     import signal
@@ -188,6 +221,7 @@ def _up_local(target: Backend, mc: Any, options: CreateOptions, detach: bool, ke
         status = target.create(mc, options)
         created = True
         _print_status(status)
+        _print_restful(target, mc, status)
         if (detach or mc.spec.interactive) and not status.finished:
             click.echo(f"use: minicluster exec {mc.name} -- flux resource list   |   minicluster down {mc.name}")
             created = False  # detached: it keeps running
@@ -286,24 +320,32 @@ def resize(name: str, index: int, cpu: str, backend: str, context: str | None, n
 @click.argument("name")
 @click.argument("index", type=int, default=0)
 @click.option("-i", "--index", "index_option", type=int, help="Pod index (same as the INDEX argument).")
-@click.option("-f", "--follow", is_flag=True, help="Keep streaming until the container exits.")
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming until the container (or job) ends.")
+@click.option("--url", help="A lead broker's REST API: NAME is then a job id, and its output is printed.")
 @_backend_options
 def logs(
     name: str,
     index: int,
     index_option: int | None,
     follow: bool,
+    url: str | None,
     backend: str,
     context: str | None,
     namespace: str | None,
 ) -> None:
-    """Print the broker container's output of pod INDEX (default 0, the lead).
+    """Print the broker container's output of pod INDEX (default 0, the lead), or a job's output (--url).
 
     \b
     Example:
       minicluster logs hello 0 --follow --backend kubernetes
       minicluster logs hello --index 2
+      minicluster logs ƒ2Qr7MM9 --url http://10.213.0.2:5000 --follow
     """
+    if url:
+        from miniclusters.cli.rest_commands import print_job_output
+
+        print_job_output(url, name, follow)
+        return
     if index_option is not None:
         index = index_option
     with _errors():

@@ -10,6 +10,7 @@ from miniclusters.render.objects import (
     build_config_map,
     build_curve_secret,
     build_headless_service,
+    build_restful_service,
     certificate_for,
 )
 from miniclusters.render.options import RenderOptions
@@ -29,9 +30,11 @@ def render_minicluster(mc: MiniCluster, options: RenderOptions | None = None) ->
             }
         )
     namespace = options.namespace or mc.namespace
-    return [
+    objects = [
         build_curve_secret(mc, namespace, certificate_for(mc, options.certificate)),
         build_config_map(mc, namespace, options.cluster_domain),
         build_headless_service(mc, namespace),
-        build_job(mc, options),
     ]
+    if mc.spec.restful.enabled:
+        objects.append(build_restful_service(mc, namespace))
+    return [*objects, build_job(mc, options)]

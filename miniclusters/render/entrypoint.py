@@ -109,6 +109,8 @@ def render_entrypoint(mc: MiniCluster) -> str:
     wrap = f" --wrap={shlex.quote(spec.flux.wrap)}" if spec.flux.wrap else ""
     options = broker_options(mc)
     lead_options = list(options)
+    if spec.restful.enabled:
+        lead_options.append(f"-Srestful.port={spec.restful.port}")
     if spec.archive.path:
         archive = shlex.quote(spec.archive.path)
         lead_options.append(f"-Scontent.dump={spec.archive.path}")
@@ -133,6 +135,11 @@ def render_entrypoint(mc: MiniCluster) -> str:
         *DIRECTORY_DEFAULTS,
         f'mkdir -p "{RUN}/rundir" "{RUN}/state"',
     ]
+    if spec.restful.enabled:
+        lines += [
+            f"export FLUX_SERVER_MODE={spec.restful.mode}",
+            f"export FLUX_REQUIRE_AUTH={'true' if spec.restful.require_auth else 'false'}",
+        ]
     if commands.init:
         lines.append(commands.init)
     lines += _flavour_setup(mc)

@@ -139,6 +139,20 @@ def _base_container(container: Container, name: str) -> dict[str, Any]:
     return out
 
 
+RESTFUL_SECRET_KEYS = ("FLUX_USER", "FLUX_TOKEN", "FLUX_SECRET_KEY")
+
+
+def _restful_env(mc: MiniCluster) -> list[dict[str, Any]]:
+    """The REST server's credentials come from the user's Secret, never from the spec itself."""
+    restful = mc.spec.restful
+    if not (restful.enabled and restful.secret_name):
+        return []
+    return [
+        {"name": key, "valueFrom": {"secretKeyRef": {"name": restful.secret_name, "key": key, "optional": True}}}
+        for key in RESTFUL_SECRET_KEYS
+    ]
+
+
 def _broker_env(mc: MiniCluster, namespace: str) -> dict[str, str]:
     spec = mc.spec
     return {
@@ -173,8 +187,10 @@ def build_containers(mc: MiniCluster, namespace: str) -> list[dict[str, Any]]:
         mounts = _user_mounts(container)
         if index == runner_index:
             out["command"] = ["/bin/bash", f"{SCRIPTS_DIR}/{ENTRYPOINT}"]
-            out["env"] = _env(container, _broker_env(mc, namespace))
+            out["env"] = _env(container, _broker_env(mc, namespace)) + _restful_env(mc)
             out["resizePolicy"] = CPU_RESIZE_POLICY
+            if spec.restful.enabled:
+                out.setdefault("ports", []).append({"name": "restful", "containerPort": spec.restful.port})
             mounts = _broker_mounts(mc) + mounts
             if spec.interactive:
                 out["stdin"] = True

@@ -37,6 +37,20 @@ def build_headless_service(mc: MiniCluster, namespace: str) -> dict[str, Any]:
     }
 
 
+def build_restful_service(mc: MiniCluster, namespace: str) -> dict[str, Any]:
+    """A ClusterIP Service in front of the lead broker's REST API (spec.restful.enabled)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{mc.name}-restful", "namespace": namespace, "labels": common_labels(mc)},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": lead_selector(mc),
+            "ports": [{"name": "restful", "port": mc.spec.restful.port, "targetPort": mc.spec.restful.port}],
+        },
+    }
+
+
 def build_config_map(mc: MiniCluster, namespace: str, cluster_domain: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import typing
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -82,6 +83,7 @@ def _everything_set() -> dict[str, Any]:
     del spec["pod"]["jobLabels"]
     spec["jobLabels"] = {"campaign": "naca"}
     spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+    spec["restful"] = {"enabled": True, "port": 5001, "mode": "multi-user", "requireAuth": False, "secretName": "creds"}
     return {
         "apiVersion": "miniclusters.dev/v1alpha1",
         "kind": "MiniCluster",
@@ -109,8 +111,11 @@ def test_our_extensions_ride_in_an_annotation() -> None:
     data = _everything_set()
     data["spec"]["flux"]["flavour"] = "flux"
     theirs = to_flux_operator(load_minicluster(data))
-    assert theirs["metadata"]["annotations"][EXTENSIONS_ANNOTATION] == '{"flux.flavour": "flux"}'
-    assert from_flux_operator(theirs).spec.flux.flavour == "flux"
+    carried = json.loads(theirs["metadata"]["annotations"][EXTENSIONS_ANNOTATION])
+    assert carried["flux.flavour"] == "flux" and carried["restful"]["mode"] == "multi-user"
+    assert "restful" not in theirs["spec"]  # not a field the operator knows
+    back = from_flux_operator(theirs)
+    assert back.spec.flux.flavour == "flux" and back.spec.restful.port == 5001
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)

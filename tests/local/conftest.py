@@ -26,29 +26,17 @@ MINICLUSTER = str(BIN / "minicluster")
 FLUX = str(BIN / "flux")
 
 
-def job_manager_available() -> bool:
-    """`flux submit` exists once the broker's job manager has landed (CI has it)."""
-    result = subprocess.run([FLUX, "submit", "--help"], capture_output=True, text=True, timeout=30)
-    return result.returncode == 0
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs_root: network namespaces and cgroups (CI runs as root)")
-    config.addinivalue_line("markers", "needs_job_manager: uses `flux submit` (the broker's job manager; CI has it)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root_skip = pytest.mark.skip(reason="network namespaces and cgroups need root (CI runs as root)")
-    jobs_skip = pytest.mark.skip(reason="needs the broker's job manager (`flux submit`), which CI has")
-    jobs_ok: bool | None = None
     for item in items:
         if item.get_closest_marker("needs_root") and os.geteuid() != 0:
+            if os.environ.get("CI"):
+                raise pytest.UsageError("CI must run the local-backend tests as root")
             item.add_marker(root_skip)
-        if item.get_closest_marker("needs_job_manager"):
-            if jobs_ok is None:
-                jobs_ok = job_manager_available()
-            if not jobs_ok:
-                item.add_marker(jobs_skip)
 
 
 def write_spec(

@@ -107,7 +107,6 @@ def test_pods_are_isolated_join_the_lead_and_resize_in_place(
     assert not process.tagged(f"{machine.state_dir}/", prefix=True)
 
 
-@pytest.mark.needs_job_manager
 def test_scale_up_and_down_while_a_job_runs(
     mc, machine: Any, backend: LocalBackend, spec_writer: Any, waiter: Any
 ) -> None:
@@ -240,7 +239,6 @@ def test_ctrl_c_while_waiting_for_the_brokers(
         assert machine.leftovers() == []
 
 
-@pytest.mark.needs_job_manager
 def test_spec_command_runs_through_the_lead_and_sets_the_exit_code(mc, machine: Any, spec_writer: Any) -> None:
     ok = spec_writer(machine.state_dir, "cmd", size=2, tasks=2, interactive=False, command="hostname")
     result = mc("up", str(ok))

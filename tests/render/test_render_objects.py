@@ -211,3 +211,26 @@ def test_pod_passthrough_and_user_volumes(minimal_spec: dict) -> None:
     assert {"name": "data", "mountPath": "/data", "readOnly": True} in runner["volumeMounts"]
     assert {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}} in runner["env"]
     assert runner["securityContext"] == {"capabilities": {"add": ["SYS_NICE"]}}
+
+
+def test_restful_api_is_started_by_the_lead_and_exposed(minimal_spec: dict) -> None:
+    minimal_spec["spec"]["restful"] = {"enabled": True, "port": 5000, "mode": "multi-user", "secretName": "creds"}
+    objects = render_minicluster(load_minicluster(minimal_spec))
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.33", strict=True)
+    services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
+    restful = services["demo-restful"]["spec"]
+    assert restful["ports"][0]["port"] == 5000
+    assert restful["selector"]["batch.kubernetes.io/job-completion-index"] == "0"  # the lead only
+    job = _by_kind(objects)["Job"]
+    runner = _runner(job)
+    env = {e["name"]: e for e in runner["env"]}
+    assert env["FLUX_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "creds", "key": "FLUX_TOKEN", "optional": True}
+    script = _by_kind(objects)["ConfigMap"]["data"]["entrypoint.sh"]
+    assert "-Srestful.port=5000" in script and "export FLUX_SERVER_MODE=multi-user" in script
+
+
+def test_restful_is_off_by_default(minimal_spec: dict) -> None:
+    objects = render_minicluster(load_minicluster(minimal_spec))
+    assert [o["kind"] for o in objects].count("Service") == 1
+    assert "restful" not in _by_kind(objects)["ConfigMap"]["data"]["entrypoint.sh"]

@@ -81,6 +81,19 @@ def find_flux() -> Path:
     raise BackendError(f"cannot find the built-in broker's `flux` command next to {sys.executable} or on PATH")
 
 
+RESTFUL_CREDENTIALS = ("FLUX_USER", "FLUX_TOKEN", "FLUX_SECRET_KEY")
+
+
+def restful_credentials(mc: MiniCluster) -> dict[str, str]:
+    """The REST API's superuser and handshake secret, taken from the caller's environment at `up`.
+
+    (On Kubernetes they come from spec.restful.secretName; here the caller's shell is the only safe source.)
+    """
+    if not mc.spec.restful.enabled:
+        return {}
+    return {k: os.environ[k] for k in RESTFUL_CREDENTIALS if os.environ.get(k)}
+
+
 class LocalBackend:
     """Backend running every pod on this machine (see the module docstring)."""
 
@@ -286,7 +299,7 @@ class LocalBackend:
             min_size=mc.spec.min_size,
             broker_dir=str(broker_dir),
             cwd=os.getcwd(),
-            environment=dict(runner.environment),
+            environment=dict(runner.environment) | restful_credentials(mc),
             cgroup_version=driver.version if driver else None,
             cgroup_root=str(driver.root) if driver else None,
             weight_formula=self.weight_formula,

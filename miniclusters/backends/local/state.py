@@ -105,9 +105,12 @@ class StateStore:
 
     def save(self, record: ClusterRecord) -> None:
         directory = self.cluster_dir(record.name)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         temporary = directory / f".{STATE_FILE}.{os.getpid()}"
-        temporary.write_text(json.dumps(record.to_json(), indent=2))
+        # private: the record may carry the REST API's credentials for the lead pod
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(json.dumps(record.to_json(), indent=2))
         temporary.replace(directory / STATE_FILE)
 
     def save_spec(self, name: str, spec: dict[str, Any]) -> None:
