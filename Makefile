@@ -27,7 +27,9 @@ system-deps:
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	@# byte-compile once: CLI start-up matters (`flux run` latency) and PYTHONDONTWRITEBYTECODE may be set
+	@$(PY) -m compileall -q broker miniclusters elasticity bursting >/dev/null
 	@touch $(STAMP)
 
 venv: $(STAMP)
