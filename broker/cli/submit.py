@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import shutil
 from typing import Any
 
 from ..fsd import parse_fsd
-from ..jobs.jobspec import JobspecError, build_jobspec
+from ..jobs.build import JobspecError, build_jobspec
 from .options import Opt, OptionError, as_int
 
 SUBMIT_OPTS = [
@@ -105,6 +104,8 @@ def _keyval(text: str) -> tuple[str, Any]:
 
 def links_mpi(program: str) -> bool:
     """Whether the program (found on PATH) is an ELF file that names libmpi among its libraries."""
+    import shutil  # lazily: shutil pulls in the compression modules
+
     path = program if "/" in program else shutil.which(program)
     if not path:
         return False

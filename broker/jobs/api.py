@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
 
+from broker.jobs.build import build_jobspec
 from broker.jobs.jobid import encode_f58, parse_jobid
-from broker.jobs.jobspec import build_jobspec
 from broker.jobs.states import ACTIVE, JobState, parse_states
 
 NODEID_ANY = -1
@@ -34,9 +34,15 @@ class RpcHandle(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class JobInfo:
-    """What the Flux RESTful API reports for a job (and `flux jobs` shows)."""
+NO_ANNOTATIONS: Mapping[str, Any] = MappingProxyType({})
+
+
+class JobInfo(NamedTuple):
+    """What the Flux RESTful API reports for a job (and `flux jobs` shows).
+
+    NamedTuples rather than dataclasses here: this module is on `flux run`'s start-up path, and importing
+    `dataclasses` (which pulls in `inspect`) costs several milliseconds per command.
+    """
 
     id: int
     state: str
@@ -58,7 +64,7 @@ class JobInfo:
     exception_note: str = ""
     waitstatus: int | None = None
     duration: float = 0.0
-    annotations: dict[str, Any] = field(default_factory=dict)
+    annotations: Mapping[str, Any] = NO_ANNOTATIONS
 
     @property
     def f58(self) -> str:
@@ -128,8 +134,7 @@ class JobInfo:
         }
 
 
-@dataclass(frozen=True)
-class OutputLine:
+class OutputLine(NamedTuple):
     stream: str  # "stdout" or "stderr"
     task: int
     text: str

@@ -66,6 +66,9 @@ def mpi_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         OMPI_MCA_btl_tcp_if_include="lo",
         OMPI_MCA_oob_tcp_if_include="lo",
         OMPI_MCA_rmaps_base_oversubscribe="1",
+        # On abort, orted escalates SIGTERM to SIGKILL after this many seconds (default 1): on a loaded machine
+        # a rank's SIGTERM handler needs longer to write its trace.
+        OMPI_MCA_odls_base_sigkill_timeout="4",
     )
     env.update(extra or {})
     return env

@@ -33,8 +33,10 @@ def _runner(job: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("flavour", ["builtin", "flux"])
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_every_object_passes_the_kubernetes_schema(path: Path, flavour: str) -> None:
-    objects = render_minicluster(load_minicluster_file(path), RenderOptions(flavour=flavour))  # type: ignore[arg-type]
-    assert [o["kind"] for o in objects] == ["Secret", "ConfigMap", "Service", "Job"]
+    mc = load_minicluster_file(path)
+    objects = render_minicluster(mc, RenderOptions(flavour=flavour))  # type: ignore[arg-type]
+    services = ["Service", "Service"] if mc.spec.restful.enabled else ["Service"]
+    assert [o["kind"] for o in objects] == ["Secret", "ConfigMap", *services, "Job"]
     for obj in objects:
         kubernetes_validate.validate(obj, "1.33", strict=True)
 
@@ -43,7 +45,8 @@ def test_cli_render_of_all_examples_is_an_applyable_stream() -> None:
     result = CliRunner().invoke(main, ["render", *map(str, EXAMPLES), "--flavour", "flux"])
     assert result.exit_code == 0, result.stderr
     documents = list(yaml.safe_load_all(result.stdout))
-    assert len(documents) == 4 * len(EXAMPLES)
+    expected = sum(5 if load_minicluster_file(p).spec.restful.enabled else 4 for p in EXAMPLES)
+    assert len(documents) == expected
     for obj in documents:
         kubernetes_validate.validate(obj, "1.33", strict=True)
 

@@ -1,0 +1,76 @@
+"""Building a version 1 jobspec (Flux RFC 25) the way `flux submit` does.
+
+Kept apart from jobspec.py's dataclasses: this is on the start-up path of every `flux submit`/`flux run`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+class JobspecError(ValueError):
+    """A jobspec that cannot be run; the message names the offending field."""
+
+
+def build_jobspec(
+    command: list[str],
+    ntasks: int = 1,
+    nnodes: int | None = None,
+    cores_per_task: int = 1,
+    gpus_per_task: int = 0,
+    exclusive: bool = False,
+    duration: float = 0.0,
+    cwd: str = "",
+    environment: dict[str, str] | None = None,
+    name: str = "",
+    queue: str = "",
+    shell_options: dict[str, Any] | None = None,
+    system_attributes: dict[str, Any] | None = None,
+    user_attributes: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A canonical version 1 jobspec, as `flux submit` would produce it."""
+    if not command:
+        raise JobspecError("command: must not be empty")
+    if ntasks < 1:
+        raise JobspecError(f"ntasks: must be at least 1 (got {ntasks})")
+    if nnodes is not None and nnodes < 1:
+        raise JobspecError(f"nnodes: must be at least 1 (got {nnodes})")
+    if nnodes is not None and ntasks < nnodes:
+        ntasks = nnodes
+    if cores_per_task < 1:
+        raise JobspecError(f"cores_per_task: must be at least 1 (got {cores_per_task})")
+    slot_with: list[dict[str, Any]] = [{"type": "core", "count": cores_per_task}]
+    if gpus_per_task:
+        slot_with.append({"type": "gpu", "count": gpus_per_task})
+    tasks: dict[str, Any] = {"command": list(command), "slot": "task", "count": {"per_slot": 1}}
+    if nnodes is None:
+        resources = [{"type": "slot", "count": ntasks, "label": "task", "with": slot_with}]
+    else:
+        per_node = math.ceil(ntasks / nnodes)
+        node: dict[str, Any] = {
+            "type": "node",
+            "count": nnodes,
+            "with": [{"type": "slot", "count": per_node, "label": "task", "with": slot_with}],
+        }
+        if exclusive:
+            node["exclusive"] = True
+        resources = [node]
+        if ntasks % nnodes:
+            tasks["count"] = {"total": ntasks}
+    system: dict[str, Any] = dict(system_attributes or {})
+    system["duration"] = float(duration)
+    if cwd:
+        system["cwd"] = cwd
+    if environment is not None:
+        system["environment"] = dict(environment)
+    if name:
+        system.setdefault("job", {})["name"] = name
+    if queue:
+        system["queue"] = queue
+    if shell_options:
+        system.setdefault("shell", {})["options"] = dict(shell_options)
+    attributes: dict[str, Any] = {"system": system}
+    if user_attributes:
+        attributes["user"] = dict(user_attributes)
+    return {"version": 1, "resources": resources, "tasks": [tasks], "attributes": attributes}
