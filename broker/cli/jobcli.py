@@ -80,7 +80,7 @@ def cmd_submit(argv: list[str]) -> int:
             sys.stdout.write("".join(encode_f58(j) + "\n" for j in ids))
             sys.stdout.flush()
         if values.get("watch"):
-            return max(_attach(client, j, bool(values.get("label_io"))) for j in ids)
+            return max(_attach(client, j, bool(values.get("label_io")), _redirected(values)) for j in ids)
         if values.get("wait"):
             return max(_exit_code(client.wait(j)) for j in ids)
     return 0
@@ -96,7 +96,7 @@ def cmd_run(argv: list[str]) -> int:
         jobid = client.submit(jobspec, urgency=as_int(values, "urgency", 16) or 0)
         if values.get("verbose"):
             print(f"jobid: {encode_f58(jobid)}", file=sys.stderr)
-        return _attach(client, jobid, bool(values.get("label_io")))
+        return _attach(client, jobid, bool(values.get("label_io")), _redirected(values))
 
 
 def cmd_bulksubmit(argv: list[str]) -> int:
@@ -211,12 +211,25 @@ def _report_exception(info: JobInfo) -> None:
         )
 
 
-def _attach(client: JobClient, jobid: int, label: bool) -> int:
-    """Stream the job's output here until it ends; the job's exit code becomes ours."""
+def _redirected(values: dict[str, Any]) -> frozenset[str]:
+    """Streams that go to files instead of the terminal: as in Flux, --output takes stderr too unless --error."""
+    streams = set()
+    if values.get("output"):
+        streams.add("stdout")
+        if not values.get("error"):
+            streams.add("stderr")
+    if values.get("error"):
+        streams.add("stderr")
+    return frozenset(streams)
+
+
+def _attach(client: JobClient, jobid: int, label: bool, redirected: frozenset[str] = frozenset()) -> int:
+    """Stream the job's output here until it ends (except streams sent to files); its exit code becomes ours."""
     offset = 0
     while True:
         reply = client.handle.rpc("job-manager.output", {"id": jobid, "offset": offset, "wait": True}, -1, None)
-        _print_lines([OutputLine(s, t, x) for s, t, x in reply["lines"]], label)
+        lines = [OutputLine(s, t, x) for s, t, x in reply["lines"] if s not in redirected]
+        _print_lines(lines, label)
         offset = int(reply["offset"])
         if reply["eof"]:
             info = JobInfo.from_dict(reply["info"])

@@ -16,8 +16,10 @@ from typing import Any
 AGENT = f"{sys.executable} -m broker.mpi_rsh"
 # FLUX_JOB_ID in the environment makes Open MPI 4.1 pick its "flux" PMI component, which needs flux-core's
 # libpmi.so and crashes without it: mpirun wires the ranks up itself. The hash store avoids PMIx's shared-memory
-# store clashing between jobs on one host.
-MPI_ENV = {"OMPI_MCA_pmix": "^flux", "PMIX_MCA_gds": "hash"}
+# store clashing between jobs on one host. The orted's rtc/hwloc component maps the node topology into shared
+# memory at a guessed free address and intermittently segfaults in hwloc_shmem_topology_write when that guess
+# collides (seen with OpenFOAM's larger address space); it only serves process binding, which we leave to cgroups.
+MPI_ENV = {"OMPI_MCA_pmix": "^flux", "PMIX_MCA_gds": "hash", "OMPI_MCA_rtc": "^hwloc"}
 
 
 def wants_openmpi(shell_options: dict[str, Any]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -69,10 +70,13 @@ def start_server(tmp: Path, size: int = 2, **env_extra: str) -> Iterator[Server]
     try:
         yield Server(url, statedir, process)
     finally:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, None)):
+            # the whole group (brokers, the REST server, jobs); it may be gone already (/v1/service/stop)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+            try:
+                process.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
         log.close()

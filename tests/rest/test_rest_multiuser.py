@@ -96,3 +96,10 @@ def test_unknown_users_cannot_log_in(server: Server) -> None:
     with pytest.raises(RestError) as caught:
         RestClient(server.url, user="mallory", token="guess", secret_key="").jobs()
     assert caught.value.status == 401
+
+
+def test_the_superuser_stops_the_instance(server: Server) -> None:
+    """Last in this module: it ends the instance the other tests use."""
+    assert "stopping" in _client(server, SUPERUSER[0]).stop_service().lower()
+    server.process.wait(timeout=60)  # the whole instance (brokers and REST server) shut down
+    assert server.process.returncode is not None

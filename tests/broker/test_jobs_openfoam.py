@@ -1,0 +1,50 @@
+"""An OpenFOAM solver in parallel across brokers: `flux run -N2 -n4 -o mpi=openmpi rhoSimpleFoam -parallel`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from elasticity.workloads.foam import FoamError, foam_environment
+from elasticity.workloads.openfoam import decompose, prepare_naca0012, set_end_time
+
+FLUX = str(Path(sys.executable).with_name("flux"))
+MPI_ENV = {
+    "OMPI_MCA_btl": "tcp,self",
+    "OMPI_MCA_btl_tcp_if_include": "lo",
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+    "OMPI_MCA_mpi_yield_when_idle": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+}
+
+
+def test_rhosimplefoam_in_parallel_across_two_brokers(tmp_path: Path) -> None:
+    try:
+        env = foam_environment()
+    except FoamError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"OpenFOAM not installed: {exc}")
+    case = prepare_naca0012(tmp_path / "naca0012")
+    set_end_time(case, 2)
+    assert sum(decompose(case, 4, "simple").cells_per_processor) == 16000
+    env.update(MPI_ENV)
+    env["PATH"] = f"{Path(FLUX).parent}{os.pathsep}{env['PATH']}"
+    log = tmp_path / "log.rhoSimpleFoam"
+    script = (
+        f"flux run -N2 -n4 -o mpi=openmpi --output={log} rhoSimpleFoam -parallel -case {case.path} && "
+        "flux jobs -a -n -o '{nnodes} {ntasks} {result}'"
+    )
+    proc = subprocess.run(
+        [FLUX, "start", "--test-size=2", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:] + log.read_text(errors="replace")[-2000:] if log.exists() else ""
+    assert proc.stdout.split() == ["2", "4", "COMPLETED"]  # one job: 2 brokers, 4 MPI ranks
+    text = log.read_text()
+    assert "nProcs : 4" in text
+    assert text.count("ExecutionTime") == 2 and "Finalising parallel run" in text
