@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError
-from . import mpi, subinstance
+from . import mpi, pmpi, subinstance
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -110,16 +110,24 @@ class JobExec:
         os.makedirs(job.tmpdir, exist_ok=True)
         env = self._environment(jobid, spec, job.tmpdir)
         launch = spec.get("launch", "tasks")
+        profiling = pmpi.pmpi_settings(spec.get("shell_options") or {}, jobid, spec.get("cwd") or os.getcwd())
+        profiler = pmpi.pmpi_variables(profiling, jobid) if profiling and launch != "broker" else {}
+        if profiler:
+            os.makedirs(profiler["MC_PMPI_DIR"], exist_ok=True)
         if launch == "mpi":
             env.update(mpi.MPI_ENV)
+            spec = dict(spec, mpirun_args=[*pmpi.mpirun_exports(profiler), *(spec.get("mpirun_args") or [])])
             commands = [(0, mpi.mpirun_command(spec, job.tmpdir, self.b.rank))]
         elif launch == "broker":
             commands = [(taskranks[0], subinstance.launch_command(spec, job.tmpdir, self.b))]
         else:
+            env.update(profiler)
             commands = [(rank, list(spec["command"])) for rank in taskranks]
         account = run_as(int(spec.get("userid", os.getuid())))
         if account is not None:
             os.chown(job.tmpdir, account.pw_uid, account.pw_gid)
+            if profiler:
+                os.chown(profiler["MC_PMPI_DIR"], account.pw_uid, account.pw_gid)
             env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
         for local_id, (taskrank, command) in enumerate(commands):
             task_env = dict(env, FLUX_TASK_RANK=str(taskrank), FLUX_TASK_LOCAL_ID=str(local_id))

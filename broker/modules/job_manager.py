@@ -324,6 +324,7 @@ class JobManager:
             "batch": system.get("batch", {}),
             "level": int(self.b.attrs.get("instance-level") or 0),
             "mpirun_args": spec.shell_options.get("mpirun-args", []),
+            "shell_options": spec.shell_options,
         }
         targets = ranks[:1] if launch == "mpi" else ranks
         ex = Execution(spec=spec, gen=record.requeues, ranks_left=set(targets))

@@ -221,7 +221,15 @@ def _restful(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.restful.port", "8050 is the brokers' overlay port; choose another")
 
 
-RULES: tuple[Rule, ...] = (_names, _sizes, _containers, _volumes_agree, _flux, _labels, _restful)
+def _profiling(mc: MiniCluster) -> Iterator[Problem]:
+    profiling = mc.spec.profiling
+    if profiling.boundary and not re.match(r"^MPI_[A-Z][a-z_]+$", profiling.boundary):
+        yield Problem("spec.profiling.boundary", f"{profiling.boundary!r} is not an MPI call name (e.g. MPI_Allreduce)")
+    if profiling.directory and not profiling.directory.startswith("/"):
+        yield Problem("spec.profiling.directory", f"{profiling.directory!r} must be an absolute path")
+
+
+RULES: tuple[Rule, ...] = (_names, _sizes, _containers, _volumes_agree, _flux, _labels, _restful, _profiling)
 
 
 def check_minicluster(mc: MiniCluster) -> list[Problem]:

@@ -233,6 +233,18 @@ class RestfulSpec(SpecModel):
     """A Secret whose keys FLUX_USER, FLUX_TOKEN and FLUX_SECRET_KEY configure the superuser and handshake."""
 
 
+class ProfilingSpec(SpecModel):
+    """PMPI duty-cycle profiling of the spec's command (a miniclusters extension; `flux submit -o pmpi`)."""
+
+    enabled: bool = False
+    iterations: int = Field(default=0, ge=0)
+    """Write traces after this many iterations (0: at MPI_Finalize)."""
+    directory: str = ""
+    """Where each rank's trace goes (default: <working dir>/pmpi-<jobid>); use a shared volume on Kubernetes."""
+    boundary: str = ""
+    """The MPI call that ends an iteration (default MPI_Barrier; OpenFOAM: MPI_Allreduce)."""
+
+
 class MiniClusterSpec(SpecModel):
     containers: list[Container] = Field(min_length=1)
     resource_claims: list[dict[str, Any]] = Field(default_factory=list)
@@ -256,6 +268,7 @@ class MiniClusterSpec(SpecModel):
     pod: PodSpec = Field(default_factory=PodSpec)
     # ---- miniclusters extensions -------------------------------------------------------------
     restful: RestfulSpec = Field(default_factory=RestfulSpec)
+    profiling: ProfilingSpec = Field(default_factory=ProfilingSpec)
 
     @property
     def effective_max_size(self) -> int:

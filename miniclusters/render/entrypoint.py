@@ -49,6 +49,13 @@ def submit_words(mc: MiniCluster) -> list[str]:
     else:
         words += ["-n", str(spec.tasks)]
     words += shlex.split(spec.flux.option_flags)
+    profiling = spec.profiling
+    if profiling.enabled:
+        words += ["-o", f"pmpi={profiling.iterations}" if profiling.iterations else "pmpi"]
+        if profiling.directory:
+            words += ["-o", f"pmpi-dir={profiling.directory}"]
+        if profiling.boundary:
+            words += ["-o", f"pmpi-boundary={profiling.boundary}"]
     return words
 
 

@@ -86,6 +86,12 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "spec.flux.curveCert",
         "not a usable curve certificate",
     ),
+    (
+        "bad profiling boundary",
+        _set("spec.profiling", {"enabled": True, "boundary": "barrier"}),
+        "spec.profiling.boundary",
+        "not an MPI call name",
+    ),
     ("bad restart policy", _set("spec.pod.restartPolicy", "Always"), "spec.pod.restartPolicy", "'OnFailure'"),
 ]
 

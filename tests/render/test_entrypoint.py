@@ -152,3 +152,13 @@ def test_elastic_spec_is_online_at_size_not_max_size(tmp_path: Path, minimal_spe
     options = _options(calls[0])
     assert "-Sbroker.quorum=2" in options
     assert f"-Srundir={tmp_path / 'run' / 'rundir'}" in options  # Flux's attribute name (not broker.rundir)
+
+
+def test_profiling_spec_adds_the_pmpi_job_options(tmp_path: Path, minimal_spec: dict) -> None:
+    minimal_spec["spec"]["profiling"] = {"enabled": True, "iterations": 50, "boundary": "MPI_Allreduce"}
+    minimal_spec["spec"]["containers"][0]["command"] = "rhoSimpleFoam -parallel"
+    _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=0)
+    submit = calls[0][3:]
+    assert submit[:2] == ["flux", "submit"]
+    assert submit[submit.index("pmpi=50") - 1 : submit.index("pmpi=50") + 1] == ["-o", "pmpi=50"]
+    assert "pmpi-boundary=MPI_Allreduce" in submit and submit[-2:] == ["rhoSimpleFoam", "-parallel"]

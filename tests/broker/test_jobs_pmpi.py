@@ -1,0 +1,67 @@
+"""`flux run -o pmpi`: the PMPI profiler loaded into an unmodified MPI program through the job option."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from elasticity.profiling.duty_cycle import analyze_job
+from elasticity.profiling.trace import FLAG_ITERATIONS, read_job_traces
+
+FLUX = str(Path(sys.executable).with_name("flux"))
+SPIN = Path(__file__).resolve().parents[1] / "elasticity" / "data" / "spin_mpi.c"
+ENV = {
+    "OMPI_MCA_btl": "tcp,self",
+    "OMPI_MCA_btl_tcp_if_include": "lo",
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+    "OMPI_MCA_mpi_yield_when_idle": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def spin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    exe = tmp_path_factory.mktemp("spin") / "spin_mpi"
+    subprocess.run(["mpicc", "-O2", "-o", str(exe), str(SPIN)], check=True, timeout=120)
+    return exe
+
+
+def _instance(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **ENV, "PATH": f"{Path(FLUX).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        [FLUX, "start", "--test-size=2", "sh", "-c", script],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+def test_pmpi_option_profiles_every_rank_across_brokers(spin: Path, tmp_path: Path) -> None:
+    proc = _instance(f"flux run -N2 -n4 -o pmpi {spin} 12 2000", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (directory,) = tmp_path.glob("pmpi-*")  # <cwd>/pmpi-<decimal job id>
+    jobid = directory.name.removeprefix("pmpi-")
+    traces = read_job_traces(directory, jobid=jobid)
+    assert sorted(t.rank for t in traces) == [0, 1, 2, 3]
+    analysis = analyze_job(traces)
+    assert analysis.iterations == (12, 12, 12, 12)
+    # rank r spins (r+1) units per iteration: the heaviest rank computes most of the time
+    assert analysis.duty[3] == max(analysis.duty)
+
+
+def test_pmpi_iterations_and_directory_options(spin: Path, tmp_path: Path) -> None:
+    traces_dir = tmp_path / "traces"
+    proc = _instance(f"flux run -N2 -n2 -o pmpi=3 -o pmpi-dir={traces_dir} {spin} 10 1000", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    traces = read_job_traces(traces_dir)
+    assert len(traces) == 2 and all(t.flags & FLAG_ITERATIONS for t in traces)
+    assert analyze_job(traces).iterations == (3, 3)
+
+
+def test_bad_pmpi_option_fails_the_job_with_its_name(spin: Path, tmp_path: Path) -> None:
+    proc = _instance(f"flux run -n2 -o pmpi=lots {spin} 2 100", tmp_path)
+    assert proc.returncode != 0
+    assert "pmpi" in proc.stderr
