@@ -26,24 +26,41 @@ class PmpiBuildError(RuntimeError):
     """The MPI compiler wrapper is missing or failed; the message says which and why."""
 
 
+MpiBuildError = PmpiBuildError  # the same error for every program built with the MPI wrapper
+
+
 def default_cache_dir() -> Path:
     """$XDG_CACHE_HOME/miniclusters/pmpi (default ~/.cache/miniclusters/pmpi)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "miniclusters" / "pmpi"
 
 
-def _fingerprint(source: bytes, compiler: str) -> str:
+def _fingerprint(source: bytes, compiler: str, flags: tuple[str, ...], libs: tuple[str, ...]) -> str:
     h = hashlib.sha256(source)
-    h.update("\0".join((compiler, *CFLAGS, *LDLIBS)).encode())
+    h.update("\0".join((compiler, *flags, *libs)).encode())
     return h.hexdigest()
 
 
 def build_pmpi_library(
     output_dir: Path | str | None = None, mpicc: str = "mpicc", force: bool = False, timeout: float = 120.0
 ) -> Path:
-    """Compile mc_pmpi.c into <output_dir>/libmcpmpi.so and return its path.
+    """Compile mc_pmpi.c into <output_dir>/libmcpmpi.so and return its path (cached; see compile_with_mpicc)."""
+    return compile_with_mpicc(SOURCE, LIBRARY_NAME, CFLAGS, LDLIBS, output_dir, mpicc, force, timeout)
 
-    Reuses the existing library when a stamp file shows it was built from the same source with the
+
+def compile_with_mpicc(
+    source_path: Path,
+    output_name: str,
+    flags: tuple[str, ...],
+    libs: tuple[str, ...] = (),
+    output_dir: Path | str | None = None,
+    mpicc: str = "mpicc",
+    force: bool = False,
+    timeout: float = 120.0,
+) -> Path:
+    """Compile a C source shipped with the package with the MPI wrapper; return <output_dir>/<output_name>.
+
+    Reuses the existing output when a stamp file shows it was built from the same source with the
     same command. Raises PmpiBuildError naming the missing compiler or carrying its stderr.
     """
     out_dir = Path(output_dir) if output_dir is not None else default_cache_dir()
@@ -54,22 +71,22 @@ def build_pmpi_library(
             "(Debian: libopenmpi-dev) or pass the wrapper's path"
         )
     try:
-        source = SOURCE.read_bytes()
+        source = source_path.read_bytes()
     except OSError as exc:
-        raise PmpiBuildError(f"PMPI source {SOURCE} is missing from the package: {exc}") from exc
-    stamp = _fingerprint(source, compiler)
-    lib = out_dir / LIBRARY_NAME
-    stamp_file = out_dir / (LIBRARY_NAME + ".sha256")
+        raise PmpiBuildError(f"source {source_path} is missing from the package: {exc}") from exc
+    stamp = _fingerprint(source, compiler, flags, libs)
+    lib = out_dir / output_name
+    stamp_file = out_dir / (output_name + ".sha256")
     if not force and lib.is_file() and stamp_file.is_file() and stamp_file.read_text().strip() == stamp:
         return lib
 
     out_dir.mkdir(parents=True, exist_ok=True)
     # Compile to a temporary name, then rename: a concurrent build or a running job never sees
     # a half-written library.
-    fd, tmp_name = tempfile.mkstemp(prefix=".libmcpmpi.", suffix=".so", dir=out_dir)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{output_name}.", dir=out_dir)
     os.close(fd)
     tmp = Path(tmp_name)
-    cmd = [compiler, *CFLAGS, "-o", str(tmp), str(SOURCE), *LDLIBS]
+    cmd = [compiler, *flags, "-o", str(tmp), str(source_path), *libs]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -78,7 +95,8 @@ def build_pmpi_library(
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise PmpiBuildError(
-            f"{mpicc} failed (exit {proc.returncode}) building {SOURCE.name}:\n{proc.stderr.strip() or proc.stdout}"
+            f"{mpicc} failed (exit {proc.returncode}) building {source_path.name}:\n"
+            f"{proc.stderr.strip() or proc.stdout}"
         )
     tmp.chmod(0o755)
     tmp.replace(lib)
