@@ -33,6 +33,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from broker.testing import LOOPBACK_MPI_ENV
 from elasticity.pmpi.build import build_pmpi_library
 from elasticity.pmpi.env import pmpi_environment
 from elasticity.profiling.profile import profile_traces
@@ -52,16 +53,7 @@ from elasticity.workloads.openfoam import (
 
 def mpi_env() -> dict[str, str]:
     """Oversubscribed Open MPI as root on loopback only (other work here creates namespaces)."""
-    env = dict(os.environ)
-    env.update(
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        OMPI_MCA_mpi_yield_when_idle="1",
-        OMPI_MCA_btl="tcp,self",
-        OMPI_MCA_btl_tcp_if_include="lo",
-        OMPI_MCA_oob_tcp_if_include="lo",
-    )
-    return env
+    return {**os.environ, **LOOPBACK_MPI_ENV}
 
 
 def timed_run(case: Case, nprocs: int, env: dict[str, str], iterations: int) -> float:

@@ -24,6 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from broker.testing import LOOPBACK_MPI_ENV
 from elasticity.pmpi.build import build_pmpi_library
 from elasticity.pmpi.env import pmpi_environment
 
@@ -42,16 +43,7 @@ COLUMNS = ("workload", "ranks", "calls/rank", "span plain s", "span profiled s",
 
 
 def mpi_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        OMPI_MCA_mpi_yield_when_idle="1",
-        OMPI_MCA_btl="tcp,self",
-        OMPI_MCA_btl_tcp_if_include="lo",
-        OMPI_MCA_oob_tcp_if_include="lo",
-    )
-    return env
+    return {**os.environ, **LOOPBACK_MPI_ENV}
 
 
 def run_once(exe: Path, np_: int, iterations: int, base_us: int, env: dict[str, str]) -> tuple[float, float, int]:

@@ -23,6 +23,16 @@ from broker.curve_cert import generate_certificate, render_zcert
 
 FLUX = str(Path(sys.executable).with_name("flux"))
 FAST = ["-Sheartbeat.interval=0.1", "-Sheartbeat.timeout=1"]
+# Open MPI on one machine, for tests and benchmarks: TCP over loopback only (other work here creates network
+# namespaces and bridges), allowed as root, yielding when idle (ranks outnumber the cores).
+LOOPBACK_MPI_ENV = {
+    "OMPI_MCA_btl": "tcp,self",
+    "OMPI_MCA_btl_tcp_if_include": "lo",
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+    "OMPI_MCA_mpi_yield_when_idle": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+}
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.02) -> object:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from broker.jobs.api import JobClient
-from broker.testing import Instance, render_instance, run_flux, wait_for
+from broker.testing import LOOPBACK_MPI_ENV, Instance, render_instance, run_flux, wait_for
 
 HELLO = r"""
 #include <mpi.h>
@@ -46,14 +46,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
-MPI_ENV = {
-    "OMPI_MCA_btl": "tcp,self",
-    "OMPI_MCA_btl_tcp_if_include": "lo",
-    "OMPI_MCA_oob_tcp_if_include": "lo",
-    "OMPI_MCA_mpi_yield_when_idle": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-}
+MPI_ENV = LOOPBACK_MPI_ENV
 
 
 @pytest.fixture(scope="session")

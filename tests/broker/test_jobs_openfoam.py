@@ -9,18 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from broker.testing import LOOPBACK_MPI_ENV
 from elasticity.workloads.foam import FoamError, foam_environment
 from elasticity.workloads.openfoam import decompose, prepare_naca0012, set_end_time
 
 FLUX = str(Path(sys.executable).with_name("flux"))
-MPI_ENV = {
-    "OMPI_MCA_btl": "tcp,self",
-    "OMPI_MCA_btl_tcp_if_include": "lo",
-    "OMPI_MCA_oob_tcp_if_include": "lo",
-    "OMPI_MCA_mpi_yield_when_idle": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-}
+MPI_ENV = LOOPBACK_MPI_ENV
 
 
 def test_rhosimplefoam_in_parallel_across_two_brokers(tmp_path: Path) -> None:

@@ -9,19 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from broker.testing import LOOPBACK_MPI_ENV
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.trace import FLAG_ITERATIONS, read_job_traces
 
 FLUX = str(Path(sys.executable).with_name("flux"))
 SPIN = Path(__file__).resolve().parents[1] / "elasticity" / "data" / "spin_mpi.c"
-ENV = {
-    "OMPI_MCA_btl": "tcp,self",
-    "OMPI_MCA_btl_tcp_if_include": "lo",
-    "OMPI_MCA_oob_tcp_if_include": "lo",
-    "OMPI_MCA_mpi_yield_when_idle": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-}
+ENV = LOOPBACK_MPI_ENV
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.testing import LOOPBACK_MPI_ENV
 from elasticity.pmpi.build import build_pmpi_library
 from elasticity.pmpi.env import pmpi_environment
 from elasticity.workloads.openfoam import Case
@@ -56,15 +57,8 @@ def spin_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def mpi_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for oversubscribed Open MPI runs as root on a busy 2-core machine."""
-    env = dict(os.environ)
+    env = {**os.environ, **LOOPBACK_MPI_ENV}
     env.update(
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        OMPI_MCA_mpi_yield_when_idle="1",
-        OMPI_MCA_btl="tcp,self",
-        # Other tests create network namespaces and bridges; stay on loopback.
-        OMPI_MCA_btl_tcp_if_include="lo",
-        OMPI_MCA_oob_tcp_if_include="lo",
         OMPI_MCA_rmaps_base_oversubscribe="1",
         # On abort, orted escalates SIGTERM to SIGKILL after this many seconds (default 1): on a loaded machine
         # a rank's SIGTERM handler needs longer to write its trace.

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from elasticity.profiling.profile import profile_traces, run_profiled
+from elasticity.profiling.report import print_report
 from elasticity.workloads.foam import read_label_list
 from elasticity.workloads.openfoam import (
     BOUNDARY_CALL,
@@ -79,7 +81,13 @@ def test_profiled_run_shows_sparse_and_dense_ranks(
     )
     assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
     assert "\nEnd\n" in run.stdout
+    traces = sorted((tmp_path / "traces").glob("pmpi.naca.*.bin"))
+    assert [p.name for p in traces] == [f"pmpi.naca.{r}.bin" for r in range(4)]  # one trace per rank
     result = profile_traces(tmp_path / "traces", jobid="naca", boundary_call=BOUNDARY_CALL)
+    console = Console(record=True, width=200)
+    print_report(result.analysis, result.plan, console=console)
+    table = console.export_text()
+    assert "duty" in table.lower() and all(f"│    {r} │" in table for r in range(4))  # the duty-cycle table
     duty = result.analysis.duty
     assert np.all((duty > 0) & (duty < 1)), duty
     # Many reductions per iteration: every rank sees the same number of boundary windows.
