@@ -23,6 +23,21 @@ from broker.curve_cert import generate_certificate, render_zcert
 
 FLUX = str(Path(sys.executable).with_name("flux"))
 FAST = ["-Sheartbeat.interval=0.1", "-Sheartbeat.timeout=1"]
+
+
+def require_tool(tool: str, install: str) -> None:
+    """In tests: skip without `tool` on a developer machine, but fail under CI, where `make test` installs it."""
+    import shutil
+
+    import pytest
+
+    if shutil.which(tool) is None:
+        reason = f"{tool} is not installed (Debian: apt-get install {install})"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}; `make test` should have installed it")
+        pytest.skip(reason)
+
+
 # Open MPI on one machine, for tests and benchmarks: TCP over loopback only (other work here creates network
 # namespaces and bridges), allowed as root, yielding when idle (ranks outnumber the cores).
 LOOPBACK_MPI_ENV = {

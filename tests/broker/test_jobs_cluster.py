@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from broker.jobs.api import JobClient
-from broker.testing import LOOPBACK_MPI_ENV, Instance, render_instance, run_flux, wait_for
+from broker.testing import LOOPBACK_MPI_ENV, Instance, render_instance, require_tool, run_flux, wait_for
 
 HELLO = r"""
 #include <mpi.h>
@@ -51,8 +50,7 @@ MPI_ENV = LOOPBACK_MPI_ENV
 
 @pytest.fixture(scope="session")
 def mpi_programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    if shutil.which("mpicc") is None:
-        pytest.skip("mpicc is not installed")
+    require_tool("mpicc", "libopenmpi-dev openmpi-bin")
     root = tmp_path_factory.mktemp("mpi")
     built = {}
     for name, source in (("hello", HELLO), ("reduce", REDUCE)):

@@ -7,10 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from broker.testing import LOOPBACK_MPI_ENV
-from elasticity.workloads.foam import FoamError, foam_environment
+from broker.testing import LOOPBACK_MPI_ENV, require_tool
+from elasticity.workloads.foam import foam_environment
 from elasticity.workloads.openfoam import decompose, prepare_naca0012, set_end_time
 
 FLUX = str(Path(sys.executable).with_name("flux"))
@@ -18,12 +16,8 @@ MPI_ENV = LOOPBACK_MPI_ENV
 
 
 def test_rhosimplefoam_in_parallel_across_two_brokers(tmp_path: Path) -> None:
-    try:
-        env = foam_environment()
-    except FoamError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"OpenFOAM not installed: {exc}")
+    require_tool("rhoSimpleFoam", "openfoam openfoam-examples")
+    env = foam_environment()
     case = prepare_naca0012(tmp_path / "naca0012")
     set_end_time(case, 2)
     assert sum(decompose(case, 4, "simple").cells_per_processor) == 16000

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from broker.testing import require_tool
 from elasticity.workloads.foam import (
     FoamError,
     foam_variables,
@@ -99,8 +99,7 @@ def test_dictionary_and_list_helpers(tmp_path: Path) -> None:
 
 
 def test_a_failing_step_names_the_tool_and_shows_its_log(tmp_path: Path) -> None:
-    if not shutil.which("blockMesh"):
-        pytest.skip("OpenFOAM not installed")
+    require_tool("blockMesh", "openfoam")
     case = tmp_path / "broken"
     (case / "system").mkdir(parents=True)
     (case / "constant").mkdir()
@@ -130,8 +129,7 @@ def test_prepare_refuses_a_non_empty_destination(tmp_path: Path) -> None:
 
 
 def test_solver_command_adds_extra_mpi_args_before_the_solver(tmp_path: Path) -> None:
-    if not shutil.which("blockMesh"):
-        pytest.skip("OpenFOAM not installed")
+    require_tool("blockMesh", "openfoam")
     cmd = solver_command(tmp_path, 16, ["--bind-to", "none"], allow_run_as_root=False)
     assert "--allow-run-as-root" not in cmd
     assert cmd[cmd.index(SOLVER) - 2 : cmd.index(SOLVER)] == ["--bind-to", "none"]

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
 
+from broker.testing import require_tool
 from miniclusters import __version__
 from miniclusters.api import load_minicluster_file
 from miniclusters.cli.spec_commands import dump_yaml_stream
@@ -145,8 +146,8 @@ def test_install_sh_copies_a_working_environment(tmp_path: Path) -> None:
     assert missing.returncode != 0 and "usage" in missing.stderr
 
 
-@pytest.mark.skipif(shutil.which("mpicc") is None, reason="mpicc not installed")
 def test_mpi_hello_compiles(tmp_path: Path) -> None:
+    require_tool("mpicc", "libopenmpi-dev openmpi-bin")
     source = IMAGES / "openmpi-openfoam" / "mpi-hello.c"
     result = subprocess.run(["mpicc", "-o", str(tmp_path / "mpi-hello"), str(source)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
