@@ -9,6 +9,8 @@ from pathlib import Path
 
 from broker.rest.settings import RestSettings, SettingsError
 
+FLAVOURS = ("builtin", "flux")
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="flux restful serve", description=__doc__)
@@ -16,7 +18,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help="port (default $FLUX_RESTFUL_PORT or 5000)")
     parser.add_argument("--state-dir", help="where the user database lives (default: $FLUX_URI's rundir/restful)")
     parser.add_argument("--uri", help="the instance (default $FLUX_URI)")
+    parser.add_argument(
+        "--flavour",
+        choices=FLAVOURS,
+        default=None,
+        help="builtin: our broker; flux: flux-core through the flux-python bindings "
+        "(default $MINICLUSTER_FLAVOUR or builtin)",
+    )
     args = parser.parse_args(argv)
+
+    flavour = args.flavour or os.environ.get("MINICLUSTER_FLAVOUR") or "builtin"
+    if flavour not in FLAVOURS:
+        print(f"flux restful serve: MINICLUSTER_FLAVOUR={flavour!r}: expected builtin or flux", file=sys.stderr)
+        return 2
+    if flavour == "flux":
+        from broker.rest.flux_service import import_flux
+
+        try:
+            import_flux()
+        except ImportError as exc:
+            print(
+                f"flux restful serve: the flux flavour needs flux-core's Python bindings (import flux failed: {exc}); "
+                "install flux-core or use --flavour builtin",
+                file=sys.stderr,
+            )
+            return 2
 
     uri = args.uri or os.environ.get("FLUX_URI")
     if not uri:
@@ -39,7 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     from broker.rest.app import create_app
     from broker.rest.jobs import BrokerJobService
 
-    service = BrokerJobService(uri)
+    service: BrokerJobService | FluxJobService
+    if flavour == "flux":
+        from broker.rest.flux_service import FluxJobService
+
+        service = FluxJobService(uri)
+    else:
+        service = BrokerJobService(uri)
     app = create_app(settings, service)
     host = args.host or settings.host
     port = args.port or settings.port

@@ -125,6 +125,18 @@ def render_entrypoint(mc: MiniCluster) -> str:
     else:
         restore = ""
     start_lead = f'{timed}{prefix}flux start{wrap} -o "{",".join(lead_options)}{restore}"'
+    restful_wrapper: list[str] = []
+    if spec.restful.enabled and spec.flux.flavour == "flux":
+        # Real flux-core does not start our REST server: the lead's initial program runs it (inside the
+        # instance, so FLUX_URI is set), then becomes the original initial program.
+        wrapper = f"{RUN}/with-restful.sh"
+        body = (
+            "#!/bin/bash\n"
+            f'"${{MINICLUSTER_PYTHON:-python3}}" -m broker.rest.server --flavour flux --port {spec.restful.port} &\n'
+            'exec "$@"\n'
+        )
+        restful_wrapper = [*_heredoc(wrapper, body), f'chmod +x "{wrapper}"']
+        start_lead = f'{start_lead} bash "{wrapper}"'
     start_follower = f'{timed}{prefix}flux start{wrap} -o "{",".join(options)}"'
 
     lines = [
@@ -164,6 +176,7 @@ def render_entrypoint(mc: MiniCluster) -> str:
         lines.append(f"cd {shlex.quote(runner.working_dir)}")
     lines.append('if [ "$index" = 0 ]; then')
     lines.append(f'  log "lead broker starting ({spec.size} of {spec.effective_max_size} pods)"')
+    lines += restful_wrapper
     # Not indented: a heredoc terminator must start its line.
     lines += _lead_command(mc, runner, start_lead)
     lines.append("else")

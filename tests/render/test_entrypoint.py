@@ -162,3 +162,23 @@ def test_profiling_spec_adds_the_pmpi_job_options(tmp_path: Path, minimal_spec: 
     assert submit[:2] == ["flux", "submit"]
     assert submit[submit.index("pmpi=50") - 1 : submit.index("pmpi=50") + 1] == ["-o", "pmpi=50"]
     assert "pmpi-boundary=MPI_Allreduce" in submit and submit[-2:] == ["rhoSimpleFoam", "-parallel"]
+
+
+def test_flux_flavour_lead_starts_the_rest_server_inside_the_instance(tmp_path: Path, minimal_spec: dict) -> None:
+    view = tmp_path / "fv"
+    (view / "view" / "bin").mkdir(parents=True)
+    (view / "view" / "bin" / "flux").write_text(FAKE_FLUX)  # real flux-core's place in the flux flavour
+    (view / "view" / "bin" / "flux").chmod(0o755)
+    minimal_spec["spec"]["flux"] = {"flavour": "flux", "container": {"mountPath": str(view)}}
+    minimal_spec["spec"]["restful"] = {"enabled": True, "port": 5001}
+    minimal_spec["spec"]["containers"][0]["command"] = "echo 'it works'"
+    rc, calls, stderr = run_entrypoint(tmp_path, minimal_spec, index=0)
+    assert rc == 0, stderr
+    wrapper = tmp_path / "run" / "with-restful.sh"
+    start = next(c for c in calls if c[0] == "start")  # (the first call is `flux R encode`)
+    assert start[3:5] == ["bash", str(wrapper)]  # the initial program goes through the wrapper
+    assert start[5:] == ["flux", "submit", "-n", "1", "--watch", "echo", "it works"]
+    text = wrapper.read_text()
+    assert "-m broker.rest.server --flavour flux --port 5001 &" in text and 'exec "$@"' in text
+    _, follower, _ = run_entrypoint(tmp_path, minimal_spec, index=1)
+    assert "with-restful" not in " ".join(follower[-1])  # followers only run brokers

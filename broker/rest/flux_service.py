@@ -1,0 +1,233 @@
+"""The REST API's JobService over a real Flux instance, through the flux-python bindings (the "flux" flavour).
+
+`flux` is imported lazily (in FluxJobService.__init__), so this package never needs flux-core installed. Every call
+below is one of flux-core's public Python bindings (src/bindings/python/flux/...):
+
+    submit    flux.job.JobspecV1.from_command + duration/cwd/environment setters + setattr_shell_option
+              (job/Jobspec.py), flux.job.submit (job/submit.py)
+    jobs      flux.job.JobList(h, user="all").jobs() -> flux.job.JobInfo objects; .to_dict(filtered=False)
+              (job/list.py, job/info.py)
+    info      flux.job.get_job(h, jobid) -> the same dict, or None for an unknown job (job/list.py)
+    cancel    flux.job.cancel(h, jobid, reason) (job/kill.py)
+    output    flux.job.job_kvs_lookup(h, jobid, keys=["guest.output"]) (job/kvslookup.py): the RFC 24 output
+              eventlog as it stands now, parsed with flux.job.EventLogEvent (job/event.py) and decoded as
+              flux.job.output.OutputEvent does (base64 "encoding", "repeat"). This is the call
+              flux.job.job_output(..., nowait=True) makes (job/output.py); we use it directly to keep stdout and
+              stderr interleaved in eventlog order. wait=True polls it until there are new complete lines or the
+              job is inactive (at which point the eventlog is final).
+    nodes     flux.resource.resource_list(h).get().up.nodelist (resource/list.py, resource/ResourceSet.py)
+    shutdown  h.rpc("shutdown.start", {"loglevel": LOG_WARNING}) as `flux shutdown --background --quiet` sends it
+              (src/cmd/builtin/shutdown.c; Flux.rpc in core/handle.py)
+
+Flux reports errors as OSError(errno, strerror); they become broker.client.FluxError so the app answers as it does
+for the built-in flavour (ENOENT -> 404).
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import importlib
+import os
+import threading
+import time
+from typing import Any
+
+from broker.client import FluxError
+from broker.jobs.api import JobInfo
+from broker.rest.jobs import SubmitRequest, job_environment
+
+LOG_WARNING = 4  # syslog level; what `flux shutdown --quiet` passes as "loglevel"
+POLL_INTERVAL = 0.25
+LONG_POLL_SECONDS = 25.0
+MAX_JOBS = 1000  # JobList's own default max_entries
+
+
+def _int(value: Any, default: int = 0) -> int:
+    """flux's JobInfo reports unset numeric attributes as "" (JobInfo.defaults in job/info.py)."""
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def _float(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def job_info_from_flux(data: dict[str, Any]) -> JobInfo:
+    """Map flux.job.JobInfo.to_dict(filtered=False) (flux-core job/info.py) onto our JobInfo.
+
+    flux's state and result are already the long names ("RUN", "INACTIVE"; "COMPLETED", "FAILED", "CANCELED",
+    "TIMEOUT"; "" while active), from flux_job_statetostr/flux_job_resulttostr. returncode is "" while the job is
+    active. exception is {"occurred", "severity", "type", "note"}, its fields "" when no exception occurred.
+    """
+    exception = data.get("exception") or {}
+    returncode = data.get("returncode")
+    waitstatus = data.get("waitstatus")
+    annotations = data.get("annotations")
+    return JobInfo(
+        id=int(data["id"]),
+        state=str(data.get("state") or ""),
+        result=str(data.get("result") or ""),
+        returncode=returncode if isinstance(returncode, int) and not isinstance(returncode, bool) else None,
+        nnodes=_int(data.get("nnodes")),
+        ntasks=_int(data.get("ntasks")),
+        nodelist=str(data.get("nodelist") or ""),
+        runtime=_float(data.get("runtime")),
+        name=str(data.get("name") or ""),
+        userid=_int(data.get("userid")),
+        urgency=_int(data.get("urgency"), 16),
+        priority=_int(data.get("priority")),
+        t_submit=_float(data.get("t_submit")),
+        t_run=_float(data.get("t_run")),
+        t_cleanup=_float(data.get("t_cleanup")),
+        t_inactive=_float(data.get("t_inactive")),
+        exception_type=str(exception.get("type") or "") if exception.get("occurred") else "",
+        exception_note=str(exception.get("note") or "") if exception.get("occurred") else "",
+        waitstatus=waitstatus if isinstance(waitstatus, int) and not isinstance(waitstatus, bool) else None,
+        duration=_float(data.get("duration")),
+        annotations=dict(annotations) if isinstance(annotations, dict) else {},
+    )
+
+
+def _flux_error(exc: OSError, what: str) -> FluxError:
+    number = exc.errno or errno.EIO
+    return FluxError(number, f"{what}: {exc.strerror or exc}")
+
+
+def _event_data(context: dict[str, Any]) -> str:
+    """The text of an RFC 24 "data" event, decoded as flux.job.output.OutputEvent does (job/output.py)."""
+    data = context.get("data")
+    if not isinstance(data, str):
+        return ""
+    if context.get("encoding") == "base64":
+        data = base64.b64decode(data).decode("utf-8", errors="surrogateescape")
+    repeat = context.get("repeat")
+    if isinstance(repeat, int) and repeat > 1:
+        data *= repeat
+    return data
+
+
+class FluxJobService:
+    """JobService over flux-core through flux-python; one flux.Flux handle per thread (handles are not
+    thread-safe, and FastAPI serves sync endpoints from a thread pool)."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        self.flux = import_flux()  # fails here, at start-up, when the bindings are missing
+        self.uri = uri
+        self._local = threading.local()
+
+    @property
+    def handle(self) -> Any:
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            try:
+                handle = self.flux.Flux(self.uri) if self.uri else self.flux.Flux()
+            except OSError as exc:
+                raise _flux_error(exc, f"cannot connect to {self.uri or '$FLUX_URI'}") from exc
+            self._local.handle = handle
+        return handle
+
+    def submit(self, request: SubmitRequest, userid: int) -> int:
+        if userid != os.getuid():
+            raise FluxError(
+                errno.EPERM,
+                f"cannot submit as uid {userid}: the flux flavour submits with the server's own credentials "
+                f"(uid {os.getuid()}); running jobs as other users needs flux-security signing (multi-user mode "
+                "is only supported by the built-in flavour)",
+            )
+        try:
+            jobspec = self.flux.job.JobspecV1.from_command(
+                command=list(request.command),
+                num_tasks=max(request.num_tasks, request.num_nodes or 1),
+                cores_per_task=request.cores_per_task,
+                gpus_per_task=request.gpus_per_task or None,
+                num_nodes=request.num_nodes,
+                exclusive=request.exclusive,
+            )
+            jobspec.duration = request.runtime
+            jobspec.cwd = request.workdir or os.getcwd()
+            jobspec.environment = job_environment(request.envars)
+            for key, value in request.option_flags.items():
+                jobspec.setattr_shell_option(key, value)
+        except (TypeError, ValueError) as exc:
+            raise FluxError(errno.EINVAL, f"invalid job request: {exc}") from exc
+        try:
+            return int(self.flux.job.submit(self.handle, jobspec))
+        except OSError as exc:
+            raise _flux_error(exc, "submit failed") from exc
+
+    def jobs(self) -> list[JobInfo]:
+        try:
+            listed = self.flux.job.JobList(self.handle, user="all", max_entries=MAX_JOBS).jobs()
+        except OSError as exc:
+            raise _flux_error(exc, "cannot list jobs") from exc
+        return [job_info_from_flux(job.to_dict(filtered=False)) for job in listed]
+
+    def info(self, jobid: int) -> JobInfo:
+        try:
+            data = self.flux.job.get_job(self.handle, jobid)
+        except OSError as exc:
+            raise _flux_error(exc, f"cannot look up job {jobid}") from exc
+        if data is None:  # get_job's answer for a job that does not exist
+            raise FluxError(errno.ENOENT, f"job {jobid} does not exist")
+        return job_info_from_flux(data)
+
+    def cancel(self, jobid: int) -> None:
+        try:
+            self.flux.job.cancel(self.handle, jobid, "canceled through the REST API")
+        except OSError as exc:
+            raise _flux_error(exc, f"cannot cancel job {jobid}") from exc
+
+    def _output_text(self, jobid: int) -> str:
+        """All output data so far, stdout and stderr in eventlog order ("" before the job writes any)."""
+        try:
+            found = self.flux.job.job_kvs_lookup(self.handle, jobid, keys=["guest.output"])
+        except OSError as exc:
+            raise _flux_error(exc, f"cannot read the output of job {jobid}") from exc
+        if not found or not isinstance(found.get("guest.output"), str):
+            return ""  # no output eventlog yet (job_output(nowait=True) raises FileNotFoundError here)
+        chunks = []
+        for entry in found["guest.output"].splitlines():
+            if not entry.strip():
+                continue
+            event = self.flux.job.EventLogEvent(entry)
+            if event.name == "data":
+                chunks.append(_event_data(event.context))
+        return "".join(chunks)
+
+    def output(self, jobid: int, offset: int = 0, wait: bool = False) -> tuple[list[str], int, bool]:
+        deadline = time.monotonic() + LONG_POLL_SECONDS
+        while True:
+            # Read the state first: once the job is inactive its output eventlog is final.
+            done = not self.info(jobid).active
+            lines = self._output_text(jobid).splitlines(keepends=True)
+            if not done and lines and not lines[-1].endswith("\n"):
+                lines.pop()  # hold a partial line back until it is complete, so offsets stay stable
+            new = lines[offset:]
+            if new or done or not wait or time.monotonic() >= deadline:
+                return new, offset + len(new), done
+            time.sleep(POLL_INTERVAL)
+
+    def nodes(self) -> list[str]:
+        try:
+            resources = self.flux.resource.resource_list(self.handle).get()
+        except OSError as exc:
+            raise _flux_error(exc, "cannot list resources") from exc
+        return [str(host) for host in resources.up.nodelist]
+
+    def shutdown(self) -> None:
+        try:
+            self.handle.rpc("shutdown.start", {"loglevel": LOG_WARNING}).get()
+        except OSError as exc:
+            raise _flux_error(exc, "shutdown failed") from exc
+
+    def close(self) -> None:
+        # flux.Flux.close() refuses to run (core/handle.py): handles close when garbage collected.
+        self._local = threading.local()
+
+
+def import_flux() -> Any:
+    """The flux-python package with flux.job and flux.resource loaded (ImportError without flux-core)."""
+    package = importlib.import_module("flux")
+    importlib.import_module("flux.job")
+    importlib.import_module("flux.resource")
+    return package
