@@ -25,6 +25,20 @@ FLUX = str(Path(sys.executable).with_name("flux"))
 FAST = ["-Sheartbeat.interval=0.1", "-Sheartbeat.timeout=1"]
 
 
+def kill_orphans(uri: str) -> None:
+    """Tasks of a SIGKILLed broker outlive it here (on a real node they die with the pod): end those of `uri`."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"FLUX_URI={uri}".encode() in environ:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
 def require_tool(tool: str, install: str) -> None:
     """In tests: skip without `tool` on a developer machine, but fail under CI, where `make test` installs it."""
     import shutil

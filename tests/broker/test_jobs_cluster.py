@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from broker.jobs.api import JobClient
-from broker.testing import LOOPBACK_MPI_ENV, Instance, render_instance, require_tool, run_flux, wait_for
+from broker.testing import LOOPBACK_MPI_ENV, Instance, kill_orphans, render_instance, require_tool, run_flux, wait_for
 
 HELLO = r"""
 #include <mpi.h>
@@ -124,20 +123,6 @@ def test_nested_batch_two_levels_and_proxy(env: dict[str, str], cluster: Instanc
     assert "task 0" in text and "task 1" in text
 
 
-def _kill_orphans(uri: str) -> None:
-    """Tasks of a SIGKILLed broker outlive it here (on a real node they die with the pod): end ours."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"FLUX_URI={uri}".encode() in environ:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
-
-
 def test_lost_broker_fails_or_requeues_and_late_rank_starts_pending(tmp_path: Path) -> None:
     inst = render_instance(tmp_path, 2)
     try:
@@ -152,7 +137,7 @@ def test_lost_broker_fails_or_requeues_and_late_rank_starts_pending(tmp_path: Pa
             requeued = client.submit(command=["sleep", "60"], nnodes=2, ntasks=2, system_attributes={"requeue": True})
             client.wait_state(failing, "RUN")
             inst.kill(1, signal.SIGKILL)
-            _kill_orphans(inst.uri(1))
+            kill_orphans(inst.uri(1))
             info = client.wait(failing, timeout=30)
             assert info.result == "FAILED" and info.exception_type == "node-failure"
             assert "rank 1 (node1)" in info.exception_note
@@ -165,4 +150,4 @@ def test_lost_broker_fails_or_requeues_and_late_rank_starts_pending(tmp_path: Pa
             assert client.wait(requeued, timeout=30).result == "CANCELED"
     finally:
         inst.cleanup()
-        _kill_orphans(inst.uri(1))
+        kill_orphans(inst.uri(1))

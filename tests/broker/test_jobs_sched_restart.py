@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 from pathlib import Path
 
 from broker.jobs.api import JobClient
-from broker.testing import Instance, render_instance, run_flux, wait_for
-
-
-def _kill_orphans(uri: str) -> None:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"FLUX_URI={uri}".encode() in environ:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
+from broker.testing import Instance, kill_orphans, render_instance, run_flux, wait_for
 
 
 def _start(inst: Instance, *extra: str) -> JobClient:
@@ -59,7 +45,7 @@ def test_fcfs_and_easy_backfill_order(tmp_path: Path) -> None:
             assert run_flux("queue", "policy", env=env).stdout.strip() == "easy"
     finally:
         inst.cleanup()
-        _kill_orphans(inst.uri(0))
+        kill_orphans(inst.uri(0))
 
 
 def test_lead_restart_loses_no_job(tmp_path: Path) -> None:
@@ -76,7 +62,7 @@ def test_lead_restart_loses_no_job(tmp_path: Path) -> None:
             before = {info.id for info in client.jobs("all")}
         inst.kill(0, signal.SIGKILL)
         inst.procs[0].wait(timeout=10)
-        _kill_orphans(inst.uri(0))  # the killed lead's tasks (a restarted pod would not have them)
+        kill_orphans(inst.uri(0))  # the killed lead's tasks (a restarted pod would not have them)
         with _start(inst, f"-Sstatedir={statedir}") as client:
             after = {info.id: info for info in client.jobs("all")}
             assert before <= set(after)  # nothing accepted is lost
@@ -97,4 +83,4 @@ def test_lead_restart_loses_no_job(tmp_path: Path) -> None:
             assert fresh > max(before)  # ids keep increasing across the restart
     finally:
         inst.cleanup()
-        _kill_orphans(inst.uri(0))
+        kill_orphans(inst.uri(0))
