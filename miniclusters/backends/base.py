@@ -51,6 +51,11 @@ class BackendTimeoutError(BackendError):
     """Waiting gave up; the cluster may still come up."""
 
 
+# KEP-1287's pod conditions, which both backends report (the local backend in the kubelet's words too).
+RESIZE_PENDING = "PodResizePending"
+RESIZE_IN_PROGRESS = "PodResizeInProgress"
+
+
 @dataclass(frozen=True)
 class PodCondition:
     type: str

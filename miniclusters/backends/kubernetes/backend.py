@@ -29,7 +29,7 @@ from miniclusters.backends.base import (
     ResizeResult,
 )
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, JOB, MINICLUSTER, POD, SECRET, ApiError, KubeApi
-from miniclusters.backends.kubernetes.lead import overlay_command, parse_overlay
+from miniclusters.backends.kubernetes.lead import overlay_command
 from miniclusters.backends.kubernetes.objects import (
     certificate_from_secret,
     custom_resource,
@@ -38,8 +38,9 @@ from miniclusters.backends.kubernetes.objects import (
 )
 from miniclusters.backends.kubernetes.retry import with_retries
 from miniclusters.backends.kubernetes.status import live_pods, pod_status, resize_outcome
-from miniclusters.backends.kubernetes.wait import ProgressCallback, wait_until_ready
+from miniclusters.backends.overlay import parse_overlay
 from miniclusters.backends.policy import check_scale
+from miniclusters.backends.wait import ProgressCallback, wait_until_ready
 from miniclusters.render.layout import FIELD_MANAGER, NAME_LABEL, config_map_name
 
 T = TypeVar("T")
