@@ -6,12 +6,12 @@ BackendError subclasses carrying the exit code the CLI should use, so bad input 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
 # ResizeOutcome is the ports' enum (one vocabulary for resize outcomes); backend errors are actuator errors.
-from elasticity.control.ports import ActuatorError, Rejected, ResizeOutcome
+from elasticity.control.ports import ActuatorError, ClusterView, PodResize, Rejected, ResizeOutcome, ScaleResult
 from miniclusters.api.spec import MiniCluster
 from miniclusters.render.options import RenderOptions
 
@@ -172,6 +172,13 @@ class Backend(Protocol):
     def scale(self, name: str, size: int) -> ClusterStatus: ...
 
     def resize(self, name: str, index: int, cpu: str) -> ResizeResult: ...
+
+    # The control ports (elasticity/control/ports.py; miniclusters/backends/ports.py adapts them).
+    def observe(self, name: str) -> ClusterView: ...
+
+    def scale_to(self, name: str, size: int) -> ScaleResult: ...
+
+    def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]: ...
 
     def exec(self, name: str, index: int, argv: list[str]) -> ExecResult: ...
 

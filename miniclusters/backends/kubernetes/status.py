@@ -77,6 +77,10 @@ def exit_code(pod: Mapping[str, Any], container: str | None = None) -> int | Non
     return None if not terminated else int(terminated.get("exitCode", 0))
 
 
+def restart_count(pod: Mapping[str, Any], container: str | None = None) -> int:
+    return int(_container_status(pod, container).get("restartCount") or 0)
+
+
 def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatus:
     index = pod_index(pod)
     return PodStatus(
