@@ -152,6 +152,13 @@ class ExecResult(NamedTuple):
 
 
 @dataclass(frozen=True)
+class RestEndpoint:
+    url: str | None
+    """A URL this machine can reach directly, or None when only `hint` says how."""
+    hint: str
+
+
+@dataclass(frozen=True)
 class CreateOptions:
     render: RenderOptions = field(default_factory=RenderOptions)
     wait: bool = True
@@ -164,6 +171,13 @@ class Backend(Protocol):
     """create, status, scale, resize, exec, logs, delete, list: the whole surface controllers may use."""
 
     name: str
+    ephemeral: bool
+    """True when the cluster lives in this machine's processes (local): `up` then tears it down on Ctrl-C and,
+    unless --keep, once the lead finishes; False when it lives in a cluster that outlives the CLI (kubernetes)."""
+
+    def rest_endpoint(self, mc: MiniCluster, status: ClusterStatus) -> RestEndpoint:
+        """Where the lead broker's REST API answers (spec.restful), as this backend exposes it."""
+        ...
 
     def create(self, mc: MiniCluster, options: CreateOptions | None = None) -> ClusterStatus: ...
 

@@ -26,6 +26,7 @@ from miniclusters.backends.base import (
     NotFoundError,
     PodStatus,
     ResizeOutcome,
+    RestEndpoint,
 )
 from miniclusters.backends.kubernetes.actuate import KubernetesActuator
 from miniclusters.backends.kubernetes.api import JOB, MINICLUSTER, POD, SECRET, ApiError
@@ -48,7 +49,12 @@ from miniclusters.render.layout import FIELD_MANAGER, NAME_LABEL
 class KubernetesBackend(KubernetesActuator):
     """Backend over a Kubernetes API server (1.27+ for elastic Indexed Jobs, 1.33+ for in-place resize)."""
 
-    name = "kubernetes"
+    def rest_endpoint(self, mc: MiniCluster, status: ClusterStatus) -> RestEndpoint:
+        """A Service in the cluster: reachable through a port-forward."""
+        port = mc.spec.restful.port
+        return RestEndpoint(
+            None, f"Service {mc.name}-restful:{port}   (kubectl port-forward svc/{mc.name}-restful {port})"
+        )
 
     def create(self, mc: MiniCluster, options: CreateOptions | None = None) -> ClusterStatus:
         """Apply the MiniCluster object, then its rendered objects owned by it; wait for pods and brokers."""

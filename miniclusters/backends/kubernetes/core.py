@@ -51,6 +51,9 @@ def runner_container(mc: MiniCluster) -> str:
 class KubernetesCore:
     """The API handle and the helpers every concern uses."""
 
+    name = "kubernetes"
+    ephemeral = False
+
     def status(self, name: str) -> ClusterStatus:
         """Provided by backend.KubernetesBackend (declared here so the actuator can call it)."""
         raise NotImplementedError
@@ -65,7 +68,10 @@ class KubernetesCore:
         sleep: Callable[[float], None] = time.sleep,
         poll_interval: float = 2.0,
         resize_wait: float = 10.0,
+        latency: str | None = None,
     ) -> None:
+        if latency:
+            raise InvalidRequestError(f"--latency applies to the local backend only (backend is {self.name!r})")
         if api is None:
             from miniclusters.backends.kubernetes.client import RealKubeApi
 

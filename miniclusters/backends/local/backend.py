@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import subprocess
 
-from miniclusters.backends.base import BackendError, ExecResult
+from miniclusters.api.spec import MiniCluster
+from miniclusters.backends.base import BackendError, ClusterStatus, ExecResult, RestEndpoint
 from miniclusters.backends.local.actuate import Actuating
 
 
 class LocalBackend(Actuating):
     """Backend running every pod on this machine (see the module docstring)."""
 
-    name = "local"
+    def rest_endpoint(self, mc: MiniCluster, status: ClusterStatus) -> RestEndpoint:
+        """The lead pod's own address (netns mode) or its loopback address, at spec.restful.port."""
+        lead = status.pod(0)
+        address = lead.node.split()[0] if lead is not None and lead.node else "127.0.0.1"
+        return RestEndpoint(f"http://{address}:{mc.spec.restful.port}", f"see: minicluster logs {mc.name}")
 
     def exec(self, name: str, index: int, argv: list[str]) -> ExecResult:
         record, _ = self._load(name)

@@ -36,6 +36,9 @@ def _stderr(message: str) -> None:
 class LocalCore:
     """Settings and the helpers every concern of the local backend uses."""
 
+    name = "local"
+    ephemeral = True
+
     def status(self, name: str) -> ClusterStatus:
         """Provided by observe.Observing (declared here so lifecycle and actuate can call it)."""
         raise NotImplementedError
@@ -50,7 +53,10 @@ class LocalCore:
         weight_formula: str | None = None,
         notify: Callable[[str], None] = _stderr,
         poll_interval: float = 0.3,
+        context: str | None = None,
     ) -> None:
+        if context:
+            raise BackendError(f"--context applies to the kubernetes backend only (backend is {self.name!r})")
         if namespace:
             raise InvalidRequestError(
                 f"--namespace {namespace!r}: the local backend has no namespaces (cluster names are per machine); "
