@@ -28,6 +28,7 @@ from ..jobs.info import job_info
 from ..jobs.jobid import FluidGenerator, encode_f58
 from ..jobs.jobspec import JobSpec, JobspecError, parse_jobspec
 from ..jobs.journal import JobEvent, Journal
+from ..jobs.output_files import OutputFiles, file_targets
 from ..jobs.record import JobRecord, replay
 from ..jobs.states import ACTIVE, PENDING, JobState
 from ..membership import UP
@@ -82,6 +83,7 @@ class JobManager:
         self.jobs: dict[int, JobRecord] = {}
         self.eventlogs: dict[int, list[JobEvent]] = {}
         self.output: dict[int, list[list[Any]]] = {}
+        self.output_files: dict[int, OutputFiles] = {}  # --output/--error files, open while the job runs
         self.execs: dict[int, Execution] = {}
         self.specs: dict[int, JobSpec] = {}
         self.queue: set[int] = set()  # jobs in SCHED
@@ -367,6 +369,7 @@ class JobManager:
         ex.started += 1
         if ex.started == 1:
             self.post(record, "start", {})
+            self._output_files(record)
 
     # ------------------------------------------------------------------ exec reports
     def svc_exec_output(self, req: Request) -> dict[str, Any]:
@@ -390,7 +393,19 @@ class JobManager:
 
     def _add_output(self, jobid: int, lines: list[list[Any]]) -> None:
         self.output.setdefault(jobid, []).extend(lines)
+        files = self._output_files(self.jobs[jobid])
+        if files is not None:
+            files.write(lines)
         self._notify_output(jobid)
+
+    def _output_files(self, record: JobRecord) -> OutputFiles | None:
+        """Open the job's output files when it starts (created empty, then written as lines arrive)."""
+        files = self.output_files.get(record.jobid)
+        if files is None and record.state != JobState.INACTIVE:
+            targets = file_targets(record.jobspec, record.jobid)
+            if targets:
+                files = self.output_files[record.jobid] = OutputFiles(record.jobid, targets)
+        return files
 
     def _rank_done(self, record: JobRecord, ex: Execution, rank: int, status: int) -> None:
         if rank not in ex.ranks_left:
@@ -434,39 +449,13 @@ class JobManager:
         lines = self.output.get(jobid, [])
         path = self.outdir / f"{jobid}.json"
         if lines:
-            record = self.jobs[jobid]
             path.write_text(json.dumps(lines))
-            self._copy_to_files(record, lines)
+        files = self.output_files.pop(jobid, None)
+        if files is not None:
+            files.close()
         inactive = [j for j in self.output if self.jobs[j].state == JobState.INACTIVE]
         for old in inactive[: max(0, len(inactive) - OUTPUT_CACHE)]:
             del self.output[old]
-
-    def _copy_to_files(self, record: JobRecord, lines: list[list[Any]]) -> None:
-        """--output/--error files, written by the lead when the job ends ({{id}} expands as in Flux)."""
-        files = record.jobspec.get("attributes", {}).get("system", {}).get("shell", {}).get("options", {})
-        output = files.get("output", {}) if isinstance(files, dict) else {}
-        targets: dict[str, str] = {}
-        for stream in ("stdout", "stderr"):
-            path = output.get(stream, {}).get("path") if isinstance(output.get(stream), dict) else None
-            if path:
-                targets[stream] = path.replace("{{id}}", encode_f58(record.jobid)).replace(
-                    "{{jobid}}", encode_f58(record.jobid)
-                )
-        if "stdout" in targets and "stderr" not in targets:
-            targets["stderr"] = targets["stdout"]
-        handles: dict[str, Any] = {}
-        try:
-            for path in targets.values():
-                if path not in handles:
-                    handles[path] = open(path, "w", encoding="utf-8")  # noqa: SIM115
-            for stream, _task, text in lines:
-                if stream in targets:
-                    handles[targets[stream]].write(text)
-        except OSError as exc:
-            print(f"flux-job-manager: {encode_f58(record.jobid)}: cannot write output: {exc}", flush=True)
-        finally:
-            for handle in handles.values():
-                handle.close()
 
     def _lines(self, jobid: int) -> list[list[Any]]:
         if jobid in self.output:
