@@ -377,12 +377,15 @@ def _job_list(argv: list[str]) -> int:
 
 
 # ------------------------------------------------------------------------------------------ cancel
+CANCEL_OPTS = [
+    Opt(("-m", "--message"), "message", help="note recorded with the cancellation"),
+    Opt(("--all",), "all", "flag", help="every active job"),
+    Opt(("-q", "--quiet"), "quiet", "flag", help="no summary line"),
+]
+
+
 def cmd_cancel(argv: list[str]) -> int:
-    values, args = parse(
-        argv,
-        [Opt(("-m", "--message"), "message"), Opt(("--all",), "all", "flag"), Opt(("-q", "--quiet"), "quiet", "flag")],
-        interleave=True,
-    )
+    values, args = parse(argv, CANCEL_OPTS, interleave=True)
     error = _flux_error()
     with _client() as client:
         ids = [i.id for i in client.jobs("active")] if values.get("all") else [_jobid(a) for a in args]
@@ -530,21 +533,23 @@ def format_rows(infos: list[JobInfo], fmt: str, header: bool) -> list[str]:
     return rows
 
 
+JOBS_OPTS = [
+    Opt(("-a",), "all", "flag", help="all jobs, inactive included"),
+    Opt(("-A",), "all_users", "flag", help="all users"),
+    Opt(("-f", "--filter"), "filter", help="states (pending,running,inactive,...)"),
+    Opt(("-o", "--format"), "format", help="Python format string of job fields"),
+    Opt(("-n", "--no-header"), "no_header", "flag", help="no header line"),
+    Opt(("-c", "--count"), "count", help="at most this many jobs"),
+    Opt(("-u", "--user"), "user", help="jobs of this user"),
+    Opt(("--json",), "json", "flag", help="JSON records"),
+    Opt(("--stats", "--stats-only"), "stats", "flag", unsupported=True),
+    Opt(("-q", "--queue"), "queue", unsupported=True),
+    Opt(("--recursive", "-R"), "recursive", unsupported=True),
+]
+
+
 def cmd_jobs(argv: list[str]) -> int:
-    opts = [
-        Opt(("-a",), "all", "flag", help="all jobs, inactive included"),
-        Opt(("-A",), "all_users", "flag", help="all users"),
-        Opt(("-f", "--filter"), "filter", help="states (pending,running,inactive,...)"),
-        Opt(("-o", "--format"), "format", help="Python format string of job fields"),
-        Opt(("-n", "--no-header"), "no_header", "flag"),
-        Opt(("-c", "--count"), "count"),
-        Opt(("-u", "--user"), "user"),
-        Opt(("--json",), "json", "flag"),
-        Opt(("--stats", "--stats-only"), "stats", "flag", unsupported=True),
-        Opt(("-q", "--queue"), "queue", unsupported=True),
-        Opt(("--recursive", "-R"), "recursive", unsupported=True),
-    ]
-    values, args = parse(argv, opts, interleave=True)
+    values, args = parse(argv, JOBS_OPTS, interleave=True)
     states = values.get("filter") or ("all" if values.get("all") else "active")
     from ..jobs.states import parse_states
 
@@ -568,15 +573,17 @@ def cmd_jobs(argv: list[str]) -> int:
 
 
 # ------------------------------------------------------------------------------------------ queue
+QUEUE_OPTS = [
+    Opt(("-v", "--verbose"), "verbose", "flag", help="also the policy and job counts"),
+    Opt(("-m", "--message"), "message", help="reason shown while stopped or disabled"),
+    Opt(("-t", "--timeout"), "timeout", help="idle/drain: give up after this long (FSD)"),
+    Opt(("-q", "--quiet"), "quiet", "flag", help="print nothing"),
+    Opt(("-a", "--all"), "all", "flag", help="all queues"),
+]
+
+
 def cmd_queue(argv: list[str]) -> int:
-    opts = [
-        Opt(("-v", "--verbose"), "verbose", "flag"),
-        Opt(("-m", "--message"), "message"),
-        Opt(("-t", "--timeout"), "timeout"),
-        Opt(("-q", "--quiet"), "quiet", "flag"),
-        Opt(("-a", "--all"), "all", "flag"),
-    ]
-    values, args = parse(argv, opts, interleave=True)
+    values, args = parse(argv, QUEUE_OPTS, interleave=True)
     if not args:
         raise OptionError("usage: flux queue status|start|stop|enable|disable|idle|drain|policy [fcfs|easy]")
     action = args[0]
@@ -663,13 +670,36 @@ SUMMARIES = {
     "bulksubmit": "submit one job per combination of inputs (COMMAND ::: ARGS)",
     "batch": "submit a batch script run in a sub-instance",
     "alloc": "run a command in a new sub-instance and wait for it",
+    "jobs": "list jobs (active ones unless -a)",
+    "job": "job details: attach, info, status, wait, last, list, urgency, cancel, kill",
+    "cancel": "cancel jobs",
+    "queue": "queue status, start/stop, enable/disable, idle/drain, policy",
+    "proxy": "run a command (default a shell) connected to a job's sub-instance",
 }
+USAGES = {
+    "submit": "submit [OPTIONS] COMMAND...",
+    "run": "run [OPTIONS] COMMAND...",
+    "bulksubmit": "bulksubmit [OPTIONS] COMMAND {} ::: ARGS...",
+    "batch": "batch [OPTIONS] SCRIPT | --wrap COMMAND...",
+    "alloc": "alloc [OPTIONS] COMMAND...",
+    "jobs": "jobs [OPTIONS] [JOBID...]",
+    "job": "job attach|info|status|wait|last|list|urgency|cancel|kill ...",
+    "cancel": "cancel [OPTIONS] JOBID...",
+    "queue": "queue [OPTIONS] status|start|stop|enable|disable|idle|drain|policy [fcfs|easy]",
+    "proxy": "proxy JOBID|URI [COMMAND...]",
+}
+
+
+def help_options(name: str) -> list[Opt]:
+    """Each command's own options (before, `flux jobs --help` showed submit's)."""
+    return {"batch": BATCH_OPTS, "jobs": JOBS_OPTS, "cancel": CANCEL_OPTS, "queue": QUEUE_OPTS}.get(
+        name, SUBMIT_OPTS if name in ("submit", "run", "bulksubmit", "alloc") else []
+    )
 
 
 def main(name: str, argv: list[str]) -> int:
     if argv[:1] in (["-h"], ["--help"]):
-        opts = BATCH_OPTS if name == "batch" else SUBMIT_OPTS
-        print(usage(f"{name} [OPTIONS] ...", SUMMARIES.get(name, ""), opts))
+        print(usage(USAGES[name], SUMMARIES[name], help_options(name)))
         return 0
     error = _flux_error()
     try:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ...jobs.jobid import FluidGenerator, encode_f58
 from ...jobs.jobspec import JobSpec, parse_jobspec
 from ...jobs.journal import JobEvent
+from ...jobs.output_files import OutputFiles
 from ...jobs.record import JobRecord
 from ...jobs.store import JobStore, QueueState
 from ...protocol import ENOENT, Message
@@ -70,6 +71,7 @@ class JobManagerCore:
         self.jobs: dict[int, JobRecord] = {}
         self.eventlogs: dict[int, list[JobEvent]] = {}
         self.output: dict[int, list[list[Any]]] = {}
+        self.output_files: dict[int, OutputFiles] = {}  # --output/--error files, open while the job runs
         self.execs: dict[int, Execution] = {}
         self.specs: dict[int, JobSpec] = {}
         self.queue: set[int] = set()  # jobs in SCHED
@@ -153,6 +155,9 @@ class JobManagerCore:
         return spec
 
     # ------------------------------------------------------------------ defined by the concerns (see the module doc)
+    def _output_files(self, record: JobRecord) -> OutputFiles | None:
+        raise NotImplementedError
+
     def _lines(self, jobid: int) -> list[list[Any]]:
         raise NotImplementedError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...jobs.jobid import encode_f58
+from ...jobs.output_files import OutputFiles, file_targets
 from ...jobs.record import JobRecord
 from ...jobs.states import JobState
 from ...service import Request
@@ -16,37 +16,21 @@ class JournalFeeds(JobManagerCore):
         lines = self.output.get(jobid, [])
         if lines:
             self.store.save_output(jobid, lines)
-            self._copy_to_files(self.jobs[jobid], lines)
+        files = self.output_files.pop(jobid, None)
+        if files is not None:
+            files.close()
         inactive = [j for j in self.output if self.jobs[j].state == JobState.INACTIVE]
         for old in inactive[: max(0, len(inactive) - OUTPUT_CACHE)]:
             del self.output[old]
 
-    def _copy_to_files(self, record: JobRecord, lines: list[list[Any]]) -> None:
-        """--output/--error files, written by the lead when the job ends ({{id}} expands as in Flux)."""
-        files = record.jobspec.get("attributes", {}).get("system", {}).get("shell", {}).get("options", {})
-        output = files.get("output", {}) if isinstance(files, dict) else {}
-        targets: dict[str, str] = {}
-        for stream in ("stdout", "stderr"):
-            path = output.get(stream, {}).get("path") if isinstance(output.get(stream), dict) else None
-            if path:
-                targets[stream] = path.replace("{{id}}", encode_f58(record.jobid)).replace(
-                    "{{jobid}}", encode_f58(record.jobid)
-                )
-        if "stdout" in targets and "stderr" not in targets:
-            targets["stderr"] = targets["stdout"]
-        handles: dict[str, Any] = {}
-        try:
-            for path in targets.values():
-                if path not in handles:
-                    handles[path] = open(path, "w", encoding="utf-8")  # noqa: SIM115
-            for stream, _task, text in lines:
-                if stream in targets:
-                    handles[targets[stream]].write(text)
-        except OSError as exc:
-            print(f"flux-job-manager: {encode_f58(record.jobid)}: cannot write output: {exc}", flush=True)
-        finally:
-            for handle in handles.values():
-                handle.close()
+    def _output_files(self, record: JobRecord) -> OutputFiles | None:
+        """Open the job's output files when it starts (created empty, then written as lines arrive)."""
+        files = self.output_files.get(record.jobid)
+        if files is None and record.state != JobState.INACTIVE:
+            targets = file_targets(record.jobspec, record.jobid)
+            if targets:
+                files = self.output_files[record.jobid] = OutputFiles(record.jobid, targets)
+        return files
 
     def _lines(self, jobid: int) -> list[list[Any]]:
         if jobid in self.output:

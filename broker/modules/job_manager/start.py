@@ -85,6 +85,7 @@ class Start(JobManagerCore):
         ex.started += 1
         if ex.started == 1:
             self.post(record, "start", {})
+            self._output_files(record)
 
     def svc_exec_output(self, req: Request) -> dict[str, Any]:
         jobid = req.get("id", int)
@@ -107,6 +108,9 @@ class Start(JobManagerCore):
 
     def _add_output(self, jobid: int, lines: list[list[Any]]) -> None:
         self.output.setdefault(jobid, []).extend(lines)
+        files = self._output_files(self.jobs[jobid])
+        if files is not None:
+            files.write(lines)
         self._notify_output(jobid)
 
     def _rank_done(self, record: JobRecord, ex: Execution, rank: int, status: int) -> None:
