@@ -14,37 +14,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..jobs.api import JobClient, JobInfo, OutputLine, as_jobid
-from ..jobs.jobid import JobIdError, encode_f58
+from ..jobs.api import JobClient, JobInfo
+from ..jobs.jobid import encode_f58
+from .jobcli_common import (
+    EXIT_USAGE,
+    CommandError,
+    _attach,
+    _client,
+    _exit_code,
+    _flux_error,
+    _idset,
+    _jobid,
+    _redirected,
+)
+from .jobs_format import DEFAULT_FORMAT, format_rows
 from .options import Opt, OptionError, as_int, parse, usage
 from .submit import SUBMIT_OPTS, build_from_options, substitute
-
-EXIT_USAGE = 2
-
-
-class CommandError(Exception):
-    """A failure to report as `flux-CMD: message` with exit code 1."""
-
-
-def _client() -> JobClient:
-    from .lean import connect
-
-    return JobClient(handle=connect())
-
-
-def _flux_error() -> type[Exception]:
-    from ..errors import FluxError
-
-    return FluxError
-
-
-def _idset(text: str) -> list[int]:
-    from .. import idset
-
-    try:
-        return idset.decode(text)
-    except ValueError as exc:
-        raise OptionError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------------------ submission
@@ -196,68 +181,6 @@ def cmd_alloc(argv: list[str]) -> int:
         return _attach(client, jobid, False)
 
 
-# ------------------------------------------------------------------------------------------ attach / wait
-def _exit_code(info: JobInfo) -> int:
-    if info.returncode is not None:
-        return info.returncode if info.returncode or info.success else 1
-    return 0 if info.success else 1
-
-
-def _report_exception(info: JobInfo) -> None:
-    if info.exception_type:
-        print(
-            f"flux-job: {info.f58}: job.exception type={info.exception_type} severity=0 {info.exception_note}",
-            file=sys.stderr,
-        )
-
-
-def _redirected(values: dict[str, Any]) -> frozenset[str]:
-    """Streams that go to files instead of the terminal: as in Flux, --output takes stderr too unless --error."""
-    streams = set()
-    if values.get("output"):
-        streams.add("stdout")
-        if not values.get("error"):
-            streams.add("stderr")
-    if values.get("error"):
-        streams.add("stderr")
-    return frozenset(streams)
-
-
-def _attach(client: JobClient, jobid: int, label: bool, redirected: frozenset[str] = frozenset()) -> int:
-    """Stream the job's output here until it ends (except streams sent to files); its exit code becomes ours."""
-    offset = 0
-    while True:
-        reply = client.handle.rpc("job-manager.output", {"id": jobid, "offset": offset, "wait": True}, -1, None)
-        lines = [OutputLine(s, t, x) for s, t, x in reply["lines"] if s not in redirected]
-        _print_lines(lines, label)
-        offset = int(reply["offset"])
-        if reply["eof"]:
-            info = JobInfo.from_dict(reply["info"])
-            _report_exception(info)
-            return _exit_code(info)
-
-
-def _print_lines(lines: list[OutputLine], label: bool) -> None:
-    out: list[str] = []
-    err: list[str] = []
-    for line in lines:
-        text = f"{line.task}: {line.text}" if label else line.text
-        (out if line.stream == "stdout" else err).append(text)
-    if out:
-        sys.stdout.write("".join(out))
-        sys.stdout.flush()
-    if err:
-        sys.stderr.write("".join(err))
-        sys.stderr.flush()
-
-
-def _jobid(text: str) -> int:
-    try:
-        return as_jobid(text)
-    except JobIdError as exc:
-        raise CommandError(str(exc)) from None
-
-
 def cmd_job(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("Usage: flux job attach|wait|status|info|eventlog|cancel|kill|urgency|list [ARGS]")
@@ -404,135 +327,6 @@ def cmd_cancel(argv: list[str]) -> int:
 
 
 # ------------------------------------------------------------------------------------------ jobs
-DEFAULT_FORMAT = (
-    "{id.f58:>12} {username:<8.8} {name:<10.10} {status_abbrev:>2.2} {ntasks:>6} {nnodes:>6} {runtime!H:>8} {nodelist}"
-)
-_HEADERS = {
-    "id": "JOBID",
-    "id.f58": "JOBID",
-    "id.dec": "JOBID",
-    "username": "USER",
-    "userid": "UID",
-    "name": "NAME",
-    "status_abbrev": "ST",
-    "state_single": "ST",
-    "status": "STATUS",
-    "state": "STATE",
-    "result": "RESULT",
-    "result_abbrev": "RS",
-    "returncode": "RC",
-    "ntasks": "NTASKS",
-    "nnodes": "NNODES",
-    "runtime": "TIME",
-    "nodelist": "NODELIST",
-    "urgency": "URG",
-    "priority": "PRI",
-    "t_submit": "T_SUBMIT",
-    "t_run": "T_RUN",
-    "t_inactive": "T_INACTIVE",
-    "exception.type": "EXCEPTION-TYPE",
-    "exception.note": "EXCEPTION-NOTE",
-    "duration": "DURATION",
-    "queue": "QUEUE",
-    "success": "SUCCESS",
-}
-_STATE_ABBREV = {"NEW": "N", "DEPEND": "D", "PRIORITY": "P", "SCHED": "S", "RUN": "R", "CLEANUP": "C"}
-_RESULT_ABBREV = {"COMPLETED": "CD", "FAILED": "F", "CANCELED": "CA", "TIMEOUT": "TO"}
-
-
-def _field(info: JobInfo, name: str) -> Any:
-    import pwd
-
-    status = info.result if info.state == "INACTIVE" and info.result else info.state
-    values: dict[str, Any] = {
-        "id": info.f58,
-        "id.f58": info.f58,
-        "id.dec": info.id,
-        "id.hex": f"{info.id:#x}",
-        "username": _username(info.userid, pwd),
-        "userid": info.userid,
-        "name": info.name,
-        "state": info.state,
-        "state_single": _STATE_ABBREV.get(info.state, "I"),
-        "status": status,
-        "status_abbrev": _RESULT_ABBREV.get(status, _STATE_ABBREV.get(status, "I")),
-        "result": info.result,
-        "result_abbrev": _RESULT_ABBREV.get(info.result, ""),
-        "returncode": "" if info.returncode is None else info.returncode,
-        "ntasks": info.ntasks,
-        "nnodes": info.nnodes if info.nnodes else "",
-        "runtime": info.runtime,
-        "nodelist": info.nodelist,
-        "urgency": info.urgency,
-        "priority": info.priority,
-        "t_submit": info.t_submit,
-        "t_run": info.t_run,
-        "t_cleanup": info.t_cleanup,
-        "t_inactive": info.t_inactive,
-        "exception.type": info.exception_type,
-        "exception.note": info.exception_note,
-        "duration": info.duration,
-        "success": info.success,
-        "queue": "",
-    }
-    if name not in values:
-        raise OptionError(f"--format: unknown field {name!r}")
-    return values[name]
-
-
-_USERS: dict[int, str] = {}
-
-
-def _username(uid: int, pwd: Any) -> str:
-    if uid not in _USERS:
-        try:
-            _USERS[uid] = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            _USERS[uid] = str(uid)
-    return _USERS[uid]
-
-
-def _human(seconds: float) -> str:
-    if seconds <= 0:
-        return "0s"
-    if seconds < 60:
-        return f"{seconds:.3f}s" if seconds < 10 else f"{seconds:.1f}s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f}m"
-    return f"{seconds / 3600:.1f}h"
-
-
-def format_rows(infos: list[JobInfo], fmt: str, header: bool) -> list[str]:
-    import re
-
-    pattern = re.compile(r"\{([a-z_.0-9]+)(?:!([a-zA-Z]))?(?::([^}]*))?\}")
-    rows: list[str] = []
-
-    def render(info: JobInfo | None) -> str:
-        def one(match: re.Match[str]) -> str:
-            name, conv, spec = match.group(1), match.group(2), (match.group(3) or "").rstrip("h+")
-            if info is None:
-                text = _HEADERS.get(name, name.upper())
-                spec = re.sub(r"[^<>^0-9.]", "", spec)
-                return format(text, spec)
-            value = _field(info, name)
-            if conv in ("H", "F") and isinstance(value, float):
-                value = _human(value)
-            elif conv == "d" and isinstance(value, float):
-                value = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(value)) if value else ""
-            try:
-                return format(value, spec)
-            except ValueError:
-                return format(str(value), re.sub(r"[^<>^0-9.]", "", spec))
-
-        return pattern.sub(one, fmt).rstrip()
-
-    if header:
-        rows.append(render(None))
-    rows.extend(render(info) for info in infos)
-    return rows
-
-
 JOBS_OPTS = [
     Opt(("-a",), "all", "flag", help="all jobs, inactive included"),
     Opt(("-A",), "all_users", "flag", help="all users"),
