@@ -26,6 +26,7 @@ import zmq
 from . import idset
 from .attributes import AttrError, Attributes
 from .bootstrap import BootstrapConfig, BootstrapError
+from .builtin_services import BuiltinServices
 from .curve_cert import CurveCertError, CurveCertificate, load_zcert
 from .loop import Loop, Timer
 from .membership import DOWN, LOST, UP, Membership, Quorum, QuorumError
@@ -33,8 +34,6 @@ from .overlay import Overlay, OverlayError
 from .protocol import (
     CONTROL,
     EHOSTUNREACH,
-    EINVAL,
-    ENOENT,
     ENOSYS,
     ETIMEDOUT,
     EVENT,
@@ -45,8 +44,8 @@ from .protocol import (
     ProtocolError,
     control,
 )
-from .resources import build_R, local_resources
-from .service import Handler, Request, ServiceError, ServiceRegistry
+from .resources import local_resources
+from .service import Handler, Request, ServiceRegistry
 from .topology import Topology, TopologyError, build
 
 DEFAULT_HEARTBEAT_INTERVAL = 1.0
@@ -275,7 +274,7 @@ class Broker:
                 )
             self.attrs.set("tbon.parent-endpoint", uri)
         self._set_attributes()
-        self._register_builtins()
+        BuiltinServices(self)
         for module in self.options.modules:
             module(self)
         self.membership.set(self.rank, UP, resources=self.resources, uuid=self.uuid)
@@ -782,119 +781,6 @@ class Broker:
             self.overlay.parent_sock.close()
             self.overlay.parent_sock = None
         self.loop.stop()
-
-    # ------------------------------------------------------------------ built-in services
-    def _register_builtins(self) -> None:
-        self.register("broker.ping", self._svc_ping)
-        self.register("broker.info", self._svc_info)
-        self.register("broker.uptime", self._svc_uptime)
-        self.register("attr.get", self._svc_attr_get)
-        self.register("attr.list", lambda req: {"names": [name for name, _ in self.attrs.items()]})
-        self.register("event.subscribe", self._svc_subscribe)
-        self.register("event.unsubscribe", self._svc_unsubscribe)
-        self.register("event.publish", self._svc_publish)
-        if self.rank == 0:
-            self.register("overlay.status", self._svc_overlay_status)
-            self.register("resource.status", self._svc_resource_status)
-            self.register("resource.R", lambda req: build_R(self._reports(), self.starttime))
-            self.register("broker.shutdown", self._svc_shutdown)
-
-    def _svc_ping(self, req: Request) -> dict[str, Any]:
-        origin = req.sender if 0 <= req.sender < self.size else self.rank
-        return {
-            "rank": self.rank,
-            "hostname": self.hostname,
-            "pid": os.getpid(),
-            "route": self.topology.path(origin, self.rank),
-            "pad": req.payload.get("pad", ""),
-        }
-
-    def _svc_info(self, req: Request) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "size": self.size,
-            "hostname": self.hostname,
-            "parent": self.parent_rank,
-            "children": self.child_ranks,
-            "connected_children": sorted(self.children),
-            "state": self.state,
-            "joined": self.joined,
-            "uuid": self.uuid,
-            "pid": os.getpid(),
-            "resources": self.resources,
-        }
-
-    def _svc_uptime(self, req: Request) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "state": self.state,
-            "starttime": self.starttime,
-            "uptime": time.time() - self.starttime,
-            "size": self.size,
-            "depth": 0,
-        }
-
-    def _svc_attr_get(self, req: Request) -> dict[str, Any]:
-        name = req.get("name", str)
-        value = self.attrs.get(name)
-        if value is None:
-            raise ServiceError(ENOENT, f"attribute {name!r} is not set")
-        return {"name": name, "value": value}
-
-    def _svc_subscribe(self, req: Request) -> dict[str, Any]:
-        topic = req.get("topic", str)
-        if req.client_id is None:
-            raise ServiceError(EINVAL, "event.subscribe: only local clients may subscribe")
-        self._client_subs.setdefault(bytes.fromhex(req.client_id), set()).add(topic)
-        return {}
-
-    def _svc_unsubscribe(self, req: Request) -> dict[str, Any]:
-        topic = req.get("topic", str)
-        if req.client_id is not None:
-            self._client_subs.get(bytes.fromhex(req.client_id), set()).discard(topic)
-        return {}
-
-    def _svc_publish(self, req: Request) -> dict[str, Any]:
-        topic = req.get("topic", str)
-        payload = req.get("payload", dict, required=False, default={})
-        self.publish(topic, payload)
-        return {}
-
-    def _svc_shutdown(self, req: Request) -> dict[str, Any]:
-        req.respond({})
-        self.loop.call_later(0.05, lambda: self.shutdown("flux shutdown"))
-        return {}
-
-    def _reports(self) -> dict[int, dict[str, Any]]:
-        return {info.rank: info.resources for info in self.membership.ranks if info.resources}
-
-    def _svc_overlay_status(self, req: Request) -> dict[str, Any]:
-        return {
-            "size": self.size,
-            "topology": self.topology.name,
-            "parents": list(self.topology.parents),
-            "state": self.state,
-            "ranks": [
-                {
-                    "rank": info.rank,
-                    "hostname": info.hostname,
-                    "state": info.state,
-                    "status": self.membership.subtree_status(self.topology, info.rank),
-                    "parent": self.topology.parent(info.rank),
-                    "since": info.since,
-                }
-                for info in self.membership.ranks
-            ],
-        }
-
-    def _svc_resource_status(self, req: Request) -> dict[str, Any]:
-        return {
-            "R": build_R(self._reports(), self.starttime),
-            "up": idset.encode(self.membership.in_state(UP)),
-            "down": idset.encode(r for r in range(self.size) if self.membership.state(r) != UP),
-            "hostnames": self.config.hostnames,
-            "reports": {str(rank): report for rank, report in self._reports().items()},
-        }
 
 
 def run_broker(options: BrokerOptions) -> int:
