@@ -59,6 +59,13 @@ class LoggingSpec(SpecModel):
 
 class Archive(SpecModel):
     path: str = ""
+    """The queue archive in the lead's filesystem: restored at start when it exists (`minicluster save` writes
+    it, `minicluster up --restore` sets it)."""
+    claim_name: str = ""
+    """Ours: a PersistentVolumeClaim mounted at the archive's directory in the broker container, so a new
+    MiniCluster reads what the old one wrote."""
+    unfit: Literal["wait", "reject"] = "wait"
+    """Ours: a restored job that can never fit this cluster waits (its reason shown) or is rejected with it."""
 
 
 class Toleration(SpecModel):

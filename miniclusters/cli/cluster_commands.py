@@ -1,4 +1,5 @@
-"""Cluster commands: up, down, status, scale, resize, logs, exec, list (the operator's are operator_commands.py).
+"""Cluster commands: up (also --restore), down, save, status, scale, resize, logs, exec, list (the operator's
+are operator_commands.py).
 
 Thin shells over a Backend: every BackendError becomes its message on stderr and its exit code (1, or 2 for
 bad input); nothing is changed when the input is wrong.
@@ -20,6 +21,7 @@ import click
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
 from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
+from miniclusters.cli.queue_archive import UNFIT_CHOICES, archive_path, print_saved, restore_spec, save_argv
 from miniclusters.render import RenderOptions
 
 EXIT_INVALID = 2
@@ -109,6 +111,14 @@ def _progress_printer() -> Callable[[Any], None]:
     "--keep", is_flag=True, help="local: leave the cluster's state after the lead finishes (default: tear down)."
 )
 @click.option("--latency", help="local, as root: add this delay (e.g. 2ms) on every pod's interface (tc netem).")
+@click.option(
+    "--restore", "restore", metavar="ARCHIVE", help="Restore the queue `minicluster save` wrote (job ids kept)."
+)
+@click.option(
+    "--restore-unfit",
+    type=click.Choice(UNFIT_CHOICES),
+    help="A restored job that cannot fit this size: wait (with the reason) or reject (default: spec.archive.unfit).",
+)
 def up(
     file: str,
     backend: str,
@@ -121,6 +131,8 @@ def up(
     interactive: bool,
     keep: bool,
     latency: str | None,
+    restore: str | None,
+    restore_unfit: str | None,
 ) -> None:
     """Create a MiniCluster and wait until every pod runs and every broker has joined the lead.
 
@@ -133,6 +145,7 @@ def up(
       minicluster up examples/hello.yaml                      # local: 4 pods on this machine
       minicluster up examples/interactive.yaml --detach       # then: minicluster exec interactive -- flux resource list
       minicluster up examples/hello.yaml --backend kubernetes --namespace hpc
+      minicluster up examples/save-restore.yaml --restore queue.tar.gz --restore-unfit reject
     """
     try:
         mc = load_minicluster_file(file)
@@ -145,6 +158,8 @@ def up(
     render = RenderOptions(namespace=None, registry=registry or defaults.registry, tag=tag or defaults.tag)
     with _errors():
         target = _open(backend, context, namespace, progress=_progress_printer(), latency=latency)
+        if restore:
+            mc = restore_spec(mc, restore, restore_unfit, target.ephemeral)
         if target.ephemeral:
             _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
             return
@@ -232,6 +247,35 @@ def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool
         sys.exit(130)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@click.command()
+@click.argument("name")
+@click.argument("archive")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds jobs may take to settle.")
+@_backend_options
+def save(name: str, archive: str, timeout: float, backend: str, context: str | None, namespace: str | None) -> None:
+    """Stop the queue, settle running jobs by their save policy, write the queue archive ARCHIVE.
+
+    Running jobs finish, are requeued, or checkpoint on their signal, as each declared at submit
+    (`flux submit --setattr=save-policy=finish|requeue|checkpoint`, default requeue); jobs still running after
+    --timeout are requeued. ARCHIVE is on this machine (local) or in the lead pod (kubernetes: on the volume
+    of spec.archive.claimName).
+
+    \b
+    Example:
+      minicluster save demo queue.tar.gz && minicluster down demo
+      minicluster up examples/save-restore.yaml --restore queue.tar.gz
+    """
+    with _errors():
+        target = _open(backend, context, namespace)
+        path = archive_path(archive, target.ephemeral)
+        click.echo(f"saving MiniCluster {name}'s queue: queue stopped, settling running jobs...", err=True)
+        result = target.exec(name, 0, save_argv(name, path, timeout))
+        if result.rc != 0:
+            click.echo(result.stderr.strip() or f"flux queue save exited with {result.rc}", err=True)
+            sys.exit(1)
+        print_saved(name, result.stdout)
 
 
 @click.command()
@@ -379,5 +423,5 @@ def list_(backend: str, context: str | None, namespace: str | None) -> None:
             click.echo(f"{c.name:<24} {c.namespace:<16} {c.size:>4} {c.ready:>5}  {c.state}")
 
 
-COMMANDS = (up, down, status, scale, resize, logs, exec_, list_)
+COMMANDS = (up, down, save, status, scale, resize, logs, exec_, list_)
 __all__ = ["COMMANDS", "available_backends"]

@@ -120,8 +120,16 @@ def render_entrypoint(mc: MiniCluster) -> str:
     if spec.restful.enabled:
         lead_options.append(f"-Srestful.port={spec.restful.port}")
     if spec.archive.path:
+        # The Flux Operator's spellings: real Flux dumps/restores its content store there; the builtin broker
+        # restores the queue archive `minicluster save` wrote (broker/jobs/archive.py), checked against this
+        # cluster's name, and waits or rejects restored jobs that cannot fit (spec.archive.unfit).
         archive = shlex.quote(spec.archive.path)
         lead_options.append(f"-Scontent.dump={spec.archive.path}")
+        if spec.flux.flavour == "builtin":
+            lead_options += [
+                f"-Sjob-manager.restore-unfit={spec.archive.unfit}",
+                f"-Sjob-manager.restore-cluster={mc.name}",
+            ]
         restore = f'$( [ -e {archive} ] && echo ",-Scontent.restore={spec.archive.path}" )'
     else:
         restore = ""
