@@ -100,6 +100,23 @@ def test_save_settles_running_jobs_by_policy_and_restores_into_a_smaller_instanc
         new.cleanup()
         kill_orphans(new.uri(0))
 
+    # The same archive with unfit=wait: the wide job stays pending, its reason shown by `flux jobs`.
+    (tmp_path / "waiting").mkdir()
+    waiting = render_instance(tmp_path / "waiting", 1)
+    try:
+        restore = [f"-Sstatedir={tmp_path / 'wait-state'}", f"-Scontent.restore={archive}"]
+        with _start(waiting, 1, *restore) as client:
+            for jobid in pending:
+                assert client.wait(jobid, timeout=30).success
+            assert client.info(wide).state == "SCHED"
+            env = dict(os.environ, FLUX_URI=waiting.uri(0))
+            shown = run_flux("jobs", "--format={id.dec} {annotations.sched.reason_pending}", env=env)
+            line = next(x for x in shown.stdout.splitlines() if x.startswith(str(wide)))
+            assert "does not fit this cluster after restore: requested 2 nodes but the instance has at most 1" in line
+    finally:
+        waiting.cleanup()
+        kill_orphans(waiting.uri(0))
+
 
 def test_a_damaged_archive_stops_the_lead_and_changes_nothing(tmp_path: Path) -> None:
     (tmp_path / "i").mkdir()
