@@ -6,8 +6,8 @@
                 --setattr=checkpoint-timeout=2m ./solver       # signalled, given time to write its checkpoint and
                                                                # exit, then requeued (killed at the timeout)
 
-The attributes live under `attributes.system` (Flux's `--setattr` default), so the REST API's jobspecs carry
-them too. Parsed at submit, so a misspelt policy is refused with the attribute's name, never found at save time.
+The attributes live under `attributes.system` (Flux's `--setattr` default). Parsed at submit, so a misspelt
+policy is refused with the attribute's name, never found at save time.
 """
 
 from __future__ import annotations
