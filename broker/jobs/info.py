@@ -37,6 +37,7 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         command = record.jobspec.get("tasks", [{}])[0].get("command", ["?"])
         name = str(command[0]).rsplit("/", 1)[-1] if command else "?"
     exception = record.exception or {}
+    limit = float(system.get("duration", 0) or 0)
     return {
         "id": record.jobid,
         "id_f58": encode_f58(record.jobid),
@@ -62,10 +63,16 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         "urgency": record.urgency,
         "priority": record.priority,
         "t_submit": record.t_submit,
+        "t_depend": record.t_depend,
+        "t_priority": record.t_priority,
+        "t_sched": record.t_sched,
         "t_run": record.t_run,
         "t_cleanup": record.t_cleanup,
         "t_inactive": record.t_inactive,
         "duration": float(system.get("duration", 0) or 0),
+        "ncores": sum(len(cores) for cores in record.cores.values()),
+        "expiration": record.t_run + limit if record.t_run and limit else 0.0,
+        "cwd": str(system.get("cwd", "")),
         "queue": system.get("queue", ""),
         "annotations": dict(record.extra),
         "requeues": record.requeues,
