@@ -21,6 +21,28 @@ def request_shape(jobspec: dict[str, Any]) -> tuple[int, int | None, int]:
     return spec.resources.ntasks, spec.resources.nnodes, spec.resources.cores_per_task
 
 
+def resource_summary(cores: dict[int, list[int]]) -> str:
+    """What Flux's scheduler annotates a job with: "rank[0-1]/core[0-1]" (ranks with the same cores grouped)."""
+    from broker import idset
+
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for rank in sorted(cores):
+        groups.setdefault(tuple(sorted(cores[rank])), []).append(rank)
+
+    def brackets(ids: list[int]) -> str:
+        text = idset.encode(ids)
+        return text if len(ids) == 1 else f"[{text}]"
+
+    return ",".join(f"rank{brackets(ranks)}/core{brackets(list(c))}" for c, ranks in groups.items() if c)
+
+
+def _annotations(record: JobRecord) -> dict[str, Any]:
+    annotations = dict(record.extra)
+    if record.cores and "sched" not in annotations:
+        annotations["sched"] = {"resource_summary": resource_summary(record.cores)}
+    return annotations
+
+
 def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = None) -> dict[str, Any]:
     """The fields the Flux RESTful API returns for a job, plus Flux's own names for the same things."""
     now = time.time() if now is None else now
@@ -74,6 +96,6 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         "expiration": record.t_run + limit if record.t_run and limit else 0.0,
         "cwd": str(system.get("cwd", "")),
         "queue": system.get("queue", ""),
-        "annotations": dict(record.extra),
+        "annotations": _annotations(record),
         "requeues": record.requeues,
     }
