@@ -107,3 +107,19 @@ def test_batch_output_file_grows_while_the_job_runs(env: dict[str, str], tmp_pat
     with JobClient(env["FLUX_URI"]) as client:
         client.wait(parse_jobid(jobid), timeout=30)
     assert out.read_text().splitlines() == ["first", "second"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["job", "urgency", "1", "1e309"], "URGENCY: expected 0-31"),
+        (["job", "urgency", "1", "99"], "URGENCY: expected 0-31"),
+        (["job", "kill", "-s", "NOSUCH", "1"], "--signal: 'NOSUCH' is not a signal"),
+    ],
+)
+def test_odd_numbers_and_names_are_usage_errors_not_tracebacks(
+    args: list[str], fragment: str, env: dict[str, str]
+) -> None:
+    proc = run_flux(*args, env=env)
+    assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
