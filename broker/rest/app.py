@@ -169,6 +169,8 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         elif scheme.lower() == "basic" and credentials:
             pair = _basic(credentials.strip())
             principal = users.authenticate(*pair) if pair else None
+        elif scheme.lower() == "bearer" and credentials:
+            return denied("the shared-secret token handshake is not enabled on this server (no FLUX_SECRET_KEY)")
         elif not credentials:
             return denied("missing Authorization header")
         if principal is None:
