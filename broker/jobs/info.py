@@ -93,6 +93,10 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         "t_inactive": record.t_inactive,
         "duration": float(system.get("duration", 0) or 0),
         "ncores": sum(len(cores) for cores in record.cores.values()),
+        # cores held per rank while it runs (what `flux resource list` counts as allocated)
+        "allocation": {str(r): len(c) for r, c in record.cores.items()}
+        if state in (JobState.RUN, JobState.CLEANUP)
+        else {},
         "expiration": record.t_run + limit if record.t_run and limit else 0.0,
         "cwd": str(system.get("cwd", "")),
         "queue": system.get("queue", ""),
