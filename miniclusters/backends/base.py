@@ -86,6 +86,10 @@ class PodStatus:
     node: str | None = None
     exit_code: int | None = None
     conditions: tuple[PodCondition, ...] = ()
+    restarts: int = 0
+    """Times the pod's container was restarted (kubectl's RESTARTS)."""
+    reason: str | None = None
+    """Why the container is not simply running or done: CrashLoopBackOff, BackoffLimitExceeded, Error, ..."""
 
     def condition(self, kind: str) -> PodCondition | None:
         return next((c for c in self.conditions if c.type == kind), None)

@@ -40,7 +40,7 @@ from miniclusters.backends.base import (
 )
 from miniclusters.backends.kubernetes.lead import parse_overlay
 from miniclusters.backends.kubernetes.wait import ProgressCallback, wait_until_ready
-from miniclusters.backends.local import cgroups, netns, plan, process
+from miniclusters.backends.local import cgroups, netns, plan, process, restart
 from miniclusters.backends.local.state import ClusterRecord, PodRecord, StateStore
 from miniclusters.backends.policy import check_scale, removed_indexes
 from miniclusters.render.broker_config import render_broker_toml
@@ -267,6 +267,7 @@ class LocalBackend:
         if cpu == 0 and cpu_limit:
             cpu = cpu_limit  # Kubernetes defaults a missing request to the limit
 
+        restart_policy, backoff_limit, restart_delay = restart.restart_settings(mc)
         taken = [self.store.load(other).slot for other in self.store.names()]
         try:
             addressing = plan.choose_slot(taken, netns.routes_in_use() if mode == "netns" else [], mode != "netns")
@@ -306,6 +307,9 @@ class LocalBackend:
             latency=self.latency,
             cpu_milli=cpu,
             cpu_limit_milli=cpu_limit,
+            restart_policy=restart_policy,
+            backoff_limit=backoff_limit,
+            restart_delay=restart_delay,
         )
         for index in range(mc.spec.size):
             record.pods[index] = PodRecord(
@@ -378,9 +382,19 @@ class LocalBackend:
                 nice = plan.milli_to_nice(pod.cpu_milli)
                 if os.geteuid() != 0:
                     nice = max(nice, os.getpriority(os.PRIO_PROCESS, 0))
+            pod_dir = self.store.pod_dir(record.name, index)
+            policy = restart.policy_for(
+                index,
+                record.restart_policy,
+                record.backoff_limit,
+                record.restart_delay,
+                self.store.cluster_dir(record.name),
+                pod_dir,
+                procs,
+            )
             launch = process.Launch(
                 tag=self._tag(record, index),
-                pod_dir=self.store.pod_dir(record.name, index),
+                pod_dir=pod_dir,
                 entrypoint=self.store.cluster_dir(record.name) / ENTRYPOINT,
                 environment=self._pod_environment(record, pod),
                 cwd=record.cwd,
@@ -388,6 +402,7 @@ class LocalBackend:
                 hostname=pod.hostname,
                 cgroup_procs=procs,
                 nice=nice,
+                restart=policy.to_env(),
             )
             child = process.start(launch)
         except (netns.NetworkError, cgroups.CgroupError, OSError) as exc:
@@ -443,7 +458,11 @@ class LocalBackend:
             phase = "Succeeded"
         else:
             phase = "Failed"
-        ready = running and (ranks_up is None or pod.index in ranks_up)
+        restarted = restart.restart_info(self.store.pod_dir(record.name, pod.index))
+        waiting = restarted.waiting if restarted.waiting == restart.CRASH_LOOP and running else None
+        if phase == "Failed":
+            waiting = restarted.waiting or "Error"
+        ready = running and waiting is None and (ranks_up is None or pod.index in ranks_up)
         desired = format_millicores(pod.cpu_milli) if pod.cpu_milli else None
         return PodStatus(
             index=pod.index,
@@ -455,6 +474,8 @@ class LocalBackend:
             cpu_actual=self._actual_cpu(record, pod) if running else None,
             node=f"{pod.address}" + (f" ({pod.netns})" if pod.netns else ""),
             exit_code=code if not running else None,
+            restarts=restarted.restarts,
+            reason=waiting,
         )
 
     def _actual_cpu(self, record: ClusterRecord, pod: PodRecord) -> str | None:
@@ -510,6 +531,16 @@ class LocalBackend:
         if failed:
             names = ", ".join(f"{p.name} (exit {p.exit_code if p.exit_code is not None else 'killed'})" for p in failed)
             conditions.append(ClusterCondition("Degraded", "True", "PodFailed", names))
+        if any(p.reason == restart.BACKOFF_LIMIT_EXCEEDED for p in pods):
+            conditions.append(
+                ClusterCondition(
+                    "Failed",
+                    "True",
+                    restart.BACKOFF_LIMIT_EXCEEDED,
+                    f"the Job has reached its backoff limit ({record.backoff_limit} restarts): failed pods stay "
+                    "failed",
+                )
+            )
         if lead_running and ranks_up is not None:
             queue = self._queue_summary(record)
             if queue:
