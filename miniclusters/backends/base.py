@@ -120,6 +120,8 @@ class ClusterStatus:
     succeeded: bool | None = None
     lead_error: str | None = None
     """Why the lead could not be asked about ranks (None when it answered)."""
+    rest_url: str | None = None
+    """Where the lead broker's REST API answers (spec.restful.enabled), as a client would reach it."""
 
     @property
     def running_pods(self) -> int:

@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -67,22 +66,9 @@ def _errors() -> Iterator[None]:
 
 
 def _print_status(status: ClusterStatus) -> None:
-    ranks = "unknown" if status.ranks_up is None else f"{len(status.ranks_up)} up"
-    state = ("completed" if status.succeeded else "failed") if status.finished else "active"
-    click.echo(
-        f"MiniCluster {status.namespace}/{status.name}: size {status.size} (min {max(1, status.min_size)}, "
-        f"max {status.max_size}), {status.running_pods} running, {status.ready_pods} ready, ranks {ranks}, {state}"
-    )
-    click.echo(f"{'INDEX':>5} {'PHASE':<10} {'READY':<5} {'CPU(want)':>9} {'CPU(now)':>9}  POD")
-    for pod in status.pods:
-        click.echo(
-            f"{pod.index:>5} {pod.phase:<10} {'yes' if pod.ready else 'no':<5} {pod.cpu_desired or '-':>9} "
-            f"{pod.cpu_actual or '-':>9}  {pod.name}"
-        )
-    for condition in status.conditions:
-        click.echo(f"  {condition.type}={condition.status} {condition.reason}: {condition.message}".rstrip(": "))
-    if status.lead_error and not status.finished:
-        click.echo(f"  (lead not asked: {status.lead_error})")
+    from miniclusters.cli.status_view import render_status_text, status_document
+
+    click.echo(render_status_text(status_document(status)))
 
 
 def _progress_printer() -> Callable[[Any], None]:
@@ -215,6 +201,14 @@ def _up_local(target: Backend, mc: Any, options: CreateOptions, detach: bool, ke
     def interrupted(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt
 
+    stored = getattr(target, "stored_spec", lambda _name: None)(mc.name)
+    if stored is not None:
+        from miniclusters.cli.existing import existing_message
+
+        code, lines = existing_message(target.status(mc.name), stored, mc.to_dict())
+        for line in lines:
+            click.echo(line, err=code != 0)
+        sys.exit(code)
     previous = signal.signal(signal.SIGTERM, interrupted)
     created = False
     try:
@@ -223,7 +217,10 @@ def _up_local(target: Backend, mc: Any, options: CreateOptions, detach: bool, ke
         _print_status(status)
         _print_restful(target, mc, status)
         if (detach or mc.spec.interactive) and not status.finished:
-            click.echo(f"use: minicluster exec {mc.name} -- flux resource list   |   minicluster down {mc.name}")
+            from miniclusters.cli.existing import reach_lines
+
+            click.echo("reach it with:")
+            click.echo("\n".join(reach_lines(mc.name, status.rest_url)))
             created = False  # detached: it keeps running
             return
         for line in target.logs(mc.name, 0, follow=True):
@@ -274,7 +271,9 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
     with _errors():
         result = _open(backend, context, namespace).status(name)
         if output == "json":
-            click.echo(json.dumps(asdict(result), indent=2))
+            from miniclusters.cli.status_view import status_document
+
+            click.echo(json.dumps(status_document(result), indent=2))
         else:
             _print_status(result)
 

@@ -233,6 +233,11 @@ class KubernetesBackend:
             finished=finished,
             succeeded=succeeded,
             lead_error=lead_error,
+            rest_url=(
+                f"http://{mc.name}-restful.{self.namespace}.svc:{mc.spec.restful.port}"
+                if mc.spec.restful.enabled
+                else None
+            ),
         )
 
     def _ask_lead(self, mc: MiniCluster, lead: dict[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -80,6 +80,22 @@ def exit_code(pod: Mapping[str, Any], container: str | None = None) -> int | Non
     return None if not terminated else int(terminated.get("exitCode", 0))
 
 
+def restart_count(pod: Mapping[str, Any], container: str | None = None) -> int:
+    """kubectl's RESTARTS: the container's restartCount."""
+    count = _container_status(pod, container).get("restartCount")
+    return count if isinstance(count, int) else 0
+
+
+def container_reason(pod: Mapping[str, Any], container: str | None = None) -> str | None:
+    """Why the container waits or ended (CrashLoopBackOff, Error, OOMKilled, ...), as kubectl's STATUS shows."""
+    state = _container_status(pod, container).get("state") or {}
+    for key in ("waiting", "terminated"):
+        reason = (state.get(key) or {}).get("reason")
+        if reason:
+            return str(reason)
+    return None
+
+
 def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatus:
     index = pod_index(pod)
     return PodStatus(
@@ -93,6 +109,8 @@ def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatu
         node=pod.get("spec", {}).get("nodeName"),
         exit_code=exit_code(pod, container),
         conditions=conditions(pod),
+        restarts=restart_count(pod, container),
+        reason=container_reason(pod, container),
     )
 
 

@@ -440,6 +440,15 @@ class LocalBackend:
             netns.delete_bridge(record.slot)
         self.store.remove(record.name)
 
+    def stored_spec(self, name: str) -> dict[str, Any] | None:
+        """The spec a cluster on this machine was created from (None when there is no such cluster)."""
+        if not self.store.exists(name):
+            return None
+        try:
+            return self.store.load_spec(name)
+        except (OSError, ValueError):
+            return {}
+
     def delete(self, name: str) -> None:
         with self.store.lock():
             if not self.store.exists(name):
@@ -491,7 +500,7 @@ class LocalBackend:
             if nice is None:
                 return None
             milli = pod.cpu_milli if plan.milli_to_nice(pod.cpu_milli) == nice else plan.nice_to_milli(nice)
-        return format_millicores(milli) if milli else "0"
+        return format_millicores(milli) if milli else None  # no request: the kernel's minimum weight
 
     def kernel_weight(self, name: str, index: int) -> tuple[str, int | None]:
         """(knob, value) the kernel holds for a pod now: ("cpu.shares", 512), ("cpu.weight", 59) or ("nice", 3)."""
@@ -519,12 +528,7 @@ class LocalBackend:
         succeeded = (lead_status.phase == "Succeeded") if finished and lead_status else None
         if not lead_running and not finished:
             lead_error = "the lead pod (index 0) is not running"
-        isolation = (
-            (f"netns, cgroup v{record.cgroup_version}" if record.cgroup_version else "netns, nice levels")
-            if record.mode == "netns"
-            else "processes on loopback addresses, nice levels (not isolated)"
-        )
-        conditions = [ClusterCondition("Isolation", "True", record.mode, isolation)]
+        conditions = [isolation_condition(record)]
         if record.latency:
             conditions.append(ClusterCondition("NetworkEmulation", "True", "netem", f"{record.latency} per packet"))
         failed = [p for p in pods if p.phase == "Failed" and p.index != 0]
@@ -537,14 +541,13 @@ class LocalBackend:
                     "Failed",
                     "True",
                     restart.BACKOFF_LIMIT_EXCEEDED,
-                    f"the Job has reached its backoff limit ({record.backoff_limit} restarts): failed pods stay "
-                    "failed",
+                    f"the Job has reached its backoff limit ({record.backoff_limit} restarts): failed pods stay failed",
                 )
             )
         if lead_running and ranks_up is not None:
             queue = self._queue_summary(record)
-            if queue:
-                conditions.append(ClusterCondition("Queue", "True", "Jobs", queue))
+            if queue is not None:
+                conditions.append(queue_condition(queue))
         return ClusterStatus(
             name=name,
             namespace=NAMESPACE,
@@ -558,6 +561,7 @@ class LocalBackend:
             finished=finished,
             succeeded=succeeded,
             lead_error=lead_error,
+            rest_url=f"http://{lead.address}:{_mc.spec.restful.port}" if lead and _mc.spec.restful.enabled else None,
         )
 
     def _run(self, record: ClusterRecord, index: int, argv: list[str], timeout: float) -> ExecResult:
@@ -596,8 +600,8 @@ class LocalBackend:
         except (ValueError, KeyError) as exc:
             raise BackendError(f"unexpected `flux overlay status` output: {exc}") from None
 
-    def _queue_summary(self, record: ClusterRecord) -> str | None:
-        """Job counts by state from the lead (`flux jobs -a`); None while the broker has no job manager."""
+    def _queue_summary(self, record: ClusterRecord) -> dict[str, int] | None:
+        """Job counts by Flux state from the lead (`flux jobs -a`); None while the broker has no job manager."""
         try:
             result = self._run(record, 0, ["flux", "jobs", "-a", "--no-header", "-o", "{state}"], LEAD_ASK_TIMEOUT)
         except (BackendError, subprocess.TimeoutExpired):
@@ -607,9 +611,7 @@ class LocalBackend:
         counts: dict[str, int] = {}
         for line in result.stdout.split():
             counts[line.strip().upper()] = counts.get(line.strip().upper(), 0) + 1
-        if not counts:
-            return "no jobs"
-        return ", ".join(f"{n} {state.lower()}" for state, n in sorted(counts.items()))
+        return counts
 
     # ------------------------------------------------------------------ scale, resize
     def _require_pod(self, record: ClusterRecord, index: int) -> PodRecord:
@@ -741,6 +743,44 @@ class LocalBackend:
                 state = "Running"
             out.append(ClusterSummary(name, NAMESPACE, record.size, len(alive), state))
         return out
+
+
+def isolation_condition(record: ClusterRecord) -> ClusterCondition:
+    """How isolated the pods are, in words."""
+    if record.mode != "netns":
+        return ClusterCondition(
+            "Isolation",
+            "False",
+            "SharedHost",
+            "pods are processes on 127.213.x addresses sharing this machine's network and hostname; "
+            "CPU weights are nice levels",
+        )
+    weights = (
+        f"a CPU cgroup (v{record.cgroup_version}, {'cpu.shares' if record.cgroup_version == 1 else 'cpu.weight'})"
+        if record.cgroup_version
+        else "nice levels for CPU weight (no writable cgroup)"
+    )
+    return ClusterCondition(
+        "Isolation", "True", "Namespaces", f"each pod has its own network namespace, hostname and {weights}"
+    )
+
+
+# Flux job states, grouped as a user reads a queue.
+QUEUE_WORDS = {"DEPEND": "pending", "PRIORITY": "pending", "SCHED": "pending", "RUN": "running"}
+QUEUE_WORDS |= {"CLEANUP": "finishing", "INACTIVE": "finished"}
+
+
+def queue_condition(counts: dict[str, int]) -> ClusterCondition:
+    """The lead's queue in words: reason Idle (nothing pending or running) or Busy, message the counts."""
+    grouped: dict[str, int] = {}
+    for state, n in counts.items():
+        word = QUEUE_WORDS.get(state, state.lower())
+        grouped[word] = grouped.get(word, 0) + n
+    order = ["running", "pending", "finishing", "finished"]
+    words = sorted(grouped, key=lambda w: (order.index(w) if w in order else len(order), w))
+    message = ", ".join(f"{grouped[w]} {w}" for w in words) if grouped else "no jobs"
+    busy = any(grouped.get(w) for w in ("running", "pending", "finishing"))
+    return ClusterCondition("Queue", "True", "Busy" if busy else "Idle", message)
 
 
 def netem_probe() -> tuple[bool, str]:

@@ -2,10 +2,11 @@
 
 A pod is a small supervisor process (supervisor.py) in its own session (so Ctrl-C in the user's terminal never
 reaches it) that runs the rendered entrypoint, restarts it as the Job's restart policy says, and writes its exit
-code to a file: the "container status" a later `minicluster status` reads from any shell. As root the supervisor first joins the pod's cgroup, then enters the pod's network namespace
-(`ip netns exec`, which also bind-mounts the pod's /etc/hosts) and a UTS namespace carrying the pod's hostname, so
-everything it starts, the broker and every job process, is inside the pod. Every pod process carries an environment
-tag, so stragglers that left the session (jobs in their own process groups) are still found and stopped.
+code to a file: the "container status" a later `minicluster status` reads from any shell. As root the supervisor
+first joins the pod's cgroup, then enters the pod's network namespace (`ip netns exec`, which also bind-mounts
+the pod's /etc/hosts) and a UTS namespace carrying the pod's hostname, so everything it starts, the broker and
+every job process, is inside the pod. Every pod process carries an environment tag, so stragglers that left the
+session (jobs in their own process groups) are still found and stopped.
 """
 
 from __future__ import annotations

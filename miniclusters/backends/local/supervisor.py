@@ -5,8 +5,9 @@ applies the Job's restart semantics as Kubernetes would for this pod: with `rest
 default) or Never, a failed follower is restarted (OnFailure: the kubelet restarts the container; Never: the Job
 controller recreates the index; here both restart the pod in place and count it) after an exponential back-off,
 as long as the Job's failures stay within `backoffLimit` (one count shared by every pod of the cluster). Before
-each restart everything the dead container left in the pod is killed (its cgroup and its session), so the old broker's tasks never outlive it. The new broker has the same index, hostname
-and address, so it rejoins the lead as the same rank.
+each restart everything the dead container left in the pod is killed (its cgroup and its session), so the old
+broker's tasks never outlive it. The new broker has the same index, hostname and address, so it rejoins the
+lead as the same rank.
 
 Because this process lives inside the pod, restarts happen whether or not any `minicluster` command is running
 (`up --detach` returns and the pods keep supervising themselves), as a node's kubelet does.
