@@ -40,7 +40,7 @@ from miniclusters.backends.base import (
 )
 from miniclusters.backends.kubernetes.lead import parse_overlay
 from miniclusters.backends.kubernetes.wait import ProgressCallback, wait_until_ready
-from miniclusters.backends.local import cgroups, netns, plan, process, restart
+from miniclusters.backends.local import cgroups, netns, plan, process, programs, restart
 from miniclusters.backends.local.state import ClusterRecord, PodRecord, StateStore
 from miniclusters.backends.policy import check_scale, removed_indexes
 from miniclusters.render.broker_config import render_broker_toml
@@ -168,6 +168,8 @@ class LocalBackend:
             PYTHONUNBUFFERED="1",
             TMPDIR=str(self.store.pod_dir(record.name, pod.index) / "tmp"),
         )
+        if record.program_path:
+            base["PATH"] = f"{record.program_path}{os.pathsep}{base.get('PATH', os.defpath)}"
         if record.mode != "netns":
             base[HOSTNAME_ENV] = pod.hostname
         return base
@@ -267,6 +269,10 @@ class LocalBackend:
         if cpu == 0 and cpu_limit:
             cpu = cpu_limit  # Kubernetes defaults a missing request to the limit
 
+        try:
+            program_path, image_environment = programs.provide_image(runner.image, self.notify)
+        except programs.ProgramBuildError as exc:
+            raise BackendError(f"spec.containers[{mc.spec.flux_runner_index}].image: {exc}") from None
         restart_policy, backoff_limit, restart_delay = restart.restart_settings(mc)
         taken = [self.store.load(other).slot for other in self.store.names()]
         try:
@@ -300,7 +306,8 @@ class LocalBackend:
             min_size=mc.spec.min_size,
             broker_dir=str(broker_dir),
             cwd=os.getcwd(),
-            environment=dict(runner.environment) | restful_credentials(mc),
+            environment=image_environment | dict(runner.environment) | restful_credentials(mc),
+            program_path=str(program_path) if program_path else None,
             cgroup_version=driver.version if driver else None,
             cgroup_root=str(driver.root) if driver else None,
             weight_formula=self.weight_formula,

@@ -65,6 +65,8 @@ class ClusterRecord:
     cpu_milli: int = 0
     """The spec's CPU request for every pod (pods added by scale-up start with it)."""
     cpu_limit_milli: int | None = None
+    program_path: str | None = None
+    """The image's programs built for this machine (programs.py), first on every pod's PATH."""
     restart_policy: str = "OnFailure"
     """The pod template's restartPolicy: followers that fail restart (OnFailure, Never) within backoff_limit."""
     backoff_limit: int = 100
