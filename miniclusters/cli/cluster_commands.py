@@ -260,20 +260,37 @@ def down(name: str, backend: str, context: str | None, namespace: str | None) ->
 @click.command()
 @click.argument("name")
 @_backend_options
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "-o",
+    "--output",
+    default="text",
+    show_default=True,
+    help="text, json, or jsonpath=TEMPLATE as kubectl reads it (e.g. jsonpath='{.rest_url}').",
+)
 def status(name: str, backend: str, context: str | None, namespace: str | None, output: str) -> None:
     """Pods, CPU wanted vs running, broker ranks and conditions of a MiniCluster.
 
     \b
     Example:
       minicluster status hello --backend kubernetes -o json
+      minicluster status restful -o jsonpath='{.rest_url}'
     """
+    from miniclusters.cli.status_view import render_jsonpath, status_document
+
+    template = output.partition("=")[2] if output.startswith("jsonpath=") else None
+    if output not in ("text", "json") and template is None:
+        click.echo(f"error: -o {output!r}: expected text, json or jsonpath=TEMPLATE", err=True)
+        sys.exit(EXIT_INVALID)
     with _errors():
         result = _open(backend, context, namespace).status(name)
         if output == "json":
-            from miniclusters.cli.status_view import status_document
-
             click.echo(json.dumps(status_document(result), indent=2))
+        elif template is not None:
+            try:
+                click.echo(render_jsonpath(status_document(result), template))
+            except ValueError as exc:
+                click.echo(f"error: -o jsonpath: {exc}", err=True)
+                sys.exit(EXIT_INVALID)
         else:
             _print_status(result)
 

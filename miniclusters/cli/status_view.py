@@ -6,6 +6,8 @@ fields like `kubectl describe`, a pod table like `kubectl get pods`, conditions 
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import asdict
 from typing import Any
 
@@ -114,3 +116,40 @@ def render_status_text(document: dict[str, Any]) -> str:
         )
     lines += _table(rows)
     return "\n".join(lines)
+
+
+JSONPATH_FIELD = re.compile(r"\{\.([^{}]*)\}")
+JSONPATH_STEP = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
+
+
+def _jsonpath_value(document: Any, path: str) -> Any:
+    value = document
+    for step in path.split("."):
+        match = JSONPATH_STEP.fullmatch(step)
+        if match is None:
+            raise ValueError(f"unsupported path step {step!r} (use .field or .field[N])")
+        key, index = match.group(1), match.group(2)
+        if not isinstance(value, dict) or key not in value:
+            raise ValueError(f"no field {key!r} at {{.{path}}}")
+        value = value[key]
+        if index is not None:
+            if not isinstance(value, (list, tuple)) or int(index) >= len(value):
+                raise ValueError(f"{key}[{index}] is out of range at {{.{path}}}")
+            value = value[int(index)]
+    return value
+
+
+def render_jsonpath(document: dict[str, Any], template: str) -> str:
+    """kubectl's `-o jsonpath=` for the simple case: `{.field.sub}` and `{.list[N].field}` in a template."""
+    if not JSONPATH_FIELD.search(template):
+        raise ValueError(f"{template!r} has no {{.field}} to print")
+
+    def substitute(match: re.Match[str]) -> str:
+        value = _jsonpath_value(document, match.group(1))
+        if value is None:
+            return ""
+        if isinstance(value, (dict, list, tuple, bool)):
+            return json.dumps(value)
+        return str(value)
+
+    return JSONPATH_FIELD.sub(substitute, template)

@@ -79,3 +79,26 @@ def test_disagreements_are_caught() -> None:
 
 def test_compress_ranks() -> None:
     assert compress_ranks([0, 1, 2, 3, 5, 7, 8]) == "0-3,5,7-8" and compress_ranks([]) == ""
+
+
+def test_jsonpath_prints_one_fact() -> None:
+    from miniclusters.cli.status_view import render_jsonpath
+
+    status = ClusterStatus(
+        name="c",
+        namespace="local",
+        size=1,
+        max_size=2,
+        min_size=0,
+        pods=(_pod(0, "Running", ready=True, restarts=3),),
+        rest_url="http://10.213.1.2:5000",
+    )
+    document = status_document(status)
+    assert render_jsonpath(document, "{.rest_url}") == "http://10.213.1.2:5000"
+    assert render_jsonpath(document, "{.pods[0].name} {.pods[0].restarts} {.pods[0].ready}") == "c-0 3 true"
+    for bad in ("{.nothing}", "{.pods[4].name}", "plain text", "{.pods.0}"):
+        try:
+            render_jsonpath(document, bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad!r} was accepted")
