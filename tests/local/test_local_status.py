@@ -4,6 +4,7 @@ cluster that exists says how to reach it (and changes nothing when the spec diff
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,9 @@ def test_running_cluster_status_and_up_again(mc: Any, machine: Any, backend: Loc
     assert [p["cpu_actual"] for p in document["pods"]] == [None, None]  # no request: nothing invented
     assert [p["READY"] for p in parse_status_text(text)["pods"]] == ["1/1", "1/1"]
 
+    # exec runs where the pods run (the directory of `up`), not at / (nsenter's default in a mount namespace)
+    where = mc("exec", "st", "-i", "1", "--", "pwd")
+    assert where.returncode == 0 and where.stdout.strip() == os.getcwd(), where.stdout + where.stderr
     pids = {i: p.pid for i, p in backend.store.load("st").pods.items()}
     again = mc("up", str(spec), "--detach")
     assert again.returncode == 0, again.stderr

@@ -216,7 +216,8 @@ def run_in_pod(
     """Run a command inside a running pod: its namespaces (entered through the pod's first process) and cgroup."""
     command = list(argv)
     if netns and pid is not None:
-        command = ["nsenter", "-t", str(pid), "-m", "-u", "-n", "--", *command]
+        # nsenter resets the working directory to / when it enters the mount namespace: keep the pod's
+        command = ["nsenter", "-t", str(pid), "-m", "-u", "-n", f"--wd={cwd}", "--", *command]
     if cgroup_procs is not None and cgroup_procs.exists():
         command = ["sh", "-c", JOIN_CGROUP, str(cgroup_procs), *command]
     return subprocess.run(
