@@ -75,7 +75,7 @@ def _progress_printer() -> Callable[[Any], None]:
     """A rich live line on a terminal, plain lines otherwise."""
     from rich.console import Console
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # one progress event, one line (no wrapping mid-word)
     last: list[str] = []
 
     def show(progress: Any) -> None:

@@ -35,6 +35,8 @@ def test_running_cluster_status_and_up_again(mc: Any, machine: Any, backend: Loc
     spec = _spec(machine.state_dir, "st", interactive=True, restful={"enabled": True, "port": 5000})
     up = mc("up", str(spec), "--detach")
     assert up.returncode == 0, up.stderr
+    strays = [line for line in up.stderr.splitlines() if line and not line.startswith(("[", "notice:", "REST API"))]
+    assert not strays, f"progress lines wrapped mid-sentence: {strays}"
     text, document = _both(mc, "st")
     assert disagreements(text, document) == [], text
     lead = backend.store.load("st").pods[0]
