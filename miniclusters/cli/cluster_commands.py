@@ -148,7 +148,10 @@ def up(
         if detach or mc.spec.interactive or status.finished:
             if status.finished:
                 sys.exit(0 if status.succeeded else 1)
-            click.echo(f"use: minicluster exec {mc.name} -- flux resource list   |   minicluster down {mc.name}")
+            from miniclusters.cli.existing import reach_lines
+
+            click.echo("reach it with:")
+            click.echo("\n".join(reach_lines(mc.name, None)))
             return
         for line in target.logs(mc.name, 0, follow=True):
             click.echo(line)
