@@ -108,7 +108,7 @@ def test_a_follower_whose_broker_dies_restarts_as_the_same_rank_within_backoff_l
     assert failed["pods"][0]["phase"] == "Running" and failed["pods"][0]["restarts"] == 0
 
 
-def test_complete_workers_and_the_lead_are_not_restarted(
+def test_complete_workers_do_not_restart_and_an_interactive_lead_does(
     mc: Any, machine: Any, backend: LocalBackend, waiter: Any
 ) -> None:
     spec = _spec(machine.state_dir, "cw", flux={"completeWorkers": True})
@@ -122,8 +122,28 @@ def test_complete_workers_and_the_lead_are_not_restarted(
     pod = _status(mc, "cw")["pods"][1]
     assert pod["phase"] == "Succeeded" and pod["restarts"] == 0 and pod["reason"] is None
 
+    # the lead of an interactive cluster runs nothing of the user's: it restarts and replays its journal
+    submitted = mc("exec", "cw", "--", "flux", "submit", "--urgency=0", "true")
+    assert submitted.returncode == 0, submitted.stderr
     lead = backend.store.load("cw").pods[0].pid
     assert lead is not None
     os.kill(_broker(lead), signal.SIGKILL)
-    gone = waiter(lambda: (s := _status(mc, "cw"))["pods"][0]["phase"] == "Failed" and s, timeout=20)
-    assert gone and gone["pods"][0]["restarts"] == 0
+    back = waiter(
+        lambda: (s := _status(mc, "cw"))["pods"][0]["restarts"] == 1 and s["ranks_up"] is not None and s, timeout=30
+    )
+    assert back and back["pods"][0]["phase"] == "Running" and back["ranks_up"] == [0], back
+    jobs = mc("exec", "cw", "--", "flux", "jobs", "-a", "--no-header", "-o", "{id.f58}")
+    assert submitted.stdout.strip() in jobs.stdout.split(), jobs.stdout + jobs.stderr
+
+
+def test_the_lead_of_a_command_is_not_restarted(mc: Any, machine: Any, backend: LocalBackend, waiter: Any) -> None:
+    spec = _spec(machine.state_dir, "cmd", interactive=False, containers=[{"image": "local", "command": "sleep 60"}])
+    assert mc("up", str(spec), "--detach", env=FAST).returncode == 0
+    lead = backend.store.load("cmd").pods[0].pid
+    assert lead is not None
+    os.kill(_broker(lead), signal.SIGKILL)
+    gone = waiter(lambda: (s := _status(mc, "cmd"))["pods"][0]["phase"] == "Failed" and s, timeout=20)
+    assert gone, _status(mc, "cmd")
+    time.sleep(1.0)
+    lead_status = _status(mc, "cmd")["pods"][0]
+    assert lead_status["phase"] == "Failed" and lead_status["restarts"] == 0

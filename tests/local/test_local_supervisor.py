@@ -115,7 +115,8 @@ def test_the_lead_never_restarts_and_sigterm_stops_restarting(tmp_path: Path) ->
 @pytest.mark.parametrize(("kind", "restarts"), [("OnFailure", True), ("Never", True), ("", False)])
 def test_which_pods_restart(tmp_path: Path, kind: str, restarts: bool) -> None:
     assert restart.policy_for(2, kind, 4, 1.0, tmp_path, tmp_path, None).restart is restarts
-    assert restart.policy_for(0, kind, 4, 1.0, tmp_path, tmp_path, None).restart is False
+    assert restart.policy_for(0, kind, 4, 1.0, tmp_path, tmp_path, None).restart is False  # the lead runs a command
+    assert restart.policy_for(0, kind, 4, 1.0, tmp_path, tmp_path, None, interactive=True).restart is restarts
 
 
 def test_back_off_doubles_up_to_its_cap_and_claims_are_counted(tmp_path: Path) -> None:

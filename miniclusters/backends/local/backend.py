@@ -315,6 +315,7 @@ class LocalBackend:
             cpu_milli=cpu,
             cpu_limit_milli=cpu_limit,
             restart_policy=restart_policy,
+            interactive=mc.spec.interactive,
             backoff_limit=backoff_limit,
             restart_delay=restart_delay,
         )
@@ -398,6 +399,7 @@ class LocalBackend:
                 self.store.cluster_dir(record.name),
                 pod_dir,
                 procs,
+                interactive=record.interactive,
             )
             launch = process.Launch(
                 tag=self._tag(record, index),

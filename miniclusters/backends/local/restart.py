@@ -53,11 +53,15 @@ def policy_for(
     cluster_dir: Path,
     pod_dir: Path,
     cgroup_procs: Path | None,
+    interactive: bool = False,
 ) -> RestartPolicy:
-    """Followers restart under OnFailure and Never (the Job recreates a failed index); the lead never does,
-    because its exit code is the cluster's result."""
+    """Pods restart under OnFailure and Never (the Job recreates a failed index). The lead of a cluster that runs
+    a command does not: its exit code is the cluster's result, and a restart would run the command again. The
+    lead of an interactive cluster runs nothing of the user's, so its failure is the broker's: it restarts,
+    replays its job journal, and the followers (which keep retrying) rejoin it."""
+    restarts = restart_policy in ("OnFailure", "Never")
     return RestartPolicy(
-        restart=index != 0 and restart_policy in ("OnFailure", "Never"),
+        restart=restarts and (index != 0 or interactive),
         backoff_limit=backoff_limit,
         failures_file=str(cluster_dir / FAILURES_FILE),
         state_file=str(pod_dir / STATE_FILE),

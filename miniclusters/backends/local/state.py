@@ -67,6 +67,8 @@ class ClusterRecord:
     cpu_limit_milli: int | None = None
     program_path: str | None = None
     """The image's programs built for this machine (programs.py), first on every pod's PATH."""
+    interactive: bool = False
+    """spec.interactive: the lead runs no command of the user's, so it restarts like the followers."""
     restart_policy: str = "OnFailure"
     """The pod template's restartPolicy: followers that fail restart (OnFailure, Never) within backoff_limit."""
     backoff_limit: int = 100

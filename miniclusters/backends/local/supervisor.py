@@ -12,8 +12,9 @@ lead as the same rank.
 Because this process lives inside the pod, restarts happen whether or not any `minicluster` command is running
 (`up --detach` returns and the pods keep supervising themselves), as a node's kubelet does.
 
-The lead (index 0) is not restarted: its exit code is the cluster's result (`up` exits with it). A follower that
-exits 0 has completed (with `flux.completeWorkers` every follower exit counts as completion).
+The lead (index 0) of a cluster that runs a command is not restarted: its exit code is the cluster's result
+(`up` exits with it); an interactive cluster's lead is (see restart.policy_for). A pod that exits 0 has
+completed (with `flux.completeWorkers` every follower exit counts as completion).
 
 Standard library only, run by path (`python -I -S supervisor.py`): a pod must not pay for importing pydantic.
 """
