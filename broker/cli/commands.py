@@ -47,13 +47,22 @@ def resource_rows(status: dict[str, Any]) -> list[tuple[str, int, int, int, str]
 
     reports = {int(k): v for k, v in status["reports"].items()}
     hostnames: list[str] = status["hostnames"]
+    # A rank that never reported (its pod not started yet, or removed by a scale-down) still has its cores in
+    # the instance's configured R, and Flux lists them as down: the pods of one cluster are alike, so count it
+    # like the others rather than as 0 cores.
+    counts = [int(report["ncores"]) for report in reports.values()]
+    typical = max(set(counts), key=counts.count) if counts else 0
+
+    def ncores(rank: int) -> int:
+        return int(reports[rank]["ncores"]) if rank in reports else typical
+
     rows = []
     for state, ranks in (
         ("free", idset.decode(status["up"])),
         ("allocated", []),
         ("down", idset.decode(status["down"])),
     ):
-        cores = sum(int(reports[r]["ncores"]) for r in ranks if r in reports)
+        cores = sum(ncores(r) for r in ranks)
         rows.append((state, len(ranks), cores, 0, compress_hosts([hostnames[r] for r in ranks])))
     return rows
 

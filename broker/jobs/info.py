@@ -45,7 +45,8 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         "returncode": record.returncode,
         "waitstatus": record.waitstatus,
         "success": record.result is not None and record.result.value == "COMPLETED",
-        "nnodes": len(record.ranks),
+        # before it runs, the node count it asked for (as Flux's job-list reads it from the jobspec)
+        "nnodes": len(record.ranks) if record.ranks else (request_shape(record.jobspec)[1] or 0),
         "ntasks": ntasks,
         "ranks": list(record.ranks),
         "nodelist": nodelist,

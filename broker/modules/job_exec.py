@@ -36,6 +36,19 @@ DEFAULT_KILL_GRACE = 5.0
 MAX_LINE = 65536
 
 
+def start_failure(program: str, cwd: str | None, exc: OSError) -> tuple[str, int]:
+    """Why a task did not start, and its exit code (127: no such command, 126: cannot run it, 1: bad cwd).
+
+    subprocess reports a failed chdir in the child with the directory as the error's filename.
+    """
+    reason = exc.strerror or str(exc)
+    if cwd and exc.filename == cwd and exc.filename != program:
+        return f"start failed: cannot change to working directory {cwd}: {reason}", 1
+    if isinstance(exc, FileNotFoundError):
+        return f"start failed: {program}: command not found", 127
+    return f"start failed: {program}: {reason}", 126
+
+
 @dataclass
 class Task:
     """One process of a job on this rank."""
@@ -179,10 +192,8 @@ class JobExec:
         except OSError as exc:
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
-            what = command[0] if not isinstance(exc, FileNotFoundError) or exc.filename == command[0] else cwd
-            text = f"flux-shell[{self.b.rank}]: task {taskrank}: start failed: {what}: {exc.strerror or exc}\n"
-            job.output.append(["stderr", taskrank, text])
-            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            text, code = start_failure(command[0], cwd, exc)
+            job.output.append(["stderr", taskrank, f"flux-shell[{self.b.rank}]: task {taskrank}: {text}\n"])
             return Task(taskrank, None, status=code << 8)
         os.close(out_w)
         os.close(err_w)

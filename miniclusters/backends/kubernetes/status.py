@@ -12,11 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from miniclusters.api.quantity import cpu_millicores, parse_quantity
-from miniclusters.backends.base import PodCondition, PodStatus, ResizeOutcome
+from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING, PodCondition, PodStatus, ResizeOutcome
 from miniclusters.render.layout import INDEX_LABEL
-
-RESIZE_PENDING = "PodResizePending"
-RESIZE_IN_PROGRESS = "PodResizeInProgress"
 
 
 def pod_index(pod: Mapping[str, Any]) -> int | None:
