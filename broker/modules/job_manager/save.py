@@ -55,6 +55,11 @@ class Save(JobManagerCore):
             raise BrokerError(f"job-manager.restore-unfit: {self.restore_unfit!r} is not one of wait, reject")
         self.restored = self._restore_archive(broker)
         super().__init__(broker)
+        if SAVING in (self.sched_reason, self.submit_reason):
+            # The lead stopped during a save, before the archive was written: its queue runs again here.
+            self.sched_started, self.sched_reason = True, ""
+            self.submit_enabled, self.submit_reason = True, ""
+            self._save_queue_state()
         if self.restored:
             broker.on_online(self._settle_unfit)
             broker.subscribe("membership.update", lambda _msg: self._retry_unfit())
