@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 from broker.jobs.api import JobClient
-from broker.testing import Instance, kill_orphans, render_instance, run_flux, wait_for
+from broker.testing import FLUX, Instance, kill_orphans, render_instance, run_flux, wait_for
 
 
 def _start(inst: Instance, ranks: int, *extra: str) -> JobClient:
@@ -133,3 +134,32 @@ def test_a_damaged_archive_stops_the_lead_and_changes_nothing(tmp_path: Path) ->
         assert not (state / "journal.jsonl").exists()
     finally:
         inst.cleanup()
+
+
+def test_a_save_cut_short_by_a_lead_restart_leaves_the_queue_running(tmp_path: Path) -> None:
+    (tmp_path / "i").mkdir()
+    inst = render_instance(tmp_path / "i", 1)
+    state = tmp_path / "state"
+    try:
+        with _start(inst, 1, f"-Sstatedir={state}") as client:
+            stuck = client.submit(command=["sleep", "300"], system_attributes={"save-policy": "finish"})
+            client.wait_state(stuck, "RUN")
+            env = dict(os.environ, FLUX_URI=inst.uri(0))
+            saving = subprocess.Popen(
+                [FLUX, "queue", "save", str(tmp_path / "never.tar.gz")], env=env, stderr=subprocess.PIPE, text=True
+            )
+            wait_for(lambda: not client.queue("status")["started"])
+            assert client.queue("status")["stop_reason"] == "saving the queue"
+        inst.kill(0)
+        inst.procs[0].wait(timeout=10)
+        _, err = saving.communicate(timeout=60)
+        assert saving.returncode != 0 and err  # the client is told, never left hanging
+        kill_orphans(inst.uri(0))
+        with _start(inst, 1, f"-Sstatedir={state}") as client:
+            status = client.queue("status")
+            assert status["started"] and status["enabled"]
+            assert client.info(stuck).state == "INACTIVE"  # the lead's restart policy settled it, with a reason
+            assert not (tmp_path / "never.tar.gz").exists()
+    finally:
+        inst.cleanup()
+        kill_orphans(inst.uri(0))
