@@ -20,6 +20,7 @@ QUEUE_OPTS = [
     Opt(("-q", "--quiet"), "quiet", "flag", help="print nothing"),
     Opt(("-a", "--all"), "all", "flag", help="all queues"),
     Opt(("--cluster",), "cluster", help="save: the MiniCluster's name, recorded as the archive's source"),
+    Opt(("--force",), "force", "flag", help="save: replace an existing archive"),
 ]
 
 
@@ -67,10 +68,11 @@ def _queue_save(client: Any, args: list[str], values: dict[str, Any]) -> int:
     from ..fsd import parse_fsd
 
     if len(args) != 1:
-        raise OptionError("usage: flux queue save [--timeout=FSD] [--cluster=NAME] ARCHIVE")
+        raise OptionError("usage: flux queue save [--timeout=FSD] [--cluster=NAME] [--force] ARCHIVE")
     timeout = parse_fsd(values["timeout"]) if values.get("timeout") else 600.0
     try:
-        saved = client.queue_save(os.path.abspath(args[0]), values.get("cluster") or "", timeout)
+        path = os.path.abspath(args[0])
+        saved = client.queue_save(path, values.get("cluster") or "", timeout, bool(values.get("force")))
     except _flux_error() as exc:
         raise CommandError(f"save: {exc}") from None
     if not values.get("quiet"):

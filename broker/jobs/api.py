@@ -282,10 +282,10 @@ class JobClient:
         """Wait until no job runs ("idle") or no job is active at all ("drain")."""
         return self._rpc("job-manager.queue-idle", {"mode": mode}, timeout=timeout)
 
-    def queue_save(self, path: str, cluster: str = "", timeout: float = 600.0) -> dict[str, Any]:
+    def queue_save(self, path: str, cluster: str = "", timeout: float = 600.0, force: bool = False) -> dict[str, Any]:
         """Stop the queue, settle running jobs by their save policy, write the queue archive at `path` (on the
-        lead's filesystem); answers once written, with counts (broker/jobs/archive.py)."""
-        payload = {"path": path, "cluster": cluster, "timeout": timeout}
+        lead's filesystem; an existing file only with `force`); answers once written, with counts."""
+        payload = {"path": path, "cluster": cluster, "timeout": timeout, "force": force}
         return self._rpc("job-manager.save", payload, timeout=timeout + 60.0)
 
     # ------------------------------------------------------------------ output and events

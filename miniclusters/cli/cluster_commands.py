@@ -20,7 +20,14 @@ import click
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
 from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
-from miniclusters.cli.queue_archive import UNFIT_CHOICES, archive_path, print_saved, restore_spec, save_argv
+from miniclusters.cli.queue_archive import (
+    UNFIT_CHOICES,
+    archive_path,
+    print_saved,
+    refuse_existing,
+    restore_spec,
+    save_argv,
+)
 from miniclusters.render import RenderOptions
 
 EXIT_INVALID = 2
@@ -253,8 +260,11 @@ def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool
 @click.argument("name")
 @click.argument("archive")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds jobs may take to settle.")
+@click.option("--force", is_flag=True, help="Replace ARCHIVE if it exists.")
 @_backend_options
-def save(name: str, archive: str, timeout: float, backend: str, context: str | None, namespace: str | None) -> None:
+def save(
+    name: str, archive: str, timeout: float, force: bool, backend: str, context: str | None, namespace: str | None
+) -> None:
     """Stop the queue, settle running jobs by their save policy, write the queue archive ARCHIVE.
 
     Running jobs finish, are requeued, or checkpoint on their signal, as each declared at submit
@@ -270,8 +280,9 @@ def save(name: str, archive: str, timeout: float, backend: str, context: str | N
     with _errors():
         target = _open(backend, context, namespace)
         path = archive_path(archive, target.ephemeral)
+        refuse_existing(path, target.ephemeral, force)
         click.echo(f"saving MiniCluster {name}'s queue: queue stopped, settling running jobs...", err=True)
-        result = target.exec(name, 0, save_argv(name, path, timeout))
+        result = target.exec(name, 0, save_argv(name, path, timeout, force))
         if result.rc != 0:
             click.echo(result.stderr.strip() or f"flux queue save exited with {result.rc}", err=True)
             sys.exit(1)

@@ -33,8 +33,14 @@ def archive_path(path: str, ephemeral: bool) -> str:
     return path
 
 
-def save_argv(name: str, path: str, timeout: float) -> list[str]:
-    return ["flux", "queue", "save", f"--cluster={name}", f"--timeout={timeout:g}s", path]
+def refuse_existing(path: str, ephemeral: bool, force: bool) -> None:
+    """Locally this machine sees the file: refuse here (exit 2); elsewhere the lead broker refuses it."""
+    if ephemeral and not force and os.path.exists(path):
+        raise RestoreRefused(f"ARCHIVE: {path} exists: choose another path, or replace it with --force")
+
+
+def save_argv(name: str, path: str, timeout: float, force: bool) -> list[str]:
+    return ["flux", "queue", "save", f"--cluster={name}", f"--timeout={timeout:g}s", *(["--force"] * force), path]
 
 
 def print_saved(name: str, stdout: str) -> None:

@@ -60,7 +60,12 @@ def test_save_settles_running_jobs_by_policy_and_restores_into_a_smaller_instanc
             wide = client.submit(command=["hostname"], nnodes=2, ntasks=2)  # fits 2 brokers only
             before = {info.id: info.state for info in client.jobs("all")}
             env = dict(os.environ, FLUX_URI=old.uri(0))
-            saved = run_flux("queue", "save", "--cluster=demo", str(archive), env=env, timeout=60)
+            archive.parent.mkdir()
+            archive.write_text("an earlier save")
+            kept = run_flux("queue", "save", str(archive), env=env)
+            assert kept.returncode != 0 and "exists: choose another path, or replace it with --force" in kept.stderr
+            assert archive.read_text() == "an earlier save" and client.info(requeue).state == "RUN"  # untouched
+            saved = run_flux("queue", "save", "--force", "--cluster=demo", str(archive), env=env, timeout=60)
             assert saved.returncode == 0, saved.stderr
             counts = json.loads(saved.stdout)
             assert counts == {**counts, "cluster": "demo", "jobs": 8, "requeued": 2, "inactive": 2, "pending": 6}

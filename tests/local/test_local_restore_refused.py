@@ -64,3 +64,15 @@ def test_refused_before_anything_is_created(
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not (state / "target").exists()  # no cluster state written
+
+
+def test_save_keeps_an_existing_archive_unless_forced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MINICLUSTERS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("MINICLUSTER_BACKEND", raising=False)
+    earlier = tmp_path / "queue.tar.gz"
+    earlier.write_text("an earlier save")
+    kept = CliRunner().invoke(main, ["save", "target", str(earlier)])
+    assert kept.exit_code == 2 and "exists: choose another path, or replace it with --force" in kept.output
+    assert earlier.read_text() == "an earlier save"
+    forced = CliRunner().invoke(main, ["save", "target", str(earlier), "--force"])
+    assert forced.exit_code == 1 and "not found" in forced.output  # past the check: there is no such cluster

@@ -26,7 +26,7 @@ from ...jobs.save_policy import save_policy
 from ...jobs.states import JobState
 from ...protocol import EINVAL, Message
 from ...service import Request, ServiceError
-from .core import Execution, JobManagerCore
+from .core import EEXIST, Execution, JobManagerCore
 
 if TYPE_CHECKING:
     from ...broker import Broker
@@ -115,6 +115,8 @@ class Save(JobManagerCore):
             raise ServiceError(EINVAL, f"path: {path!r} must be absolute (a path the lead broker can write)")
         if self.saving is not None:
             raise ServiceError(EBUSY, f"a save to {self.saving.path} is already in progress")
+        if Path(path).exists() and not req.get("force", bool, required=False, default=False):
+            raise ServiceError(EEXIST, f"{path} exists: choose another path, or replace it with --force")
         timeout = req.get("timeout", float, required=False, default=600.0)
         hostnames = list(self.b.config.hostnames)
         source = Source(req.get("cluster", str, required=False, default=""), hostnames, len(hostnames))
@@ -190,6 +192,7 @@ class Save(JobManagerCore):
         self.saving = None
         try:
             manifest = write_archive(self.store, pending.path, pending.source, pending.requeued)
+            read_archive(pending.path)  # read back: what was written restores
         except ArchiveError as exc:
             # Nothing lost: the queue starts again as it was, so requeued jobs run here.
             self.sched_started, self.sched_reason = True, ""
