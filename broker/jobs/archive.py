@@ -217,18 +217,26 @@ def read_archive(path: Path | str, cluster: str | None = None) -> QueueArchive:
 
 
 # ---------------------------------------------------------------------------------------------- restoring
+def _present(root: Path) -> list[JobEvent]:
+    if not (root / JOURNAL_FILE).exists():
+        return []
+    probe = JobStore(root, fsync=False)
+    try:
+        return list(probe.journal.events())
+    finally:
+        probe.close()
+
+
+def restored_before(statedir: Path | str) -> bool:
+    """True when this state directory already holds a restored queue: a restarted lead needs no archive."""
+    return any(e.jobid == INSTANCE and e.name == RESTORED for e in _present(Path(statedir)))
+
+
 def restore_into(statedir: Path | str, archive: QueueArchive) -> bool:
     """Make `statedir` hold the archived queue, started; False when it already does (a lead restarted after the
     restore). A state directory holding other jobs is refused: two queues would share one id space."""
     root = Path(statedir)
-    journal = root / JOURNAL_FILE
-    present: list[JobEvent] = []
-    if journal.exists():
-        probe = JobStore(root, fsync=False)
-        try:
-            present = list(probe.journal.events())
-        finally:
-            probe.close()
+    present = _present(root)
     if any(e.jobid == INSTANCE and e.name == RESTORED and e.context.get("sha256") == archive.sha256 for e in present):
         return False
     jobs = {e.jobid for e in present if e.jobid != INSTANCE}

@@ -98,6 +98,14 @@ def test_save_settles_running_jobs_by_policy_and_restores_into_a_smaller_instanc
                 rejected.exception_note
             )
             assert client.info(requeue).t_run and client.info(done).state == "INACTIVE"
+        # A restarted lead finds its restored queue in its journal, even with the archive gone.
+        new.kill(0)
+        new.procs[0].wait(timeout=10)
+        archive.rename(archive.with_name("moved.tar.gz"))
+        with _start(new, 1, *restore) as client:
+            assert {info.id: info.state for info in client.jobs("all")} == dict.fromkeys(before, "INACTIVE")
+            assert client.output_text(requeue) == "second run\n"
+        archive.with_name("moved.tar.gz").rename(archive)
         attempts = sorted(p.name for p in (state / "output").glob("*.attempt-*.jsonl"))
         assert attempts == sorted([f"{requeue}.attempt-0.jsonl", f"{checkpoint}.attempt-0.jsonl"])
         first = (state / "output" / f"{checkpoint}.attempt-0.jsonl").read_text()

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...broker_core import BrokerError
-from ...jobs.archive import ArchiveError, Source, read_archive, restore_into, summary, write_archive
+from ...jobs.archive import (
+    ArchiveError,
+    Source,
+    read_archive,
+    restore_into,
+    restored_before,
+    summary,
+    write_archive,
+)
 from ...jobs.record import JobRecord
 from ...jobs.save_policy import save_policy
 from ...jobs.states import JobState
@@ -73,6 +81,8 @@ class Save(JobManagerCore):
         if not path:
             return False
         statedir = Path(broker.attrs.get("statedir") or f"{broker.rundir}/state")
+        if restored_before(statedir):
+            return True  # a restarted lead: the queue is in its journal (the archive may be gone)
         try:
             archive = read_archive(path, cluster=broker.attrs.get("job-manager.restore-cluster") or None)
             restore_into(statedir, archive)
