@@ -95,6 +95,8 @@ class Save(JobManagerCore):
             record = self.jobs[jobid]
             reason = self.sched.unsatisfiable(self._spec(record).resources)
             if reason is None:
+                if (record.extra.get("sched") or {}).get("reason_pending"):  # the last cluster's reason
+                    self.post(record, "annotate", {"sched": {"reason_pending": ""}})
                 continue
             note = f"does not fit this cluster after restore: {reason}"
             if self.restore_unfit == "reject":
