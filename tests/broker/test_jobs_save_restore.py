@@ -176,3 +176,33 @@ def test_a_save_cut_short_by_a_lead_restart_leaves_the_queue_running(tmp_path: P
     finally:
         inst.cleanup()
         kill_orphans(inst.uri(0))
+
+
+def test_jobs_that_overstay_are_requeued_at_their_timeouts(tmp_path: Path) -> None:
+    (tmp_path / "i").mkdir()
+    inst = render_instance(tmp_path / "i", 1)
+    archive = tmp_path / "queue.tar.gz"
+    try:
+        with _start(inst, 1, f"-Sstatedir={tmp_path / 'state'}") as client:
+            stubborn = client.submit(
+                command=["sh", "-c", 'trap "" USR1; while true; do sleep 0.1; done'],
+                system_attributes={"save-policy": "checkpoint", "checkpoint-timeout": "1s"},
+            )
+            endless = client.submit(command=["sleep", "300"], system_attributes={"save-policy": "finish"})
+            for jobid in (stubborn, endless):
+                client.wait_state(jobid, "RUN")
+            env = dict(os.environ, FLUX_URI=inst.uri(0))
+            saved = run_flux("queue", "save", "--timeout=3s", str(archive), env=env, timeout=60)
+            assert saved.returncode == 0, saved.stderr
+            assert json.loads(saved.stdout)["requeued"] == 2
+            notes = {
+                jobid: [e["context"].get("note") for e in client.events(jobid, follow=False) if e["name"] == "requeue"]
+                for jobid in (stubborn, endless)
+            }
+            assert notes == {
+                stubborn: ["did not exit after its checkpoint signal: requeued by a save"],
+                endless: ["still running when the save timed out: requeued"],
+            }
+    finally:
+        inst.cleanup()
+        kill_orphans(inst.uri(0))
