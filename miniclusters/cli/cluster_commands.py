@@ -1,4 +1,4 @@
-"""Cluster commands: up (also --restore), down, save, status, scale, resize, logs, exec, list (the operator's
+"""Cluster commands: up (also --restore), down, status, scale, resize, logs, exec, list (the operator's
 are operator_commands.py).
 
 Thin shells over a Backend: every BackendError becomes its message on stderr and its exit code (1, or 2 for
@@ -20,14 +20,7 @@ import click
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
 from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
-from miniclusters.cli.queue_archive import (
-    UNFIT_CHOICES,
-    archive_path,
-    print_saved,
-    refuse_existing,
-    restore_spec,
-    save_argv,
-)
+from miniclusters.cli.queue_archive import UNFIT_CHOICES, restore_spec
 from miniclusters.render import RenderOptions
 
 EXIT_INVALID = 2
@@ -258,39 +251,6 @@ def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool
 
 @click.command()
 @click.argument("name")
-@click.argument("archive")
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds jobs may take to settle.")
-@click.option("--force", is_flag=True, help="Replace ARCHIVE if it exists.")
-@_backend_options
-def save(
-    name: str, archive: str, timeout: float, force: bool, backend: str, context: str | None, namespace: str | None
-) -> None:
-    """Stop the queue, settle running jobs by their save policy, write the queue archive ARCHIVE.
-
-    Running jobs finish, are requeued, or checkpoint on their signal, as each declared at submit
-    (`flux submit --setattr=save-policy=finish|requeue|checkpoint`, default requeue); jobs still running after
-    --timeout are requeued. ARCHIVE is on this machine (local) or in the lead pod (kubernetes: on the volume
-    of spec.archive.claimName).
-
-    \b
-    Example:
-      minicluster save demo queue.tar.gz && minicluster down demo
-      minicluster up examples/save-restore.yaml --restore queue.tar.gz
-    """
-    with _errors():
-        target = _open(backend, context, namespace)
-        path = archive_path(archive, target.ephemeral)
-        refuse_existing(path, target.ephemeral, force)
-        click.echo(f"saving MiniCluster {name}'s queue: queue stopped, settling running jobs...", err=True)
-        result = target.exec(name, 0, save_argv(name, path, timeout, force))
-        if result.rc != 0:
-            click.echo(result.stderr.strip() or f"flux queue save exited with {result.rc}", err=True)
-            sys.exit(1)
-        print_saved(name, result.stdout)
-
-
-@click.command()
-@click.argument("name")
 @_backend_options
 def down(name: str, backend: str, context: str | None, namespace: str | None) -> None:
     """Delete a MiniCluster and everything it owns.
@@ -453,5 +413,5 @@ def list_(backend: str, context: str | None, namespace: str | None) -> None:
             click.echo(f"{c.name:<24} {c.namespace:<16} {c.size:>4} {c.ready:>5}  {c.state}")
 
 
-COMMANDS = (up, down, save, status, scale, resize, logs, exec_, list_)
+COMMANDS = (up, down, status, scale, resize, logs, exec_, list_)
 __all__ = ["COMMANDS", "available_backends"]
