@@ -93,6 +93,8 @@ class Save(JobManagerCore):
     def _settle_unfit(self) -> None:
         for jobid in sorted(self.queue):
             record = self.jobs[jobid]
+            if record.jobspec.get("attributes", {}).get("system", {}).get("burstable"):
+                continue  # as at submit: a burstable job may need more nodes than are here (bursting/)
             reason = self.sched.unsatisfiable(self._spec(record).resources)
             if reason is None:
                 if (record.extra.get("sched") or {}).get("reason_pending"):  # the last cluster's reason
