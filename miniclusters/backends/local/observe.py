@@ -243,7 +243,12 @@ class Observing(LocalCore):
                 record = self.store.load(name)
             except (OSError, ValueError):
                 continue
-            alive = [i for i, p in record.pods.items() if process.alive(p.pid, p.start_ticks)]
+            alive = [
+                i
+                for i, p in record.pods.items()
+                if process.alive(p.pid, p.start_ticks)
+                and restart.restart_info(self.store.pod_dir(name, i)).waiting != restart.CRASH_LOOP
+            ]
             lead = record.pods.get(0)
             if lead is not None and not process.alive(lead.pid, lead.start_ticks):
                 code = process.exit_code(self.store.pod_dir(name, 0))
