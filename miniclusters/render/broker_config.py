@@ -12,6 +12,11 @@ import tomli_w
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
 from miniclusters.render.layout import CURVE_DIR, CURVE_FILE, R_FILE, pod_hostnames, service_domain
 
+# Stated in every rendered config, because the two flavours' unstated defaults differ: flux-core falls back to
+# "custom" (flat: every rank a child of rank 0) when a [bootstrap] table is present, the built-in broker to
+# kary:32. A k-ary tree of fanout 32 is flat up to 33 pods and keeps rank 0's fan-in bounded beyond.
+DEFAULT_TOPOLOGY = "kary:32"
+
 
 def build_broker_config(
     mc: MiniCluster,
@@ -45,6 +50,7 @@ def build_broker_config(
         "access": {"allow-guest-user": True, "allow-root-owner": True},
         "resource": {"path": r_file or R_FILE, "noverify": True},
         "sched-fluxion-qmanager": {"queue-policy": spec.flux.scheduler.queue_policy or "fcfs"},
+        "tbon": {"topo": spec.flux.topology or DEFAULT_TOPOLOGY},
         "bootstrap": bootstrap,
     }
 

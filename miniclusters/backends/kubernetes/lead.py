@@ -3,6 +3,9 @@
 Our built-in `flux` offers `overlay status --json` (machine-readable: ranks[].state is up/down/lost). Real Flux
 (the `flux` flavour) has no JSON form, so its tree text ('RANK HOST: full|partial|degraded|lost|offline') is
 parsed; both flavours print the same tree, so the text parser is the fallback for either.
+
+The lead's socket is `<rundir>/local-0` under flux-core 0.88 and `<rundir>/local` under the built-in broker: the
+command finds whichever exists, so either flavour (and an older or newer flux-core) is observed.
 """
 
 from __future__ import annotations
@@ -11,18 +14,34 @@ import json
 import re
 
 from miniclusters.api.spec import MiniCluster
-from miniclusters.render.layout import BROKER_INSTALL_DIR, RUN_DIR
+from miniclusters.render.layout import BROKER_INSTALL_DIR, LOCAL_SOCKETS, RUN_DIR
 
-LOCAL_URI = f"local://{RUN_DIR}/rundir/local"
+LEAD_RUNDIR = f"{RUN_DIR}/rundir"
 _TREE_LINE = re.compile(r"^[\s│├└─]*(\d+)\s+(\S+):\s+(\w+)")
+
+
+def with_lead_socket(rundir: str, argv: list[str]) -> list[str]:
+    """argv run with FLUX_URI at whichever local socket the broker in `rundir` opened (exit 69 if none yet)."""
+    candidates = " ".join(f'"$0/{name}"' for name in LOCAL_SOCKETS)
+    script = (
+        f'for s in {candidates}; do if [ -S "$s" ]; then export FLUX_URI="local://$s"; exec "$@"; fi; done; '
+        f'echo "no broker socket in $0 (looked for {", ".join(LOCAL_SOCKETS)})" >&2; exit 69'
+    )
+    return ["sh", "-c", script, rundir, *argv]
+
+
+def overlay_argv(flavour: str, flux: str = "flux") -> list[str]:
+    """`flux overlay status` in the form the flavour's CLI has (real Flux has no --json)."""
+    return [flux, "overlay", "status", "--json"] if flavour == "builtin" else [flux, "overlay", "status"]
 
 
 def overlay_command(mc: MiniCluster) -> list[str]:
     """argv to run in the lead pod; FLUX_URI points at the broker's local socket (-Srundir)."""
     if mc.spec.flux.flavour == "builtin":
-        return ["env", f"FLUX_URI={LOCAL_URI}", f"{BROKER_INSTALL_DIR}/bin/flux", "overlay", "status", "--json"]
-    view = f"{mc.spec.flux.container.mount_path}/view/bin/flux"
-    return ["env", f"FLUX_URI={LOCAL_URI}", view, "overlay", "status"]
+        flux = f"{BROKER_INSTALL_DIR}/bin/flux"
+    else:
+        flux = f"{mc.spec.flux.container.mount_path}/view/bin/flux"
+    return with_lead_socket(LEAD_RUNDIR, overlay_argv(mc.spec.flux.flavour, flux))
 
 
 def parse_overlay(stdout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -38,14 +38,15 @@ from miniclusters.backends.base import (
     ResizeOutcome,
     ResizeResult,
 )
-from miniclusters.backends.kubernetes.lead import parse_overlay
+from miniclusters.backends.kubernetes.lead import overlay_argv, parse_overlay
 from miniclusters.backends.kubernetes.wait import ProgressCallback, wait_until_ready
-from miniclusters.backends.local import cgroups, netns, plan, process
+from miniclusters.backends.local import cgroups, flux_view, netns, plan, process
 from miniclusters.backends.local.state import ClusterRecord, PodRecord, StateStore
 from miniclusters.backends.policy import check_scale, removed_indexes
+from miniclusters.render import with_flavour
 from miniclusters.render.broker_config import render_broker_toml
 from miniclusters.render.entrypoint import render_entrypoint
-from miniclusters.render.layout import BROKER_TOML, CURVE_FILE, ENTRYPOINT
+from miniclusters.render.layout import BROKER_TOML, CURVE_FILE, ENTRYPOINT, LOCAL_SOCKETS
 from miniclusters.render.objects import certificate_for
 
 UNPRIVILEGED_ENV = "MINICLUSTERS_LOCAL_UNPRIVILEGED"
@@ -56,14 +57,16 @@ SOCKET_PATH_MAX = 107
 LEAD_ASK_TIMEOUT = 20.0
 NAMESPACE = "local"
 
-# In process mode every broker shares the machine's hostname: this `flux` tells `flux start` which pod it is.
+# In process mode every broker shares the machine's hostname: this `flux` tells `flux start` which pod it is
+# (the built-in broker takes --hostname; flux-core takes the `hostname` broker attribute).
 HOSTNAME_SHIM = """#!/bin/sh
 # miniclusters local backend (unprivileged): pods share this machine's hostname, so tell the broker its pod name.
 case "$1" in
-  start|broker) sub="$1"; shift; exec {flux} "$sub" --hostname="${{{env}}}" "$@" ;;
+  start|broker) sub="$1"; shift; exec {flux} "$sub" {option}="${{{env}}}" "$@" ;;
 esac
 exec {flux} "$@"
 """
+HOSTNAME_OPTION = {"builtin": "--hostname", "flux": "-Shostname"}
 
 
 def _stderr(message: str) -> None:
@@ -178,11 +181,6 @@ class LocalBackend:
     # ------------------------------------------------------------------ create
     def _check_supported(self, mc: MiniCluster) -> None:
         spec = mc.spec
-        if spec.flux.flavour != "builtin":
-            raise InvalidRequestError(
-                "spec.flux.flavour: the local backend runs the built-in broker only (flavour 'flux' needs the "
-                "Flux Operator's flux-view image); use --backend kubernetes or flavour builtin"
-            )
         if spec.flux.broker_config:
             raise InvalidRequestError(
                 "spec.flux.brokerConfig: a hand-written broker config names Kubernetes paths and DNS names; the "
@@ -198,9 +196,8 @@ class LocalBackend:
     def create(self, mc: MiniCluster, options: CreateOptions | None = None) -> ClusterStatus:
         """Write the rendered config, start pods 0..size-1, wait until every broker has joined the lead."""
         options = options or CreateOptions()
+        mc = with_flavour(mc, options.render.flavour)
         self._check_supported(mc)
-        if options.render.flavour and options.render.flavour != "builtin":
-            raise InvalidRequestError("--flavour: the local backend runs the built-in broker only")
         with self.store.lock():
             record = self._prepare(mc, options)
             try:
@@ -280,15 +277,27 @@ class LocalBackend:
                 "notice: not root (or unprivileged mode): pods are plain processes on 127.213.x addresses sharing "
                 "this machine's network, hostname and CPU cgroup (CPU weight approximated with nice levels)"
             )
-        flux = find_flux()
+        flavour = mc.spec.flux.flavour
+        environment = dict(runner.environment) | restful_credentials(mc)
+        if flavour == "flux":
+            core = self._flux_core()
+            flux = core.flux
+            environment |= flux_environment(core, self.store.cluster_dir(name))
+        else:
+            flux = find_flux()
         cluster_dir = self.store.cluster_dir(name)
         broker_dir = flux.parent.parent
         if mode == "process":
+            # A stand-in install: bin/flux is the shim (flux-core's own `flux` knows its prefix), lib the real one.
             broker_dir = cluster_dir / "broker"
             (broker_dir / "bin").mkdir(parents=True, exist_ok=True)
             shim = broker_dir / "bin" / "flux"
-            shim.write_text(HOSTNAME_SHIM.format(flux=str(flux), env=HOSTNAME_ENV))
+            shim.write_text(HOSTNAME_SHIM.format(flux=str(flux), option=HOSTNAME_OPTION[flavour], env=HOSTNAME_ENV))
             shim.chmod(0o755)
+            if flavour == "flux":
+                with contextlib.suppress(FileExistsError):
+                    (broker_dir / "lib").symlink_to(flux.parent.parent / "lib")
+                environment["MINICLUSTER_FLUX_VIEW"] = str(broker_dir)
 
         record = ClusterRecord(
             name=name,
@@ -299,7 +308,8 @@ class LocalBackend:
             min_size=mc.spec.min_size,
             broker_dir=str(broker_dir),
             cwd=os.getcwd(),
-            environment=dict(runner.environment) | restful_credentials(mc),
+            environment=environment,
+            flavour=flavour,
             cgroup_version=driver.version if driver else None,
             cgroup_root=str(driver.root) if driver else None,
             weight_formula=self.weight_formula,
@@ -548,14 +558,26 @@ class LocalBackend:
         return ExecResult(done.returncode, done.stdout, done.stderr)
 
     def _broker_socket(self, record: ClusterRecord, index: int) -> Path:
-        """The pod broker's local socket, under the rundir the entrypoint gives it (-Srundir)."""
-        return self.store.pod_dir(record.name, index) / "run" / "rundir" / "local"
+        """The pod broker's local socket in the rundir the entrypoint gives it (-Srundir): `local-<rank>` under
+        flux-core, `local` under the built-in broker; the first name when neither exists yet."""
+        rundir = self.store.pod_dir(record.name, index) / "run" / "rundir"
+        names = (f"local-{index}", "local") if index else LOCAL_SOCKETS
+        for name in names:
+            if (rundir / name).exists():
+                return rundir / name
+        return rundir / names[0]
+
+    def _flux_core(self) -> flux_view.FluxCore:
+        try:
+            return flux_view.find_flux_core()
+        except flux_view.FluxCoreNotFound as exc:
+            raise BackendError(str(exc)) from None
 
     def _ask_lead(self, record: ClusterRecord) -> tuple[tuple[int, ...], tuple[int, ...]]:
         if not self._broker_socket(record, 0).exists():
             raise BackendError("the lead broker is starting (its local socket is not open yet)")
         try:
-            result = self._run(record, 0, ["flux", "overlay", "status", "--json"], LEAD_ASK_TIMEOUT)
+            result = self._run(record, 0, overlay_argv(record.flavour), LEAD_ASK_TIMEOUT)
         except subprocess.TimeoutExpired as exc:
             raise BackendError(f"`flux overlay status` in the lead pod timed out: {exc}") from None
         if result.rc != 0:
@@ -710,6 +732,21 @@ class LocalBackend:
                 state = "Running"
             out.append(ClusterSummary(name, NAMESPACE, record.size, len(alive), state))
         return out
+
+
+def flux_environment(core: flux_view.FluxCore, cluster_dir: Path) -> dict[str, str]:
+    """What the entrypoint needs to run flux-core from a prefix instead of the flux-view mount.
+
+    The bindings go on PYTHONPATH for the REST server, which runs on this Python (it has our package).
+    """
+    env = {
+        "MINICLUSTER_FLUX_VIEW": str(core.prefix),
+        "MINICLUSTER_R_FILE": str(cluster_dir / "R"),
+        "MINICLUSTER_PYTHON": sys.executable,
+    }
+    if core.python_path is not None:
+        env["PYTHONPATH"] = str(core.python_path)
+    return env
 
 
 def netem_probe() -> tuple[bool, str]:
