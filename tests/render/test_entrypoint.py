@@ -209,5 +209,5 @@ def test_flux_flavour_lead_starts_the_rest_server_on_the_broker_socket(
     assert uri == f"local://{tmp_path / 'run' / 'rundir' / socket_name}"
     assert argv == ["-m", "broker.rest.server", "--flavour", "flux", "--port", "5001"]
     (tmp_path / "server").unlink()
-    _, follower, _ = run_entrypoint(tmp_path, minimal_spec, index=1, MINICLUSTER_PYTHON=str(python))
+    run_entrypoint(tmp_path, minimal_spec, index=1, MINICLUSTER_PYTHON=str(python))
     assert not (tmp_path / "server").exists()  # followers only run brokers
