@@ -60,13 +60,50 @@ def submit_words(mc: MiniCluster) -> list[str]:
         words += ["-n", str(spec.tasks)]
     words += shlex.split(spec.flux.option_flags)
     profiling = spec.profiling
-    if profiling.enabled:
+    if profiling.enabled and spec.flux.flavour == "flux":
+        words += _pmpi_environment_flags(mc)
+    elif profiling.enabled:
         words += ["-o", f"pmpi={profiling.iterations}" if profiling.iterations else "pmpi"]
         if profiling.directory:
             words += ["-o", f"pmpi-dir={profiling.directory}"]
         if profiling.boundary:
             words += ["-o", f"pmpi-boundary={profiling.boundary}"]
     return words
+
+
+# flux-core's job shell has no `pmpi` option (ours is a built-in job-exec feature): on the flux flavour the profiler
+# is preloaded through the job's environment instead, LD_PRELOAD in the jobspec, which reaches every task and
+# nothing else (flux-core starts MPI ranks itself, no mpirun). `flux submit --env` expands $NAME from the
+# submitting environment, where the lead's entrypoint has put the library it built.
+PMPI_LIBRARY = "MC_PMPI_LIBRARY"
+FLUX_PMPI_DIRECTORY = "$PWD/pmpi"
+
+
+def pmpi_directory(mc: MiniCluster) -> str:
+    """Where the flux flavour's traces go: pmpi.<FLUX_JOB_ID>.<rank>.bin files, one directory for every job."""
+    return mc.spec.profiling.directory or FLUX_PMPI_DIRECTORY
+
+
+def _pmpi_environment_flags(mc: MiniCluster) -> list[str]:
+    profiling = mc.spec.profiling
+    flags = [f"--env=LD_PRELOAD=${PMPI_LIBRARY}", f"--env=MC_PMPI_DIR={pmpi_directory(mc)}"]
+    if profiling.iterations:
+        flags.append(f"--env=MC_PMPI_ITERATIONS={profiling.iterations}")
+    if profiling.boundary:
+        flags.append(f"--env=MC_PMPI_BOUNDARY={profiling.boundary}")
+    return flags
+
+
+def _pmpi_setup(mc: MiniCluster) -> list[str]:
+    """The lead builds (or finds cached) the profiler for the application's MPI and makes the trace directory."""
+    if not (mc.spec.profiling.enabled and mc.spec.flux.flavour == "flux"):
+        return []
+    directory = pmpi_directory(mc).replace("$PWD", "${PWD}")
+    return [
+        f'  export {PMPI_LIBRARY}="$("${{MINICLUSTER_PYTHON:-python3}}" -m elasticity.pmpi.build)" '
+        '|| log "PMPI profiler not built (needs mpicc): the job runs unprofiled"',
+        f'  mkdir -p "{directory}"',
+    ]
 
 
 def _flavour_setup(mc: MiniCluster) -> list[str]:
@@ -212,6 +249,7 @@ def render_entrypoint(mc: MiniCluster) -> str:
     lines.append('if [ "$index" = 0 ]; then')
     lines.append(f'  log "lead broker starting ({spec.size} of {spec.effective_max_size} pods)"')
     lines += restful_server
+    lines += _pmpi_setup(mc)
     # Not indented: a heredoc terminator must start its line.
     lines += _lead_command(mc, runner, start_lead)
     lines += restful_stop

@@ -127,3 +127,42 @@ def test_flux_flavour_without_flux_core_says_how_to_get_it(
     refused = mc("up", str(spec), "--flavour", "flux", "--detach", env=env)
     assert refused.returncode == 1 and "FLUX_CORE_PREFIX" in refused.stderr and "no flux-core install" in refused.stderr
     assert "nofx" not in mc("list").stdout  # nothing was created
+
+
+def test_pmpi_profiles_a_real_flux_job_through_ld_preload_in_the_jobspec(
+    mc: Any, machine: Any, tmp_path: Path, flux_core: Any
+) -> None:
+    """spec.profiling on the flux flavour: the lead builds the profiler and submits with
+    --env=LD_PRELOAD=...; flux-core starts the 4 ranks itself on 2 pods, each writes its trace."""
+    from broker.testing import require_tool
+    from elasticity.profiling.duty_cycle import analyze_job
+    from elasticity.profiling.trace import read_job_traces
+
+    require_tool("mpicc", "libopenmpi-dev openmpi-bin")
+    spin = tmp_path / "spin_mpi"
+    source = Path(__file__).resolve().parents[1] / "elasticity" / "data" / "spin_mpi.c"
+    subprocess.run(["mpicc", "-O2", "-o", str(spin), str(source)], check=True, timeout=120)
+    traces = tmp_path / "traces"
+    spec = {
+        "apiVersion": "miniclusters.dev/v1alpha1",
+        "kind": "MiniCluster",
+        "metadata": {"name": "pm"},
+        "spec": {
+            "size": 2,
+            "tasks": 4,
+            "flux": {"flavour": "flux"},
+            "profiling": {"enabled": True, "directory": str(traces)},
+            "containers": [{"image": "local", "command": f"{spin} 12 2000"}],
+        },
+    }
+    path = tmp_path / "pm.yaml"
+    path.write_text(json.dumps(spec))
+    mpi = {"OMPI_MCA_btl": "tcp,self", "OMPI_MCA_mpi_yield_when_idle": "1"}
+    run = mc("up", str(path), "--timeout", "90", env=mpi, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = read_job_traces(traces)
+    assert sorted(t.rank for t in found) == [0, 1, 2, 3]  # every rank, across both pods
+    analysis = analyze_job(found)
+    assert analysis.iterations == (12, 12, 12, 12)
+    assert {r.hostname for r in analysis.ranks} == {"pm-0", "pm-1"}
+    assert analysis.duty[0] == min(analysis.duty)  # rank r spins (r+1) units per iteration
