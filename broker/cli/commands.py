@@ -177,6 +177,7 @@ def ping(count: int | None, interval: float, pad: int, target: str) -> None:
     except ValueError:
         raise click.ClickException(f"invalid target {target!r}: expected a rank number") from None
     with _handle() as handle:
+        click.echo(f"flux-ping {rank}!broker")  # flux-core's first line
         seq = 0
         while count is None or seq < count:
             start = time.perf_counter()

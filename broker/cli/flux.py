@@ -17,6 +17,10 @@ def main(argv: list[str] | None = None) -> None:
         from .jobcli import main as job_main
 
         sys.exit(job_main(args[0], args[1:]))
+    if args and args[0] == "exec":
+        from .exec import main as exec_main
+
+        sys.exit(exec_main(args[1:]))
     if args[:2] == ["restful", "serve"]:
         from ..rest.server import main as serve
 
