@@ -90,8 +90,10 @@ test: setup lint flux-core
 crds: venv
 	$(BIN)/minicluster crd --output crds/miniclusters.dev_miniclusters.yaml
 
-demo: setup
-	bash examples/demo.sh
+# `make demo FLAVOUR=flux`: the same demo on real flux-core (built first, once).
+FLAVOUR ?= builtin
+demo: setup $(if $(filter flux,$(FLAVOUR)),flux-core)
+	FLAVOUR=$(FLAVOUR) bash examples/demo.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

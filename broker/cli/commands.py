@@ -194,6 +194,18 @@ def ping(count: int | None, interval: float, pad: int, target: str) -> None:
 
 
 @cli.command()
+def version() -> None:
+    """Which `flux` this is (flux-core prints its commands and libflux-core versions)."""
+    import platform
+    from importlib.metadata import version as package_version
+
+    import zmq
+
+    click.echo(f"commands:    \t\t{package_version('miniclusters')}")
+    click.echo(f"broker:      \t\tminiclusters built-in (Python {platform.python_version()}, pyzmq {zmq.__version__})")
+
+
+@cli.command()
 def shutdown() -> None:
     """Shut the whole instance down."""
     _rpc("broker.shutdown", nodeid=0)
