@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from miniclusters.backends.kubernetes.lead import overlay_argv, parse_overlay, with_lead_socket
-from miniclusters.backends.local import flux_view
+from miniclusters.backends.local import flux_view, process
 from miniclusters.backends.local.backend import LocalBackend
 
 pytestmark = pytest.mark.needs_root
@@ -166,3 +167,45 @@ def test_pmpi_profiles_a_real_flux_job_through_ld_preload_in_the_jobspec(
     assert analysis.iterations == (12, 12, 12, 12)
     assert {r.hostname for r in analysis.ranks} == {"pm-0", "pm-1"}
     assert analysis.duty[0] == min(analysis.duty)  # rank r spins (r+1) units per iteration
+
+
+def test_crashed_real_lead_restarts_with_its_queue(
+    mc: Any, machine: Any, backend: LocalBackend, spec_writer: Any, waiter: Any, flux_core: Any
+) -> None:
+    """The lead's broker is killed (a crash: no clean shutdown) and its pod restarted on the same run volume, as the
+    kubelet restarts a container: the rendered [kvs] checkpoint-period brings the queue back from the statedir."""
+    import os
+    import signal as signals
+
+    spec = spec_writer(machine.state_dir, "lr", size=1, max_size=1)
+    assert mc("up", str(spec), "--flavour", "flux", "--detach", "--timeout", "60").returncode == 0
+    held = mc("exec", "lr", "--", "flux", "submit", "--urgency=hold", "echo", "after-restart").stdout.strip()
+    running = mc("exec", "lr", "--", "flux", "submit", "sleep", "300").stdout.strip()
+    assert waiter(lambda: "R" in mc("exec", "lr", "--", "flux", "jobs", "-no", "{state_single}", running).stdout)
+    time.sleep(2.5)  # > checkpoint-period: the KVS root holding both jobs is on disk
+    lead = backend.store.load("lr").pods[0]
+    brokers = [p for p in process.tagged(process.tag_for(backend.store.cluster_dir("lr"), 0)) if _is_broker(p)]
+    assert brokers, "no flux-broker in the lead pod"
+    for pid in brokers:
+        os.kill(pid, signals.SIGKILL)
+    assert waiter(lambda: not process.alive(lead.pid, lead.start_ticks), timeout=20)
+    with backend.store.lock():
+        record = backend.store.load("lr")
+        backend._stop_pod(record, 0, grace=1.0)
+        backend._start_pod(record, 0)
+        backend.store.save(record)
+    assert waiter(lambda: _status(mc, "lr")["ranks_up"] == [0], timeout=60)
+    jobs = mc("exec", "lr", "--", "flux", "jobs", "-a", "-no", "{id.f58} {state} {result}").stdout
+    states = {line.split()[0]: line.split()[1:] for line in jobs.splitlines()}
+    assert states[held] == ["SCHED"]  # accepted before the crash, still queued
+    assert states[running][0] == "INACTIVE"  # its processes died with the lead; flux-core fails it
+    assert mc("exec", "lr", "--", "flux", "job", "urgency", held, "default").returncode == 0
+    attached = mc("exec", "lr", "--", "flux", "job", "attach", held)
+    assert attached.returncode == 0 and attached.stdout.strip() == "after-restart"
+
+
+def _is_broker(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().startswith("flux-broker")  # flux-core names it flux-broker-<rank>
+    except OSError:
+        return False

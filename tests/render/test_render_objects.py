@@ -124,7 +124,9 @@ def test_broker_toml_states_the_topology_for_both_flavours(minimal_spec: dict, f
     rendered config says kary:32 (or spec.flux.topology) so both flavours build the same tree."""
     minimal_spec["spec"]["flux"] = {"flavour": flavour}
     objects = _by_kind(render_minicluster(load_minicluster(minimal_spec)))
-    assert tomllib.loads(objects["ConfigMap"]["data"]["broker.toml"])["tbon"] == {"topo": "kary:32"}
+    config = tomllib.loads(objects["ConfigMap"]["data"]["broker.toml"])
+    assert config["tbon"] == {"topo": "kary:32"}
+    assert config["kvs"] == {"checkpoint-period": "1s"}  # flux-core's queue survives a crashed lead
     minimal_spec["spec"]["flux"]["topology"] = "kary:2"
     objects = _by_kind(render_minicluster(load_minicluster(minimal_spec)))
     assert tomllib.loads(objects["ConfigMap"]["data"]["broker.toml"])["tbon"] == {"topo": "kary:2"}
