@@ -209,3 +209,18 @@ def _is_broker(pid: int) -> bool:
         return Path(f"/proc/{pid}/comm").read_text().startswith("flux-broker")  # flux-core names it flux-broker-<rank>
     except OSError:
         return False
+
+
+def test_unprivileged_pods_name_their_flux_core_brokers(
+    mc: Any, machine: Any, spec_writer: Any, flux_core: Any
+) -> None:
+    """Without namespaces every pod shares this machine's hostname: the shim gives flux-core `-Shostname`."""
+    env = {"MINICLUSTERS_LOCAL_UNPRIVILEGED": "1"}
+    spec = spec_writer(machine.state_dir, "un", size=2, max_size=3)
+    up = mc("up", str(spec), "--flavour", "flux", "--detach", "--timeout", "60", env=env)
+    assert up.returncode == 0, up.stderr
+    assert _status(mc, "un")["ranks_up"] == [0, 1]
+    assert mc("exec", "un", "--", "flux", "getattr", "hostlist").stdout.strip() == "un-[0-2]"
+    ran = mc("exec", "un", "--", "flux", "run", "-N2", "-n2", "flux", "getattr", "rank")
+    assert sorted(ran.stdout.split()) == ["0", "1"]
+    assert mc("down", "un").returncode == 0
