@@ -173,11 +173,13 @@ def test_crashed_real_lead_restarts_with_its_queue(
     mc: Any, machine: Any, backend: LocalBackend, spec_writer: Any, waiter: Any, flux_core: Any
 ) -> None:
     """The lead's broker is killed (a crash: no clean shutdown) and its pod restarted on the same run volume, as the
-    kubelet restarts a container: the rendered [kvs] checkpoint-period brings the queue back from the statedir."""
+    kubelet restarts a container: the rendered [kvs] checkpoint-period brings the queue back from the statedir.
+    flux-core's follower, whose old parent vanished, is sent a disconnect by the new lead and exits 1; restarted
+    (restartPolicy OnFailure), it rejoins as its rank."""
     import os
     import signal as signals
 
-    spec = spec_writer(machine.state_dir, "lr", size=1, max_size=1)
+    spec = spec_writer(machine.state_dir, "lr", size=2, max_size=2)
     assert mc("up", str(spec), "--flavour", "flux", "--detach", "--timeout", "60").returncode == 0
     held = mc("exec", "lr", "--", "flux", "submit", "--urgency=hold", "echo", "after-restart").stdout.strip()
     running = mc("exec", "lr", "--", "flux", "submit", "sleep", "300").stdout.strip()
@@ -195,6 +197,16 @@ def test_crashed_real_lead_restarts_with_its_queue(
         backend._start_pod(record, 0)
         backend.store.save(record)
     assert waiter(lambda: _status(mc, "lr")["ranks_up"] == [0], timeout=60)
+    follower = backend.store.load("lr").pods[1]
+    assert waiter(lambda: process.exit_code(backend.store.pod_dir("lr", 1)) == 1, timeout=90)
+    assert "sent disconnect" in (backend.store.pod_dir("lr", 1) / process.LOG_FILE).read_text()
+    assert not process.alive(follower.pid, follower.start_ticks)
+    with backend.store.lock():
+        record = backend.store.load("lr")
+        backend._stop_pod(record, 1, grace=1.0)
+        backend._start_pod(record, 1)
+        backend.store.save(record)
+    assert waiter(lambda: _status(mc, "lr")["ranks_up"] == [0, 1], timeout=60)
     jobs = mc("exec", "lr", "--", "flux", "jobs", "-a", "-no", "{id.f58} {state} {result}").stdout
     states = {line.split()[0]: line.split()[1:] for line in jobs.splitlines()}
     assert states[held] == ["SCHED"]  # accepted before the crash, still queued
