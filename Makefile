@@ -16,7 +16,7 @@ FLUX_CORE_PREFIX ?= $(FLUX_CORE_CACHE)/flux-core-$(FLUX_CORE_VERSION)
 FLUX_CORE_TARBALL ?= $(abspath $(CURDIR)/../shared/peers/flux-core-$(FLUX_CORE_VERSION).tar.gz)
 FLUX_CORE_STAMP := $(FLUX_CORE_PREFIX)/.miniclusters-installed
 FLUX_CORE_PACKAGES := autoconf automake libtool make pkg-config gcc g++ libc6-dev libzmq3-dev uuid-dev \
-  libjansson-dev liblz4-dev libarchive-dev libhwloc-dev libsqlite3-dev lua5.1 liblua5.1-dev lua-posix python3-dev \
+  libjansson-dev liblz4-dev libarchive-dev libhwloc-dev libsqlite3-dev lua5.1 liblua5.1-0-dev lua-posix python3-dev \
   python3-cffi python3-ply python3-setuptools python3-yaml jq libncurses-dev libsodium-dev
 
 .PHONY: all setup system-deps venv pmpi demo test lint format crds clean flux-core flux-core-deps
