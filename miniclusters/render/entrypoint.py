@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import shlex
 
+from miniclusters.api.hosts import registry_for
 from miniclusters.api.spec import Container, MiniCluster
-from miniclusters.render.layout import BROKER_INSTALL_DIR, CONFIG_DIR, LOCAL_SOCKETS, R_FILE, RUN_DIR, pod_hostnames
+from miniclusters.render.layout import BROKER_INSTALL_DIR, CONFIG_DIR, LOCAL_SOCKETS, R_FILE, RUN_DIR
 
 # Directories come from the environment (defaults: the pod layout), so the local backend can run the very
 # same script for several "pods" on one filesystem.
@@ -122,7 +123,7 @@ def _flavour_setup(mc: MiniCluster) -> list[str]:
     # Flux needs R: every host of the instance with this pod's cores, as the operator generates it. Written
     # aside and renamed, so a broker reading the file never sees it half written (pods may share it locally).
     lines.append(
-        f'flux R encode --hosts={shlex.quote(pod_hostnames(mc))} --local > "$MINICLUSTER_R_FILE.$index" '
+        f'flux R encode --hosts={shlex.quote(registry_for(mc).pod_hostlist())} --local > "$MINICLUSTER_R_FILE.$index" '
         '&& mv -f "$MINICLUSTER_R_FILE.$index" "$MINICLUSTER_R_FILE"'
     )
     return lines

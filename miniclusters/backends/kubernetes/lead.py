@@ -1,8 +1,5 @@
-"""Asking the lead broker (pod index 0) which ranks have joined, through `flux overlay status`.
-
-Our built-in `flux` offers `overlay status --json` (machine-readable: ranks[].state is up/down/lost). Real Flux
-(the `flux` flavour) has no JSON form, so its tree text ('RANK HOST: full|partial|degraded|lost|offline') is
-parsed; both flavours print the same tree, so the text parser is the fallback for either.
+"""Asking the lead broker (pod index 0) of a Kubernetes MiniCluster which ranks have joined: the command to run
+in the lead pod (its answer is read by miniclusters/backends/overlay.py, shared with the local backend).
 
 The lead's socket is `<rundir>/local-0` under flux-core 0.88 and `<rundir>/local` under the built-in broker: the
 command finds whichever exists, so either flavour (and an older or newer flux-core) is observed.
@@ -10,29 +7,11 @@ command finds whichever exists, so either flavour (and an older or newer flux-co
 
 from __future__ import annotations
 
-import json
-import re
-
 from miniclusters.api.spec import MiniCluster
-from miniclusters.render.layout import BROKER_INSTALL_DIR, LOCAL_SOCKETS, RUN_DIR
+from miniclusters.backends.overlay import overlay_argv, with_lead_socket
+from miniclusters.render.layout import BROKER_INSTALL_DIR, RUN_DIR
 
 LEAD_RUNDIR = f"{RUN_DIR}/rundir"
-_TREE_LINE = re.compile(r"^[\s│├└─]*(\d+)\s+(\S+):\s+(\w+)")
-
-
-def with_lead_socket(rundir: str, argv: list[str]) -> list[str]:
-    """argv run with FLUX_URI at whichever local socket the broker in `rundir` opened (exit 69 if none yet)."""
-    candidates = " ".join(f'"$0/{name}"' for name in LOCAL_SOCKETS)
-    script = (
-        f'for s in {candidates}; do if [ -S "$s" ]; then export FLUX_URI="local://$s"; exec "$@"; fi; done; '
-        f'echo "no broker socket in $0 (looked for {", ".join(LOCAL_SOCKETS)})" >&2; exit 69'
-    )
-    return ["sh", "-c", script, rundir, *argv]
-
-
-def overlay_argv(flavour: str, flux: str = "flux") -> list[str]:
-    """`flux overlay status` in the form the flavour's CLI has (real Flux has no --json)."""
-    return [flux, "overlay", "status", "--json"] if flavour == "builtin" else [flux, "overlay", "status"]
 
 
 def overlay_command(mc: MiniCluster) -> list[str]:
@@ -42,24 +21,3 @@ def overlay_command(mc: MiniCluster) -> list[str]:
     else:
         flux = f"{mc.spec.flux.container.mount_path}/view/bin/flux"
     return with_lead_socket(LEAD_RUNDIR, overlay_argv(mc.spec.flux.flavour, flux))
-
-
-def parse_overlay(stdout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(ranks up, ranks down) from `flux overlay status --json` or its text tree."""
-    text = stdout.strip()
-    if text.startswith("{"):
-        data = json.loads(text)
-        up = tuple(sorted(int(r["rank"]) for r in data.get("ranks", []) if r.get("state") == "up"))
-        down = tuple(sorted(int(r["rank"]) for r in data.get("ranks", []) if r.get("state") != "up"))
-        return up, down
-    up_list: list[int] = []
-    down_list: list[int] = []
-    for line in text.splitlines():
-        match = _TREE_LINE.match(line)
-        if not match:
-            continue
-        rank, status = int(match.group(1)), match.group(3)
-        (down_list if status in ("offline", "lost") else up_list).append(rank)
-    if not up_list and not down_list:
-        raise ValueError(f"cannot read `flux overlay status` output: {text[:120]!r}")
-    return tuple(sorted(up_list)), tuple(sorted(down_list))
