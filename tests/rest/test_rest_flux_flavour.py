@@ -208,7 +208,7 @@ def test_rest_api_over_the_flux_flavour(service: FluxJobService, instance: RealI
     assert client.get(f"/v1/jobs/{sleeper}").json()["result"] == "CANCELED"
     assert client.post(f"/v1/jobs/{sleeper}/cancel").status_code == 400  # already inactive
 
-    assert len(client.get("/v1/nodes").json()["nodes"]) == 2
+    assert client.get("/v1/nodes").json()["nodes"] == list(dict.fromkeys(service.nodes()))  # each host once
     assert client.get("/v1/jobs/123456").status_code == 404
     assert client.post("/v1/jobs/123456/cancel").status_code == 400  # as the reference server answers
     assert "Message" in client.get("/v1/jobs/123456/output").json()  # 200 with a Message, as the reference
