@@ -12,9 +12,10 @@ PYTEST_ARGS ?=
 # Real flux-core (the `flux` flavour's broker), built once from the peers tarball into a cache outside the checkout.
 FLUX_CORE_VERSION := 0.88.0
 FLUX_CORE_CACHE ?= /var/cache/miniclusters
-FLUX_CORE_PREFIX ?= $(FLUX_CORE_CACHE)/flux-core-$(FLUX_CORE_VERSION)
+# Not FLUX_CORE_PREFIX: that names an install to use (see flux_view.py), never one to build over.
+FLUX_CORE_BUILD := $(FLUX_CORE_CACHE)/flux-core-$(FLUX_CORE_VERSION)
 FLUX_CORE_TARBALL ?= $(abspath $(CURDIR)/../shared/peers/flux-core-$(FLUX_CORE_VERSION).tar.gz)
-FLUX_CORE_STAMP := $(FLUX_CORE_PREFIX)/.miniclusters-installed
+FLUX_CORE_STAMP := $(FLUX_CORE_BUILD)/.miniclusters-installed
 FLUX_CORE_PACKAGES := autoconf automake libtool make pkg-config gcc g++ libc6-dev libzmq3-dev uuid-dev \
   libjansson-dev liblz4-dev libarchive-dev libhwloc-dev libsqlite3-dev lua5.1 liblua5.1-0-dev lua-posix python3-dev \
   python3-cffi python3-ply python3-setuptools python3-yaml jq libncurses-dev libsodium-dev
@@ -39,20 +40,20 @@ flux-core-deps:
 # The stamp is written only after `make install` succeeds, so an interrupted build is redone from scratch.
 # flock: two checkouts sharing the cache build it once.
 flux-core:
-	@if [ -f "$(FLUX_CORE_STAMP)" ]; then echo "flux-core $(FLUX_CORE_VERSION): present in $(FLUX_CORE_PREFIX)"; \
+	@if [ -f "$(FLUX_CORE_STAMP)" ]; then echo "flux-core $(FLUX_CORE_VERSION): present in $(FLUX_CORE_BUILD)"; \
 	else $(MAKE) --no-print-directory flux-core-deps && mkdir -p "$(FLUX_CORE_CACHE)" && \
 	  flock "$(FLUX_CORE_CACHE)/.flux-core.lock" $(MAKE) --no-print-directory "$(FLUX_CORE_STAMP)"; fi
 
 $(FLUX_CORE_STAMP):
 	@test -f "$(FLUX_CORE_TARBALL)" || { echo "flux-core tarball not found: $(FLUX_CORE_TARBALL)" \
 	  "(set FLUX_CORE_TARBALL)" >&2; exit 1; }
-	@echo "building flux-core $(FLUX_CORE_VERSION) into $(FLUX_CORE_PREFIX) (about 5 minutes on 2 cores)"
+	@echo "building flux-core $(FLUX_CORE_VERSION) into $(FLUX_CORE_BUILD) (about 5 minutes on 2 cores)"
 	@# configure.ac takes the version from $$FLUX_VERSION (else `git describe`, and a tarball has no .git)
 	@start=$$(date +%s); build="$(FLUX_CORE_CACHE)/build-flux-core-$(FLUX_CORE_VERSION)"; \
-	rm -rf "$$build" "$(FLUX_CORE_PREFIX)" && mkdir -p "$$build" && \
+	rm -rf "$$build" "$(FLUX_CORE_BUILD)" && mkdir -p "$$build" && \
 	tar -xzf "$(FLUX_CORE_TARBALL)" -C "$$build" --strip-components=1 && cd "$$build" && \
 	export FLUX_VERSION=$(FLUX_CORE_VERSION) && ./autogen.sh >autogen.log 2>&1 && \
-	PYTHON=/usr/bin/python3 ./configure --prefix="$(FLUX_CORE_PREFIX)" \
+	PYTHON=/usr/bin/python3 ./configure --prefix="$(FLUX_CORE_BUILD)" \
 	  --disable-docs >configure.log 2>&1 && \
 	make -j$$(nproc) >make.log 2>&1 && make install >install.log 2>&1 || \
 	{ echo "flux-core build failed: see the logs in $$build" >&2; exit 1; }; \
