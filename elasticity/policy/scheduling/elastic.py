@@ -1,8 +1,9 @@
 """Priority-based elastic scheduling of malleable jobs, and the three policies it is compared against
 (REFERENCE.md section 6; the Charm++-on-Kubernetes paper).
 
-Jobs have [min, max] replicas and a priority (higher runs first). The queue is served in priority order
-(then submission order), and a job that cannot start does not block lower-priority jobs that can.
+Jobs have [min, max] replicas and a priority (higher runs first). The queue is served strictly in priority
+order (then submission order): a job that cannot start waits at the head and lower-priority jobs wait behind it
+(no backfilling in these four policies, as in the paper's priority queue).
 
 - elastic: a job starts at ``min(free, max)`` if that is at least its ``min``; otherwise running jobs of strictly
   lower priority are shrunk towards their minimum, lowest priority first, to free enough for its ``min`` -- but
@@ -48,7 +49,7 @@ def plan_priority(snapshot: Snapshot, mode: Mode, rescale_gap: float = DEFAULT_R
             )
             spare = sum(sizes[run.job] - run.size.min for run in victims)
             if free + spare < lo:
-                continue
+                break
             for run in victims:
                 if free >= lo:
                     break
@@ -85,11 +86,11 @@ def _without_resizes(snapshot: Snapshot, mode: Mode) -> Decisions:
         if mode == "moldable":
             nodes = min(free, job.size.max)
             if nodes < job.size.min:
-                continue
+                break
         else:
             nodes = job.size.min if mode == "rigid-min" else job.size.max
             if nodes > free:
-                continue
+                break
         starts.append(Start(job.job, nodes))
         free -= nodes
     return Decisions(starts=tuple(starts))
