@@ -84,7 +84,7 @@ def simulate(
     workload: Workload,
     policy: SchedulingPolicy,
     *,
-    policy_name: str = "",
+    policy_name: str = "policy",
     rescale_overhead: float = 0.0,
 ) -> SimResult:
     machine = workload.nodes
