@@ -46,7 +46,7 @@ class Amdahl:
 
 
 @dataclass(frozen=True, slots=True)
-class SizeRange:
+class JobSize:
     """Acceptable sizes of a malleable job: start anywhere in [min, max], preferably at ``pref``."""
 
     min: int
@@ -62,7 +62,7 @@ class SizeRange:
         return self.min < self.max
 
     @classmethod
-    def rigid(cls, nodes: int) -> SizeRange:
+    def rigid(cls, nodes: int) -> JobSize:
         return cls(nodes, nodes, nodes)
 
 
@@ -73,7 +73,7 @@ def size_range(
     *,
     efficiency_threshold: float = DEFAULT_EFFICIENCY_THRESHOLD,
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN,
-) -> SizeRange:
+) -> JobSize:
     """[min, pref, max] for a job that asked for ``requested`` nodes on a ``machine``-node cluster."""
     if not 1 <= requested <= machine:
         raise ValueError(f"requested size {requested} is outside [1, {machine}]")
@@ -88,4 +88,4 @@ def size_range(
         if model.speedup(n) >= target - 1e-12:
             low = n
             break
-    return SizeRange(low, requested, top)
+    return JobSize(low, requested, top)

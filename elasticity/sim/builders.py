@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from elasticity.model.speedup import Amdahl, SizeRange
+from elasticity.model.speedup import Amdahl, JobSize
 from elasticity.sim.workload import SimJob, Workload
 
 
 def rigid_job(job: int, submit: float, nodes: int, runtime: float, estimate: float | None = None) -> SimJob:
-    return SimJob(job, submit, runtime, runtime if estimate is None else estimate, SizeRange.rigid(nodes))
+    return SimJob(job, submit, runtime, runtime if estimate is None else estimate, JobSize.rigid(nodes))
 
 
 def malleable_job(
@@ -20,7 +20,7 @@ def malleable_job(
     priority: int = 1,
 ) -> SimJob:
     """``size`` = (min, pref, max); ``runtime`` is at the preferred size."""
-    return SimJob(job, submit, runtime, runtime, SizeRange(*size), priority, Amdahl(serial))
+    return SimJob(job, submit, runtime, runtime, JobSize(*size), priority, Amdahl(serial))
 
 
 def workload(nodes: int, *jobs: SimJob, name: str = "hand") -> Workload:

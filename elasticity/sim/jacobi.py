@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from elasticity.model.speedup import Amdahl, SizeRange
+from elasticity.model.speedup import Amdahl, JobSize
 from elasticity.sim.workload import SimJob, Workload
 
 SLOTS = 64
@@ -37,7 +37,7 @@ def jacobi_mix(jobs: int, gap: float, seed: int, slots: int = SLOTS) -> Workload
         low, high = PROBLEM_SIZES[int(classes[index])]
         # The "preferred" size is the minimum: that is the size the run time above is stated for.
         runtime = RUNTIME_AT_MIN
-        size = SizeRange(low, low, high)
+        size = JobSize(low, low, high)
         mix.append(SimJob(index + 1, index * gap, runtime, runtime, size, int(priorities[index]), model))
     note = (
         f"Jacobi mix (seed {seed}): {jobs} jobs every {gap:g} s on {slots} slots; [min,max] replicas "

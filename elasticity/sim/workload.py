@@ -20,7 +20,7 @@ from elasticity.model.speedup import (
     DEFAULT_EFFICIENCY_THRESHOLD,
     DEFAULT_MAX_SLOWDOWN,
     Amdahl,
-    SizeRange,
+    JobSize,
     size_range,
 )
 from elasticity.sim.swf import SWFTrace
@@ -38,7 +38,7 @@ class SimJob:
     """Actual run time at the preferred size."""
     estimate: float
     """Requested time at the preferred size (>= runtime)."""
-    size: SizeRange
+    size: JobSize
     priority: int = 1
     model: Amdahl = PERFECT
 
@@ -74,7 +74,7 @@ def from_swf(trace: SWFTrace, nodes: int | None = None) -> Workload:
         elif estimate < row.run_time:
             raised += 1
             estimate = row.run_time
-        jobs.append(SimJob(row.job, row.submit - first, row.run_time, estimate, SizeRange.rigid(size)))
+        jobs.append(SimJob(row.job, row.submit - first, row.run_time, estimate, JobSize.rigid(size)))
     jobs.sort(key=lambda j: (j.submit, j.job))
     notes = [f"machine: {machine} nodes ({'--nodes' if nodes is not None else 'trace header'})"]
     notes.append("job size = requested processors (field 8), else allocated (field 5)")

@@ -6,18 +6,18 @@ import math
 
 import pytest
 
-from elasticity.model.speedup import SizeRange
+from elasticity.model.speedup import JobSize
 from elasticity.policy.scheduling import Decisions, Resize, RunningJob, Snapshot, Start, WaitingJob, policy_named
 
 
 def running(
     job: int, nodes: int, size: tuple[int, int, int], *, priority: int = 1, last: float = -math.inf
 ) -> RunningJob:
-    return RunningJob(job, nodes, SizeRange(*size), 1000.0, priority, last)
+    return RunningJob(job, nodes, JobSize(*size), 1000.0, priority, last)
 
 
 def waiting(job: int, size: tuple[int, int, int], *, priority: int = 1) -> WaitingJob:
-    return WaitingJob(job, 0.0, SizeRange(*size), 100.0, priority)
+    return WaitingJob(job, 0.0, JobSize(*size), 100.0, priority)
 
 
 def decide(policy: str, nodes: int, run: list[RunningJob], wait: list[WaitingJob], now: float = 100.0) -> Decisions:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elasticity.model.speedup import Amdahl, SizeRange, size_range
+from elasticity.model.speedup import Amdahl, JobSize, size_range
 from elasticity.policy.scheduling import Decisions, Snapshot, Start, policy_named
 from elasticity.sim.builders import malleable_job, rigid_job, workload
 from elasticity.sim.engine import PolicyError, simulate
@@ -14,12 +14,12 @@ def test_size_range_from_the_efficiency_threshold_and_slowdown_bound() -> None:
     # s = 0.05: E(n) = 1/(0.05 n + 0.95) >= 0.5  <=>  n <= 21 (E(21) = 0.5 exactly).
     # S(4) = 1/(0.05 + 0.2375) = 3.478; at most 2x slower needs S(n) >= 1.739: S(1) = 1, S(2) = 1.905 -> min 2.
     model = Amdahl(0.05)
-    assert size_range(model, 4, 128) == SizeRange(2, 4, 21)
+    assert size_range(model, 4, 128) == JobSize(2, 4, 21)
     assert model.efficiency(21) == pytest.approx(0.5)
     # The machine caps the maximum; a job already past the efficient size keeps its own size as the maximum.
     assert size_range(model, 4, 16).max == 16
     assert size_range(model, 32, 128).max == 32
-    assert size_range(Amdahl(0.0), 8, 64) == SizeRange(4, 8, 64)
+    assert size_range(Amdahl(0.0), 8, 64) == JobSize(4, 8, 64)
 
 
 def test_runtime_model() -> None:

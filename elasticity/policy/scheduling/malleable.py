@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Callable, Mapping
 from typing import Literal
 
-from elasticity.model.speedup import SizeRange
+from elasticity.model.speedup import JobSize
 from elasticity.policy.scheduling.easy import NODES, plan_queue
 from elasticity.policy.scheduling.types import Decisions, Resize, Snapshot, Start, WaitingJob
 
@@ -94,7 +94,7 @@ def _need(job: WaitingJob, strategy: Strategy) -> int:
 
 def _shrink(
     sizes: dict[int, int],
-    ranges: Mapping[int, SizeRange],
+    ranges: Mapping[int, JobSize],
     amount: int,
     floor_of: Callable[[int], int],
     p: Callable[[int, int, int, int], float],
@@ -114,7 +114,7 @@ def _shrink(
 
 def _expand(
     sizes: dict[int, int],
-    ranges: Mapping[int, SizeRange],
+    ranges: Mapping[int, JobSize],
     amount: int,
     p: Callable[[int, int, int, int], float],
 ) -> int:
@@ -131,14 +131,14 @@ def _expand(
     return given
 
 
-def _p(p: Callable[[int, int, int, int], float], current: int, ranges: Mapping[int, SizeRange], job: int) -> float:
+def _p(p: Callable[[int, int, int, int], float], current: int, ranges: Mapping[int, JobSize], job: int) -> float:
     size = ranges[job]
     return p(current, size.min, size.pref, size.max)
 
 
-def _malleable(ranges: Mapping[int, SizeRange], job: int) -> bool:
+def _malleable(ranges: Mapping[int, JobSize], job: int) -> bool:
     return ranges[job].malleable
 
 
-def _hi(ranges: Mapping[int, SizeRange], job: int) -> int:
+def _hi(ranges: Mapping[int, JobSize], job: int) -> int:
     return ranges[job].max

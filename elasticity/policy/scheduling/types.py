@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from elasticity.model.speedup import SizeRange
+from elasticity.model.speedup import JobSize
 
 
 @dataclass(frozen=True, slots=True)
 class WaitingJob:
     job: int
     submit: float
-    size: SizeRange
+    size: JobSize
     """Rigid jobs have min == pref == max."""
     estimate: float
     """Requested time (seconds) at the preferred size; math.inf if unlimited."""
@@ -23,7 +23,7 @@ class WaitingJob:
 class RunningJob:
     job: int
     nodes: int
-    size: SizeRange
+    size: JobSize
     expected_end: float
     """When the job ends if it runs as long as its requested time says (at its current size)."""
     priority: int = 1
