@@ -33,6 +33,7 @@ from ..jobs.states import ACTIVE, PENDING, JobState
 from ..membership import UP
 from ..protocol import EINVAL, ENOENT, Message
 from ..service import Request, ServiceError
+from . import queue_state
 from .mpi import wants_openmpi
 from .scheduler import Scheduler
 
@@ -126,6 +127,7 @@ class JobManager:
             "exec-done": self.svc_exec_done,
         }.items():
             broker.register(f"job-manager.{topic}", handler)
+        queue_state.register(self)
         broker.subscribe("membership.update", self.on_membership)
         broker.on_online(self.kick_sched)
         broker.on_close(self.journal.close)
