@@ -2,8 +2,8 @@
 
 The node need comes from the scheduling policy itself (:mod:`elasticity.policy.scheduling`, the functions the
 simulator replays traces with): the plan asks it which pending jobs would start if the cluster had ``maxSize``
-nodes, and wants the nodes they and the running jobs would use. So the autoscaler never grows for a job the
-scheduler would not start (FCFS: nothing passes the head; EASY: backfilled jobs count too).
+nodes, and wants the nodes they and the running jobs would use -- and at least the nodes of the first job that
+would still wait (it runs next). FCFS: nothing passes the head; EASY: backfilled jobs count too.
 
 Shrinking never kills work: scale-down removes the highest indexes, so the plan first *drains* the ranks that
 would go (the scheduler gives them no new jobs), and asks for the smaller size only once those ranks run nothing,
@@ -92,12 +92,16 @@ def wanted_size(queue: QueueView, size: int, sizes: SizeRange, policy: SizingPol
         if 1 <= need <= sizes.maximum
     )
     used = sum(job.nodes for job in running)
+    head = 0
     if waiting:
         decide = easy if policy == "easy" else fcfs
         started = decide(Snapshot(now, sizes.maximum, running, waiting)).starts
         used += sum(start.nodes for start in started)
+        begun = {start.job for start in started}
+        # The first job that cannot start yet runs next, on as many nodes as it asks: keep (or get) them.
+        head = next((job.size.pref for job in waiting if job.job not in begun), 0)
     highest_busy = max(queue.busy, default=0)
-    return sizes.clamp(max(used, highest_busy + 1, 1))
+    return sizes.clamp(max(used, head, highest_busy + 1, 1))
 
 
 def plan_autoscale(
