@@ -47,15 +47,7 @@ class Autoscaler:
         queue = self.queue.queue(self.name)
         now = self.clock()
         plan = plan_autoscale(queue, view.size, view.sizes, self.options, self.memory, now)
-        self._log(
-            "sample",
-            size=view.size,
-            pending=len(queue.pending),
-            pending_nodes=sum(queue.pending),
-            running=len(queue.running),
-            busy=len(queue.busy),
-            wanted=plan.wanted,
-        )
+        self._sample(view.size, queue, plan.wanted)
         if plan.drain != self.draining:
             self.queue.drain(self.name, plan.drain)
             self.draining = plan.drain
@@ -73,6 +65,23 @@ class Autoscaler:
                 self.draining = frozenset()
         self.memory = plan.memory
         return plan
+
+    def record(self) -> None:
+        """Log one sample without acting (the final state, so the timeline ends where the cluster is)."""
+        view = self.observer.observe(self.name)
+        queue = self.queue.queue(self.name)
+        self._sample(view.size, queue, view.size)
+
+    def _sample(self, size: int, queue: QueueView, wanted: int) -> None:
+        self._log(
+            "sample",
+            size=size,
+            pending=len(queue.pending),
+            pending_nodes=sum(queue.pending),
+            running=len(queue.running),
+            busy=len(queue.busy),
+            wanted=wanted,
+        )
 
     def run(
         self,
