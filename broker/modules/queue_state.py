@@ -32,7 +32,14 @@ def register(jm: JobManager) -> None:
             spec = jm._spec(jm.jobs[jobid])
             need = node_need(spec.resources.nnodes, spec.resources.total_cores, per_node)
             pending.append({"id": jobid, "nnodes": need, "duration": spec.duration})
-        running = [{"id": jobid, "ranks": sorted(jm.jobs[jobid].ranks)} for jobid in jm.execs]
+        running = [
+            {
+                "id": jobid,
+                "ranks": sorted(jm.jobs[jobid].ranks),
+                "cores": {str(rank): len(cores) for rank, cores in jm.jobs[jobid].cores.items()},
+            }
+            for jobid in jm.execs
+        ]
         return {"pending": pending, "running": running, "drained": sorted(jm.sched.drained)}
 
     def drain(req: Request) -> dict[str, Any]:

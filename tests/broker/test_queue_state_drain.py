@@ -23,7 +23,8 @@ def test_drained_ranks_take_no_new_jobs_and_running_ones_finish(tmp_path: Path) 
             long = client.submit(command=["sleep", "2"], nnodes=2, ntasks=2)
             client.wait_state(long, "RUN")
             state = handle.rpc("job-manager.queue-state", {})
-            assert state["running"] == [{"id": long, "ranks": [0, 1]}] and state["pending"] == []
+            assert state["running"] == [{"id": long, "ranks": [0, 1], "cores": {"0": 1, "1": 1}}]
+            assert state["pending"] == []
             # Drain rank 1 while the 2-node job runs on it: the job keeps running and finishes.
             answer = handle.rpc("job-manager.drain", {"ranks": [1]})
             assert answer == {"drained": [1], "busy": [1]}
