@@ -7,13 +7,35 @@ it is never removed by scaling.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from errno import EINVAL
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..service import Request, ServiceError
+from .scheduler import Scheduler
 
-if TYPE_CHECKING:
-    from .job_manager import JobManager
+
+class JobManager(Protocol):
+    """What these services read of the job manager (a Protocol: the job manager imports this module)."""
+
+    @property
+    def sched(self) -> Scheduler: ...
+
+    @property
+    def queue(self) -> set[int]: ...
+
+    @property
+    def jobs(self) -> Mapping[int, Any]: ...
+
+    @property
+    def execs(self) -> Mapping[int, Any]: ...
+
+    @property
+    def b(self) -> Any: ...
+
+    def kick_sched(self) -> None: ...
+
+    def _spec(self, record: Any) -> Any: ...
 
 
 def node_need(nnodes: int | None, total_cores: int, cores_per_node: int) -> int:

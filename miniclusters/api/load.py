@@ -13,7 +13,7 @@ from pydantic_core import ErrorDetails
 
 from miniclusters.api.errors import Problem, SpecError, join_path
 from miniclusters.api.rules import check_minicluster
-from miniclusters.api.spec import SKIP_RULES, MiniCluster
+from miniclusters.api.spec import MiniCluster
 
 MAX_PRUNE_ROUNDS = 4
 
@@ -67,7 +67,7 @@ def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
     attempt: Any = copy.deepcopy(dict(data))
     for _ in range(MAX_PRUNE_ROUNDS):
         try:
-            candidate = MiniCluster.model_validate(attempt, context={SKIP_RULES: True})
+            candidate = MiniCluster.model_validate(attempt)
         except ValidationError as exc:
             # A field we set aside ourselves now shows as missing: that is not a new problem.
             errors = [e for e in exc.errors() if not (e["type"] == "missing" and tuple(e["loc"]) in set_aside)]
@@ -81,7 +81,7 @@ def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
         break
     if problems:
         raise SpecError(problems, source)
-    return MiniCluster.model_validate(dict(data), context={SKIP_RULES: True})
+    return MiniCluster.model_validate(dict(data))
 
 
 def parse_yaml_documents(text: str, source: str) -> list[Any]:

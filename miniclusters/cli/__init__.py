@@ -8,6 +8,7 @@ from miniclusters import __version__
 from miniclusters.cli import (
     autoscale_commands,
     cluster_commands,
+    operator_commands,
     profile_commands,
     rest_commands,
     simulate_commands,
@@ -29,7 +30,7 @@ def main() -> None:
 
 for command in (spec_commands.validate, spec_commands.render, spec_commands.convert, spec_commands.crd):
     main.add_command(command)
-for command in cluster_commands.COMMANDS:
+for command in (*cluster_commands.COMMANDS, *operator_commands.COMMANDS):
     main.add_command(command)
 
 main.add_command(profile_commands.pmpi)

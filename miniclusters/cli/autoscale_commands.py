@@ -67,8 +67,8 @@ def autoscale(
     from elasticity.control.timeline import plot_autoscale_timeline
     from elasticity.policy.autoscale import AutoscaleOptions
     from miniclusters.api.spec import AutoscaleSpec
-    from miniclusters.autoscaling.ports import BackendPorts
     from miniclusters.autoscaling.queue import ExecQueue, local_flux
+    from miniclusters.backends.ports import ports_for
 
     configured = AutoscaleSpec()
     if spec_file:
@@ -87,7 +87,7 @@ def autoscale(
     )
     with _errors():
         target = _open(backend, context, namespace)
-        ports = BackendPorts(target)
+        observer, actuator = ports_for(target)
         if backend == "kubernetes":
             from miniclusters.backends.kubernetes.lead import LOCAL_URI
             from miniclusters.render.layout import BROKER_INSTALL_DIR
@@ -95,7 +95,7 @@ def autoscale(
             queue = ExecQueue(target, lambda _n: ["env", f"FLUX_URI={LOCAL_URI}", f"{BROKER_INSTALL_DIR}/bin/flux"])
         else:
             queue = ExecQueue(target, lambda _n: local_flux())
-        view = ports.observe(name)
+        view = observer.observe(name)
         click.echo(
             f"autoscaling {name}: size {view.size} in [{view.sizes.minimum}, {view.sizes.maximum}], idle "
             f"{options.idle_seconds:g}s, cool-down {options.cooldown_seconds:g}s, policy {options.policy}; "
@@ -104,11 +104,11 @@ def autoscale(
         )
         deadline = None if timeout is None else time.monotonic() + timeout
         with EventLog(log_path, "autoscale", time.monotonic) as log:
-            scaler = Autoscaler(name, ports, ports, queue, options, clock=time.monotonic, log=log)
+            scaler = Autoscaler(name, observer, actuator, queue, options, clock=time.monotonic, log=log)
             try:
                 while deadline is None or time.monotonic() < deadline:
                     plan = scaler.step()
-                    current = ports.observe(name).size
+                    current = observer.observe(name).size
                     if plan.size is not None:
                         click.echo(f"{time.strftime('%H:%M:%S')} {name}: size -> {plan.size} ({plan.reason})", err=True)
                     if until_idle:

@@ -1,4 +1,4 @@
-"""Cluster commands: up, down, status, scale, resize, logs, exec, list, operator, manifests.
+"""Cluster commands: up, down, status, scale, resize, logs, exec, list (the operator's are operator_commands.py).
 
 Thin shells over a Backend: every BackendError becomes its message on stderr and its exit code (1, or 2 for
 bad input); nothing is changed when the input is wrong.
@@ -13,14 +13,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import click
 
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
-from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions, InvalidRequestError
+from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
 from miniclusters.render import RenderOptions
 
 EXIT_INVALID = 2
@@ -40,19 +39,12 @@ def _backend_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _open(backend: str, context: str | None, namespace: str | None, **extra: Any) -> Backend:
-    options: dict[str, Any] = {}
-    if backend == "kubernetes":
-        if extra.get("latency"):
-            raise InvalidRequestError("--latency applies to the local backend only (backend is 'kubernetes')")
-        extra.pop("latency", None)
-        options.update(extra, context=context, namespace=namespace)
-    else:
-        if context:
-            raise BackendError(f"--context applies to the kubernetes backend only (backend is {backend!r})")
-        if namespace:
-            options["namespace"] = namespace
-        if backend == "local":
-            options.update({k: v for k, v in extra.items() if v is not None})
+    """The backend called `backend`; each backend refuses the options it does not take, in words."""
+    options = {k: v for k, v in extra.items() if v is not None}
+    if context:
+        options["context"] = context
+    if namespace:
+        options["namespace"] = namespace
     return get_backend(backend, **options)
 
 
@@ -153,8 +145,8 @@ def up(
     render = RenderOptions(namespace=None, registry=registry or defaults.registry, tag=tag or defaults.tag)
     with _errors():
         target = _open(backend, context, namespace, progress=_progress_printer(), latency=latency)
-        if target.name == "local":
-            _up_local(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
+        if target.ephemeral:
+            _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
             return
         status = target.create(mc, CreateOptions(render=render, timeout=timeout))
         _print_status(status)
@@ -195,21 +187,18 @@ def _print_restful(target: Backend, mc: Any, status: Any) -> None:
     """Where the lead broker's REST API answers, when the spec enables it."""
     if not mc.spec.restful.enabled:
         return
-    port = mc.spec.restful.port
-    if target.name == "local":
-        lead = status.pod(0)
-        address = lead.node.split()[0] if lead is not None and lead.node else "127.0.0.1"
-        url = f"http://{address}:{port}"
-        if _answers(f"{url}/openapi.json", timeout=20.0):
-            click.echo(f"REST API: {url}   (e.g. minicluster jobs --url {url})")
-        else:
-            click.echo(f"REST API: {url} is not answering yet (see: minicluster logs {mc.name})", err=True)
+    endpoint = target.rest_endpoint(mc, status)
+    if endpoint.url is None:
+        click.echo(f"REST API: {endpoint.hint}")
+    elif _answers(f"{endpoint.url}/openapi.json", timeout=20.0):
+        click.echo(f"REST API: {endpoint.url}   (e.g. minicluster jobs --url {endpoint.url})")
     else:
-        click.echo(f"REST API: Service {mc.name}-restful:{port}   (kubectl port-forward svc/{mc.name}-restful {port})")
+        click.echo(f"REST API: {endpoint.url} is not answering yet ({endpoint.hint})", err=True)
 
 
-def _up_local(target: Backend, mc: Any, options: CreateOptions, detach: bool, keep: bool) -> None:
-    """The local `up`: Ctrl-C (or SIGTERM) tears down what was started; the lead's exit code becomes ours."""
+def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool, keep: bool) -> None:
+    """`up` where the cluster lives in this machine's processes: Ctrl-C (or SIGTERM) tears down what was started;
+    the lead's exit code becomes ours."""
     import signal
 
     def interrupted(signum: int, _frame: Any) -> None:
@@ -390,81 +379,5 @@ def list_(backend: str, context: str | None, namespace: str | None) -> None:
             click.echo(f"{c.name:<24} {c.namespace:<16} {c.size:>4} {c.ready:>5}  {c.state}")
 
 
-@click.command()
-@click.option("--context", help="kubeconfig context (default: in-cluster config, else the current context).")
-@click.option("-n", "--namespace", help="Watch only this namespace.")
-@click.option("-A", "--all-namespaces", is_flag=True, help="Watch every namespace (the Deployment's default).")
-@click.option("--accept-flux-operator-kind", is_flag=True, help="Also reconcile flux-framework.org/v1alpha2 objects.")
-@click.option("--registry", help="Registry of our images.")
-@click.option("--tag", help="Tag of our images.")
-def operator(
-    context: str | None,
-    namespace: str | None,
-    all_namespaces: bool,
-    accept_flux_operator_kind: bool,
-    registry: str | None,
-    tag: str | None,
-) -> None:
-    """Run the MiniCluster operator: reconcile MiniCluster objects until interrupted.
-
-    \b
-    Example:
-      minicluster operator --all-namespaces
-      minicluster manifests | kubectl apply --server-side -f -   # or run it in the cluster
-    """
-    import logging
-    import signal
-    import threading
-
-    from miniclusters.backends.kubernetes.client import RealKubeApi
-    from miniclusters.operator.controller import Controller
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    defaults = RenderOptions()
-    options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
-    with _errors():
-        api = RealKubeApi.from_kubeconfig(context, namespace)
-        from miniclusters.backends.kubernetes.backend import KubernetesBackend
-
-        KubernetesBackend(api=api).check_crd()
-        controller = Controller(
-            api,
-            namespace=None if all_namespaces else (namespace or api.namespace),
-            options=options,
-            accept_flux_kind=accept_flux_operator_kind,
-        )
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            controller.run(stop)
-        except KeyboardInterrupt:
-            stop.set()
-
-
-@click.command()
-@click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
-@click.option("--registry", help="Registry of our images.")
-@click.option("--tag", help="Tag of our images.")
-def manifests(output: str | None, registry: str | None, tag: str | None) -> None:
-    """Print the operator's deployment manifests (namespace, ServiceAccount, RBAC, Deployment).
-
-    \b
-    Example:
-      minicluster crd | kubectl apply --server-side -f -
-      minicluster manifests | kubectl apply --server-side -f -
-    """
-    from miniclusters.cli.spec_commands import dump_yaml_stream
-    from miniclusters.operator.manifests import build_manifests
-
-    defaults = RenderOptions()
-    options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
-    text = dump_yaml_stream(build_manifests(options))
-    if output:
-        Path(output).write_text(text, encoding="utf-8")
-        click.echo(f"wrote {output}", err=True)
-    else:
-        click.echo(text, nl=False)
-
-
-COMMANDS = (up, down, status, scale, resize, logs, exec_, list_, operator, manifests)
+COMMANDS = (up, down, status, scale, resize, logs, exec_, list_)
 __all__ = ["COMMANDS", "available_backends"]

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.conversion import from_flux_operator
 from miniclusters.api.spec import FLUX_OPERATOR_API_VERSION, MiniCluster
-from miniclusters.backends.kubernetes.backend import job_outcome, scale_patch
+from miniclusters.backends.kubernetes.jobs import job_outcome, scale_patch
 from miniclusters.backends.kubernetes.objects import (
     TEMPLATE_HASH_ANNOTATION,
     certificate_from_secret,

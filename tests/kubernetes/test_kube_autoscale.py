@@ -7,9 +7,9 @@ from pathlib import Path
 
 from elasticity.policy.autoscale import AutoscaleOptions
 from elasticity.sim.autoscale_run import random_jobs, run_autoscale_scenario
-from miniclusters.autoscaling.ports import BackendPorts
 from miniclusters.backends.kubernetes.api import JOB, MINICLUSTER
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
+from miniclusters.backends.ports import ports_for
 from miniclusters.testing.fake_kube import FakeKube
 
 
@@ -18,10 +18,10 @@ def test_autoscaler_scales_the_indexed_job_up_and_down_and_loses_nothing(
 ) -> None:
     backend.create(make_mc(size=1, maxSize=4))
     clock = [0.0]
-    ports = BackendPorts(backend, clock=lambda: clock[0])
+    observer, actuator = ports_for(backend)
     options = AutoscaleOptions(idle_seconds=60, cooldown_seconds=20)
     queue, events = run_autoscale_scenario(
-        ports, ports, "demo", random_jobs(20, 4, seed=7), options, tmp_path / "events.jsonl", clock=clock
+        observer, actuator, "demo", random_jobs(20, 4, seed=7), options, tmp_path / "events.jsonl", clock=clock
     )
     sizes = [e["size"] for e in events if e["kind"] == "sample"]
     assert sizes[0] == 1 and max(sizes) == 4 and sizes[-1] == 1

@@ -12,11 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from miniclusters.api.quantity import cpu_millicores, parse_quantity
-from miniclusters.backends.base import PodCondition, PodStatus, ResizeOutcome
+from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING, PodCondition, PodStatus, ResizeOutcome
 from miniclusters.render.layout import INDEX_LABEL
-
-RESIZE_PENDING = "PodResizePending"
-RESIZE_IN_PROGRESS = "PodResizeInProgress"
 
 
 def pod_index(pod: Mapping[str, Any]) -> int | None:
@@ -78,6 +75,10 @@ def is_ready(pod: Mapping[str, Any]) -> bool:
 def exit_code(pod: Mapping[str, Any], container: str | None = None) -> int | None:
     terminated = (_container_status(pod, container).get("state") or {}).get("terminated")
     return None if not terminated else int(terminated.get("exitCode", 0))
+
+
+def restart_count(pod: Mapping[str, Any], container: str | None = None) -> int:
+    return int(_container_status(pod, container).get("restartCount") or 0)
 
 
 def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatus:

@@ -44,6 +44,11 @@ class PodRecord:
     start_ticks: int | None = None
     """/proc/<pid>/stat start time, so a recycled pid is never mistaken for the pod."""
     started_at: float = 0.0
+    resize_desired: int | None = None
+    """A resize the node refused (kept as asked, as the API server keeps a pod's desired resources)."""
+    resize_outcome: str = ""
+    """"deferred" or "infeasible" while resize_desired is pending (the PodResizePending condition)."""
+    resize_message: str = ""
 
 
 @dataclass
