@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from miniclusters.api.errors import Problem, SpecError, join_path
+from miniclusters.api.names import dns1123_label_error
 from miniclusters.api.rules import check_minicluster
 from miniclusters.api.spec import MiniCluster
 
@@ -54,6 +55,22 @@ def _prune(data: Any, loc: tuple[str | int, ...]) -> bool:
     return False
 
 
+def _name_problems(data: Mapping[str, Any], reported: set[str]) -> list[Problem]:
+    """metadata.name/namespace checked on the raw mapping, so they come in the same report as type errors."""
+    metadata = data.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return []
+    found = []
+    for key in ("name", "namespace"):
+        value = metadata.get(key)
+        path = f"metadata.{key}"
+        if isinstance(value, str) and path not in reported:
+            error = dns1123_label_error(value)
+            if error:
+                found.append(Problem(path, error))
+    return found
+
+
 def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
     """Validate a mapping into a MiniCluster or raise SpecError listing every problem.
 
@@ -65,6 +82,7 @@ def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
     problems: list[Problem] = []
     set_aside: set[tuple[str | int, ...]] = set()
     attempt: Any = copy.deepcopy(dict(data))
+    ruled = False
     for _ in range(MAX_PRUNE_ROUNDS):
         try:
             candidate = MiniCluster.model_validate(attempt)
@@ -78,7 +96,10 @@ def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
             set_aside.update(locs)
             continue
         problems += check_minicluster(candidate)
+        ruled = True
         break
+    if not ruled:  # the cross-field rules could not run: still check the names, which need nothing else
+        problems += _name_problems(data, {problem.path for problem in problems})
     if problems:
         raise SpecError(problems, source)
     return MiniCluster.model_validate(dict(data))

@@ -7,8 +7,10 @@ import json
 import os
 from typing import Any
 
+from elasticity.control.ports import ResizeOutcome
 from elasticity.model.resources import format_millicores
 from miniclusters.backends.local.backend import LocalBackend
+from miniclusters.backends.ports import ports_for
 
 
 def _status(mc: Any, name: str) -> dict[str, Any]:
@@ -47,6 +49,17 @@ def test_resize_beyond_the_node_is_infeasible_and_beside_others_deferred(
     assert backend.kernel_weight("adm", 1) == (knob, weight)
     pod = _status(mc, "adm")["pods"][1]
     assert (_pending(pod) or {}).get("reason") == "Deferred" and pod["cpu_actual"] == "500m"
+
+    # The loops see the same through the ports: the pending request, the CPU it still runs with, the node.
+    observer, actuator = ports_for(backend)
+    view = observer.observe("adm")
+    pod1 = view.pod(1)
+    assert pod1 is not None and pod1.resize == ResizeOutcome.DEFERRED and "used: 500m" in pod1.resize_reason
+    assert (pod1.cpu_request, pod1.cpu_actual) == (capacity - 400, 500)
+    assert [n.allocatable_millicores for n in view.nodes] == [capacity] and view.max_size == 2
+    batch = actuator.resize_many("adm", {0: 400, 1: 300})
+    assert {i: a.outcome for i, a in batch.items()} == {0: ResizeOutcome.DONE, 1: ResizeOutcome.DONE}
+    assert [p.cpu_actual for p in observer.observe("adm").pods] == [400, 300]
 
     # A request that fits is applied, and the pending condition goes away.
     done = mc("resize", "adm", "1", "--cpu", "250m")
