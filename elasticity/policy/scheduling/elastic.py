@@ -59,8 +59,8 @@ def plan_priority(snapshot: Snapshot, mode: Mode, rescale_gap: float = DEFAULT_R
                     free += take
                     touched.add(run.job)
         starts[job.job] = job
-        sizes[job.job] = lo
-        free -= lo
+        sizes[job.job] = min(free, job.size.max)  # min(free, max); exactly its minimum after a shrink
+        free -= sizes[job.job]
 
     # Idle nodes to jobs in priority order, up to their maximum.
     order: list[tuple[int, float, int, int]] = [
