@@ -5,7 +5,15 @@ from __future__ import annotations
 import click
 
 from miniclusters import __version__
-from miniclusters.cli import cluster_commands, operator_commands, profile_commands, rest_commands, spec_commands
+from miniclusters.cli import (
+    autoscale_commands,
+    cluster_commands,
+    operator_commands,
+    profile_commands,
+    rest_commands,
+    simulate_commands,
+    spec_commands,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -27,6 +35,8 @@ for command in (*cluster_commands.COMMANDS, *operator_commands.COMMANDS):
 
 main.add_command(profile_commands.pmpi)
 main.add_command(profile_commands.profile)
+main.add_command(simulate_commands.simulate)
+main.add_command(autoscale_commands.autoscale)
 for command in (rest_commands.jobs, rest_commands.submit, rest_commands.cancel):
     main.add_command(command)
 

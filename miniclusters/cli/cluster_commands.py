@@ -141,6 +141,11 @@ def up(
         target = _open(backend, context, namespace, progress=_progress_printer(), latency=latency)
         if target.ephemeral:
             _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
+            if mc.spec.autoscale.enabled:  # still up (detached or interactive): its queue now drives its size
+                from miniclusters.autoscaling.runner import start_in_background
+
+                pid, events, png = start_in_background(mc.name, file, backend)
+                click.echo(f"autoscaler: pid {pid}; events {events}; timeline {png} (stops at `minicluster down`)")
             return
         status = target.create(mc, CreateOptions(render=render, timeout=timeout))
         _print_status(status)
