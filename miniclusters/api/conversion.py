@@ -19,6 +19,7 @@ EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (
     ("flux", "flavour"),
     ("restful",),
     ("profiling",),
+    ("autoscale",),
     ("archive", "claimName"),
     ("archive", "unfit"),
 )

@@ -6,11 +6,13 @@ import click
 
 from miniclusters import __version__
 from miniclusters.cli import (
+    autoscale_commands,
     cluster_commands,
     operator_commands,
     profile_commands,
     rest_commands,
     save_commands,
+    simulate_commands,
     spec_commands,
 )
 
@@ -34,6 +36,8 @@ for command in (*cluster_commands.COMMANDS, save_commands.save, *operator_comman
 
 main.add_command(profile_commands.pmpi)
 main.add_command(profile_commands.profile)
+main.add_command(simulate_commands.simulate)
+main.add_command(autoscale_commands.autoscale)
 for command in (rest_commands.jobs, rest_commands.submit, rest_commands.cancel):
     main.add_command(command)
 

@@ -21,7 +21,7 @@ from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
 from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
 from miniclusters.cli.queue_archive import UNFIT_CHOICES, restore_spec
-from miniclusters.render import RenderOptions
+from miniclusters.render import RenderOptions, with_flavour
 
 EXIT_INVALID = 2
 BACKEND_ENV = "MINICLUSTER_BACKEND"
@@ -98,6 +98,11 @@ def _progress_printer() -> Callable[[Any], None]:
 )
 @click.option("--latency", help="local, as root: add this delay (e.g. 2ms) on every pod's interface (tc netem).")
 @click.option(
+    "--flavour",
+    type=click.Choice(["builtin", "flux"]),
+    help="Override spec.flux.flavour (local: `flux` runs flux-core from $FLUX_CORE_PREFIX, PATH or `make flux-core`).",
+)
+@click.option(
     "--restore", "restore", metavar="ARCHIVE", help="Restore the queue `minicluster save` wrote (job ids kept)."
 )
 @click.option(
@@ -117,6 +122,7 @@ def up(
     interactive: bool,
     keep: bool,
     latency: str | None,
+    flavour: str | None,
     restore: str | None,
     restore_unfit: str | None,
 ) -> None:
@@ -130,6 +136,7 @@ def up(
     Example:
       minicluster up examples/hello.yaml                      # local: 4 pods on this machine
       minicluster up examples/interactive.yaml --detach       # then: minicluster exec interactive -- flux resource list
+      minicluster up examples/hello.yaml --flavour flux          # local: real flux-core brokers
       minicluster up examples/hello.yaml --backend kubernetes --namespace hpc
       minicluster up examples/save-restore.yaml --restore queue.tar.gz --restore-unfit reject
     """
@@ -140,6 +147,7 @@ def up(
         sys.exit(EXIT_INVALID)
     if interactive and not mc.spec.interactive:
         mc = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
+    mc = with_flavour(mc, flavour)
     defaults = RenderOptions()
     render = RenderOptions(namespace=None, registry=registry or defaults.registry, tag=tag or defaults.tag)
     with _errors():
@@ -148,6 +156,11 @@ def up(
             mc = restore_spec(mc, restore, restore_unfit, target.ephemeral)
         if target.ephemeral:
             _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
+            if mc.spec.autoscale.enabled:  # still up (detached or interactive): its queue now drives its size
+                from miniclusters.autoscaling.runner import start_in_background
+
+                pid, events, png = start_in_background(mc.name, file, backend)
+                click.echo(f"autoscaler: pid {pid}; events {events}; timeline {png} (stops at `minicluster down`)")
             return
         status = target.create(mc, CreateOptions(render=render, timeout=timeout))
         _print_status(status)

@@ -85,6 +85,13 @@ def _everything_set() -> dict[str, Any]:
     spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
     spec["restful"] = {"enabled": True, "port": 5001, "mode": "multi-user", "requireAuth": False, "secretName": "creds"}
     spec["profiling"] = {"enabled": True, "iterations": 50, "directory": "/shared/pmpi", "boundary": "MPI_Allreduce"}
+    spec["autoscale"] = {
+        "enabled": True,
+        "idleSeconds": 120,
+        "cooldownSeconds": 45,
+        "policy": "fcfs",
+        "intervalSeconds": 2.5,
+    }
     spec["archive"] = {"path": "/archive/queue.tar.gz", "claimName": "queue-archive", "unfit": "reject"}
     return {
         "apiVersion": "miniclusters.dev/v1alpha1",
