@@ -247,6 +247,7 @@ def ping(count: int | None, interval: float, pad: int, target: str) -> None:
     except ValueError:
         raise click.ClickException(f"invalid target {target!r}: expected a rank number") from None
     with _handle() as handle:
+        click.echo(f"flux-ping {rank}!broker")  # flux-core's first line
         seq = 0
         while count is None or seq < count:
             start = time.perf_counter()
@@ -260,6 +261,18 @@ def ping(count: int | None, interval: float, pad: int, target: str) -> None:
             seq += 1
             if count is None or seq < count:
                 time.sleep(interval)
+
+
+@cli.command()
+def version() -> None:
+    """Which `flux` this is (flux-core prints its commands and libflux-core versions)."""
+    import platform
+    from importlib.metadata import version as package_version
+
+    import zmq
+
+    click.echo(f"commands:    \t\t{package_version('miniclusters')}")
+    click.echo(f"broker:      \t\tminiclusters built-in (Python {platform.python_version()}, pyzmq {zmq.__version__})")
 
 
 @cli.command()
