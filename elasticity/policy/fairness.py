@@ -10,6 +10,7 @@ bounded so a noisy rate cannot swing the allocation, and every step is reversibl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -79,7 +80,7 @@ def fairness_step(
     # needs about (ratio - 1) more of its request; bounded by max_step and by the donor's floor.
     wanted = requests_m[slow] * min(max_step, ratio - 1.0) if ratio != float("inf") else requests_m[slow] * max_step
     available = max(0, requests_m[fast] - floor_m)
-    amount = int(min(wanted, available))
+    amount = math.floor(min(wanted, available) + 1e-9)
     if amount <= 0:
         return None
     return FairnessStep(receiver=slow, donor=fast, millicores=amount, ratio=ratio)
