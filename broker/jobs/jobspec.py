@@ -10,28 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.jobs.build import JobspecError, build_jobspec
+from elasticity.model.resources import ResourceRequest
 
 __all__ = ["JobSpec", "JobspecError", "ResourceRequest", "build_jobspec", "parse_jobspec"]
-
-
-@dataclass(frozen=True)
-class ResourceRequest:
-    ntasks: int
-    cores_per_task: int = 1
-    nnodes: int | None = None
-    exclusive: bool = False
-    gpus_per_task: int = 0
-
-    @property
-    def total_cores(self) -> int:
-        return self.ntasks * self.cores_per_task
-
-    def tasks_per_node(self) -> list[int]:
-        """How many tasks each allocated node gets when the node count is fixed (first nodes get the extra)."""
-        if self.nnodes is None:
-            raise ValueError("no node count")
-        base, extra = divmod(self.ntasks, self.nnodes)
-        return [base + (1 if i < extra else 0) for i in range(self.nnodes)]
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from elasticity.policy.queue import Waiting
+
 from ..bootstrap import compress_hosts
 from ..jobs.info import job_info
 from ..jobs.jobid import FluidGenerator, encode_f58
@@ -30,7 +32,6 @@ from ..jobs.record import JobRecord, replay
 from ..jobs.states import ACTIVE, PENDING, JobState
 from ..membership import UP
 from ..protocol import EINVAL, ENOENT, Message
-from ..sched.policy import Waiting
 from ..service import Request, ServiceError
 from .mpi import wants_openmpi
 from .scheduler import Scheduler

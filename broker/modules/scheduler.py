@@ -1,6 +1,6 @@
 """Scheduler glue: the broker's membership and the job manager's jobs as a policy Snapshot, and the plan back.
 
-The policies themselves (broker/sched/policy.py) are pure and shared with the simulator; this only builds
+The policies themselves (elasticity/policy/queue.py) are pure and shared with the simulator; this only builds
 their input from live state: per-rank cores from the resource reports, up/down from membership, running jobs
 with their expected end (start + time limit).
 """
@@ -12,11 +12,12 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from elasticity.policy.allocate import NodeCapacity, never_fits
+from elasticity.policy.queue import QUEUE_POLICIES, Plan, QueuePolicy, Running, Snapshot, Waiting, plan
+
 from .. import idset
 from ..jobs.jobspec import ResourceRequest
 from ..membership import UP
-from ..sched.allocate import NodeCapacity, never_fits
-from ..sched.policy import QUEUE_POLICIES, Plan, QueuePolicy, Running, Snapshot, Waiting, plan
 
 if TYPE_CHECKING:
     from ..broker import Broker

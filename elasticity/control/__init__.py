@@ -1,0 +1,1 @@
+"""Loops: observe -> plan -> act. Observing and acting go through the ports; planning is pure."""

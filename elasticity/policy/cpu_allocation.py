@@ -6,7 +6,8 @@ water-filled around the clamps), and rounded to whole millicores: the kubelet co
 kernel weights in milliCPU, so a finer request changes nothing on the node. Only requests are
 produced, never limits: CFS quotas throttle tightly-coupled MPI ranks badly.
 
-How the kernel sees a request (why rounding and the weight-preserving mode matter):
+How the kernel sees a request (why rounding and the weight-preserving mode matter; the mapping itself lives
+in elasticity/model/cpu.py, shared with the local backend's cgroups):
 - cgroup v1: shares = milliCPU * 1024 // 1000, at least 2. Every request of 2m or more maps to its
   own shares value (one millicore is 1.024 shares), but 0m, 1m and 2m all become 2 shares.
 - cgroup v2, old linear formula: weight = 1 + (shares - 2) * 9999 // 262142; one weight step is
@@ -22,97 +23,18 @@ Pure functions and plain dataclasses: no I/O, shared by the simulator and the li
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Literal
 
 import numpy as np
 
-Formula = Literal["v1", "v2-linear", "v2-nonlinear"]
+from elasticity.model.cpu import FORMULAS, MAX_MILLICORES, Formula, kernel_weights, weight_table
+from elasticity.model.resources import format_millicores
+
 Mode = Literal["proportional", "weight-preserving"]
-FORMULAS: tuple[Formula, ...] = ("v1", "v2-linear", "v2-nonlinear")
 MODES: tuple[Mode, ...] = ("proportional", "weight-preserving")
-
-MIN_SHARES = 2
-MAX_SHARES = 262144
-MAX_WEIGHT = 10000
-#: The largest request whose shares are below MAX_SHARES; above it every formula saturates.
-MAX_MILLICORES = MAX_SHARES * 1000 // 1024
 MILLICORES_PER_RANK = 1000  # a single-threaded MPI rank cannot use more than one core
-
-
-def milli_to_shares(millicores: int) -> int:
-    """The kubelet's MilliCPUToShares: cpu.shares for a request (cgroup v1, and the input to v2)."""
-    if millicores <= 0:
-        return MIN_SHARES
-    return min(max(millicores * 1024 // 1000, MIN_SHARES), MAX_SHARES)
-
-
-def shares_to_weight_linear(shares: int) -> int:
-    """cgroup v2 cpu.weight under the old linear runc/crun conversion."""
-    if shares <= 0:
-        return 0
-    return 1 + ((shares - 2) * 9999) // 262142
-
-
-def shares_to_weight_nonlinear(shares: int) -> int:
-    """cgroup v2 cpu.weight under the newer runc (>= 1.3.2) / crun (>= 1.23) conversion."""
-    if shares <= 0:
-        return 0
-    if shares <= MIN_SHARES:
-        return 1
-    if shares >= MAX_SHARES:
-        return MAX_WEIGHT
-    lg = math.log2(shares)
-    return math.ceil(math.pow(10.0, (lg * lg + 125.0 * lg) / 612.0 - 7.0 / 34.0))
-
-
-def kernel_weight(millicores: int, formula: Formula) -> int:
-    """The value the kernel compares for a request: cpu.shares (v1) or cpu.weight (v2)."""
-    shares = milli_to_shares(millicores)
-    if formula == "v1":
-        return shares
-    if formula == "v2-linear":
-        return shares_to_weight_linear(shares)
-    if formula == "v2-nonlinear":
-        return shares_to_weight_nonlinear(shares)
-    raise ValueError(f"unknown weight formula {formula!r}; choose one of {', '.join(FORMULAS)}")
-
-
-@cache
-def _weight_table(formula: Formula) -> np.ndarray:
-    """kernel_weight(m) for m = 0..MAX_MILLICORES (non-decreasing), for inverse look-ups.
-
-    Vectorized with the same float64 operations as the scalar functions (a test checks equality).
-    """
-    m = np.arange(MAX_MILLICORES + 1, dtype=np.int64)
-    shares = np.clip(m * 1024 // 1000, MIN_SHARES, MAX_SHARES)
-    if formula == "v1":
-        return shares
-    if formula == "v2-linear":
-        return 1 + ((shares - 2) * 9999) // 262142
-    if formula == "v2-nonlinear":
-        lg = np.log2(shares.astype(float))
-        w = np.ceil(np.power(10.0, (lg * lg + 125.0 * lg) / 612.0 - 7.0 / 34.0)).astype(np.int64)
-        w[shares <= MIN_SHARES] = 1
-        w[shares >= MAX_SHARES] = MAX_WEIGHT
-        return w
-    raise ValueError(f"unknown weight formula {formula!r}; choose one of {', '.join(FORMULAS)}")
-
-
-def kernel_weights(millicores: Sequence[int] | np.ndarray, formula: Formula) -> np.ndarray:
-    """Vectorized kernel_weight."""
-    m = np.clip(np.asarray(millicores, dtype=np.int64), 0, MAX_MILLICORES)
-    return _weight_table(formula)[m]
-
-
-def cpu_quantity(millicores: int) -> str:
-    """A Kubernetes CPU quantity string: '2' for whole cores, else '250m'."""
-    if millicores < 0:
-        raise ValueError(f"negative CPU request {millicores}m")
-    return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
 
 
 def rank_needs_millicores(
@@ -160,7 +82,7 @@ class PodRequest:
     @property
     def quantity(self) -> str:
         """The request as a Kubernetes quantity."""
-        return cpu_quantity(self.request_millicores)
+        return format_millicores(self.request_millicores)
 
 
 @dataclass(frozen=True)
@@ -258,7 +180,7 @@ def _weight_preserving(
     positive = targets > 0
     if not positive.any() or targets.sum() <= 0:
         return fallback
-    table = _weight_table(formula)
+    table = weight_table(formula)
     scales = np.geomspace(0.5 / targets[positive].max(), float(table[-1]) / targets[positive].min(), n_scales)
     want = np.maximum(1, np.rint(scales[:, None] * targets[None, :])).astype(np.int64)
     m = np.searchsorted(table, want, side="left")

@@ -1,38 +1,14 @@
-"""Kubernetes resource quantities, parsed with the official client's parser."""
+"""Kubernetes resource quantities in the spec (the parsing itself is elasticity/model/resources.py)."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Annotated
 
 from pydantic import BeforeValidator, PlainSerializer
 
+from elasticity.model.resources import cpu_millicores, format_millicores, parse_quantity
 
-def parse_quantity(value: str | int | float) -> Decimal:
-    """A quantity as a Decimal (cores for cpu, bytes for memory); ValueError when it does not parse."""
-    from kubernetes.utils.quantity import parse_quantity as k8s_parse
-
-    if isinstance(value, bool):
-        raise ValueError("a quantity must be a number or a string like '500m' or '2Gi'")
-    try:
-        parsed = k8s_parse(value)
-    except (ValueError, TypeError, ArithmeticError) as exc:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. '500m', '2', '4Gi')") from exc
-    if parsed < 0:
-        raise ValueError(f"{value!r} is negative")
-    return Decimal(parsed)
-
-
-def cpu_millicores(value: str | int | float) -> int:
-    """CPU quantity in millicores, rounded up the way the API server rounds sub-milli values."""
-    cores = parse_quantity(value)
-    milli = cores * 1000
-    return int(milli.to_integral_value(rounding="ROUND_CEILING"))
-
-
-def format_millicores(milli: int) -> str:
-    """Millicores in the form kubectl shows: `2` for whole cores, `500m` otherwise."""
-    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+__all__ = ["Quantity", "cpu_millicores", "format_millicores", "parse_quantity"]
 
 
 def _check_quantity(value: object) -> str | int | float:

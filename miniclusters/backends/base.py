@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import NamedTuple, Protocol, runtime_checkable
 
+# ResizeOutcome is the ports' enum (one vocabulary for resize outcomes); backend errors are actuator errors.
+from elasticity.control.ports import ActuatorError, Rejected, ResizeOutcome
 from miniclusters.api.spec import MiniCluster
 from miniclusters.render.options import RenderOptions
 
@@ -18,13 +19,13 @@ EXIT_FAILURE = 1
 EXIT_INVALID = 2
 
 
-class BackendError(Exception):
+class BackendError(ActuatorError):
     """Something the user can act on; `str(error)` is the whole message."""
 
     exit_code = EXIT_FAILURE
 
 
-class InvalidRequestError(BackendError):
+class InvalidRequestError(BackendError, Rejected):
     """The request itself is wrong (size out of range, no such pod index, bad quantity); nothing was changed."""
 
     exit_code = EXIT_INVALID
@@ -48,19 +49,6 @@ class MissingAPIError(BackendError):
 
 class BackendTimeoutError(BackendError):
     """Waiting gave up; the cluster may still come up."""
-
-
-class ResizeOutcome(StrEnum):
-    """What became of an in-place CPU resize (the pod conditions of KEP-1287, plus done)."""
-
-    ACCEPTED = "accepted"
-    """The request was stored; the kubelet has not reported on it yet."""
-    IN_PROGRESS = "in-progress"
-    DEFERRED = "deferred"
-    """Not possible on the node right now; the kubelet retries later."""
-    INFEASIBLE = "infeasible"
-    """Never possible on the node (more than its capacity); not retried."""
-    DONE = "done"
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from elasticity.model.node import Node, PodCpu, Verdict, admit_resize, deferred_message, infeasible_message
 from miniclusters.api.crd import build_crd
-from miniclusters.api.quantity import cpu_millicores, format_millicores
+from miniclusters.api.quantity import cpu_millicores
 from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import (
     FLUX_MINICLUSTER,
@@ -797,15 +798,15 @@ class FakeKube:
             conditions.append({"type": kind, "status": status, "reason": reason, "message": message})
         pod["status"]["conditions"] = conditions
 
-    def _allocated_milli(self, exclude: str) -> int:
-        total = 0
+    def _others(self, exclude: str) -> list[PodCpu]:
+        """The other active pods on the (single) node, with the CPU the kubelet allocated to them."""
+        out = []
         for pod in self.all_of(POD, None):
             if pod["metadata"]["name"] == exclude or pod["status"].get("phase") not in ("Pending", "Running"):
                 continue
-            for status in pod["status"].get("containerStatuses", []):
-                cpu = (status.get("allocatedResources") or {}).get("cpu")
-                total += cpu_millicores(cpu) if cpu else 0
-        return total
+            allocated = self._own_allocated_milli(pod)
+            out.append(PodCpu(pod["metadata"]["name"], allocated, allocated, allocated))
+        return out
 
     @staticmethod
     def _own_allocated_milli(pod: dict[str, Any]) -> int:
@@ -855,32 +856,24 @@ class FakeKube:
             self._set_condition(pod, RESIZE_PENDING, "")
             self._set_condition(pod, RESIZE_IN_PROGRESS, "")
             return
-        capacity = cpu_millicores(self.node_cpu)
         want = sum(cpu_millicores(d) for _, _, d in pending)
-        others = self._allocated_milli(pod["metadata"]["name"])
-        mode = self.kubelet
+        node = Node("node", cpu_millicores(self.node_cpu))
+        admission = admit_resize(node, self._own_allocated_milli(pod), want, self._others(pod["metadata"]["name"]))
+        mode: str = self.kubelet
         if mode == "auto":
-            # The kubelet admits a resize against the node's allocatable CPU: more than the node has is
-            # Infeasible, more than is free now is Deferred (DOCS_RESIZE); shrinking always fits.
-            if want > capacity:
-                mode = "infeasible"
-            elif want + others > capacity and want > self._own_allocated_milli(pod):
-                mode = "defer"
-            else:
-                mode = "accept"
-        used = format_millicores(others)
-        if mode == "infeasible":
-            requested = format_millicores(want)
-            message = f"Node didn't have enough capacity: cpu, requested: {requested}, capacity: {self.node_cpu}"
-            self._set_condition(pod, RESIZE_PENDING, "True", "Infeasible", message)
-            return
-        if mode == "defer":
-            requested = format_millicores(want)
+            # The kubelet admits a resize against the node's allocatable CPU (elasticity/model/node.py):
+            # more than the node has is Infeasible, more than is free now is Deferred (DOCS_RESIZE).
+            mode = {Verdict.INFEASIBLE: "infeasible", Verdict.DEFERRED: "defer"}.get(admission.verdict, "accept")
+        if mode in ("infeasible", "defer"):
+            forced = Verdict.INFEASIBLE if mode == "infeasible" else Verdict.DEFERRED
+            used = sum(p.committed for p in self._others(pod["metadata"]["name"]))
             message = (
-                f"Node didn't have enough resource: cpu, requested: {requested}, used: {used}, "
-                f"capacity: {self.node_cpu}"
+                infeasible_message(want, node.allocatable_millicores)
+                if forced == Verdict.INFEASIBLE
+                else deferred_message(want, used, node.allocatable_millicores)
             )
-            self._set_condition(pod, RESIZE_PENDING, "True", "Deferred", message)
+            reason = "Infeasible" if forced == Verdict.INFEASIBLE else "Deferred"
+            self._set_condition(pod, RESIZE_PENDING, "True", reason, message)
             return
         self._set_condition(pod, RESIZE_PENDING, "")
         for _container, current, desired in pending:

@@ -7,19 +7,21 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from elasticity.policy.cpu_allocation import (
+from elasticity.model.cpu import (
     FORMULAS,
     MAX_MILLICORES,
-    _weight_table,
-    allocate_pod_requests,
-    cpu_quantity,
     kernel_weight,
     milli_to_shares,
+    shares_to_weight_linear,
+    shares_to_weight_nonlinear,
+)
+from elasticity.model.cpu import weight_table as _weight_table
+from elasticity.model.resources import format_millicores as cpu_quantity
+from elasticity.policy.cpu_allocation import (
+    allocate_pod_requests,
     placement_from_hostnames,
     rank_needs_millicores,
     ratio_error,
-    shares_to_weight_linear,
-    shares_to_weight_nonlinear,
 )
 
 

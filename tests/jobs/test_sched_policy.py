@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.jobs.jobspec import ResourceRequest
-from broker.sched.allocate import NodeCapacity, allocate, never_fits
-from broker.sched.policy import Plan, Running, Snapshot, Waiting, plan
+from elasticity.policy.allocate import NodeCapacity, allocate, never_fits
+from elasticity.policy.queue import Plan, Running, Snapshot, Waiting, plan
 
 
 def _nodes(n: int, cores: int = 4, down: tuple[int, ...] = ()) -> dict[int, NodeCapacity]:

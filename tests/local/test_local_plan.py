@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from elasticity.model import cpu as cpu_model
 from miniclusters.api import load_minicluster
 from miniclusters.backends.local import cgroups, plan
 from miniclusters.render.broker_config import render_broker_toml
@@ -18,34 +19,34 @@ from miniclusters.render.broker_config import render_broker_toml
     ("milli", "shares"), [(0, 2), (1, 2), (100, 102), (250, 256), (500, 512), (1000, 1024), (300000, 262144)]
 )
 def test_cpu_shares_follow_the_kubelet(milli: int, shares: int) -> None:
-    assert plan.milli_to_shares(milli) == shares
+    assert cpu_model.milli_to_shares(milli) == shares
 
 
 def test_shares_read_back_as_the_request() -> None:
     for milli in (100, 250, 500, 750, 1000, 2500):
-        assert plan.shares_to_milli(plan.milli_to_shares(milli)) == milli
+        assert cpu_model.shares_to_milli(cpu_model.milli_to_shares(milli)) == milli
 
 
 def test_cgroup_v2_weights() -> None:
     # REFERENCE.md 4: one CPU is weight 100 under the non-linear formula; 1000m:100m gives 100:17, not 10:1
-    assert plan.milli_to_weight(1000) == 100
-    assert plan.milli_to_weight(100) == 17
-    assert plan.milli_to_weight(1000, "linear") == 1 + (1022 * 9999) // 262142 == 39
-    assert plan.milli_to_weight(0) == 1 and plan.milli_to_weight(10**6) == 10000
+    assert cpu_model.milli_to_weight(1000) == 100
+    assert cpu_model.milli_to_weight(100) == 17
+    assert cpu_model.milli_to_weight(1000, "linear") == 1 + (1022 * 9999) // 262142 == 39
+    assert cpu_model.milli_to_weight(0) == 1 and cpu_model.milli_to_weight(10**6) == 10000
     for formula in ("linear", "nonlinear"):
-        weight = plan.milli_to_weight(500, formula)
-        assert plan.weight_to_milli(weight, formula, hint=500) == 500
-        assert plan.milli_to_weight(plan.weight_to_milli(weight, formula), formula) == weight
+        weight = cpu_model.milli_to_weight(500, formula)
+        assert cpu_model.weight_to_milli(weight, formula, hint=500) == 500
+        assert cpu_model.milli_to_weight(cpu_model.weight_to_milli(weight, formula), formula) == weight
     with pytest.raises(ValueError, match="linear or nonlinear"):
-        plan.milli_to_weight(1, "cubic")
+        cpu_model.milli_to_weight(1, "cubic")
 
 
 def test_nice_levels_approximate_the_ratios() -> None:
-    assert plan.milli_to_nice(1000) == 0
-    assert plan.milli_to_nice(500) == 3  # 1.25**3 ~ 1.95
-    assert plan.milli_to_nice(2000) == -3
-    assert plan.milli_to_nice(0) == 19
-    assert plan.nice_to_milli(0) == 1000
+    assert cpu_model.milli_to_nice(1000) == 0
+    assert cpu_model.milli_to_nice(500) == 3  # 1.25**3 ~ 1.95
+    assert cpu_model.milli_to_nice(2000) == -3
+    assert cpu_model.milli_to_nice(0) == 19
+    assert cpu_model.nice_to_milli(0) == 1000
 
 
 def test_slots_avoid_other_clusters_and_routes() -> None:
@@ -94,8 +95,8 @@ def test_v2_driver_hands_the_cpu_controller_down(tmp_path: Path) -> None:
     driver = cgroups.CgroupDriver(2, root)
     pod = driver.create("demo", 1, 250)
     assert (root / "miniclusters" / "cgroup.subtree_control").read_text() == "+cpu"
-    assert (pod / "cpu.weight").read_text() == str(plan.milli_to_weight(250))
-    assert driver.read_weight("demo", 1) == plan.milli_to_weight(250)
+    assert (pod / "cpu.weight").read_text() == str(cpu_model.milli_to_weight(250))
+    assert driver.read_weight("demo", 1) == cpu_model.milli_to_weight(250)
     assert driver.milli_for(driver.read_weight("demo", 1) or 0, hint=250) == 250
 
 

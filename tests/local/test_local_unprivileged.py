@@ -7,7 +7,8 @@ import json
 import os
 from typing import Any
 
-from miniclusters.backends.local import netns, plan, process
+from elasticity.model import cpu as cpu_model
+from miniclusters.backends.local import netns, process
 from miniclusters.backends.local.backend import LocalBackend
 
 UNPRIVILEGED = {"MINICLUSTERS_LOCAL_UNPRIVILEGED": "1"}
@@ -33,13 +34,13 @@ def test_unprivileged_cluster_joins_on_loopback_and_renices(mc, machine: Any, sp
     backend = LocalBackend(state_dir=machine.state_dir, unprivileged=True, notify=lambda _m: None)
     record = backend.store.load("plain")
     assert record.mode == "process" and record.pods[1].address.startswith("127.213.")
-    assert backend.kernel_weight("plain", 1) == ("nice", plan.milli_to_nice(500))
+    assert backend.kernel_weight("plain", 1) == ("nice", cpu_model.milli_to_nice(500))
 
     pid = record.pods[1].pid
     resize = mc("resize", "plain", "1", "--cpu", "250m", env=UNPRIVILEGED)
     assert resize.returncode == 0 and "nice level" in resize.stdout, resize.stdout + resize.stderr
     tag = process.tag_for(backend.store.cluster_dir("plain"), 1)
-    assert all(os.getpriority(os.PRIO_PROCESS, p) == plan.milli_to_nice(250) for p in process.tagged(tag))
+    assert all(os.getpriority(os.PRIO_PROCESS, p) == cpu_model.milli_to_nice(250) for p in process.tagged(tag))
     assert backend.store.load("plain").pods[1].pid == pid  # not restarted
 
     grow = mc("scale", "plain", "3", env=UNPRIVILEGED)

@@ -252,7 +252,7 @@ class KubernetesBackend:
     def scale(self, name: str, size: int) -> ClusterStatus:
         """Patch spec.size, then the Job's parallelism and completions together (elastic Indexed Job)."""
         obj, mc = self._load(name)
-        check_scale(mc.spec, size, name)
+        check_scale(mc.spec.min_size, mc.spec.effective_max_size, size, name)
         self._call(
             f"setting spec.size of MiniCluster {name!r}",
             lambda: self.api.patch(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.curve_cert import render_zcert
+from elasticity.model import cpu as cpu_model
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
@@ -375,7 +376,7 @@ class LocalBackend:
                 driver.create(record.name, index, pod.cpu_milli, pod.cpu_limit_milli)
                 procs = driver.procs_file(record.name, index)
             else:
-                nice = plan.milli_to_nice(pod.cpu_milli)
+                nice = cpu_model.milli_to_nice(pod.cpu_milli)
                 if os.geteuid() != 0:
                     nice = max(nice, os.getpriority(os.PRIO_PROCESS, 0))
             launch = process.Launch(
@@ -469,7 +470,7 @@ class LocalBackend:
             nice = process.current_nice(pod.pid)
             if nice is None:
                 return None
-            milli = pod.cpu_milli if plan.milli_to_nice(pod.cpu_milli) == nice else plan.nice_to_milli(nice)
+            milli = pod.cpu_milli if cpu_model.milli_to_nice(pod.cpu_milli) == nice else cpu_model.nice_to_milli(nice)
         return format_millicores(milli) if milli else "0"
 
     def kernel_weight(self, name: str, index: int) -> tuple[str, int | None]:
@@ -595,7 +596,7 @@ class LocalBackend:
         """Start the missing indexes, or stop the highest ones; the lead (index 0) is never removed."""
         with self.store.lock():
             record, mc = self._load(name)
-            check_scale(mc.spec, size, name)
+            check_scale(mc.spec.min_size, mc.spec.effective_max_size, size, name)
             current = record.size
             if size > current:
                 try:
@@ -642,7 +643,7 @@ class LocalBackend:
                     return ResizeResult(index, pod.hostname, ResizeOutcome.INFEASIBLE, str(exc), cpu)
                 message = f"{driver.knob} {before} -> {value} in place (pid {pod.pid} not restarted)"
             else:
-                nice = plan.milli_to_nice(milli)
+                nice = cpu_model.milli_to_nice(milli)
                 errors = process.renice(self._tag(record, index), nice)
                 if errors:
                     return ResizeResult(

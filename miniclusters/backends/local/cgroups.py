@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from miniclusters.backends.local import plan
+from elasticity.model import cpu as cpu_model
 
 GROUP = "miniclusters"
 
@@ -49,14 +49,14 @@ class CgroupDriver:
     # ------------------------------------------------------------------ weights
     def weight_for(self, milli: int) -> int:
         if self.version == 1:
-            return plan.milli_to_shares(milli)
-        return plan.milli_to_weight(milli, self.v2_formula)
+            return cpu_model.milli_to_shares(milli)
+        return cpu_model.milli_to_weight(milli, self.v2_formula)
 
     def milli_for(self, value: int, hint: int | None = None) -> int:
         if self.version == 1:
-            shares = plan.milli_to_shares(hint) if hint is not None else None
-            return hint if hint is not None and shares == value else plan.shares_to_milli(value)
-        return plan.weight_to_milli(value, self.v2_formula, hint)
+            shares = cpu_model.milli_to_shares(hint) if hint is not None else None
+            return hint if hint is not None and shares == value else cpu_model.shares_to_milli(value)
+        return cpu_model.weight_to_milli(value, self.v2_formula, hint)
 
     # ------------------------------------------------------------------ life cycle
     def create(self, cluster: str, index: int, milli: int, limit_milli: int | None = None) -> Path:
@@ -84,9 +84,9 @@ class CgroupDriver:
     def _set_limit(self, directory: Path, limit_milli: int) -> None:
         if self.version == 1:
             period = int((directory / "cpu.cfs_period_us").read_text())
-            (directory / "cpu.cfs_quota_us").write_text(str(plan.limit_to_quota(limit_milli, period)))
+            (directory / "cpu.cfs_quota_us").write_text(str(cpu_model.limit_to_quota(limit_milli, period)))
         else:
-            (directory / "cpu.max").write_text(f"{plan.limit_to_quota(limit_milli)} 100000")
+            (directory / "cpu.max").write_text(f"{cpu_model.limit_to_quota(limit_milli)} 100000")
 
     def set_weight(self, cluster: str, index: int, milli: int) -> int:
         """Write the weight for `milli` in place; returns the value written."""

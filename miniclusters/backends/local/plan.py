@@ -1,4 +1,5 @@
-"""Pure planning for local clusters: names, addresses, and CPU request -> kernel weight (as the kubelet maps it).
+"""Pure planning for local clusters: names and addresses (the CPU request -> kernel weight mapping is
+elasticity/model/cpu.py, shared with the CPU allocation policy).
 
 Nothing here touches the system, so every rule is tested without root.
 """
@@ -6,17 +7,8 @@ Nothing here touches the system, so every rule is tested without root.
 from __future__ import annotations
 
 import ipaddress
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-# cgroup v1 cpu.shares bounds and the kubelet's milliCPU -> shares scale (pkg/kubelet/cm, MilliCPUToShares).
-MIN_SHARES = 2
-MAX_SHARES = 262144
-SHARES_PER_CPU = 1024
-MILLI_PER_CPU = 1000
-MIN_WEIGHT = 1
-MAX_WEIGHT = 10000
 
 # Private pool the per-cluster /24s come from (netns mode), and the loopback block of unprivileged mode.
 SUBNET_POOL = ipaddress.IPv4Network("10.213.0.0/16")
@@ -24,11 +16,6 @@ LOOPBACK_PREFIX = "127.213"
 FIRST_POD_HOST = 2
 """Pod i gets host address i+2 of its /24: .1 is the bridge (the gateway), .0 the network."""
 MAX_LOCAL_PODS = 250
-
-# Linux CFS: each nice step changes a task's weight by about 1.25x; nice 0 has weight 1024 (one CPU's worth).
-NICE_STEP = 1.25
-NICE_MIN = -20
-NICE_MAX = 19
 
 
 def pod_name(name: str, index: int) -> str:
@@ -96,82 +83,3 @@ def bridge_name(slot: int) -> str:
 def veth_name(slot: int, index: int) -> str:
     """Host side of pod `index`'s veth pair (at most 15 characters, the kernel's limit)."""
     return f"mcv{slot}x{index}"
-
-
-# ---------------------------------------------------------------------------------------- CPU weights
-def milli_to_shares(milli: int) -> int:
-    """cgroup v1 cpu.shares for a CPU request, as the kubelet computes it (no request -> the minimum, 2)."""
-    if milli <= 0:
-        return MIN_SHARES
-    return max(MIN_SHARES, min(MAX_SHARES, milli * SHARES_PER_CPU // MILLI_PER_CPU))
-
-
-def shares_to_milli(shares: int) -> int:
-    """The request a cpu.shares value stands for (the kubelet's sharesToMilliCPU: rounded up)."""
-    if shares <= MIN_SHARES:
-        return 0
-    return math.ceil(shares * MILLI_PER_CPU / SHARES_PER_CPU)
-
-
-def shares_to_weight_linear(shares: int) -> int:
-    """cgroup v2 cpu.weight by the old linear conversion (runc < 1.3.2, crun < 1.23)."""
-    shares = max(MIN_SHARES, min(MAX_SHARES, shares))
-    return 1 + ((shares - 2) * 9999) // 262142
-
-
-def shares_to_weight_nonlinear(shares: int) -> int:
-    """cgroup v2 cpu.weight by the runtimes' current formula (runc >= 1.3.2, crun >= 1.23).
-
-    It maps 1024 shares (one CPU) to weight 100, the cgroup v2 default, which the linear formula does not.
-    """
-    shares = max(MIN_SHARES, min(MAX_SHARES, shares))
-    if shares == MAX_SHARES:
-        return MAX_WEIGHT
-    exponent = math.log2(shares)
-    weight = math.ceil(10 ** ((exponent * exponent + 125 * exponent) / 612.0 - 7.0 / 34.0))
-    return max(MIN_WEIGHT, min(MAX_WEIGHT, weight))
-
-
-def milli_to_weight(milli: int, formula: str = "nonlinear") -> int:
-    shares = milli_to_shares(milli)
-    if formula == "linear":
-        return shares_to_weight_linear(shares)
-    if formula == "nonlinear":
-        return shares_to_weight_nonlinear(shares)
-    raise ValueError(f"unknown cgroup v2 weight formula {formula!r} (linear or nonlinear)")
-
-
-def weight_to_milli(weight: int, formula: str = "nonlinear", hint: int | None = None) -> int:
-    """The request a cpu.weight stands for: `hint` when it maps to this weight, else the smallest that does.
-
-    The mapping is many-to-one, so reading a weight back cannot always recover the exact request; the hint
-    (the desired request) tells "applied" from "something else".
-    """
-    if hint is not None and milli_to_weight(hint, formula) == weight:
-        return hint
-    convert = shares_to_weight_linear if formula == "linear" else shares_to_weight_nonlinear
-    low, high = MIN_SHARES, MAX_SHARES
-    while low < high:  # smallest shares with convert(shares) >= weight (both formulas are monotone)
-        middle = (low + high) // 2
-        if convert(middle) >= weight:
-            high = middle
-        else:
-            low = middle + 1
-    return shares_to_milli(low)
-
-
-def milli_to_nice(milli: int) -> int:
-    """A nice level whose CFS weight approximates the request's shares relative to one CPU (nice 0)."""
-    shares = milli_to_shares(milli)
-    nice = round(math.log(SHARES_PER_CPU / shares) / math.log(NICE_STEP))
-    return max(NICE_MIN, min(NICE_MAX, nice))
-
-
-def nice_to_milli(nice: int) -> int:
-    """The request a nice level approximates (inverse of milli_to_nice, to the nearest step)."""
-    return max(0, round(MILLI_PER_CPU * NICE_STEP ** (-nice)))
-
-
-def limit_to_quota(milli: int, period_us: int = 100_000) -> int:
-    """CFS quota in microseconds per period for a CPU limit (the kubelet's MilliCPUToQuota, min 1 ms)."""
-    return max(1000, milli * period_us // MILLI_PER_CPU)

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from broker.jobs.jobspec import ResourceRequest
-from broker.sched.allocate import Allocation, NodeCapacity, allocate, free_after, release
+from elasticity.model.resources import ResourceRequest
+from elasticity.policy.allocate import Allocation, NodeCapacity, allocate, free_after, release
 
 QueuePolicy = Literal["fcfs", "easy"]
 QUEUE_POLICIES: tuple[QueuePolicy, ...] = ("fcfs", "easy")

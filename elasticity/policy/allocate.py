@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.jobs.jobspec import ResourceRequest
+from elasticity.model.resources import ResourceRequest
 
 # rank -> the core ids given to the job on that rank
 Allocation = dict[int, list[int]]

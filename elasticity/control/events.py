@@ -1,0 +1,68 @@
+"""The JSON-lines event log every loop writes: its decisions and the world's answers, one object per line.
+
+The CLI turns the log into status lines, a summary table and a timeline PNG, so every record carries the time
+(the loop's clock), the loop that wrote it, the cluster and a `kind` word; the rest is free-form JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+class EventLog:
+    """Append-only JSON lines to a file or an open text stream; one line per `write`, flushed at once.
+
+    Thread-safe, so a loop and its watchers may share one log. Values that are not JSON (enums, paths) are
+    written as strings.
+    """
+
+    def __init__(self, target: Path | str | IO[str], loop: str, clock: Callable[[], float]) -> None:
+        self.loop = loop
+        self.clock = clock
+        self._lock = threading.Lock()
+        if isinstance(target, Path | str):
+            path = Path(target)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._stream: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+            self._owned = True
+        else:
+            self._stream = target
+            self._owned = False
+
+    def write(self, kind: str, cluster: str = "", **fields: Any) -> dict[str, Any]:
+        """Record one event now (by the loop's clock); returns the record written."""
+        record = {"time": self.clock(), "loop": self.loop, "cluster": cluster, "kind": kind, **fields}
+        line = json.dumps(record, default=str, sort_keys=False)
+        with self._lock:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+        return record
+
+    def close(self) -> None:
+        if self._owned:
+            self._stream.close()
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def read_events(path: Path | str) -> Iterator[dict[str, Any]]:
+    """The records of a log in order; a torn last line (a writer killed mid-write) is skipped."""
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                yield record

@@ -1,0 +1,61 @@
+"""Resource requests on plain numbers: Kubernetes CPU quantities as millicores, and a job's resource request.
+
+Everything above the API boundary (policies, admission, the simulator, the local cgroups) works in integer
+millicores; quantity strings ("500m", "2") exist only where a user or the API server reads or writes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """A quantity as a Decimal (cores for cpu, bytes for memory); ValueError when it does not parse."""
+    from kubernetes.utils.quantity import parse_quantity as k8s_parse
+
+    if isinstance(value, bool):
+        raise ValueError("a quantity must be a number or a string like '500m' or '2Gi'")
+    try:
+        parsed = k8s_parse(value)
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. '500m', '2', '4Gi')") from exc
+    if parsed < 0:
+        raise ValueError(f"{value!r} is negative")
+    return Decimal(parsed)
+
+
+def cpu_millicores(value: str | int | float) -> int:
+    """CPU quantity in millicores, rounded up the way the API server rounds sub-milli values."""
+    cores = parse_quantity(value)
+    milli = cores * 1000
+    return int(milli.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def format_millicores(millicores: int) -> str:
+    """Millicores in the form kubectl shows: `2` for whole cores, `500m` otherwise."""
+    if millicores < 0:
+        raise ValueError(f"negative CPU request {millicores}m")
+    return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
+
+
+@dataclass(frozen=True)
+class ResourceRequest:
+    """What one job asks of the scheduler (a Flux jobspec's resources, RFC 25, reduced to numbers)."""
+
+    ntasks: int
+    cores_per_task: int = 1
+    nnodes: int | None = None
+    exclusive: bool = False
+    gpus_per_task: int = 0
+
+    @property
+    def total_cores(self) -> int:
+        return self.ntasks * self.cores_per_task
+
+    def tasks_per_node(self) -> list[int]:
+        """How many tasks each allocated node gets when the node count is fixed (first nodes get the extra)."""
+        if self.nnodes is None:
+            raise ValueError("no node count")
+        base, extra = divmod(self.ntasks, self.nnodes)
+        return [base + (1 if i < extra else 0) for i in range(self.nnodes)]

@@ -1,0 +1,1 @@
+"""Simulation: the ports implemented over `elasticity.model`, with a virtual clock, for the simulator and tests."""

@@ -1,0 +1,1 @@
+"""Test doubles that enforce the real APIs' rules (the Kubernetes API server fake)."""
