@@ -66,6 +66,8 @@ class MultiplexConfig:
     headroom: float = 1.2
     """need_i = duty_i x allocation_i x headroom, so a rank is not starved by noise in its profile."""
     floor_m: int = 10
+    pod_overhead_m: int = 0
+    """Added to every pod's request for what runs beside the ranks (the broker): keeps it responsive."""
     fairness_interval: float = 5.0
     settle_time: float = 3.0
     """Seconds after a start or a resize before progress rates are trusted again."""
@@ -126,6 +128,8 @@ class Observation:
     allocatable_m: int
     """CPU the nodes can give these pods in total (millicores)."""
     restarts: int = 0
+    pods_down: tuple[int, ...] = ()
+    """Pods of the plan that are not running (failed, lost): nothing more is packed while any is down."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,7 @@ class MultiplexPlanner:
     phase: Phase = "profile"
     deferrals: int = 0
     """Deferred answers in a row; after max_deferrals the pods' plans are capped as if Infeasible."""
+    pods_down: set[int] = field(default_factory=set)
     refused: set[tuple[int, int]] = field(default_factory=set)
     """(pod, millicores) answered Infeasible: never asked again."""
     _last_requests: dict[int, int] = field(default_factory=dict)
@@ -225,6 +230,7 @@ class MultiplexPlanner:
             self.config.pods,
             floor_m=self.config.floor_m,
             ceiling_m=self.pod_ceiling_m or None,
+            overhead_m=self.config.pod_overhead_m,
         )
 
     def rate(self, rec: SimRecord, since: float) -> float | None:
@@ -283,6 +289,11 @@ class MultiplexPlanner:
         if obs.restarts > self.restarts:
             self._event(now, "pod-restart", total=obs.restarts)
         self.restarts = max(self.restarts, obs.restarts)
+        for pod in obs.pods_down:
+            if pod not in self.pods_down:
+                self.pods_down.add(pod)
+                self.blocked = f"pod {pod} is not running; no more simulations packed"
+                self._event(now, "pod-down", pod=pod)
         changed = self._absorb(obs, actions)
 
         # the plan: every pod's request = sum of its simulations' needs
@@ -352,6 +363,8 @@ class MultiplexPlanner:
         now = obs.now
         changed: set[str] = set()
         if not self.sims:
+            self._event(now, "controller-start", requests={str(p): m for p, m in obs.pod_requests_m.items()},
+                        total_m=sum(obs.pod_requests_m.values()), allocatable_m=obs.allocatable_m)  # fmt: skip
             name = self._next_name()
             self._submit(name, now, equal_demand(name, cfg.block_placement(), cfg.equal_per_rank_m), actions)
             changed.add("first simulation")

@@ -65,8 +65,13 @@ def plan_pods(
     *,
     floor_m: int = 10,
     ceiling_m: Mapping[int, int] | None = None,
+    overhead_m: int = 0,
 ) -> PodPlan:
-    """Each pod's request = sum of its simulations' needs (at least floor_m, at most its ceiling)."""
+    """Each pod's request = its own overhead (the broker) + the sum of its simulations' needs.
+
+    At least floor_m, at most its ceiling. The overhead keeps the pod's broker responsive (heartbeats) when its
+    ranks need almost nothing: weights are relative, and a pod weighted near zero beside a busy one starves.
+    """
     if floor_m < 1:
         raise ValueError(f"floor must be at least 1m, got {floor_m}m")
     demands = list(demands)
@@ -75,12 +80,13 @@ def plan_pods(
     for pod in pods:
         on_pod = {d.sim: d.on(pod) for d in demands if d.on(pod) > 0}
         total = sum(on_pod.values())
-        request = max(floor_m, math.ceil(total - 1e-9))
+        request = max(floor_m, overhead_m + math.ceil(total - 1e-9))
         if ceiling_m is not None and pod in ceiling_m:
             request = min(request, max(floor_m, ceiling_m[pod]))
         requests[pod] = request
         if on_pod:
-            shares[pod] = {sim: max(1, round(request * need / total)) for sim, need in on_pod.items()}
+            jobs = max(1, request - overhead_m)
+            shares[pod] = {sim: max(1, round(jobs * need / total)) for sim, need in on_pod.items()}
     return PodPlan(requests, shares)
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import click
 
 from miniclusters import __version__
-from miniclusters.cli import cluster_commands, model_commands, profile_commands, rest_commands, spec_commands
+from miniclusters.cli import (
+    cluster_commands,
+    model_commands,
+    multiplex_commands,
+    profile_commands,
+    rest_commands,
+    spec_commands,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -28,6 +35,7 @@ for command in cluster_commands.COMMANDS:
 main.add_command(profile_commands.pmpi)
 main.add_command(profile_commands.profile)
 main.add_command(model_commands.model)
+main.add_command(multiplex_commands.multiplex)
 for command in (rest_commands.jobs, rest_commands.submit, rest_commands.cancel):
     main.add_command(command)
 
