@@ -63,13 +63,19 @@ class FluxSimulations:
         return self.workdir / sim
 
     def submit(self, sim: str, profile_iterations: int) -> Submitted:
+        """flux submit in the lead pod; profile_iterations 0 runs without the profiler (baselines)."""
         directory = self.sim_dir(sim)
         (directory / "pmpi").mkdir(parents=True, exist_ok=True)
+        profile = (
+            ["-o", f"pmpi={profile_iterations}", "-o", f"pmpi-dir={directory / 'pmpi'}",
+             "-o", f"pmpi-boundary={self.boundary}"]
+            if profile_iterations > 0
+            else []
+        )  # fmt: skip
         argv = [
-            "flux", "submit", "-N", str(self.nodes), "-n", str(self.ranks), "-o", "mpi=openmpi",
-            "-o", f"pmpi={profile_iterations}", "-o", f"pmpi-dir={directory / 'pmpi'}",
-            "-o", f"pmpi-boundary={self.boundary}", f"--output={directory / 'output.txt'}",
-            f"--cwd={directory}", f"--job-name={sim}", f"--env=MC_PROGRESS_FILE={directory / 'progress.log'}",
+            "flux", "submit", "-N", str(self.nodes), "-n", str(self.ranks), "-o", "mpi=openmpi", *profile,
+            f"--output={directory / 'output.txt'}", f"--cwd={directory}", f"--job-name={sim}",
+            f"--env=MC_PROGRESS_FILE={directory / 'progress.log'}",
             *[f"--env={k}={v}" for k, v in sorted(self.env.items())], *self.command,
         ]  # fmt: skip
         try:
