@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,6 +73,7 @@ def equal_run(backend: LocalBackend, argv: list[str], n: int, workdir: Path) -> 
     for index in range(PODS):
         backend.resize(NAME, index, f"{POD_CPU_M}m")
     sims = FluxSimulations(backend, NAME, argv, RANKS, PODS, workdir, {f"{NAME}-{i}": i for i in range(PODS)})
+    sims.lead_uri = backend.lead_uri(NAME)
     started = time.monotonic()
     for k in range(n):
         answer = sims.submit(f"eq{n}-{k + 1}", 0)  # no profiler: the rigid baseline
@@ -192,6 +194,7 @@ def main() -> None:
         )
     finally:
         cli("down", NAME)
+        shutil.rmtree(state_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -276,6 +276,9 @@ class MultiplexPlanner:
             self.backoff = min(self.config.backoff_max, max(self.config.backoff_initial, self.backoff * 2))
             self.deferred_until = now + self.backoff
             self._event(now, "resize-deferred", pods=sorted(deferred), retry_in=self.backoff)
+        elif any(a in ("accepted", "in-progress") for a, _ in answers.values()):
+            self.backoff = 0.0
+            self.deferred_until = now + self.config.backoff_initial  # let the kubelet apply it before asking again
         else:
             self.backoff = 0.0
             self.deferred_until = None

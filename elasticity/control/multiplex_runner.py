@@ -64,7 +64,12 @@ class MultiplexRunner:
         view = self.observer.observe(self.name)
         self.last_view = view
         pods = set(self.planner.config.pods)
-        requests = {p.index: int(p.cpu_request or 0) for p in view.pods if p.index in pods}
+        # what each pod runs with now: a Deferred or in-progress resize has changed the spec, not the pod
+        requests = {
+            p.index: int(p.cpu_actual if p.cpu_actual is not None else (p.cpu_request or 0))
+            for p in view.pods
+            if p.index in pods
+        }
         on_nodes = {p.node for p in view.pods if p.index in pods}
         nodes = [n for n in view.nodes if n.name in on_nodes] or list(view.nodes)
         if nodes:

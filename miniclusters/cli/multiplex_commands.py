@@ -40,7 +40,7 @@ def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
     "--efficiency", type=click.FloatRange(min=0.01, max=1.0), help="Theta(N)/N the next simulation must keep [0.85]."
 )
 @click.option("--headroom", type=click.FloatRange(min=0.01), help="Request = duty x allocation x headroom [1.2].")
-@click.option("--pod-overhead", default="100m", show_default=True, help="Added to every pod's request for its broker.")
+@click.option("--pod-overhead", default="200m", show_default=True, help="Added to every pod's request for its broker.")
 @click.option("--equal-cpu", help="CPU per rank before profiling [the pods' requests shared among the ranks].")
 @click.option("--allocatable", help="The nodes' CPU for these pods [this machine's CPUs on local].")
 @click.option("--boundary", help="MPI call that ends an iteration [MPI_Barrier].")

@@ -58,6 +58,9 @@ class FluxSimulations:
     profiles: dict[str, Profile] = field(default_factory=dict)
     pids: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     mean_duty: dict[str, float] = field(default_factory=dict)
+    lead_uri: str | None = None
+    """When set (local backend), job states come from the lead broker over its socket instead of a `flux jobs`
+    process started in the lead pod at every look, which a pod with a small request cannot afford."""
 
     def sim_dir(self, sim: str) -> Path:
         return self.workdir / sim
@@ -93,6 +96,8 @@ class FluxSimulations:
 
     def _states(self) -> dict[str, tuple[str, str]]:
         """job id -> (status word, return code)."""
+        if self.lead_uri is not None:
+            return self._states_from_lead(self.lead_uri)
         try:
             result = self.backend.exec(
                 self.cluster, 0, ["flux", "jobs", "-a", "--format", "{id.f58} {status} {returncode}"]
@@ -105,6 +110,21 @@ class FluxSimulations:
             if len(words) >= 2:
                 out[words[0]] = (words[1], words[2] if len(words) > 2 else "")
         return out
+
+    @staticmethod
+    def _states_from_lead(uri: str) -> dict[str, tuple[str, str]]:
+        from broker.errors import FluxError
+        from broker.jobs.api import JobClient
+
+        try:
+            with JobClient(uri) as client:
+                infos = client.jobs("all")
+        except (FluxError, OSError):
+            return {}
+        return {
+            info.f58: (info.result if info.state == "INACTIVE" else info.state, str(info.returncode or ""))
+            for info in infos
+        }
 
     def observe(self) -> dict[str, SimulationView]:
         states = self._states()

@@ -96,6 +96,9 @@ def open_session(
         from miniclusters.backends.local.job_cgroups import LocalJobShares
 
         identity, driver, note = _local_extras(backend, name)
+        lead_uri = getattr(backend, "lead_uri", None)
+        if lead_uri is not None:
+            simulations.lead_uri = lead_uri(name)
         if driver is not None:
             shares = LocalJobShares(driver, name, simulations.pids_of)
     ports = BackendPorts(backend, allocatable_m, identity=identity)
