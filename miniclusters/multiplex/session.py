@@ -100,7 +100,7 @@ def open_session(
         if lead_uri is not None:
             simulations.lead_uri = lead_uri(name)
         if driver is not None:
-            shares = LocalJobShares(driver, name, simulations.pids_of)
+            shares = LocalJobShares(driver, name, simulations.pids_of, leaf_m=max(1, config.pod_overhead_m))
     ports = BackendPorts(backend, allocatable_m, identity=identity)
     first = identity(name) if identity is not None else {}
     return Session(MultiplexPlanner(config), ports, simulations, shares, note, workdir, dict(first))

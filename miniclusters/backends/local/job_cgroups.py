@@ -3,8 +3,10 @@
 Layout: `<pod cgroup>/job-<sim>` holds that simulation's rank processes, with the weight the kubelet's mapping
 gives its share of the pod's request (cgroup v1 cpu.shares, v2 cpu.weight). The pod's own cgroup keeps its
 request's weight toward other pods, so the pod level and the job level compose the way a delegated pod cgroup
-does on Kubernetes. cgroup v2 forbids processes in a cgroup whose children get controllers ("no internal
-processes"), so there the pod's other processes (broker, orted) move to a `<pod>/pod` leaf first.
+does on Kubernetes. The pod's other processes (broker, mpirun, orted, ranks not yet profiled) move to a
+`<pod>/pod` leaf weighted by the pod's overhead: cgroup v2 forbids processes beside child cgroups that get
+controllers ("no internal processes"), and on v1 every task left in the pod cgroup would count as a peer of
+weight 1024 against the job cgroups' small weights and starve the ranks.
 """
 
 from __future__ import annotations
@@ -44,24 +46,34 @@ class LocalJobShares:
 
     level = "job"
 
-    def __init__(self, driver: CgroupDriver, cluster: str, pids_of: Callable[[str], Mapping[int, list[int]]]) -> None:
+    def __init__(
+        self,
+        driver: CgroupDriver,
+        cluster: str,
+        pids_of: Callable[[str], Mapping[int, list[int]]],
+        leaf_m: int = 100,
+    ) -> None:
         self.driver = driver
         self.cluster = cluster
         self.pids_of = pids_of
+        self.leaf_m = leaf_m
+        """CPU (as a weight) of the pod's own processes beside the jobs: the pod's overhead."""
         """sim -> pod index -> the pids of its ranks on that pod (known once profiled)."""
 
     def job_dir(self, pod: int, sim: str) -> Path:
         return self.driver.pod_dir(self.cluster, pod) / f"{JOB_PREFIX}{sim}"
 
-    def _prepare_v2(self, pod_dir: Path) -> None:
-        """v2: empty the pod cgroup into a leaf, then hand the cpu controller down to the job cgroups."""
+    def _prepare(self, pod_dir: Path) -> None:
+        """Empty the pod cgroup into a weighted leaf; on v2 then hand the cpu controller down to the children."""
         leaf = pod_dir / POD_LEAF
         leaf.mkdir(exist_ok=True)
+        (leaf / self.driver.knob).write_text(str(self.driver.weight_for(self.leaf_m)))
         for pid in _procs(pod_dir):
             _move(leaf / "cgroup.procs", pid)
-        control = pod_dir / "cgroup.subtree_control"
-        if "cpu" not in control.read_text().split():
-            control.write_text("+cpu")
+        if self.driver.version == 2:
+            control = pod_dir / "cgroup.subtree_control"
+            if "cpu" not in control.read_text().split():
+                control.write_text("+cpu")
 
     def set_shares(self, shares_m: Mapping[int, Mapping[str, int]]) -> list[SharesResult]:
         results = []
@@ -70,8 +82,7 @@ class LocalJobShares:
             try:
                 if not pod_dir.exists():
                     raise CgroupError(f"pod {pod} has no cgroup {pod_dir}")
-                if self.driver.version == 2:
-                    self._prepare_v2(pod_dir)
+                self._prepare(pod_dir)
                 parts = []
                 for sim, milli in sorted(by_sim.items()):
                     directory = self.job_dir(pod, sim)
