@@ -68,10 +68,24 @@ def write_spec(directory: Path, command: str) -> Path:
     return path
 
 
+class RunFailed(Exception):
+    """A simulation failed (e.g. an MPI rank killed under this shared machine's load): the run is retried once."""
+
+
+def attempt(what: str, run: Any, *args: Any) -> Any:
+    for tries in (1, 2):
+        try:
+            return run(*args)
+        except RunFailed as exc:
+            say(f"{what}: {exc}" + ("; retrying once" if tries == 1 else ""))
+    raise SystemExit(f"{what} failed twice")
+
+
 def equal_run(backend: LocalBackend, argv: list[str], n: int, workdir: Path) -> tuple[float, list[float]]:
     """n simulations submitted together at the spec's requests; (wall time, per-simulation makespans)."""
     for index in range(PODS):
         backend.resize(NAME, index, f"{POD_CPU_M}m")
+    workdir = Path(tempfile.mkdtemp(prefix=f"{workdir.name}-", dir=workdir.parent))  # fresh files per attempt
     sims = FluxSimulations(backend, NAME, argv, RANKS, PODS, workdir, {f"{NAME}-{i}": i for i in range(PODS)})
     sims.lead_uri = backend.lead_uri(NAME)
     started = time.monotonic()
@@ -85,26 +99,29 @@ def equal_run(backend: LocalBackend, argv: list[str], n: int, workdir: Path) -> 
         for sim, view in sims.observe().items():
             if view.state in ("finished", "failed") and sim not in ends:
                 if view.state == "failed":
-                    raise SystemExit(f"{sim} failed: {view.reason}")
+                    for other in sims.jobs:
+                        sims.cancel(other, "bench run failed")
+                    raise RunFailed(f"{sim} failed: {view.reason}")
                 ends[sim] = time.monotonic() - started
     return max(ends.values()), sorted(ends.values())
 
 
 def controller_run(n: int, command: str, workdir: Path) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix=f"ctl{n}-", dir=workdir))  # fresh files per attempt
     timeline = workdir / f"timeline-n{n}.png"
     result = cli(
         "multiplex", NAME, "--command", command, "--max", str(n), "--total", str(n), "--json",
-        "--timeline", str(timeline), "--workdir", str(workdir / f"ctl{n}"), "--timeout", "800",
+        "--timeline", str(timeline), "--workdir", str(workdir / "sims"), "--timeout", "800",
         "--settle", "2", "--interval", "0.5",
     )  # fmt: skip
     if result.returncode != 0:
-        raise SystemExit(f"minicluster multiplex failed ({result.returncode}): {result.stderr[-3000:]}")
+        raise RunFailed(f"minicluster multiplex failed ({result.returncode}): {result.stderr[-1500:]}")
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     events = list(read_events(timeline.with_suffix(".jsonl")))
     submitted = [e["t"] for e in events if e["kind"] == "submitted"]
     finished = [e["t"] for e in events if e["kind"] == "finished"]
     if len(finished) != n:
-        raise SystemExit(f"controller run N={n}: {len(finished)} of {n} simulations finished")
+        raise RunFailed(f"controller run N={n}: {len(finished)} of {n} simulations finished")
     first_end = min(finished)
     totals = [e for e in events if e["kind"] == "resize" and e["t"] < first_end]
     profiled = [e["t"] for e in events if e["kind"] == "profiled"]
@@ -143,12 +160,12 @@ def main() -> None:
     backend = LocalBackend(state_dir=state_dir, notify=lambda _m: None)
     try:
         say(f"workload: proxy solver, {RANKS} ranks on {PODS} pods, weights {WEIGHTS}, {opts.iterations} iterations")
-        t1, _ = equal_run(backend, command.split(), 1, workdir / "t1")
+        t1, _ = attempt("T_1", equal_run, backend, command.split(), 1, workdir / "t1")
         say(f"T_1 (alone, equal allocation {PODS} x {POD_CPU_M}m): {t1:.1f}s")
-        equal2, per_sim = equal_run(backend, command.split(), 2, workdir / "equal2")
+        equal2, per_sim = attempt("equal N=2", equal_run, backend, command.split(), 2, workdir / "equal2")
         theta2_equal = 2 * t1 / equal2
         say(f"two at once, equal allocation: makespan {equal2:.1f}s (each: {per_sim}), Theta(2) = {theta2_equal:.2f}")
-        ctl2 = controller_run(2, command, workdir)
+        ctl2 = attempt("controller N=2", controller_run, 2, command, workdir)
         theta2 = 2 * t1 / ctl2["makespan"]
         say(
             f"controller, N=2: makespan {ctl2['makespan']:.1f}s, Theta(2) = {theta2:.2f}, requested "
@@ -163,7 +180,7 @@ def main() -> None:
         theta3_measured = None
         resizes, restarts = ctl2["resizes"], ctl2["restarts"]
         if not opts.skip_n3:
-            ctl3 = controller_run(3, command, workdir)
+            ctl3 = attempt("controller N=3", controller_run, 3, command, workdir)
             theta3_measured = 3 * t1 / ctl3["makespan"]
             resizes += ctl3["resizes"]
             restarts += ctl3["restarts"]
