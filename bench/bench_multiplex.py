@@ -106,13 +106,13 @@ def equal_run(backend: LocalBackend, argv: list[str], n: int, workdir: Path) -> 
     return max(ends.values()), sorted(ends.values())
 
 
-def controller_run(n: int, command: str, workdir: Path) -> dict[str, Any]:
+def controller_run(n: int, command: str, workdir: Path, overhead: str) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"ctl{n}-", dir=workdir))  # fresh files per attempt
     timeline = workdir / f"timeline-n{n}.png"
     result = cli(
         "multiplex", NAME, "--command", command, "--max", str(n), "--total", str(n), "--json",
         "--timeline", str(timeline), "--workdir", str(workdir / "sims"), "--timeout", "800",
-        "--settle", "2", "--interval", "0.5",
+        "--settle", "2", "--interval", "0.5", "--pod-overhead", overhead,
     )  # fmt: skip
     if result.returncode != 0:
         raise RunFailed(f"minicluster multiplex failed ({result.returncode}): {result.stderr[-1500:]}")
@@ -142,6 +142,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=7500)
     parser.add_argument("--skip-n3", action="store_true", help="do not run N=3 (theta3_measured is then null)")
+    parser.add_argument("--pod-overhead", default="200m", help="the controller's --pod-overhead (broker CPU per pod)")
     opts = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench_multiplex needs root (per-pod network namespaces and cgroups)")
@@ -165,7 +166,7 @@ def main() -> None:
         equal2, per_sim = attempt("equal N=2", equal_run, backend, command.split(), 2, workdir / "equal2")
         theta2_equal = 2 * t1 / equal2
         say(f"two at once, equal allocation: makespan {equal2:.1f}s (each: {per_sim}), Theta(2) = {theta2_equal:.2f}")
-        ctl2 = attempt("controller N=2", controller_run, 2, command, workdir)
+        ctl2 = attempt("controller N=2", controller_run, 2, command, workdir, opts.pod_overhead)
         theta2 = 2 * t1 / ctl2["makespan"]
         say(
             f"controller, N=2: makespan {ctl2['makespan']:.1f}s, Theta(2) = {theta2:.2f}, requested "
@@ -180,7 +181,7 @@ def main() -> None:
         theta3_measured = None
         resizes, restarts = ctl2["resizes"], ctl2["restarts"]
         if not opts.skip_n3:
-            ctl3 = attempt("controller N=3", controller_run, 3, command, workdir)
+            ctl3 = attempt("controller N=3", controller_run, 3, command, workdir, opts.pod_overhead)
             theta3_measured = 3 * t1 / ctl3["makespan"]
             resizes += ctl3["resizes"]
             restarts += ctl3["restarts"]
