@@ -5,25 +5,70 @@ from __future__ import annotations
 import sys
 
 JOB_COMMANDS = ("submit", "run", "bulksubmit", "batch", "alloc", "jobs", "job", "cancel", "queue", "proxy")
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a C tool cut off by `| head`
+OWN_COMMANDS = {
+    "start": "start an instance (--test-size=N, or one broker of a configured instance) and run a command in it",
+    "broker": "run one broker of a configured instance",
+    "restful serve": "serve the Flux RESTful API v1 for the instance at $FLUX_URI",
+}
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else list(argv)
-    if args and args[0] in ("start", "broker"):
+def _help() -> int:
+    """Every command: the lean ones, the click ones and the server (before, `flux --help` showed only click's)."""
+    from .commands import cli
+    from .jobcli import SUMMARIES
+
+    rows = dict(OWN_COMMANDS)
+    rows.update(SUMMARIES)
+    for name, command in cli.commands.items():
+        rows[name] = command.get_short_help_str(limit=80)
+    print(
+        "Usage: flux COMMAND [ARGS]...\n\n  Talk to the Flux instance at $FLUX_URI (COMMAND --help for its options).\n"
+    )
+    print("Commands:")
+    width = max(map(len, rows))
+    for name in sorted(rows):
+        print(f"  {name:<{width}}  {rows[name]}")
+    return 0
+
+
+def _dispatch(args: list[str]) -> int | str | None:
+    if not args or args[0] in ("-h", "--help", "help"):
+        return _help()
+    if args[0] in ("start", "broker"):
         from .start import main_broker, main_start
 
-        sys.exit(main_start(args[1:]) if args[0] == "start" else main_broker(args[1:]))
-    if args and args[0] in JOB_COMMANDS:
+        return main_start(args[1:]) if args[0] == "start" else main_broker(args[1:])
+    if args[0] in JOB_COMMANDS:
         from .jobcli import main as job_main
 
-        sys.exit(job_main(args[0], args[1:]))
+        return job_main(args[0], args[1:])
     if args[:2] == ["restful", "serve"]:
         from ..rest.server import main as serve
 
-        sys.exit(serve(args[2:]))
+        return serve(args[2:])
     from .commands import cli
 
     cli.main(args=args, prog_name="flux")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run one command; a reader that went away (`flux jobs | head`) ends it quietly, for every command."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        try:
+            code = _dispatch(args)
+        except SystemExit as exit_:
+            code = exit_.code
+        sys.stdout.flush()  # here, not at interpreter exit, where a broken pipe prints "Exception ignored"
+    except BrokenPipeError:
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the final flush at exit must not fail again
+        code = SIGPIPE_EXIT
+    sys.exit(code)
 
 
 if __name__ == "__main__":

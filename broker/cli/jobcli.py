@@ -10,41 +10,26 @@ import itertools
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
-from ..jobs.api import JobClient, JobInfo, OutputLine, as_jobid
-from ..jobs.jobid import JobIdError, encode_f58
+from ..jobs.api import JobClient, JobInfo
+from ..jobs.jobid import encode_f58
+from .jobcli_common import (
+    EXIT_USAGE,
+    CommandError,
+    _attach,
+    _client,
+    _exit_code,
+    _flux_error,
+    _idset,
+    _jobid,
+    _redirected,
+)
+from .jobs_format import DEFAULT_FORMAT, format_rows
 from .options import Opt, OptionError, as_int, parse, usage
+from .queue_proxy import QUEUE_OPTS, cmd_proxy, cmd_queue
 from .submit import SUBMIT_OPTS, build_from_options, substitute
-
-EXIT_USAGE = 2
-
-
-class CommandError(Exception):
-    """A failure to report as `flux-CMD: message` with exit code 1."""
-
-
-def _client() -> JobClient:
-    from .lean import connect
-
-    return JobClient(handle=connect())
-
-
-def _flux_error() -> type[Exception]:
-    from ..errors import FluxError
-
-    return FluxError
-
-
-def _idset(text: str) -> list[int]:
-    from .. import idset
-
-    try:
-        return idset.decode(text)
-    except ValueError as exc:
-        raise OptionError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------------------ submission
@@ -196,68 +181,6 @@ def cmd_alloc(argv: list[str]) -> int:
         return _attach(client, jobid, False)
 
 
-# ------------------------------------------------------------------------------------------ attach / wait
-def _exit_code(info: JobInfo) -> int:
-    if info.returncode is not None:
-        return info.returncode if info.returncode or info.success else 1
-    return 0 if info.success else 1
-
-
-def _report_exception(info: JobInfo) -> None:
-    if info.exception_type:
-        print(
-            f"flux-job: {info.f58}: job.exception type={info.exception_type} severity=0 {info.exception_note}",
-            file=sys.stderr,
-        )
-
-
-def _redirected(values: dict[str, Any]) -> frozenset[str]:
-    """Streams that go to files instead of the terminal: as in Flux, --output takes stderr too unless --error."""
-    streams = set()
-    if values.get("output"):
-        streams.add("stdout")
-        if not values.get("error"):
-            streams.add("stderr")
-    if values.get("error"):
-        streams.add("stderr")
-    return frozenset(streams)
-
-
-def _attach(client: JobClient, jobid: int, label: bool, redirected: frozenset[str] = frozenset()) -> int:
-    """Stream the job's output here until it ends (except streams sent to files); its exit code becomes ours."""
-    offset = 0
-    while True:
-        reply = client.handle.rpc("job-manager.output", {"id": jobid, "offset": offset, "wait": True}, -1, None)
-        lines = [OutputLine(s, t, x) for s, t, x in reply["lines"] if s not in redirected]
-        _print_lines(lines, label)
-        offset = int(reply["offset"])
-        if reply["eof"]:
-            info = JobInfo.from_dict(reply["info"])
-            _report_exception(info)
-            return _exit_code(info)
-
-
-def _print_lines(lines: list[OutputLine], label: bool) -> None:
-    out: list[str] = []
-    err: list[str] = []
-    for line in lines:
-        text = f"{line.task}: {line.text}" if label else line.text
-        (out if line.stream == "stdout" else err).append(text)
-    if out:
-        sys.stdout.write("".join(out))
-        sys.stdout.flush()
-    if err:
-        sys.stderr.write("".join(err))
-        sys.stderr.flush()
-
-
-def _jobid(text: str) -> int:
-    try:
-        return as_jobid(text)
-    except JobIdError as exc:
-        raise CommandError(str(exc)) from None
-
-
 def cmd_job(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("Usage: flux job attach|wait|status|info|eventlog|cancel|kill|urgency|list [ARGS]")
@@ -353,7 +276,10 @@ def _job_kill(argv: list[str]) -> int:
 
     values, args = parse(argv, [Opt(("-s", "--signal"), "signal")], interleave=True)
     name = values.get("signal", "SIGTERM")
-    signum = int(name) if name.isdigit() else int(getattr(signal, name if name.startswith("SIG") else "SIG" + name))
+    spelled = name.upper() if name.upper().startswith("SIG") else "SIG" + name.upper()
+    signum = int(name) if name.isdigit() else int(getattr(signal, spelled, 0))
+    if signum not in set(signal.Signals) or signum == 0:
+        raise OptionError(f"--signal: {name!r} is not a signal (a name such as SIGUSR1 or TERM, or a number)")
     with _client() as client:
         for text in args:
             client.kill(_jobid(text), signum)
@@ -364,8 +290,12 @@ def _job_urgency(argv: list[str]) -> int:
     if len(argv) != 2:
         raise OptionError("usage: flux job urgency JOBID URGENCY")
     urgency = {"hold": 0, "expedite": 31, "default": 16}.get(argv[1].lower())
+    if urgency is None:
+        if not argv[1].isdigit() or int(argv[1]) > 31:
+            raise OptionError(f"URGENCY: expected 0-31, hold, default or expedite, got {argv[1][:40]!r}")
+        urgency = int(argv[1])
     with _client() as client:
-        client.set_urgency(_jobid(argv[0]), urgency if urgency is not None else int(argv[1]))
+        client.set_urgency(_jobid(argv[0]), urgency)
     return 0
 
 
@@ -377,12 +307,15 @@ def _job_list(argv: list[str]) -> int:
 
 
 # ------------------------------------------------------------------------------------------ cancel
+CANCEL_OPTS = [
+    Opt(("-m", "--message"), "message", help="note recorded with the cancellation"),
+    Opt(("--all",), "all", "flag", help="every active job"),
+    Opt(("-q", "--quiet"), "quiet", "flag", help="no summary line"),
+]
+
+
 def cmd_cancel(argv: list[str]) -> int:
-    values, args = parse(
-        argv,
-        [Opt(("-m", "--message"), "message"), Opt(("--all",), "all", "flag"), Opt(("-q", "--quiet"), "quiet", "flag")],
-        interleave=True,
-    )
+    values, args = parse(argv, CANCEL_OPTS, interleave=True)
     error = _flux_error()
     with _client() as client:
         ids = [i.id for i in client.jobs("active")] if values.get("all") else [_jobid(a) for a in args]
@@ -401,150 +334,23 @@ def cmd_cancel(argv: list[str]) -> int:
 
 
 # ------------------------------------------------------------------------------------------ jobs
-DEFAULT_FORMAT = (
-    "{id.f58:>12} {username:<8.8} {name:<10.10} {status_abbrev:>2.2} {ntasks:>6} {nnodes:>6} {runtime!H:>8} {nodelist}"
-)
-_HEADERS = {
-    "id": "JOBID",
-    "id.f58": "JOBID",
-    "id.dec": "JOBID",
-    "username": "USER",
-    "userid": "UID",
-    "name": "NAME",
-    "status_abbrev": "ST",
-    "state_single": "ST",
-    "status": "STATUS",
-    "state": "STATE",
-    "result": "RESULT",
-    "result_abbrev": "RS",
-    "returncode": "RC",
-    "ntasks": "NTASKS",
-    "nnodes": "NNODES",
-    "runtime": "TIME",
-    "nodelist": "NODELIST",
-    "urgency": "URG",
-    "priority": "PRI",
-    "t_submit": "T_SUBMIT",
-    "t_run": "T_RUN",
-    "t_inactive": "T_INACTIVE",
-    "exception.type": "EXCEPTION-TYPE",
-    "exception.note": "EXCEPTION-NOTE",
-    "duration": "DURATION",
-    "queue": "QUEUE",
-    "success": "SUCCESS",
-}
-_STATE_ABBREV = {"NEW": "N", "DEPEND": "D", "PRIORITY": "P", "SCHED": "S", "RUN": "R", "CLEANUP": "C"}
-_RESULT_ABBREV = {"COMPLETED": "CD", "FAILED": "F", "CANCELED": "CA", "TIMEOUT": "TO"}
-
-
-def _field(info: JobInfo, name: str) -> Any:
-    import pwd
-
-    status = info.result if info.state == "INACTIVE" and info.result else info.state
-    values: dict[str, Any] = {
-        "id": info.f58,
-        "id.f58": info.f58,
-        "id.dec": info.id,
-        "id.hex": f"{info.id:#x}",
-        "username": _username(info.userid, pwd),
-        "userid": info.userid,
-        "name": info.name,
-        "state": info.state,
-        "state_single": _STATE_ABBREV.get(info.state, "I"),
-        "status": status,
-        "status_abbrev": _RESULT_ABBREV.get(status, _STATE_ABBREV.get(status, "I")),
-        "result": info.result,
-        "result_abbrev": _RESULT_ABBREV.get(info.result, ""),
-        "returncode": "" if info.returncode is None else info.returncode,
-        "ntasks": info.ntasks,
-        "nnodes": info.nnodes if info.nnodes else "",
-        "runtime": info.runtime,
-        "nodelist": info.nodelist,
-        "urgency": info.urgency,
-        "priority": info.priority,
-        "t_submit": info.t_submit,
-        "t_run": info.t_run,
-        "t_cleanup": info.t_cleanup,
-        "t_inactive": info.t_inactive,
-        "exception.type": info.exception_type,
-        "exception.note": info.exception_note,
-        "duration": info.duration,
-        "success": info.success,
-        "queue": "",
-    }
-    if name not in values:
-        raise OptionError(f"--format: unknown field {name!r}")
-    return values[name]
-
-
-_USERS: dict[int, str] = {}
-
-
-def _username(uid: int, pwd: Any) -> str:
-    if uid not in _USERS:
-        try:
-            _USERS[uid] = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            _USERS[uid] = str(uid)
-    return _USERS[uid]
-
-
-def _human(seconds: float) -> str:
-    if seconds <= 0:
-        return "0s"
-    if seconds < 60:
-        return f"{seconds:.3f}s" if seconds < 10 else f"{seconds:.1f}s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f}m"
-    return f"{seconds / 3600:.1f}h"
-
-
-def format_rows(infos: list[JobInfo], fmt: str, header: bool) -> list[str]:
-    import re
-
-    pattern = re.compile(r"\{([a-z_.0-9]+)(?:!([a-zA-Z]))?(?::([^}]*))?\}")
-    rows: list[str] = []
-
-    def render(info: JobInfo | None) -> str:
-        def one(match: re.Match[str]) -> str:
-            name, conv, spec = match.group(1), match.group(2), (match.group(3) or "").rstrip("h+")
-            if info is None:
-                text = _HEADERS.get(name, name.upper())
-                spec = re.sub(r"[^<>^0-9.]", "", spec)
-                return format(text, spec)
-            value = _field(info, name)
-            if conv in ("H", "F") and isinstance(value, float):
-                value = _human(value)
-            elif conv == "d" and isinstance(value, float):
-                value = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(value)) if value else ""
-            try:
-                return format(value, spec)
-            except ValueError:
-                return format(str(value), re.sub(r"[^<>^0-9.]", "", spec))
-
-        return pattern.sub(one, fmt).rstrip()
-
-    if header:
-        rows.append(render(None))
-    rows.extend(render(info) for info in infos)
-    return rows
+JOBS_OPTS = [
+    Opt(("-a",), "all", "flag", help="all jobs, inactive included"),
+    Opt(("-A",), "all_users", "flag", help="all users"),
+    Opt(("-f", "--filter"), "filter", help="states (pending,running,inactive,...)"),
+    Opt(("-o", "--format"), "format", help="Python format string of job fields"),
+    Opt(("-n", "--no-header"), "no_header", "flag", help="no header line"),
+    Opt(("-c", "--count"), "count", help="at most this many jobs"),
+    Opt(("-u", "--user"), "user", help="jobs of this user"),
+    Opt(("--json",), "json", "flag", help="JSON records"),
+    Opt(("--stats", "--stats-only"), "stats", "flag", unsupported=True),
+    Opt(("-q", "--queue"), "queue", unsupported=True),
+    Opt(("--recursive", "-R"), "recursive", unsupported=True),
+]
 
 
 def cmd_jobs(argv: list[str]) -> int:
-    opts = [
-        Opt(("-a",), "all", "flag", help="all jobs, inactive included"),
-        Opt(("-A",), "all_users", "flag", help="all users"),
-        Opt(("-f", "--filter"), "filter", help="states (pending,running,inactive,...)"),
-        Opt(("-o", "--format"), "format", help="Python format string of job fields"),
-        Opt(("-n", "--no-header"), "no_header", "flag"),
-        Opt(("-c", "--count"), "count"),
-        Opt(("-u", "--user"), "user"),
-        Opt(("--json",), "json", "flag"),
-        Opt(("--stats", "--stats-only"), "stats", "flag", unsupported=True),
-        Opt(("-q", "--queue"), "queue", unsupported=True),
-        Opt(("--recursive", "-R"), "recursive", unsupported=True),
-    ]
-    values, args = parse(argv, opts, interleave=True)
+    values, args = parse(argv, JOBS_OPTS, interleave=True)
     states = values.get("filter") or ("all" if values.get("all") else "active")
     from ..jobs.states import parse_states
 
@@ -567,84 +373,6 @@ def cmd_jobs(argv: list[str]) -> int:
     return 0
 
 
-# ------------------------------------------------------------------------------------------ queue
-def cmd_queue(argv: list[str]) -> int:
-    opts = [
-        Opt(("-v", "--verbose"), "verbose", "flag"),
-        Opt(("-m", "--message"), "message"),
-        Opt(("-t", "--timeout"), "timeout"),
-        Opt(("-q", "--quiet"), "quiet", "flag"),
-        Opt(("-a", "--all"), "all", "flag"),
-    ]
-    values, args = parse(argv, opts, interleave=True)
-    if not args:
-        raise OptionError("usage: flux queue status|start|stop|enable|disable|idle|drain|policy [fcfs|easy]")
-    action = args[0]
-    with _client() as client:
-        if action in ("idle", "drain"):
-            from ..fsd import parse_fsd
-
-            timeout = parse_fsd(values["timeout"]) if values.get("timeout") else None
-            try:
-                client.queue_idle(action, timeout=timeout)
-            except _flux_error() as exc:
-                raise CommandError(f"{action}: {exc}") from None
-            return 0
-        if action == "policy":
-            status = client.queue("policy", args[1]) if len(args) > 1 else client.queue("status")
-            print(status["policy"])
-            return 0
-        if action not in ("status", "start", "stop", "enable", "disable"):
-            raise OptionError(f"flux queue {action}: not supported")
-        status = client.queue(action, values.get("message", ""))
-    if action in ("status", "start", "stop") and not values.get("quiet"):
-        enabled = "enabled" if status["enabled"] else f"disabled: {status['enable_reason']}"
-        started = (
-            "started" if status["started"] else "stopped" + (f": {status['stop_reason']}" * bool(status["stop_reason"]))
-        )
-        print(f"Job submission is {enabled}")
-        print(f"Scheduling is {started}")
-        if values.get("verbose"):
-            print(f"Policy {status['policy']}, {status['pending']} pending, {status['running']} running")
-    return 0
-
-
-# ------------------------------------------------------------------------------------------ proxy
-def cmd_proxy(argv: list[str]) -> int:
-    if not argv:
-        raise OptionError("usage: flux proxy JOBID|URI [COMMAND...]")
-    target, command = argv[0], argv[1:] or [os.environ.get("SHELL", "/bin/sh")]
-    if "://" in target:
-        uri = target
-    else:
-        jobid = _jobid(target)
-        with _client() as client:
-            info = client.info(jobid)
-            sub = info.annotations.get("subinstance")
-            if not sub:
-                if info.state in ("RUN", "SCHED", "PRIORITY", "DEPEND"):
-                    reply = client.handle.rpc(
-                        "job-manager.annotation-wait", {"id": jobid, "key": "subinstance"}, -1, 60.0
-                    )
-                    sub = reply["annotations"].get("subinstance")
-                if not sub:
-                    raise CommandError(f"{info.f58}: job is not a Flux instance (or has ended)")
-            uri = str(sub["uri"])
-        deadline = time.monotonic() + 30.0  # the child's rank 0 publishes its URI just before it binds
-        while not os.path.exists(uri.removeprefix("local://")) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if not os.path.exists(uri.removeprefix("local://")):
-            raise CommandError(f"{target}: cannot reach the sub-instance at {uri} from {os.uname().nodename}")
-    env = dict(os.environ, FLUX_URI=uri)
-    bindir = os.path.dirname(sys.executable)  # so `flux proxy ID flux ...` finds this flux
-    env["PATH"] = os.pathsep.join(filter(None, [env.get("PATH", ""), bindir]))
-    try:
-        os.execvpe(command[0], command, env)
-    except OSError as exc:
-        raise CommandError(f"{command[0]}: {exc.strerror}") from None
-    return 127
-
-
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "submit": cmd_submit,
     "run": cmd_run,
@@ -657,19 +385,43 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "queue": cmd_queue,
     "proxy": cmd_proxy,
 }
+
 SUMMARIES = {
     "submit": "submit a job; print its id",
     "run": "submit a job and wait for it, relaying its output",
     "bulksubmit": "submit one job per combination of inputs (COMMAND ::: ARGS)",
     "batch": "submit a batch script run in a sub-instance",
     "alloc": "run a command in a new sub-instance and wait for it",
+    "jobs": "list jobs (active ones unless -a)",
+    "job": "job details: attach, info, status, wait, last, list, urgency, cancel, kill",
+    "cancel": "cancel jobs",
+    "queue": "queue status, start/stop, enable/disable, idle/drain, policy",
+    "proxy": "run a command (default a shell) connected to a job's sub-instance",
 }
+USAGES = {
+    "submit": "submit [OPTIONS] COMMAND...",
+    "run": "run [OPTIONS] COMMAND...",
+    "bulksubmit": "bulksubmit [OPTIONS] COMMAND {} ::: ARGS...",
+    "batch": "batch [OPTIONS] SCRIPT | --wrap COMMAND...",
+    "alloc": "alloc [OPTIONS] COMMAND...",
+    "jobs": "jobs [OPTIONS] [JOBID...]",
+    "job": "job attach|info|status|wait|last|list|urgency|cancel|kill ...",
+    "cancel": "cancel [OPTIONS] JOBID...",
+    "queue": "queue [OPTIONS] status|start|stop|enable|disable|idle|drain|policy [fcfs|easy]",
+    "proxy": "proxy JOBID|URI [COMMAND...]",
+}
+
+
+def help_options(name: str) -> list[Opt]:
+    """Each command's own options (before, `flux jobs --help` showed submit's)."""
+    return {"batch": BATCH_OPTS, "jobs": JOBS_OPTS, "cancel": CANCEL_OPTS, "queue": QUEUE_OPTS}.get(
+        name, SUBMIT_OPTS if name in ("submit", "run", "bulksubmit", "alloc") else []
+    )
 
 
 def main(name: str, argv: list[str]) -> int:
     if argv[:1] in (["-h"], ["--help"]):
-        opts = BATCH_OPTS if name == "batch" else SUBMIT_OPTS
-        print(usage(f"{name} [OPTIONS] ...", SUMMARIES.get(name, ""), opts))
+        print(usage(USAGES[name], SUMMARIES[name], help_options(name)))
         return 0
     error = _flux_error()
     try:

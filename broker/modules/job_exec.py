@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError
-from . import mpi, pmpi, subinstance
+from . import job_tree, mpi, pmpi, subinstance
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -34,6 +34,19 @@ OUTPUT_BATCH_DELAY = 0.05
 EOF_GRACE = 1.0  # after a task exits, how long a grandchild may keep its pipes open before we stop reading
 DEFAULT_KILL_GRACE = 5.0
 MAX_LINE = 65536
+
+
+def start_failure(program: str, cwd: str | None, exc: OSError) -> tuple[str, int]:
+    """Why a task did not start, and its exit code (127: no such command, 126: cannot run it, 1: bad cwd).
+
+    subprocess reports a failed chdir in the child with the directory as the error's filename.
+    """
+    reason = exc.strerror or str(exc)
+    if cwd and exc.filename == cwd and exc.filename != program:
+        return f"start failed: cannot change to working directory {cwd}: {reason}", 1
+    if isinstance(exc, FileNotFoundError):
+        return f"start failed: {program}: command not found", 127
+    return f"start failed: {program}: {reason}", 126
 
 
 @dataclass
@@ -94,6 +107,10 @@ class JobExec:
         broker.register("job-exec.list", lambda req: {"jobs": sorted(self.jobs)})
         broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
         broker.on_close(self.close)
+        self.tree_key = job_tree.rank_key(broker.rundir, broker.rank)
+        left = job_tree.sweep(f"{self.tree_key}.", prefix=True)  # our previous incarnation's jobs are over
+        if left:
+            print(f"flux-job-exec[{broker.rank}]: killed {left} processes of jobs a previous broker ran", flush=True)
 
     # ------------------------------------------------------------------ starting tasks
     def start(self, req: Request) -> dict[str, Any]:
@@ -148,6 +165,7 @@ class JobExec:
             FLUX_URI=self.b.local_uri,
             FLUX_KVS_NAMESPACE=f"job-{jobid}",
         )
+        env[job_tree.TREE_VARIABLE] = job_tree.tree_value(os.environ, job_tree.job_tag(self.tree_key, jobid))
         return env
 
     def _spawn(
@@ -179,10 +197,8 @@ class JobExec:
         except OSError as exc:
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
-            what = command[0] if not isinstance(exc, FileNotFoundError) or exc.filename == command[0] else cwd
-            text = f"flux-shell[{self.b.rank}]: task {taskrank}: start failed: {what}: {exc.strerror or exc}\n"
-            job.output.append(["stderr", taskrank, text])
-            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            text, code = start_failure(command[0], cwd, exc)
+            job.output.append(["stderr", taskrank, f"flux-shell[{self.b.rank}]: task {taskrank}: {text}\n"])
             return Task(taskrank, None, status=code << 8)
         os.close(out_w)
         os.close(err_w)
@@ -277,9 +293,25 @@ class JobExec:
             payload = {"id": job.jobid, "gen": job.gen, "rank": self.b.rank, "status": status, "lines": job.output}
             self.b.rpc("job-manager.exec-done", payload, 0, _ignore)
         job.output = []
+        self._sweep_leftovers(job, status)
         shutil.rmtree(job.tmpdir, ignore_errors=True)
         if self.jobs.get(job.jobid) is job:
             del self.jobs[job.jobid]
+
+    def _sweep_leftovers(self, job: LocalJob, status: int) -> None:
+        """Nothing a job started outlives it: its process groups, and for a killed or failed job its whole tree.
+
+        A successful job costs one signal per task here; the /proc walk is for jobs that were killed or
+        failed (a nested instance's tasks sit in process groups of their own) or left a group behind.
+        """
+        leftovers = False
+        for task in job.tasks:
+            if task.proc is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(task.proc.pid, signal.SIGKILL)
+                    leftovers = True
+        if job.report and (leftovers or job.killed_at or status != 0):
+            job_tree.sweep(job_tree.job_tag(self.tree_key, job.jobid))
 
     # ------------------------------------------------------------------ signals
     def kill(self, req: Request) -> dict[str, Any]:
@@ -317,6 +349,8 @@ class JobExec:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         task.proc.wait(timeout=1.0)
             shutil.rmtree(job.tmpdir, ignore_errors=True)
+        if self.jobs:
+            job_tree.sweep(f"{self.tree_key}.", prefix=True)
 
     # ------------------------------------------------------------------ remote start for mpirun
     def rsh(self, req: Request) -> None:
@@ -331,6 +365,9 @@ class JobExec:
         os.makedirs(job.tmpdir, exist_ok=True)
         self.jobs[key] = job
         env = dict(env, FLUX_URI=self.b.local_uri, FLUX_JOB_TMPDIR=job.tmpdir)
+        # the orted belongs to job `jobid` on this rank too: keep mpirun's tags, add ours
+        own = job_tree.job_tag(self.tree_key, jobid)
+        env[job_tree.TREE_VARIABLE] = " ".join([*str(env.get(job_tree.TREE_VARIABLE, "")).split(), own])
         task = self._spawn(job, 0, ["/bin/sh", "-c", command], env, env.get("PWD"))
         task.reply = req
         job.tasks.append(task)

@@ -21,6 +21,8 @@ from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.jobid import JobIdError, parse_jobid
 from broker.rest.jobs import JobService, SubmitError, parse_submit, stream_lines
+from broker.rest.records import detail_record, listing_record
+from broker.rest.schemas import BAD_ID, DENIED, PROTECTED, Detail, Invalid, Submitted, submit_openapi
 from broker.rest.settings import RestSettings
 from broker.rest.tokens import TokenError, decode_access_token, decode_handshake, issue_access_token
 from broker.rest.users import Principal, UserStore
@@ -47,6 +49,11 @@ def _unauthorized(request: Request, detail: str) -> HTTPException:
     base = str(request.base_url).rstrip("/")
     challenge = f'Bearer realm="{base}/v1/token",service="{base}",scope="job"'
     return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": challenge})
+
+
+def denied(reason: str) -> Any:
+    """A refused token request: 400 with the reference server's {"Message": "Denied"} (and why, in `detail`)."""
+    return JSONResponse({"Message": "Denied", "detail": reason}, status_code=400)
 
 
 def _basic(header: str) -> tuple[str, str] | None:
@@ -134,9 +141,22 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         return job
 
     # ------------------------------------------------------------------ tokens
-    @app.post("/v1/token", tags=["auth"])
+    @app.get("/v1/auth", tags=["auth"])
+    def auth_info() -> dict[str, Any]:
+        """How to authenticate here (public), as the reference server describes it."""
+        backend = "shared-secret" if settings.secret_key else "database"
+        return {
+            "backend": backend if settings.require_auth else "none",
+            "password_login": settings.require_auth,
+            "shared_secret_handshake": bool(settings.require_auth and settings.secret_key),
+        }
+
+    @app.post("/v1/token", tags=["auth"], responses=DENIED)
     def token(request: Request) -> dict[str, str]:
-        """Exchange a handshake JWT (signed with FLUX_SECRET_KEY) or Basic credentials for an access token."""
+        """Exchange a handshake JWT (signed with FLUX_SECRET_KEY) or Basic credentials for an access token.
+
+        A refusal is 400 (OAuth2 invalid_grant), never 401: clients answer a 401 by coming back here.
+        """
         header = request.headers.get("authorization", "")
         scheme, _, credentials = header.partition(" ")
         principal: Principal | None = None
@@ -144,46 +164,56 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             try:
                 user, password = decode_handshake(credentials.strip(), settings.secret_key)
             except TokenError as exc:
-                raise _unauthorized(request, str(exc)) from exc
+                return denied(str(exc))
             principal = users.authenticate(user, password)
         elif scheme.lower() == "basic" and credentials:
             pair = _basic(credentials.strip())
             principal = users.authenticate(*pair) if pair else None
+        elif scheme.lower() == "bearer" and credentials:
+            return denied("the shared-secret token handshake is not enabled on this server (no FLUX_SECRET_KEY)")
+        elif not credentials:
+            return denied("missing Authorization header")
         if principal is None:
-            raise _unauthorized(request, "incorrect user or token")
+            return denied("incorrect user or password")
         access = issue_access_token(principal.name, settings.token_signing_key, settings.token_minutes)
         return {"access_token": access, "token_type": "Bearer"}
 
-    @app.post("/v1/login/access-token", tags=["auth"])
-    def login(request: Request, username: Annotated[str, Form()], password: Annotated[str, Form()]) -> dict[str, str]:
-        """OAuth2 password flow (form fields username and password)."""
+    @app.post("/v1/login/access-token", tags=["auth"], responses=DENIED)
+    def login(username: Annotated[str, Form()], password: Annotated[str, Form()]) -> dict[str, str]:
+        """OAuth2 password flow (form fields username and password); a refusal is 400 as at /v1/token."""
         principal = users.authenticate(username, password)
         if principal is None:
-            raise _unauthorized(request, "incorrect user or password")
+            return denied("incorrect user or password")
         access = issue_access_token(principal.name, settings.token_signing_key, settings.token_minutes)
         return {"access_token": access, "token_type": "bearer"}
 
     # ------------------------------------------------------------------ jobs
     def restful(job: JobInfo) -> dict[str, Any]:
-        return job.to_restful()
+        return detail_record(job)
 
-    @app.get("/v1/jobs", tags=["jobs"])
+    @app.get("/v1/jobs", tags=["jobs"], responses=PROTECTED)
     def list_jobs(
         user: User,
+        details: bool = False,
         detail: bool = False,
         listing: bool = False,
         limit: Annotated[int | None, Query(ge=1, le=100000)] = None,
     ) -> Any:
-        """Jobs (the caller's own in multi-user mode), newest first; `detail` gives full records."""
+        """Jobs (the caller's own in multi-user mode), newest first.
+
+        `details` (the reference server's name; `detail`, which the 0.2.1 client sends, too) gives full
+        records keyed by id, or as a list with `listing`; without it, job-list records with integer state
+        and result, as the reference answers.
+        """
         jobs = [j for j in service.jobs() if visible(user, j)]
         if limit is not None:
             jobs = jobs[:limit]
-        if not detail:
-            return {"jobs": [{"id": j.id, "state": j.state, "name": j.name} for j in jobs]}
-        details = {str(j.id): restful(j) for j in jobs}
-        return list(details.values()) if listing else details
+        if not (detail or details):
+            return {"jobs": [listing_record(j) for j in jobs]}
+        records = {str(j.id): restful(j) for j in jobs}
+        return list(records.values()) if listing else records
 
-    @app.get("/v1/jobs/search", tags=["jobs"])
+    @app.get("/v1/jobs/search", tags=["jobs"], responses=PROTECTED)
     def search_jobs(
         request: Request,
         user: User,
@@ -207,7 +237,13 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             jobs = jobs[:length]
         return {"data": jobs, "draw": draw, "recordsTotal": total, "recordsFiltered": filtered}
 
-    @app.post("/v1/jobs/submit", tags=["jobs"])
+    @app.post(
+        "/v1/jobs/submit",
+        tags=["jobs"],
+        response_model=Submitted,
+        responses={**PROTECTED, 400: {"model": Invalid, "description": "invalid parameters, each named"}},
+        openapi_extra=submit_openapi(),
+    )
     async def submit(request: Request, user: User) -> JSONResponse:
         """Submit a job; parameters from the query string, a form or a JSON body (command is required)."""
         params: dict[str, Any] = dict(request.query_params)
@@ -220,6 +256,8 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
                 params.update(body or {})
             elif "form" in content_type:
                 params.update({k: v for k, v in (await request.form()).items() if isinstance(v, str)})
+            elif await request.body():
+                raise SubmitError(["body: send JSON (application/json) or a form"])
             submit_request = parse_submit(params)
         except SubmitError as exc:
             return JSONResponse({"Message": "Invalid submit request", "Errors": exc.errors}, status_code=400)
@@ -234,37 +272,50 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             )
         return JSONResponse({"Message": "Job submit.", "id": jobid})
 
-    @app.get("/v1/jobs/{jobid}", tags=["jobs"])
+    @app.get("/v1/jobs/{jobid}", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
     def get_job(jobid: str, user: User) -> dict[str, Any]:
         """One job: attributes, state, result, returncode, nnodes, nodelist, runtime, exception."""
         return restful(lookup(jobid, user))
 
-    @app.get("/v1/jobs/{jobid}/output", tags=["jobs"])
+    @app.get("/v1/jobs/{jobid}/output", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
     def get_output(jobid: str, user: User) -> dict[str, Any]:
-        job = lookup(jobid, user)
+        """Output lines so far; an unknown id is 200 with a Message, as the reference server answers."""
+        try:
+            job = lookup(jobid, user)
+        except HTTPException as exc:
+            if exc.status_code != 404:
+                raise
+            return {"Message": "The output does not exist yet, or the jobid is incorrect."}
         lines, _, _ = service.output(job.id)
         return {"Output": lines}
 
-    @app.get("/v1/jobs/{jobid}/output/stream", tags=["jobs"])
+    @app.get("/v1/jobs/{jobid}/output/stream", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
     def stream_output(jobid: str, user: User) -> StreamingResponse:
         """Output lines as they are written, until the job ends."""
         job = lookup(jobid, user)
         return StreamingResponse(stream_lines(service, job.id), media_type="text/plain")
 
-    @app.post("/v1/jobs/{jobid}/cancel", tags=["jobs"])
+    @app.post("/v1/jobs/{jobid}/cancel", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
     def cancel(jobid: str, user: User) -> JSONResponse:
-        job = lookup(jobid, user)
+        """Cancel a job; `id` comes back as the string the caller gave, and refusals are 400, as the reference's."""
+        try:
+            job = lookup(jobid, user)
+        except HTTPException as exc:
+            if exc.status_code != 404:
+                raise
+            return JSONResponse({"Message": f"Job cannot be cancelled: {exc.detail}.", "id": jobid}, status_code=400)
         try:
             service.cancel(job.id)
         except FluxError as exc:
-            return JSONResponse({"Message": exc.message, "id": job.id}, status_code=400)
-        return JSONResponse({"Message": "Job is requested to cancel.", "id": job.id})
+            return JSONResponse({"Message": f"Job cannot be cancelled: {exc.message}.", "id": jobid}, status_code=400)
+        return JSONResponse({"Message": "Job is requested to cancel.", "id": jobid})
 
-    @app.get("/v1/nodes", tags=["nodes"])
+    @app.get("/v1/nodes", tags=["nodes"], responses=PROTECTED)
     def nodes(user: User) -> dict[str, list[str]]:
-        return {"nodes": service.nodes()}
+        """Up nodes, each host once (ranks sharing a host, as in a test instance, are one node)."""
+        return {"nodes": list(dict.fromkeys(service.nodes()))}
 
-    @app.post("/v1/service/stop", tags=["service"])
+    @app.post("/v1/service/stop", tags=["service"], responses={**PROTECTED, 403: {"model": Detail}})
     def stop(user: User) -> dict[str, str]:
         """Shut the instance down (superuser only)."""
         if not user.is_superuser:

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from broker.rest.tokens import encode_handshake
+from broker.rest.tokens import encode_handshake, short_key_warning
 
 
 class RestError(RuntimeError):
@@ -52,6 +52,7 @@ class RestClient:
         self.user = user if user is not None else os.environ.get("FLUX_USER", "")
         self.token = token if token is not None else os.environ.get("FLUX_TOKEN", "")
         self.secret_key = secret_key if secret_key is not None else os.environ.get("FLUX_SECRET_KEY", "")
+        short_key_warning("FLUX_SECRET_KEY", self.secret_key)
         self.access_token = ""
         self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
 

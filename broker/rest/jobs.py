@@ -6,18 +6,18 @@ Handles are not thread-safe and FastAPI serves requests from a thread pool, so e
 from __future__ import annotations
 
 import os
-import shlex
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import hostlist
 
 from broker import idset
 from broker.jobs.api import JobClient, JobInfo
+from broker.rest.submit import SubmitError as SubmitError  # re-exported: services and tests import them from here
+from broker.rest.submit import SubmitRequest as SubmitRequest
+from broker.rest.submit import parse_submit as parse_submit
 
-MAX_COMMAND_CHARS = 65536
 # The server's own credentials never reach a job's environment.
 PRIVATE_VARIABLES = frozenset({"FLUX_TOKEN", "FLUX_SECRET_KEY", "FLUX_TOKEN_SIGNING_KEY", "FLUX_USER"})
 
@@ -26,133 +26,6 @@ def job_environment(envars: Mapping[str, str], base: Mapping[str, str] | None = 
     """The server's environment (as flux-restful-api gives jobs) minus its secrets, plus the request's envars."""
     source = os.environ if base is None else base
     return {k: v for k, v in source.items() if k not in PRIVATE_VARIABLES} | dict(envars)
-
-
-@dataclass(frozen=True)
-class SubmitRequest:
-    """A validated POST /v1/jobs/submit."""
-
-    command: list[str]
-    num_tasks: int = 1
-    cores_per_task: int = 1
-    gpus_per_task: int = 0
-    num_nodes: int | None = None
-    exclusive: bool = False
-    option_flags: dict[str, Any] = field(default_factory=dict)
-    envars: dict[str, str] = field(default_factory=dict)
-    workdir: str = ""
-    runtime: float = 0.0
-
-
-class SubmitError(ValueError):
-    def __init__(self, errors: list[str]) -> None:
-        super().__init__("; ".join(errors))
-        self.errors = errors
-
-
-def _as_int(name: str, value: Any, low: int, errors: list[str]) -> int | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):
-        errors.append(f"{name}: must be an integer, got a boolean")
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        errors.append(f"{name}: must be an integer, got {str(value)[:40]!r}")
-        return None
-    if number < low or number > 1_000_000:
-        errors.append(f"{name}: must be between {low} and 1000000, got {number}")
-        return None
-    return number
-
-
-def _as_bool(name: str, value: Any, errors: list[str]) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no", ""):
-        return value.lower() in ("true", "1", "yes")
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    errors.append(f"exclusive: must be true or false, got {str(value)[:40]!r}")
-    return False
-
-
-def _pairs(name: str, value: Any, errors: list[str]) -> dict[str, str]:
-    """`k=v,k=v` (query strings) or a JSON object."""
-    if value is None or value == "":
-        return {}
-    if isinstance(value, Mapping):
-        if all(isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in value.items()):
-            return {k: str(v) for k, v in value.items()}
-        errors.append(f"{name}: must map names to strings")
-        return {}
-    if isinstance(value, str):
-        out = {}
-        for item in filter(None, value.split(",")):
-            key, sep, val = item.partition("=")
-            if not sep or not key.strip():
-                errors.append(f"{name}: expected k=v,k=v, got {item[:40]!r}")
-                return {}
-            out[key.strip()] = val
-        return out
-    errors.append(f"{name}: expected k=v,k=v or an object")
-    return {}
-
-
-def parse_submit(params: Mapping[str, Any]) -> SubmitRequest:
-    """Validate submit parameters from a query string, a form or a JSON body; every error names its field."""
-    errors: list[str] = []
-    known = {
-        "command", "num_tasks", "cores_per_task", "gpus_per_task", "num_nodes", "exclusive",
-        "option_flags", "envars", "workdir", "runtime", "is_launcher",
-    }  # fmt: skip
-    for unknown in sorted(set(params) - known):
-        errors.append(f"{unknown}: unknown parameter")
-    raw = params.get("command")
-    command: list[str] = []
-    if isinstance(raw, list) and raw and all(isinstance(w, str) for w in raw):
-        command = list(raw)
-    elif isinstance(raw, str) and raw.strip():
-        if len(raw) > MAX_COMMAND_CHARS:
-            errors.append(f"command: longer than {MAX_COMMAND_CHARS} characters")
-        else:
-            try:
-                command = shlex.split(raw)
-            except ValueError as exc:
-                errors.append(f"command: cannot be split into words ({exc})")
-    else:
-        errors.append("command: is required (a string or a list of strings)")
-    if params.get("is_launcher"):
-        errors.append("is_launcher: launcher jobs are not supported; submit the command itself")
-    tasks = _as_int("num_tasks", params.get("num_tasks"), 1, errors)
-    cores = _as_int("cores_per_task", params.get("cores_per_task"), 1, errors)
-    gpus = _as_int("gpus_per_task", params.get("gpus_per_task"), 0, errors)
-    nodes = _as_int("num_nodes", params.get("num_nodes"), 1, errors)
-    runtime = _as_int("runtime", params.get("runtime"), 0, errors)
-    exclusive = _as_bool("exclusive", params.get("exclusive", False), errors)
-    if exclusive and nodes is None:
-        errors.append("exclusive: needs num_nodes")
-    workdir = params.get("workdir") or ""
-    if not isinstance(workdir, str):
-        errors.append("workdir: must be a string")
-        workdir = ""
-    options = _pairs("option_flags", params.get("option_flags"), errors)
-    envars = _pairs("envars", params.get("envars"), errors)
-    if errors:
-        raise SubmitError(errors)
-    return SubmitRequest(
-        command=command,
-        num_tasks=tasks or 1,
-        cores_per_task=cores or 1,
-        gpus_per_task=gpus or 0,
-        num_nodes=nodes,
-        exclusive=exclusive,
-        option_flags=dict(options),
-        envars=envars,
-        workdir=workdir,
-        runtime=float(runtime or 0),
-    )
 
 
 class JobService(Protocol):

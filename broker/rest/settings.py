@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from broker.rest.tokens import MIN_KEY_BYTES, short_key_warning
+
 ServerMode = Literal["single-user", "multi-user"]
 DEFAULT_PORT = 5000
 DEFAULT_TOKEN_MINUTES = 600
@@ -92,11 +94,18 @@ class RestSettings:
         password = env.get("FLUX_TOKEN", "")
         if require_auth and bool(superuser) != bool(password):
             raise SettingsError("FLUX_USER and FLUX_TOKEN must be given together")
+        signing_key = env.get("FLUX_TOKEN_SIGNING_KEY", "")
+        if signing_key and len(signing_key.encode()) < MIN_KEY_BYTES:
+            raise SettingsError(
+                f"FLUX_TOKEN_SIGNING_KEY is {len(signing_key.encode())} bytes: it must be at least {MIN_KEY_BYTES} "
+                "(or leave it unset and the server keeps a random one in its state directory)"
+            )
+        short_key_warning("FLUX_SECRET_KEY", env.get("FLUX_SECRET_KEY", ""))
         return cls(
             state_dir=state,
             require_auth=require_auth,
             secret_key=env.get("FLUX_SECRET_KEY", ""),
-            token_signing_key=env.get("FLUX_TOKEN_SIGNING_KEY") or _signing_key(state),
+            token_signing_key=signing_key or _signing_key(state),
             superuser=superuser,
             superuser_password=password,
             mode=mode,  # type: ignore[arg-type]

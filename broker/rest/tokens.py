@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import sys
 import time
+import warnings
 from dataclasses import dataclass
 
 import jwt
+from jwt.warnings import InsecureKeyLengthWarning
 
 ALGORITHM = "HS256"
 HANDSHAKE_SCOPE = "token"
+MIN_KEY_BYTES = 32  # RFC 7518 section 3.2: an HS256 key at least as long as the hash
+
+# PyJWT would repeat its warning (with a file and line of its own) on every token; short_key_warning says it once.
+warnings.filterwarnings("ignore", category=InsecureKeyLengthWarning)
+_warned: set[str] = set()
+
+
+def short_key_warning(variable: str, key: str) -> str | None:
+    """Say once per variable, in words, that a key is too short; returns the message (None when the key is fine)."""
+    length = len(key.encode())
+    if not key or length >= MIN_KEY_BYTES:
+        return None
+    message = (
+        f"warning: {variable} is only {length} bytes; a key shorter than {MIN_KEY_BYTES} bytes can be guessed "
+        f"from one captured token. Make a longer one with: python3 -c 'import secrets; print(secrets.token_hex(32))'"
+    )
+    if variable not in _warned:
+        _warned.add(variable)
+        print(message, file=sys.stderr)
+    return message
 
 
 class TokenError(ValueError):
@@ -33,9 +56,9 @@ def decode_access_token(token: str, signing_key: str) -> AccessClaims:
     except jwt.ExpiredSignatureError as exc:
         raise TokenError("access token expired") from exc
     except jwt.PyJWTError as exc:
-        raise TokenError(f"invalid access token: {exc}") from exc
+        raise TokenError("invalid token") from exc  # the decoder's words would describe our internals
     if payload.get("typ") != "access" or not isinstance(payload.get("sub"), str):
-        raise TokenError("not an access token")
+        raise TokenError("invalid token: not an access token")
     return AccessClaims(payload["sub"], float(payload["exp"]))
 
 
@@ -48,7 +71,7 @@ def decode_handshake(token: str, secret_key: str) -> tuple[str, str]:
     try:
         payload = jwt.decode(token, secret_key, algorithms=[ALGORITHM])
     except jwt.PyJWTError as exc:
-        raise TokenError(f"invalid handshake token: {exc}") from exc
+        raise TokenError("invalid token") from exc
     user, password = payload.get("user"), payload.get("pass")
     if payload.get("scope") != HANDSHAKE_SCOPE or not isinstance(user, str) or not isinstance(password, str):
         raise TokenError("handshake token must carry user, pass and scope 'token'")

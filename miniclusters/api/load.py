@@ -12,8 +12,9 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from miniclusters.api.errors import Problem, SpecError, join_path
+from miniclusters.api.names import dns1123_label_error
 from miniclusters.api.rules import check_minicluster
-from miniclusters.api.spec import SKIP_RULES, MiniCluster
+from miniclusters.api.spec import MiniCluster
 
 MAX_PRUNE_ROUNDS = 4
 
@@ -54,6 +55,22 @@ def _prune(data: Any, loc: tuple[str | int, ...]) -> bool:
     return False
 
 
+def _name_problems(data: Mapping[str, Any], reported: set[str]) -> list[Problem]:
+    """metadata.name/namespace checked on the raw mapping, so they come in the same report as type errors."""
+    metadata = data.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return []
+    found = []
+    for key in ("name", "namespace"):
+        value = metadata.get(key)
+        path = f"metadata.{key}"
+        if isinstance(value, str) and path not in reported:
+            error = dns1123_label_error(value)
+            if error:
+                found.append(Problem(path, error))
+    return found
+
+
 def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
     """Validate a mapping into a MiniCluster or raise SpecError listing every problem.
 
@@ -65,9 +82,10 @@ def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
     problems: list[Problem] = []
     set_aside: set[tuple[str | int, ...]] = set()
     attempt: Any = copy.deepcopy(dict(data))
+    ruled = False
     for _ in range(MAX_PRUNE_ROUNDS):
         try:
-            candidate = MiniCluster.model_validate(attempt, context={SKIP_RULES: True})
+            candidate = MiniCluster.model_validate(attempt)
         except ValidationError as exc:
             # A field we set aside ourselves now shows as missing: that is not a new problem.
             errors = [e for e in exc.errors() if not (e["type"] == "missing" and tuple(e["loc"]) in set_aside)]
@@ -78,10 +96,13 @@ def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
             set_aside.update(locs)
             continue
         problems += check_minicluster(candidate)
+        ruled = True
         break
+    if not ruled:  # the cross-field rules could not run: still check the names, which need nothing else
+        problems += _name_problems(data, {problem.path for problem in problems})
     if problems:
         raise SpecError(problems, source)
-    return MiniCluster.model_validate(dict(data), context={SKIP_RULES: True})
+    return MiniCluster.model_validate(dict(data))
 
 
 def parse_yaml_documents(text: str, source: str) -> list[Any]:

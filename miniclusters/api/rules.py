@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from broker.curve_cert import CurveCertError, parse_zcert
 from broker.fsd import parse_fsd
 from miniclusters.api.errors import Problem, join_path
+from miniclusters.api.hosts import registry_for
 from miniclusters.api.names import (
     ENV_VAR_NAME,
     dns1123_label_error,
@@ -40,7 +41,7 @@ def _names(mc: MiniCluster) -> Iterator[Problem]:
     if error:
         yield Problem("metadata.name", error)
     else:
-        last_host = f"{name}-{mc.spec.effective_max_size - 1}"
+        last_host = registry_for(mc).pod_hostnames()[-1]
         if len(last_host) > 63:
             yield Problem(
                 "metadata.name",

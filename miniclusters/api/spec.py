@@ -3,16 +3,15 @@
 Field names, defaults and meanings follow the operator's Go types (api/v1alpha2/minicluster_types.go), so
 its YAML files load unchanged. Our additions live in clearly marked fields (`spec.flux.flavour`) and in
 optional sections that default to "off", so files written today keep loading when sections are added.
-Cross-field rules live in `rules.py`; they run on every construction through the validator below.
+Cross-field rules live in `rules.py`, which imports this module (never the reverse); `load.py` runs them.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
 
 from miniclusters.api.quantity import Quantity
 
@@ -28,8 +27,6 @@ DEFAULT_FLUX_VIEW_IMAGE = "ghcr.io/converged-computing/flux-view-rocky:tag-9"
 DEFAULT_DEADLINE_SECONDS = 31500000
 DEFAULT_BACKOFF_LIMIT = 100
 DEFAULT_BROKER_PORT = 8050
-RULES_ERROR_TYPE = "minicluster_rules"
-SKIP_RULES = "skip_rules"  # validation context key: type-check only (the loader runs the rules itself)
 
 Flavour = Literal["builtin", "flux"]
 
@@ -366,17 +363,6 @@ class MiniCluster(BaseModel):
     metadata: ObjectMeta
     spec: MiniClusterSpec
     status: MiniClusterStatus | None = None
-
-    @model_validator(mode="after")
-    def _cross_field_rules(self, info: ValidationInfo) -> MiniCluster:
-        from miniclusters.api.rules import check_minicluster
-
-        if isinstance(info.context, dict) and info.context.get(SKIP_RULES):
-            return self
-        problems = check_minicluster(self)
-        if problems:
-            raise PydanticCustomError(RULES_ERROR_TYPE, "{summary}", {"summary": "; ".join(str(p) for p in problems)})
-        return self
 
     @property
     def name(self) -> str:

@@ -6,12 +6,12 @@ BackendError subclasses carrying the exit code the CLI should use, so bad input 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
 # ResizeOutcome is the ports' enum (one vocabulary for resize outcomes); backend errors are actuator errors.
-from elasticity.control.ports import ActuatorError, Rejected, ResizeOutcome
+from elasticity.control.ports import ActuatorError, ClusterView, PodResize, Rejected, ResizeOutcome, ScaleResult
 from miniclusters.api.spec import MiniCluster
 from miniclusters.render.options import RenderOptions
 
@@ -51,6 +51,11 @@ class BackendTimeoutError(BackendError):
     """Waiting gave up; the cluster may still come up."""
 
 
+# KEP-1287's pod conditions, which both backends report (the local backend in the kubelet's words too).
+RESIZE_PENDING = "PodResizePending"
+RESIZE_IN_PROGRESS = "PodResizeInProgress"
+
+
 @dataclass(frozen=True)
 class PodCondition:
     type: str
@@ -74,6 +79,10 @@ class PodStatus:
     node: str | None = None
     exit_code: int | None = None
     conditions: tuple[PodCondition, ...] = ()
+    restarts: int = 0
+    """Times the pod's container was restarted (kubectl's RESTARTS)."""
+    reason: str | None = None
+    """Why the container is not simply running or done: CrashLoopBackOff, BackoffLimitExceeded, Error, ..."""
 
     def condition(self, kind: str) -> PodCondition | None:
         return next((c for c in self.conditions if c.type == kind), None)
@@ -104,6 +113,8 @@ class ClusterStatus:
     succeeded: bool | None = None
     lead_error: str | None = None
     """Why the lead could not be asked about ranks (None when it answered)."""
+    rest_url: str | None = None
+    """Where the lead broker's REST API answers (spec.restful.enabled), as a client would reach it."""
 
     @property
     def running_pods(self) -> int:
@@ -147,6 +158,13 @@ class ExecResult(NamedTuple):
 
 
 @dataclass(frozen=True)
+class RestEndpoint:
+    url: str | None
+    """A URL this machine can reach directly, or None when only `hint` says how."""
+    hint: str
+
+
+@dataclass(frozen=True)
 class CreateOptions:
     render: RenderOptions = field(default_factory=RenderOptions)
     wait: bool = True
@@ -159,6 +177,13 @@ class Backend(Protocol):
     """create, status, scale, resize, exec, logs, delete, list: the whole surface controllers may use."""
 
     name: str
+    ephemeral: bool
+    """True when the cluster lives in this machine's processes (local): `up` then tears it down on Ctrl-C and,
+    unless --keep, once the lead finishes; False when it lives in a cluster that outlives the CLI (kubernetes)."""
+
+    def rest_endpoint(self, mc: MiniCluster, status: ClusterStatus) -> RestEndpoint:
+        """Where the lead broker's REST API answers (spec.restful), as this backend exposes it."""
+        ...
 
     def create(self, mc: MiniCluster, options: CreateOptions | None = None) -> ClusterStatus: ...
 
@@ -167,6 +192,13 @@ class Backend(Protocol):
     def scale(self, name: str, size: int) -> ClusterStatus: ...
 
     def resize(self, name: str, index: int, cpu: str) -> ResizeResult: ...
+
+    # The control ports (elasticity/control/ports.py; miniclusters/backends/ports.py adapts them).
+    def observe(self, name: str) -> ClusterView: ...
+
+    def scale_to(self, name: str, size: int) -> ScaleResult: ...
+
+    def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]: ...
 
     def exec(self, name: str, index: int, argv: list[str]) -> ExecResult: ...
 

@@ -9,6 +9,7 @@ from miniclusters.cli import (
     cluster_commands,
     model_commands,
     multiplex_commands,
+    operator_commands,
     profile_commands,
     rest_commands,
     spec_commands,
@@ -29,7 +30,7 @@ def main() -> None:
 
 for command in (spec_commands.validate, spec_commands.render, spec_commands.convert, spec_commands.crd):
     main.add_command(command)
-for command in cluster_commands.COMMANDS:
+for command in (*cluster_commands.COMMANDS, *operator_commands.COMMANDS):
     main.add_command(command)
 
 main.add_command(profile_commands.pmpi)

@@ -1,4 +1,4 @@
-"""Cluster commands: up, down, status, scale, resize, logs, exec, list, operator, manifests.
+"""Cluster commands: up, down, status, scale, resize, logs, exec, list (the operator's are operator_commands.py).
 
 Thin shells over a Backend: every BackendError becomes its message on stderr and its exit code (1, or 2 for
 bad input); nothing is changed when the input is wrong.
@@ -12,15 +12,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import click
 
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
-from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions, InvalidRequestError
+from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
 from miniclusters.render import RenderOptions
 
 EXIT_INVALID = 2
@@ -40,19 +38,12 @@ def _backend_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _open(backend: str, context: str | None, namespace: str | None, **extra: Any) -> Backend:
-    options: dict[str, Any] = {}
-    if backend == "kubernetes":
-        if extra.get("latency"):
-            raise InvalidRequestError("--latency applies to the local backend only (backend is 'kubernetes')")
-        extra.pop("latency", None)
-        options.update(extra, context=context, namespace=namespace)
-    else:
-        if context:
-            raise BackendError(f"--context applies to the kubernetes backend only (backend is {backend!r})")
-        if namespace:
-            options["namespace"] = namespace
-        if backend == "local":
-            options.update({k: v for k, v in extra.items() if v is not None})
+    """The backend called `backend`; each backend refuses the options it does not take, in words."""
+    options = {k: v for k, v in extra.items() if v is not None}
+    if context:
+        options["context"] = context
+    if namespace:
+        options["namespace"] = namespace
     return get_backend(backend, **options)
 
 
@@ -67,29 +58,16 @@ def _errors() -> Iterator[None]:
 
 
 def _print_status(status: ClusterStatus) -> None:
-    ranks = "unknown" if status.ranks_up is None else f"{len(status.ranks_up)} up"
-    state = ("completed" if status.succeeded else "failed") if status.finished else "active"
-    click.echo(
-        f"MiniCluster {status.namespace}/{status.name}: size {status.size} (min {max(1, status.min_size)}, "
-        f"max {status.max_size}), {status.running_pods} running, {status.ready_pods} ready, ranks {ranks}, {state}"
-    )
-    click.echo(f"{'INDEX':>5} {'PHASE':<10} {'READY':<5} {'CPU(want)':>9} {'CPU(now)':>9}  POD")
-    for pod in status.pods:
-        click.echo(
-            f"{pod.index:>5} {pod.phase:<10} {'yes' if pod.ready else 'no':<5} {pod.cpu_desired or '-':>9} "
-            f"{pod.cpu_actual or '-':>9}  {pod.name}"
-        )
-    for condition in status.conditions:
-        click.echo(f"  {condition.type}={condition.status} {condition.reason}: {condition.message}".rstrip(": "))
-    if status.lead_error and not status.finished:
-        click.echo(f"  (lead not asked: {status.lead_error})")
+    from miniclusters.cli.status_view import render_status_text, status_document
+
+    click.echo(render_status_text(status_document(status)))
 
 
 def _progress_printer() -> Callable[[Any], None]:
     """A rich live line on a terminal, plain lines otherwise."""
     from rich.console import Console
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # one progress event, one line (no wrapping mid-word)
     last: list[str] = []
 
     def show(progress: Any) -> None:
@@ -153,8 +131,8 @@ def up(
     render = RenderOptions(namespace=None, registry=registry or defaults.registry, tag=tag or defaults.tag)
     with _errors():
         target = _open(backend, context, namespace, progress=_progress_printer(), latency=latency)
-        if target.name == "local":
-            _up_local(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
+        if target.ephemeral:
+            _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
             return
         status = target.create(mc, CreateOptions(render=render, timeout=timeout))
         _print_status(status)
@@ -162,7 +140,10 @@ def up(
         if detach or mc.spec.interactive or status.finished:
             if status.finished:
                 sys.exit(0 if status.succeeded else 1)
-            click.echo(f"use: minicluster exec {mc.name} -- flux resource list   |   minicluster down {mc.name}")
+            from miniclusters.cli.existing import reach_lines
+
+            click.echo("reach it with:")
+            click.echo("\n".join(reach_lines(mc.name, None)))
             return
         for line in target.logs(mc.name, 0, follow=True):
             click.echo(line)
@@ -195,26 +176,31 @@ def _print_restful(target: Backend, mc: Any, status: Any) -> None:
     """Where the lead broker's REST API answers, when the spec enables it."""
     if not mc.spec.restful.enabled:
         return
-    port = mc.spec.restful.port
-    if target.name == "local":
-        lead = status.pod(0)
-        address = lead.node.split()[0] if lead is not None and lead.node else "127.0.0.1"
-        url = f"http://{address}:{port}"
-        if _answers(f"{url}/openapi.json", timeout=20.0):
-            click.echo(f"REST API: {url}   (e.g. minicluster jobs --url {url})")
-        else:
-            click.echo(f"REST API: {url} is not answering yet (see: minicluster logs {mc.name})", err=True)
+    endpoint = target.rest_endpoint(mc, status)
+    if endpoint.url is None:
+        click.echo(f"REST API: {endpoint.hint}")
+    elif _answers(f"{endpoint.url}/openapi.json", timeout=20.0):
+        click.echo(f"REST API: {endpoint.url}   (e.g. minicluster jobs --url {endpoint.url})")
     else:
-        click.echo(f"REST API: Service {mc.name}-restful:{port}   (kubectl port-forward svc/{mc.name}-restful {port})")
+        click.echo(f"REST API: {endpoint.url} is not answering yet ({endpoint.hint})", err=True)
 
 
-def _up_local(target: Backend, mc: Any, options: CreateOptions, detach: bool, keep: bool) -> None:
-    """The local `up`: Ctrl-C (or SIGTERM) tears down what was started; the lead's exit code becomes ours."""
+def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool, keep: bool) -> None:
+    """`up` where the cluster lives in this machine's processes: Ctrl-C (or SIGTERM) tears down what was started;
+    the lead's exit code becomes ours."""
     import signal
 
     def interrupted(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt
 
+    stored = getattr(target, "stored_spec", lambda _name: None)(mc.name)
+    if stored is not None:
+        from miniclusters.cli.existing import existing_message
+
+        code, lines = existing_message(target.status(mc.name), stored, mc.to_dict())
+        for line in lines:
+            click.echo(line, err=code != 0)
+        sys.exit(code)
     previous = signal.signal(signal.SIGTERM, interrupted)
     created = False
     try:
@@ -223,7 +209,10 @@ def _up_local(target: Backend, mc: Any, options: CreateOptions, detach: bool, ke
         _print_status(status)
         _print_restful(target, mc, status)
         if (detach or mc.spec.interactive) and not status.finished:
-            click.echo(f"use: minicluster exec {mc.name} -- flux resource list   |   minicluster down {mc.name}")
+            from miniclusters.cli.existing import reach_lines
+
+            click.echo("reach it with:")
+            click.echo("\n".join(reach_lines(mc.name, status.rest_url)))
             created = False  # detached: it keeps running
             return
         for line in target.logs(mc.name, 0, follow=True):
@@ -263,21 +252,42 @@ def down(name: str, backend: str, context: str | None, namespace: str | None) ->
 @click.command()
 @click.argument("name")
 @_backend_options
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "-o",
+    "--output",
+    default="text",
+    show_default=True,
+    help="text, json, or jsonpath=TEMPLATE as kubectl reads it (e.g. jsonpath='{.rest_url}').",
+)
 def status(name: str, backend: str, context: str | None, namespace: str | None, output: str) -> None:
     """Pods, CPU wanted vs running, broker ranks and conditions of a MiniCluster.
 
     \b
     Example:
       minicluster status hello --backend kubernetes -o json
+      minicluster status restful -o jsonpath='{.rest_url}'
     """
+    from miniclusters.cli.status_view import render_jsonpath, status_document
     from miniclusters.multiplex.session import load_state
 
+    template = output.partition("=")[2] if output.startswith("jsonpath=") else None
+    if output not in ("text", "json") and template is None:
+        click.echo(f"error: -o {output!r}: expected text, json or jsonpath=TEMPLATE", err=True)
+        sys.exit(EXIT_INVALID)
     with _errors():
         result = _open(backend, context, namespace).status(name)
         controller = load_state(backend, name)
+        document = status_document(result)
+        if controller is not None:
+            document["multiplexing"] = controller
         if output == "json":
-            click.echo(json.dumps({**asdict(result), "multiplexing": controller}, indent=2))
+            click.echo(json.dumps(document, indent=2))
+        elif template is not None:
+            try:
+                click.echo(render_jsonpath(document, template))
+            except ValueError as exc:
+                click.echo(f"error: -o jsonpath: {exc}", err=True)
+                sys.exit(EXIT_INVALID)
         else:
             _print_status(result)
             if controller is not None:
@@ -413,81 +423,5 @@ def list_(backend: str, context: str | None, namespace: str | None) -> None:
             click.echo(f"{c.name:<24} {c.namespace:<16} {c.size:>4} {c.ready:>5}  {c.state}")
 
 
-@click.command()
-@click.option("--context", help="kubeconfig context (default: in-cluster config, else the current context).")
-@click.option("-n", "--namespace", help="Watch only this namespace.")
-@click.option("-A", "--all-namespaces", is_flag=True, help="Watch every namespace (the Deployment's default).")
-@click.option("--accept-flux-operator-kind", is_flag=True, help="Also reconcile flux-framework.org/v1alpha2 objects.")
-@click.option("--registry", help="Registry of our images.")
-@click.option("--tag", help="Tag of our images.")
-def operator(
-    context: str | None,
-    namespace: str | None,
-    all_namespaces: bool,
-    accept_flux_operator_kind: bool,
-    registry: str | None,
-    tag: str | None,
-) -> None:
-    """Run the MiniCluster operator: reconcile MiniCluster objects until interrupted.
-
-    \b
-    Example:
-      minicluster operator --all-namespaces
-      minicluster manifests | kubectl apply --server-side -f -   # or run it in the cluster
-    """
-    import logging
-    import signal
-    import threading
-
-    from miniclusters.backends.kubernetes.client import RealKubeApi
-    from miniclusters.operator.controller import Controller
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    defaults = RenderOptions()
-    options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
-    with _errors():
-        api = RealKubeApi.from_kubeconfig(context, namespace)
-        from miniclusters.backends.kubernetes.backend import KubernetesBackend
-
-        KubernetesBackend(api=api).check_crd()
-        controller = Controller(
-            api,
-            namespace=None if all_namespaces else (namespace or api.namespace),
-            options=options,
-            accept_flux_kind=accept_flux_operator_kind,
-        )
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            controller.run(stop)
-        except KeyboardInterrupt:
-            stop.set()
-
-
-@click.command()
-@click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
-@click.option("--registry", help="Registry of our images.")
-@click.option("--tag", help="Tag of our images.")
-def manifests(output: str | None, registry: str | None, tag: str | None) -> None:
-    """Print the operator's deployment manifests (namespace, ServiceAccount, RBAC, Deployment).
-
-    \b
-    Example:
-      minicluster crd | kubectl apply --server-side -f -
-      minicluster manifests | kubectl apply --server-side -f -
-    """
-    from miniclusters.cli.spec_commands import dump_yaml_stream
-    from miniclusters.operator.manifests import build_manifests
-
-    defaults = RenderOptions()
-    options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
-    text = dump_yaml_stream(build_manifests(options))
-    if output:
-        Path(output).write_text(text, encoding="utf-8")
-        click.echo(f"wrote {output}", err=True)
-    else:
-        click.echo(text, nl=False)
-
-
-COMMANDS = (up, down, status, scale, resize, logs, exec_, list_, operator, manifests)
+COMMANDS = (up, down, status, scale, resize, logs, exec_, list_)
 __all__ = ["COMMANDS", "available_backends"]

@@ -118,7 +118,7 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
         )
         workdir = Path(opts["workdir"] or spec.get("workdir") or tempfile.mkdtemp(prefix=f"mc-mux-{name}-"))
         boundary = opts["boundary"] or spec.get("boundary") or "MPI_Barrier"
-        session = open_session(target, backend, name, command, config, workdir, allocatable, boundary)
+        session = open_session(target, backend, name, command, config, workdir, boundary)
         timeline = Path(opts["timeline"]) if opts["timeline"] else workdir / "timeline.png"
         log_path = timeline.with_suffix(".jsonl")
         if log_path.exists():
@@ -134,7 +134,7 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
         )
         with EventLog(log_path, "multiplex", clock) as log:
             runner = MultiplexRunner(
-                name, session.planner, session.ports, session.ports, session.simulations, session.shares,
+                name, session.planner, session.observer, session.actuator, session.simulations, session.shares,
                 clock=time.monotonic, log=log,
             )  # fmt: skip
             last: list[str] = []
@@ -153,7 +153,7 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
                 save_state(state_path, name, session, False)
                 click.echo("interrupted: running simulations cancelled", err=True)
                 sys.exit(130)
-        identity_now = session.ports.identity(name) if session.ports.identity else {}
+        identity_now = session.identity(name) if session.identity else {}
         same_pids = all(identity_now.get(i) == ident for i, ident in session.pod_identity.items())
         save_state(state_path, name, session, False, {"same_pids": same_pids})
         from elasticity.control.events import read_events

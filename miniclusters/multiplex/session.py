@@ -17,9 +17,10 @@ from typing import Any
 
 from elasticity.control.multiplex import MultiplexConfig, MultiplexPlanner, summary_rows
 from elasticity.control.multiplex_ports import JobShares
+from elasticity.control.ports import Actuator, Observer
 from miniclusters.backends.base import Backend, InvalidRequestError
 from miniclusters.backends.local.state import state_root
-from miniclusters.multiplex.backend_ports import BackendPorts
+from miniclusters.backends.ports import ports_for
 from miniclusters.multiplex.flux_simulations import FluxSimulations
 
 
@@ -31,12 +32,15 @@ def state_file(backend: str, name: str) -> Path:
 @dataclass
 class Session:
     planner: MultiplexPlanner
-    ports: BackendPorts
+    observer: Observer
+    actuator: Actuator
     simulations: FluxSimulations
     shares: JobShares | None
     shares_note: str
     workdir: Path
     pod_identity: dict[int, object]
+    identity: Any = None
+    """name -> pod index -> (pid, start time) on the local backend: proves resizes left the pods in place."""
 
 
 def _local_extras(backend: Backend, name: str) -> tuple[Any, Any, str]:
@@ -64,7 +68,6 @@ def open_session(
     command: str,
     config: MultiplexConfig,
     workdir: Path,
-    allocatable_m: int,
     boundary: str = "MPI_Barrier",
 ) -> Session:
     argv = shlex.split(command)
@@ -101,9 +104,11 @@ def open_session(
             simulations.lead_uri = lead_uri(name)
         if driver is not None:
             shares = LocalJobShares(driver, name, simulations.pids_of, leaf_m=max(1, config.pod_overhead_m))
-    ports = BackendPorts(backend, allocatable_m, identity=identity)
+    observer, actuator = ports_for(backend)
     first = identity(name) if identity is not None else {}
-    return Session(MultiplexPlanner(config), ports, simulations, shares, note, workdir, dict(first))
+    return Session(
+        MultiplexPlanner(config), observer, actuator, simulations, shares, note, workdir, dict(first), identity
+    )
 
 
 def save_state(path: Path, name: str, session: Session, running: bool, extra: dict[str, Any] | None = None) -> None:

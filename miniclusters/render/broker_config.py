@@ -9,8 +9,9 @@ from typing import Any
 
 import tomli_w
 
+from miniclusters.api.hosts import registry_for
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
-from miniclusters.render.layout import CURVE_DIR, CURVE_FILE, R_FILE, pod_hostnames, service_domain
+from miniclusters.render.layout import CURVE_DIR, CURVE_FILE, R_FILE, service_domain
 
 
 def build_broker_config(
@@ -31,9 +32,10 @@ def build_broker_config(
     exactly the Kubernetes config.
     """
     spec = mc.spec
-    host_entries = hosts or [{"host": spec.flux.bursting.hostlist or pod_hostnames(mc)}]
+    registry = registry_for(mc)
+    host_entries = hosts or [{"host": registry.hostlist()}]
     bootstrap: dict[str, Any] = {}
-    if spec.effective_max_size > 1 or spec.flux.bursting.hostlist:
+    if registry.size > 1 or registry.custom:
         bootstrap["curve_cert"] = curve_cert or f"{CURVE_DIR}/{CURVE_FILE}"
     bootstrap |= {
         "default_port": DEFAULT_BROKER_PORT,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import shlex
 
+from miniclusters.api.hosts import registry_for
 from miniclusters.api.spec import Container, MiniCluster
-from miniclusters.render.layout import BROKER_INSTALL_DIR, CONFIG_DIR, RUN_DIR, pod_hostnames
+from miniclusters.render.layout import BROKER_INSTALL_DIR, CONFIG_DIR, RUN_DIR
 
 # Directories come from the environment (defaults: the pod layout), so the local backend can run the very
 # same script for several "pods" on one filesystem.
@@ -90,7 +91,7 @@ def _flavour_setup(mc: MiniCluster) -> list[str]:
         lines.append(f"export PYTHONPATH={shlex.quote(container.python_path)}")
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(mc.spec.flux.environment.items())]
     # Flux needs R: every host of the instance with this pod's cores, as the operator generates it.
-    lines.append(f'flux R encode --hosts={shlex.quote(pod_hostnames(mc))} --local > "{RUN}/R"')
+    lines.append(f'flux R encode --hosts={shlex.quote(registry_for(mc).pod_hostlist())} --local > "{RUN}/R"')
     return lines
 
 

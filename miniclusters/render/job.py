@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from miniclusters.api.hosts import registry_for
 from miniclusters.api.spec import Container, ContainerVolume, MiniCluster, ResourceRequirements
 from miniclusters.render.entrypoint import render_sidecar_command
 from miniclusters.render.layout import (
@@ -159,7 +160,7 @@ def _broker_env(mc: MiniCluster, namespace: str) -> dict[str, str]:
         "MINICLUSTER_NAME": mc.name,
         "MINICLUSTER_NAMESPACE": namespace,
         "MINICLUSTER_SIZE": str(spec.size),
-        "MINICLUSTER_MAX_SIZE": str(spec.effective_max_size),
+        "MINICLUSTER_MAX_SIZE": str(registry_for(mc).pods),
         "MINICLUSTER_FLAVOUR": spec.flux.flavour,
     }
 

@@ -51,11 +51,5 @@ def selector_labels(mc: MiniCluster) -> dict[str, str]:
     return {NAME_LABEL: mc.name}
 
 
-def pod_hostnames(mc: MiniCluster) -> str:
-    """Every host the broker config pre-registers, in hostlist syntax (0..maxSize-1)."""
-    last = mc.spec.effective_max_size - 1
-    return f"{mc.name}-0" if last == 0 else f"{mc.name}-[0-{last}]"
-
-
 def service_domain(mc: MiniCluster, namespace: str, cluster_domain: str) -> str:
     return f"{mc.headless_name}.{namespace}.svc.{cluster_domain}"

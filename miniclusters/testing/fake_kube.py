@@ -9,17 +9,12 @@ validated against the CRD we generate. Nothing here is used outside tests.
 from __future__ import annotations
 
 import copy
-import functools
-import importlib
 import itertools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from elasticity.model.node import Node, PodCpu, Verdict, admit_resize, deferred_message, infeasible_message
-from miniclusters.api.crd import build_crd
-from miniclusters.api.quantity import cpu_millicores
 from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import (
     FLUX_MINICLUSTER,
@@ -33,136 +28,21 @@ from miniclusters.backends.kubernetes.api import (
     WatchEvent,
     kind_of,
 )
-from miniclusters.backends.kubernetes.status import RESIZE_IN_PROGRESS, RESIZE_PENDING, qos_class
+from miniclusters.backends.kubernetes.status import qos_class
 from miniclusters.render.layout import INDEX_LABEL
-
-KUBERNETES_VERSION = "1.33"
-KubeletMode = Literal["auto", "accept", "in-progress", "defer", "infeasible"]
-Verb = Literal["get", "list", "watch", "create", "apply", "patch", "update", "delete", "exec", "logs"]
-
-DOCS_JOB_ELASTIC = "https://kubernetes.io/docs/concepts/workloads/controllers/job/#elastic-indexed-jobs"
-DOCS_JOB_TEMPLATE = "https://kubernetes.io/docs/concepts/workloads/controllers/job/#pod-template"
-DOCS_POD_UPDATE = "https://kubernetes.io/docs/concepts/workloads/pods/#pod-update-and-replacement"
-DOCS_RESIZE = "https://kubernetes.io/docs/tasks/configure-pod-container/resize-container-resources/"
-DOCS_CONCURRENCY = "https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions"
-DOCS_STATUS_CODES = "https://kubernetes.io/docs/reference/using-api/api-concepts/#http-status-codes"
-DOCS_APF = "https://kubernetes.io/docs/concepts/cluster-administration/flow-control/"
-DOCS_GC = "https://kubernetes.io/docs/concepts/architecture/garbage-collection/#owners-dependents"
-DOCS_WATCH = "https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes"
-DOCS_SCALE = (
-    "https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#scale-subresource"
+from miniclusters.testing.kube_controllers import Controllers, KubeletMode
+from miniclusters.testing.kube_rules import (
+    _selector_matches,
+    apply_merge,
+    check_pod_template,
+    check_resize,
+    check_update,
+    merge_patch,
+    strategic_merge,
+    validate_object,
 )
 
-
-@functools.lru_cache(maxsize=4096)
-def _validate_cached(text: str) -> str | None:
-    import kubernetes_validate
-
-    try:
-        kubernetes_validate.validate(json.loads(text), KUBERNETES_VERSION, strict=True)
-    except kubernetes_validate.ValidationError as exc:
-        path = ".".join(str(p) for p in exc.path)
-        return f"{path}: {exc.message}"
-    return None
-
-
-@functools.lru_cache(maxsize=1)
-def _crd_validator() -> Any:
-    jsonschema = importlib.import_module("jsonschema")  # no type stubs in the environment
-    schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return jsonschema.Draft7Validator(schema)
-
-
-def validate_object(obj: dict[str, Any]) -> None:
-    """422 unless obj passes the official schema (built-in kinds) or our CRD's schema (MiniCluster)."""
-    kind = kind_of(obj)
-    if kind in (MINICLUSTER, FLUX_MINICLUSTER):
-        if kind == MINICLUSTER:
-            errors = sorted(_crd_validator().iter_errors(_strip_nulls(obj)), key=lambda e: list(e.path))
-            if errors:
-                first = errors[0]
-                raise ApiError(422, "Invalid", f"{'.'.join(map(str, first.path))}: {first.message}")
-        return
-    problem = _validate_cached(json.dumps(obj, sort_keys=True))
-    if problem:
-        raise ApiError(422, "Invalid", f"{obj['kind']} {obj['metadata'].get('name')!r} is invalid: {problem}")
-
-
-def _strip_nulls(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _strip_nulls(v) for k, v in node.items() if v is not None}
-    if isinstance(node, list):
-        return [_strip_nulls(v) for v in node]
-    return node
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: dicts merge, null deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
-
-
-def strategic_merge(target: Any, patch: Any) -> Any:
-    """Strategic merge patch, as far as we use it: lists of named objects (containers) merge by name."""
-    if isinstance(patch, dict):
-        out = copy.deepcopy(target) if isinstance(target, dict) else {}
-        for key, value in patch.items():
-            if value is None:
-                out.pop(key, None)
-            else:
-                out[key] = strategic_merge(out.get(key), value)
-        return out
-    if (
-        isinstance(patch, list)
-        and isinstance(target, list)
-        and all(isinstance(x, dict) and "name" in x for x in [*patch, *target])
-    ):
-        merged = [copy.deepcopy(x) for x in target]
-        for item in patch:
-            for i, existing in enumerate(merged):
-                if existing["name"] == item["name"]:
-                    merged[i] = strategic_merge(existing, item)
-                    break
-            else:
-                merged.append(copy.deepcopy(item))
-        return merged
-    return copy.deepcopy(patch)
-
-
-def apply_merge(target: Any, applied: Any) -> Any:
-    """Server-side apply approximated for a single field manager: applied fields win, others are kept."""
-    if isinstance(applied, dict) and isinstance(target, dict):
-        out = copy.deepcopy(target)
-        for key, value in applied.items():
-            out[key] = apply_merge(target.get(key), value)
-        return out
-    return copy.deepcopy(applied)
-
-
-def _selector_matches(labels: dict[str, str], selector: str | None) -> bool:
-    """Equality-based label selectors: `a=b,c=d`, `a!=b`, `a` (exists)."""
-    if not selector:
-        return True
-    for term in selector.split(","):
-        term = term.strip()
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key.strip()) == value.strip():
-                return False
-        elif "=" in term:
-            key, value = term.split("=", 1)
-            if labels.get(key.strip().rstrip("=")) != value.strip():
-                return False
-        elif term not in labels:
-            return False
-    return True
+Verb = Literal["get", "list", "watch", "create", "apply", "patch", "update", "delete", "exec", "logs"]
 
 
 @dataclass
@@ -187,7 +67,7 @@ class RecordedCall:
 
 
 @dataclass
-class FakeKube:
+class FakeKube(Controllers):
     """The KubeApi protocol in memory. Controllers run synchronously after every successful write."""
 
     namespace: str = "default"
@@ -262,6 +142,22 @@ class FakeKube:
         self._set_condition(pod, "Ready", "False", "PodCompleted")
         self._touch(pod, "MODIFIED")
         self.run_controllers()
+
+    def crash_container(self, job: str, index: int, exit_code: int = 137, namespace: str | None = None) -> None:
+        """The container of pod `index` fails and the kubelet restarts it in place (restartPolicy OnFailure):
+        restartCount goes up, the last termination moves to lastState, and until the back-off ends the
+        container waits with reason CrashLoopBackOff and the pod is not Ready; its phase stays Running.
+        https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-restarts
+        """
+        pod = self.pods_of(job, namespace)[index]
+        for status in pod["status"].get("containerStatuses", []):
+            status["restartCount"] = int(status.get("restartCount", 0)) + 1
+            status["lastState"] = {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+            waiting = {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}
+            status["state"] = {"waiting": waiting}
+            status["ready"] = False
+        self._set_condition(pod, "Ready", "False", "ContainersNotReady")
+        self._touch(pod, "MODIFIED")
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
@@ -348,99 +244,6 @@ class FakeKube:
         for hook in hooks:
             hook(self)
 
-    # ------------------------------------------------------------------ rules
-    def _check_pod_template(self, template_spec: dict[str, Any], where: str) -> None:
-        # Pods with restartPolicy Never (Job pods) may only use resizePolicy NotRequired (DOCS_RESIZE:
-        # "If the Pod's restartPolicy is Never, container's resize restart policy must be set to NotRequired").
-        if template_spec.get("restartPolicy") == "Never":
-            for container in template_spec.get("containers", []):
-                for policy in container.get("resizePolicy") or []:
-                    if policy.get("restartPolicy") == "RestartContainer":
-                        raise ApiError(
-                            422,
-                            "Invalid",
-                            f"{where}.containers[{container['name']}].resizePolicy: Invalid value: "
-                            "'RestartContainer': must be 'NotRequired' when `restartPolicy` is 'Never'",
-                        )
-
-    def _check_update(self, kind: Kind, old: dict[str, Any], new: dict[str, Any]) -> None:
-        name = old["metadata"]["name"]
-        if kind == JOB:
-            old_spec, new_spec = old.get("spec", {}), new.get("spec", {})
-            # The Job's pod template is immutable once created (DOCS_JOB_TEMPLATE; only a suspended Job's
-            # scheduling directives may change, which we never use).
-            if old_spec.get("template") != new_spec.get("template"):
-                raise ApiError(422, "Invalid", f'Job.batch "{name}" is invalid: spec.template: field is immutable')
-            for immutable in ("completionMode", "selector"):
-                if old_spec.get(immutable) != new_spec.get(immutable):
-                    raise ApiError(
-                        422, "Invalid", f'Job.batch "{name}" is invalid: spec.{immutable}: field is immutable'
-                    )
-            # Elastic Indexed Jobs (DOCS_JOB_ELASTIC): completions may change only for completionMode Indexed
-            # and only together with parallelism, so that parallelism == completions.
-            if old_spec.get("completions") != new_spec.get("completions"):
-                indexed = new_spec.get("completionMode") == "Indexed"
-                if not indexed or new_spec.get("completions") != new_spec.get("parallelism"):
-                    raise ApiError(
-                        422,
-                        "Invalid",
-                        f'Job.batch "{name}" is invalid: spec.completions: Invalid value: '
-                        f"{new_spec.get('completions')}: field is immutable (elastic Indexed Jobs may change it "
-                        "only together with parallelism, keeping completions == parallelism)",
-                    )
-        if kind == POD:
-            old_spec, new_spec = copy.deepcopy(old.get("spec", {})), copy.deepcopy(new.get("spec", {}))
-            # A pod's spec is immutable except images, activeDeadlineSeconds and added tolerations
-            # (DOCS_POD_UPDATE); resources change only through the resize subresource (DOCS_RESIZE).
-            for spec in (old_spec, new_spec):
-                spec.pop("activeDeadlineSeconds", None)
-                spec.pop("tolerations", None)
-                for container in [*spec.get("containers", []), *spec.get("initContainers", [])]:
-                    container.pop("image", None)
-            if old_spec != new_spec:
-                raise ApiError(
-                    422,
-                    "Invalid",
-                    f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields other than '
-                    "`spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, "
-                    "`spec.tolerations` (only additions to existing tolerations); resources change only through "
-                    "the resize subresource",
-                )
-
-    def _check_resize(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        name = old["metadata"]["name"]
-        old_spec, new_spec = copy.deepcopy(old["spec"]), copy.deepcopy(new["spec"])
-        # The resize subresource changes only containers' cpu/memory requests and limits (DOCS_RESIZE).
-        old_resources = [c.pop("resources", {}) for c in old_spec.get("containers", [])]
-        new_resources = [c.pop("resources", {}) for c in new_spec.get("containers", [])]
-        if old_spec != new_spec:
-            raise ApiError(
-                422, "Invalid", f'Pod "{name}" is invalid: spec: Forbidden: only cpu and memory resources are mutable'
-            )
-        for before, after in zip(old_resources, new_resources, strict=True):
-            for section in ("requests", "limits"):
-                for resource in before.get(section, {}):
-                    # Requests and limits cannot be removed by a resize (DOCS_RESIZE).
-                    if resource not in after.get(section, {}):
-                        raise ApiError(
-                            422,
-                            "Invalid",
-                            f'Pod "{name}" is invalid: resource {section} for {resource} cannot be removed',
-                        )
-            extra = {r for s in ("requests", "limits") for r in after.get(s, {})} - {"cpu", "memory"}
-            if extra:
-                raise ApiError(
-                    422, "Invalid", f'Pod "{name}" is invalid: only cpu and memory can be resized, not {extra}'
-                )
-        # The QoS class is fixed at creation; a resize that would change it is rejected (DOCS_RESIZE).
-        if qos_class(old["spec"]) != qos_class(new["spec"]):
-            raise ApiError(
-                422,
-                "Invalid",
-                f'Pod "{name}" is invalid: metadata: Invalid value: "{qos_class(new["spec"])}": '
-                f"Pod QoS is immutable (was {qos_class(old['spec'])})",
-            )
-
     # ------------------------------------------------------------------ KubeApi: reads
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
         self._record("get", kind, namespace, name)
@@ -517,14 +320,14 @@ class FakeKube:
         meta["creationTimestamp"] = self._now()
         meta["generation"] = 1
         if kind == JOB:
-            self._check_pod_template(stored["spec"]["template"]["spec"], "spec.template.spec")
+            check_pod_template(stored["spec"]["template"]["spec"], "spec.template.spec")
             labels = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": meta["name"]}
             stored["spec"].setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": meta["uid"]}})
             template_meta = stored["spec"]["template"].setdefault("metadata", {})
             template_meta["labels"] = {**template_meta.get("labels", {}), **labels, "job-name": meta["name"]}
             stored["status"] = {}
         if kind == POD:
-            self._check_pod_template(stored["spec"], "spec")
+            check_pod_template(stored["spec"], "spec")
             stored["status"] = {"phase": "Pending", "qosClass": qos_class(stored["spec"]), "conditions": []}
         if kind in (MINICLUSTER, FLUX_MINICLUSTER):
             stored["status"] = {}
@@ -560,7 +363,7 @@ class FakeKube:
         else:
             merged = copy.deepcopy(new)
             merged["status"] = copy.deepcopy(current.get("status", {}))
-            self._check_update(kind, current, merged)
+            check_update(kind, current, merged)
             for server_field in ("uid", "creationTimestamp", "generation", "namespace", "name"):
                 if server_field in current["metadata"]:
                     merged["metadata"][server_field] = current["metadata"][server_field]
@@ -602,7 +405,7 @@ class FakeKube:
         if subresource == "resize":
             if kind != POD:
                 raise ApiError(404, "NotFound", f"{kind.plural} has no resize subresource")
-            self._check_resize(current, new)
+            check_resize(current, new)
             current["spec"] = new["spec"]
             self._touch(current, "MODIFIED")
             self.run_controllers()
@@ -683,207 +486,6 @@ class FakeKube:
         self._record("logs", POD, namespace, pod, "log")
         self._lookup(POD, namespace, pod)
         yield from list(self.pod_logs.get(pod, []))
-
-    # ------------------------------------------------------------------ controllers
-    def run_controllers(self) -> None:
-        """The Job controller and the kubelet, until nothing changes."""
-        for _ in range(20):
-            changed = False
-            for job in list(self.all_of(JOB, None)):
-                changed |= self._job_controller(job)
-            for pod in list(self.all_of(POD, None)):
-                changed |= self._kubelet(pod)
-            if not changed:
-                return
-
-    def _job_controller(self, job: dict[str, Any]) -> bool:
-        spec, status = job["spec"], job.setdefault("status", {})
-        if any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in status.get("conditions", [])):
-            return False
-        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
-        pods = self.pods_of(name, namespace)
-        changed = False
-        completions = spec.get("completions", 1)
-        wanted = min(spec.get("parallelism", 1), completions)
-        # Scaling an elastic Indexed Job down removes the highest indexes (DOCS_JOB_ELASTIC).
-        for index, pod in sorted(pods.items()):
-            if index >= completions:
-                self._remove(pod)
-                changed = True
-        succeeded = {i for i, p in pods.items() if p["status"].get("phase") == "Succeeded" and i < completions}
-        failed = {i for i, p in pods.items() if p["status"].get("phase") == "Failed"}
-        active = [i for i, p in pods.items() if p["status"].get("phase") in ("Pending", "Running") and i < completions]
-        replaced = 0
-        for index in range(completions):
-            if len(active) >= wanted:
-                break
-            if index in pods and index not in failed:
-                continue
-            if index in failed:
-                self._remove(pods[index])  # a failed pod is replaced; the failure stays counted
-                replaced += 1
-            self._create_pod(job, index)
-            active.append(index)
-            changed = True
-        success_rules = (spec.get("successPolicy") or {}).get("rules") or []
-        done = any(set(map(int, r.get("succeededIndexes", "-1").split(","))) <= succeeded for r in success_rules)
-        new_status = {
-            **status,
-            "active": len(active),
-            "ready": sum(1 for i, p in self.pods_of(name, namespace).items() if self._ready(p)),
-            "succeeded": len(succeeded),
-            "failed": int(status.get("failed", 0)) + replaced,
-        }
-        if done or (succeeded >= set(range(completions)) and completions):
-            new_status["conditions"] = [
-                {"type": "SuccessCriteriaMet", "status": "True", "reason": "SuccessPolicy"},
-                {"type": "Complete", "status": "True", "reason": "CompletionsReached"},
-            ]
-            for pod in self.pods_of(name, namespace).values():
-                if pod["status"].get("phase") in ("Pending", "Running"):
-                    self._remove(pod)
-        if new_status != status:
-            job["status"] = new_status
-            self._touch(job, "MODIFIED")
-            changed = True
-        return changed
-
-    @staticmethod
-    def _ready(pod: dict[str, Any]) -> bool:
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
-
-    def _create_pod(self, job: dict[str, Any], index: int) -> None:
-        template = copy.deepcopy(job["spec"]["template"])
-        name = job["metadata"]["name"]
-        meta = template.get("metadata", {})
-        pod: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"{name}-{index}-{next(self._uid):05x}",
-                "namespace": job["metadata"]["namespace"],
-                "labels": {**meta.get("labels", {}), INDEX_LABEL: str(index)},
-                "annotations": {**meta.get("annotations", {}), INDEX_LABEL: str(index)},
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": name,
-                        "uid": job["metadata"]["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": {**template["spec"], "hostname": f"{name}-{index}"},
-        }
-        for container in pod["spec"]["containers"]:
-            env = container.setdefault("env", [])
-            env.append({"name": "JOB_COMPLETION_INDEX", "value": str(index)})
-        stored = self._insert_raw(pod)
-        stored["status"] = {"phase": "Pending", "qosClass": qos_class(stored["spec"]), "conditions": []}
-
-    def _insert_raw(self, obj: dict[str, Any]) -> dict[str, Any]:
-        meta = obj["metadata"]
-        meta["uid"] = f"uid-{next(self._uid):04d}"
-        meta["creationTimestamp"] = self._now()
-        self.objects[(self._key(POD), meta["namespace"], meta["name"])] = obj
-        obj["status"] = {}
-        self._touch(obj, "ADDED")
-        return obj
-
-    def _set_condition(self, pod: dict[str, Any], kind: str, status: str, reason: str = "", message: str = "") -> None:
-        conditions = [c for c in pod["status"].get("conditions", []) if c["type"] != kind]
-        if status:
-            conditions.append({"type": kind, "status": status, "reason": reason, "message": message})
-        pod["status"]["conditions"] = conditions
-
-    def _others(self, exclude: str) -> list[PodCpu]:
-        """The other active pods on the (single) node, with the CPU the kubelet allocated to them."""
-        out = []
-        for pod in self.all_of(POD, None):
-            if pod["metadata"]["name"] == exclude or pod["status"].get("phase") not in ("Pending", "Running"):
-                continue
-            allocated = self._own_allocated_milli(pod)
-            out.append(PodCpu(pod["metadata"]["name"], allocated, allocated, allocated))
-        return out
-
-    @staticmethod
-    def _own_allocated_milli(pod: dict[str, Any]) -> int:
-        total = 0
-        for status in pod["status"].get("containerStatuses", []):
-            cpu = (status.get("allocatedResources") or {}).get("cpu")
-            total += cpu_millicores(cpu) if cpu else 0
-        return total
-
-    def _kubelet(self, pod: dict[str, Any]) -> bool:
-        status = pod["status"]
-        before = copy.deepcopy(status)
-        if status.get("phase") == "Pending" and self.start_pods:
-            status["phase"] = "Running"
-            status["containerStatuses"] = [
-                {
-                    "name": c["name"],
-                    "ready": True,
-                    "restartCount": 0,
-                    "state": {"running": {"startedAt": self._now()}},
-                    "allocatedResources": dict((c.get("resources") or {}).get("requests") or {}),
-                    "resources": copy.deepcopy(c.get("resources") or {}),
-                }
-                for c in pod["spec"]["containers"]
-            ]
-            self._set_condition(pod, "Ready", "True")
-        if status.get("phase") == "Running":
-            self._resize(pod)
-        if status != before:
-            self._touch(pod, "MODIFIED")
-            return True
-        return False
-
-    def _resize(self, pod: dict[str, Any]) -> None:
-        """Compare desired and allocated CPU; act as the kubelet would (or as the test forces)."""
-        statuses = {s["name"]: s for s in pod["status"].get("containerStatuses", [])}
-        pending = []
-        for container in pod["spec"]["containers"]:
-            desired = ((container.get("resources") or {}).get("requests") or {}).get("cpu")
-            current = statuses.get(container["name"], {})
-            allocated = (current.get("allocatedResources") or {}).get("cpu")
-            actual = ((current.get("resources") or {}).get("requests") or {}).get("cpu")
-            if desired is None or (allocated and actual and cpu_millicores(desired) == cpu_millicores(actual)):
-                continue
-            pending.append((container, current, desired))
-        if not pending:
-            self._set_condition(pod, RESIZE_PENDING, "")
-            self._set_condition(pod, RESIZE_IN_PROGRESS, "")
-            return
-        want = sum(cpu_millicores(d) for _, _, d in pending)
-        node = Node("node", cpu_millicores(self.node_cpu))
-        admission = admit_resize(node, self._own_allocated_milli(pod), want, self._others(pod["metadata"]["name"]))
-        mode: str = self.kubelet
-        if mode == "auto":
-            # The kubelet admits a resize against the node's allocatable CPU (elasticity/model/node.py):
-            # more than the node has is Infeasible, more than is free now is Deferred (DOCS_RESIZE).
-            mode = {Verdict.INFEASIBLE: "infeasible", Verdict.DEFERRED: "defer"}.get(admission.verdict, "accept")
-        if mode in ("infeasible", "defer"):
-            forced = Verdict.INFEASIBLE if mode == "infeasible" else Verdict.DEFERRED
-            used = sum(p.committed for p in self._others(pod["metadata"]["name"]))
-            message = (
-                infeasible_message(want, node.allocatable_millicores)
-                if forced == Verdict.INFEASIBLE
-                else deferred_message(want, used, node.allocatable_millicores)
-            )
-            reason = "Infeasible" if forced == Verdict.INFEASIBLE else "Deferred"
-            self._set_condition(pod, RESIZE_PENDING, "True", reason, message)
-            return
-        self._set_condition(pod, RESIZE_PENDING, "")
-        for _container, current, desired in pending:
-            current.setdefault("allocatedResources", {})["cpu"] = desired
-            if mode == "accept":
-                current.setdefault("resources", {}).setdefault("requests", {})["cpu"] = desired
-        if mode == "in-progress":
-            self._set_condition(pod, RESIZE_IN_PROGRESS, "True", "", "kubelet is actuating the resize")
-        else:
-            self._set_condition(pod, RESIZE_IN_PROGRESS, "")
 
 
 def default_exec(fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:

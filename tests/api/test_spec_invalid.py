@@ -177,3 +177,25 @@ def test_console_script_exit_code(tmp_path: Path, minimal_spec: dict) -> None:
     proc = subprocess.run([str(exe), "validate", str(spec_file)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "spec.maxSize" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"size": 2, "containers": [5]},  # a list item that cannot be set aside
+        {"size": 2},  # a required field missing
+        {"size": 2, "containers": "not-a-list"},
+    ],
+)
+def test_bad_names_come_in_the_same_report_as_type_errors(spec: dict[str, Any]) -> None:
+    data = {
+        "apiVersion": "miniclusters.dev/v1alpha1",
+        "kind": "MiniCluster",
+        "metadata": {"name": "Bad_Name", "namespace": "Also_Bad"},
+        "spec": spec,
+    }
+    with pytest.raises(SpecError) as caught:
+        load_minicluster(data)
+    paths = [problem.path for problem in caught.value.problems]
+    assert "metadata.name" in paths and "metadata.namespace" in paths, paths
+    assert any(path.startswith("spec.containers") for path in paths), paths

@@ -185,3 +185,13 @@ def test_cli_renderers() -> None:
         }
     )
     assert rows == [("free", 2, 4, 0, "h[0,2]"), ("allocated", 0, 0, 0, ""), ("down", 1, 4, 0, "h1")]
+    # ranks that never reported (not started, or scaled away) are down with their cores, as Flux lists them
+    never = resource_rows(
+        {
+            "up": "0-1",
+            "down": "2-3",
+            "hostnames": ["h0", "h1", "h2", "h3"],
+            "reports": {"0": {"ncores": 2}, "1": {"ncores": 2}},
+        }
+    )
+    assert never[2] == ("down", 2, 4, 0, "h[2-3]")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -81,6 +82,52 @@ def test_lead_restart_loses_no_job(tmp_path: Path) -> None:
             assert client.wait(requeue, timeout=20).result == "CANCELED"
             fresh = client.submit(command=["true"])
             assert fresh > max(before)  # ids keep increasing across the restart
+    finally:
+        inst.cleanup()
+        kill_orphans(inst.uri(0))
+
+
+def _to_old_layout(statedir: Path) -> None:
+    """Rewrite a state directory as the job manager wrote it before broker/jobs/store.py (epoch file,
+    queue.json, output/<id>.json, instance records absent from the journal)."""
+    journal = statedir / "journal.jsonl"
+    kept = []
+    for line in journal.read_text().splitlines():
+        record = json.loads(line)
+        if record["id"] == 0 and record["name"] == "epoch":
+            (statedir / "epoch").write_text(f"{record['context']['ms']}\n")
+        elif record["id"] == 0 and record["name"] == "queue":
+            (statedir / "queue.json").write_text(json.dumps(record["context"]))
+        else:
+            kept.append(line + "\n")
+    journal.write_text("".join(kept))
+    for path in (statedir / "output").glob("*.jsonl"):
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        path.with_suffix(".json").write_text(json.dumps(lines))
+        path.unlink()
+
+
+def test_a_state_directory_from_before_the_store_restores_every_job(tmp_path: Path) -> None:
+    inst = render_instance(tmp_path, 1)
+    statedir = tmp_path / "state"
+    try:
+        with _start(inst, f"-Sstatedir={statedir}") as client:
+            done = client.submit(command=["echo", "kept"])
+            assert client.wait(done, timeout=20).success
+            client.queue("stop", "maintenance")
+            pending = client.submit(command=["echo", "later"])
+        inst.kill(0, signal.SIGTERM)
+        inst.procs[0].wait(timeout=10)
+        _to_old_layout(statedir)
+        assert (statedir / "epoch").exists() and (statedir / "queue.json").exists()
+        with _start(inst, f"-Sstatedir={statedir}") as client:
+            assert client.output_text(done) == "kept\n"  # output saved in the old format is still there
+            assert client.info(pending).state == "SCHED"
+            assert client.queue("status")["started"] is False  # the stopped queue stayed stopped
+            client.queue("start")
+            assert client.wait(pending, timeout=20).success
+            assert client.submit(command=["true"]) > pending  # the FLUID epoch was kept
+        assert not (statedir / "epoch").exists() and not (statedir / "queue.json").exists()
     finally:
         inst.cleanup()
         kill_orphans(inst.uri(0))

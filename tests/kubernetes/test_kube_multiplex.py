@@ -11,7 +11,7 @@ from elasticity.control.multiplex_ports import Submitted
 from elasticity.control.multiplex_runner import MultiplexRunner
 from elasticity.model.resources import cpu_millicores
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
-from miniclusters.multiplex.backend_ports import BackendPorts
+from miniclusters.backends.ports import ports_for
 from miniclusters.testing.fake_kube import FakeKube
 
 DUTY = (0.05, 0.05, 0.05, 0.95)
@@ -56,8 +56,8 @@ def make_runner(backend: KubernetesBackend, clock, sims: ScriptedSimulations, **
     )  # fmt: skip
     options.update(config)
     cfg = MultiplexConfig(**options)  # type: ignore[arg-type]
-    ports = BackendPorts(backend, allocatable_m=2000)
-    return MultiplexRunner("demo", MultiplexPlanner(cfg), ports, ports, sims, clock=clock)
+    observer, actuator = ports_for(backend)  # allocatable: 1 core x 2 nodes (the view names no nodes)
+    return MultiplexRunner("demo", MultiplexPlanner(cfg), observer, actuator, sims, clock=clock)
 
 
 def run(runner: MultiplexRunner, clock, seconds: float) -> None:  # type: ignore[no-untyped-def]

@@ -43,7 +43,7 @@ def write_spec(
     directory: Path,
     name: str,
     size: int = 2,
-    max_size: int = 4,
+    max_size: int | None = 4,
     min_size: int = 1,
     interactive: bool = True,
     command: str = "",
@@ -58,7 +58,9 @@ def write_spec(
         container["launcher"] = True
     if cpu:
         container["resources"] = {"requests": {"cpu": cpu}}
-    spec: dict[str, Any] = {"size": size, "maxSize": max_size, "tasks": tasks, "containers": [container]}
+    spec: dict[str, Any] = {"size": size, "tasks": tasks, "containers": [container]}
+    if max_size is not None:
+        spec["maxSize"] = max_size
     if min_size:
         spec["minSize"] = min_size
     if interactive:

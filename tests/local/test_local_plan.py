@@ -11,6 +11,7 @@ import pytest
 
 from elasticity.model import cpu as cpu_model
 from miniclusters.api import load_minicluster
+from miniclusters.api.hosts import HostRegistry
 from miniclusters.backends.local import cgroups, plan
 from miniclusters.render.broker_config import render_broker_toml
 
@@ -65,7 +66,7 @@ def test_covering_route_leaves_no_slot() -> None:
 
 
 def test_hosts_file_names_every_preregistered_pod() -> None:
-    text = plan.addressing_for(7, loopback=False).hosts_file("demo", 3)
+    text = plan.addressing_for(7, loopback=False).hosts_file(HostRegistry("demo", 3))
     assert "10.213.7.2\tdemo-0" in text and "10.213.7.4\tdemo-2" in text and "localhost" in text
 
 

@@ -44,6 +44,6 @@ def test_rest_api_from_spec_to_host(tmp_path: Path, mc: Callable[..., subprocess
         listing = mc("jobs", "--url", url, "-a", env=CREDENTIALS).stdout
         assert sleeper in listing and "CANCELED" in listing and "COMPLETED" in listing
         refused = mc("jobs", "--url", url, env={**CREDENTIALS, "FLUX_TOKEN": "wrong"})
-        assert refused.returncode != 0 and "401" in refused.stderr
+        assert refused.returncode != 0 and "incorrect user or password" in refused.stderr
     finally:
         assert mc("down", "rest").returncode == 0

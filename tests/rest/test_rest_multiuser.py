@@ -76,10 +76,12 @@ def test_users_see_and_cancel_only_their_own_jobs(server: Server) -> None:
     jobid = alice.submit("sleep 30", workdir="/")
     assert jobid in [j["id"] for j in alice.jobs()]
     assert jobid not in [j["id"] for j in bob.jobs()]
-    for action in (lambda: bob.job(jobid), lambda: bob.cancel(jobid), lambda: bob.output(jobid)):
+    # another user's job is not even acknowledged to exist: each answer is the one for an unknown id
+    for action, status in ((lambda: bob.job(jobid), 404), (lambda: bob.cancel(jobid), 400)):
         with pytest.raises(RestError) as caught:
             action()
-        assert caught.value.status == 404  # another user's job is not even acknowledged to exist
+        assert caught.value.status == status and "no job" in caught.value.message
+    assert bob.output(jobid) == []  # 200 with a Message, as for an unknown id
     assert jobid in [j["id"] for j in admin.jobs()]  # the superuser sees everyone's
     alice.cancel(jobid)
     assert _finished(alice, jobid)["result"] == "CANCELED"
@@ -95,7 +97,7 @@ def test_only_the_superuser_may_stop_the_service(server: Server) -> None:
 def test_unknown_users_cannot_log_in(server: Server) -> None:
     with pytest.raises(RestError) as caught:
         RestClient(server.url, user="mallory", token="guess", secret_key="").jobs()
-    assert caught.value.status == 401
+    assert caught.value.status == 400 and "incorrect user or password" in caught.value.message  # refused, once
 
 
 def test_the_superuser_stops_the_instance(server: Server) -> None:

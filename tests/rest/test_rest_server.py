@@ -13,7 +13,7 @@ from broker.rest.client import RestClient, RestError
 from broker.rest.testing import SECRET_KEY, SIGNING_KEY, SUPERUSER, Server
 from broker.rest.tokens import encode_handshake, issue_access_token
 
-PUBLIC = {"/v1/token", "/v1/login/access-token"}
+PUBLIC = {"/v1/token", "/v1/login/access-token", "/v1/auth"}  # /v1/auth says how to log in
 
 
 @pytest.fixture
@@ -104,13 +104,13 @@ def test_oauth2_password_login(server: Server) -> None:
     nodes = httpx.get(f"{server.url}/v1/nodes", headers={"Authorization": f"Bearer {response.json()['access_token']}"})
     assert nodes.status_code == 200 and len(nodes.json()["nodes"]) == 2
     wrong = httpx.post(f"{server.url}/v1/login/access-token", data={"username": SUPERUSER[0], "password": "no"})
-    assert wrong.status_code == 401
+    assert wrong.status_code == 400 and wrong.json()["Message"] == "Denied"  # not 401: clients would come back
 
 
 def test_basic_credentials_exchange(server: Server) -> None:
     response = httpx.post(f"{server.url}/v1/token", auth=SUPERUSER)
     assert response.status_code == 200 and response.json()["token_type"] == "Bearer"
-    assert httpx.post(f"{server.url}/v1/token", auth=(SUPERUSER[0], "bad")).status_code == 401
+    assert httpx.post(f"{server.url}/v1/token", auth=(SUPERUSER[0], "bad")).status_code == 400
 
 
 @pytest.mark.parametrize("kind", ["expired", "tampered", "wrong-secret", "handshake-as-access", "garbage"])
@@ -124,15 +124,16 @@ def test_bad_tokens_get_401(server: Server, kind: str) -> None:
         "garbage": "not.a.token",
     }[kind]
     response = httpx.get(f"{server.url}/v1/jobs", headers={"Authorization": f"Bearer {token}"})
-    assert response.status_code == 401
-    if kind == "expired":
-        assert "expired" in response.json()["detail"]
+    assert response.status_code == 401 and "www-authenticate" in response.headers
+    detail = response.json()["detail"]
+    assert detail == ("access token expired" if kind == "expired" else "invalid token") or kind == "handshake-as-access"
+    assert "decode" not in detail.lower() and "segment" not in detail.lower()  # no decoder internals
 
 
 def test_handshake_signed_with_the_wrong_secret_is_refused(server: Server) -> None:
     forged = jwt.encode({"user": SUPERUSER[0], "pass": SUPERUSER[1], "scope": "token"}, "x" * 40, algorithm="HS256")
     response = httpx.post(f"{server.url}/v1/token", headers={"Authorization": f"Bearer {forged}"})
-    assert response.status_code == 401
+    assert response.status_code == 400 and response.json() == {"Message": "Denied", "detail": "invalid token"}
 
 
 def test_streaming_follows_a_running_job(client: RestClient) -> None:

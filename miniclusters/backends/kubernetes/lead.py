@@ -1,20 +1,13 @@
-"""Asking the lead broker (pod index 0) which ranks have joined, through `flux overlay status`.
-
-Our built-in `flux` offers `overlay status --json` (machine-readable: ranks[].state is up/down/lost). Real Flux
-(the `flux` flavour) has no JSON form, so its tree text ('RANK HOST: full|partial|degraded|lost|offline') is
-parsed; both flavours print the same tree, so the text parser is the fallback for either.
+"""Asking the lead broker (pod index 0) of a Kubernetes MiniCluster which ranks have joined: the command to run
+in the lead pod (its answer is read by miniclusters/backends/overlay.py, shared with the local backend).
 """
 
 from __future__ import annotations
-
-import json
-import re
 
 from miniclusters.api.spec import MiniCluster
 from miniclusters.render.layout import BROKER_INSTALL_DIR, RUN_DIR
 
 LOCAL_URI = f"local://{RUN_DIR}/rundir/local"
-_TREE_LINE = re.compile(r"^[\s│├└─]*(\d+)\s+(\S+):\s+(\w+)")
 
 
 def overlay_command(mc: MiniCluster) -> list[str]:
@@ -23,24 +16,3 @@ def overlay_command(mc: MiniCluster) -> list[str]:
         return ["env", f"FLUX_URI={LOCAL_URI}", f"{BROKER_INSTALL_DIR}/bin/flux", "overlay", "status", "--json"]
     view = f"{mc.spec.flux.container.mount_path}/view/bin/flux"
     return ["env", f"FLUX_URI={LOCAL_URI}", view, "overlay", "status"]
-
-
-def parse_overlay(stdout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(ranks up, ranks down) from `flux overlay status --json` or its text tree."""
-    text = stdout.strip()
-    if text.startswith("{"):
-        data = json.loads(text)
-        up = tuple(sorted(int(r["rank"]) for r in data.get("ranks", []) if r.get("state") == "up"))
-        down = tuple(sorted(int(r["rank"]) for r in data.get("ranks", []) if r.get("state") != "up"))
-        return up, down
-    up_list: list[int] = []
-    down_list: list[int] = []
-    for line in text.splitlines():
-        match = _TREE_LINE.match(line)
-        if not match:
-            continue
-        rank, status = int(match.group(1)), match.group(3)
-        (down_list if status in ("offline", "lost") else up_list).append(rank)
-    if not up_list and not down_list:
-        raise ValueError(f"cannot read `flux overlay status` output: {text[:120]!r}")
-    return tuple(sorted(up_list)), tuple(sorted(down_list))

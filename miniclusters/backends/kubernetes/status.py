@@ -12,11 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from miniclusters.api.quantity import cpu_millicores, parse_quantity
-from miniclusters.backends.base import PodCondition, PodStatus, ResizeOutcome
+from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING, PodCondition, PodStatus, ResizeOutcome
 from miniclusters.render.layout import INDEX_LABEL
-
-RESIZE_PENDING = "PodResizePending"
-RESIZE_IN_PROGRESS = "PodResizeInProgress"
 
 
 def pod_index(pod: Mapping[str, Any]) -> int | None:
@@ -80,6 +77,22 @@ def exit_code(pod: Mapping[str, Any], container: str | None = None) -> int | Non
     return None if not terminated else int(terminated.get("exitCode", 0))
 
 
+def restart_count(pod: Mapping[str, Any], container: str | None = None) -> int:
+    """kubectl's RESTARTS: the container's restartCount."""
+    count = _container_status(pod, container).get("restartCount")
+    return count if isinstance(count, int) else 0
+
+
+def container_reason(pod: Mapping[str, Any], container: str | None = None) -> str | None:
+    """Why the container waits or ended (CrashLoopBackOff, Error, OOMKilled, ...), as kubectl's STATUS shows."""
+    state = _container_status(pod, container).get("state") or {}
+    for key in ("waiting", "terminated"):
+        reason = (state.get(key) or {}).get("reason")
+        if reason:
+            return str(reason)
+    return None
+
+
 def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatus:
     index = pod_index(pod)
     return PodStatus(
@@ -93,6 +106,8 @@ def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatu
         node=pod.get("spec", {}).get("nodeName"),
         exit_code=exit_code(pod, container),
         conditions=conditions(pod),
+        restarts=restart_count(pod, container),
+        reason=container_reason(pod, container),
     )
 
 

@@ -10,17 +10,14 @@ import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from miniclusters.api.hosts import HostRegistry
+
 # Private pool the per-cluster /24s come from (netns mode), and the loopback block of unprivileged mode.
 SUBNET_POOL = ipaddress.IPv4Network("10.213.0.0/16")
 LOOPBACK_PREFIX = "127.213"
 FIRST_POD_HOST = 2
 """Pod i gets host address i+2 of its /24: .1 is the bridge (the gateway), .0 the network."""
 MAX_LOCAL_PODS = 250
-
-
-def pod_name(name: str, index: int) -> str:
-    """The pod's hostname, as Kubernetes names Indexed Job pods with a subdomain."""
-    return f"{name}-{index}"
 
 
 @dataclass(frozen=True)
@@ -40,10 +37,10 @@ class Addressing:
             raise ValueError(f"pod index {index} is outside 0..{MAX_LOCAL_PODS - 1}")
         return self.network.network_address + FIRST_POD_HOST + index
 
-    def hosts_file(self, name: str, max_size: int) -> str:
+    def hosts_file(self, registry: HostRegistry) -> str:
         """/etc/hosts for every pod: every pre-registered pod name resolves, including those not started yet."""
         lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-        lines += [f"{self.pod_address(i)}\t{pod_name(name, i)}" for i in range(max_size)]
+        lines += [f"{self.pod_address(i)}\t{host}" for i, host in enumerate(registry.pod_hostnames())]
         return "\n".join(lines) + "\n"
 
 

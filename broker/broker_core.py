@@ -1,0 +1,233 @@
+"""The broker's state and the API modules use (register, rpc, publish, subscribe, hooks).
+
+The broker is one event loop split by concern: broker_core.py (state and module API), tree_link.py (the parent
+link, children, membership and heartbeats), routing.py (local clients, request/response/event routing),
+builtin_services.py, and broker.py (start-up, the initial program, shutdown). Methods one concern calls in
+another are declared at the end of BrokerCore and defined where they belong.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid as uuidlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import zmq
+
+from .attributes import AttrError, Attributes
+from .bootstrap import BootstrapConfig, BootstrapError
+from .curve_cert import CurveCertificate
+from .loop import Loop, Timer
+from .membership import Membership, Quorum, QuorumError
+from .overlay import Overlay
+from .protocol import (
+    ETIMEDOUT,
+    EVENT,
+    REQUEST,
+    RESPONSE,
+    Message,
+)
+from .service import Handler, ServiceRegistry
+from .topology import Topology, TopologyError, build
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+DEFAULT_HEARTBEAT_INTERVAL = 1.0
+DEFAULT_HEARTBEAT_TIMEOUT = 5.0
+DEFAULT_CONNECT_TIMEOUT = 30.0  # Flux's tbon.connect_timeout default
+SHUTDOWN_GRACE = 5.0
+MEMBERSHIP_EVENT_DELAY = 0.05
+
+ResponseCallback = Callable[[Message], None]
+EventCallback = Callable[[Message], None]
+Module = Callable[["Broker"], None]
+
+
+class BrokerError(RuntimeError):
+    """A start-up problem; the message says what is wrong (config field, file, address)."""
+
+
+@dataclass
+class _Child:
+    uuid: str
+    last_seen: float
+
+
+@dataclass
+class BrokerOptions:
+    """Everything `flux broker` / `flux start` collect from the command line."""
+
+    config: BootstrapConfig
+    attrs: Attributes = field(default_factory=Attributes)
+    hostname: str | None = None
+    command: list[str] = field(default_factory=list)
+    verbose: bool = False
+    modules: list[Module] = field(default_factory=list)
+    handle_sigint: bool = True
+    cert: CurveCertificate | None = None  # pre-loaded (test-size forks share one parse)
+
+
+def _log(rank: int, text: str) -> None:
+    print(f"flux-broker[{rank}]: {text}", file=sys.stderr, flush=True)
+
+
+class BrokerCore:
+    """A broker of the instance described by the bootstrap config, at the rank its hostname selects."""
+
+    def __init__(self, options: BrokerOptions) -> None:
+        self.options = options
+        self.config = options.config
+        self.attrs = options.attrs
+        self.verbose = options.verbose
+        self.hostname = options.hostname or self.attrs.get("hostname") or os.environ.get("FLUX_FAKE_HOSTNAME")
+        if not self.hostname:
+            self.hostname = socket.gethostname()
+        try:
+            self.rank = 0 if self.config.singleton else self.config.rank_of(self.hostname)
+            self.size = self.config.size
+            fanout = self.attrs.integer("tbon.fanout", None)
+            self.topology: Topology = build(
+                self.size, self.attrs.get("tbon.topo"), fanout, self.config.explicit_parents()
+            )
+            self.quorum = Quorum.parse(self.attrs.get("broker.quorum"), self.size)
+            self.hb_interval = self.attrs.duration("heartbeat.interval", DEFAULT_HEARTBEAT_INTERVAL)
+            self.hb_timeout = self.attrs.duration("heartbeat.timeout", DEFAULT_HEARTBEAT_TIMEOUT)
+            self.connect_timeout = self.attrs.duration("tbon.connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+            self.rejoin = self.attrs.boolean("broker.rejoin", False)
+        except (BootstrapError, TopologyError, QuorumError, AttrError) as exc:
+            raise BrokerError(str(exc)) from None
+        if self.hb_timeout <= self.hb_interval:
+            raise BrokerError(
+                f"heartbeat.timeout ({self.hb_timeout}s) must exceed heartbeat.interval ({self.hb_interval}s)"
+            )
+        self.parent_rank = self.topology.parent(self.rank)
+        self.child_ranks = self.topology.children(self.rank)
+        self.subtree = self.topology.descendants(self.rank)
+        self.uuid = uuidlib.uuid4().hex
+        self.starttime = time.time()
+        self.state = "join" if self.rank > 0 else "quorum"
+        self.exit_code = 0
+        self.loop = Loop()
+        self.services = ServiceRegistry()
+        self.membership = Membership(self.config.hostnames)
+        self.children: dict[int, _Child] = {}
+        self.joined = self.rank == 0
+        self.parent_last_seen = 0.0
+        self._join_started = 0.0
+        self._join_warned = 0.0
+        self.online = False
+        self._matchtag = 0
+        self._pending: dict[int, ResponseCallback] = {}
+        self._event_seq = 0
+        self._subscribers: list[tuple[str, EventCallback]] = []
+        self._client_subs: dict[bytes, set[str]] = {}
+        self._online_hooks: list[Callable[[], None]] = []
+        self._close_hooks: list[Callable[[], None]] = []
+        self._membership_dirty: set[int] = set()
+        self._command: subprocess.Popen[bytes] | None = None
+        self._command_fd: int | None = None
+        self._shutdown_timer: Timer | None = None
+        self._finishing = False
+        self._created_rundir = False
+        self._signal_r = -1
+        self._signal_w = -1
+        self._pending_signals: list[int] = []
+        self.ctx: zmq.Context | None = None
+        self.overlay: Overlay | None = None
+        self.client_sock: zmq.Socket | None = None
+        self.rundir = ""
+        self.resources: dict[str, Any] = {}
+
+    def register(self, topic: str, handler: Handler) -> None:
+        """Serve `topic` on this broker (e.g. "job-manager.submit", or "job-manager.*" for a whole service)."""
+        self.services.register(topic, handler)
+
+    def rpc(
+        self,
+        topic: str,
+        payload: dict[str, Any] | None,
+        nodeid: int,
+        callback: ResponseCallback,
+        timeout: float | None = None,
+    ) -> int:
+        """Send a request from this broker to any rank (or NODEID_ANY); callback gets the response Message.
+
+        With a timeout, a request still unanswered after `timeout` seconds (e.g. its target was lost on
+        the way) gets an ETIMEDOUT error response instead, and a late real response is dropped.
+        """
+        self._matchtag += 1
+        tag = self._matchtag
+        self._pending[tag] = callback
+        if timeout is not None:
+
+            def expire() -> None:
+                if tag in self._pending:
+                    reason = f"{topic}: no response from rank {nodeid} within {timeout}s"
+                    error = Message(RESPONSE, topic, matchtag=tag, route=["l"], errnum=ETIMEDOUT, errstr=reason)
+                    self._send_response(error)
+
+            self.loop.call_later(timeout, expire)
+        msg = Message(REQUEST, topic, payload or {}, nodeid=nodeid, matchtag=tag, route=["l"], sender=self.rank)
+        self._route_request(msg)
+        return tag
+
+    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None:
+        """Publish an event to every broker of the instance (sequenced by rank 0)."""
+        msg = Message(EVENT, topic, payload or {}, sender=self.rank)
+        if self.rank == 0:
+            self._distribute_event(msg)
+        else:
+            assert self.overlay is not None
+            self.overlay.send_parent(msg)
+
+    def subscribe(self, prefix: str, callback: EventCallback) -> None:
+        """Call `callback` for every event whose topic starts with `prefix`."""
+        self._subscribers.append((prefix, callback))
+
+    def on_online(self, callback: Callable[[], None]) -> None:
+        """Run `callback` on rank 0 once the quorum has joined (immediately if it already has)."""
+        if self.online:
+            callback()
+        else:
+            self._online_hooks.append(callback)
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Run `callback` when the broker closes (modules stop their processes, flush their files)."""
+        self._close_hooks.append(callback)
+
+    @property
+    def local_uri(self) -> str:
+        return f"local://{self.rundir}/local"
+
+    def _debug(self, text: str) -> None:
+        if self.verbose:
+            _log(self.rank, text)
+
+    # ------------------------------------------------------------------ defined by the concerns (see the module doc)
+    def _finish(self) -> None:
+        raise NotImplementedError
+
+    def _maybe_finish_shutdown(self) -> None:
+        raise NotImplementedError
+
+    def _start_command(self) -> None:
+        raise NotImplementedError
+
+    def shutdown(self, reason: str) -> None:
+        raise NotImplementedError
+
+    def _distribute_event(self, msg: Message) -> None:
+        raise NotImplementedError
+
+    def _route_request(self, msg: Message) -> None:
+        raise NotImplementedError
+
+    def _send_response(self, msg: Message) -> None:
+        raise NotImplementedError

@@ -1,0 +1,135 @@
+"""The broker's built-in services: broker.*, attr.* and event.* on every rank; overlay and resource status, R
+and shutdown on the lead. They read the broker's state and never change it except through its public API.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from . import idset
+from .membership import UP
+from .protocol import EINVAL, ENOENT
+from .resources import build_R
+from .service import Request, ServiceError
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+
+class BuiltinServices:
+    """Registers itself on the broker it is given."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.b = broker
+        self.b.register("broker.ping", self._svc_ping)
+        self.b.register("broker.info", self._svc_info)
+        self.b.register("broker.uptime", self._svc_uptime)
+        self.b.register("attr.get", self._svc_attr_get)
+        self.b.register("attr.list", lambda req: {"names": [name for name, _ in self.b.attrs.items()]})
+        self.b.register("event.subscribe", self._svc_subscribe)
+        self.b.register("event.unsubscribe", self._svc_unsubscribe)
+        self.b.register("event.publish", self._svc_publish)
+        if self.b.rank == 0:
+            self.b.register("overlay.status", self._svc_overlay_status)
+            self.b.register("resource.status", self._svc_resource_status)
+            self.b.register("resource.R", lambda req: build_R(self._reports(), self.b.starttime))
+            self.b.register("broker.shutdown", self._svc_shutdown)
+
+    def _svc_ping(self, req: Request) -> dict[str, Any]:
+        origin = req.sender if 0 <= req.sender < self.b.size else self.b.rank
+        return {
+            "rank": self.b.rank,
+            "hostname": self.b.hostname,
+            "pid": os.getpid(),
+            "route": self.b.topology.path(origin, self.b.rank),
+            "pad": req.payload.get("pad", ""),
+        }
+
+    def _svc_info(self, req: Request) -> dict[str, Any]:
+        return {
+            "rank": self.b.rank,
+            "size": self.b.size,
+            "hostname": self.b.hostname,
+            "parent": self.b.parent_rank,
+            "children": self.b.child_ranks,
+            "connected_children": sorted(self.b.children),
+            "state": self.b.state,
+            "joined": self.b.joined,
+            "uuid": self.b.uuid,
+            "pid": os.getpid(),
+            "resources": self.b.resources,
+        }
+
+    def _svc_uptime(self, req: Request) -> dict[str, Any]:
+        return {
+            "rank": self.b.rank,
+            "state": self.b.state,
+            "starttime": self.b.starttime,
+            "uptime": time.time() - self.b.starttime,
+            "size": self.b.size,
+            "depth": 0,
+        }
+
+    def _svc_attr_get(self, req: Request) -> dict[str, Any]:
+        name = req.get("name", str)
+        value = self.b.attrs.get(name)
+        if value is None:
+            raise ServiceError(ENOENT, f"attribute {name!r} is not set")
+        return {"name": name, "value": value}
+
+    def _svc_subscribe(self, req: Request) -> dict[str, Any]:
+        topic = req.get("topic", str)
+        if req.client_id is None:
+            raise ServiceError(EINVAL, "event.subscribe: only local clients may subscribe")
+        self.b._client_subs.setdefault(bytes.fromhex(req.client_id), set()).add(topic)
+        return {}
+
+    def _svc_unsubscribe(self, req: Request) -> dict[str, Any]:
+        topic = req.get("topic", str)
+        if req.client_id is not None:
+            self.b._client_subs.get(bytes.fromhex(req.client_id), set()).discard(topic)
+        return {}
+
+    def _svc_publish(self, req: Request) -> dict[str, Any]:
+        topic = req.get("topic", str)
+        payload = req.get("payload", dict, required=False, default={})
+        self.b.publish(topic, payload)
+        return {}
+
+    def _svc_shutdown(self, req: Request) -> dict[str, Any]:
+        req.respond({})
+        self.b.loop.call_later(0.05, lambda: self.b.shutdown("flux shutdown"))
+        return {}
+
+    def _reports(self) -> dict[int, dict[str, Any]]:
+        return {info.rank: info.resources for info in self.b.membership.ranks if info.resources}
+
+    def _svc_overlay_status(self, req: Request) -> dict[str, Any]:
+        return {
+            "size": self.b.size,
+            "topology": self.b.topology.name,
+            "parents": list(self.b.topology.parents),
+            "state": self.b.state,
+            "ranks": [
+                {
+                    "rank": info.rank,
+                    "hostname": info.hostname,
+                    "state": info.state,
+                    "status": self.b.membership.subtree_status(self.b.topology, info.rank),
+                    "parent": self.b.topology.parent(info.rank),
+                    "since": info.since,
+                }
+                for info in self.b.membership.ranks
+            ],
+        }
+
+    def _svc_resource_status(self, req: Request) -> dict[str, Any]:
+        return {
+            "R": build_R(self._reports(), self.b.starttime),
+            "up": idset.encode(self.b.membership.in_state(UP)),
+            "down": idset.encode(r for r in range(self.b.size) if self.b.membership.state(r) != UP),
+            "hostnames": self.b.config.hostnames,
+            "reports": {str(rank): report for rank, report in self._reports().items()},
+        }

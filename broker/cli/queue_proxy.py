@@ -1,0 +1,89 @@
+"""`flux queue` (start/stop/enable/disable/policy/status/idle) and `flux proxy` (a shell inside a job's instance)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .jobcli_common import CommandError, _client, _flux_error, _jobid
+from .options import Opt, OptionError, parse
+
+# ------------------------------------------------------------------------------------------ queue
+QUEUE_OPTS = [
+    Opt(("-v", "--verbose"), "verbose", "flag", help="also the policy and job counts"),
+    Opt(("-m", "--message"), "message", help="reason shown while stopped or disabled"),
+    Opt(("-t", "--timeout"), "timeout", help="idle/drain: give up after this long (FSD)"),
+    Opt(("-q", "--quiet"), "quiet", "flag", help="print nothing"),
+    Opt(("-a", "--all"), "all", "flag", help="all queues"),
+]
+
+
+def cmd_queue(argv: list[str]) -> int:
+    values, args = parse(argv, QUEUE_OPTS, interleave=True)
+    if not args:
+        raise OptionError("usage: flux queue status|start|stop|enable|disable|idle|drain|policy [fcfs|easy]")
+    action = args[0]
+    with _client() as client:
+        if action in ("idle", "drain"):
+            from ..fsd import parse_fsd
+
+            timeout = parse_fsd(values["timeout"]) if values.get("timeout") else None
+            try:
+                client.queue_idle(action, timeout=timeout)
+            except _flux_error() as exc:
+                raise CommandError(f"{action}: {exc}") from None
+            return 0
+        if action == "policy":
+            status = client.queue("policy", args[1]) if len(args) > 1 else client.queue("status")
+            print(status["policy"])
+            return 0
+        if action not in ("status", "start", "stop", "enable", "disable"):
+            raise OptionError(f"flux queue {action}: not supported")
+        status = client.queue(action, values.get("message", ""))
+    if action in ("status", "start", "stop") and not values.get("quiet"):
+        enabled = "enabled" if status["enabled"] else f"disabled: {status['enable_reason']}"
+        started = (
+            "started" if status["started"] else "stopped" + (f": {status['stop_reason']}" * bool(status["stop_reason"]))
+        )
+        print(f"Job submission is {enabled}")
+        print(f"Scheduling is {started}")
+        if values.get("verbose"):
+            print(f"Policy {status['policy']}, {status['pending']} pending, {status['running']} running")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ proxy
+def cmd_proxy(argv: list[str]) -> int:
+    if not argv:
+        raise OptionError("usage: flux proxy JOBID|URI [COMMAND...]")
+    target, command = argv[0], argv[1:] or [os.environ.get("SHELL", "/bin/sh")]
+    if "://" in target:
+        uri = target
+    else:
+        jobid = _jobid(target)
+        with _client() as client:
+            info = client.info(jobid)
+            sub = info.annotations.get("subinstance")
+            if not sub:
+                if info.state in ("RUN", "SCHED", "PRIORITY", "DEPEND"):
+                    reply = client.handle.rpc(
+                        "job-manager.annotation-wait", {"id": jobid, "key": "subinstance"}, -1, 60.0
+                    )
+                    sub = reply["annotations"].get("subinstance")
+                if not sub:
+                    raise CommandError(f"{info.f58}: job is not a Flux instance (or has ended)")
+            uri = str(sub["uri"])
+        deadline = time.monotonic() + 30.0  # the child's rank 0 publishes its URI just before it binds
+        while not os.path.exists(uri.removeprefix("local://")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not os.path.exists(uri.removeprefix("local://")):
+            raise CommandError(f"{target}: cannot reach the sub-instance at {uri} from {os.uname().nodename}")
+    env = dict(os.environ, FLUX_URI=uri)
+    bindir = os.path.dirname(sys.executable)  # so `flux proxy ID flux ...` finds this flux
+    env["PATH"] = os.pathsep.join(filter(None, [env.get("PATH", ""), bindir]))
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        raise CommandError(f"{command[0]}: {exc.strerror}") from None
+    return 127

@@ -1,0 +1,73 @@
+"""A job's --output/--error files, written line by line as the output arrives (so `tail -f` follows the job).
+
+Flux's shell writes these files while the job runs; writing them only at the end left users staring at an
+empty or missing file for the whole of a long batch job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import IO, Any
+
+from broker.jobs.jobid import encode_f58
+
+
+def file_targets(jobspec: dict[str, Any], jobid: int) -> dict[str, str]:
+    """{stream: path} from the jobspec's shell output options ({{id}} expands as in Flux); stderr follows stdout."""
+    options = jobspec.get("attributes", {}).get("system", {}).get("shell", {}).get("options", {})
+    output = options.get("output", {}) if isinstance(options, dict) else {}
+    targets: dict[str, str] = {}
+    if not isinstance(output, dict):
+        return targets
+    for stream in ("stdout", "stderr"):
+        spec = output.get(stream)
+        path = spec.get("path") if isinstance(spec, dict) else None
+        if isinstance(path, str) and path:
+            f58 = encode_f58(jobid)
+            targets[stream] = path.replace("{{id}}", f58).replace("{{jobid}}", f58)
+    if "stdout" in targets and "stderr" not in targets:
+        targets["stderr"] = targets["stdout"]
+    return targets
+
+
+class OutputFiles:
+    """The open files of one job; every write is flushed, and a failure is reported once and then ignored."""
+
+    def __init__(self, jobid: int, targets: dict[str, str]) -> None:
+        self.jobid = jobid
+        self.targets = targets
+        self.handles: dict[str, IO[str]] = {}
+        self.failed = False
+        try:
+            for path in targets.values():
+                if path not in self.handles:
+                    self.handles[path] = open(path, "w", encoding="utf-8")  # noqa: SIM115 - open for the job's life
+        except OSError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        if not self.failed:
+            print(f"flux-job-manager: {encode_f58(self.jobid)}: cannot write output: {exc}", flush=True)
+        self.failed = True
+        self.close()
+
+    def write(self, lines: list[list[Any]]) -> None:
+        if self.failed:
+            return
+        touched = set()
+        try:
+            for stream, _task, text in lines:
+                path = self.targets.get(stream)
+                if path is not None:
+                    self.handles[path].write(text)
+                    touched.add(path)
+            for path in touched:
+                self.handles[path].flush()
+        except OSError as exc:
+            self._fail(exc)
+
+    def close(self) -> None:
+        for handle in self.handles.values():
+            with contextlib.suppress(OSError):
+                handle.close()
+        self.handles.clear()

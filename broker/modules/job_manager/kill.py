@@ -1,0 +1,67 @@
+"""Exceptions, cancel, raise, kill and time limits."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+from ...jobs.jobid import encode_f58
+from ...jobs.record import JobRecord
+from ...jobs.states import PENDING, JobState
+from ...protocol import EINVAL
+from ...service import Request, ServiceError
+from .core import Execution, JobManagerCore, _ignore
+
+
+class Kill(JobManagerCore):
+    def _exception(self, record: JobRecord, kind: str, note: str, severity: int = 0) -> None:
+        was_pending = bool(record.state & PENDING)
+        self.post(record, "exception", {"type": kind, "severity": severity, "note": note, "userid": os.getuid()})
+        if severity != 0:
+            return
+        if was_pending:  # never started: nothing to kill
+            self.queue.discard(record.jobid)
+            self.post(record, "clean")
+            self.sched_dirty = True
+            self._inactive(record)
+            return
+        ex = self.execs.get(record.jobid)
+        if ex is not None and not ex.killing:
+            self._kill(record, ex, signal.SIGTERM)
+
+    def _kill(self, record: JobRecord, ex: Execution, signum: int) -> None:
+        ex.killing = True
+        payload = {"id": record.jobid, "signal": int(signum), "grace": self.kill_grace}
+        for rank in record.ranks:
+            self.b.rpc("job-exec.kill", payload, rank, _ignore)
+
+    def _expire(self, jobid: int, gen: int) -> None:
+        record = self.jobs[jobid]
+        if jobid in self.execs and record.requeues == gen and record.state == JobState.RUN:
+            self._exception(record, "timeout", "resource allocation expired")
+
+    def svc_cancel(self, req: Request) -> dict[str, Any]:
+        record = self._record(req)
+        if record.state == JobState.INACTIVE or (record.state == JobState.CLEANUP and record.jobid not in self.execs):
+            raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: job is inactive")
+        note = req.get("note", str, required=False, default="")
+        self._exception(record, "cancel", note or "canceled by user")
+        return {}
+
+    def svc_raise(self, req: Request) -> dict[str, Any]:
+        record = self._record(req)
+        if record.state == JobState.INACTIVE:
+            raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: job is inactive")
+        kind = req.get("type", str)
+        self._exception(record, kind, req.get("note", str, required=False, default=""), req.get("severity", int))
+        return {}
+
+    def svc_kill(self, req: Request) -> dict[str, Any]:
+        record = self._record(req)
+        if record.jobid not in self.execs:
+            raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: job is not running")
+        signum = req.get("signal", int, required=False, default=int(signal.SIGTERM))
+        for rank in record.ranks:
+            self.b.rpc("job-exec.kill", {"id": record.jobid, "signal": signum, "grace": 1e9}, rank, _ignore)
+        return {}

@@ -1,0 +1,103 @@
+"""Routing: local clients on the ipc socket, requests up/down the tree, responses back, events to subscribers."""
+
+from __future__ import annotations
+
+import zmq
+
+from .broker_core import BrokerCore
+from .protocol import (
+    CONTROL,
+    EHOSTUNREACH,
+    ENOSYS,
+    NODEID_ANY,
+    REQUEST,
+    Message,
+    ProtocolError,
+)
+from .service import Request
+
+
+class Routing(BrokerCore):
+    """Clients and routing."""
+
+    def _on_client(self) -> None:
+        assert self.client_sock is not None
+        while True:
+            try:
+                frames = self.client_sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(frames) != 2:
+                continue
+            ident, data = frames
+            try:
+                msg = Message.decode(data)
+            except ProtocolError:
+                continue
+            if msg.type == REQUEST:
+                msg.route = [f"c:{ident.hex()}"]
+                msg.sender = self.rank
+                self._route_request(msg)
+            elif msg.type == CONTROL and msg.topic == "client.disconnect":
+                self._client_subs.pop(ident, None)
+
+    def _send_client(self, ident: bytes, msg: Message) -> None:
+        assert self.client_sock is not None
+        try:
+            self.client_sock.send_multipart([ident, msg.encode()], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            self._client_subs.pop(ident, None)  # client went away
+
+    def _route_request(self, msg: Message) -> None:
+        target = msg.nodeid
+        if target == NODEID_ANY or target == self.rank:
+            handler = self.services.lookup(msg.topic)
+            if handler is not None:
+                self.services.dispatch(handler, Request(msg, self._send_response))
+                return
+            if target == self.rank or self.rank == 0:
+                self._send_response(msg.error(ENOSYS, f"{msg.topic}: no such service on rank {self.rank}"))
+                return
+            hop = self.parent_rank
+        elif not 0 <= target < self.size:
+            self._send_response(msg.error(EHOSTUNREACH, f"rank {target} is not in this instance (size {self.size})"))
+            return
+        else:
+            hop = self.topology.next_hop(self.rank, target)
+        assert self.overlay is not None
+        if hop == self.parent_rank:
+            if not self.joined or not self.overlay.send_parent(msg):
+                self._send_response(msg.error(EHOSTUNREACH, f"rank {self.rank} is not connected to its parent"))
+        elif hop not in self.children or not self.overlay.send_child(hop, msg):
+            self._send_response(msg.error(EHOSTUNREACH, f"rank {target} is unreachable: rank {hop} is down"))
+
+    def _send_response(self, msg: Message) -> None:
+        if not msg.route:
+            return
+        hop = msg.route.pop()
+        assert self.overlay is not None
+        if hop == "l":
+            callback = self._pending.pop(msg.matchtag, None)
+            if callback is not None:
+                callback(msg)
+        elif hop == "p":
+            self.overlay.send_parent(msg)
+        elif hop.startswith("r:"):
+            self.overlay.send_child(int(hop[2:]), msg)
+        elif hop.startswith("c:"):
+            self._send_client(bytes.fromhex(hop[2:]), msg)
+
+    def _distribute_event(self, msg: Message) -> None:
+        """Deliver an event here and pass it down the tree (rank 0 stamps the sequence number)."""
+        if self.rank == 0:
+            self._event_seq += 1
+            msg.seq = self._event_seq
+        for prefix, callback in list(self._subscribers):
+            if msg.topic.startswith(prefix):
+                callback(msg)
+        for ident, prefixes in list(self._client_subs.items()):
+            if any(msg.topic.startswith(p) for p in prefixes):
+                self._send_client(ident, msg)
+        assert self.overlay is not None
+        for rank in list(self.children):
+            self.overlay.send_child(rank, msg)

@@ -1,0 +1,72 @@
+"""The one host registry: which hosts are broker ranks.
+
+Rank i is the i-th registered host. A MiniCluster pre-registers its pods `<name>-0 .. <name>-(maxSize-1)` (so pods
+added by a scale-up join as ranks that already exist), or, with `spec.flux.bursting.hostlist`, exactly the hosts
+that list names. Hosts that are not pre-registered (burst targets) are appended with `with_hosts`, after every
+pod, so no existing rank ever moves. Render (the broker config, host entries, the entrypoint), the spec rules
+(hostname length) and the backends (addresses, /etc/hosts, the scaling ceiling) all ask this registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import hostlist
+
+from miniclusters.api.spec import MiniCluster
+
+
+def pod_hostname(cluster: str, index: int) -> str:
+    """The hostname of pod `index`, as Kubernetes names Indexed Job pods with a subdomain."""
+    return f"{cluster}-{index}"
+
+
+@dataclass(frozen=True)
+class HostRegistry:
+    """Registered hosts in rank order (see the module docstring)."""
+
+    cluster: str
+    pods: int
+    """Pods pre-registered (ranks 0..pods-1 are `<cluster>-<i>`): the ceiling of scaling."""
+    custom: str = ""
+    """A hostlist replacing the pods' names (spec.flux.bursting.hostlist)."""
+    extra: tuple[str, ...] = ()
+    """Hosts registered later (not pre-registered), ranks after every pod."""
+
+    def hostnames(self) -> list[str]:
+        """Every registered host, rank order."""
+        base = hostlist.expand_hostlist(self.custom) if self.custom else self.pod_hostnames()
+        return [*base, *self.extra]
+
+    def pod_hostnames(self) -> list[str]:
+        return [pod_hostname(self.cluster, i) for i in range(self.pods)]
+
+    @property
+    def size(self) -> int:
+        """How many ranks the instance has (up or not)."""
+        return len(self.hostnames())
+
+    def pod_hostlist(self) -> str:
+        """The pre-registered pods in hostlist syntax: `name-0` or `name-[0-3]`."""
+        last = self.pods - 1
+        return f"{self.cluster}-0" if last == 0 else f"{self.cluster}-[0-{last}]"
+
+    def hostlist(self) -> str:
+        """Every registered host in hostlist syntax, as the broker config's `hosts` takes it."""
+        return ",".join([self.custom or self.pod_hostlist(), *self.extra])
+
+    def rank_of(self, host: str) -> int | None:
+        names = self.hostnames()
+        return names.index(host) if host in names else None
+
+    def with_hosts(self, hosts: Iterable[str]) -> HostRegistry:
+        """The registry with more hosts appended (already registered ones are ignored)."""
+        known = set(self.hostnames())
+        new = tuple(h for h in hosts if h not in known)
+        return HostRegistry(self.cluster, self.pods, self.custom, self.extra + new)
+
+
+def registry_for(mc: MiniCluster) -> HostRegistry:
+    """The hosts a MiniCluster's spec registers: its pods 0..maxSize-1, or the bursting hostlist."""
+    return HostRegistry(mc.name, mc.spec.effective_max_size, mc.spec.flux.bursting.hostlist)

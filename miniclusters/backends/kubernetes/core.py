@@ -1,0 +1,138 @@
+"""Plumbing every part of the Kubernetes backend shares: the API handle, errors in words, loading objects.
+
+The backend is split by concern: core.py (this), actuate.py (scale and resize: the actuator), backend.py (create,
+status and the Observer port, exec, logs, delete, list).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from miniclusters.api import SpecError, load_minicluster
+from miniclusters.api.spec import MiniCluster
+from miniclusters.backends.base import (
+    BackendError,
+    ClusterStatus,
+    ForbiddenError,
+    InvalidRequestError,
+    MissingAPIError,
+    NotFoundError,
+)
+from miniclusters.backends.kubernetes.api import MINICLUSTER, POD, ApiError, KubeApi
+from miniclusters.backends.kubernetes.retry import with_retries
+from miniclusters.backends.kubernetes.status import live_pods, pod_status
+from miniclusters.backends.wait import ProgressCallback
+from miniclusters.render.layout import NAME_LABEL
+
+T = TypeVar("T")
+CRD_HINT = "install it with: minicluster crd | kubectl apply --server-side -f -"
+
+
+def explain(error: ApiError, doing: str) -> BackendError:
+    """A BackendError naming the action, the server's words, and the fix where we know it."""
+    if error.status == 403:
+        return ForbiddenError(f"{doing}: forbidden by RBAC: {error.message}")
+    if error.status == 404:
+        return NotFoundError(f"{doing}: {error.message}")
+    if error.status in (400, 422):
+        return InvalidRequestError(f"{doing}: rejected by the API server: {error.message}")
+    if error.status == 409:
+        return BackendError(f"{doing}: conflicting update, try again: {error.message}")
+    return BackendError(f"{doing}: {error.status} {error.reason}: {error.message}")
+
+
+def runner_container(mc: MiniCluster) -> str:
+    """Name of the container that runs the broker (as the renderer names it)."""
+    return mc.spec.containers[mc.spec.flux_runner_index].name or mc.name
+
+
+class KubernetesCore:
+    """The API handle and the helpers every concern uses."""
+
+    name = "kubernetes"
+    ephemeral = False
+
+    def status(self, name: str) -> ClusterStatus:
+        """Provided by backend.KubernetesBackend (declared here so the actuator can call it)."""
+        raise NotImplementedError
+
+    def __init__(
+        self,
+        context: str | None = None,
+        namespace: str | None = None,
+        api: KubeApi | None = None,
+        progress: ProgressCallback | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        poll_interval: float = 2.0,
+        resize_wait: float = 10.0,
+        latency: str | None = None,
+    ) -> None:
+        if latency:
+            raise InvalidRequestError(f"--latency applies to the local backend only (backend is {self.name!r})")
+        if api is None:
+            from miniclusters.backends.kubernetes.client import RealKubeApi
+
+            api = RealKubeApi.from_kubeconfig(context, namespace)
+        self.api = api
+        self.namespace = namespace or api.namespace
+        self.progress = progress
+        self.clock = clock
+        self.sleep = sleep
+        self.poll_interval = poll_interval
+        self.resize_wait = resize_wait
+
+    def _call(self, doing: str, call: Callable[[], T]) -> T:
+        try:
+            return with_retries(call, sleep=self.sleep)
+        except ApiError as exc:
+            raise explain(exc, doing) from None
+
+    def _get_optional(self, kind: Any, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        try:
+            return with_retries(lambda: self.api.get(kind, namespace or self.namespace, name), sleep=self.sleep)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise explain(exc, f"reading {kind.kind} {name!r}") from None
+
+    def check_crd(self) -> None:
+        """MissingAPIError unless our CRD is installed (the API group/version is served)."""
+        try:
+            resources = with_retries(lambda: self.api.served_resources(MINICLUSTER.api_version), sleep=self.sleep)
+        except ApiError as exc:
+            if exc.not_found:
+                raise MissingAPIError(
+                    f"the MiniCluster CRD ({MINICLUSTER.plural}.{MINICLUSTER.group}) is not installed; {CRD_HINT}"
+                ) from None
+            raise explain(exc, f"checking for the {MINICLUSTER.api_version} API") from None
+        if MINICLUSTER.plural not in resources:
+            raise MissingAPIError(f"{MINICLUSTER.api_version} does not serve {MINICLUSTER.plural}; {CRD_HINT}")
+
+    def _load(self, name: str) -> tuple[dict[str, Any], MiniCluster]:
+        obj = self._get_optional(MINICLUSTER, name)
+        if obj is None:
+            raise NotFoundError(f"MiniCluster {name!r} not found in namespace {self.namespace!r}")
+        data = {k: v for k, v in obj.items() if k != "status"}
+        try:
+            return obj, load_minicluster(data, source=f"MiniCluster {name}")
+        except SpecError as exc:
+            raise InvalidRequestError(str(exc)) from None
+
+    def _pods(self, name: str) -> list[dict[str, Any]]:
+        items, _ = self._call(
+            f"listing the pods of {name!r}", lambda: self.api.list_objects(POD, self.namespace, f"{NAME_LABEL}={name}")
+        )
+        return [dict(p) for p in live_pods(items)]
+
+    def _pod(self, mc: MiniCluster, index: int) -> dict[str, Any]:
+        pods = {pod_status(p).index: p for p in self._pods(mc.name)}
+        if index not in pods:
+            have = ", ".join(map(str, sorted(pods))) or "none"
+            raise InvalidRequestError(
+                f"MiniCluster {mc.name!r} has no pod with index {index} (pod indexes present: {have}; "
+                f"size is {mc.spec.size})"
+            )
+        return pods[index]

@@ -1,0 +1,158 @@
+"""The local actuator: the one writer of a local MiniCluster's size and of its pods' CPU requests.
+
+A resize is admitted as a kubelet admits one (elasticity/model/node.py): this machine is the node, its CPUs are
+the allocatable CPU, and every running pod of every local MiniCluster in this state directory counts with the
+request it runs with. A refused resize changes nothing in the kernel, is kept on the pod as its desired request
+with the reason (status shows PodResizePending), and a Deferred one is retried whenever a later resize or scale
+of the cluster may have freed room.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+
+from elasticity.control.ports import PodResize, ScaleResult
+from elasticity.model import cpu as cpu_model
+from elasticity.model.node import PodCpu, admit_resize
+from miniclusters.api.quantity import cpu_millicores, format_millicores
+from miniclusters.backends.base import ClusterStatus, InvalidRequestError, ResizeOutcome, ResizeResult
+from miniclusters.backends.local import cgroups, process
+from miniclusters.backends.local.lifecycle import Lifecycle
+from miniclusters.backends.local.observe import Observing, this_node
+from miniclusters.backends.local.state import ClusterRecord, PodRecord
+from miniclusters.backends.policy import check_scale, removed_indexes, spec_size_patch
+
+
+class Actuating(Lifecycle, Observing):
+    """scale and resize: the Actuator port (scale, resize_many) and the Backend's resize of one pod."""
+
+    # ------------------------------------------------------------------ scale
+    def scale(self, name: str, size: int) -> ClusterStatus:
+        """Start the missing indexes, or stop the highest ones; the lead (index 0) is never removed."""
+        self.scale_to(name, size)
+        return self.status(name)
+
+    def scale_to(self, name: str, size: int) -> ScaleResult:
+        """The Actuator's scale. The ceiling is the hosts registered at creation (record.max_size)."""
+        with self.store.lock():
+            record, _mc = self._load(name)
+            check_scale(record.min_size, record.max_size, size, name)
+            current = record.size
+            if size > current:
+                try:
+                    for index in range(current, size):
+                        self._start_pod(record, index)
+                        record.size = index + 1
+                        self.store.save(record)
+                except BaseException:
+                    self.store.save(record)
+                    raise
+            else:
+                for index in sorted(removed_indexes(current, size), reverse=True):
+                    self._stop_pod(record, index)
+                    record.pods.pop(index, None)
+                    shutil.rmtree(self.store.pod_dir(name, index), ignore_errors=True)
+                    record.size = index
+                    self.store.save(record)
+            record.size = size
+            self.store.save(record)
+            spec = self.store.load_spec(name)
+            spec["spec"].update(spec_size_patch(spec["spec"], size, record.max_size))
+            self.store.save_spec(name, spec)
+            if size < current:
+                self._retry_deferred(record)
+        return ScaleResult(name, current, size)
+
+    # ------------------------------------------------------------------ resize
+    def resize(self, name: str, index: int, cpu: str) -> ResizeResult:
+        """One pod's resize, as the CLI asks it (a quantity string); see resize_many."""
+        try:
+            milli = cpu_millicores(cpu)
+        except ValueError as exc:
+            raise InvalidRequestError(f"--cpu: {exc}") from None
+        answer = self.resize_many(name, {index: milli})[index]
+        record, _ = self._load(name)
+        actual = format_millicores(answer.cpu_actual) if answer.cpu_actual is not None else None
+        return ResizeResult(index, record.pods[index].hostname, answer.outcome, answer.reason, cpu, actual)
+
+    def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]:
+        """Rewrite the pods' kernel CPU weights in place (cgroup or nice), each admitted against this node first;
+        the pods keep running with the same pids."""
+        with self.store.lock():
+            record, _ = self._load(name)
+            for index, milli in requests.items():
+                pod = self._require_pod(record, index)
+                if milli < 0:
+                    raise InvalidRequestError(f"pod {pod.hostname}: negative CPU request {milli}m")
+                if not process.alive(pod.pid, pod.start_ticks):
+                    raise InvalidRequestError(
+                        f"pod {pod.hostname} (index {index}) is not running; a resize needs a running pod"
+                    )
+            answers = {index: self._admit_and_apply(record, index, requests[index]) for index in sorted(requests)}
+            self.store.save(record)
+            self._retry_deferred(record, skip=set(requests))
+            return answers
+
+    def _node_pods(self, record: ClusterRecord, exclude: int) -> list[PodCpu]:
+        """Every running pod on this machine but one, with the CPU it runs with (this cluster from `record`)."""
+        out = []
+        records = [record] + [self.store.load(n) for n in self.store.names() if n != record.name]
+        for rec in records:
+            for pod in rec.pods.values():
+                if (rec.name, pod.index) == (record.name, exclude) or not process.alive(pod.pid, pod.start_ticks):
+                    continue
+                out.append(PodCpu(pod.hostname, pod.cpu_milli, pod.cpu_milli, pod.cpu_milli))
+        return out
+
+    def _admit_and_apply(self, record: ClusterRecord, index: int, milli: int) -> PodResize:
+        pod = record.pods[index]
+        admission = admit_resize(this_node(), pod.cpu_milli, milli, self._node_pods(record, index))
+        if not admission.accepted:
+            pod.resize_desired, pod.resize_outcome, pod.resize_message = (
+                milli,
+                admission.verdict.value,
+                admission.message,
+            )
+            outcome = ResizeOutcome(admission.verdict.value)
+            return PodResize(index, outcome, admission.message, milli, pod.cpu_milli)
+        return self._apply(record, pod, milli)
+
+    def _apply(self, record: ClusterRecord, pod: PodRecord, milli: int) -> PodResize:
+        """Write the kernel's knob for an admitted request; what the kernel refuses is Infeasible."""
+        index = pod.index
+        driver = self._driver(record)
+        if driver is not None:
+            before = driver.read_weight(record.name, index)
+            try:
+                value = driver.set_weight(record.name, index, milli)
+            except cgroups.CgroupError as exc:
+                return PodResize(index, ResizeOutcome.INFEASIBLE, str(exc), milli, pod.cpu_milli)
+            message = f"{driver.knob} {before} -> {value} in place (pid {pod.pid} not restarted)"
+        else:
+            nice = cpu_model.milli_to_nice(milli)
+            errors = process.renice(self._tag(record, index), nice)
+            if errors:
+                why = f"cannot set nice {nice} (raising priority needs root): {errors[0]}"
+                return PodResize(index, ResizeOutcome.INFEASIBLE, why, milli, self._actual_milli(record, pod))
+            message = f"nice level {nice} in place (pid {pod.pid} not restarted)"
+        pod.cpu_milli = milli
+        pod.resize_desired, pod.resize_outcome, pod.resize_message = None, "", ""
+        return PodResize(index, ResizeOutcome.DONE, message, milli, self._actual_milli(record, pod))
+
+    def _retry_deferred(self, record: ClusterRecord, skip: set[int] | None = None) -> None:
+        """Admit again the Deferred resizes of this cluster (the kubelet retries them when room may have freed)."""
+        waiting = [
+            p.index
+            for p in record.pods.values()
+            if p.resize_outcome == ResizeOutcome.DEFERRED.value
+            and p.resize_desired is not None
+            and p.index not in (skip or set())
+            and process.alive(p.pid, p.start_ticks)
+        ]
+        for index in sorted(waiting):
+            desired = record.pods[index].resize_desired
+            assert desired is not None
+            self._admit_and_apply(record, index, desired)
+        if waiting:
+            self.store.save(record)

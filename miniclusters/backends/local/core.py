@@ -1,0 +1,162 @@
+"""What every part of the local backend shares: its settings, the state store, and reaching into a pod.
+
+Each pod is a supervised process tree running the rendered entrypoint with JOB_COMPLETION_INDEX, as in an
+Indexed Job. The backend is split by concern: lifecycle.py (create, start/stop pods, delete), observe.py
+(status, the ClusterView), actuate.py (scale, resize: the actuator), backend.py (the Backend they make up).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from miniclusters.api import SpecError, load_minicluster
+from miniclusters.api.spec import MiniCluster
+from miniclusters.backends.base import BackendError, ClusterStatus, ExecResult, InvalidRequestError, NotFoundError
+from miniclusters.backends.local import cgroups, netns, plan, process
+from miniclusters.backends.local.state import ClusterRecord, PodRecord, StateStore
+from miniclusters.backends.wait import ProgressCallback
+
+UNPRIVILEGED_ENV = "MINICLUSTERS_LOCAL_UNPRIVILEGED"
+WEIGHT_FORMULA_ENV = "MINICLUSTERS_CGROUP_V2_WEIGHT"
+HOSTNAME_ENV = "MINICLUSTERS_LOCAL_HOSTNAME"
+LATENCY = re.compile(r"^\d+(\.\d+)?(us|ms|s)$")
+SOCKET_PATH_MAX = 107
+LEAD_ASK_TIMEOUT = 20.0
+NAMESPACE = "local"
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class LocalCore:
+    """Settings and the helpers every concern of the local backend uses."""
+
+    name = "local"
+    ephemeral = True
+
+    def status(self, name: str) -> ClusterStatus:
+        """Provided by observe.Observing (declared here so lifecycle and actuate can call it)."""
+        raise NotImplementedError
+
+    def __init__(
+        self,
+        namespace: str | None = None,
+        progress: ProgressCallback | None = None,
+        latency: str | None = None,
+        unprivileged: bool | None = None,
+        state_dir: Path | str | None = None,
+        weight_formula: str | None = None,
+        notify: Callable[[str], None] = _stderr,
+        poll_interval: float = 0.3,
+        context: str | None = None,
+    ) -> None:
+        if context:
+            raise BackendError(f"--context applies to the kubernetes backend only (backend is {self.name!r})")
+        if namespace:
+            raise InvalidRequestError(
+                f"--namespace {namespace!r}: the local backend has no namespaces (cluster names are per machine); "
+                "drop --namespace or use --backend kubernetes"
+            )
+        if latency is not None and not LATENCY.match(latency):
+            raise InvalidRequestError(f"--latency {latency!r}: expected a duration like 2ms, 500us or 0.1s")
+        formula = weight_formula or os.environ.get(WEIGHT_FORMULA_ENV) or "nonlinear"
+        if formula not in ("linear", "nonlinear"):
+            raise InvalidRequestError(f"${WEIGHT_FORMULA_ENV}={formula!r}: expected linear or nonlinear")
+        self.store = StateStore(Path(state_dir) if state_dir else None)
+        self.progress = progress
+        self.latency = latency
+        forced = unprivileged if unprivileged is not None else os.environ.get(UNPRIVILEGED_ENV, "") not in ("", "0")
+        self.privileged = os.geteuid() == 0 and not forced and netns.available()
+        self.weight_formula = formula
+        self.notify = notify
+        self.poll_interval = poll_interval
+
+    def _load(self, name: str) -> tuple[ClusterRecord, MiniCluster]:
+        if not self.store.exists(name):
+            raise NotFoundError(
+                f"MiniCluster {name!r} not found on this machine (state directory {self.store.root}); "
+                "see `minicluster list`"
+            )
+        record = self.store.load(name)
+        try:
+            mc = load_minicluster(self.store.load_spec(name), source=f"local MiniCluster {name}")
+        except SpecError as exc:
+            raise BackendError(f"stored spec of MiniCluster {name!r} is unreadable: {exc}") from None
+        return record, mc
+
+    def _driver(self, record: ClusterRecord) -> cgroups.CgroupDriver | None:
+        if record.cgroup_version is None or record.cgroup_root is None:
+            return None
+        return cgroups.CgroupDriver(record.cgroup_version, Path(record.cgroup_root), record.weight_formula)
+
+    def _addressing(self, record: ClusterRecord) -> plan.Addressing:
+        return plan.addressing_for(record.slot, loopback=record.mode != "netns")
+
+    def _pod_environment(self, record: ClusterRecord, pod: PodRecord) -> dict[str, str]:
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("FLUX_", "MINICLUSTERS_LOCAL_", "MINICLUSTER_")) and k != "JOB_COMPLETION_INDEX"
+        }
+        base.update(record.environment)
+        cluster_dir = self.store.cluster_dir(record.name)
+        base.update(
+            JOB_COMPLETION_INDEX=str(pod.index),
+            MINICLUSTER_CONFIG_DIR=str(cluster_dir / "config"),
+            MINICLUSTER_RUN_DIR=str(self.store.pod_dir(record.name, pod.index) / "run"),
+            MINICLUSTER_BROKER_DIR=record.broker_dir,
+            HOSTNAME=pod.hostname,
+            PYTHONUNBUFFERED="1",
+            TMPDIR=str(self.store.pod_dir(record.name, pod.index) / "tmp"),
+        )
+        if record.program_path:
+            base["PATH"] = f"{record.program_path}{os.pathsep}{base.get('PATH', os.defpath)}"
+        if record.mode != "netns":
+            base[HOSTNAME_ENV] = pod.hostname
+        return base
+
+    def _tag(self, record: ClusterRecord, index: int) -> str:
+        return process.tag_for(self.store.cluster_dir(record.name), index)
+
+    def _require_pod(self, record: ClusterRecord, index: int) -> PodRecord:
+        pod = record.pods.get(index)
+        if pod is None:
+            have = ", ".join(map(str, sorted(record.pods))) or "none"
+            raise InvalidRequestError(
+                f"MiniCluster {record.name!r} has no pod with index {index} (pod indexes present: {have}; "
+                f"size is {record.size})"
+            )
+        return pod
+
+    def _run(self, record: ClusterRecord, index: int, argv: list[str], timeout: float) -> ExecResult:
+        pod = self._require_pod(record, index)
+        if not process.alive(pod.pid, pod.start_ticks):
+            raise BackendError(f"pod {pod.hostname} (index {index}) is not running; see `minicluster status`")
+        env = self._pod_environment(record, pod)
+        env[process.TAG_VARIABLE] = self._tag(record, index)
+        env["FLUX_URI"] = f"local://{self._broker_socket(record, index)}"
+        env["PATH"] = f"{record.broker_dir}/bin{os.pathsep}{env.get('PATH', '')}"
+        driver = self._driver(record)
+        procs = driver.procs_file(record.name, index) if driver else None
+        try:
+            done = process.run_in_pod(argv, env, record.cwd, pod.pid, record.mode == "netns", procs, timeout)
+        except FileNotFoundError as exc:
+            return ExecResult(127, "", f"{exc.filename}: command not found\n")
+        except OSError as exc:
+            raise BackendError(f"running {argv[0]!r} in pod {pod.hostname}: {exc}") from None
+        return ExecResult(done.returncode, done.stdout, done.stderr)
+
+    def lead_uri(self, name: str) -> str:
+        """FLUX_URI of the lead broker, reachable from this machine without entering the pod (controllers poll it
+        without charging the pod's CPU for a `flux` process per look)."""
+        record, _ = self._load(name)
+        return f"local://{self._broker_socket(record, 0)}"
+
+    def _broker_socket(self, record: ClusterRecord, index: int) -> Path:
+        """The pod broker's local socket, under the rundir the entrypoint gives it (-Srundir)."""
+        return self.store.pod_dir(record.name, index) / "run" / "rundir" / "local"

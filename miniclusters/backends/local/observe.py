@@ -1,0 +1,256 @@
+"""What a local MiniCluster looks like now: `status` for people (asks the lead which ranks joined) and the
+ClusterView the loops observe (cheap: process liveness, cgroup readings, no broker round trip)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+
+from elasticity.control.ports import ClusterView, PodView, ResizeOutcome
+from elasticity.model import cpu as cpu_model
+from elasticity.model.node import Node
+from miniclusters.api.quantity import format_millicores
+from miniclusters.backends.base import (
+    RESIZE_PENDING,
+    BackendError,
+    ClusterCondition,
+    ClusterStatus,
+    ClusterSummary,
+    PodCondition,
+    PodStatus,
+)
+from miniclusters.backends.local import process, restart
+from miniclusters.backends.local.conditions import isolation_condition, queue_condition
+from miniclusters.backends.local.core import LEAD_ASK_TIMEOUT, NAMESPACE, LocalCore
+from miniclusters.backends.local.state import ClusterRecord, PodRecord
+from miniclusters.backends.overlay import parse_overlay
+
+NODE_NAME = "localhost"
+
+
+def this_node() -> Node:
+    """This machine as a node: the CPUs this process may run on."""
+    return Node(NODE_NAME, len(os.sched_getaffinity(0)) * 1000)
+
+
+class Observing(LocalCore):
+    """status, list, logs and the kernel's view of a pod's CPU."""
+
+    def _phase(self, record: ClusterRecord, pod: PodRecord) -> tuple[str, int | None]:
+        """(Kubernetes pod phase, exit code once ended)."""
+        if process.alive(pod.pid, pod.start_ticks):
+            return "Running", None
+        code = process.exit_code(self.store.pod_dir(record.name, pod.index))
+        if pod.pid is None:
+            return "Pending", code
+        return ("Succeeded" if code == 0 else "Failed"), code
+
+    def _pod_status(self, record: ClusterRecord, pod: PodRecord, ranks_up: tuple[int, ...] | None) -> PodStatus:
+        phase, code = self._phase(record, pod)
+        running = phase == "Running"
+        restarted = restart.restart_info(self.store.pod_dir(record.name, pod.index))
+        waiting = restarted.waiting if restarted.waiting == restart.CRASH_LOOP and running else None
+        if phase == "Failed":
+            waiting = restarted.waiting or "Error"
+        ready = running and waiting is None and (ranks_up is None or pod.index in ranks_up)
+        allocated = format_millicores(pod.cpu_milli) if pod.cpu_milli else None
+        wanted = pod.resize_desired if pod.resize_desired is not None else pod.cpu_milli
+        conditions: tuple[PodCondition, ...] = ()
+        if pod.resize_outcome:
+            reason = pod.resize_outcome.capitalize()  # Deferred / Infeasible, as the kubelet words it
+            conditions = (PodCondition(RESIZE_PENDING, "True", reason, pod.resize_message),)
+        actual = self._actual_milli(record, pod) if running else None
+        return PodStatus(
+            index=pod.index,
+            name=pod.hostname,
+            phase=phase,
+            ready=ready,
+            cpu_desired=format_millicores(wanted) if wanted else None,
+            cpu_allocated=allocated,
+            cpu_actual=format_millicores(actual) if actual else None,  # 0: no request, the kernel's minimum
+            node=f"{pod.address}" + (f" ({pod.netns})" if pod.netns else ""),
+            exit_code=code if not running else None,
+            conditions=conditions,
+            restarts=restarted.restarts,
+            reason=waiting,
+        )
+
+    def _actual_milli(self, record: ClusterRecord, pod: PodRecord) -> int | None:
+        """What the kernel applies now, converted back to a request (cgroup weight, or nice level)."""
+        driver = self._driver(record)
+        if driver is not None:
+            value = driver.read_weight(record.name, pod.index)
+            if value is None:
+                return None
+            return driver.milli_for(value, pod.cpu_milli)
+        nice = process.current_nice(pod.pid)
+        if nice is None:
+            return None
+        return pod.cpu_milli if cpu_model.milli_to_nice(pod.cpu_milli) == nice else cpu_model.nice_to_milli(nice)
+
+    def observe(self, name: str) -> ClusterView:
+        """The Observer port: one view from the state file, process liveness and the kernel's CPU knobs (no broker
+        round trip, so loops may call it often; `ready` means running here)."""
+        record, _ = self._load(name)
+        pods = []
+        for _, pod in sorted(record.pods.items()):
+            phase, _code = self._phase(record, pod)
+            pods.append(
+                PodView(
+                    index=pod.index,
+                    name=pod.hostname,
+                    phase=phase,
+                    ready=phase == "Running",
+                    cpu_request=pod.resize_desired if pod.resize_desired is not None else pod.cpu_milli,
+                    cpu_actual=self._actual_milli(record, pod) if phase == "Running" else None,
+                    restarts=restart.restart_info(self.store.pod_dir(record.name, pod.index)).restarts,
+                    resize=ResizeOutcome(pod.resize_outcome) if pod.resize_outcome else None,
+                    resize_reason=pod.resize_message,
+                    node=NODE_NAME,
+                )
+            )
+        return ClusterView(
+            name=name,
+            size=record.size,
+            min_size=record.min_size,
+            max_size=record.max_size,
+            pods=tuple(pods),
+            nodes=(this_node(),),
+            observed_at=time.monotonic(),
+        )
+
+    def kernel_weight(self, name: str, index: int) -> tuple[str, int | None]:
+        """(knob, value) the kernel holds for a pod now: ("cpu.shares", 512), ("cpu.weight", 59) or ("nice", 3)."""
+        record, _ = self._load(name)
+        pod = self._require_pod(record, index)
+        driver = self._driver(record)
+        if driver is not None:
+            return driver.knob, driver.read_weight(name, index)
+        return "nice", process.current_nice(pod.pid)
+
+    def status(self, name: str) -> ClusterStatus:
+        record, _mc = self._load(name)
+        lead = record.pods.get(0)
+        lead_running = lead is not None and process.alive(lead.pid, lead.start_ticks)
+        ranks_up = ranks_down = None
+        lead_error = None
+        if lead_running:
+            try:
+                ranks_up, ranks_down = self._ask_lead(record)
+            except BackendError as exc:
+                lead_error = str(exc)
+        pods = tuple(self._pod_status(record, pod, ranks_up) for _, pod in sorted(record.pods.items()))
+        lead_status = pods[0] if pods and pods[0].index == 0 else None
+        finished = lead_status is not None and lead_status.phase in ("Succeeded", "Failed")
+        succeeded = (lead_status.phase == "Succeeded") if finished and lead_status else None
+        if not lead_running and not finished:
+            lead_error = "the lead pod (index 0) is not running"
+        conditions = [isolation_condition(record)]
+        if record.latency:
+            conditions.append(ClusterCondition("NetworkEmulation", "True", "netem", f"{record.latency} per packet"))
+        pending = [(p, c) for p in pods for c in p.conditions if c.type == RESIZE_PENDING and c.status == "True"]
+        if pending:
+            reasons = sorted({c.reason for _, c in pending})
+            message = "; ".join(f"pod {p.index} ({p.name}): {c.reason} {c.message}" for p, c in pending)
+            conditions.append(ClusterCondition("Resizing", "True", reasons[-1], message))
+        failed = [p for p in pods if p.phase == "Failed" and p.index != 0]
+        if failed:
+            names = ", ".join(f"{p.name} (exit {p.exit_code if p.exit_code is not None else 'killed'})" for p in failed)
+            conditions.append(ClusterCondition("Degraded", "True", "PodFailed", names))
+        if any(p.reason == restart.BACKOFF_LIMIT_EXCEEDED for p in pods):
+            message = (
+                f"the Job has reached its backoff limit ({record.backoff_limit} restarts): failed pods stay failed"
+            )
+            conditions.append(ClusterCondition("Failed", "True", restart.BACKOFF_LIMIT_EXCEEDED, message))
+        if lead_running and ranks_up is not None:
+            queue = self._queue_summary(record)
+            if queue is not None:
+                conditions.append(queue_condition(queue))
+        return ClusterStatus(
+            name=name,
+            namespace=NAMESPACE,
+            size=record.size,
+            max_size=record.max_size,
+            min_size=record.min_size,
+            pods=pods,
+            ranks_up=ranks_up,
+            ranks_down=ranks_down,
+            conditions=tuple(conditions),
+            finished=finished,
+            succeeded=succeeded,
+            lead_error=lead_error,
+            rest_url=f"http://{lead.address}:{_mc.spec.restful.port}" if lead and _mc.spec.restful.enabled else None,
+        )
+
+    def _ask_lead(self, record: ClusterRecord) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        if not self._broker_socket(record, 0).exists():
+            raise BackendError("the lead broker is starting (its local socket is not open yet)")
+        try:
+            result = self._run(record, 0, ["flux", "overlay", "status", "--json"], LEAD_ASK_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            raise BackendError(f"`flux overlay status` in the lead pod timed out: {exc}") from None
+        if result.rc != 0:
+            raise BackendError(f"`flux overlay status` in the lead pod exited {result.rc}: {result.stderr.strip()}")
+        try:
+            return parse_overlay(result.stdout)
+        except (ValueError, KeyError) as exc:
+            raise BackendError(f"unexpected `flux overlay status` output: {exc}") from None
+
+    def _queue_summary(self, record: ClusterRecord) -> dict[str, int] | None:
+        """Job counts by Flux state from the lead (`flux jobs -a`); None while the broker has no job manager."""
+        try:
+            result = self._run(record, 0, ["flux", "jobs", "-a", "--no-header", "-o", "{state}"], LEAD_ASK_TIMEOUT)
+        except (BackendError, subprocess.TimeoutExpired):
+            return None
+        if result.rc != 0:
+            return None
+        counts: dict[str, int] = {}
+        for line in result.stdout.split():
+            counts[line.strip().upper()] = counts.get(line.strip().upper(), 0) + 1
+        return counts
+
+    def logs(self, name: str, index: int = 0, follow: bool = False) -> Iterator[str]:
+        record, _ = self._load(name)
+        pod = self._require_pod(record, index)
+        path = self.store.pod_dir(name, index) / process.LOG_FILE
+        pending = ""
+        offset = 0
+        while True:
+            running = process.alive(pod.pid, pod.start_ticks)
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(offset)
+                    chunk = handle.read()
+            except FileNotFoundError:
+                chunk = b""
+            offset += len(chunk)
+            pending += chunk.decode(errors="replace")
+            *lines, pending = pending.split("\n")
+            yield from lines
+            if not follow or (not running and not chunk):
+                break
+            if not chunk:
+                time.sleep(0.1)
+        if pending:
+            yield pending
+
+    def list(self) -> list[ClusterSummary]:
+        out = []
+        for name in self.store.names():
+            try:
+                record = self.store.load(name)
+            except (OSError, ValueError):
+                continue
+            alive = [i for i, p in record.pods.items() if process.alive(p.pid, p.start_ticks)]
+            lead = record.pods.get(0)
+            if lead is not None and not process.alive(lead.pid, lead.start_ticks):
+                code = process.exit_code(self.store.pod_dir(name, 0))
+                state = "Completed" if code == 0 else "Failed"
+            elif len(alive) < record.size:
+                state = "Degraded"
+            else:
+                state = "Running"
+            out.append(ClusterSummary(name, NAMESPACE, record.size, len(alive), state))
+        return out

@@ -1,0 +1,34 @@
+"""Reading the lead broker's `flux overlay status` answer: which ranks have joined (every backend asks it).
+
+Our built-in `flux` offers `overlay status --json` (machine-readable: ranks[].state is up/down/lost). Real Flux
+(the `flux` flavour) has no JSON form, so its tree text ('RANK HOST: full|partial|degraded|lost|offline') is
+parsed; both flavours print the same tree, so the text parser is the fallback for either.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+_TREE_LINE = re.compile(r"^[\s│├└─]*(\d+)\s+(\S+):\s+(\w+)")
+
+
+def parse_overlay(stdout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(ranks up, ranks down) from `flux overlay status --json` or its text tree."""
+    text = stdout.strip()
+    if text.startswith("{"):
+        data = json.loads(text)
+        up = tuple(sorted(int(r["rank"]) for r in data.get("ranks", []) if r.get("state") == "up"))
+        down = tuple(sorted(int(r["rank"]) for r in data.get("ranks", []) if r.get("state") != "up"))
+        return up, down
+    up_list: list[int] = []
+    down_list: list[int] = []
+    for line in text.splitlines():
+        match = _TREE_LINE.match(line)
+        if not match:
+            continue
+        rank, status = int(match.group(1)), match.group(3)
+        (down_list if status in ("offline", "lost") else up_list).append(rank)
+    if not up_list and not down_list:
+        raise ValueError(f"cannot read `flux overlay status` output: {text[:120]!r}")
+    return tuple(sorted(up_list)), tuple(sorted(down_list))

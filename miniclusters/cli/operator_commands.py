@@ -1,0 +1,89 @@
+"""The operator's commands: run it (`operator`) and print its deployment manifests (`manifests`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from miniclusters.cli.cluster_commands import _errors
+from miniclusters.render import RenderOptions
+
+
+@click.command()
+@click.option("--context", help="kubeconfig context (default: in-cluster config, else the current context).")
+@click.option("-n", "--namespace", help="Watch only this namespace.")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Watch every namespace (the Deployment's default).")
+@click.option("--accept-flux-operator-kind", is_flag=True, help="Also reconcile flux-framework.org/v1alpha2 objects.")
+@click.option("--registry", help="Registry of our images.")
+@click.option("--tag", help="Tag of our images.")
+def operator(
+    context: str | None,
+    namespace: str | None,
+    all_namespaces: bool,
+    accept_flux_operator_kind: bool,
+    registry: str | None,
+    tag: str | None,
+) -> None:
+    """Run the MiniCluster operator: reconcile MiniCluster objects until interrupted.
+
+    \b
+    Example:
+      minicluster operator --all-namespaces
+      minicluster manifests | kubectl apply --server-side -f -   # or run it in the cluster
+    """
+    import logging
+    import signal
+    import threading
+
+    from miniclusters.backends.kubernetes.client import RealKubeApi
+    from miniclusters.operator.controller import Controller
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    defaults = RenderOptions()
+    options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
+    with _errors():
+        api = RealKubeApi.from_kubeconfig(context, namespace)
+        from miniclusters.backends.kubernetes.backend import KubernetesBackend
+
+        KubernetesBackend(api=api).check_crd()
+        controller = Controller(
+            api,
+            namespace=None if all_namespaces else (namespace or api.namespace),
+            options=options,
+            accept_flux_kind=accept_flux_operator_kind,
+        )
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            controller.run(stop)
+        except KeyboardInterrupt:
+            stop.set()
+
+
+@click.command()
+@click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
+@click.option("--registry", help="Registry of our images.")
+@click.option("--tag", help="Tag of our images.")
+def manifests(output: str | None, registry: str | None, tag: str | None) -> None:
+    """Print the operator's deployment manifests (namespace, ServiceAccount, RBAC, Deployment).
+
+    \b
+    Example:
+      minicluster crd | kubectl apply --server-side -f -
+      minicluster manifests | kubectl apply --server-side -f -
+    """
+    from miniclusters.cli.spec_commands import dump_yaml_stream
+    from miniclusters.operator.manifests import build_manifests
+
+    defaults = RenderOptions()
+    options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
+    text = dump_yaml_stream(build_manifests(options))
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+COMMANDS = (operator, manifests)
