@@ -29,7 +29,7 @@ def _spec(directory: Path, name: str, iterations: int) -> Path:
             "tasks": 4,
             "interactive": True,
             "containers": [{"image": "local", "resources": {"requests": {"cpu": "1"}}}],
-            "multiplexing": {"enabled": True, "command": f"proxy_solver {iterations} 1024 16 1,1,1,20", "max": 2},
+            "multiplexing": {"enabled": True, "command": f"proxy_solver {iterations} 2048 32 1,1,1,20", "max": 2},
         },
     }
     path = directory / f"{name}.yaml"
@@ -39,7 +39,7 @@ def _spec(directory: Path, name: str, iterations: int) -> Path:
 
 def test_multiplex_packs_two_simulations_in_place_with_no_restarts(mc, machine: Any, tmp_path: Path) -> None:
     build_proxy_solver()
-    up = mc("up", str(_spec(tmp_path, "mux", 2500)), "--detach")
+    up = mc("up", str(_spec(tmp_path, "mux", 4000)), "--detach")
     assert up.returncode == 0, up.stderr
     status = json.loads(mc("status", "mux", "-o", "json").stdout)
     timeline = tmp_path / "mux.png"
