@@ -96,6 +96,10 @@ def equal_run(backend: LocalBackend, argv: list[str], n: int, workdir: Path) -> 
     ends: dict[str, float] = {}
     while len(ends) < n:
         time.sleep(0.25)
+        if time.monotonic() - started > 900:
+            for other in sims.jobs:
+                sims.cancel(other, "bench run timed out")
+            raise RunFailed(f"not finished after 900 s (finished: {sorted(ends)})")
         for sim, view in sims.observe().items():
             if view.state in ("finished", "failed") and sim not in ends:
                 if view.state == "failed":
