@@ -41,7 +41,13 @@ def broker_options(mc: MiniCluster) -> list[str]:
     slots = multiplexing_slots(mc)
     if slots:
         options.append(f"-Sresource.cores=0-{slots - 1}")
+        # a multiplexed pod is given little CPU on purpose: its broker must ride out scheduling delays that
+        # would otherwise look like a lost peer (and kill every simulation with ranks there)
+        options.append(f"-Sheartbeat.timeout={MULTIPLEXING_HEARTBEAT_TIMEOUT}")
     return options
+
+
+MULTIPLEXING_HEARTBEAT_TIMEOUT = "30s"
 
 
 def multiplexing_slots(mc: MiniCluster) -> int:
