@@ -72,12 +72,14 @@ class RunFailed(Exception):
     """A simulation failed (e.g. an MPI rank killed under this shared machine's load): the run is retried once."""
 
 
-def attempt(what: str, run: Any, *args: Any) -> Any:
+def attempt(what: str, run: Any, *args: Any, recreate: Any = None) -> Any:
     for tries in (1, 2):
         try:
             return run(*args)
         except RunFailed as exc:
-            say(f"{what}: {exc}" + ("; retrying once" if tries == 1 else ""))
+            say(f"{what}: {exc}" + ("; recreating the cluster and retrying once" if tries == 1 else ""))
+            if tries == 1 and recreate is not None:
+                recreate()
     raise SystemExit(f"{what} failed twice")
 
 
@@ -96,10 +98,10 @@ def equal_run(backend: LocalBackend, argv: list[str], n: int, workdir: Path) -> 
     ends: dict[str, float] = {}
     while len(ends) < n:
         time.sleep(0.25)
-        if time.monotonic() - started > 900:
+        if time.monotonic() - started > 400:
             for other in sims.jobs:
                 sims.cancel(other, "bench run timed out")
-            raise RunFailed(f"not finished after 900 s (finished: {sorted(ends)})")
+            raise RunFailed(f"not finished after 400 s (finished: {sorted(ends)})")
         for sim, view in sims.observe().items():
             if view.state in ("finished", "failed") and sim not in ends:
                 if view.state == "failed":
@@ -159,18 +161,27 @@ def main() -> None:
     solver = build_proxy_solver()
     command = f"{solver} {opts.iterations} 2048 32 {WEIGHTS}"
     spec = write_spec(workdir, command)
+
+    def recreate() -> None:
+        cli("down", NAME)
+        up = cli("up", str(spec), "--detach")
+        if up.returncode != 0:
+            raise SystemExit(f"minicluster up failed: {up.stderr}")
+
     up = cli("up", str(spec), "--detach")
     if up.returncode != 0:
         raise SystemExit(f"minicluster up failed: {up.stderr}")
     backend = LocalBackend(state_dir=state_dir, notify=lambda _m: None)
     try:
         say(f"workload: proxy solver, {RANKS} ranks on {PODS} pods, weights {WEIGHTS}, {opts.iterations} iterations")
-        t1, _ = attempt("T_1", equal_run, backend, command.split(), 1, workdir / "t1")
+        t1, _ = attempt("T_1", equal_run, backend, command.split(), 1, workdir / "t1", recreate=recreate)
         say(f"T_1 (alone, equal allocation {PODS} x {POD_CPU_M}m): {t1:.1f}s")
-        equal2, per_sim = attempt("equal N=2", equal_run, backend, command.split(), 2, workdir / "equal2")
+        equal2, per_sim = attempt(
+            "equal N=2", equal_run, backend, command.split(), 2, workdir / "equal2", recreate=recreate
+        )
         theta2_equal = 2 * t1 / equal2
         say(f"two at once, equal allocation: makespan {equal2:.1f}s (each: {per_sim}), Theta(2) = {theta2_equal:.2f}")
-        ctl2 = attempt("controller N=2", controller_run, 2, command, workdir, opts.pod_overhead)
+        ctl2 = attempt("controller N=2", controller_run, 2, command, workdir, opts.pod_overhead, recreate=recreate)
         theta2 = 2 * t1 / ctl2["makespan"]
         say(
             f"controller, N=2: makespan {ctl2['makespan']:.1f}s, Theta(2) = {theta2:.2f}, requested "
@@ -185,7 +196,7 @@ def main() -> None:
         theta3_measured = None
         resizes, restarts = ctl2["resizes"], ctl2["restarts"]
         if not opts.skip_n3:
-            ctl3 = attempt("controller N=3", controller_run, 3, command, workdir, opts.pod_overhead)
+            ctl3 = attempt("controller N=3", controller_run, 3, command, workdir, opts.pod_overhead, recreate=recreate)
             theta3_measured = 3 * t1 / ctl3["makespan"]
             resizes += ctl3["resizes"]
             restarts += ctl3["restarts"]
