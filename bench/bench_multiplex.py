@@ -168,11 +168,11 @@ def main() -> None:
         if up.returncode != 0:
             raise SystemExit(f"minicluster up failed: {up.stderr}")
 
-    up = cli("up", str(spec), "--detach")
-    if up.returncode != 0:
-        raise SystemExit(f"minicluster up failed: {up.stderr}")
     backend = LocalBackend(state_dir=state_dir, notify=lambda _m: None)
     try:
+        up = cli("up", str(spec), "--detach")
+        if up.returncode != 0:
+            raise SystemExit(f"minicluster up failed: {up.stderr}")
         say(f"workload: proxy solver, {RANKS} ranks on {PODS} pods, weights {WEIGHTS}, {opts.iterations} iterations")
         t1, _ = attempt("T_1", equal_run, backend, command.split(), 1, workdir / "t1", recreate=recreate)
         say(f"T_1 (alone, equal allocation {PODS} x {POD_CPU_M}m): {t1:.1f}s")
