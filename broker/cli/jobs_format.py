@@ -9,7 +9,8 @@ from ..jobs.api import JobInfo
 from .options import OptionError
 
 DEFAULT_FORMAT = (
-    "{id.f58:>12} {username:<8.8} {name:<10.10} {status_abbrev:>2.2} {ntasks:>6} {nnodes:>6} {runtime!H:>8} {nodelist}"
+    "{id.f58:>12} {username:<8.8} {name:<10.10} {status_abbrev:>2.2} {ntasks:>6} {nnodes:>6} {runtime!H:>8} "
+    "{contextual_info}"
 )
 _HEADERS = {
     "id": "JOBID",
@@ -29,6 +30,7 @@ _HEADERS = {
     "nnodes": "NNODES",
     "runtime": "TIME",
     "nodelist": "NODELIST",
+    "contextual_info": "INFO",
     "urgency": "URG",
     "priority": "PRI",
     "t_submit": "T_SUBMIT",
@@ -42,6 +44,15 @@ _HEADERS = {
 }
 _STATE_ABBREV = {"NEW": "N", "DEPEND": "D", "PRIORITY": "P", "SCHED": "S", "RUN": "R", "CLEANUP": "C"}
 _RESULT_ABBREV = {"COMPLETED": "CD", "FAILED": "F", "CANCELED": "CA", "TIMEOUT": "TO"}
+
+
+def _contextual_info(info: JobInfo) -> str:
+    """flux-core's INFO column (flux.job.info.contextual_info): why a job waits, else where it runs or ran."""
+    if info.state == "PRIORITY":
+        return "priority-wait"
+    if info.state in ("NEW", "DEPEND", "SCHED"):
+        return "held" if info.urgency == 0 else "priority-hold" if info.priority == 0 else ""
+    return info.nodelist
 
 
 def _field(info: JobInfo, name: str) -> Any:
@@ -67,6 +78,7 @@ def _field(info: JobInfo, name: str) -> Any:
         "nnodes": info.nnodes if info.nnodes else "",
         "runtime": info.runtime,
         "nodelist": info.nodelist,
+        "contextual_info": _contextual_info(info),
         "urgency": info.urgency,
         "priority": info.priority,
         "t_submit": info.t_submit,

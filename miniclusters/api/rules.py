@@ -69,6 +69,11 @@ def _sizes(mc: MiniCluster) -> Iterator[Problem]:
             )
         elif spec.min_size > spec.size:
             yield Problem("spec.minSize", f"minSize ({spec.min_size}) must not exceed size ({spec.size})")
+    if spec.autoscale.enabled and spec.effective_max_size <= max(1, spec.min_size):
+        yield Problem(
+            "spec.autoscale.enabled",
+            f"nothing to scale: maxSize ({spec.effective_max_size}) must exceed max(1, minSize) to autoscale",
+        )
 
 
 def _containers(mc: MiniCluster) -> Iterator[Problem]:

@@ -272,6 +272,24 @@ class MultiplexingSpec(SpecModel):
     """Where simulations write output and traces (default: a directory in the controller's state)."""
 
 
+class AutoscaleSpec(SpecModel):
+    """Queue-driven autoscaling between [max(1, minSize), maxSize] (a miniclusters extension; off unless enabled).
+
+    The lead's queue decides: the cluster grows for pending jobs the scheduler would start, and after
+    ``idleSeconds`` with more pods than needed it drains the highest ranks and scales down once they are idle.
+    """
+
+    enabled: bool = False
+    idle_seconds: int = Field(default=60, ge=0)
+    """How long the cluster must have more pods than its queue needs before it shrinks."""
+    cooldown_seconds: int = Field(default=30, ge=0)
+    """The least time between two scale actions."""
+    policy: Literal["easy", "fcfs"] = "easy"
+    """The queue policy the node need is computed with (which pending jobs would start at maxSize)."""
+    interval_seconds: float = Field(default=5.0, ge=0.1)
+    """How often the loop looks at the queue."""
+
+
 class MiniClusterSpec(SpecModel):
     containers: list[Container] = Field(min_length=1)
     resource_claims: list[dict[str, Any]] = Field(default_factory=list)
@@ -297,6 +315,7 @@ class MiniClusterSpec(SpecModel):
     restful: RestfulSpec = Field(default_factory=RestfulSpec)
     profiling: ProfilingSpec = Field(default_factory=ProfilingSpec)
     multiplexing: MultiplexingSpec = Field(default_factory=MultiplexingSpec)
+    autoscale: AutoscaleSpec = Field(default_factory=AutoscaleSpec)
 
     @property
     def effective_max_size(self) -> int:

@@ -6,12 +6,14 @@ import click
 
 from miniclusters import __version__
 from miniclusters.cli import (
+    autoscale_commands,
     cluster_commands,
     model_commands,
     multiplex_commands,
     operator_commands,
     profile_commands,
     rest_commands,
+    simulate_commands,
     spec_commands,
 )
 
@@ -37,6 +39,8 @@ main.add_command(profile_commands.pmpi)
 main.add_command(profile_commands.profile)
 main.add_command(model_commands.model)
 main.add_command(multiplex_commands.multiplex)
+main.add_command(simulate_commands.simulate)
+main.add_command(autoscale_commands.autoscale)
 for command in (rest_commands.jobs, rest_commands.submit, rest_commands.cancel):
     main.add_command(command)
 

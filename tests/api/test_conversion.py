@@ -90,6 +90,13 @@ def _everything_set() -> dict[str, Any]:
         "profileIterations": 40, "fairness": 1.2, "efficiencyThreshold": 0.8, "headroom": 1.5,
         "boundary": "MPI_Allreduce", "workdir": "/shared/mux",
     }  # fmt: skip
+    spec["autoscale"] = {
+        "enabled": True,
+        "idleSeconds": 120,
+        "cooldownSeconds": 45,
+        "policy": "fcfs",
+        "intervalSeconds": 2.5,
+    }
     return {
         "apiVersion": "miniclusters.dev/v1alpha1",
         "kind": "MiniCluster",

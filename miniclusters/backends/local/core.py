@@ -158,5 +158,11 @@ class LocalCore:
         return f"local://{self._broker_socket(record, 0)}"
 
     def _broker_socket(self, record: ClusterRecord, index: int) -> Path:
-        """The pod broker's local socket, under the rundir the entrypoint gives it (-Srundir)."""
-        return self.store.pod_dir(record.name, index) / "run" / "rundir" / "local"
+        """The pod broker's local socket in the rundir the entrypoint gives it (-Srundir): `local-<rank>` under
+        flux-core, `local` under the built-in broker; the first name when neither exists yet."""
+        rundir = self.store.pod_dir(record.name, index) / "run" / "rundir"
+        names = (f"local-{index}", "local")
+        for name in names:
+            if (rundir / name).exists():
+                return rundir / name
+        return rundir / names[0]
