@@ -8,7 +8,8 @@ would still wait (it runs next). FCFS: nothing passes the head; EASY: backfilled
 Shrinking never kills work: scale-down removes the highest indexes, so the plan first *drains* the ranks that
 would go (the scheduler gives them no new jobs), and asks for the smaller size only once those ranks run nothing,
 the cluster has had more nodes than it needed for ``idle_seconds``, and the last scale is ``cooldown_seconds``
-ago. Rank 0 (the lead) is never drained or removed; sizes stay within [max(1, minSize), maxSize].
+ago (and the queue reports them drained, so no job was placed there in between). Rank 0 (the lead) is never
+drained or removed; sizes stay within [max(1, minSize), maxSize].
 """
 
 from __future__ import annotations
@@ -133,8 +134,10 @@ def plan_autoscale(
     kept = AutoscaleMemory(memory.last_scale, since)
     if now - since < options.idle_seconds:
         return ScalePlan(None, frozenset(), kept, f"surplus for {now - since:.0f}s", wanted)
-    if still_busy or not cooled:
-        why = f"draining ranks {sorted(still_busy)}" if still_busy else "cooling down"
+    if still_busy or not cooled or not leaving <= queue.draining:
+        # Scale only once the queue itself reports the ranks drained and idle: a job placed between our look at
+        # the queue and the drain taking effect would otherwise be cut off.
+        why = f"draining ranks {sorted(still_busy or leaving)}" if still_busy or cooled else "cooling down"
         return ScalePlan(None, leaving, kept, why, wanted)
     return ScalePlan(
         wanted,

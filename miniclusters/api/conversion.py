@@ -20,6 +20,7 @@ EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (
     ("restful",),
     ("profiling",),
     ("autoscale",),
+    ("multiplexing",),
     ("archive", "claimName"),
     ("archive", "unfit"),
 )

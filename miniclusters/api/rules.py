@@ -235,6 +235,23 @@ def _profiling(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.profiling.directory", f"{profiling.directory!r} must be an absolute path")
 
 
+def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
+    mux = mc.spec.multiplexing
+    if mux.enabled and not mux.command.strip():
+        yield Problem("spec.multiplexing.command", "required when multiplexing is enabled (the simulation to run)")
+    if mux.boundary and not re.match(r"^MPI_[A-Z][a-z_]+$", mux.boundary):
+        yield Problem("spec.multiplexing.boundary", f"{mux.boundary!r} is not an MPI call name (e.g. MPI_Allreduce)")
+    if mux.workdir and not mux.workdir.startswith("/"):
+        yield Problem("spec.multiplexing.workdir", f"{mux.workdir!r} must be an absolute path")
+    if mux.total and mux.total < mux.max:
+        yield Problem("spec.multiplexing.total", f"{mux.total} is below max ({mux.max}); use 0 for 'as many as max'")
+    if mux.enabled and not mc.spec.interactive and any(c.command for c in mc.spec.containers):
+        yield Problem(
+            "spec.multiplexing.enabled",
+            "the brokers must stay up for the controller's jobs: set interactive: true or leave the command empty",
+        )
+
+
 def _archive(mc: MiniCluster) -> Iterator[Problem]:
     archive = mc.spec.archive
     if archive.path and not archive.path.startswith("/"):
@@ -260,6 +277,7 @@ RULES: tuple[Rule, ...] = (
     _labels,
     _restful,
     _profiling,
+    _multiplexing,
     _archive,
 )
 

@@ -296,6 +296,7 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
       minicluster status restful -o jsonpath='{.rest_url}'
     """
     from miniclusters.cli.status_view import render_jsonpath, status_document
+    from miniclusters.multiplex.session import load_state
 
     template = output.partition("=")[2] if output.startswith("jsonpath=") else None
     if output not in ("text", "json") and template is None:
@@ -303,16 +304,40 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
         sys.exit(EXIT_INVALID)
     with _errors():
         result = _open(backend, context, namespace).status(name)
+        controller = load_state(backend, name)
+        document = status_document(result)
+        if controller is not None:
+            document["multiplexing"] = controller
         if output == "json":
-            click.echo(json.dumps(status_document(result), indent=2))
+            click.echo(json.dumps(document, indent=2))
         elif template is not None:
             try:
-                click.echo(render_jsonpath(status_document(result), template))
+                click.echo(render_jsonpath(document, template))
             except ValueError as exc:
                 click.echo(f"error: -o jsonpath: {exc}", err=True)
                 sys.exit(EXIT_INVALID)
         else:
             _print_status(result)
+            if controller is not None:
+                _print_multiplexing(controller)
+
+
+def _print_multiplexing(state: dict[str, Any]) -> None:
+    """The multiplexing controller's last saved state (`minicluster multiplex`)."""
+    sims = state.get("simulations") or []
+    by_state: dict[str, int] = {}
+    for sim in sims:
+        by_state[sim.get("state", "?")] = by_state.get(sim.get("state", "?"), 0) + 1
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())) or "none yet"
+    beta = state.get("beta")
+    alive = "running" if state.get("running") else "stopped"
+    click.echo(
+        f"  Multiplexing ({alive}, pid {state.get('controller_pid')}): phase {state.get('phase')}, simulations "
+        f"{counts}; requested {state.get('requested_m')}m; resizes {state.get('resizes')}, pod restarts "
+        f"{state.get('restarts')}" + (f", beta {beta:.3f}" if isinstance(beta, float) else "")
+    )
+    if state.get("blocked"):
+        click.echo(f"    stopped packing: {state['blocked']}")
 
 
 @click.command()

@@ -44,14 +44,17 @@ def test_shrink_waits_for_the_idle_period_then_drains_then_scales() -> None:
     busy = QueueView(running=((2,),))
     first = plan_autoscale(busy, 4, SIZES, OPTIONS, AutoscaleMemory(), 100.0)
     assert (first.size, first.drain, first.memory.surplus_since) == (None, frozenset(), 100.0)
-    # After the idle period the rank to remove (3) is drained and, being idle, removed at once.
+    # After the idle period the rank to remove (3) is drained; once the queue reports it drained (and idle), it goes.
     later = plan_autoscale(busy, 4, SIZES, OPTIONS, first.memory, 160.0)
-    assert (later.size, later.drain) == (3, frozenset({3}))
+    assert (later.size, later.drain) == (None, frozenset({3}))
+    drained = QueueView(running=((2,),), draining=frozenset({3}))
+    done = plan_autoscale(drained, 4, SIZES, OPTIONS, later.memory, 165.0)
+    assert (done.size, done.drain) == (3, frozenset({3}))
     # Nothing running: shrink to 1 -- but ranks 1..3 are drained first and rank 2 is still busy: wait.
     busy_rank = QueueView(running=((2,),))
     plan = plan_autoscale(busy_rank, 4, size_range(0, 4), OPTIONS, AutoscaleMemory(surplus_since=0.0), 100.0)
     assert plan.wanted == 3
-    empty = QueueView()
+    empty = QueueView(draining=frozenset({1, 2, 3}))
     plan = plan_autoscale(empty, 4, SIZES, OPTIONS, AutoscaleMemory(surplus_since=0.0), 100.0)
     assert (plan.size, plan.drain) == (1, frozenset({1, 2, 3}))
     # The lead is never drained or removed, and minSize is respected.
