@@ -23,9 +23,8 @@ import pytest
 
 from broker.rest.testing import SECRET_KEY, SIGNING_KEY, SUPERUSER, free_port, start_server
 from broker.rest.tokens import encode_handshake
+from miniclusters.backends.local.flux_view import FluxCore
 
-FLUX_CORE = Path(os.environ.get("MINICLUSTERS_FLUX_CORE", "/var/cache/miniclusters/flux-core-0.88.0"))
-BINDINGS = FLUX_CORE / "lib" / "python3.11" / "site-packages"
 FLUX = str(Path(sys.executable).with_name("flux"))
 
 # Steps whose answers differ on purpose (README, "REST API: differences from flux-restful-api")
@@ -192,19 +191,20 @@ def _wait_up(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def real_flux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """A real flux-core instance of two brokers; the environment that reaches it and its Python bindings."""
-    if not (FLUX_CORE / "bin" / "flux").exists() or not (BINDINGS / "flux").is_dir():
-        pytest.fail(
-            f"real flux-core 0.88.0 is not built at {FLUX_CORE} (set MINICLUSTERS_FLUX_CORE, or let the Makefile "
-            "build it before pytest): the parity test needs it and does not skip"
-        )
+def real_flux(flux_core: FluxCore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A real flux-core instance of two brokers; the environment that reaches it and its Python bindings.
+
+    `flux_core` (tests/conftest.py) fails under CI when the build is missing: `make test` builds it first.
+    """
+    bindings = flux_core.python_path
+    if bindings is None:
+        pytest.fail(f"flux-core at {flux_core.prefix} has no Python bindings (lib/python3*/site-packages/flux)")
     root = tmp_path_factory.mktemp("realflux")
     uri_file = root / "uri"
     log = open(root / "flux.log", "wb")  # noqa: SIM115 - kept for the instance's lifetime
     process = subprocess.Popen(
         [
-            str(FLUX_CORE / "bin" / "flux"),
+            str(flux_core.flux),
             "start",
             "--test-size=2",
             "sh",
@@ -223,8 +223,8 @@ def real_flux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
         yield dict(
             os.environ,
             FLUX_URI=uri_file.read_text().strip(),
-            PYTHONPATH=os.pathsep.join(filter(None, [str(BINDINGS), os.environ.get("PYTHONPATH", "")])),
-            PATH=os.pathsep.join([str(FLUX_CORE / "bin"), os.environ.get("PATH", "")]),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(bindings), os.environ.get("PYTHONPATH", "")])),
+            PATH=os.pathsep.join([str(flux_core.prefix / "bin"), os.environ.get("PATH", "")]),
             FLUX_USER=SUPERUSER[0],
             FLUX_TOKEN=SUPERUSER[1],
             FLUX_SECRET_KEY=SECRET_KEY,
