@@ -119,16 +119,21 @@ def metrics_router(source: Source, clock: Callable[[], datetime.datetime] | None
         }
         return {"kind": "MetricValueList", "apiVersion": GROUP_VERSION, "metadata": {}, "items": [item]}
 
-    @router.get("/namespaces/{namespace}/metrics/{metric}")
+    errors: dict[int | str, dict[str, Any]] = {
+        404: {"description": "No such metric (a Kubernetes Status object naming the ones served)"},
+        503: {"description": "The instance could not be read (a Kubernetes Status object)"},
+    }
+
+    @router.get("/namespaces/{namespace}/metrics/{metric}", responses=errors)
     def namespace_metric(namespace: str, metric: str) -> Any:
         return value_list("Namespace", None, namespace, metric, "v1")
 
-    @router.get("/namespaces/{namespace}/{resource}/{name}/{metric}")
+    @router.get("/namespaces/{namespace}/{resource}/{name}/{metric}", responses=errors)
     def object_metric(namespace: str, resource: str, name: str, metric: str) -> Any:
         kind, api_version = _kind(resource)
         return value_list(kind, namespace, name, metric, api_version)
 
-    @router.get("/{resource}/{name}/{metric}")
+    @router.get("/{resource}/{name}/{metric}", responses=errors)
     def cluster_metric(resource: str, name: str, metric: str) -> Any:
         kind, api_version = _kind(resource)
         return value_list(kind, None, name, metric, api_version)
