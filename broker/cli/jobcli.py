@@ -395,7 +395,7 @@ SUMMARIES = {
     "jobs": "list jobs (active ones unless -a)",
     "job": "job details: attach, info, status, wait, last, list, urgency, cancel, kill",
     "cancel": "cancel jobs",
-    "queue": "queue status, start/stop, enable/disable, idle/drain, policy",
+    "queue": "queue status, start/stop, enable/disable, idle/drain, policy, save",
     "proxy": "run a command (default a shell) connected to a job's sub-instance",
 }
 USAGES = {
@@ -407,7 +407,7 @@ USAGES = {
     "jobs": "jobs [OPTIONS] [JOBID...]",
     "job": "job attach|info|status|wait|last|list|urgency|cancel|kill ...",
     "cancel": "cancel [OPTIONS] JOBID...",
-    "queue": "queue [OPTIONS] status|start|stop|enable|disable|idle|drain|policy [fcfs|easy]",
+    "queue": "queue [OPTIONS] status|start|stop|enable|disable|idle|drain|policy [fcfs|easy]|save ARCHIVE",
     "proxy": "proxy JOBID|URI [COMMAND...]",
 }
 

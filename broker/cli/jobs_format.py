@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..jobs.api import JobInfo
@@ -38,6 +39,7 @@ _HEADERS = {
     "t_inactive": "T_INACTIVE",
     "exception.type": "EXCEPTION-TYPE",
     "exception.note": "EXCEPTION-NOTE",
+    "annotations.sched.reason_pending": "REASON",
     "duration": "DURATION",
     "queue": "QUEUE",
     "success": "SUCCESS",
@@ -91,6 +93,11 @@ def _field(info: JobInfo, name: str) -> Any:
         "success": info.success,
         "queue": "",
     }
+    if name.startswith("annotations."):  # Flux's e.g. {annotations.sched.reason_pending}
+        node: Any = info.annotations
+        for key in name.split(".")[1:]:
+            node = node.get(key, "") if isinstance(node, Mapping) else ""
+        return node
     if name not in values:
         raise OptionError(f"--format: unknown field {name!r}")
     return values[name]

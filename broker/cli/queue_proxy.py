@@ -1,10 +1,13 @@
-"""`flux queue` (start/stop/enable/disable/policy/status/idle) and `flux proxy` (a shell inside a job's instance)."""
+"""`flux queue` (start/stop/enable/disable/policy/status/idle, and our `save ARCHIVE`) and `flux proxy` (a shell
+inside a job's instance)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+from typing import Any
 
 from .jobcli_common import CommandError, _client, _flux_error, _jobid
 from .options import Opt, OptionError, parse
@@ -16,13 +19,17 @@ QUEUE_OPTS = [
     Opt(("-t", "--timeout"), "timeout", help="idle/drain: give up after this long (FSD)"),
     Opt(("-q", "--quiet"), "quiet", "flag", help="print nothing"),
     Opt(("-a", "--all"), "all", "flag", help="all queues"),
+    Opt(("--cluster",), "cluster", help="save: the MiniCluster's name, recorded as the archive's source"),
+    Opt(("--force",), "force", "flag", help="save: replace an existing archive"),
 ]
 
 
 def cmd_queue(argv: list[str]) -> int:
     values, args = parse(argv, QUEUE_OPTS, interleave=True)
     if not args:
-        raise OptionError("usage: flux queue status|start|stop|enable|disable|idle|drain|policy [fcfs|easy]")
+        raise OptionError(
+            "usage: flux queue status|start|stop|enable|disable|idle|drain|policy [fcfs|easy]|save ARCHIVE"
+        )
     action = args[0]
     with _client() as client:
         if action in ("idle", "drain"):
@@ -34,6 +41,8 @@ def cmd_queue(argv: list[str]) -> int:
             except _flux_error() as exc:
                 raise CommandError(f"{action}: {exc}") from None
             return 0
+        if action == "save":
+            return _queue_save(client, args[1:], values)
         if action == "policy":
             status = client.queue("policy", args[1]) if len(args) > 1 else client.queue("status")
             print(status["policy"])
@@ -50,6 +59,24 @@ def cmd_queue(argv: list[str]) -> int:
         print(f"Scheduling is {started}")
         if values.get("verbose"):
             print(f"Policy {status['policy']}, {status['pending']} pending, {status['running']} running")
+    return 0
+
+
+def _queue_save(client: Any, args: list[str], values: dict[str, Any]) -> int:
+    """`flux queue save ARCHIVE`: not in Flux (whose `flux dump` saves the content store); ours writes the queue
+    archive that `minicluster up --restore` reads."""
+    from ..fsd import parse_fsd
+
+    if len(args) != 1:
+        raise OptionError("usage: flux queue save [--timeout=FSD] [--cluster=NAME] [--force] ARCHIVE")
+    timeout = parse_fsd(values["timeout"]) if values.get("timeout") else 600.0
+    try:
+        path = os.path.abspath(args[0])
+        saved = client.queue_save(path, values.get("cluster") or "", timeout, bool(values.get("force")))
+    except _flux_error() as exc:
+        raise CommandError(f"save: {exc}") from None
+    if not values.get("quiet"):
+        print(json.dumps(saved))
     return 0
 
 

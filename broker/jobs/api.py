@@ -282,6 +282,12 @@ class JobClient:
         """Wait until no job runs ("idle") or no job is active at all ("drain")."""
         return self._rpc("job-manager.queue-idle", {"mode": mode}, timeout=timeout)
 
+    def queue_save(self, path: str, cluster: str = "", timeout: float = 600.0, force: bool = False) -> dict[str, Any]:
+        """Stop the queue, settle running jobs by their save policy, write the queue archive at `path` (on the
+        lead's filesystem; an existing file only with `force`); answers once written, with counts."""
+        payload = {"path": path, "cluster": cluster, "timeout": timeout, "force": force}
+        return self._rpc("job-manager.save", payload, timeout=timeout + 60.0)
+
     # ------------------------------------------------------------------ output and events
     def output(self, jobid: int | str, offset: int = 0, wait: bool = False) -> tuple[list[OutputLine], int, bool]:
         """Output lines from `offset`: (lines, next offset, eof). With wait, blocks until there is news."""

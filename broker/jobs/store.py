@@ -4,7 +4,10 @@ A state directory holds
 - `journal.jsonl`: every job event (Flux's eventlog names) and the instance's own records, id 0 (job ids are
   FLUIDs, never 0): `epoch` (the millisecond FLUIDs count from, kept across restarts as in Flux) and `queue`
   (started/enabled and their reasons, the queue policy), the last one of each kind winning;
-- `output/<id>.jsonl`: an ended job's output, one `[stream, task, text]` per line.
+- `output/<id>.jsonl`: an ended job's output, one `[stream, task, text]` per line; `output/<id>.attempt-<n>.jsonl`:
+  the output of run n of a job that a save stopped and requeued.
+
+broker/jobs/archive.py packs these files for `minicluster save` and puts them back for a restore.
 
 `restore` is the only reader. A state directory written before this layout (an `epoch` file, `queue.json`,
 `output/<id>.json`) is migrated the first time it is restored: the old values are appended to the journal (or
@@ -118,6 +121,10 @@ class JobStore:
 
     def save_output(self, jobid: int, lines: list[list[Any]]) -> None:
         self._write_lines(self.outdir / f"{jobid}.jsonl", lines)
+
+    def save_attempt_output(self, jobid: int, attempt: int, lines: list[list[Any]]) -> None:
+        """The output of a run that was stopped and requeued (a save): kept apart, the next run starts afresh."""
+        self._write_lines(self.outdir / f"{jobid}.attempt-{attempt}.jsonl", lines)
 
     def load_output(self, jobid: int) -> list[list[Any]] | None:
         """An ended job's output, None when none was saved."""

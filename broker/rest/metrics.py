@@ -75,6 +75,16 @@ def _status(code: int, reason: str, message: str) -> JSONResponse:
     return JSONResponse({**body, "reason": reason, "code": code}, status_code=code)
 
 
+_STATUS = {
+    "description": "a Kubernetes Status object (kind Status, reason, message, code)",
+    "content": {"application/json": {"schema": {"type": "object"}}},
+}
+VALUE_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {**_STATUS, "description": "the metric is not one this lead serves (a Status naming the ones it does)"},
+    503: {**_STATUS, "description": "the instance could not be read now (the HPA keeps its last decision)"},
+}
+
+
 def metrics_router(source: Source, clock: Callable[[], datetime.datetime] | None = None) -> APIRouter:
     now = clock or (lambda: datetime.datetime.now(datetime.UTC))
     router = APIRouter(prefix=PREFIX, tags=["custom metrics"])
@@ -119,21 +129,16 @@ def metrics_router(source: Source, clock: Callable[[], datetime.datetime] | None
         }
         return {"kind": "MetricValueList", "apiVersion": GROUP_VERSION, "metadata": {}, "items": [item]}
 
-    errors: dict[int | str, dict[str, Any]] = {
-        404: {"description": "No such metric (a Kubernetes Status object naming the ones served)"},
-        503: {"description": "The instance could not be read (a Kubernetes Status object)"},
-    }
-
-    @router.get("/namespaces/{namespace}/metrics/{metric}", responses=errors)
+    @router.get("/namespaces/{namespace}/metrics/{metric}", responses=VALUE_ERRORS)
     def namespace_metric(namespace: str, metric: str) -> Any:
         return value_list("Namespace", None, namespace, metric, "v1")
 
-    @router.get("/namespaces/{namespace}/{resource}/{name}/{metric}", responses=errors)
+    @router.get("/namespaces/{namespace}/{resource}/{name}/{metric}", responses=VALUE_ERRORS)
     def object_metric(namespace: str, resource: str, name: str, metric: str) -> Any:
         kind, api_version = _kind(resource)
         return value_list(kind, namespace, name, metric, api_version)
 
-    @router.get("/{resource}/{name}/{metric}", responses=errors)
+    @router.get("/{resource}/{name}/{metric}", responses=VALUE_ERRORS)
     def cluster_metric(resource: str, name: str, metric: str) -> Any:
         kind, api_version = _kind(resource)
         return value_list(kind, None, name, metric, api_version)

@@ -15,7 +15,15 @@ from miniclusters.api.spec import FLUX_OPERATOR_API_VERSION, OUR_API_VERSION, Mi
 
 EXTENSIONS_ANNOTATION = "miniclusters.dev/extensions"
 # Paths (under spec) of fields the Flux Operator does not have.
-EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (("flux", "flavour"), ("restful",), ("profiling",), ("autoscale",))
+EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("flux", "flavour"),
+    ("restful",),
+    ("profiling",),
+    ("autoscale",),
+    ("multiplexing",),
+    ("archive", "claimName"),
+    ("archive", "unfit"),
+)
 
 
 def _compact(mc: MiniCluster) -> dict[str, Any]:
@@ -52,7 +60,7 @@ def to_flux_operator(mc: MiniCluster) -> dict[str, Any]:
         value = _pop_path(data["spec"], path)
         if value is not None:
             extensions[".".join(path)] = value
-    for section in ("flux",):
+    for section in ("flux", "archive"):
         if data["spec"].get(section) == {}:
             del data["spec"][section]
     if extensions:

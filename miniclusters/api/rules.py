@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 # Names our renderer gives to containers and volumes it adds; user names must not collide.
 RESERVED_CONTAINER_NAMES = frozenset({"miniclusters-broker", "flux-view"})
-RESERVED_VOLUME_NAMES = frozenset({"mc-config", "mc-curve-cert", "mc-broker", "mc-flux-view", "mc-run"})
+RESERVED_VOLUME_NAMES = frozenset({"mc-config", "mc-curve-cert", "mc-broker", "mc-flux-view", "mc-run", "mc-archive"})
 TOPOLOGY = re.compile(r"^(kary:[1-9][0-9]*|binomial|mincrit(:[1-9][0-9]*)?|custom)$")
 BUILTIN_QUEUE_POLICIES = ("", "fcfs", "easy")
 
@@ -235,7 +235,51 @@ def _profiling(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.profiling.directory", f"{profiling.directory!r} must be an absolute path")
 
 
-RULES: tuple[Rule, ...] = (_names, _sizes, _containers, _volumes_agree, _flux, _labels, _restful, _profiling)
+def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
+    mux = mc.spec.multiplexing
+    if mux.enabled and not mux.command.strip():
+        yield Problem("spec.multiplexing.command", "required when multiplexing is enabled (the simulation to run)")
+    if mux.boundary and not re.match(r"^MPI_[A-Z][a-z_]+$", mux.boundary):
+        yield Problem("spec.multiplexing.boundary", f"{mux.boundary!r} is not an MPI call name (e.g. MPI_Allreduce)")
+    if mux.workdir and not mux.workdir.startswith("/"):
+        yield Problem("spec.multiplexing.workdir", f"{mux.workdir!r} must be an absolute path")
+    if mux.total and mux.total < mux.max:
+        yield Problem("spec.multiplexing.total", f"{mux.total} is below max ({mux.max}); use 0 for 'as many as max'")
+    if mux.enabled and not mc.spec.interactive and any(c.command for c in mc.spec.containers):
+        yield Problem(
+            "spec.multiplexing.enabled",
+            "the brokers must stay up for the controller's jobs: set interactive: true or leave the command empty",
+        )
+
+
+def _archive(mc: MiniCluster) -> Iterator[Problem]:
+    archive = mc.spec.archive
+    if archive.path and not archive.path.startswith("/"):
+        yield Problem("spec.archive.path", f"{archive.path!r} must be an absolute path")
+    if archive.path and "," in archive.path:
+        yield Problem("spec.archive.path", f"{archive.path!r}: a comma cannot be passed in a broker option")
+    if archive.claim_name:
+        if not archive.path:
+            yield Problem("spec.archive.path", f"claimName {archive.claim_name!r} needs the archive's path")
+        elif archive.path.rsplit("/", 1)[0] in ("", "/"):
+            yield Problem("spec.archive.path", f"{archive.path!r}: put the archive in a directory (the volume's)")
+        error = dns1123_label_error(archive.claim_name)
+        if error:
+            yield Problem("spec.archive.claimName", error)
+
+
+RULES: tuple[Rule, ...] = (
+    _names,
+    _sizes,
+    _containers,
+    _volumes_agree,
+    _flux,
+    _labels,
+    _restful,
+    _profiling,
+    _multiplexing,
+    _archive,
+)
 
 
 def check_minicluster(mc: MiniCluster) -> list[Problem]:

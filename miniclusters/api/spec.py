@@ -59,6 +59,13 @@ class LoggingSpec(SpecModel):
 
 class Archive(SpecModel):
     path: str = ""
+    """The queue archive in the lead's filesystem: restored at start when it exists (`minicluster save` writes
+    it, `minicluster up --restore` sets it)."""
+    claim_name: str = ""
+    """Ours: a PersistentVolumeClaim mounted at the archive's directory in the broker container, so a new
+    MiniCluster reads what the old one wrote."""
+    unfit: Literal["wait", "reject"] = "wait"
+    """Ours: a restored job that can never fit this cluster waits (its reason shown) or is rejected with it."""
 
 
 class Toleration(SpecModel):
@@ -242,6 +249,36 @@ class ProfilingSpec(SpecModel):
     """The MPI call that ends an iteration (default MPI_Barrier; OpenFOAM: MPI_Allreduce)."""
 
 
+class MultiplexingSpec(SpecModel):
+    """CPU multiplexing of several simulations on these pods (a miniclusters extension; `minicluster multiplex`).
+
+    The controller profiles the first simulation, resizes every pod in place to what its ranks need, packs
+    more simulations while the nodes have headroom and the throughput model predicts an efficiency above the
+    threshold, and keeps them progressing at similar rates.
+    """
+
+    enabled: bool = False
+    command: str = ""
+    """The simulation: an MPI program and its arguments, started as one Flux job per simulation."""
+    max: int = Field(default=4, ge=1)
+    """At most this many simulations at once."""
+    total: int = Field(default=0, ge=0)
+    """How many simulations to run in all (0: max); early finishers make room for the rest."""
+    ranks: int = Field(default=0, ge=0)
+    """MPI ranks per simulation (0: spec.tasks)."""
+    profile_iterations: int = Field(default=50, ge=1)
+    fairness: float = Field(default=1.10, ge=1.0)
+    """Largest fastest/slowest progress ratio tolerated before CPU moves toward the slow simulation."""
+    efficiency_threshold: float = Field(default=0.85, ge=0.01, le=1.0)
+    """Pack another simulation only while the model predicts Theta(N)/N at or above this."""
+    headroom: float = Field(default=1.2, ge=0.01)
+    """A rank's request is duty x allocation x headroom."""
+    boundary: str = ""
+    """The MPI call that ends an iteration (default MPI_Barrier; OpenFOAM: MPI_Allreduce)."""
+    workdir: str = ""
+    """Where simulations write output and traces (default: a directory in the controller's state)."""
+
+
 class AutoscaleSpec(SpecModel):
     """Queue-driven autoscaling between [max(1, minSize), maxSize] (a miniclusters extension; off unless enabled).
 
@@ -284,6 +321,7 @@ class MiniClusterSpec(SpecModel):
     # ---- miniclusters extensions -------------------------------------------------------------
     restful: RestfulSpec = Field(default_factory=RestfulSpec)
     profiling: ProfilingSpec = Field(default_factory=ProfilingSpec)
+    multiplexing: MultiplexingSpec = Field(default_factory=MultiplexingSpec)
     autoscale: AutoscaleSpec = Field(default_factory=AutoscaleSpec)
 
     @property

@@ -8,9 +8,12 @@ from miniclusters import __version__
 from miniclusters.cli import (
     autoscale_commands,
     cluster_commands,
+    model_commands,
+    multiplex_commands,
     operator_commands,
     profile_commands,
     rest_commands,
+    save_commands,
     simulate_commands,
     spec_commands,
 )
@@ -30,11 +33,13 @@ def main() -> None:
 
 for command in (spec_commands.validate, spec_commands.render, spec_commands.convert, spec_commands.crd):
     main.add_command(command)
-for command in (*cluster_commands.COMMANDS, *operator_commands.COMMANDS):
+for command in (*cluster_commands.COMMANDS, save_commands.save, *operator_commands.COMMANDS):
     main.add_command(command)
 
 main.add_command(profile_commands.pmpi)
 main.add_command(profile_commands.profile)
+main.add_command(model_commands.model)
+main.add_command(multiplex_commands.multiplex)
 main.add_command(simulate_commands.simulate)
 main.add_command(autoscale_commands.autoscale)
 for command in (rest_commands.jobs, rest_commands.submit, rest_commands.cancel):

@@ -1,4 +1,5 @@
-"""Cluster commands: up, down, status, scale, resize, logs, exec, list (the operator's are operator_commands.py).
+"""Cluster commands: up (also --restore), down, status, scale, resize, logs, exec, list (the operator's
+are operator_commands.py).
 
 Thin shells over a Backend: every BackendError becomes its message on stderr and its exit code (1, or 2 for
 bad input); nothing is changed when the input is wrong.
@@ -19,6 +20,7 @@ import click
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
 from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
+from miniclusters.cli.queue_archive import UNFIT_CHOICES, restore_spec
 from miniclusters.render import RenderOptions, with_flavour
 
 EXIT_INVALID = 2
@@ -100,6 +102,14 @@ def _progress_printer() -> Callable[[Any], None]:
     type=click.Choice(["builtin", "flux"]),
     help="Override spec.flux.flavour (local: `flux` runs flux-core from $FLUX_CORE_PREFIX, PATH or `make flux-core`).",
 )
+@click.option(
+    "--restore", "restore", metavar="ARCHIVE", help="Restore the queue `minicluster save` wrote (job ids kept)."
+)
+@click.option(
+    "--restore-unfit",
+    type=click.Choice(UNFIT_CHOICES),
+    help="A restored job that cannot fit this size: wait (with the reason) or reject (default: spec.archive.unfit).",
+)
 def up(
     file: str,
     backend: str,
@@ -113,6 +123,8 @@ def up(
     keep: bool,
     latency: str | None,
     flavour: str | None,
+    restore: str | None,
+    restore_unfit: str | None,
 ) -> None:
     """Create a MiniCluster and wait until every pod runs and every broker has joined the lead.
 
@@ -126,6 +138,7 @@ def up(
       minicluster up examples/interactive.yaml --detach       # then: minicluster exec interactive -- flux resource list
       minicluster up examples/hello.yaml --flavour flux          # local: real flux-core brokers
       minicluster up examples/hello.yaml --backend kubernetes --namespace hpc
+      minicluster up examples/save-restore.yaml --restore queue.tar.gz --restore-unfit reject
     """
     try:
         mc = load_minicluster_file(file)
@@ -139,6 +152,8 @@ def up(
     render = RenderOptions(namespace=None, registry=registry or defaults.registry, tag=tag or defaults.tag)
     with _errors():
         target = _open(backend, context, namespace, progress=_progress_printer(), latency=latency)
+        if restore:
+            mc = restore_spec(mc, restore, restore_unfit, target.ephemeral)
         if target.ephemeral:
             _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
             if mc.spec.autoscale.enabled:  # still up (detached or interactive): its queue now drives its size
@@ -281,6 +296,7 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
       minicluster status restful -o jsonpath='{.rest_url}'
     """
     from miniclusters.cli.status_view import render_jsonpath, status_document
+    from miniclusters.multiplex.session import load_state
 
     template = output.partition("=")[2] if output.startswith("jsonpath=") else None
     if output not in ("text", "json") and template is None:
@@ -288,16 +304,40 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
         sys.exit(EXIT_INVALID)
     with _errors():
         result = _open(backend, context, namespace).status(name)
+        controller = load_state(backend, name)
+        document = status_document(result)
+        if controller is not None:
+            document["multiplexing"] = controller
         if output == "json":
-            click.echo(json.dumps(status_document(result), indent=2))
+            click.echo(json.dumps(document, indent=2))
         elif template is not None:
             try:
-                click.echo(render_jsonpath(status_document(result), template))
+                click.echo(render_jsonpath(document, template))
             except ValueError as exc:
                 click.echo(f"error: -o jsonpath: {exc}", err=True)
                 sys.exit(EXIT_INVALID)
         else:
             _print_status(result)
+            if controller is not None:
+                _print_multiplexing(controller)
+
+
+def _print_multiplexing(state: dict[str, Any]) -> None:
+    """The multiplexing controller's last saved state (`minicluster multiplex`)."""
+    sims = state.get("simulations") or []
+    by_state: dict[str, int] = {}
+    for sim in sims:
+        by_state[sim.get("state", "?")] = by_state.get(sim.get("state", "?"), 0) + 1
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())) or "none yet"
+    beta = state.get("beta")
+    alive = "running" if state.get("running") else "stopped"
+    click.echo(
+        f"  Multiplexing ({alive}, pid {state.get('controller_pid')}): phase {state.get('phase')}, simulations "
+        f"{counts}; requested {state.get('requested_m')}m; resizes {state.get('resizes')}, pod restarts "
+        f"{state.get('restarts')}" + (f", beta {beta:.3f}" if isinstance(beta, float) else "")
+    )
+    if state.get("blocked"):
+        click.echo(f"    stopped packing: {state['blocked']}")
 
 
 @click.command()

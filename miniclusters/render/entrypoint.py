@@ -48,7 +48,31 @@ def broker_options(mc: MiniCluster) -> list[str]:
         options.append(f"-Stbon.topo={spec.flux.topology}")
     if spec.logging.zeromq:
         options.append("-Stbon.zmqdebug=1")
+    slots = multiplexing_slots(mc)
+    if slots:
+        options.append(f"-Sresource.cores=0-{slots - 1}")
+        # a multiplexed pod is given little CPU on purpose: its broker must ride out scheduling delays that
+        # would otherwise look like a lost peer (and kill every simulation with ranks there)
+        options.append(f"-Sheartbeat.timeout={MULTIPLEXING_HEARTBEAT_TIMEOUT}")
     return options
+
+
+MULTIPLEXING_HEARTBEAT_TIMEOUT = "30s"
+
+
+def multiplexing_slots(mc: MiniCluster) -> int:
+    """Task slots each built-in broker advertises when multiplexing (0: its real cores).
+
+    Several simulations share the pods, each needing its ranks' slots on every pod at once, so each broker
+    offers room for `max` simulations' ranks: the CPU they really get is then decided by the pod's request
+    and the per-job weights, not by exclusive cores. Real flux-core reads its resources from R instead.
+    """
+    spec = mc.spec
+    mux = spec.multiplexing
+    if not mux.enabled or spec.flux.flavour != "builtin":
+        return 0
+    ranks = mux.ranks or spec.tasks
+    return -(-ranks // spec.size) * mux.max
 
 
 def submit_words(mc: MiniCluster) -> list[str]:
@@ -199,8 +223,16 @@ def render_entrypoint(mc: MiniCluster) -> str:
     if spec.restful.enabled and spec.flux.flavour == "builtin":
         lead_options.append(f"-Srestful.port={spec.restful.port}")
     if spec.archive.path:
+        # The Flux Operator's spellings: real Flux dumps/restores its content store there; the builtin broker
+        # restores the queue archive `minicluster save` wrote (broker/jobs/archive.py), checked against this
+        # cluster's name, and waits or rejects restored jobs that cannot fit (spec.archive.unfit).
         archive = shlex.quote(spec.archive.path)
         lead_options.append(f"-Scontent.dump={spec.archive.path}")
+        if spec.flux.flavour == "builtin":
+            lead_options += [
+                f"-Sjob-manager.restore-unfit={spec.archive.unfit}",
+                f"-Sjob-manager.restore-cluster={mc.name}",
+            ]
         restore = f'$( [ -e {archive} ] && echo ",-Scontent.restore={spec.archive.path}" )'
     else:
         restore = ""

@@ -16,6 +16,7 @@ from miniclusters.render.layout import (
     INDEX_LABEL,
     RUN_DIR,
     SCRIPTS_DIR,
+    VOLUME_ARCHIVE,
     VOLUME_BROKER,
     VOLUME_CONFIG,
     VOLUME_CURVE,
@@ -176,6 +177,10 @@ def _broker_mounts(mc: MiniCluster) -> list[dict[str, Any]]:
         mounts.append({"name": VOLUME_BROKER, "mountPath": BROKER_INSTALL_DIR, "readOnly": True})
     elif not mc.spec.flux.container.disable:
         mounts.append({"name": VOLUME_FLUX_VIEW, "mountPath": mc.spec.flux.container.mount_path})
+    archive = mc.spec.archive
+    if archive.claim_name:
+        # The archive's directory on a claim that outlives this MiniCluster: the next one restores from it.
+        mounts.append({"name": VOLUME_ARCHIVE, "mountPath": archive.path.rsplit("/", 1)[0]})
     return mounts
 
 
@@ -280,6 +285,8 @@ def build_volumes(mc: MiniCluster) -> list[dict[str, Any]]:
         volumes.append({"name": VOLUME_BROKER, "emptyDir": {}})
     elif not mc.spec.flux.container.disable:
         volumes.append({"name": VOLUME_FLUX_VIEW, "emptyDir": {}})
+    if mc.spec.archive.claim_name:
+        volumes.append({"name": VOLUME_ARCHIVE, "persistentVolumeClaim": {"claimName": mc.spec.archive.claim_name}})
     return volumes + _user_volumes(mc)
 
 

@@ -29,6 +29,7 @@ VOLUME_CURVE = "mc-curve-cert"
 VOLUME_BROKER = "mc-broker"
 VOLUME_FLUX_VIEW = "mc-flux-view"
 VOLUME_RUN = "mc-run"
+VOLUME_ARCHIVE = "mc-archive"
 
 
 def config_map_name(mc: MiniCluster) -> str:

@@ -18,6 +18,7 @@ SECTIONS = {
     "jobs": "## Jobs: `flux submit` inside a MiniCluster",
     "rest": "## REST API on the lead broker",
     "profiling": "## Profiling MPI duty cycles",
+    "save": "## Saving the queue and restoring it into a cluster of another size",
 }
 
 

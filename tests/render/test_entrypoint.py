@@ -211,3 +211,17 @@ def test_flux_flavour_lead_starts_the_rest_server_on_the_broker_socket(
     (tmp_path / "server").unlink()
     run_entrypoint(tmp_path, minimal_spec, index=1, MINICLUSTER_PYTHON=str(python))
     assert not (tmp_path / "server").exists()  # followers only run brokers
+
+
+def test_builtin_lead_restores_the_queue_archive_checked_against_its_name(tmp_path: Path, minimal_spec: dict) -> None:
+    archive = tmp_path / "queue.tar.gz"
+    archive.write_text("x")
+    minimal_spec["spec"]["archive"] = {"path": str(archive), "unfit": "reject"}
+    _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=0)
+    options = _options(calls[0])
+    assert f"-Scontent.restore={archive}" in options
+    assert "-Sjob-manager.restore-unfit=reject" in options
+    assert f"-Sjob-manager.restore-cluster={minimal_spec['metadata']['name']}" in options
+    (tmp_path / "flux-1.log").unlink(missing_ok=True)
+    _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=1)
+    assert not any(o.startswith(("-Scontent.", "-Sjob-manager.")) for o in _options(calls[0]))  # no queue there

@@ -14,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from broker.curve_cert import generate_certificate, parse_zcert, render_zcert
-from miniclusters.api import load_minicluster, load_minicluster_file
+from miniclusters.api import SpecError, load_minicluster, load_minicluster_file
 from miniclusters.cli import main
 from miniclusters.render import RenderOptions, render_minicluster
 
@@ -253,3 +253,20 @@ def test_restful_is_off_by_default(minimal_spec: dict) -> None:
     objects = render_minicluster(load_minicluster(minimal_spec))
     assert [o["kind"] for o in objects].count("Service") == 1
     assert "restful" not in _by_kind(objects)["ConfigMap"]["data"]["entrypoint.sh"]
+
+
+def test_archive_claim_is_mounted_at_the_archive_directory_in_the_broker_container(minimal_spec: dict) -> None:
+    minimal_spec["spec"]["archive"] = {"path": "/archive/queue.tar.gz", "claimName": "queue-archive"}
+    objects = render_minicluster(load_minicluster(minimal_spec), RenderOptions())
+    job = _by_kind(objects)["Job"]
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.33", strict=True)
+    pod = job["spec"]["template"]["spec"]
+    assert {"name": "mc-archive", "persistentVolumeClaim": {"claimName": "queue-archive"}} in pod["volumes"]
+    assert {"name": "mc-archive", "mountPath": "/archive"} in _runner(job)["volumeMounts"]
+    minimal_spec["spec"]["archive"] = {"path": "queue.tar.gz", "claimName": "Bad_Name"}
+    with pytest.raises(SpecError) as problems:
+        load_minicluster(minimal_spec)
+    text = str(problems.value)
+    assert "spec.archive.path: 'queue.tar.gz' must be an absolute path" in text
+    assert "spec.archive.claimName" in text

@@ -14,6 +14,7 @@ from .journal import JournalFeeds
 from .kill import Kill
 from .queue import Queue
 from .restart import Restart
+from .save import Save
 from .start import Start
 from .submit import Submit
 from .wait import Waits
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from ...broker import Broker
 
 
-class JobManager(Submit, Queue, Start, Kill, JournalFeeds, Waits, Restart):
+class JobManager(Submit, Queue, Start, Kill, JournalFeeds, Waits, Restart, Save):
     """The job manager: its concerns put together, and its services registered."""
 
     def __init__(self, broker: Broker) -> None:
@@ -45,6 +46,7 @@ class JobManager(Submit, Queue, Start, Kill, JournalFeeds, Waits, Restart):
             "stats": self.svc_stats,
             "exec-output": self.svc_exec_output,
             "exec-done": self.svc_exec_done,
+            "save": self.svc_save,
         }.items():
             broker.register(f"job-manager.{topic}", handler)
         queue_state.register(self)

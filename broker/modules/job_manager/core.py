@@ -128,6 +128,7 @@ class JobManagerCore:
         if self.sched_dirty:
             self.schedule()
         self._check_idle()
+        self._check_save()
 
     def kick_sched(self) -> None:
         self.sched_dirty = True
@@ -180,6 +181,15 @@ class JobManagerCore:
         raise NotImplementedError
 
     def _check_idle(self) -> None:
+        raise NotImplementedError
+
+    def _save_queue_state(self) -> None:
+        raise NotImplementedError
+
+    def _check_save(self) -> None:
+        raise NotImplementedError
+
+    def _checkpointed(self, record: JobRecord, ex: Execution) -> bool:
         raise NotImplementedError
 
     def _enqueue(self, jobid: int) -> None:

@@ -125,6 +125,8 @@ class Start(JobManagerCore):
         self._complete(record, ex)
 
     def _complete(self, record: JobRecord, ex: Execution) -> None:
+        if self._checkpointed(record, ex):
+            return  # a save asked it to checkpoint: requeued, not finished
         for timer in ex.timers:
             timer.cancel()
         del self.execs[record.jobid]

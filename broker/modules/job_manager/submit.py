@@ -8,6 +8,7 @@ import time
 from ...jobs.jobspec import JobspecError, parse_jobspec
 from ...jobs.journal import JobEvent
 from ...jobs.record import JobRecord
+from ...jobs.save_policy import save_policy
 from ...protocol import EINVAL
 from ...service import Request, ServiceError
 from .core import ENOSPC, EPERM, JobManagerCore
@@ -24,6 +25,10 @@ class Submit(JobManagerCore):
         try:
             spec = parse_jobspec(jobspec)
         except JobspecError as exc:
+            raise ServiceError(EINVAL, f"invalid jobspec: {exc}") from None
+        try:
+            save_policy(jobspec)
+        except ValueError as exc:
             raise ServiceError(EINVAL, f"invalid jobspec: {exc}") from None
         reason = self.sched.unsatisfiable(spec.resources)
         if reason is not None:
