@@ -24,12 +24,25 @@ that pod's plan at what it has and packing stops; a simulation whose pods never 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
+from elasticity.control.multiplex_types import (
+    Action,
+    CancelSimulation,
+    MultiplexConfig,
+    Observation,
+    Phase,
+    Profile,
+    ResizeAnswer,
+    ResizePods,
+    SetJobShares,
+    SimRecord,
+    StartSimulation,
+)
 from elasticity.model.throughput import Geometry, ThroughputModel, fit_beta
-from elasticity.policy.fairness import DEFAULT_FAIRNESS_THRESHOLD, fairness_step, progress_ratio
+from elasticity.policy.fairness import fairness_step, progress_ratio
 from elasticity.policy.multiplex_requests import (
     PodPlan,
     SimulationDemand,
@@ -38,141 +51,6 @@ from elasticity.policy.multiplex_requests import (
     plan_pods,
     pod_need_from_ranks,
 )
-
-SimState = Literal["pending", "running", "finished", "failed"]
-Phase = Literal["profile", "resize", "pack", "fairness", "watch", "done"]
-ResizeAnswer = Literal["accepted", "in-progress", "deferred", "infeasible", "done"]
-
-
-@dataclass(frozen=True)
-class MultiplexConfig:
-    """The controller's knobs (CLI flags and spec.multiplexing)."""
-
-    ranks: int
-    """MPI ranks per simulation (R)."""
-    pods: tuple[int, ...]
-    """Pod indexes the simulations run on."""
-    cores_per_node: float
-    nodes: int = 1
-    max_simulations: int = 4
-    """At most this many simulations run at once (--max)."""
-    total_simulations: int | None = None
-    """How many to run in all (default: max_simulations); more than max means early finishers make room."""
-    profile_iterations: int = 50
-    fairness: float = DEFAULT_FAIRNESS_THRESHOLD
-    efficiency_threshold: float = 0.85
-    equal_per_rank_m: float = 1000.0
-    """The rigid allocation a rank gets before profiling (what a launcher without profiles would request)."""
-    headroom: float = 1.2
-    """need_i = duty_i x allocation_i x headroom, so a rank is not starved by noise in its profile."""
-    floor_m: int = 10
-    pod_overhead_m: int = 0
-    """Added to every pod's request for what runs beside the ranks (the broker): keeps it responsive."""
-    fairness_interval: float = 5.0
-    settle_time: float = 3.0
-    """Seconds after a start or a resize before progress rates are trusted again."""
-    start_timeout: float = 60.0
-    backoff_initial: float = 1.0
-    backoff_max: float = 30.0
-    max_deferrals: int = 6
-    prior_beta: float | None = None
-    """beta used before two load levels were observed (None: pack on headroom alone until then)."""
-
-    def __post_init__(self) -> None:
-        if self.ranks < 1 or not self.pods or self.cores_per_node <= 0 or self.max_simulations < 1:
-            raise ValueError("need ranks >= 1, at least one pod, cores > 0 and max_simulations >= 1")
-        if self.fairness < 1:
-            raise ValueError(f"fairness is a slowest/fastest ratio and must be >= 1, got {self.fairness}")
-        if self.profile_iterations < 1:
-            raise ValueError(f"profile iterations must be at least 1, got {self.profile_iterations}")
-
-    @property
-    def total(self) -> int:
-        return self.total_simulations if self.total_simulations is not None else self.max_simulations
-
-    def block_placement(self) -> dict[int, tuple[int, ...]]:
-        """Ranks over pods in blocks (how `flux submit -N M -n R` lays them out) until a profile says where."""
-        pods = list(self.pods)
-        per = math.ceil(self.ranks / len(pods))
-        return {p: tuple(range(i * per, min(self.ranks, (i + 1) * per))) for i, p in enumerate(pods)}
-
-
-@dataclass(frozen=True)
-class Profile:
-    """What the profiler measured for one simulation: each rank's steady duty cycle and its pod."""
-
-    duty: tuple[float, ...]
-    placement: Mapping[int, tuple[int, ...]]
-    """pod index -> ranks on it (from the hostnames in the traces)."""
-    allocation_m: tuple[float, ...] | None = None
-    """CPU each rank held while profiled (default: the equal per-rank allocation)."""
-
-
-@dataclass(frozen=True)
-class SimulationView:
-    """One simulation as observed now."""
-
-    sim: str
-    state: SimState
-    iterations: int | None = None
-    """Iterations completed so far (solver log or profiler stream); None when unknown."""
-    profile: Profile | None = None
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Observation:
-    now: float
-    simulations: Mapping[str, SimulationView]
-    pod_requests_m: Mapping[int, int]
-    allocatable_m: int
-    """CPU the nodes can give these pods in total (millicores)."""
-    restarts: int = 0
-    pods_down: tuple[int, ...] = ()
-    """Pods of the plan that are not running (failed, lost): nothing more is packed while any is down."""
-
-
-@dataclass(frozen=True)
-class StartSimulation:
-    sim: str
-    profile_iterations: int
-
-
-@dataclass(frozen=True)
-class CancelSimulation:
-    sim: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class ResizePods:
-    requests_m: dict[int, int]
-    reason: str
-
-
-@dataclass(frozen=True)
-class SetJobShares:
-    """Inside each pod, the CPU (as a weight) of each simulation's child cgroup."""
-
-    shares_m: dict[int, dict[str, int]]
-
-
-Action = StartSimulation | CancelSimulation | ResizePods | SetJobShares
-
-
-@dataclass
-class SimRecord:
-    """What the planner remembers about one simulation."""
-
-    sim: str
-    submitted_at: float
-    demand: SimulationDemand
-    profiled: bool = False
-    started_at: float | None = None
-    finished_at: float | None = None
-    state: str = "pending"
-    samples: list[tuple[float, int, int]] = field(default_factory=list)
-    """(time, iterations, simulations running) observations, for rates."""
 
 
 @dataclass
@@ -556,13 +434,3 @@ def summary_rows(planner: MultiplexPlanner) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def parse_placement(hostnames: Sequence[str], pod_of_host: Mapping[str, int]) -> dict[int, tuple[int, ...]]:
-    """pod index -> ranks, from each rank's hostname (the traces record it)."""
-    out: dict[int, list[int]] = {}
-    for rank, host in enumerate(hostnames):
-        if host not in pod_of_host:
-            raise ValueError(f"rank {rank} ran on {host!r}, which is not a pod of this MiniCluster")
-        out.setdefault(pod_of_host[host], []).append(rank)
-    return {p: tuple(r) for p, r in out.items()}

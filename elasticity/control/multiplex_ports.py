@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from elasticity.control.multiplex import SimulationView
+from elasticity.control.multiplex_types import SimulationView
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elasticity.control.events import EventLog
-from elasticity.control.multiplex import (
-    CancelSimulation,
-    MultiplexPlanner,
-    Observation,
-    ResizePods,
-    SetJobShares,
-    StartSimulation,
-)
+from elasticity.control.multiplex import MultiplexPlanner
 from elasticity.control.multiplex_ports import JobShares, Simulations
+from elasticity.control.multiplex_types import CancelSimulation, Observation, ResizePods, SetJobShares, StartSimulation
 from elasticity.control.ports import Actuator, ActuatorError, ClusterView, Observer, Rejected
 
 

@@ -68,8 +68,8 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
       minicluster multiplex multiplex --max 3 --timeline mux.png
     """
     from elasticity.control.events import EventLog
-    from elasticity.control.multiplex import MultiplexConfig
     from elasticity.control.multiplex_runner import MultiplexRunner
+    from elasticity.control.multiplex_types import MultiplexConfig
     from elasticity.model.resources import cpu_millicores
     from miniclusters.multiplex.report import print_progress_line, print_summary, summary_json
     from miniclusters.multiplex.session import open_session, save_state, state_file

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elasticity.control.multiplex import Profile, SimulationView, parse_placement
 from elasticity.control.multiplex_ports import Submitted
+from elasticity.control.multiplex_types import Profile, SimulationView, parse_placement
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.trace import TraceFormatError, read_job_traces
 from miniclusters.backends.base import Backend, BackendError

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elasticity.control.multiplex import MultiplexConfig, MultiplexPlanner, summary_rows
+from elasticity.control.multiplex import MultiplexPlanner, summary_rows
 from elasticity.control.multiplex_ports import JobShares
+from elasticity.control.multiplex_types import MultiplexConfig
 from elasticity.control.ports import Actuator, Observer
 from miniclusters.backends.base import Backend, InvalidRequestError
 from miniclusters.backends.local.state import state_root

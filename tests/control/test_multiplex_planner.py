@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from elasticity.control.multiplex import (
+from elasticity.control.multiplex import MultiplexPlanner
+from elasticity.control.multiplex_types import (
     CancelSimulation,
     MultiplexConfig,
-    MultiplexPlanner,
     Observation,
     Profile,
     ResizePods,

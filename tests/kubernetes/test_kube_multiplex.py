@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from elasticity.control.multiplex import MultiplexConfig, MultiplexPlanner, Profile, SimulationView
+from elasticity.control.multiplex import MultiplexPlanner
 from elasticity.control.multiplex_ports import Submitted
 from elasticity.control.multiplex_runner import MultiplexRunner
+from elasticity.control.multiplex_types import MultiplexConfig, Profile, SimulationView
 from elasticity.model.resources import cpu_millicores
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.backends.ports import ports_for
