@@ -33,7 +33,8 @@ class BurstRanks(BrokerCore):
     def _svc_burst_register(self, req: Request) -> dict[str, Any]:
         prefix = req.get("prefix", str)
         hosts = req.get("hosts", list)
-        return {"ranks": self.register_burst(prefix, [str(h) for h in hosts]), "size": self.size}
+        ranks = self.register_burst(prefix, [str(h) for h in hosts])
+        return {"ranks": ranks, "size": self.size, "hostnames": self.config.hostnames}
 
     def _svc_burst_release(self, req: Request) -> dict[str, Any]:
         return {"released": self.release_burst(req.get("prefix", str)), "size": self.size}

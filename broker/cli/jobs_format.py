@@ -66,7 +66,7 @@ def _field(info: JobInfo, name: str) -> Any:
         "ntasks": info.ntasks,
         "nnodes": info.nnodes if info.nnodes else "",
         "runtime": info.runtime,
-        "nodelist": info.nodelist,
+        "nodelist": _nodelist(info),
         "urgency": info.urgency,
         "priority": info.priority,
         "t_submit": info.t_submit,
@@ -82,6 +82,13 @@ def _field(info: JobInfo, name: str) -> Any:
     if name not in values:
         raise OptionError(f"--format: unknown field {name!r}")
     return values[name]
+
+
+def _nodelist(info: JobInfo) -> str:
+    """A pending job shows why it waits when something said (Flux's NODELIST(REASON)), e.g. a burst's state."""
+    sched = info.annotations.get("sched")
+    reason = sched.get("reason_pending") if isinstance(sched, dict) and info.state != "INACTIVE" else None
+    return f"({reason})" if reason and not info.nodelist else info.nodelist
 
 
 _USERS: dict[int, str] = {}

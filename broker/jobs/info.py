@@ -67,6 +67,7 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         "t_inactive": record.t_inactive,
         "duration": float(system.get("duration", 0) or 0),
         "queue": system.get("queue", ""),
+        "burstable": bool(system.get("burstable")),
         "annotations": dict(record.extra),
         "requeues": record.requeues,
     }

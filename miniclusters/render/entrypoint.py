@@ -175,7 +175,8 @@ def render_entrypoint(mc: MiniCluster) -> str:
         lines.append(commands.pre)
     if runner.working_dir:
         lines.append(f"cd {shlex.quote(runner.working_dir)}")
-    lines.append('if [ "$index" = 0 ]; then')
+    # A burst (spec.flux.bursting.leadBroker) has no lead of its own: every pod follows the lead elsewhere.
+    lines.append("if false; then" if spec.flux.bursting.lead_broker else 'if [ "$index" = 0 ]; then')
     lines.append(f'  log "lead broker starting ({spec.size} of {spec.effective_max_size} pods)"')
     lines += restful_wrapper
     # Not indented: a heredoc terminator must start its line.

@@ -9,9 +9,11 @@ MINICLUSTERS_LOCAL_UNPRIVILEGED=1) pods are plain processes on 127.213.<slot>.x 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -87,8 +89,11 @@ class Lifecycle(LocalCore):
                 "spec.flux.brokerConfig: a hand-written broker config names Kubernetes paths and DNS names; the "
                 "local backend renders its own (drop the field to run locally)"
             )
-        if spec.flux.bursting.hostlist:
-            raise InvalidRequestError("spec.flux.bursting.hostlist: bursting is not supported by the local backend")
+        if spec.flux.bursting.hostlist and not spec.flux.bursting.lead_broker:
+            raise InvalidRequestError(
+                "spec.flux.bursting.hostlist: a static host list is the `flux` flavour's way to burst; the local "
+                "backend bursts past maxSize with spec.flux.bursting.clusters (or `minicluster burst`)"
+            )
         if spec.effective_max_size > plan.MAX_LOCAL_PODS:
             raise InvalidRequestError(
                 f"spec.maxSize={spec.effective_max_size}: the local backend runs at most {plan.MAX_LOCAL_PODS} pods"
@@ -106,6 +111,8 @@ class Lifecycle(LocalCore):
                 for index in range(mc.spec.size):
                     self._start_pod(record, index)
                     self.store.save(record)
+                if mc.spec.flux.bursting.clusters:
+                    self._start_burst_service(mc, record)
             except BaseException:
                 self._teardown(record)
                 raise
@@ -241,6 +248,8 @@ class Lifecycle(LocalCore):
                 }
                 for i, host in enumerate(registry_for(mc).pod_hostnames())
             ]
+        if mc.spec.flux.bursting.lead_broker:
+            local["hosts"] = burst_host_entries(mc, local.get("hosts"))
         toml = render_broker_toml(mc, NAMESPACE, **local)
         (cluster_dir / "config" / BROKER_TOML).write_text(toml)
         (cluster_dir / ENTRYPOINT).write_text(render_entrypoint(mc))
@@ -331,7 +340,66 @@ class Lifecycle(LocalCore):
         with self.store.lock():
             if not self.store.exists(name):
                 raise NotFoundError(f"MiniCluster {name!r} not found on this machine (state {self.store.root})")
+            for follower in self._bursts_of(name):  # a lead takes its bursts with it
+                self._teardown(self.store.load(follower))
             self._teardown(self.store.load(name))
+
+    def _bursts_of(self, name: str) -> list[str]:
+        """Local MiniClusters whose brokers follow `name`'s lead (spec.flux.bursting.leadBroker.name)."""
+        found = []
+        for other in self.store.names():
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                lead = self.store.load_spec(other).get("spec", {}).get("flux", {}).get("bursting", {})
+                if other != name and (lead.get("leadBroker") or {}).get("name") == name:
+                    found.append(other)
+        return found
+
+    def _start_burst_service(self, mc: MiniCluster, record: ClusterRecord) -> None:
+        """spec.flux.bursting.clusters: the burst service runs beside the lead, on this machine's network."""
+        cluster_dir = self.store.cluster_dir(mc.name)
+        context = {
+            "cluster": mc.name,
+            "spec": mc.to_dict(),
+            "certificate": (cluster_dir / "curve" / CURVE_FILE).read_text(),
+            "broker_port": DEFAULT_BROKER_PORT,
+            "options": {"state_dir": str(self.store.root)},
+        }
+        (cluster_dir / "burst-context.json").write_text(json.dumps(context))
+        (cluster_dir / "burst-context.json").chmod(0o600)
+        argv = [
+            sys.executable, "-m", "bursting.service", "--cluster", mc.name,
+            "--uri", f"local://{self._broker_socket(record, 0)}", "--state", str(cluster_dir / BURST_STATE),
+            "--context", str(cluster_dir / "burst-context.json"),
+            "--plugins", ",".join(c.name for c in mc.spec.flux.bursting.clusters),
+            "--idle", os.environ.get("MINICLUSTERS_BURST_IDLE", "30"),
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if k != "FLUX_URI"}
+        env[process.TAG_VARIABLE] = f"{cluster_dir}#burst"
+        with open(cluster_dir / "burst.log", "ab") as log:
+            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                             cwd=record.cwd, start_new_session=True)  # fmt: skip
+
+
+BURST_STATE = "bursts.json"
+
+
+def burst_host_entries(mc: MiniCluster, pods: list[dict[str, str]] | None) -> list[dict[str, str]]:
+    """A burst's hosts table: the lead's hosts (the first reached at leadBroker's address), then its own pods,
+    each a child of the lead (they join it directly: the lead registered them as ranks)."""
+    lead = mc.spec.flux.bursting.lead_broker
+    assert lead is not None
+    registry = registry_for(mc)
+    own = {entry["host"]: entry for entry in pods or []}
+    names = registry.hostnames()
+    entries: list[dict[str, str]] = []
+    for host in names:
+        if host in own or host in registry.pod_hostnames():
+            entries.append({**own.get(host, {"host": host}), "parent": names[0]})
+        elif host == names[0]:
+            entries.append({"host": host, "connect": f"tcp://{lead.address}:{lead.port}"})
+        else:
+            entries.append({"host": host})
+    return entries
 
 
 def netem_probe() -> tuple[bool, str]:
