@@ -5,7 +5,14 @@ from __future__ import annotations
 import click
 
 from miniclusters import __version__
-from miniclusters.cli import cluster_commands, operator_commands, profile_commands, rest_commands, spec_commands
+from miniclusters.cli import (
+    burst_commands,
+    cluster_commands,
+    operator_commands,
+    profile_commands,
+    rest_commands,
+    spec_commands,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -22,7 +29,7 @@ def main() -> None:
 
 for command in (spec_commands.validate, spec_commands.render, spec_commands.convert, spec_commands.crd):
     main.add_command(command)
-for command in (*cluster_commands.COMMANDS, *operator_commands.COMMANDS):
+for command in (*cluster_commands.COMMANDS, *burst_commands.COMMANDS, *operator_commands.COMMANDS):
     main.add_command(command)
 
 main.add_command(profile_commands.pmpi)

@@ -260,12 +260,18 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
     Example:
       minicluster status hello --backend kubernetes -o json
     """
+    from miniclusters.cli.burst_status import burst_report, print_bursts
+
     with _errors():
-        result = _open(backend, context, namespace).status(name)
+        opened = _open(backend, context, namespace)
+        result = opened.status(name)
+        bursts = burst_report(opened, result)  # burst ranks apart, and why pending jobs wait
         if output == "json":
-            click.echo(json.dumps(asdict(result), indent=2))
+            click.echo(json.dumps(asdict(result) | {"bursts": bursts}, indent=2))
         else:
             _print_status(result)
+            if bursts:
+                print_bursts(bursts)
 
 
 @click.command()

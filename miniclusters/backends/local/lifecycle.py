@@ -9,11 +9,9 @@ MINICLUSTERS_LOCAL_UNPRIVILEGED=1) pods are plain processes on 127.213.<slot>.x 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +30,8 @@ from miniclusters.backends.base import (
     NotFoundError,
 )
 from miniclusters.backends.local import cgroups, netns, plan, process
-from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX, LocalCore
+from miniclusters.backends.local.bursts import Bursts, burst_host_entries
+from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.backends.wait import wait_until_ready
 from miniclusters.render.broker_config import render_broker_toml
@@ -74,7 +73,7 @@ def restful_credentials(mc: MiniCluster) -> dict[str, str]:
     return {k: os.environ[k] for k in RESTFUL_CREDENTIALS if os.environ.get(k)}
 
 
-class Lifecycle(LocalCore):
+class Lifecycle(Bursts):
     """create, the pods' start and stop, delete."""
 
     def _check_supported(self, mc: MiniCluster) -> None:
@@ -343,63 +342,6 @@ class Lifecycle(LocalCore):
             for follower in self._bursts_of(name):  # a lead takes its bursts with it
                 self._teardown(self.store.load(follower))
             self._teardown(self.store.load(name))
-
-    def _bursts_of(self, name: str) -> list[str]:
-        """Local MiniClusters whose brokers follow `name`'s lead (spec.flux.bursting.leadBroker.name)."""
-        found = []
-        for other in self.store.names():
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                lead = self.store.load_spec(other).get("spec", {}).get("flux", {}).get("bursting", {})
-                if other != name and (lead.get("leadBroker") or {}).get("name") == name:
-                    found.append(other)
-        return found
-
-    def _start_burst_service(self, mc: MiniCluster, record: ClusterRecord) -> None:
-        """spec.flux.bursting.clusters: the burst service runs beside the lead, on this machine's network."""
-        cluster_dir = self.store.cluster_dir(mc.name)
-        context = {
-            "cluster": mc.name,
-            "spec": mc.to_dict(),
-            "certificate": (cluster_dir / "curve" / CURVE_FILE).read_text(),
-            "broker_port": DEFAULT_BROKER_PORT,
-            "options": {"state_dir": str(self.store.root)},
-        }
-        (cluster_dir / "burst-context.json").write_text(json.dumps(context))
-        (cluster_dir / "burst-context.json").chmod(0o600)
-        argv = [
-            sys.executable, "-m", "bursting.service", "--cluster", mc.name,
-            "--uri", f"local://{self._broker_socket(record, 0)}", "--state", str(cluster_dir / BURST_STATE),
-            "--context", str(cluster_dir / "burst-context.json"),
-            "--plugins", ",".join(c.name for c in mc.spec.flux.bursting.clusters),
-            "--idle", os.environ.get("MINICLUSTERS_BURST_IDLE", "30"),
-        ]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if k != "FLUX_URI"}
-        env[process.TAG_VARIABLE] = f"{cluster_dir}#burst"
-        with open(cluster_dir / "burst.log", "ab") as log:
-            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                             cwd=record.cwd, start_new_session=True)  # fmt: skip
-
-
-BURST_STATE = "bursts.json"
-
-
-def burst_host_entries(mc: MiniCluster, pods: list[dict[str, str]] | None) -> list[dict[str, str]]:
-    """A burst's hosts table: the lead's hosts (the first reached at leadBroker's address), then its own pods,
-    each a child of the lead (they join it directly: the lead registered them as ranks)."""
-    lead = mc.spec.flux.bursting.lead_broker
-    assert lead is not None
-    registry = registry_for(mc)
-    own = {entry["host"]: entry for entry in pods or []}
-    names = registry.hostnames()
-    entries: list[dict[str, str]] = []
-    for host in names:
-        if host in own or host in registry.pod_hostnames():
-            entries.append({**own.get(host, {"host": host}), "parent": names[0]})
-        elif host == names[0]:
-            entries.append({"host": host, "connect": f"tcp://{lead.address}:{lead.port}"})
-        else:
-            entries.append({"host": host})
-    return entries
 
 
 def netem_probe() -> tuple[bool, str]:
