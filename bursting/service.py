@@ -158,7 +158,8 @@ class BurstService:
         with self.state.update() as state:
             self._mark_up(state, nodes)
             self._mark_idle(state, jobs, now)
-            for name in to_tear_down(self._active(state), jobs, now, self.idle_period):
+            present = nodes.up + len(nodes.burst_ranks_up)
+            for name in to_tear_down(self._active(state), jobs, now, self.idle_period, present, nodes.cores_per_node):
                 self._tear_down(state, name)
             bursting = sum(b.nodes for b in state.bursts.values() if b.state == "launching")
             needs = burst_needs(jobs, nodes.up + len(nodes.burst_ranks_up), bursting, nodes.cores_per_node)
