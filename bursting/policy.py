@@ -98,10 +98,21 @@ def idle_marks(bursts: Sequence[ActiveBurst], jobs: Sequence[QueuedJob], now: fl
     return marked
 
 
-def to_tear_down(bursts: Sequence[ActiveBurst], jobs: Sequence[QueuedJob], now: float, idle_period: float) -> list[str]:
-    """Bursts idle for the idle period, unless a pending burstable job still waits (it may want their nodes)."""
-    waiting = any(job.burstable and job.state in PENDING_STATES for job in jobs)
-    if waiting:
+def to_tear_down(
+    bursts: Sequence[ActiveBurst],
+    jobs: Sequence[QueuedJob],
+    now: float,
+    idle_period: float,
+    nodes_present: int = 0,
+    cores_per_node: int = 1,
+) -> list[str]:
+    """Bursts idle for the idle period, unless a pending burstable job that fits the nodes present (bursts
+    included) is about to take their nodes; a job too big even with them does not keep them up."""
+    about_to_run = any(
+        job.burstable and job.state in PENDING_STATES and nodes_needed(job, cores_per_node) <= nodes_present
+        for job in jobs
+    )
+    if about_to_run:
         return []
     return [b.name for b in bursts if b.idle_since is not None and now - b.idle_since >= idle_period]
 
