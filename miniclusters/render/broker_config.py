@@ -34,6 +34,8 @@ def build_broker_config(
     spec = mc.spec
     registry = registry_for(mc)
     host_entries = hosts or [{"host": registry.hostlist()}]
+    if spec.flux.bursting.lead_broker:
+        host_entries = burst_host_entries(mc, hosts)
     bootstrap: dict[str, Any] = {}
     if registry.size > 1 or registry.custom:
         bootstrap["curve_cert"] = curve_cert or f"{CURVE_DIR}/{CURVE_FILE}"
@@ -49,6 +51,25 @@ def build_broker_config(
         "sched-fluxion-qmanager": {"queue-policy": spec.flux.scheduler.queue_policy or "fcfs"},
         "bootstrap": bootstrap,
     }
+
+
+def burst_host_entries(mc: MiniCluster, pods: list[dict[str, str]] | None) -> list[dict[str, str]]:
+    """A burst's hosts table: the lead's hosts (the first reached at leadBroker's address), then its own pods,
+    each a child of the lead (they join it directly: the lead registered them as ranks)."""
+    lead = mc.spec.flux.bursting.lead_broker
+    assert lead is not None
+    registry = registry_for(mc)
+    own = {entry["host"]: entry for entry in pods or []}
+    names = registry.hostnames()
+    entries: list[dict[str, str]] = []
+    for host in names:
+        if host in own or host in registry.pod_hostnames():
+            entries.append({**own.get(host, {"host": host}), "parent": names[0]})
+        elif host == names[0]:
+            entries.append({"host": host, "connect": f"tcp://{lead.address}:{lead.port}"})
+        else:
+            entries.append({"host": host})
+    return entries
 
 
 def render_broker_toml(mc: MiniCluster, namespace: str, cluster_domain: str = "cluster.local", **local: Any) -> str:

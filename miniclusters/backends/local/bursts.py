@@ -14,7 +14,6 @@ import subprocess
 import sys
 from typing import Any
 
-from miniclusters.api.hosts import registry_for
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
 from miniclusters.backends.local import process
 from miniclusters.backends.local.core import LocalCore
@@ -22,25 +21,6 @@ from miniclusters.backends.local.state import ClusterRecord
 from miniclusters.render.layout import CURVE_FILE
 
 BURST_STATE = "bursts.json"
-
-
-def burst_host_entries(mc: MiniCluster, pods: list[dict[str, str]] | None) -> list[dict[str, str]]:
-    """A burst's hosts table: the lead's hosts (the first reached at leadBroker's address), then its own pods,
-    each a child of the lead (they join it directly: the lead registered them as ranks)."""
-    lead = mc.spec.flux.bursting.lead_broker
-    assert lead is not None
-    registry = registry_for(mc)
-    own = {entry["host"]: entry for entry in pods or []}
-    names = registry.hostnames()
-    entries: list[dict[str, str]] = []
-    for host in names:
-        if host in own or host in registry.pod_hostnames():
-            entries.append({**own.get(host, {"host": host}), "parent": names[0]})
-        elif host == names[0]:
-            entries.append({"host": host, "connect": f"tcp://{lead.address}:{lead.port}"})
-        else:
-            entries.append({"host": host})
-    return entries
 
 
 class Bursts(LocalCore):

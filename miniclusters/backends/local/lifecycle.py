@@ -30,7 +30,7 @@ from miniclusters.backends.base import (
     NotFoundError,
 )
 from miniclusters.backends.local import cgroups, netns, plan, process
-from miniclusters.backends.local.bursts import Bursts, burst_host_entries
+from miniclusters.backends.local.bursts import Bursts
 from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.backends.wait import wait_until_ready
@@ -247,8 +247,6 @@ class Lifecycle(Bursts):
                 }
                 for i, host in enumerate(registry_for(mc).pod_hostnames())
             ]
-        if mc.spec.flux.bursting.lead_broker:
-            local["hosts"] = burst_host_entries(mc, local.get("hosts"))
         toml = render_broker_toml(mc, NAMESPACE, **local)
         (cluster_dir / "config" / BROKER_TOML).write_text(toml)
         (cluster_dir / ENTRYPOINT).write_text(render_entrypoint(mc))
