@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from bursting.plugin import Burst, BurstError, BurstPlugin, Verdict
 from bursting.policy import (
+    ACTIVE_STATES,
     ActiveBurst,
     BurstNeed,
     QueuedJob,
@@ -38,6 +39,8 @@ from bursting.policy import (
 
 DEFAULT_IDLE_PERIOD = 30.0
 DEFAULT_INTERVAL = 1.0
+JOIN_TIMEOUT = 180.0
+"""A burst whose brokers have not all joined the lead by then has failed (unreachable lead, pods that never ran)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,9 @@ class BurstRecord:
     idle_since: float | None = None
     job: int | None = None
     manual: bool = False
+    used: bool = False
+    launched_at: float = 0.0
+    """A job has run on it; a burst made by hand idles only after that (or goes with `--release`)."""
 
     def burst(self) -> Burst:
         return Burst(self.name, self.nodes, self.plugin, tuple(self.lead_hosts), self.lead_address, self.lead_port)
@@ -156,13 +162,15 @@ class BurstService:
         nodes = self.lead.nodes()
         now = self.clock()
         with self.state.update() as state:
-            self._mark_up(state, nodes)
+            self._mark_up(state, nodes, now)
             self._mark_idle(state, jobs, now)
             present = nodes.up + len(nodes.burst_ranks_up)
             for name in to_tear_down(self._active(state), jobs, now, self.idle_period, present, nodes.cores_per_node):
                 self._tear_down(state, name)
             bursting = sum(b.nodes for b in state.bursts.values() if b.state == "launching")
-            needs = burst_needs(jobs, nodes.up + len(nodes.burst_ranks_up), bursting, nodes.cores_per_node)
+            failed = {b.job for b in state.bursts.values() if b.state == "failed"}  # retried once it is removed
+            retry = [j for j in jobs if j.id not in failed]
+            needs = burst_needs(retry, nodes.up + len(nodes.burst_ranks_up), bursting, nodes.cores_per_node)
             for need in needs:
                 self._burst_for(state, need.job, need.nodes)
             self._clear_reasons(state, jobs)
@@ -208,7 +216,7 @@ class BurstService:
             raise BurstError(f"no burst plugin {plugin_name!r} (installed: {', '.join(self.plugins) or 'none'})")
         name = burst_name(self.cluster, [b.name for b in state.bursts.values() if b.state != "released"])
         probe = Burst(name, nodes, plugin_name)
-        record = BurstRecord(name, nodes, plugin_name, [], [], job=job, manual=manual)
+        record = BurstRecord(name, nodes, plugin_name, [], [], job=job, manual=manual, launched_at=self.clock())
         state.bursts[name] = record
         try:
             address, port = plugin.expose(probe)
@@ -252,15 +260,23 @@ class BurstService:
         return [
             ActiveBurst(b.name, b.nodes, tuple(b.ranks), b.idle_since)
             for b in state.bursts.values()
-            if b.state in ("up", "failed") or (b.state == "launching" and b.manual)
+            if (b.state in ("up", "failed") and (b.used or not b.manual)) or b.state == "failed"
         ]
 
-    def _mark_up(self, state: BurstState, nodes: NodesView) -> None:
+    def _mark_up(self, state: BurstState, nodes: NodesView, now: float) -> None:
         for record in state.bursts.values():
             if record.state == "launching" and record.ranks and set(record.ranks) <= nodes.burst_ranks_up:
                 record.state = "up"
+            elif record.state == "launching" and now - record.launched_at > JOIN_TIMEOUT:
+                record.state = "failed"
+                record.reason = f"its brokers did not join the lead within {JOIN_TIMEOUT:.0f} s"
+                if record.job is not None:
+                    self._pending(state, record.job, f"burst {record.name} ({record.plugin}) failed: {record.reason}")
 
     def _mark_idle(self, state: BurstState, jobs: list[QueuedJob], now: float) -> None:
+        busy = {r for job in jobs if job.state in ACTIVE_STATES for r in job.ranks}
+        for record in state.bursts.values():
+            record.used = record.used or any(r in busy for r in record.ranks)
         for burst in idle_marks(self._active(state), jobs, now):
             state.bursts[burst.name].idle_since = burst.idle_since
         for record in state.bursts.values():

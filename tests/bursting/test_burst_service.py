@@ -159,3 +159,35 @@ def test_plugins_are_discovered_through_entry_points() -> None:
         assert isinstance(made, BurstPlugin) and made.name == name
     with pytest.raises(LookupError, match="no burst plugin 'nope'"):
         plugin_factories(["nope"])
+
+
+def test_a_burst_whose_brokers_never_join_fails_with_the_reason_and_is_removed(tmp_path: Path) -> None:
+    lead, local, clock = FakeLead(), FakePlugin("local"), Clock()
+    svc = service(tmp_path, lead, {"local": local}, idle_period=10.0, clock=clock)
+    lead.jobs_now = [QueuedJob(5, "SCHED", 3, 3, True)]
+    svc.step()
+    clock.now += 181  # the burst's brokers never joined (say, the lead's address is unreachable from there)
+    svc.step()
+    assert lead.annotations[5] == "burst c-b1 (local) failed: its brokers did not join the lead within 180 s"
+    clock.now += 11
+    svc.step()
+    assert local.torn == ["c-b1"] and lead.released == ["c-b1-"]
+
+
+def test_a_burst_made_by_hand_stays_until_used_then_idles(tmp_path: Path) -> None:
+    lead, local, clock = FakeLead(), FakePlugin("local"), Clock()
+    svc = service(tmp_path, lead, {"local": local}, idle_period=10.0, clock=clock)
+    record = svc.burst("local", 1, manual=True)
+    assert record.ranks == [2] and lead.hostnames[-1] == "c-b1-0"
+    lead.burst_up = {2}
+    svc.step()
+    clock.now += 100
+    svc.step()
+    assert local.torn == []  # never used: kept (minicluster burst --release removes it)
+    lead.jobs_now = [QueuedJob(3, "RUN", 3, 3, False, (0, 1, 2))]
+    svc.step()
+    lead.jobs_now = [QueuedJob(3, "INACTIVE", 3, 3, False, (0, 1, 2))]
+    svc.step()
+    clock.now += 10
+    svc.step()
+    assert local.torn == ["c-b1"]
