@@ -18,7 +18,7 @@ from broker.testing import require_tool
 from miniclusters.backends.local import netns
 from miniclusters.backends.local.backend import LocalBackend
 
-pytestmark = pytest.mark.needs_root
+pytestmark = [pytest.mark.needs_root, pytest.mark.timeout(900)]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "burst.yaml"
 MPI_HELLO = Path(__file__).resolve().parents[2] / "images" / "openmpi-openfoam" / "mpi-hello.c"
@@ -39,21 +39,21 @@ def test_burstable_mpi_job_runs_across_the_pods_and_a_burst_which_then_goes_away
     hello = work / "mpi-hello"
     subprocess.run(["mpicc", "-O2", "-o", str(hello), str(MPI_HELLO)], check=True, timeout=120)
     env = {"MINICLUSTERS_BURST_IDLE": "6", "OMPI_MCA_btl": "tcp,self"}
-    up = mc("up", str(EXAMPLE), "--detach", "--timeout", "60", env=env)
+    up = mc("up", str(EXAMPLE), "--detach", "--timeout", "150", env=env, timeout=180)
     assert up.returncode == 0, up.stderr
 
     # a job no plugin can take (the spec lets `local` bring 2 nodes): pending, with the reason, never a crash
     big = mc("exec", "burst", "--", "flux", "submit", "--setattr=burstable", "-N9", "true")
     assert big.returncode == 0, big.stderr
     reason = "burst of 7 node(s) not possible: local: 7 node(s) asked, this machine takes at most 2 burst pods"
-    assert waiter(lambda: reason in mc("exec", "burst", "--", "flux", "jobs").stdout, timeout=20)
+    assert waiter(lambda: reason in mc("exec", "burst", "--", "flux", "jobs").stdout, timeout=60)
     assert _status(mc)["bursts"]["pending"] == {big.stdout.strip(): reason}
     assert mc("exec", "burst", "--", "flux", "cancel", big.stdout.strip()).returncode == 0
 
     # the acceptance job: 4 nodes on a 2-pod cluster, an MPI program printing its 4 hosts
     run = mc(
         "exec", "burst", "--", "flux", "submit", "--setattr=burstable", "-N4", "-n4", "--watch", str(hello),
-        timeout=120, env={"PATH": f"{work}:{os.environ['PATH']}"},
+        timeout=240, env={"PATH": f"{work}:{os.environ['PATH']}"},
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     hosts = sorted(line.rsplit(" on ", 1)[1] for line in run.stdout.splitlines() if " on " in line)
@@ -70,14 +70,14 @@ def test_burstable_mpi_job_runs_across_the_pods_and_a_burst_which_then_goes_away
             status["bursts"] is not None and status["bursts"]["bursts"] == [] and not backend.store.exists("burst-b1")
         )
 
-    assert waiter(gone, timeout=40)
+    assert waiter(gone, timeout=90)
     assert not [n for n in netns.list_namespaces() if n.startswith("mc-burst-b1-")]
     resources = mc("exec", "burst", "--", "flux", "resource", "list").stdout
     assert "burst-b1" not in resources and " 2 " in resources.splitlines()[1]
     assert mc("exec", "burst", "--", "flux", "getattr", "size").stdout.strip() == "2"
 
     # by hand: `minicluster burst`, and `status` shows the burst ranks apart (text and JSON)
-    manual = mc("burst", "burst", "--plugin", "local", "--nodes", "1")
+    manual = mc("burst", "burst", "--plugin", "local", "--nodes", "1", timeout=180)
     assert manual.returncode == 0, manual.stderr
     assert "joined as ranks [2]" in manual.stdout
     status = _status(mc)
