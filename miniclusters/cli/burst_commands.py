@@ -73,10 +73,10 @@ def burst(
         if record.state == "failed":
             raise BackendError(f"burst {record.name} via {plugin} failed: {record.reason}")
         hosts = ", ".join(record.burst().hosts)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         while not set(record.ranks) <= service.lead.nodes().burst_ranks_up:
             if time.monotonic() > deadline:
-                raise BackendError(f"burst {record.name}: its brokers did not join the lead within 120 s")
+                raise BackendError(f"burst {record.name}: its brokers did not join the lead within 180 s")
             time.sleep(0.3)
         click.echo(f"burst {record.name}: {nodes} node(s) via {plugin} joined as ranks {record.ranks} ({hosts})")
 
