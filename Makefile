@@ -27,7 +27,8 @@ system-deps:
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	@# hatchling's editable install is a plain .pth entry: no import hook on `flux run`'s start-up, no warning
+	$(PY) -m pip install -q -e '.[dev]'
 	@# byte-compile once: CLI start-up matters (`flux run` latency) and PYTHONDONTWRITEBYTECODE may be set
 	@$(PY) -m compileall -q broker miniclusters elasticity bursting >/dev/null
 	@touch $(STAMP)

@@ -41,12 +41,19 @@ def resource() -> None:
     """Show the instance's resources."""
 
 
-def resource_rows(status: dict[str, Any]) -> list[tuple[str, int, int, int, str]]:
-    """(state, nnodes, ncores, ngpus, nodelist) rows as `flux resource list` prints them."""
+def resource_rows(
+    status: dict[str, Any], allocated: dict[int, int] | None = None
+) -> list[tuple[str, int, int, int, str]]:
+    """(state, nnodes, ncores, ngpus, nodelist) rows as `flux resource list` prints them.
+
+    `allocated` is cores held by running jobs per rank; a rank partly in use appears in both the free and
+    the allocated row, with its cores split, as in Flux.
+    """
     from .. import idset
 
     reports = {int(k): v for k, v in status["reports"].items()}
     hostnames: list[str] = status["hostnames"]
+    allocated = allocated or {}
     # A rank that never reported (its pod not started yet, or removed by a scale-down) still has its cores in
     # the instance's configured R, and Flux lists them as down: the pods of one cluster are alike, so count it
     # like the others rather than as 0 cores.
@@ -56,15 +63,32 @@ def resource_rows(status: dict[str, Any]) -> list[tuple[str, int, int, int, str]
     def ncores(rank: int) -> int:
         return int(reports[rank]["ncores"]) if rank in reports else typical
 
+    up = idset.decode(status["up"])
+    used = {rank: min(allocated.get(rank, 0), ncores(rank)) for rank in up}
+    free = [rank for rank in up if used[rank] < ncores(rank)]
+    busy = [rank for rank in up if used[rank]]
+    down = idset.decode(status["down"])
     rows = []
-    for state, ranks in (
-        ("free", idset.decode(status["up"])),
-        ("allocated", []),
-        ("down", idset.decode(status["down"])),
+    for state, ranks, cores in (
+        ("free", free, sum(ncores(r) - used[r] for r in free)),
+        ("allocated", busy, sum(used[r] for r in busy)),
+        ("down", down, sum(ncores(r) for r in down)),
     ):
-        cores = sum(ncores(r) for r in ranks)
         rows.append((state, len(ranks), cores, 0, compress_hosts([hostnames[r] for r in ranks])))
     return rows
+
+
+def _allocated() -> dict[int, int]:
+    """Cores held by running jobs, per rank (from the job manager; none when it is not loaded here)."""
+    try:
+        reply = _rpc("job-manager.list", {"states": 16 | 32, "max_entries": 0})  # RUN | CLEANUP
+    except click.ClickException:
+        return {}
+    held: dict[int, int] = {}
+    for job in reply.get("jobs", []):
+        for rank, cores in (job.get("allocation") or {}).items():
+            held[int(rank)] = held.get(int(rank), 0) + int(cores)
+    return held
 
 
 @resource.command("list")
@@ -72,7 +96,7 @@ def resource_list() -> None:
     """Free, allocated and down nodes and cores."""
     status = _rpc("resource.status")
     click.echo(f"{'STATE':>10} {'NNODES':>6} {'NCORES':>8} {'NGPUS':>8} NODELIST")
-    for state, nnodes, ncores, ngpus, nodelist in resource_rows(status):
+    for state, nnodes, ncores, ngpus, nodelist in resource_rows(status, _allocated()):
         click.echo(f"{state:>10} {nnodes:>6} {ncores:>8} {ngpus:>8} {nodelist}".rstrip())
 
 

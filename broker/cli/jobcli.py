@@ -276,7 +276,10 @@ def _job_kill(argv: list[str]) -> int:
 
     values, args = parse(argv, [Opt(("-s", "--signal"), "signal")], interleave=True)
     name = values.get("signal", "SIGTERM")
-    signum = int(name) if name.isdigit() else int(getattr(signal, name if name.startswith("SIG") else "SIG" + name))
+    spelled = name.upper() if name.upper().startswith("SIG") else "SIG" + name.upper()
+    signum = int(name) if name.isdigit() else int(getattr(signal, spelled, 0))
+    if signum not in set(signal.Signals) or signum == 0:
+        raise OptionError(f"--signal: {name!r} is not a signal (a name such as SIGUSR1 or TERM, or a number)")
     with _client() as client:
         for text in args:
             client.kill(_jobid(text), signum)
@@ -287,8 +290,12 @@ def _job_urgency(argv: list[str]) -> int:
     if len(argv) != 2:
         raise OptionError("usage: flux job urgency JOBID URGENCY")
     urgency = {"hold": 0, "expedite": 31, "default": 16}.get(argv[1].lower())
+    if urgency is None:
+        if not argv[1].isdigit() or int(argv[1]) > 31:
+            raise OptionError(f"URGENCY: expected 0-31, hold, default or expedite, got {argv[1][:40]!r}")
+        urgency = int(argv[1])
     with _client() as client:
-        client.set_urgency(_jobid(argv[0]), urgency if urgency is not None else int(argv[1]))
+        client.set_urgency(_jobid(argv[0]), urgency)
     return 0
 
 

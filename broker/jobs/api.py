@@ -65,6 +65,14 @@ class JobInfo(NamedTuple):
     waitstatus: int | None = None
     duration: float = 0.0
     annotations: Mapping[str, Any] = NO_ANNOTATIONS
+    t_depend: float = 0.0
+    t_priority: float = 0.0
+    t_sched: float = 0.0
+    ncores: int = 0
+    ranks: str = ""  # an idset, as Flux's job-list reports it ("0-3")
+    expiration: float = 0.0
+    exception_severity: int = -1
+    cwd: str = ""
 
     @property
     def f58(self) -> str:
@@ -103,6 +111,14 @@ class JobInfo(NamedTuple):
             waitstatus=data.get("waitstatus"),
             duration=float(data.get("duration", 0.0)),
             annotations=dict(data.get("annotations") or {}),
+            t_depend=float(data.get("t_depend", 0.0)),
+            t_priority=float(data.get("t_priority", 0.0)),
+            t_sched=float(data.get("t_sched", 0.0)),
+            ncores=int(data.get("ncores", 0)),
+            ranks=_ranks(data.get("ranks")),
+            expiration=float(data.get("expiration", 0.0)),
+            exception_severity=int(exception.get("severity") or 0) if exception.get("occurred") else -1,
+            cwd=str(data.get("cwd", "")),
         )
 
     def to_restful(self) -> dict[str, Any]:
@@ -132,6 +148,15 @@ class JobInfo(NamedTuple):
             "success": self.success,
             "duration": self.duration,
         }
+
+
+def _ranks(value: Any) -> str:
+    """Ranks as an idset string, whether they come as one ("0-3") or as a list ([0, 1, 2, 3])."""
+    if isinstance(value, list):
+        from broker import idset
+
+        return idset.encode(int(rank) for rank in value)
+    return str(value or "")
 
 
 class OutputLine(NamedTuple):

@@ -21,6 +21,33 @@ def request_shape(jobspec: dict[str, Any]) -> tuple[int, int | None, int]:
     return spec.resources.ntasks, spec.resources.nnodes, spec.resources.cores_per_task
 
 
+def resource_summary(cores: dict[int, list[int]]) -> str:
+    """What Flux's scheduler annotates a job with: "rank[0-1]/core[0-1]" (ranks with the same cores grouped)."""
+    from broker import idset
+
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for rank in sorted(cores):
+        groups.setdefault(tuple(sorted(cores[rank])), []).append(rank)
+
+    def brackets(ids: list[int]) -> str:
+        text = idset.encode(ids)
+        return text if len(ids) == 1 else f"[{text}]"
+
+    return ",".join(f"rank{brackets(ranks)}/core{brackets(list(c))}" for c, ranks in groups.items() if c)
+
+
+def _annotations(record: JobRecord) -> dict[str, Any]:
+    annotations = dict(record.extra)
+    sched = annotations.get("sched")
+    if record.cores and not (isinstance(sched, dict) and "resource_summary" in sched):
+        # merged: a pending reason set earlier (sched.reason_pending, e.g. by the burst service) stays beside it
+        annotations["sched"] = {
+            **(sched if isinstance(sched, dict) else {}),
+            "resource_summary": resource_summary(record.cores),
+        }
+    return annotations
+
+
 def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = None) -> dict[str, Any]:
     """The fields the Flux RESTful API returns for a job, plus Flux's own names for the same things."""
     now = time.time() if now is None else now
@@ -37,6 +64,7 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         command = record.jobspec.get("tasks", [{}])[0].get("command", ["?"])
         name = str(command[0]).rsplit("/", 1)[-1] if command else "?"
     exception = record.exception or {}
+    limit = float(system.get("duration", 0) or 0)
     return {
         "id": record.jobid,
         "id_f58": encode_f58(record.jobid),
@@ -62,12 +90,22 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         "urgency": record.urgency,
         "priority": record.priority,
         "t_submit": record.t_submit,
+        "t_depend": record.t_depend,
+        "t_priority": record.t_priority,
+        "t_sched": record.t_sched,
         "t_run": record.t_run,
         "t_cleanup": record.t_cleanup,
         "t_inactive": record.t_inactive,
         "duration": float(system.get("duration", 0) or 0),
+        "ncores": sum(len(cores) for cores in record.cores.values()),
+        # cores held per rank while it runs (what `flux resource list` counts as allocated)
+        "allocation": {str(r): len(c) for r, c in record.cores.items()}
+        if state in (JobState.RUN, JobState.CLEANUP)
+        else {},
+        "expiration": record.t_run + limit if record.t_run and limit else 0.0,
+        "cwd": str(system.get("cwd", "")),
         "queue": system.get("queue", ""),
         "burstable": bool(system.get("burstable")),
-        "annotations": dict(record.extra),
+        "annotations": _annotations(record),
         "requeues": record.requeues,
     }

@@ -34,6 +34,9 @@ class JobRecord:
     exception: dict[str, Any] | None = None
     ranks: list[int] = field(default_factory=list)
     cores: dict[int, list[int]] = field(default_factory=dict)
+    t_depend: float = 0.0  # when it entered DEPEND, PRIORITY, SCHED (Flux's job-list reports each)
+    t_priority: float = 0.0
+    t_sched: float = 0.0
     t_run: float = 0.0
     t_cleanup: float = 0.0
     t_inactive: float = 0.0
@@ -89,6 +92,10 @@ class JobRecord:
             self.t_inactive = event.timestamp
         if name in _STATE_AFTER:
             self.state = _STATE_AFTER[name]
+            entered = {JobState.DEPEND: "t_depend", JobState.PRIORITY: "t_priority", JobState.SCHED: "t_sched"}
+            attribute = entered.get(self.state)
+            if attribute and not getattr(self, attribute):
+                setattr(self, attribute, event.timestamp)
 
 
 def replay(events: Iterable[JobEvent]) -> dict[int, JobRecord]:

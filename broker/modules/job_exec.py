@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError
-from . import mpi, pmpi, subinstance
+from . import job_tree, mpi, pmpi, subinstance
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -107,6 +107,10 @@ class JobExec:
         broker.register("job-exec.list", lambda req: {"jobs": sorted(self.jobs)})
         broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
         broker.on_close(self.close)
+        self.tree_key = job_tree.rank_key(broker.rundir, broker.rank)
+        left = job_tree.sweep(f"{self.tree_key}.", prefix=True)  # our previous incarnation's jobs are over
+        if left:
+            print(f"flux-job-exec[{broker.rank}]: killed {left} processes of jobs a previous broker ran", flush=True)
 
     # ------------------------------------------------------------------ starting tasks
     def start(self, req: Request) -> dict[str, Any]:
@@ -161,6 +165,7 @@ class JobExec:
             FLUX_URI=self.b.local_uri,
             FLUX_KVS_NAMESPACE=f"job-{jobid}",
         )
+        env[job_tree.TREE_VARIABLE] = job_tree.tree_value(os.environ, job_tree.job_tag(self.tree_key, jobid))
         return env
 
     def _spawn(
@@ -288,9 +293,25 @@ class JobExec:
             payload = {"id": job.jobid, "gen": job.gen, "rank": self.b.rank, "status": status, "lines": job.output}
             self.b.rpc("job-manager.exec-done", payload, 0, _ignore)
         job.output = []
+        self._sweep_leftovers(job, status)
         shutil.rmtree(job.tmpdir, ignore_errors=True)
         if self.jobs.get(job.jobid) is job:
             del self.jobs[job.jobid]
+
+    def _sweep_leftovers(self, job: LocalJob, status: int) -> None:
+        """Nothing a job started outlives it: its process groups, and for a killed or failed job its whole tree.
+
+        A successful job costs one signal per task here; the /proc walk is for jobs that were killed or
+        failed (a nested instance's tasks sit in process groups of their own) or left a group behind.
+        """
+        leftovers = False
+        for task in job.tasks:
+            if task.proc is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(task.proc.pid, signal.SIGKILL)
+                    leftovers = True
+        if job.report and (leftovers or job.killed_at or status != 0):
+            job_tree.sweep(job_tree.job_tag(self.tree_key, job.jobid))
 
     # ------------------------------------------------------------------ signals
     def kill(self, req: Request) -> dict[str, Any]:
@@ -328,6 +349,8 @@ class JobExec:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         task.proc.wait(timeout=1.0)
             shutil.rmtree(job.tmpdir, ignore_errors=True)
+        if self.jobs:
+            job_tree.sweep(f"{self.tree_key}.", prefix=True)
 
     # ------------------------------------------------------------------ remote start for mpirun
     def rsh(self, req: Request) -> None:
@@ -342,6 +365,9 @@ class JobExec:
         os.makedirs(job.tmpdir, exist_ok=True)
         self.jobs[key] = job
         env = dict(env, FLUX_URI=self.b.local_uri, FLUX_JOB_TMPDIR=job.tmpdir)
+        # the orted belongs to job `jobid` on this rank too: keep mpirun's tags, add ours
+        own = job_tree.job_tag(self.tree_key, jobid)
+        env[job_tree.TREE_VARIABLE] = " ".join([*str(env.get(job_tree.TREE_VARIABLE, "")).split(), own])
         task = self._spawn(job, 0, ["/bin/sh", "-c", command], env, env.get("PWD"))
         task.reply = req
         job.tasks.append(task)

@@ -21,7 +21,7 @@ from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.jobid import JobIdError, parse_jobid
 from broker.rest.jobs import JobService, SubmitError, parse_submit, stream_lines
-from broker.rest.records import listing_record
+from broker.rest.records import detail_record, listing_record
 from broker.rest.schemas import BAD_ID, DENIED, PROTECTED, Detail, Invalid, Submitted, submit_openapi
 from broker.rest.settings import RestSettings
 from broker.rest.tokens import TokenError, decode_access_token, decode_handshake, issue_access_token
@@ -144,8 +144,9 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
     @app.get("/v1/auth", tags=["auth"])
     def auth_info() -> dict[str, Any]:
         """How to authenticate here (public), as the reference server describes it."""
+        backend = "shared-secret" if settings.secret_key else "database"
         return {
-            "backend": "database" if settings.require_auth else "none",
+            "backend": backend if settings.require_auth else "none",
             "password_login": settings.require_auth,
             "shared_secret_handshake": bool(settings.require_auth and settings.secret_key),
         }
@@ -168,6 +169,8 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         elif scheme.lower() == "basic" and credentials:
             pair = _basic(credentials.strip())
             principal = users.authenticate(*pair) if pair else None
+        elif scheme.lower() == "bearer" and credentials:
+            return denied("the shared-secret token handshake is not enabled on this server (no FLUX_SECRET_KEY)")
         elif not credentials:
             return denied("missing Authorization header")
         if principal is None:
@@ -186,7 +189,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
 
     # ------------------------------------------------------------------ jobs
     def restful(job: JobInfo) -> dict[str, Any]:
-        return job.to_restful()
+        return detail_record(job)
 
     @app.get("/v1/jobs", tags=["jobs"], responses=PROTECTED)
     def list_jobs(
@@ -309,7 +312,8 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
 
     @app.get("/v1/nodes", tags=["nodes"], responses=PROTECTED)
     def nodes(user: User) -> dict[str, list[str]]:
-        return {"nodes": service.nodes()}
+        """Up nodes, each host once (ranks sharing a host, as in a test instance, are one node)."""
+        return {"nodes": list(dict.fromkeys(service.nodes()))}
 
     @app.post("/v1/service/stop", tags=["service"], responses={**PROTECTED, 403: {"model": Detail}})
     def stop(user: User) -> dict[str, str]:

@@ -85,6 +85,14 @@ def job_info_from_flux(data: dict[str, Any]) -> JobInfo:
         waitstatus=waitstatus if isinstance(waitstatus, int) and not isinstance(waitstatus, bool) else None,
         duration=_float(data.get("duration")),
         annotations=dict(annotations) if isinstance(annotations, dict) else {},
+        t_depend=_float(data.get("t_depend")),
+        t_priority=_float(data.get("t_priority")),
+        t_sched=_float(data.get("t_sched")),
+        ncores=_int(data.get("ncores")),
+        ranks=str(data.get("ranks") or ""),
+        expiration=_float(data.get("expiration")),
+        exception_severity=_int(exception.get("severity"), -1) if exception.get("occurred") else -1,
+        cwd=str(data.get("cwd") or ""),
     )
 
 

@@ -1,4 +1,10 @@
-"""Job records in the shapes the reference server (flux-restful-api over flux-core's job-list) answers with."""
+"""Job records in the shapes the reference server (flux-restful-api 1.1.0 over flux-core's job-list) answers with.
+
+GET /v1/jobs lists job-list records (integer state and result, as flux.job.job_list returns them);
+GET /v1/jobs/{id} and the detailed listings give the same record with the state and result spelled out,
+plus returncode, runtime and an exception object. Fields job-list leaves out until they are known
+(t_run, nodelist, exception_type...) are left out here too, so a client sees what it would see from Flux.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,9 @@ from typing import Any
 
 from broker.jobs.api import JobInfo
 
-# flux-core's job states and results as job-list reports them (flux/job/state.h: a bitmask; result.h: an enum)
+# flux-core's job states and results as job-list reports them (both bitmasks: flux/job.h)
 STATE_BITS = {"NEW": 1, "DEPEND": 2, "PRIORITY": 4, "SCHED": 8, "RUN": 16, "CLEANUP": 32, "INACTIVE": 64}
-RESULT_CODES = {"COMPLETED": 0, "FAILED": 1, "CANCELED": 2, "TIMEOUT": 3}
+RESULT_BITS = {"COMPLETED": 1, "FAILED": 2, "CANCELED": 4, "TIMEOUT": 8}
 
 
 def listing_record(job: JobInfo) -> dict[str, Any]:
@@ -19,26 +25,62 @@ def listing_record(job: JobInfo) -> dict[str, Any]:
         "urgency": job.urgency,
         "priority": job.priority,
         "t_submit": job.t_submit,
-        "state": STATE_BITS.get(job.state, 0),
-        "name": job.name,
-        "ntasks": job.ntasks,
-        "nnodes": job.nnodes,
-        "duration": job.duration,
     }
-    if job.t_run:
-        record["t_run"] = job.t_run
-    if job.t_cleanup:
-        record["t_cleanup"] = job.t_cleanup
+    for name in ("t_depend", "t_priority", "t_sched", "t_run", "t_cleanup"):
+        if getattr(job, name):
+            record[name] = getattr(job, name)
+    if job.state == "INACTIVE":
+        record["t_inactive"] = job.t_inactive
+    record.update(state=STATE_BITS.get(job.state, 0), name=job.name, ntasks=job.ntasks)
+    if job.ncores:
+        record["ncores"] = job.ncores
+    record["duration"] = job.duration
+    if job.nnodes:
+        record["nnodes"] = job.nnodes
+    if job.ranks:
+        record["ranks"] = job.ranks
     if job.nodelist:
         record["nodelist"] = job.nodelist
     if job.state == "INACTIVE":
-        record["t_inactive"] = job.t_inactive
         record["success"] = job.success
-        record["result"] = RESULT_CODES.get(job.result, 1)
         record["exception_occurred"] = bool(job.exception_type)
-        if job.waitstatus is not None:
-            record["waitstatus"] = job.waitstatus
-    if job.exception_type:
-        record["exception_type"] = job.exception_type
-        record["exception_note"] = job.exception_note
+        if job.exception_type:
+            record.update(
+                exception_type=job.exception_type,
+                exception_severity=max(job.exception_severity, 0),
+                exception_note=job.exception_note,
+            )
+        record["result"] = RESULT_BITS.get(job.result, RESULT_BITS["FAILED"])
+    if job.t_run:
+        record["expiration"] = job.expiration
+    record["annotations"] = dict(job.annotations)
+    if job.waitstatus is not None:
+        record["waitstatus"] = job.waitstatus
+    if job.cwd:
+        record["cwd"] = job.cwd
+    return record
+
+
+def detail_record(job: JobInfo) -> dict[str, Any]:
+    """GET /v1/jobs/{id}: the job-list record with state and result as words, returncode, runtime, exception."""
+    record = listing_record(job)
+    for name in ("ranks", "expiration"):  # the reference fills these in for its data tables
+        record.setdefault(name, "")
+    record.update(
+        state=job.state,
+        result=job.result,  # "" while active, as flux's JobInfo says
+        nnodes=job.nnodes or "",
+        nodelist=job.nodelist,
+        waitstatus=job.waitstatus if job.waitstatus is not None else "",
+    )
+    record.update(
+        returncode=job.returncode if job.returncode is not None else "",
+        runtime=job.runtime,
+        exception={
+            "occurred": bool(job.exception_type),
+            "severity": max(job.exception_severity, 0) if job.exception_type else "",
+            "type": job.exception_type,
+            "note": job.exception_note,
+        },
+    )
     return record

@@ -94,7 +94,7 @@ class PodResize:
     index: int
     outcome: ResizeOutcome
     reason: str = ""
-    """Why (empty when done or accepted without comment)."""
+    """Why, in the node's words when refused; what was done when done (may be empty)."""
     cpu_requested: int = 0
     cpu_actual: int | None = None
 

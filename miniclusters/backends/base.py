@@ -79,6 +79,10 @@ class PodStatus:
     node: str | None = None
     exit_code: int | None = None
     conditions: tuple[PodCondition, ...] = ()
+    restarts: int = 0
+    """Times the pod's container was restarted (kubectl's RESTARTS)."""
+    reason: str | None = None
+    """Why the container is not simply running or done: CrashLoopBackOff, BackoffLimitExceeded, Error, ..."""
 
     def condition(self, kind: str) -> PodCondition | None:
         return next((c for c in self.conditions if c.type == kind), None)
@@ -109,6 +113,8 @@ class ClusterStatus:
     succeeded: bool | None = None
     lead_error: str | None = None
     """Why the lead could not be asked about ranks (None when it answered)."""
+    rest_url: str | None = None
+    """Where the lead broker's REST API answers (spec.restful.enabled), as a client would reach it."""
 
     @property
     def running_pods(self) -> int:

@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import Any
 
 import click
@@ -59,29 +58,16 @@ def _errors() -> Iterator[None]:
 
 
 def _print_status(status: ClusterStatus) -> None:
-    ranks = "unknown" if status.ranks_up is None else f"{len(status.ranks_up)} up"
-    state = ("completed" if status.succeeded else "failed") if status.finished else "active"
-    click.echo(
-        f"MiniCluster {status.namespace}/{status.name}: size {status.size} (min {max(1, status.min_size)}, "
-        f"max {status.max_size}), {status.running_pods} running, {status.ready_pods} ready, ranks {ranks}, {state}"
-    )
-    click.echo(f"{'INDEX':>5} {'PHASE':<10} {'READY':<5} {'CPU(want)':>9} {'CPU(now)':>9}  POD")
-    for pod in status.pods:
-        click.echo(
-            f"{pod.index:>5} {pod.phase:<10} {'yes' if pod.ready else 'no':<5} {pod.cpu_desired or '-':>9} "
-            f"{pod.cpu_actual or '-':>9}  {pod.name}"
-        )
-    for condition in status.conditions:
-        click.echo(f"  {condition.type}={condition.status} {condition.reason}: {condition.message}".rstrip(": "))
-    if status.lead_error and not status.finished:
-        click.echo(f"  (lead not asked: {status.lead_error})")
+    from miniclusters.cli.status_view import render_status_text, status_document
+
+    click.echo(render_status_text(status_document(status)))
 
 
 def _progress_printer() -> Callable[[Any], None]:
     """A rich live line on a terminal, plain lines otherwise."""
     from rich.console import Console
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # one progress event, one line (no wrapping mid-word)
     last: list[str] = []
 
     def show(progress: Any) -> None:
@@ -154,7 +140,10 @@ def up(
         if detach or mc.spec.interactive or status.finished:
             if status.finished:
                 sys.exit(0 if status.succeeded else 1)
-            click.echo(f"use: minicluster exec {mc.name} -- flux resource list   |   minicluster down {mc.name}")
+            from miniclusters.cli.existing import reach_lines
+
+            click.echo("reach it with:")
+            click.echo("\n".join(reach_lines(mc.name, None)))
             return
         for line in target.logs(mc.name, 0, follow=True):
             click.echo(line)
@@ -204,6 +193,14 @@ def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool
     def interrupted(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt
 
+    stored = getattr(target, "stored_spec", lambda _name: None)(mc.name)
+    if stored is not None:
+        from miniclusters.cli.existing import existing_message
+
+        code, lines = existing_message(target.status(mc.name), stored, mc.to_dict())
+        for line in lines:
+            click.echo(line, err=code != 0)
+        sys.exit(code)
     previous = signal.signal(signal.SIGTERM, interrupted)
     created = False
     try:
@@ -212,7 +209,10 @@ def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool
         _print_status(status)
         _print_restful(target, mc, status)
         if (detach or mc.spec.interactive) and not status.finished:
-            click.echo(f"use: minicluster exec {mc.name} -- flux resource list   |   minicluster down {mc.name}")
+            from miniclusters.cli.existing import reach_lines
+
+            click.echo("reach it with:")
+            click.echo("\n".join(reach_lines(mc.name, status.rest_url)))
             created = False  # detached: it keeps running
             return
         for line in target.logs(mc.name, 0, follow=True):
@@ -252,22 +252,40 @@ def down(name: str, backend: str, context: str | None, namespace: str | None) ->
 @click.command()
 @click.argument("name")
 @_backend_options
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "-o",
+    "--output",
+    default="text",
+    show_default=True,
+    help="text, json, or jsonpath=TEMPLATE as kubectl reads it (e.g. jsonpath='{.rest_url}').",
+)
 def status(name: str, backend: str, context: str | None, namespace: str | None, output: str) -> None:
     """Pods, CPU wanted vs running, broker ranks and conditions of a MiniCluster.
 
     \b
     Example:
       minicluster status hello --backend kubernetes -o json
+      minicluster status restful -o jsonpath='{.rest_url}'
     """
     from miniclusters.cli.burst_status import burst_report, print_bursts
+    from miniclusters.cli.status_view import render_jsonpath, status_document
 
+    template = output.partition("=")[2] if output.startswith("jsonpath=") else None
+    if output not in ("text", "json") and template is None:
+        click.echo(f"error: -o {output!r}: expected text, json or jsonpath=TEMPLATE", err=True)
+        sys.exit(EXIT_INVALID)
     with _errors():
         opened = _open(backend, context, namespace)
         result = opened.status(name)
         bursts = burst_report(opened, result)  # burst ranks apart, and why pending jobs wait
         if output == "json":
-            click.echo(json.dumps(asdict(result) | {"bursts": bursts}, indent=2))
+            click.echo(json.dumps(status_document(result) | {"bursts": bursts}, indent=2))
+        elif template is not None:
+            try:
+                click.echo(render_jsonpath(status_document(result) | {"bursts": bursts}, template))
+            except ValueError as exc:
+                click.echo(f"error: -o jsonpath: {exc}", err=True)
+                sys.exit(EXIT_INVALID)
         else:
             _print_status(result)
             if bursts:

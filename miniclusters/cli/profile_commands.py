@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -42,7 +43,11 @@ def pmpi_build(output_dir: str | None, mpicc: str, force: bool) -> None:
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@click.option("--traces", type=click.Path(file_okay=False), help="Analyse traces already in this directory.")
+@click.option(
+    "--traces",
+    type=click.Path(file_okay=False),
+    help="With COMMAND: write the traces here (default: a new temporary directory); alone: analyse them.",
+)
 @click.option("--iterations", "-k", type=click.IntRange(min=1), help="Profile only the first K iterations.")
 @click.option("--boundary", default="MPI_Barrier", show_default=True, help="The MPI call that ends an iteration.")
 @click.option(
@@ -99,7 +104,8 @@ def profile(
 ) -> None:
     """Profile an MPI program's duty cycles and propose per-pod CPU requests (requests only, no limits).
 
-    Runs COMMAND (e.g. `mpirun -np 4 ./solver`) with the profiler preloaded, or analyses --traces.
+    Runs COMMAND (e.g. `mpirun -np 4 ./solver`) with the profiler preloaded (traces in --traces DIR, if given),
+    or analyses the traces already in --traces DIR.
 
     \b
     Example:
@@ -110,12 +116,16 @@ def profile(
     from elasticity.profiling.report import print_report, write_figure
     from elasticity.profiling.trace import TraceFormatError
 
-    if bool(command) == bool(traces):
-        raise click.UsageError("give either a COMMAND to run or --traces DIR, not both")
+    if not command and not traces:
+        raise click.UsageError("give either a COMMAND to run or --traces DIR to analyse")
     trace_dir = traces or tempfile.mkdtemp(prefix="mc-pmpi-")
     if command:
         click.echo(f"profiling {' '.join(command)} (traces in {trace_dir}) ...", err=True)
-        run = run_profiled(list(command), trace_dir, iterations=iterations, boundary_call=boundary)
+        env = dict(os.environ)
+        if os.geteuid() == 0:  # Open MPI refuses root without the opt-in our application image also sets
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        run = run_profiled(list(command), trace_dir, iterations=iterations, boundary_call=boundary, env=env)
         sys.stdout.write(run.stdout)
         sys.stderr.write(run.stderr)
         if run.returncode != 0:

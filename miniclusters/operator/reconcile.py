@@ -12,8 +12,9 @@ from typing import Any, Literal
 
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.conversion import from_flux_operator
+from miniclusters.api.errors import Problem
 from miniclusters.api.spec import FLUX_OPERATOR_API_VERSION, MiniCluster
-from miniclusters.backends.kubernetes.jobs import job_outcome, scale_patch
+from miniclusters.backends.kubernetes.jobs import job_outcome, registered_hosts, scale_patch
 from miniclusters.backends.kubernetes.objects import (
     TEMPLATE_HASH_ANNOTATION,
     certificate_from_secret,
@@ -85,6 +86,23 @@ def load_cluster(cluster: dict[str, Any]) -> MiniCluster:
     return load_minicluster(data, source=f"MiniCluster {meta.get('namespace')}/{meta.get('name')}")
 
 
+def with_registered_ceiling(mc: MiniCluster, job: dict[str, Any] | None) -> MiniCluster:
+    """The spec with its ceiling taken from what was created: without spec.maxSize the ceiling is the hosts the
+    Job's pods were created with (not the current size), so a scale down (kubectl scale, an HPA) never renders a
+    smaller broker config, and a scale up beyond those hosts is refused."""
+    registered = registered_hosts(job)
+    if registered is None or mc.spec.max_size:
+        return mc
+    if mc.spec.size > registered:
+        problem = Problem(
+            "spec.size",
+            f"size {mc.spec.size} is above the {registered} hosts registered when the MiniCluster was created "
+            f"(spec.maxSize is unset; set it before the MiniCluster is created to allow growth)",
+        )
+        raise SpecError([problem], source=f"MiniCluster {mc.namespace}/{mc.name}")
+    return mc.model_copy(update={"spec": mc.spec.model_copy(update={"max_size": registered})})
+
+
 def _differs(current: dict[str, Any] | None, desired: dict[str, Any], keys: tuple[str, ...]) -> bool:
     if current is None:
         return True
@@ -107,7 +125,7 @@ def plan(observed: Observed, options: RenderOptions, now: str) -> Plan:
     conditions: list[dict[str, Any]] = list(old_status.get("conditions") or [])
     events: list[EventSpec] = []
     try:
-        mc = load_cluster(cluster)
+        mc = with_registered_ceiling(load_cluster(cluster), observed.job)
     except SpecError as exc:
         message = "; ".join(str(p) for p in exc.problems)
         was = cond.find(conditions, cond.INVALID_SPEC)

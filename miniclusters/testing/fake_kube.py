@@ -145,6 +145,22 @@ class FakeKube(Controllers):
         self._touch(pod, "MODIFIED")
         self.run_controllers()
 
+    def crash_container(self, job: str, index: int, exit_code: int = 137, namespace: str | None = None) -> None:
+        """The container of pod `index` fails and the kubelet restarts it in place (restartPolicy OnFailure):
+        restartCount goes up, the last termination moves to lastState, and until the back-off ends the
+        container waits with reason CrashLoopBackOff and the pod is not Ready; its phase stays Running.
+        https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-restarts
+        """
+        pod = self.pods_of(job, namespace)[index]
+        for status in pod["status"].get("containerStatuses", []):
+            status["restartCount"] = int(status.get("restartCount", 0)) + 1
+            status["lastState"] = {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+            waiting = {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}
+            status["state"] = {"waiting": waiting}
+            status["ready"] = False
+        self._set_condition(pod, "Ready", "False", "ContainersNotReady")
+        self._touch(pod, "MODIFIED")
+
     # ------------------------------------------------------------------ helpers
     @staticmethod
     def _key(kind: Kind) -> str:

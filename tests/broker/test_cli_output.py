@@ -107,3 +107,38 @@ def test_batch_output_file_grows_while_the_job_runs(env: dict[str, str], tmp_pat
     with JobClient(env["FLUX_URI"]) as client:
         client.wait(parse_jobid(jobid), timeout=30)
     assert out.read_text().splitlines() == ["first", "second"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["job", "urgency", "1", "1e309"], "URGENCY: expected 0-31"),
+        (["job", "urgency", "1", "99"], "URGENCY: expected 0-31"),
+        (["job", "kill", "-s", "NOSUCH", "1"], "--signal: 'NOSUCH' is not a signal"),
+    ],
+)
+def test_odd_numbers_and_names_are_usage_errors_not_tracebacks(
+    args: list[str], fragment: str, env: dict[str, str]
+) -> None:
+    proc = run_flux(*args, env=env)
+    assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_resource_list_counts_what_running_jobs_hold(env: dict[str, str]) -> None:
+    with JobClient(env["FLUX_URI"]) as client:
+        jobid = client.submit(command=["sleep", "30"], ntasks=1)
+        try:
+            wait_for(lambda: client.info(jobid).state == "RUN", 20)
+            rows = {
+                line.split()[0]: line.split()[1:3]
+                for line in run_flux("resource", "list", env=env).stdout.splitlines()[1:]
+            }
+            assert rows["free"] == ["1", "1"] and rows["allocated"] == ["1", "1"], rows  # 1 of the node's 2 cores
+        finally:
+            client.cancel(jobid)
+            client.wait(jobid, timeout=20)
+    rows = {
+        line.split()[0]: line.split()[1:3] for line in run_flux("resource", "list", env=env).stdout.splitlines()[1:]
+    }
+    assert rows["free"] == ["1", "2"] and rows["allocated"] == ["0", "0"], rows

@@ -58,3 +58,31 @@ def test_profile_rejects_both_or_neither_source(tmp_path: Path) -> None:
     empty.mkdir()
     proc = subprocess.run([MINICLUSTER, "profile", "--traces", str(empty)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "minicluster profile:" in proc.stderr
+
+
+def test_profile_writes_traces_where_asked_and_runs_as_root_without_opt_ins(
+    tmp_path: Path, spin_program: Path, mpi_environment: dict[str, str]
+) -> None:
+    """The README's profiling block: one run into --traces DIR, then a second analysis of the same DIR; as root
+    mpirun needs Open MPI's opt-in, which `profile` gives it as the application image does."""
+    env = {k: v for k, v in mpi_environment.items() if not k.startswith("OMPI_ALLOW_RUN_AS_ROOT")}
+    traces = tmp_path / "traces"
+    command = ["mpirun", "-np", "2", "--oversubscribe", str(spin_program), "20", "3000", "-1", "sleep"]
+    run = subprocess.run(
+        [MINICLUSTER, "profile", "--traces", str(traces), "--plot", str(tmp_path / "a.png"), "--", *command],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in traces.iterdir()) and (tmp_path / "a.png").exists()
+    again = subprocess.run(
+        [MINICLUSTER, "profile", "--traces", str(traces), "--budget", "4000", "--plot", str(tmp_path / "b.png")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert again.returncode == 0 and "4000" in again.stdout, again.stderr

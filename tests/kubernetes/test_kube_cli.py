@@ -37,7 +37,7 @@ def spec_file(tmp_path: Path, spec_data: dict) -> Path:
 def test_up_status_scale_resize_exec_list_down(cli: CliRunner, fake: FakeKube, spec_file: Path) -> None:
     result = cli.invoke(main, ["up", str(spec_file)])
     assert result.exit_code == 0, result.output
-    assert "brokers joined 2/2" in result.stderr and "size 2" in result.stdout
+    assert "brokers joined 2/2" in result.stderr and "2 pods (min 1, max 6)" in result.stdout
     status = cli.invoke(main, ["status", "demo", "-o", "json"])
     assert json.loads(status.stdout)["ranks_up"] == [0, 1]
     assert cli.invoke(main, ["scale", "demo", "4"]).exit_code == 0

@@ -242,3 +242,29 @@ def test_everything_the_operator_sent_passed_the_schemas(fake: FakeKube, control
     _run(controller, clock)
     kinds = {c.kind for c in fake.writes()}
     assert {"Secret", "ConfigMap", "Service", "Job", "Event", "MiniCluster"} <= kinds
+
+
+def test_scaling_without_max_size_keeps_the_ceiling_it_was_created_with(
+    fake: FakeKube, controller: Controller, clock, spec_data
+) -> None:
+    from miniclusters.api import load_minicluster
+
+    spec_data["spec"].pop("maxSize")
+    spec_data["spec"]["size"] = 3
+    fake.create(custom_resource(load_minicluster(spec_data), "hpc"))
+    controller.start()
+    _run(controller, clock)
+    config = fake.stored(CONFIG_MAP, "demo-flux-config")["data"]["broker.toml"]
+    fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"replicas": 1}}, subresource="scale")  # an HPA scales down
+    _run(controller, clock)
+    broker_toml = fake.stored(CONFIG_MAP, "demo-flux-config")["data"]["broker.toml"]
+    assert broker_toml == config and "demo-[0-2]" in config, "the broker config keeps its 3 hosts"
+    assert fake.stored(MINICLUSTER, "demo")["status"]["maximumSize"] == 3
+    assert _conditions(fake)["Degraded"] == ("False", "AsExpected")
+    fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"replicas": 3}}, subresource="scale")  # and up again
+    _run(controller, clock)
+    assert sorted(fake.pods_of("demo")) == [0, 1, 2] and _conditions(fake)["InvalidSpec"][0] == "False"
+    fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"replicas": 4}}, subresource="scale")  # beyond the hosts
+    _run(controller, clock)
+    assert _conditions(fake)["InvalidSpec"] == ("True", "SpecRejected")
+    assert fake.stored(JOB, "demo")["spec"]["parallelism"] == 3

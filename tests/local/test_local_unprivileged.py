@@ -26,7 +26,8 @@ def test_unprivileged_cluster_joins_on_loopback_and_renices(mc, machine: Any, sp
 
     status = json.loads(mc("status", "plain", "-o", "json", env=UNPRIVILEGED).stdout)
     assert status["ranks_up"] == [0, 1]
-    assert any(c["type"] == "Isolation" and c["reason"] == "process" for c in status["conditions"])
+    isolation = next(c for c in status["conditions"] if c["type"] == "Isolation")
+    assert isolation["status"] == "False" and isolation["reason"] == "SharedHost"
     assert [p["cpu_actual"] for p in status["pods"]] == ["500m", "500m"]
     host = mc("exec", "plain", "-i", "1", "--", "flux", "getattr", "hostname", env=UNPRIVILEGED)
     assert host.returncode == 0 and host.stdout.strip() == "plain-1"

@@ -141,6 +141,11 @@ class KubernetesBackend(KubernetesActuator):
             finished=finished,
             succeeded=succeeded,
             lead_error=lead_error,
+            rest_url=(
+                f"http://{mc.name}-restful.{self.namespace}.svc:{mc.spec.restful.port}"
+                if mc.spec.restful.enabled
+                else None
+            ),
         )
 
     def observe(self, name: str) -> ClusterView:

@@ -78,7 +78,19 @@ def exit_code(pod: Mapping[str, Any], container: str | None = None) -> int | Non
 
 
 def restart_count(pod: Mapping[str, Any], container: str | None = None) -> int:
-    return int(_container_status(pod, container).get("restartCount") or 0)
+    """kubectl's RESTARTS: the container's restartCount."""
+    count = _container_status(pod, container).get("restartCount")
+    return count if isinstance(count, int) else 0
+
+
+def container_reason(pod: Mapping[str, Any], container: str | None = None) -> str | None:
+    """Why the container waits or ended (CrashLoopBackOff, Error, OOMKilled, ...), as kubectl's STATUS shows."""
+    state = _container_status(pod, container).get("state") or {}
+    for key in ("waiting", "terminated"):
+        reason = (state.get(key) or {}).get("reason")
+        if reason:
+            return str(reason)
+    return None
 
 
 def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatus:
@@ -94,6 +106,8 @@ def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatu
         node=pod.get("spec", {}).get("nodeName"),
         exit_code=exit_code(pod, container),
         conditions=conditions(pod),
+        restarts=restart_count(pod, container),
+        reason=container_reason(pod, container),
     )
 
 

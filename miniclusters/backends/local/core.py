@@ -114,6 +114,8 @@ class LocalCore:
             PYTHONUNBUFFERED="1",
             TMPDIR=str(self.store.pod_dir(record.name, pod.index) / "tmp"),
         )
+        if record.program_path:
+            base["PATH"] = f"{record.program_path}{os.pathsep}{base.get('PATH', os.defpath)}"
         if record.mode != "netns":
             base[HOSTNAME_ENV] = pod.hostname
         return base

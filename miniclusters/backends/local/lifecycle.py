@@ -29,7 +29,7 @@ from miniclusters.backends.base import (
     InvalidRequestError,
     NotFoundError,
 )
-from miniclusters.backends.local import cgroups, netns, plan, process
+from miniclusters.backends.local import cgroups, netns, plan, process, programs, restart
 from miniclusters.backends.local.bursts import Bursts
 from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
@@ -172,6 +172,11 @@ class Lifecycle(Bursts):
         if cpu == 0 and cpu_limit:
             cpu = cpu_limit  # Kubernetes defaults a missing request to the limit
 
+        try:
+            program_path, image_environment = programs.provide_image(runner.image, self.notify)
+        except programs.ProgramBuildError as exc:
+            raise BackendError(f"spec.containers[{mc.spec.flux_runner_index}].image: {exc}") from None
+        restart_policy, backoff_limit, restart_delay = restart.restart_settings(mc)
         taken = [self.store.load(other).slot for other in self.store.names()]
         try:
             addressing = plan.choose_slot(taken, netns.routes_in_use() if mode == "netns" else [], mode != "netns")
@@ -204,13 +209,18 @@ class Lifecycle(Bursts):
             min_size=mc.spec.min_size,
             broker_dir=str(broker_dir),
             cwd=os.getcwd(),
-            environment=dict(runner.environment) | restful_credentials(mc),
+            environment=image_environment | dict(runner.environment) | restful_credentials(mc),
+            program_path=str(program_path) if program_path else None,
             cgroup_version=driver.version if driver else None,
             cgroup_root=str(driver.root) if driver else None,
             weight_formula=self.weight_formula,
             latency=self.latency,
             cpu_milli=cpu,
             cpu_limit_milli=cpu_limit,
+            restart_policy=restart_policy,
+            interactive=mc.spec.interactive,
+            backoff_limit=backoff_limit,
+            restart_delay=restart_delay,
         )
         for index in range(mc.spec.size):
             record.pods[index] = PodRecord(
@@ -287,9 +297,20 @@ class Lifecycle(Bursts):
                 nice = cpu_model.milli_to_nice(pod.cpu_milli)
                 if os.geteuid() != 0:
                     nice = max(nice, os.getpriority(os.PRIO_PROCESS, 0))
+            pod_dir = self.store.pod_dir(record.name, index)
+            policy = restart.policy_for(
+                index,
+                record.restart_policy,
+                record.backoff_limit,
+                record.restart_delay,
+                self.store.cluster_dir(record.name),
+                pod_dir,
+                procs,
+                interactive=record.interactive,
+            )
             launch = process.Launch(
                 tag=self._tag(record, index),
-                pod_dir=self.store.pod_dir(record.name, index),
+                pod_dir=pod_dir,
                 entrypoint=self.store.cluster_dir(record.name) / ENTRYPOINT,
                 environment=self._pod_environment(record, pod),
                 cwd=record.cwd,
@@ -297,6 +318,7 @@ class Lifecycle(Bursts):
                 hostname=pod.hostname,
                 cgroup_procs=procs,
                 nice=nice,
+                restart=policy.to_env(),
             )
             child = process.start(launch)
         except (netns.NetworkError, cgroups.CgroupError, OSError) as exc:
@@ -332,6 +354,15 @@ class Lifecycle(Bursts):
         if record.mode == "netns":
             netns.delete_bridge(record.slot)
         self.store.remove(record.name)
+
+    def stored_spec(self, name: str) -> dict[str, Any] | None:
+        """The spec a cluster on this machine was created from (None when there is no such cluster)."""
+        if not self.store.exists(name):
+            return None
+        try:
+            return self.store.load_spec(name)
+        except (OSError, ValueError):
+            return {}
 
     def delete(self, name: str) -> None:
         with self.store.lock():

@@ -21,7 +21,8 @@ from miniclusters.backends.base import (
     PodCondition,
     PodStatus,
 )
-from miniclusters.backends.local import process
+from miniclusters.backends.local import process, restart
+from miniclusters.backends.local.conditions import isolation_condition, queue_condition
 from miniclusters.backends.local.core import LEAD_ASK_TIMEOUT, NAMESPACE, LocalCore
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.backends.overlay import parse_overlay
@@ -49,7 +50,11 @@ class Observing(LocalCore):
     def _pod_status(self, record: ClusterRecord, pod: PodRecord, ranks_up: tuple[int, ...] | None) -> PodStatus:
         phase, code = self._phase(record, pod)
         running = phase == "Running"
-        ready = running and (ranks_up is None or pod.index in ranks_up)
+        restarted = restart.restart_info(self.store.pod_dir(record.name, pod.index))
+        waiting = restarted.waiting if restarted.waiting == restart.CRASH_LOOP and running else None
+        if phase == "Failed":
+            waiting = restarted.waiting or "Error"
+        ready = running and waiting is None and (ranks_up is None or pod.index in ranks_up)
         allocated = format_millicores(pod.cpu_milli) if pod.cpu_milli else None
         wanted = pod.resize_desired if pod.resize_desired is not None else pod.cpu_milli
         conditions: tuple[PodCondition, ...] = ()
@@ -64,10 +69,12 @@ class Observing(LocalCore):
             ready=ready,
             cpu_desired=format_millicores(wanted) if wanted else None,
             cpu_allocated=allocated,
-            cpu_actual=format_millicores(actual) if actual is not None else None,
+            cpu_actual=format_millicores(actual) if actual else None,  # 0: no request, the kernel's minimum
             node=f"{pod.address}" + (f" ({pod.netns})" if pod.netns else ""),
             exit_code=code if not running else None,
             conditions=conditions,
+            restarts=restarted.restarts,
+            reason=waiting,
         )
 
     def _actual_milli(self, record: ClusterRecord, pod: PodRecord) -> int | None:
@@ -98,6 +105,7 @@ class Observing(LocalCore):
                     ready=phase == "Running",
                     cpu_request=pod.resize_desired if pod.resize_desired is not None else pod.cpu_milli,
                     cpu_actual=self._actual_milli(record, pod) if phase == "Running" else None,
+                    restarts=restart.restart_info(self.store.pod_dir(record.name, pod.index)).restarts,
                     resize=ResizeOutcome(pod.resize_outcome) if pod.resize_outcome else None,
                     resize_reason=pod.resize_message,
                     node=NODE_NAME,
@@ -139,12 +147,7 @@ class Observing(LocalCore):
         succeeded = (lead_status.phase == "Succeeded") if finished and lead_status else None
         if not lead_running and not finished:
             lead_error = "the lead pod (index 0) is not running"
-        isolation = (
-            (f"netns, cgroup v{record.cgroup_version}" if record.cgroup_version else "netns, nice levels")
-            if record.mode == "netns"
-            else "processes on loopback addresses, nice levels (not isolated)"
-        )
-        conditions = [ClusterCondition("Isolation", "True", record.mode, isolation)]
+        conditions = [isolation_condition(record)]
         if record.latency:
             conditions.append(ClusterCondition("NetworkEmulation", "True", "netem", f"{record.latency} per packet"))
         pending = [(p, c) for p in pods for c in p.conditions if c.type == RESIZE_PENDING and c.status == "True"]
@@ -156,10 +159,15 @@ class Observing(LocalCore):
         if failed:
             names = ", ".join(f"{p.name} (exit {p.exit_code if p.exit_code is not None else 'killed'})" for p in failed)
             conditions.append(ClusterCondition("Degraded", "True", "PodFailed", names))
+        if any(p.reason == restart.BACKOFF_LIMIT_EXCEEDED for p in pods):
+            message = (
+                f"the Job has reached its backoff limit ({record.backoff_limit} restarts): failed pods stay failed"
+            )
+            conditions.append(ClusterCondition("Failed", "True", restart.BACKOFF_LIMIT_EXCEEDED, message))
         if lead_running and ranks_up is not None:
             queue = self._queue_summary(record)
-            if queue:
-                conditions.append(ClusterCondition("Queue", "True", "Jobs", queue))
+            if queue is not None:
+                conditions.append(queue_condition(queue))
         return ClusterStatus(
             name=name,
             namespace=NAMESPACE,
@@ -173,6 +181,7 @@ class Observing(LocalCore):
             finished=finished,
             succeeded=succeeded,
             lead_error=lead_error,
+            rest_url=f"http://{lead.address}:{_mc.spec.restful.port}" if lead and _mc.spec.restful.enabled else None,
         )
 
     def _ask_lead(self, record: ClusterRecord) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -189,8 +198,8 @@ class Observing(LocalCore):
         except (ValueError, KeyError) as exc:
             raise BackendError(f"unexpected `flux overlay status` output: {exc}") from None
 
-    def _queue_summary(self, record: ClusterRecord) -> str | None:
-        """Job counts by state from the lead (`flux jobs -a`); None while the broker has no job manager."""
+    def _queue_summary(self, record: ClusterRecord) -> dict[str, int] | None:
+        """Job counts by Flux state from the lead (`flux jobs -a`); None while the broker has no job manager."""
         try:
             result = self._run(record, 0, ["flux", "jobs", "-a", "--no-header", "-o", "{state}"], LEAD_ASK_TIMEOUT)
         except (BackendError, subprocess.TimeoutExpired):
@@ -200,9 +209,7 @@ class Observing(LocalCore):
         counts: dict[str, int] = {}
         for line in result.stdout.split():
             counts[line.strip().upper()] = counts.get(line.strip().upper(), 0) + 1
-        if not counts:
-            return "no jobs"
-        return ", ".join(f"{n} {state.lower()}" for state, n in sorted(counts.items()))
+        return counts
 
     def logs(self, name: str, index: int = 0, follow: bool = False) -> Iterator[str]:
         record, _ = self._load(name)

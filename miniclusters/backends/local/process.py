@@ -1,11 +1,12 @@
 """Starting, watching and stopping a local pod's processes.
 
-A pod is a small supervisor shell in its own session (so Ctrl-C in the user's terminal never reaches it) that runs
-the rendered entrypoint and writes its exit code to a file: the "container status" a later `minicluster status`
-reads from any shell. As root the supervisor first joins the pod's cgroup, then enters the pod's network namespace
-(`ip netns exec`, which also bind-mounts the pod's /etc/hosts) and a UTS namespace carrying the pod's hostname, so
-everything it starts, the broker and every job process, is inside the pod. Every pod process carries an environment
-tag, so stragglers that left the session (jobs in their own process groups) are still found and stopped.
+A pod is a small supervisor process (supervisor.py) in its own session (so Ctrl-C in the user's terminal never
+reaches it) that runs the rendered entrypoint, restarts it as the Job's restart policy says, and writes its exit
+code to a file: the "container status" a later `minicluster status` reads from any shell. As root the supervisor
+first joins the pod's cgroup, then enters the pod's network namespace (`ip netns exec`, which also bind-mounts
+the pod's /etc/hosts) and a UTS namespace carrying the pod's hostname, so everything it starts, the broker and
+every job process, is inside the pod. Every pod process carries an environment tag, so stragglers that left the
+session (jobs in their own process groups) are still found and stopped.
 """
 
 from __future__ import annotations
@@ -14,26 +15,21 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from miniclusters.backends.local.supervisor import RESTART_ENV
+
 TAG_VARIABLE = "MINICLUSTERS_LOCAL_POD"
 EXIT_FILE = "exitcode"
 LOG_FILE = "log"
 
-# Runs as the pod's first process: name the host (own UTS namespace), run the entrypoint, record its exit code.
-SUPERVISOR = r"""
-if [ -n "$MINICLUSTERS_LOCAL_SET_HOSTNAME" ]; then
-  hostname "$MINICLUSTERS_LOCAL_SET_HOSTNAME" || { echo "cannot set hostname" >&2; exit 111; }
-fi
-unset MINICLUSTERS_LOCAL_SET_HOSTNAME
-bash "$MINICLUSTERS_LOCAL_ENTRYPOINT"
-rc=$?
-echo "$rc" > "$MINICLUSTERS_LOCAL_EXIT.tmp" && mv "$MINICLUSTERS_LOCAL_EXIT.tmp" "$MINICLUSTERS_LOCAL_EXIT"
-exit "$rc"
-"""
+# Runs as the pod's first process: names the host, runs the entrypoint, restarts it per the Job's restart
+# semantics, records its exit code (standard library only, run by path so a pod never imports this package).
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
 
 # Joins a cgroup before exec'ing the rest of argv (so nothing runs outside it, not even for an instant).
 JOIN_CGROUP = 'echo $$ > "$0" && exec "$@"'
@@ -53,6 +49,8 @@ class Launch:
     """Set in a fresh UTS namespace (netns mode); None leaves the machine's hostname (process mode)."""
     cgroup_procs: Path | None = None
     nice: int | None = None
+    restart: str | None = None
+    """The supervisor's RestartPolicy (JSON); None never restarts."""
 
 
 def tag_for(cluster_dir: Path, index: int) -> str:
@@ -61,7 +59,7 @@ def tag_for(cluster_dir: Path, index: int) -> str:
 
 def pod_argv(launch: Launch) -> list[str]:
     """The command line that becomes the pod: [join cgroup] [enter netns + new UTS ns] [nice] supervisor."""
-    argv: list[str] = ["sh", "-c", SUPERVISOR, "mc-pod"]
+    argv: list[str] = [sys.executable, "-I", "-S", str(SUPERVISOR)]
     if launch.nice is not None:
         argv = ["nice", "-n", str(launch.nice), *argv]
     if launch.netns:
@@ -83,6 +81,8 @@ def start(launch: Launch) -> subprocess.Popen[bytes]:
     env["MINICLUSTERS_LOCAL_EXIT"] = str(launch.pod_dir / EXIT_FILE)
     if launch.hostname and launch.netns:
         env["MINICLUSTERS_LOCAL_SET_HOSTNAME"] = launch.hostname
+    if launch.restart:
+        env[RESTART_ENV] = launch.restart
     with open(launch.pod_dir / LOG_FILE, "ab") as log:
         return subprocess.Popen(
             pod_argv(launch),
@@ -216,7 +216,8 @@ def run_in_pod(
     """Run a command inside a running pod: its namespaces (entered through the pod's first process) and cgroup."""
     command = list(argv)
     if netns and pid is not None:
-        command = ["nsenter", "-t", str(pid), "-m", "-u", "-n", "--", *command]
+        # nsenter resets the working directory to / when it enters the mount namespace: keep the pod's
+        command = ["nsenter", "-t", str(pid), "-m", "-u", "-n", f"--wd={cwd}", "--", *command]
     if cgroup_procs is not None and cgroup_procs.exists():
         command = ["sh", "-c", JOIN_CGROUP, str(cgroup_procs), *command]
     return subprocess.run(

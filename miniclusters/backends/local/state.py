@@ -70,6 +70,15 @@ class ClusterRecord:
     cpu_milli: int = 0
     """The spec's CPU request for every pod (pods added by scale-up start with it)."""
     cpu_limit_milli: int | None = None
+    program_path: str | None = None
+    """The image's programs built for this machine (programs.py), first on every pod's PATH."""
+    interactive: bool = False
+    """spec.interactive: the lead runs no command of the user's, so it restarts like the followers."""
+    restart_policy: str = "OnFailure"
+    """The pod template's restartPolicy: followers that fail restart (OnFailure, Never) within backoff_limit."""
+    backoff_limit: int = 100
+    restart_delay: float = 1.0
+    """The supervisor's first back-off before a restart, in seconds (doubled per restart of a pod)."""
     created_at: float = field(default_factory=time.time)
     pods: dict[int, PodRecord] = field(default_factory=dict)
 

@@ -1,0 +1,78 @@
+"""What `up` says about a MiniCluster that already exists: how to reach it, and how its spec differs.
+
+Pure: the CLI passes in the stored and the new spec (as dicts) and the status it read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from miniclusters.backends.base import ClusterStatus
+
+
+def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _flatten(item, f"{path}.{key}" if path else str(key), out)
+    else:
+        out[path] = value
+
+
+def spec_differences(stored: dict[str, Any], wanted: dict[str, Any], limit: int = 5) -> list[str]:
+    """Field paths (spec.size: 2 -> 4) where the new spec differs from the one the cluster runs."""
+    old: dict[str, Any] = {}
+    new: dict[str, Any] = {}
+    _flatten(stored.get("spec", {}), "spec", old)
+    _flatten(wanted.get("spec", {}), "spec", new)
+    changed = [
+        f"{path}: {old.get(path, '(unset)')!r} -> {new.get(path, '(unset)')!r}"
+        for path in sorted(set(old) | set(new))
+        if old.get(path) != new.get(path)
+    ]
+    if len(changed) > limit:
+        changed = [*changed[:limit], f"... and {len(changed) - limit} more"]
+    return changed
+
+
+def reach_lines(name: str, rest_url: str | None) -> list[str]:
+    """The commands that reach a running cluster (printed by `up --detach` and by `up` on an existing one)."""
+    lines = [
+        f"  minicluster status {name}                       # pods, ranks, queue",
+        f"  minicluster exec {name} -- flux resource list   # any command in the lead pod (--index I)",
+    ]
+    if rest_url:
+        lines.append(f"  minicluster jobs --url {rest_url} -a   # the REST API")
+    lines.append(f"  minicluster down {name}                         # remove it")
+    return lines
+
+
+def existing_message(
+    status: ClusterStatus, stored: dict[str, Any] | None, wanted: dict[str, Any]
+) -> tuple[int, list[str]]:
+    """(exit code, lines) for `up` of a cluster that exists: 0 when it is the same spec and still running,
+    2 when the spec differs (nothing is changed), 1 when it has finished (remove it to run it again)."""
+    name = status.name
+    differences = spec_differences(stored, wanted) if stored is not None else []
+    ready = f"{status.ready_pods}/{status.size} pods ready"
+    if status.finished:
+        outcome = "completed" if status.succeeded else "failed"
+        lines = [
+            f"MiniCluster {name} already exists on this machine and has finished ({outcome}); to run it again:",
+            f"  minicluster logs {name}     # the lead's output",
+            f"  minicluster down {name} && minicluster up ...",
+        ]
+        return 1, lines
+    if differences:
+        lines = [
+            f"error: MiniCluster {name} is already up ({ready}) from a different spec; nothing was changed:",
+            *(f"  {d}" for d in differences),
+            f"change its size with `minicluster scale {name} N`, or remove it first with `minicluster down {name}`;",
+            "reach the running one with:",
+            *reach_lines(name, status.rest_url),
+        ]
+        return 2, lines
+    lines = [f"MiniCluster {name} is already up ({ready}); nothing to do. Reach it with:"]
+    lines += reach_lines(name, status.rest_url)
+    if status.rest_url:
+        lines.insert(1, f"  REST API: {status.rest_url}")
+    return 0, lines

@@ -1,0 +1,155 @@
+"""`minicluster status` as kubectl shows things: one document of facts, printed as JSON or as text.
+
+Both outputs come from `status_document`, so they cannot disagree: the text is a rendering of the JSON (header
+fields like `kubectl describe`, a pod table like `kubectl get pods`, conditions as a table of words).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict
+from typing import Any
+
+from miniclusters.backends.base import ClusterStatus, PodStatus
+
+# kubectl's STATUS column words for pod phases when no container reason says more.
+PHASE_WORDS = {"Succeeded": "Completed", "Failed": "Error"}
+
+
+def pod_status_word(pod: PodStatus) -> str:
+    """What kubectl's STATUS column would say: the container's reason if any, else the phase in its words."""
+    if pod.reason:
+        return pod.reason
+    return PHASE_WORDS.get(pod.phase, pod.phase)
+
+
+def compress_ranks(ranks: tuple[int, ...] | list[int]) -> str:
+    """0,1,2,3,5 -> "0-3,5" (Flux's idset spelling)."""
+    parts: list[str] = []
+    ordered = sorted(set(ranks))
+    start = previous = None
+    for rank in [*ordered, None]:
+        if rank is not None and previous is not None and rank == previous + 1:
+            previous = rank
+            continue
+        if start is not None:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = rank
+    return ",".join(parts)
+
+
+def cluster_state(status: ClusterStatus) -> str:
+    if status.finished:
+        return "Completed" if status.succeeded else "Failed"
+    if any(c.type == "Failed" and c.status == "True" for c in status.conditions):
+        return "Failed"
+    if not status.pods or all(p.phase == "Pending" for p in status.pods):
+        return "Pending"
+    if status.ready_pods < status.size:
+        return "Degraded" if any(p.phase in ("Failed", "Succeeded") or p.reason for p in status.pods) else "Starting"
+    return "Running"
+
+
+def ranks_words(status: ClusterStatus) -> str:
+    if status.finished:
+        return "none (the lead has finished)"
+    if status.ranks_up is None:
+        return f"unknown ({status.lead_error})" if status.lead_error else "unknown"
+    words = [f"{compress_ranks(status.ranks_up) or 'none'} up"]
+    if status.ranks_down:
+        words.append(f"{compress_ranks(status.ranks_down)} down")
+    return ", ".join(words)
+
+
+def status_document(status: ClusterStatus) -> dict[str, Any]:
+    """Every fact `status` shows, JSON-ready: the backend's ClusterStatus plus the words the text prints."""
+    document = asdict(status)
+    document["min_size"] = max(1, status.min_size)
+    document["state"] = cluster_state(status)
+    document["ranks"] = ranks_words(status)
+    document["running_pods"] = status.running_pods
+    document["ready_pods"] = status.ready_pods
+    for pod, entry in zip(status.pods, document["pods"], strict=True):
+        entry["status"] = pod_status_word(pod)
+    return document
+
+
+def _table(rows: list[list[str]], indent: str = "") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        (indent + "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))).rstrip()
+        for row in rows
+    ]
+
+
+def render_status_text(document: dict[str, Any]) -> str:
+    """The text form of a status document (see the module docstring)."""
+    lines = [
+        f"Name:        {document['name']}",
+        f"Namespace:   {document['namespace']}",
+        f"State:       {document['state']}",
+        f"Size:        {document['size']} pods (min {document['min_size']}, max {document['max_size']})",
+        f"Pods:        {document['running_pods']} running, {document['ready_pods']} ready",
+        f"Ranks:       {document['ranks']}",
+    ]
+    if document.get("rest_url"):
+        lines.append(f"REST API:    {document['rest_url']}")
+    if document["conditions"]:
+        lines.append("Conditions:")
+        rows = [["TYPE", "STATUS", "REASON", "MESSAGE"]]
+        rows += [[c["type"], c["status"], c["reason"] or "-", c["message"] or "-"] for c in document["conditions"]]
+        lines += _table(rows, indent="  ")
+    lines.append("")
+    rows = [["POD", "READY", "STATUS", "RESTARTS", "CPU(WANT)", "CPU(NOW)", "NODE"]]
+    for pod in document["pods"]:
+        rows.append(
+            [
+                pod["name"],
+                "1/1" if pod["ready"] else "0/1",
+                pod["status"],
+                str(pod["restarts"]),
+                pod["cpu_desired"] or "-",
+                pod["cpu_actual"] or "-",
+                pod["node"] or "-",
+            ]
+        )
+    lines += _table(rows)
+    return "\n".join(lines)
+
+
+JSONPATH_FIELD = re.compile(r"\{\.([^{}]*)\}")
+JSONPATH_STEP = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
+
+
+def _jsonpath_value(document: Any, path: str) -> Any:
+    value = document
+    for step in path.split("."):
+        match = JSONPATH_STEP.fullmatch(step)
+        if match is None:
+            raise ValueError(f"unsupported path step {step!r} (use .field or .field[N])")
+        key, index = match.group(1), match.group(2)
+        if not isinstance(value, dict) or key not in value:
+            raise ValueError(f"no field {key!r} at {{.{path}}}")
+        value = value[key]
+        if index is not None:
+            if not isinstance(value, (list, tuple)) or int(index) >= len(value):
+                raise ValueError(f"{key}[{index}] is out of range at {{.{path}}}")
+            value = value[int(index)]
+    return value
+
+
+def render_jsonpath(document: dict[str, Any], template: str) -> str:
+    """kubectl's `-o jsonpath=` for the simple case: `{.field.sub}` and `{.list[N].field}` in a template."""
+    if not JSONPATH_FIELD.search(template):
+        raise ValueError(f"{template!r} has no {{.field}} to print")
+
+    def substitute(match: re.Match[str]) -> str:
+        value = _jsonpath_value(document, match.group(1))
+        if value is None:
+            return ""
+        if isinstance(value, (dict, list, tuple, bool)):
+            return json.dumps(value)
+        return str(value)
+
+    return JSONPATH_FIELD.sub(substitute, template)
