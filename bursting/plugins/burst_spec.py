@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from bursting.plugin import Burst
+from miniclusters.api.hosts import burst_registry
 
 
 def burst_minicluster(lead_spec: dict[str, Any], burst: Burst, namespace: str | None = None) -> dict[str, Any]:
@@ -21,7 +22,7 @@ def burst_minicluster(lead_spec: dict[str, Any], burst: Burst, namespace: str | 
             "size": len(burst.lead_hosts),
             "port": burst.lead_port,
         },
-        "hostlist": ",".join([*burst.lead_hosts, *burst.hosts]),
+        "hostlist": burst_registry(burst.lead_hosts, burst.name, burst.nodes).hostlist(),
     }
     for key in ("restful", "archive", "profiling"):
         spec.pop(key, None)

@@ -67,3 +67,25 @@ def test_tear_down_after_the_idle_period_unless_a_pending_job_is_about_to_use_th
 def test_burst_names_are_under_their_own_prefix_and_unique() -> None:
     assert burst_name("burst", []) == "burst-b1"
     assert burst_name("burst", ["burst-b1", "burst-b3"]) == "burst-b2"
+
+
+def test_a_bursts_hosts_come_from_the_one_host_registry() -> None:
+    from bursting.plugin import Burst
+    from bursting.plugins.burst_spec import burst_minicluster
+    from miniclusters.api import load_minicluster
+    from miniclusters.api.hosts import registry_for
+
+    lead = {
+        "apiVersion": "miniclusters.dev/v1alpha1",
+        "kind": "MiniCluster",
+        "metadata": {"name": "c"},
+        "spec": {"size": 2, "maxSize": 2, "containers": [{"image": "x", "runFlux": True, "command": "app"}]},
+    }
+    burst = Burst("c-b2", 2, "local", ("c-0", "c-1", "c-b1-0"), "10.0.0.2", 8050)
+    mc = load_minicluster(burst_minicluster(lead, burst))
+    registry = registry_for(mc)
+    # the ranks the lead registered: its hosts (another burst's included), then this burst's pods
+    assert registry.hostnames() == ["c-0", "c-1", "c-b1-0", "c-b2-0", "c-b2-1"]
+    assert registry.pod_hostnames() == ["c-b2-0", "c-b2-1"] and registry.rank_of("c-b2-1") == 4
+    assert mc.spec.flux.bursting.lead_broker is not None and mc.spec.flux.bursting.lead_broker.size == 3
+    assert mc.spec.interactive and mc.spec.containers[0].command == ""  # followers only: no command of their own
