@@ -361,13 +361,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", required=True)
     parser.add_argument("--uri", required=True, help="the lead broker's local:// URI")
     parser.add_argument("--state", required=True, type=Path, help="the bursts' JSON state file")
-    parser.add_argument("--context", required=True, type=Path, help="a JSON file with the LeadContext")
+    parser.add_argument("--context", type=Path, help="a JSON file with the LeadContext")
+    parser.add_argument("--spec", type=Path, help="instead of --context: the MiniCluster as JSON (in a pod)")
+    parser.add_argument("--certificate", type=Path, help="with --spec: the instance's CURVE certificate")
     parser.add_argument("--plugins", default="", help="comma-separated plugin names (default: every installed)")
     parser.add_argument("--selector", default=None, help="module:function choosing a plugin")
     parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_PERIOD, help="seconds idle before teardown")
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL)
     args = parser.parse_args(argv)
-    context = LeadContext(**json.loads(args.context.read_text()))
+    if args.context is not None:
+        context = LeadContext(**json.loads(args.context.read_text()))
+    elif args.spec is not None and args.certificate is not None:
+        context = LeadContext(args.cluster, json.loads(args.spec.read_text()), args.certificate.read_text())
+    else:
+        parser.error("give --context, or --spec and --certificate")
     factories = plugin_factories([p for p in args.plugins.split(",") if p] or None)
     plugins = {name: factory(context) for name, factory in factories.items()}
     stopping = False
