@@ -319,7 +319,7 @@ class HandleLead:
             raise ConnectionError(f"{topic}: {exc}") from None
 
     def jobs(self) -> list[QueuedJob]:
-        reply = self._rpc("job-manager.list", {"states": 0xFF})
+        reply = self._rpc("job-manager.list", {"states": 0x3F})  # active jobs only: inactive ones hold no ranks
         return [
             QueuedJob(
                 id=int(j["id"]),
