@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from bursting.lead import HandleLead, LeadPort, NodesView
 from bursting.plugin import Burst, BurstError, BurstPlugin, Verdict
 from bursting.policy import (
     ACTIVE_STATES,
@@ -41,32 +42,6 @@ DEFAULT_IDLE_PERIOD = 30.0
 DEFAULT_INTERVAL = 1.0
 JOIN_TIMEOUT = 180.0
 """A burst whose brokers have not all joined the lead by then has failed (unreachable lead, pods that never ran)."""
-
-
-@dataclass(frozen=True)
-class NodesView:
-    """The lead's ranks: how many are up (excluding bursts), cores per node, every registered hostname."""
-
-    up: int
-    cores_per_node: int
-    hostnames: tuple[str, ...]
-    burst_ranks_up: frozenset[int] = frozenset()
-
-
-class LeadPort(Protocol):
-    """What the service needs from the lead broker."""
-
-    def jobs(self) -> list[QueuedJob]: ...
-
-    def nodes(self) -> NodesView: ...
-
-    def register(self, prefix: str, hosts: list[str]) -> tuple[list[int], list[str]]:
-        """Register hosts as ranks; (their ranks, every hostname of the lead after registering)."""
-        ...
-
-    def release(self, prefix: str) -> None: ...
-
-    def annotate(self, jobid: int, reason: str) -> None: ...
 
 
 @dataclass
@@ -293,64 +268,6 @@ class BurstService:
         waiting = {str(j.id) for j in jobs if j.state in ("DEPEND", "PRIORITY", "SCHED")}
         for key in [k for k in state.pending if k not in waiting]:
             del state.pending[key]
-
-
-# ---------------------------------------------------------------------------------------- the lead over RPC
-class HandleLead:
-    """LeadPort over the lead broker's RPCs."""
-
-    def __init__(self, uri: str, timeout: float = 10.0) -> None:
-        self.uri = uri
-        self.timeout = timeout
-        self.handle: Any = None
-
-    def _rpc(self, topic: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One RPC to the lead; the socket is (re)opened as needed (the lead may start after us, or restart)."""
-        from broker.client import FluxError, Handle
-
-        try:
-            if self.handle is None:
-                self.handle = Handle(self.uri)
-            reply: dict[str, Any] = self.handle.rpc(topic, payload or {}, nodeid=0, timeout=self.timeout)
-            return reply
-        except FluxError as exc:
-            if exc.errnum in (111, 110, 2):  # ECONNREFUSED, ETIMEDOUT, ENOENT: start afresh next time
-                self.handle = None
-            raise ConnectionError(f"{topic}: {exc}") from None
-
-    def jobs(self) -> list[QueuedJob]:
-        reply = self._rpc("job-manager.list", {"states": 0x3F})  # active jobs only: inactive ones hold no ranks
-        return [
-            QueuedJob(
-                id=int(j["id"]),
-                state=str(j["state"]),
-                nnodes=int(j.get("nnodes") or 0),
-                ntasks=int(j.get("ntasks") or 1),
-                burstable=bool(j.get("burstable")),
-                ranks=tuple(int(r) for r in j.get("ranks") or ()),
-            )
-            for j in reply["jobs"]
-        ]
-
-    def nodes(self) -> NodesView:
-        status = self._rpc("overlay.status")
-        resources = self._rpc("resource.status")
-        reports = resources.get("reports", {})
-        cores = [int(r.get("ncores", 0)) for r in reports.values() if isinstance(r, dict)]
-        bursts = {int(r["rank"]) for r in status["ranks"] if r.get("burst") and r["state"] == "up"}
-        up = sum(1 for r in status["ranks"] if r["state"] == "up" and not r.get("burst"))
-        hostnames = tuple(str(r["hostname"]) for r in status["ranks"])
-        return NodesView(up, min(cores) if cores else 1, hostnames, frozenset(bursts))
-
-    def register(self, prefix: str, hosts: list[str]) -> tuple[list[int], list[str]]:
-        reply = self._rpc("overlay.burst-register", {"prefix": prefix, "hosts": hosts})
-        return [int(r) for r in reply["ranks"]], [str(h) for h in reply["hostnames"]]
-
-    def release(self, prefix: str) -> None:
-        self._rpc("overlay.burst-release", {"prefix": prefix})
-
-    def annotate(self, jobid: int, reason: str) -> None:
-        self._rpc("job-manager.annotate", {"id": jobid, "annotations": {"sched": {"reason_pending": reason}}})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,8 +37,9 @@ def burst(
       minicluster burst burst --release burst-b1
     """
     from bursting.discovery import plugin_factories
+    from bursting.lead import HandleLead
     from bursting.plugin import BurstError, LeadContext
-    from bursting.service import BurstService, HandleLead, StateFile
+    from bursting.service import BurstService, StateFile
 
     if release_name is None and (nodes is None or nodes < 1):
         click.echo("error: --nodes: give a number of nodes >= 1 (or --release BURST)", err=True)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from bursting.discovery import GROUP, load_selector, plugin_factories, plugin_names
+from bursting.lead import NodesView
 from bursting.plugin import Burst, BurstError, BurstPlugin, LeadContext, Verdict
 from bursting.policy import BurstNeed, QueuedJob
-from bursting.service import BurstService, NodesView, StateFile
+from bursting.service import BurstService, StateFile
 
 
 class FakeLead:
