@@ -9,8 +9,18 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SYSTEM_PACKAGES := openmpi-bin libopenmpi-dev openfoam openfoam-examples iproute2 gcc make procps binutils
 PYTEST_ARGS ?=
+# Real flux-core (the `flux` flavour's broker), built once from the peers tarball into a cache outside the checkout.
+FLUX_CORE_VERSION := 0.88.0
+FLUX_CORE_CACHE ?= /var/cache/miniclusters
+# Not FLUX_CORE_PREFIX: that names an install to use (see flux_view.py), never one to build over.
+FLUX_CORE_BUILD := $(FLUX_CORE_CACHE)/flux-core-$(FLUX_CORE_VERSION)
+FLUX_CORE_TARBALL ?= $(abspath $(CURDIR)/../shared/peers/flux-core-$(FLUX_CORE_VERSION).tar.gz)
+FLUX_CORE_STAMP := $(FLUX_CORE_BUILD)/.miniclusters-installed
+FLUX_CORE_PACKAGES := autoconf automake libtool make pkg-config gcc g++ libc6-dev libzmq3-dev uuid-dev \
+  libjansson-dev liblz4-dev libarchive-dev libhwloc-dev libsqlite3-dev lua5.1 liblua5.1-0-dev lua-posix python3-dev \
+  python3-cffi python3-ply python3-setuptools python3-yaml jq libncurses-dev libsodium-dev
 
-.PHONY: all setup system-deps venv pmpi demo test lint format crds clean
+.PHONY: all setup system-deps venv pmpi demo test lint format crds clean flux-core flux-core-deps
 
 all: test
 
@@ -23,6 +33,32 @@ system-deps:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	else echo "warning: missing system packages:$$missing (not root: install them with apt-get)"; fi
+
+flux-core-deps:
+	@$(MAKE) --no-print-directory system-deps SYSTEM_PACKAGES="$(FLUX_CORE_PACKAGES)"
+
+# The stamp is written only after `make install` succeeds, so an interrupted build is redone from scratch.
+# flock: two checkouts sharing the cache build it once.
+flux-core:
+	@if [ -f "$(FLUX_CORE_STAMP)" ]; then echo "flux-core $(FLUX_CORE_VERSION): present in $(FLUX_CORE_BUILD)"; \
+	else $(MAKE) --no-print-directory flux-core-deps && mkdir -p "$(FLUX_CORE_CACHE)" && \
+	  flock "$(FLUX_CORE_CACHE)/.flux-core.lock" $(MAKE) --no-print-directory "$(FLUX_CORE_STAMP)"; fi
+
+$(FLUX_CORE_STAMP):
+	@test -f "$(FLUX_CORE_TARBALL)" || { echo "flux-core tarball not found: $(FLUX_CORE_TARBALL)" \
+	  "(set FLUX_CORE_TARBALL)" >&2; exit 1; }
+	@echo "building flux-core $(FLUX_CORE_VERSION) into $(FLUX_CORE_BUILD) (about 5 minutes on 2 cores)"
+	@# configure.ac takes the version from $$FLUX_VERSION (else `git describe`, and a tarball has no .git)
+	@start=$$(date +%s); build="$(FLUX_CORE_CACHE)/build-flux-core-$(FLUX_CORE_VERSION)"; \
+	rm -rf "$$build" "$(FLUX_CORE_BUILD)" && mkdir -p "$$build" && \
+	tar -xzf "$(FLUX_CORE_TARBALL)" -C "$$build" --strip-components=1 && cd "$$build" && \
+	export FLUX_VERSION=$(FLUX_CORE_VERSION) && ./autogen.sh >autogen.log 2>&1 && \
+	PYTHON=/usr/bin/python3 ./configure --prefix="$(FLUX_CORE_BUILD)" \
+	  --disable-docs >configure.log 2>&1 && \
+	make -j$$(nproc) >make.log 2>&1 && make install >install.log 2>&1 || \
+	{ echo "flux-core build failed: see the logs in $$build" >&2; exit 1; }; \
+	cd / && rm -rf "$$build" && touch "$(FLUX_CORE_STAMP)" && \
+	echo "flux-core $(FLUX_CORE_VERSION): built in $$(( $$(date +%s) - start ))s"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,15 +86,17 @@ format: venv
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: setup lint
+test: setup lint flux-core
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 crds: venv
 	$(BIN)/minicluster crd --output crds/miniclusters.dev_miniclusters.yaml
 
-demo: setup
-	bash examples/demo.sh
+# `make demo FLAVOUR=flux`: the same demo on real flux-core (built first, once).
+FLAVOUR ?= builtin
+demo: setup $(if $(filter flux,$(FLAVOUR)),flux-core)
+	FLAVOUR=$(FLAVOUR) bash examples/demo.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -43,6 +43,8 @@ class BootstrapConfig:
     curve_cert: str | None = None
     source: str = "<config>"
     singleton: bool = False
+    topo: str | None = None
+    """[tbon] topo: the tree shape the config states (tbon.topo / tbon.fanout on the command line win)."""
 
     @property
     def size(self) -> int:
@@ -206,7 +208,11 @@ def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: st
     singleton = not entries
     if singleton:
         entries = [HostEntry(host=hostname or socket.gethostname())]
+    tbon = data.get("tbon", {})
+    if not isinstance(tbon, dict):
+        raise BootstrapError(f"{source}: [tbon] must be a table")
     config = BootstrapConfig(
+        topo=_optional_str(tbon, "topo", f"{source}: [tbon]"),
         hosts=tuple(entries),
         default_port=port,
         default_bind=_optional_str(table, "default_bind", where),

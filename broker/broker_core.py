@@ -93,9 +93,9 @@ class BrokerCore:
             self.rank = 0 if self.config.singleton else self.config.rank_of(self.hostname)
             self.size = self.config.size
             fanout = self.attrs.integer("tbon.fanout", None)
-            self.topology: Topology = build(
-                self.size, self.attrs.get("tbon.topo"), fanout, self.config.explicit_parents()
-            )
+            # As flux-core ranks them: -Stbon.topo, then -Stbon.fanout, then the config's [tbon] topo.
+            topo = self.attrs.get("tbon.topo") or (self.config.topo if fanout is None else None)
+            self.topology: Topology = build(self.size, topo, fanout, self.config.explicit_parents())
             self.quorum = Quorum.parse(self.attrs.get("broker.quorum"), self.size)
             self.hb_interval = self.attrs.duration("heartbeat.interval", DEFAULT_HEARTBEAT_INTERVAL)
             self.hb_timeout = self.attrs.duration("heartbeat.timeout", DEFAULT_HEARTBEAT_TIMEOUT)

@@ -226,7 +226,7 @@ class TreeLink(BrokerCore):
         for hook in self._online_hooks:
             hook()
         self._online_hooks.clear()
-        if self.options.command:
+        if self.options.command and not self.attrs.get("broker.rc2_none"):  # flux-core's "no initial program"
             self._start_command()
 
     def _heartbeat(self) -> None:

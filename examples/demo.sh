@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: examples/hello.yaml as 4 pods on this machine (local backend), an Open MPI program across all of
 # them printing each rank's pod hostname, `flux resource list`, then everything torn down. Under a minute.
+# FLAVOUR=flux (`make demo FLAVOUR=flux`) runs real flux-core brokers in the pods instead of the built-in ones.
 #
 # As root every pod gets its own network namespace, hostname and CPU cgroup; otherwise the pods are plain
 # processes on loopback addresses (the notice says what is not isolated).
@@ -8,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MINICLUSTER=${MINICLUSTER:-.venv/bin/minicluster}
 NAME=hello
+FLAVOUR=${FLAVOUR:-builtin}
 work=$(mktemp -d "${TMPDIR:-/tmp}/mc-demo.XXXXXX")
 cleanup() {
     "$MINICLUSTER" down "$NAME" >/dev/null 2>&1 || true
@@ -28,8 +30,11 @@ export OMPI_MCA_btl=tcp,self OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CON
 export MINICLUSTERS_STATE_DIR=${MINICLUSTERS_STATE_DIR:-$work/state}
 
 start=$(date +%s)
-step "minicluster up examples/hello.yaml --interactive --detach   (4 pods; brokers join the lead over CURVE)"
-"$MINICLUSTER" up examples/hello.yaml --interactive --detach --timeout 60
+step "minicluster up examples/hello.yaml --flavour $FLAVOUR --interactive --detach   (4 pods; brokers join over CURVE)"
+"$MINICLUSTER" up examples/hello.yaml --flavour "$FLAVOUR" --interactive --detach --timeout 60
+
+step "minicluster exec $NAME -- flux version   (which broker runs in the pods)"
+"$MINICLUSTER" exec "$NAME" -- flux version | head -2
 
 step "minicluster exec $NAME -- flux resource list"
 "$MINICLUSTER" exec "$NAME" -- flux resource list

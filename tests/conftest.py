@@ -23,3 +23,18 @@ def minimal_spec() -> dict[str, Any]:
             "spec": {"size": 2, "containers": [{"image": "app:1", "command": "hostname"}]},
         }
     )
+
+
+@pytest.fixture(scope="session")
+def flux_core() -> Any:
+    """Real flux-core (`make flux-core` builds it; `make test` does so first): fails under CI when missing."""
+    import os
+
+    from miniclusters.backends.local.flux_view import FluxCoreNotFound, find_flux_core
+
+    try:
+        return find_flux_core()
+    except FluxCoreNotFound as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"{exc} (`make test` runs `make flux-core` before the tests)")
+        pytest.skip(str(exc))

@@ -106,6 +106,43 @@ def resource_r() -> None:
     click.echo(json.dumps(_rpc("resource.R")))
 
 
+@resource.command("drain")
+@click.argument("ranks", default="")
+@click.option("--set", "exact", is_flag=True, help="Drain exactly RANKS (empty: undrain every rank).")
+def resource_drain(ranks: str, exact: bool) -> None:
+    """Give no new jobs to RANKS (an idset, e.g. 2-3); jobs running there finish. Prints the drained ranks."""
+    from .. import idset
+
+    try:
+        wanted = set(idset.decode(ranks)) if ranks else set()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="RANKS") from None
+    if not exact:
+        wanted |= set(_rpc("job-manager.queue-state")["drained"])
+    answer = _rpc("job-manager.drain", {"ranks": sorted(wanted)})
+    click.echo(json.dumps(answer))
+
+
+@resource.command("undrain")
+@click.argument("ranks")
+def resource_undrain(ranks: str) -> None:
+    """Let RANKS take new jobs again."""
+    from .. import idset
+
+    try:
+        leaving = set(idset.decode(ranks))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="RANKS") from None
+    drained = set(_rpc("job-manager.queue-state")["drained"]) - leaving
+    click.echo(json.dumps(_rpc("job-manager.drain", {"ranks": sorted(drained)})))
+
+
+@resource.command("demand")
+def resource_demand() -> None:
+    """The queue in nodes, as JSON: pending jobs' node needs, running jobs' ranks, drained ranks (autoscalers)."""
+    click.echo(json.dumps(_rpc("job-manager.queue-state")))
+
+
 # ------------------------------------------------------------------------------------------ overlay
 @cli.group()
 def overlay() -> None:
@@ -210,6 +247,7 @@ def ping(count: int | None, interval: float, pad: int, target: str) -> None:
     except ValueError:
         raise click.ClickException(f"invalid target {target!r}: expected a rank number") from None
     with _handle() as handle:
+        click.echo(f"flux-ping {rank}!broker")  # flux-core's first line
         seq = 0
         while count is None or seq < count:
             start = time.perf_counter()
@@ -223,6 +261,18 @@ def ping(count: int | None, interval: float, pad: int, target: str) -> None:
             seq += 1
             if count is None or seq < count:
                 time.sleep(interval)
+
+
+@cli.command()
+def version() -> None:
+    """Which `flux` this is (flux-core prints its commands and libflux-core versions)."""
+    import platform
+    from importlib.metadata import version as package_version
+
+    import zmq
+
+    click.echo(f"commands:    \t\t{package_version('miniclusters')}")
+    click.echo(f"broker:      \t\tminiclusters built-in (Python {platform.python_version()}, pyzmq {zmq.__version__})")
 
 
 @cli.command()

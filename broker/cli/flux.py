@@ -10,6 +10,7 @@ OWN_COMMANDS = {
     "start": "start an instance (--test-size=N, or one broker of a configured instance) and run a command in it",
     "broker": "run one broker of a configured instance",
     "restful serve": "serve the Flux RESTful API v1 for the instance at $FLUX_URI",
+    "exec": "run a command on brokers of the instance (-r IDSET, -l)",
 }
 
 
@@ -43,6 +44,10 @@ def _dispatch(args: list[str]) -> int | str | None:
         from .jobcli import main as job_main
 
         return job_main(args[0], args[1:])
+    if args[0] == "exec":
+        from .exec import main as exec_main
+
+        return exec_main(args[1:])
     if args[:2] == ["restful", "serve"]:
         from ..rest.server import main as serve
 

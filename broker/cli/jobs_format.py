@@ -9,7 +9,8 @@ from ..jobs.api import JobInfo
 from .options import OptionError
 
 DEFAULT_FORMAT = (
-    "{id.f58:>12} {username:<8.8} {name:<10.10} {status_abbrev:>2.2} {ntasks:>6} {nnodes:>6} {runtime!H:>8} {nodelist}"
+    "{id.f58:>12} {username:<8.8} {name:<10.10} {status_abbrev:>2.2} {ntasks:>6} {nnodes:>6} {runtime!H:>8} "
+    "{contextual_info}"
 )
 _HEADERS = {
     "id": "JOBID",
@@ -29,6 +30,7 @@ _HEADERS = {
     "nnodes": "NNODES",
     "runtime": "TIME",
     "nodelist": "NODELIST",
+    "contextual_info": "INFO",
     "urgency": "URG",
     "priority": "PRI",
     "t_submit": "T_SUBMIT",
@@ -42,6 +44,18 @@ _HEADERS = {
 }
 _STATE_ABBREV = {"NEW": "N", "DEPEND": "D", "PRIORITY": "P", "SCHED": "S", "RUN": "R", "CLEANUP": "C"}
 _RESULT_ABBREV = {"COMPLETED": "CD", "FAILED": "F", "CANCELED": "CA", "TIMEOUT": "TO"}
+
+
+def _contextual_info(info: JobInfo) -> str:
+    """flux-core's INFO column (flux.job.info.contextual_info): why a job waits, else where it runs or ran."""
+    if info.state == "PRIORITY":
+        return "priority-wait"
+    if info.state in ("NEW", "DEPEND", "SCHED"):
+        if info.urgency == 0 or info.priority == 0:
+            return "held" if info.urgency == 0 else "priority-hold"
+        sched = info.annotations.get("sched")  # sched.reason_pending, e.g. what a burst is doing for it
+        return str(sched.get("reason_pending") or "") if isinstance(sched, dict) else ""
+    return info.nodelist
 
 
 def _field(info: JobInfo, name: str) -> Any:
@@ -66,7 +80,8 @@ def _field(info: JobInfo, name: str) -> Any:
         "ntasks": info.ntasks,
         "nnodes": info.nnodes if info.nnodes else "",
         "runtime": info.runtime,
-        "nodelist": _nodelist(info),
+        "nodelist": info.nodelist,
+        "contextual_info": _contextual_info(info),
         "urgency": info.urgency,
         "priority": info.priority,
         "t_submit": info.t_submit,
@@ -82,13 +97,6 @@ def _field(info: JobInfo, name: str) -> Any:
     if name not in values:
         raise OptionError(f"--format: unknown field {name!r}")
     return values[name]
-
-
-def _nodelist(info: JobInfo) -> str:
-    """A pending job shows why it waits when something said (Flux's NODELIST(REASON)), e.g. a burst's state."""
-    sched = info.annotations.get("sched")
-    reason = sched.get("reason_pending") if isinstance(sched, dict) and info.state != "INACTIVE" else None
-    return f"({reason})" if reason and not info.nodelist else info.nodelist
 
 
 _USERS: dict[int, str] = {}

@@ -7,6 +7,7 @@ empty or missing file for the whole of a long batch job.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import IO, Any
 
 from broker.jobs.jobid import encode_f58
@@ -19,12 +20,15 @@ def file_targets(jobspec: dict[str, Any], jobid: int) -> dict[str, str]:
     targets: dict[str, str] = {}
     if not isinstance(output, dict):
         return targets
+    cwd = jobspec.get("attributes", {}).get("system", {}).get("cwd")
     for stream in ("stdout", "stderr"):
         spec = output.get(stream)
         path = spec.get("path") if isinstance(spec, dict) else None
         if isinstance(path, str) and path:
             f58 = encode_f58(jobid)
-            targets[stream] = path.replace("{{id}}", f58).replace("{{jobid}}", f58)
+            path = path.replace("{{id}}", f58).replace("{{jobid}}", f58)
+            # relative to the job's working directory, as Flux's shell opens it (not the broker's)
+            targets[stream] = os.path.join(cwd, path) if isinstance(cwd, str) and cwd else path
     if "stdout" in targets and "stderr" not in targets:
         targets["stderr"] = targets["stdout"]
     return targets

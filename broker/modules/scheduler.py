@@ -31,6 +31,8 @@ class Scheduler:
             raise ValueError(f"sched.queue-policy: unknown policy {policy!r} (expected {', '.join(QUEUE_POLICIES)})")
         self.b = broker
         self.policy: QueuePolicy = "easy" if policy == "easy" else "fcfs"
+        self.drained: frozenset[int] = frozenset()
+        """Ranks that take no new jobs (an autoscaler drains them before a scale-down removes them)."""
 
     def nodes(self) -> dict[int, NodeCapacity]:
         out: dict[int, NodeCapacity] = {}
@@ -48,7 +50,7 @@ class Scheduler:
     ) -> Plan:
         """running: (jobid, allocation, t_run, duration) of every job holding resources."""
         nodes = self.nodes()
-        free = {rank: node.cores for rank, node in nodes.items() if node.up}
+        free = {rank: node.cores for rank, node in nodes.items() if node.up and rank not in self.drained}
         held: list[Running] = []
         for jobid, allocation, t_run, duration in running:
             for rank, cores in allocation.items():

@@ -20,7 +20,7 @@ below is one of flux-core's public Python bindings (src/bindings/python/flux/...
               (src/cmd/builtin/shutdown.c; Flux.rpc in core/handle.py)
 
 Flux reports errors as OSError(errno, strerror); they become broker.client.FluxError so the app answers as it does
-for the built-in flavour (ENOENT -> 404).
+for the built-in flavour (ENOENT -> 404). Tested against real flux-core 0.88 (tests/rest/test_rest_flux_flavour.py).
 """
 
 from __future__ import annotations
@@ -185,6 +185,10 @@ class FluxJobService:
         try:
             self.flux.job.cancel(self.handle, jobid, "canceled through the REST API")
         except OSError as exc:
+            # flux-core answers ENOENT ("job is inactive") for a finished job too; that job exists, and the
+            # built-in flavour calls it an invalid request (400), not a missing one (404).
+            if exc.errno == errno.ENOENT and not self.info(jobid).active:
+                raise FluxError(errno.EINVAL, f"cannot cancel job {jobid}: job is inactive") from exc
             raise _flux_error(exc, f"cannot cancel job {jobid}") from exc
 
     def _output_text(self, jobid: int) -> str:

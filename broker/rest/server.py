@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         service = BrokerJobService(uri)
     app = create_app(settings, service)
+    if flavour != "flux":
+        from broker.rest.metrics import broker_source, metrics_router
+
+        app.include_router(metrics_router(broker_source(uri)))  # custom.metrics.k8s.io for HPAs
     host = args.host or settings.host
     port = args.port or settings.port
     try:

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from elasticity.model.resources import ResourceRequest
 from elasticity.policy.allocate import Allocation, NodeCapacity, allocate, free_after, release
-
-QueuePolicy = Literal["fcfs", "easy"]
-QUEUE_POLICIES: tuple[QueuePolicy, ...] = ("fcfs", "easy")
+from elasticity.policy.scheduling.easy import QUEUE_POLICIES, QueuePolicy, plan_queue
 
 
 @dataclass(frozen=True)
@@ -50,18 +46,23 @@ class Plan:
     reservation: Reservation | None = None
 
 
-def _reserve(job: Waiting, snapshot: Snapshot, started: list[Running]) -> Reservation | None:
-    """Earliest time the job fits if running jobs end when their time limits say, and where."""
-    free = dict(snapshot.free)
-    ending = sorted([*snapshot.running, *started], key=lambda r: r.expected_end)
-    for run in ending:
-        if math.isinf(run.expected_end):
-            break
-        free = release(free, run.allocation)
-        placed = allocate(job.request, free, snapshot.nodes)
-        if placed is not None:
-            return Reservation(job.jobid, run.expected_end, placed)
-    return None
+@dataclass(frozen=True)
+class _Cores:
+    """The broker's pool for the shared EASY: per-rank core sets, placed by `allocate`."""
+
+    nodes: Mapping[int, NodeCapacity]
+
+    def place(self, request: ResourceRequest, free: dict[int, frozenset[int]]) -> Allocation | None:
+        return allocate(request, free, self.nodes)
+
+    def take(self, free: dict[int, frozenset[int]], placed: Allocation) -> dict[int, frozenset[int]]:
+        return free_after(free, placed)
+
+    def give(self, free: dict[int, frozenset[int]], placed: Allocation) -> dict[int, frozenset[int]]:
+        return release(free, placed)
+
+    def avoiding(self, free: dict[int, frozenset[int]], reserved: Allocation) -> dict[int, frozenset[int]]:
+        return {rank: cores - frozenset(reserved.get(rank, ())) for rank, cores in free.items()}
 
 
 def plan(queue: Sequence[Waiting], snapshot: Snapshot, policy: QueuePolicy = "fcfs") -> Plan:
@@ -69,43 +70,22 @@ def plan(queue: Sequence[Waiting], snapshot: Snapshot, policy: QueuePolicy = "fc
 
     fcfs: start jobs in order until the first that does not fit.
     easy: the first job that does not fit gets a reservation at the earliest time enough resources free up;
-    later jobs start now if they fit and either end before that reservation or avoid the resources it needs.
+    later jobs start now if they fit and either end before that reservation or leave it placeable.
+    The algorithm is `elasticity.policy.scheduling.easy.plan_queue`, the one the simulator replays traces with.
     """
     if policy not in QUEUE_POLICIES:
         raise ValueError(f"unknown queue policy {policy!r} (expected one of {', '.join(QUEUE_POLICIES)})")
-    free = dict(snapshot.free)
-    starts: list[tuple[int, Allocation]] = []
-    started: list[Running] = []
-    reservation: Reservation | None = None
-    blocked = False
-    for job in queue:
-        if not blocked:
-            placed = allocate(job.request, free, snapshot.nodes)
-            if placed is not None:
-                free = free_after(free, placed)
-                starts.append((job.jobid, placed))
-                end = snapshot.now + job.duration if job.duration > 0 else math.inf
-                started.append(Running(job.jobid, placed, end))
-                continue
-            if policy == "fcfs":
-                break
-            blocked = True
-            reservation = _reserve(job, snapshot, started)
-            continue
-        # Backfill candidates behind the blocked head (EASY only).
-        placed = allocate(job.request, free, snapshot.nodes)
-        if placed is None:
-            continue
-        ends = snapshot.now + job.duration if job.duration > 0 else math.inf
-        if reservation is not None and ends > reservation.start:
-            # Still running when the head job is due: it may only use cores the reservation does not need.
-            placed = allocate(job.request, _without(free, reservation.allocation), snapshot.nodes)
-            if placed is None:
-                continue
-        free = free_after(free, placed)
-        starts.append((job.jobid, placed))
+    shared = plan_queue(
+        [(job.request, job.duration) for job in queue],
+        [(run.allocation, run.expected_end) for run in snapshot.running],
+        dict(snapshot.free),
+        snapshot.now,
+        _Cores(snapshot.nodes),
+        policy,
+    )
+    starts = [(queue[index].jobid, placed) for index, placed in shared.starts]
+    reservation = None
+    if shared.reservation is not None:
+        held = shared.reservation
+        reservation = Reservation(queue[held.index].jobid, held.start, held.placement)
     return Plan(starts, reservation)
-
-
-def _without(free: Mapping[int, frozenset[int]], reserved: Allocation) -> dict[int, frozenset[int]]:
-    return {rank: cores - frozenset(reserved.get(rank, ())) for rank, cores in free.items()}

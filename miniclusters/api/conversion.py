@@ -15,7 +15,13 @@ from miniclusters.api.spec import FLUX_OPERATOR_API_VERSION, OUR_API_VERSION, Mi
 
 EXTENSIONS_ANNOTATION = "miniclusters.dev/extensions"
 # Paths (under spec) of fields the Flux Operator does not have.
-EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (("flux", "flavour"), ("restful",), ("profiling",))
+EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("flux", "flavour"),
+    ("restful",),
+    ("profiling",),
+    ("autoscale",),
+    ("multiplexing",),
+)
 
 
 def _compact(mc: MiniCluster) -> dict[str, Any]:

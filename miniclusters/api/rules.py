@@ -69,6 +69,11 @@ def _sizes(mc: MiniCluster) -> Iterator[Problem]:
             )
         elif spec.min_size > spec.size:
             yield Problem("spec.minSize", f"minSize ({spec.min_size}) must not exceed size ({spec.size})")
+    if spec.autoscale.enabled and spec.effective_max_size <= max(1, spec.min_size):
+        yield Problem(
+            "spec.autoscale.enabled",
+            f"nothing to scale: maxSize ({spec.effective_max_size}) must exceed max(1, minSize) to autoscale",
+        )
 
 
 def _containers(mc: MiniCluster) -> Iterator[Problem]:
@@ -230,7 +235,34 @@ def _profiling(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.profiling.directory", f"{profiling.directory!r} must be an absolute path")
 
 
-RULES: tuple[Rule, ...] = (_names, _sizes, _containers, _volumes_agree, _flux, _labels, _restful, _profiling)
+def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
+    mux = mc.spec.multiplexing
+    if mux.enabled and not mux.command.strip():
+        yield Problem("spec.multiplexing.command", "required when multiplexing is enabled (the simulation to run)")
+    if mux.boundary and not re.match(r"^MPI_[A-Z][a-z_]+$", mux.boundary):
+        yield Problem("spec.multiplexing.boundary", f"{mux.boundary!r} is not an MPI call name (e.g. MPI_Allreduce)")
+    if mux.workdir and not mux.workdir.startswith("/"):
+        yield Problem("spec.multiplexing.workdir", f"{mux.workdir!r} must be an absolute path")
+    if mux.total and mux.total < mux.max:
+        yield Problem("spec.multiplexing.total", f"{mux.total} is below max ({mux.max}); use 0 for 'as many as max'")
+    if mux.enabled and not mc.spec.interactive and any(c.command for c in mc.spec.containers):
+        yield Problem(
+            "spec.multiplexing.enabled",
+            "the brokers must stay up for the controller's jobs: set interactive: true or leave the command empty",
+        )
+
+
+RULES: tuple[Rule, ...] = (
+    _names,
+    _sizes,
+    _containers,
+    _volumes_agree,
+    _flux,
+    _labels,
+    _restful,
+    _profiling,
+    _multiplexing,
+)
 
 
 def check_minicluster(mc: MiniCluster) -> list[Problem]:

@@ -242,6 +242,54 @@ class ProfilingSpec(SpecModel):
     """The MPI call that ends an iteration (default MPI_Barrier; OpenFOAM: MPI_Allreduce)."""
 
 
+class MultiplexingSpec(SpecModel):
+    """CPU multiplexing of several simulations on these pods (a miniclusters extension; `minicluster multiplex`).
+
+    The controller profiles the first simulation, resizes every pod in place to what its ranks need, packs
+    more simulations while the nodes have headroom and the throughput model predicts an efficiency above the
+    threshold, and keeps them progressing at similar rates.
+    """
+
+    enabled: bool = False
+    command: str = ""
+    """The simulation: an MPI program and its arguments, started as one Flux job per simulation."""
+    max: int = Field(default=4, ge=1)
+    """At most this many simulations at once."""
+    total: int = Field(default=0, ge=0)
+    """How many simulations to run in all (0: max); early finishers make room for the rest."""
+    ranks: int = Field(default=0, ge=0)
+    """MPI ranks per simulation (0: spec.tasks)."""
+    profile_iterations: int = Field(default=50, ge=1)
+    fairness: float = Field(default=1.10, ge=1.0)
+    """Largest fastest/slowest progress ratio tolerated before CPU moves toward the slow simulation."""
+    efficiency_threshold: float = Field(default=0.85, ge=0.01, le=1.0)
+    """Pack another simulation only while the model predicts Theta(N)/N at or above this."""
+    headroom: float = Field(default=1.2, ge=0.01)
+    """A rank's request is duty x allocation x headroom."""
+    boundary: str = ""
+    """The MPI call that ends an iteration (default MPI_Barrier; OpenFOAM: MPI_Allreduce)."""
+    workdir: str = ""
+    """Where simulations write output and traces (default: a directory in the controller's state)."""
+
+
+class AutoscaleSpec(SpecModel):
+    """Queue-driven autoscaling between [max(1, minSize), maxSize] (a miniclusters extension; off unless enabled).
+
+    The lead's queue decides: the cluster grows for pending jobs the scheduler would start, and after
+    ``idleSeconds`` with more pods than needed it drains the highest ranks and scales down once they are idle.
+    """
+
+    enabled: bool = False
+    idle_seconds: int = Field(default=60, ge=0)
+    """How long the cluster must have more pods than its queue needs before it shrinks."""
+    cooldown_seconds: int = Field(default=30, ge=0)
+    """The least time between two scale actions."""
+    policy: Literal["easy", "fcfs"] = "easy"
+    """The queue policy the node need is computed with (which pending jobs would start at maxSize)."""
+    interval_seconds: float = Field(default=5.0, ge=0.1)
+    """How often the loop looks at the queue."""
+
+
 class MiniClusterSpec(SpecModel):
     containers: list[Container] = Field(min_length=1)
     resource_claims: list[dict[str, Any]] = Field(default_factory=list)
@@ -266,6 +314,8 @@ class MiniClusterSpec(SpecModel):
     # ---- miniclusters extensions -------------------------------------------------------------
     restful: RestfulSpec = Field(default_factory=RestfulSpec)
     profiling: ProfilingSpec = Field(default_factory=ProfilingSpec)
+    multiplexing: MultiplexingSpec = Field(default_factory=MultiplexingSpec)
+    autoscale: AutoscaleSpec = Field(default_factory=AutoscaleSpec)
 
     @property
     def effective_max_size(self) -> int:

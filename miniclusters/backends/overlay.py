@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 
+from miniclusters.render.layout import LOCAL_SOCKETS
+
 _TREE_LINE = re.compile(r"^[\s│├└─]*(\d+)\s+(\S+):\s+(\w+)")
 
 
@@ -32,3 +34,19 @@ def parse_overlay(stdout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if not up_list and not down_list:
         raise ValueError(f"cannot read `flux overlay status` output: {text[:120]!r}")
     return tuple(sorted(up_list)), tuple(sorted(down_list))
+
+
+def with_lead_socket(rundir: str, argv: list[str]) -> list[str]:
+    """argv run with FLUX_URI at whichever local socket the broker in `rundir` opened (exit 69 if none yet):
+    `local-0` under flux-core 0.88, `local` under the built-in broker."""
+    candidates = " ".join(f'"$0/{name}"' for name in LOCAL_SOCKETS)
+    script = (
+        f'for s in {candidates}; do if [ -S "$s" ]; then export FLUX_URI="local://$s"; exec "$@"; fi; done; '
+        f'echo "no broker socket in $0 (looked for {", ".join(LOCAL_SOCKETS)})" >&2; exit 69'
+    )
+    return ["sh", "-c", script, rundir, *argv]
+
+
+def overlay_argv(flavour: str, flux: str = "flux") -> list[str]:
+    """`flux overlay status` in the form the flavour's CLI has (real Flux has no --json)."""
+    return [flux, "overlay", "status", "--json"] if flavour == "builtin" else [flux, "overlay", "status"]

@@ -6,11 +6,15 @@ import click
 
 from miniclusters import __version__
 from miniclusters.cli import (
+    autoscale_commands,
     burst_commands,
     cluster_commands,
+    model_commands,
+    multiplex_commands,
     operator_commands,
     profile_commands,
     rest_commands,
+    simulate_commands,
     spec_commands,
 )
 
@@ -34,6 +38,10 @@ for command in (*cluster_commands.COMMANDS, *burst_commands.COMMANDS, *operator_
 
 main.add_command(profile_commands.pmpi)
 main.add_command(profile_commands.profile)
+main.add_command(model_commands.model)
+main.add_command(multiplex_commands.multiplex)
+main.add_command(simulate_commands.simulate)
+main.add_command(autoscale_commands.autoscale)
 for command in (rest_commands.jobs, rest_commands.submit, rest_commands.cancel):
     main.add_command(command)
 

@@ -16,7 +16,7 @@ def burst_report(backend: Backend, status: ClusterStatus) -> dict[str, Any] | No
         return None
     try:
         overlay = backend.exec(status.name, 0, ["flux", "overlay", "status", "--json"])
-        jobs = backend.exec(status.name, 0, ["flux", "jobs", "--format", "{id.f58}\t{state}\t{nodelist}"])
+        jobs = backend.exec(status.name, 0, ["flux", "jobs", "--format", "{id.f58}\t{state}\t{contextual_info}"])
     except BackendError:
         return None
     if overlay.rc != 0:
@@ -35,8 +35,8 @@ def burst_report(backend: Backend, status: ClusterStatus) -> dict[str, Any] | No
     pending: dict[str, str] = {}
     for line in jobs.stdout.splitlines()[1:] if jobs.rc == 0 else []:
         words = line.split("\t")
-        if len(words) == 3 and words[1] in ("DEPEND", "PRIORITY", "SCHED") and words[2].startswith("("):
-            pending[words[0]] = words[2][1:-1]
+        if len(words) == 3 and words[1] in ("DEPEND", "SCHED") and words[2] not in ("", "held", "priority-hold"):
+            pending[words[0]] = words[2]
     return {"bursts": list(bursts.values()), "pending": pending}
 
 

@@ -19,7 +19,7 @@ import click
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
 from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
-from miniclusters.render import RenderOptions
+from miniclusters.render import RenderOptions, with_flavour
 
 EXIT_INVALID = 2
 BACKEND_ENV = "MINICLUSTER_BACKEND"
@@ -95,6 +95,11 @@ def _progress_printer() -> Callable[[Any], None]:
     "--keep", is_flag=True, help="local: leave the cluster's state after the lead finishes (default: tear down)."
 )
 @click.option("--latency", help="local, as root: add this delay (e.g. 2ms) on every pod's interface (tc netem).")
+@click.option(
+    "--flavour",
+    type=click.Choice(["builtin", "flux"]),
+    help="Override spec.flux.flavour (local: `flux` runs flux-core from $FLUX_CORE_PREFIX, PATH or `make flux-core`).",
+)
 def up(
     file: str,
     backend: str,
@@ -107,6 +112,7 @@ def up(
     interactive: bool,
     keep: bool,
     latency: str | None,
+    flavour: str | None,
 ) -> None:
     """Create a MiniCluster and wait until every pod runs and every broker has joined the lead.
 
@@ -118,6 +124,7 @@ def up(
     Example:
       minicluster up examples/hello.yaml                      # local: 4 pods on this machine
       minicluster up examples/interactive.yaml --detach       # then: minicluster exec interactive -- flux resource list
+      minicluster up examples/hello.yaml --flavour flux          # local: real flux-core brokers
       minicluster up examples/hello.yaml --backend kubernetes --namespace hpc
     """
     try:
@@ -127,12 +134,18 @@ def up(
         sys.exit(EXIT_INVALID)
     if interactive and not mc.spec.interactive:
         mc = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
+    mc = with_flavour(mc, flavour)
     defaults = RenderOptions()
     render = RenderOptions(namespace=None, registry=registry or defaults.registry, tag=tag or defaults.tag)
     with _errors():
         target = _open(backend, context, namespace, progress=_progress_printer(), latency=latency)
         if target.ephemeral:
             _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
+            if mc.spec.autoscale.enabled:  # still up (detached or interactive): its queue now drives its size
+                from miniclusters.autoscaling.runner import start_in_background
+
+                pid, events, png = start_in_background(mc.name, file, backend)
+                click.echo(f"autoscaler: pid {pid}; events {events}; timeline {png} (stops at `minicluster down`)")
             return
         status = target.create(mc, CreateOptions(render=render, timeout=timeout))
         _print_status(status)
@@ -269,6 +282,7 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
     """
     from miniclusters.cli.burst_status import burst_report, print_bursts
     from miniclusters.cli.status_view import render_jsonpath, status_document
+    from miniclusters.multiplex.session import load_state
 
     template = output.partition("=")[2] if output.startswith("jsonpath=") else None
     if output not in ("text", "json") and template is None:
@@ -277,12 +291,17 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
     with _errors():
         opened = _open(backend, context, namespace)
         result = opened.status(name)
+        controller = load_state(backend, name)
+        document = status_document(result)
+        if controller is not None:
+            document["multiplexing"] = controller
         bursts = burst_report(opened, result)  # burst ranks apart, and why pending jobs wait
+        document["bursts"] = bursts
         if output == "json":
-            click.echo(json.dumps(status_document(result) | {"bursts": bursts}, indent=2))
+            click.echo(json.dumps(document, indent=2))
         elif template is not None:
             try:
-                click.echo(render_jsonpath(status_document(result) | {"bursts": bursts}, template))
+                click.echo(render_jsonpath(document, template))
             except ValueError as exc:
                 click.echo(f"error: -o jsonpath: {exc}", err=True)
                 sys.exit(EXIT_INVALID)
@@ -290,6 +309,26 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
             _print_status(result)
             if bursts:
                 print_bursts(bursts)
+            if controller is not None:
+                _print_multiplexing(controller)
+
+
+def _print_multiplexing(state: dict[str, Any]) -> None:
+    """The multiplexing controller's last saved state (`minicluster multiplex`)."""
+    sims = state.get("simulations") or []
+    by_state: dict[str, int] = {}
+    for sim in sims:
+        by_state[sim.get("state", "?")] = by_state.get(sim.get("state", "?"), 0) + 1
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())) or "none yet"
+    beta = state.get("beta")
+    alive = "running" if state.get("running") else "stopped"
+    click.echo(
+        f"  Multiplexing ({alive}, pid {state.get('controller_pid')}): phase {state.get('phase')}, simulations "
+        f"{counts}; requested {state.get('requested_m')}m; resizes {state.get('resizes')}, pod restarts "
+        f"{state.get('restarts')}" + (f", beta {beta:.3f}" if isinstance(beta, float) else "")
+    )
+    if state.get("blocked"):
+        click.echo(f"    stopped packing: {state['blocked']}")
 
 
 @click.command()

@@ -15,20 +15,21 @@ from miniclusters.render.objects import (
 )
 from miniclusters.render.options import RenderOptions
 
-__all__ = ["RenderOptions", "render_minicluster"]
+__all__ = ["RenderOptions", "render_minicluster", "with_flavour"]
+
+
+def with_flavour(mc: MiniCluster, flavour: str | None) -> MiniCluster:
+    """The spec with spec.flux.flavour overridden (the `--flavour` flag); unchanged for None."""
+    if not flavour or flavour == mc.spec.flux.flavour:
+        return mc
+    flux = mc.spec.flux.model_copy(update={"flavour": flavour})
+    return mc.model_copy(update={"spec": mc.spec.model_copy(update={"flux": flux})})
 
 
 def render_minicluster(mc: MiniCluster, options: RenderOptions | None = None) -> list[dict[str, Any]]:
     """Every object, in the order they should be applied (config before the pods that mount it)."""
     options = options or RenderOptions()
-    if options.flavour and options.flavour != mc.spec.flux.flavour:
-        mc = mc.model_copy(
-            update={
-                "spec": mc.spec.model_copy(
-                    update={"flux": mc.spec.flux.model_copy(update={"flavour": options.flavour})}
-                )
-            }
-        )
+    mc = with_flavour(mc, options.flavour)
     namespace = options.namespace or mc.namespace
     objects = [
         build_curve_secret(mc, namespace, certificate_for(mc, options.certificate)),

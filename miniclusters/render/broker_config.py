@@ -13,6 +13,15 @@ from miniclusters.api.hosts import registry_for
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
 from miniclusters.render.layout import CURVE_DIR, CURVE_FILE, R_FILE, service_domain
 
+# Stated in every rendered config, because the two flavours' unstated defaults differ: flux-core falls back to
+# "custom" (flat: every rank a child of rank 0) when a [bootstrap] table is present, the built-in broker to
+# kary:32. A k-ary tree of fanout 32 is flat up to 33 pods and keeps rank 0's fan-in bounded beyond.
+DEFAULT_TOPOLOGY = "kary:32"
+# flux-core writes its KVS root (and so the job queue) to the statedir only at a clean shutdown unless told to
+# checkpoint periodically: without this a crashed lead pod comes back with an empty queue. The built-in broker
+# journals every job before acknowledging it and ignores the table.
+KVS_CHECKPOINT_PERIOD = "1s"
+
 
 def build_broker_config(
     mc: MiniCluster,
@@ -49,6 +58,8 @@ def build_broker_config(
         "access": {"allow-guest-user": True, "allow-root-owner": True},
         "resource": {"path": r_file or R_FILE, "noverify": True},
         "sched-fluxion-qmanager": {"queue-policy": spec.flux.scheduler.queue_policy or "fcfs"},
+        "tbon": {"topo": spec.flux.topology or DEFAULT_TOPOLOGY},
+        "kvs": {"checkpoint-period": KVS_CHECKPOINT_PERIOD},
         "bootstrap": bootstrap,
     }
 

@@ -16,6 +16,8 @@ from miniclusters.render.layout import (
     CONFIG_DIR,
     CURVE_DIR,
     CURVE_FILE,
+    LOCAL_SOCKETS,
+    R_FILE,
     RUN_DIR,
     SCRIPTS_DIR,
 )
@@ -25,11 +27,20 @@ from miniclusters.render.layout import (
 CONFIG = "${MINICLUSTER_CONFIG_DIR}"
 RUN = "${MINICLUSTER_RUN_DIR}"
 BROKER = "${MINICLUSTER_BROKER_DIR}"
+VIEW = "${MINICLUSTER_FLUX_VIEW}"
 DIRECTORY_DEFAULTS = (
     f'export MINICLUSTER_CONFIG_DIR="${{MINICLUSTER_CONFIG_DIR:-{CONFIG_DIR}}}"',
     f'export MINICLUSTER_RUN_DIR="${{MINICLUSTER_RUN_DIR:-{RUN_DIR}}}"',
     f'export MINICLUSTER_BROKER_DIR="${{MINICLUSTER_BROKER_DIR:-{BROKER_INSTALL_DIR}}}"',
+    # The broker config's [resource] path: one file for the whole instance.
+    f'export MINICLUSTER_R_FILE="${{MINICLUSTER_R_FILE:-{R_FILE}}}"',
 )
+
+# A lead with no command (interactive, elastic) runs no initial program at all (broker.rc2_none): the instance
+# stays up until `flux shutdown`, and then exits 0. An idle program (`sleep infinity`) would be hung up by the
+# shutdown and flux-core reports an aborted initial program as a failure (129, or 1 if it exits 0), which fails
+# the lead pod and, with restartPolicy OnFailure, restarts it.
+NO_INITIAL_PROGRAM = "-Sbroker.rc2_none=1"
 
 
 def broker_options(mc: MiniCluster) -> list[str]:
@@ -42,11 +53,36 @@ def broker_options(mc: MiniCluster) -> list[str]:
     options.append(f"-Stbon.connect_timeout={spec.flux.connect_timeout}")
     # Online once minSize (else size) brokers joined: hosts up to maxSize are registered but may never start.
     options.append(f"-Sbroker.quorum={spec.quorum}")
-    if spec.flux.topology:
+    if spec.flux.topology and spec.flux.broker_config:
+        # A rendered config states [tbon] topo itself; a hand-written one may not.
         options.append(f"-Stbon.topo={spec.flux.topology}")
     if spec.logging.zeromq:
         options.append("-Stbon.zmqdebug=1")
+    slots = multiplexing_slots(mc)
+    if slots:
+        options.append(f"-Sresource.cores=0-{slots - 1}")
+        # a multiplexed pod is given little CPU on purpose: its broker must ride out scheduling delays that
+        # would otherwise look like a lost peer (and kill every simulation with ranks there)
+        options.append(f"-Sheartbeat.timeout={MULTIPLEXING_HEARTBEAT_TIMEOUT}")
     return options
+
+
+MULTIPLEXING_HEARTBEAT_TIMEOUT = "30s"
+
+
+def multiplexing_slots(mc: MiniCluster) -> int:
+    """Task slots each built-in broker advertises when multiplexing (0: its real cores).
+
+    Several simulations share the pods, each needing its ranks' slots on every pod at once, so each broker
+    offers room for `max` simulations' ranks: the CPU they really get is then decided by the pod's request
+    and the per-job weights, not by exclusive cores. Real flux-core reads its resources from R instead.
+    """
+    spec = mc.spec
+    mux = spec.multiplexing
+    if not mux.enabled or spec.flux.flavour != "builtin":
+        return 0
+    ranks = mux.ranks or spec.tasks
+    return -(-ranks // spec.size) * mux.max
 
 
 def submit_words(mc: MiniCluster) -> list[str]:
@@ -59,7 +95,9 @@ def submit_words(mc: MiniCluster) -> list[str]:
         words += ["-n", str(spec.tasks)]
     words += shlex.split(spec.flux.option_flags)
     profiling = spec.profiling
-    if profiling.enabled:
+    if profiling.enabled and spec.flux.flavour == "flux":
+        words += _pmpi_environment_flags(mc)
+    elif profiling.enabled:
         words += ["-o", f"pmpi={profiling.iterations}" if profiling.iterations else "pmpi"]
         if profiling.directory:
             words += ["-o", f"pmpi-dir={profiling.directory}"]
@@ -68,20 +106,60 @@ def submit_words(mc: MiniCluster) -> list[str]:
     return words
 
 
+# flux-core's job shell has no `pmpi` option (ours is a built-in job-exec feature): on the flux flavour the profiler
+# is preloaded through the job's environment instead, LD_PRELOAD in the jobspec, which reaches every task and
+# nothing else (flux-core starts MPI ranks itself, no mpirun). `flux submit --env` expands $NAME from the
+# submitting environment, where the lead's entrypoint has put the library it built.
+PMPI_LIBRARY = "MC_PMPI_LIBRARY"
+FLUX_PMPI_DIRECTORY = "$PWD/pmpi"
+
+
+def pmpi_directory(mc: MiniCluster) -> str:
+    """Where the flux flavour's traces go: pmpi.<FLUX_JOB_ID>.<rank>.bin files, one directory for every job."""
+    return mc.spec.profiling.directory or FLUX_PMPI_DIRECTORY
+
+
+def _pmpi_environment_flags(mc: MiniCluster) -> list[str]:
+    profiling = mc.spec.profiling
+    flags = [f"--env=LD_PRELOAD=${PMPI_LIBRARY}", f"--env=MC_PMPI_DIR={pmpi_directory(mc)}"]
+    if profiling.iterations:
+        flags.append(f"--env=MC_PMPI_ITERATIONS={profiling.iterations}")
+    if profiling.boundary:
+        flags.append(f"--env=MC_PMPI_BOUNDARY={profiling.boundary}")
+    return flags
+
+
+def _pmpi_setup(mc: MiniCluster) -> list[str]:
+    """The lead builds (or finds cached) the profiler for the application's MPI and makes the trace directory."""
+    if not (mc.spec.profiling.enabled and mc.spec.flux.flavour == "flux"):
+        return []
+    directory = pmpi_directory(mc).replace("$PWD", "${PWD}")
+    return [
+        f'  export {PMPI_LIBRARY}="$("${{MINICLUSTER_PYTHON:-python3}}" -m elasticity.pmpi.build)" '
+        '|| log "PMPI profiler not built (needs mpicc): the job runs unprofiled"',
+        f'  mkdir -p "{directory}"',
+    ]
+
+
 def _flavour_setup(mc: MiniCluster) -> list[str]:
     if mc.spec.flux.flavour == "builtin":
         return [f'export PATH="{BROKER}/bin:$PATH"']
     container = mc.spec.flux.container
-    view = f"{container.mount_path}/view"
+    # The flux view's mount (the local backend points it at an installed flux-core prefix).
     lines = [
-        f'export PATH="{view}/bin:$PATH"',
-        f'export LD_LIBRARY_PATH="{view}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
+        f'export MINICLUSTER_FLUX_VIEW="${{MINICLUSTER_FLUX_VIEW:-{container.mount_path}/view}}"',
+        f'export PATH="{VIEW}/bin:$PATH"',
+        f'export LD_LIBRARY_PATH="{VIEW}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
     ]
     if container.python_path:
         lines.append(f"export PYTHONPATH={shlex.quote(container.python_path)}")
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(mc.spec.flux.environment.items())]
-    # Flux needs R: every host of the instance with this pod's cores, as the operator generates it.
-    lines.append(f'flux R encode --hosts={shlex.quote(registry_for(mc).pod_hostlist())} --local > "{RUN}/R"')
+    # Flux needs R: every host of the instance with this pod's cores, as the operator generates it. Written
+    # aside and renamed, so a broker reading the file never sees it half written (pods may share it locally).
+    lines.append(
+        f'flux R encode --hosts={shlex.quote(registry_for(mc).pod_hostlist())} --local > "$MINICLUSTER_R_FILE.$index" '
+        '&& mv -f "$MINICLUSTER_R_FILE.$index" "$MINICLUSTER_R_FILE"'
+    )
     return lines
 
 
@@ -114,12 +192,17 @@ def _heredoc(path: str, body: str) -> list[str]:
     return [f"cat > \"{path}\" <<'{marker}'", body.rstrip("\n"), marker]
 
 
+def idles(mc: MiniCluster, runner: Container) -> bool:
+    """The lead has nothing to run: it serves submissions until shut down."""
+    return mc.spec.interactive or (not runner.command and not runner.commands.script)
+
+
 def _lead_command(mc: MiniCluster, runner: Container, start: str) -> list[str]:
     spec = mc.spec
     prefix = f"{runner.commands.prefix} " if runner.commands.prefix else ""
     submit = prefix + shlex.join(submit_words(mc))
-    if spec.interactive or (not runner.command and not runner.commands.script):
-        return [f"{start} sleep infinity", "rc=$?"]
+    if idles(mc, runner):
+        return [start, "rc=$?"]
     if runner.launcher:
         return [f"{start} {runner.command}", "rc=$?"]
     if runner.commands.script:
@@ -137,6 +220,26 @@ def _lead_command(mc: MiniCluster, runner: Container, start: str) -> list[str]:
     return [f"{start} {submit} --watch {runner.command}", "rc=$?"]
 
 
+def _restful_beside_flux_core(port: int) -> list[str]:
+    """flux-core does not start our REST server: the lead pod runs it beside the broker, once the broker's local
+    socket exists (`local-0` under flux-core 0.88, `local` under other layouts), until the broker exits."""
+    sockets = " ".join(f'"{RUN}/rundir/{name}"' for name in LOCAL_SOCKETS)
+    server = f'"${{MINICLUSTER_PYTHON:-python3}}" -m broker.rest.server --flavour flux --port {port}'
+    return [
+        "  restful() {",
+        "    for _ in $(seq 600); do",
+        f"      for s in {sockets}; do",
+        f'        [ -S "$s" ] && FLUX_URI="local://$s" exec {server}',
+        "      done",
+        "      sleep 0.1",
+        "    done",
+        f'    log "REST API not started: no broker socket in {RUN}/rundir after 60s"',
+        "  }",
+        "  restful &",
+        "  restful_pid=$!",
+    ]
+
+
 def render_entrypoint(mc: MiniCluster) -> str:
     """The bash script the broker container runs (as `bash entrypoint.sh`)."""
     spec = mc.spec
@@ -147,7 +250,9 @@ def render_entrypoint(mc: MiniCluster) -> str:
     wrap = f" --wrap={shlex.quote(spec.flux.wrap)}" if spec.flux.wrap else ""
     options = broker_options(mc)
     lead_options = list(options)
-    if spec.restful.enabled:
+    if idles(mc, runner):
+        lead_options.append(NO_INITIAL_PROGRAM)
+    if spec.restful.enabled and spec.flux.flavour == "builtin":
         lead_options.append(f"-Srestful.port={spec.restful.port}")
     if spec.archive.path:
         archive = shlex.quote(spec.archive.path)
@@ -156,18 +261,11 @@ def render_entrypoint(mc: MiniCluster) -> str:
     else:
         restore = ""
     start_lead = f'{timed}{prefix}flux start{wrap} -o "{",".join(lead_options)}{restore}"'
-    restful_wrapper: list[str] = []
+    restful_server: list[str] = []
+    restful_stop: list[str] = []
     if spec.restful.enabled and spec.flux.flavour == "flux":
-        # Real flux-core does not start our REST server: the lead's initial program runs it (inside the
-        # instance, so FLUX_URI is set), then becomes the original initial program.
-        wrapper = f"{RUN}/with-restful.sh"
-        body = (
-            "#!/bin/bash\n"
-            f'"${{MINICLUSTER_PYTHON:-python3}}" -m broker.rest.server --flavour flux --port {spec.restful.port} &\n'
-            'exec "$@"\n'
-        )
-        restful_wrapper = [*_heredoc(wrapper, body), f'chmod +x "{wrapper}"']
-        start_lead = f'{start_lead} bash "{wrapper}"'
+        restful_server = _restful_beside_flux_core(spec.restful.port)
+        restful_stop = ['  kill "$restful_pid" 2>/dev/null']
     start_follower = f'{timed}{prefix}flux start{wrap} -o "{",".join(options)}"'
 
     lines = [
@@ -208,10 +306,12 @@ def render_entrypoint(mc: MiniCluster) -> str:
     # A burst (spec.flux.bursting.leadBroker) has no lead of its own: every pod follows the lead elsewhere.
     lines.append("if false; then" if spec.flux.bursting.lead_broker else 'if [ "$index" = 0 ]; then')
     lines.append(f'  log "lead broker starting ({spec.size} of {spec.effective_max_size} pods)"')
-    lines += restful_wrapper
+    lines += restful_server
+    lines += _pmpi_setup(mc)
     lines += _burst_service(mc)
     # Not indented: a heredoc terminator must start its line.
     lines += _lead_command(mc, runner, start_lead)
+    lines += restful_stop
     lines.append("else")
     lines.append('  log "follower broker starting"')
     lines += [f"  {start_follower}", "  rc=$?"]

@@ -18,6 +18,8 @@ BURST_SPEC = "minicluster.json"
 RUN_DIR = "/run/flux"
 R_FILE = f"{RUN_DIR}/R"
 BROKER_INSTALL_DIR = "/mnt/miniclusters"
+# The broker's local socket in its rundir: flux-core (0.88) names it `local-<rank>`, the built-in broker `local`.
+LOCAL_SOCKETS = ("local-0", "local")
 
 NAME_LABEL = "miniclusters.dev/name"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"

@@ -503,6 +503,8 @@ class FakeKube(Controllers):
 def default_exec(fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
     """`flux overlay status --json` as our built-in broker answers it: one rank per pre-registered host, up when
     the pod of that index runs; `hostname` answers the pod's hostname; anything else is not found."""
+    if argv[:2] == ["sh", "-c"] and len(argv) > 4:  # `sh -c SCRIPT RUNDIR ARGV...`: ARGV at the lead's socket
+        argv = argv[4:]
     words = [w for w in argv if not w.startswith("FLUX_URI=") and w != "env"]
     if words and words[0].endswith("flux") and words[1:3] == ["overlay", "status"]:
         env = {e["name"]: e.get("value") for c in pod["spec"]["containers"] for e in c.get("env", [])}

@@ -85,6 +85,18 @@ def _everything_set() -> dict[str, Any]:
     spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
     spec["restful"] = {"enabled": True, "port": 5001, "mode": "multi-user", "requireAuth": False, "secretName": "creds"}
     spec["profiling"] = {"enabled": True, "iterations": 50, "directory": "/shared/pmpi", "boundary": "MPI_Allreduce"}
+    spec["multiplexing"] = {
+        "enabled": True, "command": "proxy_solver 3000 2048 32 1,1,1,20", "max": 3, "total": 5, "ranks": 4,
+        "profileIterations": 40, "fairness": 1.2, "efficiencyThreshold": 0.8, "headroom": 1.5,
+        "boundary": "MPI_Allreduce", "workdir": "/shared/mux",
+    }  # fmt: skip
+    spec["autoscale"] = {
+        "enabled": True,
+        "idleSeconds": 120,
+        "cooldownSeconds": 45,
+        "policy": "fcfs",
+        "intervalSeconds": 2.5,
+    }
     return {
         "apiVersion": "miniclusters.dev/v1alpha1",
         "kind": "MiniCluster",

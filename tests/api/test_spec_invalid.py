@@ -92,6 +92,18 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "spec.profiling.boundary",
         "not an MPI call name",
     ),
+    (
+        "multiplexing without a command",
+        _set("spec.multiplexing", {"enabled": True}),
+        "spec.multiplexing.command",
+        "required when multiplexing is enabled",
+    ),
+    (
+        "multiplexing total below max",
+        _set("spec.multiplexing", {"max": 3, "total": 2, "command": "x"}),
+        "spec.multiplexing.total",
+        "below max",
+    ),
     ("bad restart policy", _set("spec.pod.restartPolicy", "Always"), "spec.pod.restartPolicy", "'OnFailure'"),
 ]
 

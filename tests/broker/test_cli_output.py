@@ -142,3 +142,12 @@ def test_resource_list_counts_what_running_jobs_hold(env: dict[str, str]) -> Non
         line.split()[0]: line.split()[1:3] for line in run_flux("resource", "list", env=env).stdout.splitlines()[1:]
     }
     assert rows["free"] == ["1", "2"] and rows["allocated"] == ["0", "0"], rows
+
+
+def test_relative_output_files_land_in_the_jobs_working_directory(env: dict[str, str], tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    done = run_flux("run", f"--cwd={workdir}", "--output=out-{{id}}.txt", "echo", "here", env=env)
+    assert done.returncode == 0, done.stderr
+    (written,) = workdir.glob("out-*.txt")  # not in the broker's (or the test's) current directory
+    assert written.read_text() == "here\n"

@@ -108,3 +108,26 @@ def test_tags_come_from_the_broker_not_the_submitter(tmp_path: Path) -> None:
     assert key == rank_key(str(tmp_path), 3) != rank_key(str(tmp_path), 2)
     assert tree_value({"MC_JOB_TREE": "outer.1"}, f"{key}.7") == f"outer.1 {key}.7"
     assert tree_value({}, f"{key}.7") == f"{key}.7"
+
+
+def test_tasks_of_a_killed_lead_die_when_it_comes_back_and_fails_their_job(
+    tmp_path_factory: pytest.TempPathFactory, sleeper: str
+) -> None:
+    inst = render_instance(tmp_path_factory.mktemp("lead"), 1)
+    try:
+        inst.start(0, "-Sresource.cores=0-1")
+        inst.handle(0).close()  # up
+        with JobClient(inst.uri(0)) as client:
+            jobid = client.submit(command=[sleeper, "3006"], ntasks=1)
+            wait_for(lambda: len(_running(sleeper)) == 1, 30, interval=0.1)
+        inst.kill(0)
+        inst.procs[0].wait(timeout=10)
+        assert len(_running(sleeper)) == 1  # the task outlived its broker
+        inst.start(0, "-Sresource.cores=0-1")  # same rundir and statedir: the journal is replayed
+        wait_for(lambda: not _running(sleeper), 20, interval=0.1)
+        inst.handle(0).close()
+        with JobClient(inst.uri(0)) as client:
+            info = client.wait(jobid, timeout=30)
+        assert not info.success and info.exception_type, info  # failed with a reason, and nothing left running
+    finally:
+        inst.cleanup()

@@ -91,6 +91,7 @@ def test_a_follower_whose_broker_dies_restarts_as_the_same_rank_within_backoff_l
     assert back, _status(mc, "rs")
     assert back["pods"][1]["phase"] == "Running" and back["ranks_up"] == [0, 1]
     assert backend.store.load("rs").pods[1].pid == supervisor  # the same pod, restarted in place
+    assert [p.restarts for p in backend.observe("rs").pods] == [0, 1]  # the loops' view counts it too
     assert not any(_alive(p) for p in tasks), "the dead broker's task still runs"
     text = mc("status", "rs").stdout
     assert "RESTARTS" in text and any(

@@ -1,5 +1,5 @@
-"""End to end: spec.restful on the local backend — the lead broker serves the REST API inside its pod, and the
-`minicluster jobs/submit/logs/cancel --url` commands drive it from the host."""
+"""End to end: spec.restful on the local backend — the lead pod serves the REST API (both flavours, the `flux` one
+on real flux-core), and the `minicluster jobs/submit/logs/cancel --url` commands drive it from the host."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ pytestmark = pytest.mark.needs_root
 CREDENTIALS = {"FLUX_USER": "admin", "FLUX_TOKEN": "e2e-password"}
 
 
-def test_rest_api_from_spec_to_host(tmp_path: Path, mc: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+@pytest.mark.parametrize("flavour", ["builtin", "flux"])
+def test_rest_api_from_spec_to_host(
+    tmp_path: Path, mc: Callable[..., subprocess.CompletedProcess[str]], flavour: str, request: pytest.FixtureRequest
+) -> None:
+    """Built-in: the lead broker serves it; flux: the lead pod serves it beside real flux-core, over its bindings."""
+    if flavour == "flux":
+        request.getfixturevalue("flux_core")
     spec = {
         "apiVersion": "miniclusters.dev/v1alpha1",
         "kind": "MiniCluster",
@@ -25,7 +31,7 @@ def test_rest_api_from_spec_to_host(tmp_path: Path, mc: Callable[..., subprocess
     }
     path = tmp_path / "rest.yaml"
     path.write_text(yaml.safe_dump(spec))
-    up = mc("up", str(path), "--detach", env=CREDENTIALS)
+    up = mc("up", str(path), "--detach", "--flavour", flavour, env=CREDENTIALS)
     assert up.returncode == 0, up.stderr
     found = re.search(r"REST API: (http://[0-9.]+:5000)", up.stdout)
     assert found, up.stdout + up.stderr

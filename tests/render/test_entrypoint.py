@@ -16,11 +16,14 @@ from miniclusters.render.entrypoint import render_entrypoint
 FAKE_FLUX = """#!/bin/bash
 # Records each call (one line, shell-quoted words) and exits with $FAKE_FLUX_RC.
 printf '%q ' "$@" >> "$FAKE_FLUX_LOG"; echo >> "$FAKE_FLUX_LOG"
+[ "$1" = start ] && sleep "${FAKE_FLUX_START_SECONDS:-0}"
 exit "${FAKE_FLUX_RC:-0}"
 """
 
 
-def run_entrypoint(tmp_path: Path, spec: dict[str, Any], index: int, rc: int = 0) -> tuple[int, list[list[str]], str]:
+def run_entrypoint(
+    tmp_path: Path, spec: dict[str, Any], index: int, rc: int = 0, **extra_env: str
+) -> tuple[int, list[list[str]], str]:
     script = tmp_path / "entrypoint.sh"
     script.write_text(render_entrypoint(load_minicluster(spec)))
     broker_dir = tmp_path / "broker"
@@ -37,6 +40,7 @@ def run_entrypoint(tmp_path: Path, spec: dict[str, Any], index: int, rc: int = 0
         "MINICLUSTER_BROKER_DIR": str(broker_dir),
         "FAKE_FLUX_LOG": str(log),
         "FAKE_FLUX_RC": str(rc),
+        **extra_env,
     }
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
     calls = [shlex.split(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -84,9 +88,16 @@ def test_fewer_tasks_than_nodes_passes_only_n(tmp_path: Path, minimal_spec: dict
 
 
 def test_interactive_lead_keeps_brokers_up(tmp_path: Path, minimal_spec: dict) -> None:
+    """No initial program (broker.rc2_none), so a clean `flux shutdown` ends the lead with 0 in both flavours."""
     minimal_spec["spec"]["interactive"] = True
     _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=0)
-    assert calls[0][3:] == ["sleep", "infinity"]
+    assert len(calls[0]) == 3 and "-Sbroker.rc2_none=1" in _options(calls[0])
+    _, follower, _ = run_entrypoint(tmp_path, minimal_spec, index=1)
+    assert "-Sbroker.rc2_none=1" not in _options(follower[0])
+    minimal_spec["spec"]["interactive"] = False
+    (tmp_path / "again").mkdir()
+    _, calls, _ = run_entrypoint(tmp_path / "again", minimal_spec, index=0)
+    assert "-Sbroker.rc2_none=1" not in _options(calls[0])
 
 
 def test_launcher_runs_the_command_directly(tmp_path: Path, minimal_spec: dict) -> None:
@@ -164,21 +175,39 @@ def test_profiling_spec_adds_the_pmpi_job_options(tmp_path: Path, minimal_spec: 
     assert "pmpi-boundary=MPI_Allreduce" in submit and submit[-2:] == ["rhoSimpleFoam", "-parallel"]
 
 
-def test_flux_flavour_lead_starts_the_rest_server_inside_the_instance(tmp_path: Path, minimal_spec: dict) -> None:
+@pytest.mark.parametrize("socket_name", ["local-0", "local"])
+def test_flux_flavour_lead_starts_the_rest_server_on_the_broker_socket(
+    tmp_path: Path, minimal_spec: dict, socket_name: str
+) -> None:
+    """The server runs beside the broker once its socket exists, under either layout (flux-core 0.88: local-0)."""
+    import socket
+
     view = tmp_path / "fv"
     (view / "view" / "bin").mkdir(parents=True)
     (view / "view" / "bin" / "flux").write_text(FAKE_FLUX)  # real flux-core's place in the flux flavour
     (view / "view" / "bin" / "flux").chmod(0o755)
+    python = tmp_path / "python"  # records how the REST server would have been started
+    python.write_text(f'#!/bin/bash\necho "$FLUX_URI $*" > {tmp_path / "server"}\n')
+    python.chmod(0o755)
     minimal_spec["spec"]["flux"] = {"flavour": "flux", "container": {"mountPath": str(view)}}
     minimal_spec["spec"]["restful"] = {"enabled": True, "port": 5001}
     minimal_spec["spec"]["containers"][0]["command"] = "echo 'it works'"
-    rc, calls, stderr = run_entrypoint(tmp_path, minimal_spec, index=0)
+    (tmp_path / "run" / "rundir").mkdir(parents=True)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(tmp_path / "run" / "rundir" / socket_name))
+    try:
+        rc, calls, stderr = run_entrypoint(
+            tmp_path, minimal_spec, index=0, MINICLUSTER_PYTHON=str(python), FAKE_FLUX_START_SECONDS="1"
+        )
+    finally:
+        listener.close()
     assert rc == 0, stderr
-    wrapper = tmp_path / "run" / "with-restful.sh"
     start = next(c for c in calls if c[0] == "start")  # (the first call is `flux R encode`)
-    assert start[3:5] == ["bash", str(wrapper)]  # the initial program goes through the wrapper
-    assert start[5:] == ["flux", "submit", "-n", "1", "--watch", "echo", "it works"]
-    text = wrapper.read_text()
-    assert "-m broker.rest.server --flavour flux --port 5001 &" in text and 'exec "$@"' in text
-    _, follower, _ = run_entrypoint(tmp_path, minimal_spec, index=1)
-    assert "with-restful" not in " ".join(follower[-1])  # followers only run brokers
+    assert start[3:] == ["flux", "submit", "-n", "1", "--watch", "echo", "it works"]
+    assert "-Srestful.port=5001" not in _options(start)  # flux-core does not start it; the pod does
+    uri, *argv = (tmp_path / "server").read_text().split()
+    assert uri == f"local://{tmp_path / 'run' / 'rundir' / socket_name}"
+    assert argv == ["-m", "broker.rest.server", "--flavour", "flux", "--port", "5001"]
+    (tmp_path / "server").unlink()
+    run_entrypoint(tmp_path, minimal_spec, index=1, MINICLUSTER_PYTHON=str(python))
+    assert not (tmp_path / "server").exists()  # followers only run brokers

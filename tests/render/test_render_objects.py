@@ -118,6 +118,21 @@ def test_broker_toml_is_flux_bootstrap_format(minimal_spec: dict) -> None:
     assert config["sched-fluxion-qmanager"]["queue-policy"] == "easy"
 
 
+@pytest.mark.parametrize("flavour", ["builtin", "flux"])
+def test_broker_toml_states_the_topology_for_both_flavours(minimal_spec: dict, flavour: str) -> None:
+    """Unstated, flux-core with [bootstrap] builds a flat tree ("custom") and the built-in broker kary:32: the
+    rendered config says kary:32 (or spec.flux.topology) so both flavours build the same tree."""
+    minimal_spec["spec"]["flux"] = {"flavour": flavour}
+    objects = _by_kind(render_minicluster(load_minicluster(minimal_spec)))
+    config = tomllib.loads(objects["ConfigMap"]["data"]["broker.toml"])
+    assert config["tbon"] == {"topo": "kary:32"}
+    assert config["kvs"] == {"checkpoint-period": "1s"}  # flux-core's queue survives a crashed lead
+    minimal_spec["spec"]["flux"]["topology"] = "kary:2"
+    objects = _by_kind(render_minicluster(load_minicluster(minimal_spec)))
+    assert tomllib.loads(objects["ConfigMap"]["data"]["broker.toml"])["tbon"] == {"topo": "kary:2"}
+    assert "tbon.topo" not in objects["ConfigMap"]["data"]["entrypoint.sh"]  # one place says it: the config
+
+
 def test_user_broker_config_is_used_verbatim(minimal_spec: dict) -> None:
     custom = '[bootstrap]\nhosts = [{ host = "other-[0-1]" }]\n'
     minimal_spec["spec"]["flux"] = {"brokerConfig": custom}
@@ -173,7 +188,8 @@ def test_flux_flavour_uses_the_flux_view(minimal_spec: dict) -> None:
     assert pod["initContainers"][0]["name"] == "flux-view"
     assert "/opt/fv" in {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     script = objects["ConfigMap"]["data"]["entrypoint.sh"]
-    assert 'export PATH="/opt/fv/view/bin:$PATH"' in script
+    assert 'export MINICLUSTER_FLUX_VIEW="${MINICLUSTER_FLUX_VIEW:-/opt/fv/view}"' in script
+    assert 'export PATH="${MINICLUSTER_FLUX_VIEW}/bin:$PATH"' in script
     assert "flux R encode --hosts='demo-[0-1]' --local" in script
 
 

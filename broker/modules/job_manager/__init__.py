@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import queue_state
 from .journal import JournalFeeds
 from .kill import Kill
 from .queue import Queue
@@ -46,6 +47,7 @@ class JobManager(Submit, Queue, Start, Kill, JournalFeeds, Waits, Restart):
             "exec-done": self.svc_exec_done,
         }.items():
             broker.register(f"job-manager.{topic}", handler)
+        queue_state.register(self)
 
 
 def job_manager(broker: Broker) -> None:

@@ -116,6 +116,8 @@ class CgroupDriver:
         directory = self.pod_dir(cluster, index)
         if not directory.exists():
             return
+        for child in sorted(p for p in directory.iterdir() if p.is_dir()):  # per-job cgroups (multiplexing)
+            remove_tree(child, timeout)
         deadline = time.monotonic() + timeout
         while True:
             for pid in self.pids(cluster, index):
@@ -142,6 +144,30 @@ class CgroupDriver:
             directory.rmdir()
         with contextlib.suppress(OSError):  # the shared parent goes too once no cluster is left in it
             directory.parent.rmdir()
+
+
+def remove_tree(directory: Path, timeout: float = 5.0) -> None:
+    """Kill the tasks of a cgroup and its descendants and remove them, deepest first."""
+    for child in sorted(p for p in directory.iterdir() if p.is_dir()):
+        remove_tree(child, timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pids = [int(w) for w in (directory / "cgroup.procs").read_text().split()]
+        except OSError:
+            pids = []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            directory.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
+                raise CgroupError(f"cannot remove cgroup {directory}: {exc.strerror or exc}") from None
+            time.sleep(0.05)
 
 
 def _mounts(text: str) -> list[tuple[str, str, set[str]]]:

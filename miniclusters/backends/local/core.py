@@ -151,6 +151,18 @@ class LocalCore:
             raise BackendError(f"running {argv[0]!r} in pod {pod.hostname}: {exc}") from None
         return ExecResult(done.returncode, done.stdout, done.stderr)
 
+    def lead_uri(self, name: str) -> str:
+        """FLUX_URI of the lead broker, reachable from this machine without entering the pod (controllers poll it
+        without charging the pod's CPU for a `flux` process per look)."""
+        record, _ = self._load(name)
+        return f"local://{self._broker_socket(record, 0)}"
+
     def _broker_socket(self, record: ClusterRecord, index: int) -> Path:
-        """The pod broker's local socket, under the rundir the entrypoint gives it (-Srundir)."""
-        return self.store.pod_dir(record.name, index) / "run" / "rundir" / "local"
+        """The pod broker's local socket in the rundir the entrypoint gives it (-Srundir): `local-<rank>` under
+        flux-core, `local` under the built-in broker; the first name when neither exists yet."""
+        rundir = self.store.pod_dir(record.name, index) / "run" / "rundir"
+        names = (f"local-{index}", "local")
+        for name in names:
+            if (rundir / name).exists():
+                return rundir / name
+        return rundir / names[0]

@@ -29,24 +29,27 @@ from miniclusters.backends.base import (
     InvalidRequestError,
     NotFoundError,
 )
-from miniclusters.backends.local import cgroups, netns, plan, process, programs, restart
+from miniclusters.backends.local import cgroups, flux_view, netns, plan, process, programs, restart
 from miniclusters.backends.local.bursts import Bursts
 from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.backends.wait import wait_until_ready
+from miniclusters.render import with_flavour
 from miniclusters.render.broker_config import render_broker_toml
 from miniclusters.render.entrypoint import render_entrypoint
 from miniclusters.render.layout import BROKER_TOML, CURVE_FILE, ENTRYPOINT
 from miniclusters.render.objects import certificate_for
 
-# In process mode every broker shares the machine's hostname: this `flux` tells `flux start` which pod it is.
+# In process mode every broker shares the machine's hostname: this `flux` tells `flux start` which pod it is
+# (the built-in broker takes --hostname; flux-core takes the `hostname` broker attribute).
 HOSTNAME_SHIM = """#!/bin/sh
 # miniclusters local backend (unprivileged): pods share this machine's hostname, so tell the broker its pod name.
 case "$1" in
-  start|broker) sub="$1"; shift; exec {flux} "$sub" --hostname="${{{env}}}" "$@" ;;
+  start|broker) sub="$1"; shift; exec {flux} "$sub" {option}="${{{env}}}" "$@" ;;
 esac
 exec {flux} "$@"
 """
+HOSTNAME_OPTION = {"builtin": "--hostname", "flux": "-Shostname"}
 
 
 def find_flux() -> Path:
@@ -78,11 +81,6 @@ class Lifecycle(Bursts):
 
     def _check_supported(self, mc: MiniCluster) -> None:
         spec = mc.spec
-        if spec.flux.flavour != "builtin":
-            raise InvalidRequestError(
-                "spec.flux.flavour: the local backend runs the built-in broker only (flavour 'flux' needs the "
-                "Flux Operator's flux-view image); use --backend kubernetes or flavour builtin"
-            )
         if spec.flux.broker_config:
             raise InvalidRequestError(
                 "spec.flux.brokerConfig: a hand-written broker config names Kubernetes paths and DNS names; the "
@@ -98,19 +96,24 @@ class Lifecycle(Bursts):
                 f"spec.maxSize={spec.effective_max_size}: the local backend runs at most {plan.MAX_LOCAL_PODS} pods"
             )
 
+    def _flux_core(self) -> flux_view.FluxCore:
+        try:
+            return flux_view.find_flux_core()
+        except flux_view.FluxCoreNotFound as exc:
+            raise BackendError(str(exc)) from None
+
     def create(self, mc: MiniCluster, options: CreateOptions | None = None) -> ClusterStatus:
         """Write the rendered config, start pods 0..size-1, wait until every broker has joined the lead."""
         options = options or CreateOptions()
+        mc = with_flavour(mc, options.render.flavour)
         self._check_supported(mc)
-        if options.render.flavour and options.render.flavour != "builtin":
-            raise InvalidRequestError("--flavour: the local backend runs the built-in broker only")
         with self.store.lock():
             record = self._prepare(mc, options)
             try:
                 for index in range(mc.spec.size):
                     self._start_pod(record, index)
                     self.store.save(record)
-                if mc.spec.flux.bursting.clusters:
+                if mc.spec.flux.bursting.clusters and mc.spec.flux.flavour == "builtin":  # flux: static hosts only
                     self._start_burst_service(mc, record)
             except BaseException:
                 self._teardown(record)
@@ -190,15 +193,27 @@ class Lifecycle(Bursts):
                 "notice: not root (or unprivileged mode): pods are plain processes on 127.213.x addresses sharing "
                 "this machine's network, hostname and CPU cgroup (CPU weight approximated with nice levels)"
             )
-        flux = find_flux()
+        flavour = mc.spec.flux.flavour
+        environment = image_environment | dict(runner.environment) | restful_credentials(mc)
+        if flavour == "flux":
+            core = self._flux_core()
+            flux = core.flux
+            environment |= flux_environment(core, self.store.cluster_dir(name))
+        else:
+            flux = find_flux()
         cluster_dir = self.store.cluster_dir(name)
         broker_dir = flux.parent.parent
         if mode == "process":
+            # A stand-in install: bin/flux is the shim (flux-core's own `flux` knows its prefix), lib the real one.
             broker_dir = cluster_dir / "broker"
             (broker_dir / "bin").mkdir(parents=True, exist_ok=True)
             shim = broker_dir / "bin" / "flux"
-            shim.write_text(HOSTNAME_SHIM.format(flux=str(flux), env=HOSTNAME_ENV))
+            shim.write_text(HOSTNAME_SHIM.format(flux=str(flux), option=HOSTNAME_OPTION[flavour], env=HOSTNAME_ENV))
             shim.chmod(0o755)
+            if flavour == "flux":
+                with contextlib.suppress(FileExistsError):
+                    (broker_dir / "lib").symlink_to(flux.parent.parent / "lib")
+                environment["MINICLUSTER_FLUX_VIEW"] = str(broker_dir)
 
         record = ClusterRecord(
             name=name,
@@ -209,7 +224,8 @@ class Lifecycle(Bursts):
             min_size=mc.spec.min_size,
             broker_dir=str(broker_dir),
             cwd=os.getcwd(),
-            environment=image_environment | dict(runner.environment) | restful_credentials(mc),
+            environment=environment,
+            flavour=flavour,
             program_path=str(program_path) if program_path else None,
             cgroup_version=driver.version if driver else None,
             cgroup_root=str(driver.root) if driver else None,
@@ -371,6 +387,21 @@ class Lifecycle(Bursts):
             for follower in self._bursts_of(name):  # a lead takes its bursts with it
                 self._teardown(self.store.load(follower))
             self._teardown(self.store.load(name))
+
+
+def flux_environment(core: flux_view.FluxCore, cluster_dir: Path) -> dict[str, str]:
+    """What the entrypoint needs to run flux-core from a prefix instead of the flux-view mount.
+
+    The bindings go on PYTHONPATH for the REST server, which runs on this Python (it has our package).
+    """
+    env = {
+        "MINICLUSTER_FLUX_VIEW": str(core.prefix),
+        "MINICLUSTER_R_FILE": str(cluster_dir / "R"),
+        "MINICLUSTER_PYTHON": sys.executable,
+    }
+    if core.python_path is not None:
+        env["PYTHONPATH"] = str(core.python_path)
+    return env
 
 
 def netem_probe() -> tuple[bool, str]:

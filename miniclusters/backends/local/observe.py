@@ -25,7 +25,7 @@ from miniclusters.backends.local import process, restart
 from miniclusters.backends.local.conditions import isolation_condition, queue_condition
 from miniclusters.backends.local.core import LEAD_ASK_TIMEOUT, NAMESPACE, LocalCore
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
-from miniclusters.backends.overlay import parse_overlay
+from miniclusters.backends.overlay import overlay_argv, parse_overlay
 
 NODE_NAME = "localhost"
 
@@ -188,7 +188,7 @@ class Observing(LocalCore):
         if not self._broker_socket(record, 0).exists():
             raise BackendError("the lead broker is starting (its local socket is not open yet)")
         try:
-            result = self._run(record, 0, ["flux", "overlay", "status", "--json"], LEAD_ASK_TIMEOUT)
+            result = self._run(record, 0, overlay_argv(record.flavour), LEAD_ASK_TIMEOUT)
         except subprocess.TimeoutExpired as exc:
             raise BackendError(f"`flux overlay status` in the lead pod timed out: {exc}") from None
         if result.rc != 0:
@@ -243,7 +243,12 @@ class Observing(LocalCore):
                 record = self.store.load(name)
             except (OSError, ValueError):
                 continue
-            alive = [i for i, p in record.pods.items() if process.alive(p.pid, p.start_ticks)]
+            alive = [
+                i
+                for i, p in record.pods.items()
+                if process.alive(p.pid, p.start_ticks)
+                and restart.restart_info(self.store.pod_dir(name, i)).waiting != restart.CRASH_LOOP
+            ]
             lead = record.pods.get(0)
             if lead is not None and not process.alive(lead.pid, lead.start_ticks):
                 code = process.exit_code(self.store.pod_dir(name, 0))

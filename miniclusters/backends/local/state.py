@@ -67,6 +67,8 @@ class ClusterRecord:
     cgroup_root: str | None = None
     weight_formula: str = "nonlinear"
     latency: str | None = None
+    flavour: str = "builtin"
+    """Which broker the pods run: "builtin", or "flux" (real flux-core; broker_dir is then its prefix)."""
     cpu_milli: int = 0
     """The spec's CPU request for every pod (pods added by scale-up start with it)."""
     cpu_limit_milli: int | None = None

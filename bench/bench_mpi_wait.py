@@ -1,0 +1,165 @@
+"""How MPI waits decide what multiplexing can reclaim: busy-polling vs yielding ranks in Open MPI 4.1.
+
+An imbalanced 2-rank proxy solver (rank 0 light, waiting in MPI_Barrier most of the time; rank 1 heavy) runs
+pinned to one core, alone and next to a co-located CPU-bound job (a counting loop standing in for another
+simulation's rank), with OMPI_MCA_mpi_yield_when_idle = 0 and 1. Printed per setting: the CPU time the waiting
+rank burned, the MPI job's makespan, and the co-located job's throughput relative to running alone.
+
+Run: .venv/bin/python bench/bench_mpi_wait.py [--iterations 600] [--repeat 2] [--cpu 1]
+Prints figures and, last, one JSON line; it is not a test (no thresholds are asserted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from broker.testing import LOOPBACK_MPI_ENV
+from elasticity.workloads.proxy import build_proxy_solver, proxy_arguments
+
+# Runs one rank and reports its own CPU time (user + system of the rank process) on stderr as JSON.
+RANK_WRAPPER = """
+import json, os, resource, subprocess, sys, time
+start = time.monotonic()
+rc = subprocess.call(sys.argv[1:])
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "-1"))
+print("RANKUSAGE " + json.dumps({"rank": rank, "cpu": u.ru_utime + u.ru_stime,
+      "wall": time.monotonic() - start}), file=sys.stderr, flush=True)
+sys.exit(rc)
+"""
+
+# A CPU-bound co-located job: counts loop iterations until SIGTERM, then prints how many per second.
+HOG = """
+import signal, sys, time
+stop = False
+def handler(*_):
+    global stop
+    stop = True
+signal.signal(signal.SIGTERM, handler)
+n = 0
+start = time.monotonic()
+while not stop:
+    for _ in range(20000):
+        pass
+    n += 1
+print(n / (time.monotonic() - start), flush=True)
+"""
+
+
+def mpi_env(yield_when_idle: bool) -> dict[str, str]:
+    env = {**os.environ, **LOOPBACK_MPI_ENV, "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+    env["OMPI_MCA_mpi_yield_when_idle"] = "1" if yield_when_idle else "0"
+    return env
+
+
+def start_hog(cpu: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", HOG], stdout=subprocess.PIPE, text=True)
+
+
+def stop_hog(hog: subprocess.Popen[str]) -> float:
+    hog.send_signal(signal.SIGTERM)
+    out, _ = hog.communicate(timeout=30)
+    return float(out.strip())
+
+
+def hog_alone(cpu: int, seconds: float) -> float:
+    hog = start_hog(cpu)
+    time.sleep(seconds)
+    return stop_hog(hog)
+
+
+def run_mpi(solver: Path, wrapper: Path, args: list[str], cpu: int, yield_when_idle: bool) -> dict[str, float]:
+    argv = [
+        "taskset",
+        "-c",
+        str(cpu),
+        "mpirun",
+        "-np",
+        "2",
+        "--bind-to",
+        "none",
+        sys.executable,
+        str(wrapper),
+        str(solver),
+        *args,
+    ]
+    started = time.monotonic()
+    done = subprocess.run(argv, env=mpi_env(yield_when_idle), capture_output=True, text=True, timeout=600)
+    makespan = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"mpirun failed ({done.returncode}): {done.stderr[-2000:]}")
+    usage = {}
+    for line in done.stderr.splitlines():
+        if line.startswith("RANKUSAGE "):
+            record = json.loads(line.split(" ", 1)[1])
+            usage[record["rank"]] = record
+    return {
+        "makespan": makespan,
+        "waiting_cpu": usage[0]["cpu"],
+        "waiting_wall": usage[0]["wall"],
+        "busy_cpu": usage[1]["cpu"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=600)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--cpu", type=int, default=1, help="the core everything is pinned to")
+    opts = parser.parse_args()
+
+    solver = build_proxy_solver()
+    args = proxy_arguments(opts.iterations, [1, 12], nx=2048, rows_per_weight=48)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-mpi-wait-"))
+    wrapper = workdir / "rank_usage.py"
+    wrapper.write_text(RANK_WRAPPER)
+
+    alone_rate = statistics.median(hog_alone(opts.cpu, 3.0) for _ in range(opts.repeat))
+    print(f"co-located job alone on core {opts.cpu}: {alone_rate:.0f} loops/s", flush=True)
+    results: dict[str, dict[str, float]] = {}
+    for yield_when_idle in (False, True):
+        label = f"yield_when_idle={int(yield_when_idle)}"
+        alone = [run_mpi(solver, wrapper, args, opts.cpu, yield_when_idle) for _ in range(opts.repeat)]
+        shared: list[dict[str, float]] = []
+        rates: list[float] = []
+        for _ in range(opts.repeat):
+            hog = start_hog(opts.cpu)
+            time.sleep(0.3)
+            shared.append(run_mpi(solver, wrapper, args, opts.cpu, yield_when_idle))
+            rates.append(stop_hog(hog))
+
+        def med(rows: list[dict[str, float]], key: str) -> float:
+            return statistics.median(r[key] for r in rows)
+
+        results[label] = {
+            "makespan_alone_s": med(alone, "makespan"),
+            "waiting_rank_cpu_s": med(alone, "waiting_cpu"),
+            "waiting_rank_cpu_fraction": med(alone, "waiting_cpu") / med(alone, "waiting_wall"),
+            "busy_rank_cpu_s": med(alone, "busy_cpu"),
+            "makespan_colocated_s": med(shared, "makespan"),
+            "waiting_rank_cpu_colocated_s": med(shared, "waiting_cpu"),
+            "colocated_throughput": statistics.median(rates) / alone_rate,
+        }
+        r = results[label]
+        print(
+            f"{label}: alone makespan {r['makespan_alone_s']:.2f}s, waiting rank {r['waiting_rank_cpu_s']:.2f}s CPU "
+            f"({r['waiting_rank_cpu_fraction']:.0%} of its wall time), busy rank {r['busy_rank_cpu_s']:.2f}s; "
+            f"next to a CPU-bound job: makespan {r['makespan_colocated_s']:.2f}s, waiting rank "
+            f"{r['waiting_rank_cpu_colocated_s']:.2f}s CPU, co-located job at {r['colocated_throughput']:.0%} "
+            f"of its alone rate",
+            flush=True,
+        )
+    print(json.dumps({"iterations": opts.iterations, "cpu": opts.cpu, **results}))
+
+
+if __name__ == "__main__":
+    main()

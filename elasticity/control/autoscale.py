@@ -1,0 +1,103 @@
+"""The autoscaling loop of one MiniCluster: observe the cluster and its queue, plan, drain, scale.
+
+The plan is :func:`elasticity.policy.autoscale.plan_autoscale` (pure); this loop only carries its memory from
+step to step, tells the queue which ranks to drain, scales through the Actuator, and logs every decision and
+a ``sample`` per step (size, pending and running jobs) to the JSON-lines event log that the timeline PNG is
+drawn from. The clock is passed in, so the same loop runs live and over a virtual clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from elasticity.control.events import EventLog
+from elasticity.control.ports import Actuator, ActuatorError, Observer
+from elasticity.policy.autoscale import AutoscaleMemory, AutoscaleOptions, QueueView, ScalePlan, plan_autoscale
+
+
+@runtime_checkable
+class QueuePort(Protocol):
+    """The lead's queue, in ranks: what is pending and running, and which ranks take no new jobs."""
+
+    def queue(self, name: str) -> QueueView: ...
+
+    def drain(self, name: str, ranks: frozenset[int]) -> None:
+        """Give no new jobs to exactly these ranks from now on (empty: every rank takes jobs again)."""
+        ...
+
+
+@dataclass
+class Autoscaler:
+    name: str
+    observer: Observer
+    actuator: Actuator
+    queue: QueuePort
+    options: AutoscaleOptions = field(default_factory=AutoscaleOptions)
+    clock: Callable[[], float] = time.monotonic
+    log: EventLog | None = None
+    memory: AutoscaleMemory = field(default_factory=AutoscaleMemory)
+    draining: frozenset[int] = frozenset()
+
+    def step(self) -> ScalePlan:
+        """One observe -> plan -> act round; a refused or failed scale is logged and retried next step."""
+        view = self.observer.observe(self.name)
+        queue = self.queue.queue(self.name)
+        now = self.clock()
+        plan = plan_autoscale(queue, view.size, view.sizes, self.options, self.memory, now)
+        self._sample(view.size, queue, plan.wanted)
+        if plan.drain != self.draining:
+            self.queue.drain(self.name, plan.drain)
+            self.draining = plan.drain
+            self._log("drain", ranks=sorted(plan.drain), reason=plan.reason)
+        if plan.size is not None and plan.size != view.size:
+            self._log("decision", size=plan.size, reason=plan.reason)
+            try:
+                result = self.actuator.scale(self.name, plan.size)
+            except ActuatorError as exc:
+                self._log("error", error=str(exc))
+                return plan
+            self._log("scaled", previous=result.previous, size=result.size)
+            if self.draining:
+                self.queue.drain(self.name, frozenset())  # the drained ranks are gone
+                self.draining = frozenset()
+        self.memory = plan.memory
+        return plan
+
+    def record(self) -> None:
+        """Log one sample without acting (the final state, so the timeline ends where the cluster is)."""
+        view = self.observer.observe(self.name)
+        queue = self.queue.queue(self.name)
+        self._sample(view.size, queue, view.size)
+
+    def _sample(self, size: int, queue: QueueView, wanted: int) -> None:
+        self._log(
+            "sample",
+            size=size,
+            pending=len(queue.pending),
+            pending_nodes=sum(queue.pending),
+            running=len(queue.running),
+            busy=len(queue.busy),
+            wanted=wanted,
+        )
+
+    def run(
+        self,
+        interval: float,
+        sleep: Callable[[float], None] = time.sleep,
+        stop: Callable[[], bool] = lambda: False,
+        max_steps: int | None = None,
+    ) -> int:
+        """Step every ``interval`` seconds until ``stop()`` or ``max_steps``; returns the steps taken."""
+        steps = 0
+        while not stop() and (max_steps is None or steps < max_steps):
+            self.step()
+            steps += 1
+            sleep(interval)
+        return steps
+
+    def _log(self, kind: str, **fields: object) -> None:
+        if self.log is not None:
+            self.log.write(kind, cluster=self.name, **fields)

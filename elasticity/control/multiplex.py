@@ -1,0 +1,568 @@
+"""The multiplexing controller's decisions: profile -> proportional resize -> pack more -> fairness (pure).
+
+`MultiplexPlanner.decide(observation)` reads one snapshot of the world (simulations, pod requests, the nodes'
+allocatable CPU, pod restarts; the clock is in the observation) and returns the actions to take; the answers
+to resizes come back through `resize_answered`. Nothing here touches a process, a pod or a clock: the runner
+(`elasticity/control/multiplex_runner.py`) does observe -> decide -> act through ports, and the same planner
+runs against the local backend, the Kubernetes backend and the fake API server in tests.
+
+Phases (REFERENCE.md section 6, plus what the paper left out):
+1. profile: a simulation starts with its equal (rigid) per-rank CPU, or for later ones the estimate from the
+   first profile, and runs K iterations with the PMPI profiler;
+2. resize: every pod's request becomes the sum of the needs of its ranks from all simulations on it; inside a
+   shared pod each simulation gets a share (a child cgroup weight) following its need;
+3. pack: while the sum of requests plus one more simulation's estimate fits the allocatable CPU and the fitted
+   throughput model predicts an efficiency at or above the threshold, start the next one; beta is refitted from
+   the iteration rates observed at each N (makespans scale as 1 / rate for a fixed number of iterations);
+4. fairness: when fastest/slowest progress exceeds the threshold, move CPU toward the slow one in steps of at
+   most 25% of its request, one step per interval.
+Failures: a Deferred resize is retried with exponential back-off and packing waits; an Infeasible one caps
+that pod's plan at what it has and packing stops; a simulation whose pods never start is cancelled after
+`start_timeout` and its CPU returned; a finished one releases its CPU; pod restarts are counted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from elasticity.model.throughput import Geometry, ThroughputModel, fit_beta
+from elasticity.policy.fairness import DEFAULT_FAIRNESS_THRESHOLD, fairness_step, progress_ratio
+from elasticity.policy.multiplex_requests import (
+    PodPlan,
+    SimulationDemand,
+    apply_fairness,
+    equal_demand,
+    plan_pods,
+    pod_need_from_ranks,
+)
+
+SimState = Literal["pending", "running", "finished", "failed"]
+Phase = Literal["profile", "resize", "pack", "fairness", "watch", "done"]
+ResizeAnswer = Literal["accepted", "in-progress", "deferred", "infeasible", "done"]
+
+
+@dataclass(frozen=True)
+class MultiplexConfig:
+    """The controller's knobs (CLI flags and spec.multiplexing)."""
+
+    ranks: int
+    """MPI ranks per simulation (R)."""
+    pods: tuple[int, ...]
+    """Pod indexes the simulations run on."""
+    cores_per_node: float
+    nodes: int = 1
+    max_simulations: int = 4
+    """At most this many simulations run at once (--max)."""
+    total_simulations: int | None = None
+    """How many to run in all (default: max_simulations); more than max means early finishers make room."""
+    profile_iterations: int = 50
+    fairness: float = DEFAULT_FAIRNESS_THRESHOLD
+    efficiency_threshold: float = 0.85
+    equal_per_rank_m: float = 1000.0
+    """The rigid allocation a rank gets before profiling (what a launcher without profiles would request)."""
+    headroom: float = 1.2
+    """need_i = duty_i x allocation_i x headroom, so a rank is not starved by noise in its profile."""
+    floor_m: int = 10
+    pod_overhead_m: int = 0
+    """Added to every pod's request for what runs beside the ranks (the broker): keeps it responsive."""
+    fairness_interval: float = 5.0
+    settle_time: float = 3.0
+    """Seconds after a start or a resize before progress rates are trusted again."""
+    start_timeout: float = 60.0
+    backoff_initial: float = 1.0
+    backoff_max: float = 30.0
+    max_deferrals: int = 6
+    prior_beta: float | None = None
+    """beta used before two load levels were observed (None: pack on headroom alone until then)."""
+
+    def __post_init__(self) -> None:
+        if self.ranks < 1 or not self.pods or self.cores_per_node <= 0 or self.max_simulations < 1:
+            raise ValueError("need ranks >= 1, at least one pod, cores > 0 and max_simulations >= 1")
+        if self.fairness < 1:
+            raise ValueError(f"fairness is a slowest/fastest ratio and must be >= 1, got {self.fairness}")
+        if self.profile_iterations < 1:
+            raise ValueError(f"profile iterations must be at least 1, got {self.profile_iterations}")
+
+    @property
+    def total(self) -> int:
+        return self.total_simulations if self.total_simulations is not None else self.max_simulations
+
+    def block_placement(self) -> dict[int, tuple[int, ...]]:
+        """Ranks over pods in blocks (how `flux submit -N M -n R` lays them out) until a profile says where."""
+        pods = list(self.pods)
+        per = math.ceil(self.ranks / len(pods))
+        return {p: tuple(range(i * per, min(self.ranks, (i + 1) * per))) for i, p in enumerate(pods)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the profiler measured for one simulation: each rank's steady duty cycle and its pod."""
+
+    duty: tuple[float, ...]
+    placement: Mapping[int, tuple[int, ...]]
+    """pod index -> ranks on it (from the hostnames in the traces)."""
+    allocation_m: tuple[float, ...] | None = None
+    """CPU each rank held while profiled (default: the equal per-rank allocation)."""
+
+
+@dataclass(frozen=True)
+class SimulationView:
+    """One simulation as observed now."""
+
+    sim: str
+    state: SimState
+    iterations: int | None = None
+    """Iterations completed so far (solver log or profiler stream); None when unknown."""
+    profile: Profile | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    now: float
+    simulations: Mapping[str, SimulationView]
+    pod_requests_m: Mapping[int, int]
+    allocatable_m: int
+    """CPU the nodes can give these pods in total (millicores)."""
+    restarts: int = 0
+    pods_down: tuple[int, ...] = ()
+    """Pods of the plan that are not running (failed, lost): nothing more is packed while any is down."""
+
+
+@dataclass(frozen=True)
+class StartSimulation:
+    sim: str
+    profile_iterations: int
+
+
+@dataclass(frozen=True)
+class CancelSimulation:
+    sim: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ResizePods:
+    requests_m: dict[int, int]
+    reason: str
+
+
+@dataclass(frozen=True)
+class SetJobShares:
+    """Inside each pod, the CPU (as a weight) of each simulation's child cgroup."""
+
+    shares_m: dict[int, dict[str, int]]
+
+
+Action = StartSimulation | CancelSimulation | ResizePods | SetJobShares
+
+
+@dataclass
+class SimRecord:
+    """What the planner remembers about one simulation."""
+
+    sim: str
+    submitted_at: float
+    demand: SimulationDemand
+    profiled: bool = False
+    started_at: float | None = None
+    finished_at: float | None = None
+    state: str = "pending"
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
+    """(time, iterations, simulations running) observations, for rates."""
+
+
+@dataclass
+class MultiplexPlanner:
+    """Remembers what it decided and what the world answered; decide() is the only entry point per tick."""
+
+    config: MultiplexConfig
+    sims: dict[str, SimRecord] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    planned: PodPlan | None = None
+    pod_ceiling_m: dict[int, int] = field(default_factory=dict)
+    deferred_until: float | None = None
+    backoff: float = 0.0
+    blocked: str | None = None
+    """Why packing stopped for good (an Infeasible resize); None while packing may continue."""
+    last_fairness_at: float = -math.inf
+    last_change_at: float = -math.inf
+    resizes: int = 0
+    restarts: int = 0
+    rates_by_n: dict[int, list[float]] = field(default_factory=dict)
+    model: ThroughputModel | None = None
+    phase: Phase = "profile"
+    deferrals: int = 0
+    """Deferred answers in a row; after max_deferrals the pods' plans are capped as if Infeasible."""
+    pods_down: set[int] = field(default_factory=set)
+    refused: set[tuple[int, int]] = field(default_factory=set)
+    """(pod, millicores) answered Infeasible: never asked again."""
+    _last_requests: dict[int, int] = field(default_factory=dict)
+    _asked: dict[int, int] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ events
+    def _event(self, now: float, kind: str, **fields: Any) -> None:
+        self.events.append({"t": round(now, 3), "event": kind, **fields})
+
+    # ------------------------------------------------------------------ helpers
+    def active(self) -> list[SimRecord]:
+        return [s for s in self.sims.values() if s.state in ("pending", "running")]
+
+    def running_count(self) -> int:
+        return sum(1 for s in self.sims.values() if s.state == "running")
+
+    def _estimate(self) -> SimulationDemand | None:
+        """The demand of a new simulation: a profiled one's (same command), else None."""
+        for rec in self.sims.values():
+            if rec.profiled:
+                return rec.demand
+        return None
+
+    def _next_name(self) -> str:
+        return f"sim{len(self.sims) + 1}"
+
+    def desired_plan(self) -> PodPlan:
+        return plan_pods(
+            [s.demand for s in self.active()],
+            self.config.pods,
+            floor_m=self.config.floor_m,
+            ceiling_m=self.pod_ceiling_m or None,
+            overhead_m=self.config.pod_overhead_m,
+        )
+
+    def rate(self, rec: SimRecord, since: float) -> float | None:
+        """Iterations per second over the samples taken after `since` (None with fewer than two)."""
+        pts = [(t, it) for t, it, _ in rec.samples if t >= since]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return None
+        return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+    # ------------------------------------------------------------------ the answers to our actions
+    def simulation_started(self, sim: str, now: float, ok: bool, reason: str = "") -> None:
+        rec = self.sims[sim]
+        if not ok:
+            rec.state = "failed"
+            rec.finished_at = now
+            self._event(now, "start-failed", sim=sim, reason=reason)
+
+    def resize_answered(self, now: float, answers: Mapping[int, tuple[ResizeAnswer, str]]) -> None:
+        """Per-pod answers to the last ResizePods: Deferred -> back off and retry; Infeasible -> cap the plan."""
+        deferred = {p: why for p, (a, why) in answers.items() if a == "deferred"}
+        infeasible = {p: why for p, (a, why) in answers.items() if a == "infeasible"}
+        for pod, (answer, why) in sorted(answers.items()):
+            self._event(now, "resize-answer", pod=pod, answer=answer, reason=why)
+        applied = sum(1 for a, _ in answers.values() if a not in ("deferred", "infeasible"))
+        self.resizes += applied
+        if deferred:
+            self.deferrals += 1
+            if self.deferrals > self.config.max_deferrals:
+                infeasible.update(
+                    {p: f"still deferred after {self.deferrals - 1} retries: {w}" for p, w in deferred.items()}
+                )
+                deferred = {}
+        else:
+            self.deferrals = 0
+        if infeasible:
+            current = self._last_requests
+            for pod, why in infeasible.items():
+                self.pod_ceiling_m[pod] = current.get(pod, self.config.floor_m)
+                self.refused.add((pod, self._asked.get(pod, -1)))
+                self.blocked = f"pod {pod}: resize infeasible ({why}); plan shrunk, no more simulations packed"
+            self._event(now, "plan-shrunk", ceilings=dict(self.pod_ceiling_m), reason=self.blocked)
+        if deferred:
+            self.backoff = min(self.config.backoff_max, max(self.config.backoff_initial, self.backoff * 2))
+            self.deferred_until = now + self.backoff
+            self._event(now, "resize-deferred", pods=sorted(deferred), retry_in=self.backoff)
+        elif any(a in ("accepted", "in-progress") for a, _ in answers.values()):
+            self.backoff = 0.0
+            self.deferred_until = now + self.config.backoff_initial  # let the kubelet apply it before asking again
+        else:
+            self.backoff = 0.0
+            self.deferred_until = None
+        self.last_change_at = now
+
+    # ------------------------------------------------------------------ one tick
+    def decide(self, obs: Observation) -> list[Action]:
+        now = obs.now
+        actions: list[Action] = []
+        self._last_requests = dict(obs.pod_requests_m)
+        if obs.restarts > self.restarts:
+            self._event(now, "pod-restart", total=obs.restarts)
+        self.restarts = max(self.restarts, obs.restarts)
+        for pod in obs.pods_down:
+            if pod not in self.pods_down:
+                self.pods_down.add(pod)
+                self.blocked = f"pod {pod} is not running; no more simulations packed"
+                self._event(now, "pod-down", pod=pod)
+        changed = self._absorb(obs, actions)
+
+        # the plan: every pod's request = sum of its simulations' needs
+        plan = self.desired_plan()
+        if self.deferred_until is not None and now < self.deferred_until:
+            self.phase = "resize"
+            return actions
+        wanted = self._wanted(plan, obs)
+        if wanted or (changed and plan != self.planned):
+            if wanted:
+                self._asked = dict(wanted)
+                actions.append(ResizePods(wanted, self._why(changed)))
+                self._event(now, "resize", requests=wanted, total_m=plan.total_m, reason=self._why(changed))
+            if plan.job_shares_m and (self.planned is None or plan.job_shares_m != self.planned.job_shares_m):
+                actions.append(SetJobShares(plan.job_shares_m))
+            self.planned = plan
+            self.last_change_at = now
+            self.phase = "resize"
+            return actions
+        self.planned = plan
+
+        if any(s.state == "running" and not s.profiled for s in self.sims.values()) or any(
+            s.state == "pending" for s in self.sims.values()
+        ):
+            self.phase = "profile"
+            return actions
+
+        # pack one more while headroom and the model allow it
+        start = self._maybe_pack(obs, plan)
+        if start is not None:
+            actions.append(start)
+            self.phase = "pack"
+            return actions
+
+        # fairness: one bounded step per interval, once rates have settled
+        if self._maybe_fairness(now):
+            plan = self.desired_plan()
+            wanted = self._wanted(plan, obs)
+            if wanted:
+                self._asked = dict(wanted)
+                actions.append(ResizePods(wanted, "fairness"))
+                self._event(now, "resize", requests=wanted, total_m=plan.total_m, reason="fairness")
+            if plan.job_shares_m != (self.planned.job_shares_m if self.planned else None):
+                actions.append(SetJobShares(plan.job_shares_m))
+            self.planned = plan
+            self.last_change_at = now
+            self.phase = "fairness"
+            return actions
+        self.phase = "done" if not self.active() and not self._may_start_more() else "watch"
+        return actions
+
+    def _wanted(self, plan: PodPlan, obs: Observation) -> dict[int, int]:
+        """Pods whose request must change, minus requests already refused as Infeasible."""
+        return {
+            p: m for p, m in plan.requests_m.items() if obs.pod_requests_m.get(p) != m and (p, m) not in self.refused
+        }
+
+    def _why(self, changed: set[str]) -> str:
+        return ", ".join(sorted(changed)) or "plan"
+
+    def _may_start_more(self) -> bool:
+        return self.blocked is None and len(self.sims) < self.config.total
+
+    def _absorb(self, obs: Observation, actions: list[Action]) -> set[str]:
+        """Fold the observation into the records; returns what changed the plan."""
+        cfg = self.config
+        now = obs.now
+        changed: set[str] = set()
+        if not self.sims:
+            self._event(now, "controller-start", requests={str(p): m for p, m in obs.pod_requests_m.items()},
+                        total_m=sum(obs.pod_requests_m.values()), allocatable_m=obs.allocatable_m)  # fmt: skip
+            name = self._next_name()
+            self._submit(name, now, equal_demand(name, cfg.block_placement(), cfg.equal_per_rank_m), actions)
+            changed.add("first simulation")
+        running_now = self.running_count()
+        for rec in self.sims.values():
+            view = obs.simulations.get(rec.sim)
+            if view is None or rec.state in ("finished", "failed"):
+                continue
+            if view.state == "running" and rec.state == "pending":
+                rec.state = "running"
+                rec.started_at = now
+                self._event(now, "running", sim=rec.sim)
+            if view.state in ("finished", "failed"):
+                rec.state = view.state
+                rec.finished_at = now
+                self._event(
+                    now,
+                    view.state,
+                    sim=rec.sim,
+                    makespan=round(now - (rec.started_at or rec.submitted_at), 3),
+                    reason=view.reason,
+                )
+                changed.add(f"{rec.sim} {view.state}")
+                continue
+            if rec.state == "pending" and now - rec.submitted_at > cfg.start_timeout:
+                rec.state = "failed"
+                rec.finished_at = now
+                why = f"not running {cfg.start_timeout:g}s after submission (partial deployment); cancelled"
+                actions.append(CancelSimulation(rec.sim, why))
+                self._event(now, "cancelled", sim=rec.sim, reason=why)
+                changed.add(f"{rec.sim} cancelled")
+                continue
+            if view.iterations is not None and rec.state == "running":
+                rec.samples.append((now, view.iterations, running_now))
+            if view.profile is not None and not rec.profiled and rec.state == "running":
+                rec.demand = self._profiled_demand(rec.sim, view.profile)
+                rec.profiled = True
+                self._event(
+                    now,
+                    "profiled",
+                    sim=rec.sim,
+                    need_m={str(p): round(m) for p, m in rec.demand.pod_need_m.items()},
+                    mean_duty=round(sum(view.profile.duty) / len(view.profile.duty), 4),
+                )
+                changed.add(f"{rec.sim} profiled")
+        self._record_rates(now)
+        return changed
+
+    def _profiled_demand(self, sim: str, profile: Profile) -> SimulationDemand:
+        cfg = self.config
+        alloc = profile.allocation_m or tuple(cfg.equal_per_rank_m for _ in profile.duty)
+        need = [max(0.0, min(1.0, d)) * a * cfg.headroom for d, a in zip(profile.duty, alloc, strict=True)]
+        return SimulationDemand(sim, pod_need_from_ranks(need, profile.placement))
+
+    def _submit(self, name: str, now: float, demand: SimulationDemand, actions: list[Action]) -> None:
+        self.sims[name] = SimRecord(name, now, replace(demand, sim=name))
+        actions.append(StartSimulation(name, self.config.profile_iterations))
+        self._event(now, "start", sim=name, concurrent=len(self.active()))
+
+    def _record_rates(self, now: float) -> None:
+        """Per running simulation, the rate since the last change (once settled), filed under the current N."""
+        if now - self.last_change_at < self.config.settle_time * 2:
+            return
+        n = self.running_count()
+        if n == 0:
+            return
+        rates = [r for rec in self.sims.values() if rec.state == "running" and rec.profiled
+                 for r in [self.rate(rec, self.last_change_at + self.config.settle_time)] if r]  # fmt: skip
+        if len(rates) == n:
+            self.rates_by_n[n] = [sum(rates) / n]
+            self._refit(now)
+
+    def _refit(self, now: float) -> None:
+        """beta from the rates at each N seen so far (N = 1 is needed as the reference)."""
+        if 1 not in self.rates_by_n or len(self.rates_by_n) < 2:
+            return
+        top = max(self.rates_by_n)
+        if any(n not in self.rates_by_n for n in range(1, top + 1)):
+            return
+        makespans = [1.0 / self.rates_by_n[n][0] for n in range(1, top + 1)]
+        geometry = Geometry(self.config.ranks, self.config.nodes, self.config.cores_per_node)
+        model = fit_beta(makespans, geometry)
+        if self.model is None or abs(model.beta - self.model.beta) > 0.05 * max(0.1, self.model.beta):
+            self._event(now, "refit", beta=round(model.beta, 4), beta_stderr=round(model.beta_stderr, 4), n=top)
+            self.model = model
+        elif self.model is not None and self.model.beta != model.beta:
+            self.model = model  # small drift: keep the estimate current without logging every wobble
+
+    def current_model(self) -> ThroughputModel | None:
+        if self.model is not None:
+            return self.model
+        if self.config.prior_beta is not None:
+            geometry = Geometry(self.config.ranks, self.config.nodes, self.config.cores_per_node)
+            return ThroughputModel(self.config.prior_beta, 0.0, 1.0, geometry)
+        return None
+
+    def _maybe_pack(self, obs: Observation, plan: PodPlan) -> StartSimulation | None:
+        cfg = self.config
+        now = obs.now
+        if not self._may_start_more() or len(self.active()) >= cfg.max_simulations:
+            return None
+        if self.backoff > 0:
+            return None  # a resize is still deferred: settle it before deploying more
+        if now - self.last_change_at < cfg.settle_time * 3:
+            return None  # let rates settle at this N first, so beta can be refitted from them
+        estimate = self._estimate()
+        if estimate is None:
+            return None
+        n_next = len(self.active()) + 1
+        need = plan.total_m + math.ceil(estimate.total_m)
+        if need > obs.allocatable_m:
+            self._note_once(now, "no-headroom", f"{need}m for {n_next} simulations > {obs.allocatable_m}m allocatable")
+            return None
+        model = self.current_model()
+        if model is not None and model.efficiency(n_next) < cfg.efficiency_threshold:
+            self._note_once(
+                now,
+                "knee",
+                f"model predicts efficiency {model.efficiency(n_next):.0%} for N={n_next} "
+                f"(< {cfg.efficiency_threshold:.0%}, beta={model.beta:.3f})",
+            )
+            return None
+        name = self._next_name()
+        actions: list[Action] = []
+        self._submit(name, now, replace(estimate, sim=name, scale=1.0), actions)
+        self.last_change_at = now
+        start = actions[0]
+        assert isinstance(start, StartSimulation)
+        return start
+
+    def _note_once(self, now: float, kind: str, reason: str) -> None:
+        if not self.events or self.events[-1].get("event") != kind or self.events[-1].get("reason") != reason:
+            self._event(now, kind, reason=reason)
+
+    def _maybe_fairness(self, now: float) -> bool:
+        """Apply one fairness step to the demands when one is due; True when the plan changed."""
+        cfg = self.config
+        if now - self.last_fairness_at < cfg.fairness_interval or now - self.last_change_at < cfg.settle_time * 2:
+            return False
+        running = [s for s in self.sims.values() if s.state == "running" and s.profiled]
+        if len(running) < 2:
+            return False
+        since = self.last_change_at + cfg.settle_time
+        rates = {s.sim: r for s in running for r in [self.rate(s, since)] if r is not None}
+        if len(rates) < 2:
+            return False
+        requests = {s.sim: math.ceil(s.demand.total_m) for s in running}
+        step = fairness_step(rates, requests, threshold=cfg.fairness, floor_m=cfg.floor_m)
+        if step is None:
+            return False
+        demands = apply_fairness([s.demand for s in running], step)
+        for d in demands:
+            self.sims[d.sim].demand = d
+        self.last_fairness_at = now
+        self._event(
+            now,
+            "fairness",
+            receiver=step.receiver,
+            donor=step.donor,
+            moved_m=step.millicores,
+            ratio=round(step.ratio, 3),
+            rates={k: round(v, 3) for k, v in rates.items()},
+        )
+        return True
+
+    def fairness_ratio(self, now: float) -> float:
+        since = self.last_change_at + self.config.settle_time
+        rates = {s.sim: r for s in self.sims.values() if s.state == "running"
+                 for r in [self.rate(s, since)] if r is not None}  # fmt: skip
+        return progress_ratio(rates)
+
+
+def summary_rows(planner: MultiplexPlanner) -> list[dict[str, Any]]:
+    """One row per simulation for the closing table."""
+    rows = []
+    for rec in planner.sims.values():
+        makespan = (rec.finished_at - rec.started_at) if rec.finished_at and rec.started_at else None
+        rows.append(
+            {
+                "sim": rec.sim,
+                "state": rec.state,
+                "request_m": math.ceil(rec.demand.total_m),
+                "profiled": rec.profiled,
+                "makespan": makespan,
+                "iterations": rec.samples[-1][1] if rec.samples else None,
+            }
+        )
+    return rows
+
+
+def parse_placement(hostnames: Sequence[str], pod_of_host: Mapping[str, int]) -> dict[int, tuple[int, ...]]:
+    """pod index -> ranks, from each rank's hostname (the traces record it)."""
+    out: dict[int, list[int]] = {}
+    for rank, host in enumerate(hostnames):
+        if host not in pod_of_host:
+            raise ValueError(f"rank {rank} ran on {host!r}, which is not a pod of this MiniCluster")
+        out.setdefault(pod_of_host[host], []).append(rank)
+    return {p: tuple(r) for p, r in out.items()}

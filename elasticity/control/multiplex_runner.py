@@ -1,0 +1,170 @@
+"""The multiplexing loop: observe (cluster view + simulations) -> MultiplexPlanner.decide -> act, clock injected.
+
+Every decision and every answer from the world goes to the event log (JSON lines) so the CLI can show status,
+a summary table and the timeline figure; the loop never raises for a refused action, it logs it and the
+planner adapts (back-off on Deferred, a smaller plan on Infeasible, a cancelled simulation's CPU returned).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from elasticity.control.events import EventLog
+from elasticity.control.multiplex import (
+    CancelSimulation,
+    MultiplexPlanner,
+    Observation,
+    ResizePods,
+    SetJobShares,
+    StartSimulation,
+)
+from elasticity.control.multiplex_ports import JobShares, Simulations
+from elasticity.control.ports import Actuator, ActuatorError, ClusterView, Observer, Rejected
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One line of progress for the user."""
+
+    t: float
+    phase: str
+    running: int
+    finished: int
+    requested_m: int
+    beta: float | None
+    rates: dict[str, float]
+
+
+@dataclass
+class MultiplexRunner:
+    name: str
+    planner: MultiplexPlanner
+    observer: Observer
+    actuator: Actuator
+    simulations: Simulations
+    shares: JobShares | None = None
+    clock: Callable[[], float] = time.monotonic
+    log: EventLog | None = None
+    on_progress: Callable[[Progress], None] | None = None
+    job_ids: dict[str, str] = field(default_factory=dict)
+    _logged: int = 0
+    _t0: float | None = None
+    last_view: ClusterView | None = None
+
+    def _now(self) -> float:
+        now = self.clock()
+        if self._t0 is None:
+            self._t0 = now
+        return now - self._t0
+
+    def observation(self, now: float) -> Observation:
+        view = self.observer.observe(self.name)
+        self.last_view = view
+        pods = set(self.planner.config.pods)
+        # what each pod runs with now: a Deferred or in-progress resize has changed the spec, not the pod
+        requests = {
+            p.index: int(p.cpu_actual if p.cpu_actual is not None else (p.cpu_request or 0))
+            for p in view.pods
+            if p.index in pods
+        }
+        on_nodes = {p.node for p in view.pods if p.index in pods}
+        nodes = [n for n in view.nodes if n.name in on_nodes] or list(view.nodes)
+        if nodes:
+            allocatable = sum(n.allocatable_millicores for n in nodes)
+        else:
+            allocatable = int(self.planner.config.cores_per_node * self.planner.config.nodes * 1000)
+        restarts = sum(p.restarts for p in view.pods if p.index in pods)
+        down = tuple(sorted(p.index for p in view.pods if p.index in pods and p.phase != "Running"))
+        down += tuple(sorted(pods - {p.index for p in view.pods}))
+        return Observation(now, self.simulations.observe(), requests, allocatable, restarts, down)
+
+    def step(self) -> Progress:
+        now = self._now()
+        obs = self.observation(now)
+        for action in self.planner.decide(obs):
+            self._act(action, now)
+        self._flush()
+        progress = self.progress(now, obs)
+        if self.on_progress is not None:
+            self.on_progress(progress)
+        return progress
+
+    def _act(self, action: Any, now: float) -> None:
+        planner = self.planner
+        if isinstance(action, StartSimulation):
+            answer = self.simulations.submit(action.sim, action.profile_iterations)
+            if answer.ok:
+                self.job_ids[action.sim] = answer.job_id
+                planner.events.append({"t": round(now, 3), "event": "submitted", "sim": action.sim,
+                                       "job": answer.job_id})  # fmt: skip
+            planner.simulation_started(action.sim, now, answer.ok, answer.reason)
+        elif isinstance(action, CancelSimulation):
+            self.simulations.cancel(action.sim, action.reason)
+        elif isinstance(action, ResizePods):
+            try:
+                answers = self.actuator.resize_many(self.name, action.requests_m)
+            except Rejected as exc:  # the request itself is wrong (no such pod, pod not running): never retried
+                planner.resize_answered(now, {p: ("infeasible", str(exc)) for p in action.requests_m})
+                return
+            except ActuatorError as exc:
+                planner.resize_answered(now, {p: ("deferred", str(exc)) for p in action.requests_m})
+                return
+            planner.resize_answered(now, {p: (a.outcome.value, a.reason) for p, a in answers.items()})
+        elif isinstance(action, SetJobShares) and self.shares is not None:
+            for result in self.shares.set_shares(action.shares_m):
+                planner.events.append({"t": round(now, 3), "event": "job-shares", "pod": result.pod,
+                                       "applied": result.applied, "detail": result.detail,
+                                       "level": self.shares.level})  # fmt: skip
+
+    def _flush(self) -> None:
+        """Write the planner's new events to the JSON-lines log."""
+        if self.log is not None:
+            for event in self.planner.events[self._logged :]:
+                fields = {k: v for k, v in event.items() if k != "event"}
+                self.log.write(str(event["event"]), cluster=self.name, **fields)
+        self._logged = len(self.planner.events)
+
+    def progress(self, now: float, obs: Observation) -> Progress:
+        since = self.planner.last_change_at + self.planner.config.settle_time
+        rates = {
+            rec.sim: r
+            for rec in self.planner.sims.values()
+            if rec.state == "running"
+            for r in [self.planner.rate(rec, since)]
+            if r is not None
+        }
+        model = self.planner.model
+        return Progress(
+            t=now,
+            phase=self.planner.phase,
+            running=sum(1 for s in self.planner.sims.values() if s.state == "running"),
+            finished=sum(1 for s in self.planner.sims.values() if s.state == "finished"),
+            requested_m=sum(obs.pod_requests_m.values()),
+            beta=model.beta if model is not None else None,
+            rates=rates,
+        )
+
+    def run(
+        self,
+        interval: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+        timeout: float | None = None,
+    ) -> list[Progress]:
+        """Step until every simulation is done and no more will start (or `timeout` seconds pass)."""
+        history: list[Progress] = []
+        while True:
+            progress = self.step()
+            history.append(progress)
+            if progress.phase == "done":
+                return history
+            if timeout is not None and progress.t > timeout:
+                self.planner.events.append({"t": round(progress.t, 3), "event": "timeout", "after": timeout})
+                for sim, rec in self.planner.sims.items():
+                    if rec.state in ("pending", "running"):
+                        self.simulations.cancel(sim, f"controller timeout after {timeout:g}s")
+                self._flush()
+                return history
+            sleep(interval)

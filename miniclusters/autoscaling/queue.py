@@ -1,0 +1,58 @@
+"""The autoscaler's QueuePort over a backend: `flux resource demand` / `flux resource drain --set` run in the
+lead pod through the backend's exec (the only way controllers reach pods), so it works on every backend."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from elasticity.control.ports import ActuatorError
+from elasticity.policy.autoscale import QueueView
+from miniclusters.backends.base import Backend
+
+LEAD = 0
+
+
+def local_flux() -> list[str]:
+    """The built-in `flux` beside this Python (the local backend's exec sets FLUX_URI to the lead's socket)."""
+    return [str(Path(sys.executable).with_name("flux"))]
+
+
+class ExecQueue:
+    def __init__(self, backend: Backend, flux: Callable[[str], list[str]]) -> None:
+        """``flux(name)``: argv prefix that runs `flux` against the lead broker of cluster ``name``."""
+        self.backend = backend
+        self.flux = flux
+
+    def _run(self, name: str, *args: str) -> dict[str, Any]:
+        result = self.backend.exec(name, LEAD, [*self.flux(name), *args])
+        if result.rc != 0:
+            raise ActuatorError(f"`flux {' '.join(args)}` on {name}-0 failed ({result.rc}): {result.stderr.strip()}")
+        try:
+            data = json.loads(result.stdout)
+        except json.JSONDecodeError:
+            raise ActuatorError(
+                f"`flux {' '.join(args)}` on {name}-0 printed no JSON: {result.stdout[:200]!r}"
+            ) from None
+        if not isinstance(data, dict):
+            raise ActuatorError(f"`flux {' '.join(args)}` on {name}-0 printed {type(data).__name__}, not an object")
+        return data
+
+    def queue(self, name: str) -> QueueView:
+        data = self._run(name, "resource", "demand")
+        pending = [p for p in data.get("pending", []) if isinstance(p, dict)]
+        running = [r for r in data.get("running", []) if isinstance(r, dict)]
+        return QueueView(
+            pending=tuple(int(p["nnodes"]) for p in pending),
+            running=tuple(tuple(int(x) for x in r["ranks"]) for r in running),
+            draining=frozenset(int(x) for x in data.get("drained", [])),
+            pending_estimates=tuple(float(p.get("duration") or 0.0) for p in pending),
+        )
+
+    def drain(self, name: str, ranks: frozenset[int]) -> None:
+        from broker import idset
+
+        self._run(name, "resource", "drain", "--set", idset.encode(sorted(ranks)) if ranks else "")

@@ -1,0 +1,141 @@
+"""Run the autoscaling loop for one cluster until told to stop, the queue is done, or the cluster is gone.
+
+One loop per cluster: a lock file (`<state>/.autoscaler/<name>.lock`, holding the pid) refuses a second writer of
+the cluster's size. The event log and the timeline PNG live beside it, so `minicluster up` can start the loop
+in the background (spec.autoscale.enabled) and the user finds both afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from elasticity.control.autoscale import Autoscaler
+from elasticity.control.events import EventLog, read_events
+from elasticity.control.ports import ActuatorError
+from elasticity.control.timeline import plot_autoscale_timeline
+from elasticity.policy.autoscale import AutoscaleOptions
+from miniclusters.autoscaling.queue import ExecQueue
+from miniclusters.backends.base import Backend, BackendError, NotFoundError
+from miniclusters.backends.local.state import state_root
+from miniclusters.backends.ports import ports_for
+
+PLOT_EVERY = 10
+"""Redraw the timeline every this many steps (and at the end)."""
+
+
+class AlreadyRunning(BackendError):
+    pass
+
+
+def autoscale_dir() -> Path:
+    return state_root() / ".autoscaler"  # not a cluster name (names cannot start with a dot)
+
+
+@contextlib.contextmanager
+def exclusive(name: str) -> Iterator[Path]:
+    """Hold ``<state>/autoscale/<name>.lock`` (with our pid in it) or raise AlreadyRunning naming the holder."""
+    folder = autoscale_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.lock"
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            raise AlreadyRunning(f"MiniCluster {name!r} is already autoscaled by pid {holder} (lock {path})") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield path
+
+
+@dataclass
+class RunOptions:
+    interval: float
+    until_idle: bool = False
+    timeout: float | None = None
+    events: Path | None = None
+    plot: Path | None = None
+
+
+def run_autoscaler(
+    backend: Backend,
+    queue: ExecQueue,
+    name: str,
+    options: AutoscaleOptions,
+    run: RunOptions,
+    say: Callable[[str], None],
+) -> str:
+    """Loop; returns why it stopped ("idle", "timeout", "gone", "interrupted")."""
+    observer, actuator = ports_for(backend)
+    events = run.events or autoscale_dir() / f"{name}.jsonl"
+    view = observer.observe(name)
+    floor = view.sizes.minimum
+    say(
+        f"autoscaling {name}: size {view.size} in [{floor}, {view.sizes.maximum}], idle {options.idle_seconds:g}s, "
+        f"cool-down {options.cooldown_seconds:g}s, policy {options.policy}; events in {events}"
+    )
+    deadline = None if run.timeout is None else time.monotonic() + run.timeout
+    why = "timeout"
+    with exclusive(name), EventLog(events, "autoscale", time.monotonic) as log:
+        scaler = Autoscaler(name, observer, actuator, queue, options, clock=time.monotonic, log=log)
+        steps = 0
+        try:
+            while deadline is None or time.monotonic() < deadline:
+                try:
+                    plan = scaler.step()
+                    if plan.size is not None:
+                        say(f"{time.strftime('%H:%M:%S')} {name}: size -> {plan.size} ({plan.reason})")
+                    if run.until_idle:
+                        state = queue.queue(name)
+                        if not state.pending and not state.running and observer.observe(name).size == floor:
+                            why = "idle"
+                            break
+                except NotFoundError:
+                    why = "gone"
+                    break
+                except ActuatorError as exc:  # the lead did not answer this time: try again next step
+                    say(f"{time.strftime('%H:%M:%S')} {name}: {exc}")
+                steps += 1
+                if run.plot and steps % PLOT_EVERY == 0:
+                    plot_autoscale_timeline(read_events(events), run.plot, title=f"autoscaling {name}")
+                time.sleep(run.interval)
+        except KeyboardInterrupt:
+            why = "interrupted"
+        finally:
+            if why != "gone":
+                with contextlib.suppress(BackendError):
+                    if scaler.draining:
+                        queue.drain(name, frozenset())
+                    scaler.record()
+    if run.plot:
+        plot_autoscale_timeline(read_events(events), run.plot, title=f"autoscaling {name}")
+        say(f"wrote {run.plot}")
+    return why
+
+
+def start_in_background(name: str, spec_file: str, backend: str) -> tuple[int, Path, Path]:
+    """Start `minicluster autoscale NAME --spec FILE` detached (its own session, output to a log file).
+
+    Returns (pid, event log, timeline PNG). The loop ends by itself when the cluster is deleted.
+    """
+    import subprocess
+    import sys
+
+    folder = autoscale_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    events, png, log = folder / f"{name}.jsonl", folder / f"{name}.png", folder / f"{name}.log"
+    program = Path(sys.executable).with_name("minicluster")
+    argv = [str(program), "autoscale", name, "--spec", str(Path(spec_file).resolve()), "--backend", backend]
+    argv += ["--events", str(events), "--plot", str(png)]
+    with open(log, "ab") as out:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    return child.pid, events, png

@@ -1,0 +1,191 @@
+"""Simulations as Flux jobs submitted through the lead broker (`flux submit -o pmpi=K`), observed from files.
+
+Each simulation gets a directory under the controller's work directory: the solver's output (its progress
+lines: `iteration N`, or OpenFOAM's `Time = N`) and the PMPI traces written after K iterations. The traces say
+each rank's duty cycle, host (so which pod) and pid (so the local backend can put the ranks in a per-job
+cgroup). The work directory must be visible to the pods and to the controller: the same file system on the
+local backend, a shared volume mounted at the same path on Kubernetes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elasticity.control.multiplex import Profile, SimulationView, parse_placement
+from elasticity.control.multiplex_ports import Submitted
+from elasticity.profiling.duty_cycle import analyze_job
+from elasticity.profiling.trace import TraceFormatError, read_job_traces
+from miniclusters.backends.base import Backend, BackendError
+
+PROGRESS = re.compile(r"^(?:iteration|Time =)\s*(\d+)\s*$")
+#: What the controller applies to every job it launches (bench/bench_mpi_wait.py, README "MPI waits"): ranks
+#: waiting in MPI yield the core instead of busy-polling it, and separate jobs never meet in shared memory.
+MPI_SETTINGS = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_btl": "tcp,self"}
+FINISHED = {"COMPLETED"}
+FAILED = {"FAILED", "CANCELED", "CANCELLED", "TIMEOUT"}
+
+
+def last_iteration(text: str) -> int | None:
+    """The last progress counter in a solver's output."""
+    found = None
+    for line in text.splitlines():
+        match = PROGRESS.match(line.strip())
+        if match:
+            found = int(match.group(1))
+    return found
+
+
+@dataclass
+class FluxSimulations:
+    """Simulations port over `flux submit/jobs/cancel` run in the lead pod through Backend.exec."""
+
+    backend: Backend
+    cluster: str
+    command: Sequence[str]
+    ranks: int
+    nodes: int
+    workdir: Path
+    pod_of_host: Mapping[str, int]
+    equal_per_rank_m: float = 1000.0
+    boundary: str = "MPI_Barrier"
+    env: Mapping[str, str] = field(default_factory=lambda: dict(MPI_SETTINGS))
+    jobs: dict[str, str] = field(default_factory=dict)
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    pids: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    mean_duty: dict[str, float] = field(default_factory=dict)
+    lead_uri: str | None = None
+    """When set (local backend), job states come from the lead broker over its socket instead of a `flux jobs`
+    process started in the lead pod at every look, which a pod with a small request cannot afford."""
+
+    def sim_dir(self, sim: str) -> Path:
+        return self.workdir / sim
+
+    def submit(self, sim: str, profile_iterations: int) -> Submitted:
+        """flux submit in the lead pod; profile_iterations 0 runs without the profiler (baselines)."""
+        directory = self.sim_dir(sim)
+        (directory / "pmpi").mkdir(parents=True, exist_ok=True)
+        profile = (
+            ["-o", f"pmpi={profile_iterations}", "-o", f"pmpi-dir={directory / 'pmpi'}",
+             "-o", f"pmpi-boundary={self.boundary}"]
+            if profile_iterations > 0
+            else []
+        )  # fmt: skip
+        argv = [
+            "flux", "submit", "-N", str(self.nodes), "-n", str(self.ranks), "-o", "mpi=openmpi", *profile,
+            f"--output={directory / 'output.txt'}", f"--cwd={directory}", f"--job-name={sim}",
+            f"--env=MC_PROGRESS_FILE={directory / 'progress.log'}",
+            *[f"--env={k}={v}" for k, v in sorted(self.env.items())], *self.command,
+        ]  # fmt: skip
+        try:
+            result = self.backend.exec(self.cluster, 0, argv)
+        except BackendError as exc:
+            return Submitted(False, reason=str(exc))
+        words = result.stdout.split()
+        if result.rc != 0 or not words:
+            return Submitted(
+                False, reason=(result.stderr or result.stdout).strip() or f"flux submit exited {result.rc}"
+            )
+        self.jobs[sim] = words[-1]
+        (directory / "command").write_text(shlex.join(argv) + "\n")
+        return Submitted(True, job_id=words[-1])
+
+    def _states(self) -> dict[str, tuple[str, str]]:
+        """job id -> (status word, return code)."""
+        if self.lead_uri is not None:
+            return self._states_from_lead(self.lead_uri)
+        try:
+            result = self.backend.exec(
+                self.cluster, 0, ["flux", "jobs", "-a", "--format", "{id.f58} {status} {returncode}"]
+            )
+        except BackendError:
+            return {}
+        out = {}
+        for line in result.stdout.splitlines()[1:]:
+            words = line.split()
+            if len(words) >= 2:
+                out[words[0]] = (words[1], words[2] if len(words) > 2 else "")
+        return out
+
+    @staticmethod
+    def _states_from_lead(uri: str) -> dict[str, tuple[str, str]]:
+        from broker.errors import FluxError
+        from broker.jobs.api import JobClient
+
+        try:
+            with JobClient(uri) as client:
+                infos = client.jobs("all")
+        except (FluxError, OSError):
+            return {}
+        return {
+            info.f58: (info.result if info.state == "INACTIVE" else info.state, str(info.returncode or ""))
+            for info in infos
+        }
+
+    def observe(self) -> dict[str, SimulationView]:
+        states = self._states()
+        views = {}
+        for sim, job in self.jobs.items():
+            status, rc = states.get(job, ("PENDING", ""))
+            if status in FINISHED:
+                state = "finished"
+            elif status in FAILED:
+                state = "failed"
+            elif status in ("RUN", "RUNNING", "CLEANUP"):
+                state = "running"
+            else:
+                state = "pending"
+            iterations = self._iterations(sim)
+            if state == "running" and iterations is None:
+                iterations = 0
+            reason = f"flux job {job}: {status} rc={rc}" if state in ("finished", "failed") else ""
+            views[sim] = SimulationView(sim, state, iterations, self._profile(sim), reason)  # type: ignore[arg-type]
+        return views
+
+    def _iterations(self, sim: str) -> int | None:
+        """Progress from the file the solver appends to while it runs (MC_PROGRESS_FILE), else its output."""
+        for name in ("progress.log", "output.txt"):
+            try:
+                found = last_iteration((self.sim_dir(sim) / name).read_text(errors="replace"))
+            except OSError:
+                continue
+            if found is not None:
+                return found
+        return None
+
+    def _profile(self, sim: str) -> Profile | None:
+        """The profile once every rank wrote its trace (after K iterations), cached."""
+        if sim in self.profiles:
+            return self.profiles[sim]
+        directory = self.sim_dir(sim) / "pmpi"
+        if len(list(directory.glob("pmpi.*.bin"))) < self.ranks:
+            return None
+        try:
+            traces = read_job_traces(directory)
+            analysis = analyze_job(traces, boundary_call=self.boundary, allocation_millicores=self.equal_per_rank_m)
+            placement = parse_placement([t.hostname for t in traces], self.pod_of_host)
+        except (TraceFormatError, ValueError, OSError):
+            return None  # a trace still being written: next time
+        pids: dict[int, list[int]] = {}
+        for trace in traces:
+            pids.setdefault(self.pod_of_host[trace.hostname], []).append(trace.pid)
+        self.pids[sim] = pids
+        duty = tuple(float(d) for d in analysis.duty)
+        self.mean_duty[sim] = sum(duty) / len(duty)
+        self.profiles[sim] = Profile(duty, placement)
+        return self.profiles[sim]
+
+    def cancel(self, sim: str, reason: str) -> None:
+        job = self.jobs.get(sim)
+        if job is None:
+            return
+        with contextlib.suppress(BackendError):
+            self.backend.exec(self.cluster, 0, ["flux", "cancel", job])
+        (self.sim_dir(sim) / "cancelled").write_text(reason + "\n")
+
+    def pids_of(self, sim: str) -> dict[int, list[int]]:
+        return self.pids.get(sim, {})

@@ -1,0 +1,82 @@
+"""Human output of the multiplexing controller: progress lines, the closing summary table, its JSON form."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from elasticity.control.multiplex import summary_rows
+from elasticity.control.multiplex_runner import Progress
+from miniclusters.multiplex.session import Session
+
+
+def progress_text(progress: Progress) -> str:
+    beta = f", beta {progress.beta:.3f}" if progress.beta is not None else ""
+    rates = ", ".join(f"{s} {r:.1f} it/s" for s, r in sorted(progress.rates.items()))
+    return (
+        f"[{progress.t:6.1f}s] phase {progress.phase:<8} running {progress.running}, finished {progress.finished}, "
+        f"requested {progress.requested_m}m{beta}" + (f" | {rates}" if rates else "")
+    )
+
+
+def print_progress_line(progress: Progress, last: list[str], console: Console | None = None) -> None:
+    """Print a line when something other than the rates changed (or every 10 s), to stderr."""
+    console = console or Console(stderr=True, highlight=False)
+    key = f"{progress.phase} {progress.running} {progress.finished} {progress.requested_m} {progress.beta}"
+    if not last or last[0] != key or progress.t - float(last[1]) >= 10:
+        console.print(progress_text(progress))
+        last[:] = [key, str(progress.t)]
+
+
+def summary(session: Session, same_pids: bool) -> dict[str, Any]:
+    planner = session.planner
+    sims = summary_rows(planner)
+    for row in sims:
+        row["job"] = session.simulations.jobs.get(row["sim"], "")
+        duty = session.simulations.mean_duty.get(row["sim"])
+        row["mean_duty"] = duty
+    model = planner.model
+    return {
+        "simulations": sims,
+        "resizes": planner.resizes,
+        "restarts": planner.restarts,
+        "same_pids": same_pids,
+        "beta": model.beta if model else None,
+        "beta_stderr": model.beta_stderr if model else None,
+        "rates_by_n": {str(n): r[0] for n, r in sorted(planner.rates_by_n.items())},
+        "requested_m": planner.planned.total_m if planner.planned else None,
+        "blocked": planner.blocked,
+        "job_shares": session.shares_note,
+    }
+
+
+def summary_json(session: Session, same_pids: bool) -> str:
+    return json.dumps(summary(session, same_pids), default=str)
+
+
+def print_summary(session: Session, same_pids: bool, console: Console | None = None) -> None:
+    data = summary(session, same_pids)
+    console = console or Console()
+    table = Table(title="Multiplexed simulations")
+    for col in ("sim", "job", "state", "mean duty", "request m", "makespan s", "iterations"):
+        table.add_column(col, justify="left" if col in ("sim", "job", "state") else "right")
+    for row in data["simulations"]:
+        table.add_row(
+            row["sim"],
+            row["job"],
+            row["state"],
+            f"{row['mean_duty']:.1%}" if row["mean_duty"] is not None else "-",
+            str(row["request_m"]),
+            f"{row['makespan']:.1f}" if row["makespan"] is not None else "-",
+            str(row["iterations"]) if row["iterations"] is not None else "-",
+        )
+    beta = f"{data['beta']:.3f} ± {data['beta_stderr']:.3f}" if data["beta"] is not None else "not fitted"
+    table.caption = (
+        f"resizes {data['resizes']} (in place: pod pids {'unchanged' if same_pids else 'CHANGED'}), "
+        f"pod restarts {data['restarts']}, beta {beta}; {data['job_shares']}"
+        + (f"; stopped packing: {data['blocked']}" if data["blocked"] else "")
+    )
+    console.print(table)

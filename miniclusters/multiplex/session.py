@@ -1,0 +1,145 @@
+"""Wire the multiplexing loop to a running MiniCluster: ports, simulations, per-job cgroups, state for status.
+
+`open_session` builds everything the runner needs from a backend and a cluster name; `save_state` writes the
+controller's state where `minicluster status` finds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elasticity.control.multiplex import MultiplexConfig, MultiplexPlanner, summary_rows
+from elasticity.control.multiplex_ports import JobShares
+from elasticity.control.ports import Actuator, Observer
+from miniclusters.backends.base import Backend, InvalidRequestError
+from miniclusters.backends.local.state import state_root
+from miniclusters.backends.ports import ports_for
+from miniclusters.multiplex.flux_simulations import FluxSimulations
+
+
+def state_file(backend: str, name: str) -> Path:
+    """Where the controller's state for `minicluster status` lives."""
+    return state_root() / "multiplex" / f"{backend}-{name}.json"
+
+
+@dataclass
+class Session:
+    planner: MultiplexPlanner
+    observer: Observer
+    actuator: Actuator
+    simulations: FluxSimulations
+    shares: JobShares | None
+    shares_note: str
+    workdir: Path
+    pod_identity: dict[int, object]
+    identity: Any = None
+    """name -> pod index -> (pid, start time) on the local backend: proves resizes left the pods in place."""
+
+
+def _local_extras(backend: Backend, name: str) -> tuple[Any, Any, str]:
+    """(identity function, job shares, note) for the local backend: pids and child cgroups."""
+    from miniclusters.backends.local import cgroups
+
+    store = getattr(backend, "store", None)
+
+    def identity(cluster: str) -> dict[int, object]:
+        if store is None:
+            return {}
+        record = store.load(cluster)
+        return {i: (p.pid, p.start_ticks) for i, p in record.pods.items()}
+
+    driver = cgroups.detect()
+    if driver is None or not driver.cluster_dir(name).exists():
+        return identity, None, "pod level only: this machine's pods have no cgroups (not root?)"
+    return identity, driver, f"per-job child cgroups (cgroup v{driver.version}, {driver.knob})"
+
+
+def open_session(
+    backend: Backend,
+    backend_name: str,
+    name: str,
+    command: str,
+    config: MultiplexConfig,
+    workdir: Path,
+    boundary: str = "MPI_Barrier",
+) -> Session:
+    argv = shlex.split(command)
+    if not argv:
+        raise InvalidRequestError("--command: empty; give the simulation's MPI program and its arguments")
+    if argv[0] == "proxy_solver" and shutil.which("proxy_solver") is None:
+        from elasticity.workloads.proxy import build_proxy_solver
+
+        argv[0] = str(build_proxy_solver())  # the built-in proxy (elasticity/workloads/proxy_solver.c)
+    status = backend.status(name)
+    pod_of_host = {f"{name}-{p.index}": p.index for p in status.pods}
+    pod_of_host.update({p.name: p.index for p in status.pods})
+    identity = None
+    shares: JobShares | None = None
+    note = "pod level only: Kubernetes pods' cgroups are not delegated to the controller"
+    workdir.mkdir(parents=True, exist_ok=True)
+    simulations = FluxSimulations(
+        backend,
+        name,
+        argv,
+        config.ranks,
+        config.nodes,
+        workdir,
+        pod_of_host,
+        equal_per_rank_m=config.equal_per_rank_m,
+        boundary=boundary,
+    )
+    if backend_name == "local":
+        from miniclusters.backends.local.job_cgroups import LocalJobShares
+
+        identity, driver, note = _local_extras(backend, name)
+        lead_uri = getattr(backend, "lead_uri", None)
+        if lead_uri is not None:
+            simulations.lead_uri = lead_uri(name)
+        if driver is not None:
+            shares = LocalJobShares(driver, name, simulations.pids_of, leaf_m=max(1, config.pod_overhead_m))
+    observer, actuator = ports_for(backend)
+    first = identity(name) if identity is not None else {}
+    return Session(
+        MultiplexPlanner(config), observer, actuator, simulations, shares, note, workdir, dict(first), identity
+    )
+
+
+def save_state(path: Path, name: str, session: Session, running: bool, extra: dict[str, Any] | None = None) -> None:
+    """The controller's state as JSON (atomically replaced), for `minicluster status NAME`."""
+    planner = session.planner
+    model = planner.model
+    state = {
+        "cluster": name,
+        "controller_pid": os.getpid(),
+        "running": running,
+        "updated": time.time(),
+        "phase": planner.phase,
+        "simulations": summary_rows(planner),
+        "requested_m": session.planner.planned.total_m if session.planner.planned else None,
+        "resizes": planner.resizes,
+        "restarts": planner.restarts,
+        "beta": model.beta if model else None,
+        "blocked": planner.blocked,
+        "job_shares": session.shares_note,
+        "workdir": str(session.workdir),
+        **(extra or {}),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, default=str))
+    tmp.replace(path)
+
+
+def load_state(backend: str, name: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(state_file(backend, name).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

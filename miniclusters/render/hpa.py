@@ -1,0 +1,63 @@
+"""An example HorizontalPodAutoscaler that drives a MiniCluster's scale subresource from the lead's custom
+metrics (`broker/rest/metrics.py`), instead of the built-in autoscaler -- use one or the other, never both
+(two writers of spec.size would fight).
+
+The HPA reads an Object metric of the MiniCluster: with target ``AverageValue: 1`` of
+``job_queue_state_sched_count`` it wants one pod per pending job, within [max(1, minSize), maxSize]. The metrics
+reach the API server through an APIService for ``custom.metrics.k8s.io/v1beta2`` pointing at the lead's REST
+port (as flux-metrics-api is deployed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from miniclusters.api.spec import API_GROUP, API_VERSION, KIND, MiniCluster
+
+DEFAULT_METRIC = "job_queue_state_sched_count"
+
+
+def build_hpa(mc: MiniCluster, metric: str = DEFAULT_METRIC, per_pod: int = 1) -> dict[str, Any]:
+    spec = mc.spec
+    target = {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, "name": mc.name}
+    metadata: dict[str, Any] = {"name": mc.name, "labels": {"app.kubernetes.io/managed-by": "miniclusters"}}
+    if mc.metadata.namespace:
+        metadata["namespace"] = mc.metadata.namespace
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": metadata,
+        "spec": {
+            "scaleTargetRef": dict(target),
+            "minReplicas": max(1, spec.min_size),
+            "maxReplicas": spec.effective_max_size,
+            "metrics": [
+                {
+                    "type": "Object",
+                    "object": {
+                        "describedObject": dict(target),
+                        "metric": {"name": metric},
+                        "target": {"type": "AverageValue", "averageValue": str(per_pod)},
+                    },
+                }
+            ],
+            "behavior": {
+                "scaleDown": {
+                    "stabilizationWindowSeconds": spec.autoscale.idle_seconds,
+                    "policies": [
+                        {"type": "Pods", "value": 1, "periodSeconds": max(1, spec.autoscale.cooldown_seconds)}
+                    ],
+                },
+                "scaleUp": {
+                    "stabilizationWindowSeconds": 0,
+                    "policies": [
+                        {
+                            "type": "Pods",
+                            "value": spec.effective_max_size,
+                            "periodSeconds": max(1, spec.autoscale.cooldown_seconds),
+                        }
+                    ],
+                },
+            },
+        },
+    }

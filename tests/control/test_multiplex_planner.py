@@ -1,0 +1,220 @@
+"""The multiplexing planner against a scripted world: phases, packing, failures and fairness (pure, no I/O)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import pytest
+
+from elasticity.control.multiplex import (
+    CancelSimulation,
+    MultiplexConfig,
+    MultiplexPlanner,
+    Observation,
+    Profile,
+    ResizePods,
+    SetJobShares,
+    SimulationView,
+    StartSimulation,
+)
+from elasticity.policy.fairness import fairness_step
+from elasticity.policy.multiplex_requests import SimulationDemand
+
+# 4 ranks on 2 pods; rank 3 (pod 1) is dense, the others sparse: duty 0.05, 0.05, 0.05, 0.95
+DUTY = (0.05, 0.05, 0.05, 0.95)
+PLACEMENT = {0: (0, 1), 1: (2, 3)}
+
+
+def config(**overrides: object) -> MultiplexConfig:
+    base: dict[str, object] = dict(
+        ranks=4, pods=(0, 1), cores_per_node=2, nodes=1, max_simulations=3, equal_per_rank_m=500, headroom=1.0,
+        settle_time=1.0, fairness_interval=2.0, start_timeout=10.0,
+    )  # fmt: skip
+    base.update(overrides)
+    return MultiplexConfig(**base)  # type: ignore[arg-type]
+
+
+@dataclass
+class World:
+    """Simulations advance at `rate` iterations per second each; pods hold whatever was last accepted."""
+
+    planner: MultiplexPlanner
+    allocatable: int = 2000
+    now: float = 0.0
+    requests: dict[int, int] = field(default_factory=lambda: {0: 1000, 1: 1000})
+    state: dict[str, str] = field(default_factory=dict)
+    iterations: dict[str, float] = field(default_factory=dict)
+    rate: dict[str, float] = field(default_factory=dict)
+    answer: str = "done"
+    never_start: set[str] = field(default_factory=set)
+    restarts: int = 0
+    log: list[object] = field(default_factory=list)
+
+    def tick(self, dt: float = 0.5) -> list[object]:
+        self.now += dt
+        for sim, st in self.state.items():
+            if st == "running":
+                self.iterations[sim] += self.rate.get(sim, 10.0) * dt
+        views = {}
+        for sim, st in self.state.items():
+            it = int(self.iterations[sim])
+            profile = Profile(DUTY, PLACEMENT) if st == "running" and it >= 50 else None
+            views[sim] = SimulationView(sim, st, it if st == "running" else None, profile)  # type: ignore[arg-type]
+        obs = Observation(self.now, views, dict(self.requests), self.allocatable, self.restarts)
+        actions = self.planner.decide(obs)
+        for action in actions:
+            self.log.append(action)
+            if isinstance(action, StartSimulation):
+                self.state[action.sim] = "pending" if action.sim in self.never_start else "running"
+                self.iterations[action.sim] = 0.0
+            elif isinstance(action, CancelSimulation):
+                self.state[action.sim] = "failed"
+            elif isinstance(action, ResizePods):
+                answers = {}
+                for pod, m in action.requests_m.items():
+                    # shrinking always fits; growing gets the scripted answer
+                    answer = "done" if m <= self.requests.get(pod, 0) else self.answer
+                    if answer == "done":
+                        self.requests[pod] = m
+                    answers[pod] = (answer, "test")
+                self.planner.resize_answered(self.now, answers)  # type: ignore[arg-type]
+        return actions
+
+    def run(self, seconds: float) -> None:
+        end = self.now + seconds
+        while self.now < end:
+            self.tick()
+
+
+def starts(world: World) -> list[str]:
+    return [a.sim for a in world.log if isinstance(a, StartSimulation)]
+
+
+def test_profile_then_proportional_resize_then_pack_up_to_the_headroom() -> None:
+    world = World(MultiplexPlanner(config()))
+    first = world.tick()
+    assert isinstance(first[0], StartSimulation) and first[0].profile_iterations == 50
+    # equal allocation first: 2 ranks x 500m per pod
+    assert world.requests == {0: 1000, 1: 1000}
+    world.run(6)  # 50 iterations at 10/s: profiled after 5 s
+    assert world.planner.sims["sim1"].profiled
+    # proportional: pod 0 = 2 x 0.05 x 500 = 50m, pod 1 = 25m + 475m = 500m
+    assert world.requests == {0: 50, 1: 500}
+    world.run(40)
+    # each simulation adds 550m: 3 fit in 2000m (1650m), --max 3 stops there
+    assert starts(world) == ["sim1", "sim2", "sim3"]
+    assert world.requests == {0: 150, 1: 1500}
+    shares = [a for a in world.log if isinstance(a, SetJobShares)][-1].shares_m
+    assert shares[1] == {"sim1": 500, "sim2": 500, "sim3": 500}
+    kinds = [e["event"] for e in world.planner.events]
+    assert kinds.count("profiled") == 3 and "resize" in kinds
+
+
+def test_headroom_limits_packing() -> None:
+    world = World(MultiplexPlanner(config(max_simulations=8)), allocatable=1200)
+    world.run(60)
+    assert starts(world) == ["sim1", "sim2"]  # a third would need 1650m > 1200m
+    assert any(e["event"] == "no-headroom" for e in world.planner.events)
+
+
+def test_refit_beta_from_observed_rates_and_stop_at_the_knee() -> None:
+    planner = MultiplexPlanner(config(max_simulations=8))
+    world = World(planner, allocatable=10_000)
+
+    def slow_down() -> None:  # each simulation runs at 10 / (1 + 0.5 (N - 1)) it/s: beta = 0.5 / (4/2) = 0.25
+        n = sum(1 for s in world.state.values() if s == "running")
+        for sim in world.state:
+            world.rate[sim] = 10.0 / (1 + 0.5 * (n - 1))
+
+    end = 80.0
+    while world.now < end:
+        slow_down()
+        world.tick()
+    assert planner.model is not None
+    assert planner.model.beta == pytest.approx(0.25, rel=0.1)
+    # efficiency 1/(1 + 0.5 (N-1)) >= 0.85 only for N = 1: the knee stops packing at 2
+    assert starts(world) == ["sim1", "sim2"]
+    assert any(e["event"] == "knee" for e in planner.events)
+
+
+def test_deferred_resize_is_retried_with_backoff_and_nothing_more_is_deployed() -> None:
+    world = World(MultiplexPlanner(config()))
+    world.run(6)
+    world.answer = "deferred"
+    world.planner.sims["sim1"].demand = SimulationDemand("sim1", {0: 60.0, 1: 600.0})
+    world.run(20)
+    resizes = [e for e in world.planner.events if e["event"] == "resize-deferred"]
+    assert len(resizes) >= 3
+    waits = [e["retry_in"] for e in resizes]
+    assert waits == sorted(waits) and waits[1] == 2 * waits[0]  # exponential back-off
+    assert starts(world) == ["sim1"]
+    world.answer = "done"
+    world.run(30)
+    assert world.requests == {0: 60, 1: 600} or len(starts(world)) > 1
+
+
+def test_infeasible_resize_caps_the_plan_and_stops_packing() -> None:
+    world = World(MultiplexPlanner(config()), requests={0: 20, 1: 20}, answer="infeasible")
+    world.run(30)
+    planner = world.planner
+    assert planner.blocked is not None and "infeasible" in planner.blocked
+    assert planner.pod_ceiling_m == {0: 20, 1: 20}
+    assert world.requests == {0: 20, 1: 20}
+    assert starts(world) == ["sim1"]
+    infeasible_resizes = [e for e in planner.events if e["event"] == "resize-answer" and e["answer"] == "infeasible"]
+    assert len(infeasible_resizes) == 2  # not retried
+
+
+def test_simulation_whose_pods_never_start_is_cancelled_and_its_cpu_returned() -> None:
+    world = World(MultiplexPlanner(config()), never_start={"sim2"})
+    world.run(80)
+    cancels = [a for a in world.log if isinstance(a, CancelSimulation)]
+    assert [c.sim for c in cancels] == ["sim2"] and "partial deployment" in cancels[0].reason
+    # sim2's estimated 550m went back: the plan is sim1 (+ sim3 packed later), never sim2
+    assert "sim2" not in {s for shares in world.planner.desired_plan().job_shares_m.values() for s in shares}
+
+
+def test_early_finish_releases_cpu_and_packs_another() -> None:
+    world = World(MultiplexPlanner(config(max_simulations=2, total_simulations=3)))
+    world.run(30)
+    assert starts(world) == ["sim1", "sim2"]
+    world.state["sim1"] = "finished"
+    world.tick()
+    assert world.requests == {0: 50, 1: 500}  # only sim2 left
+    world.run(30)
+    assert starts(world) == ["sim1", "sim2", "sim3"]
+
+
+def test_fairness_moves_cpu_to_the_slow_one_in_bounded_steps() -> None:
+    world = World(MultiplexPlanner(config(max_simulations=2)))
+    world.run(30)
+    before = {s: r.demand.total_m for s, r in world.planner.sims.items()}
+    world.rate = {"sim1": 10.0, "sim2": 5.0}
+    world.run(20)
+    steps = [e for e in world.planner.events if e["event"] == "fairness"]
+    assert steps and all(e["receiver"] == "sim2" for e in steps)
+    first = steps[0]
+    assert first["moved_m"] <= 0.25 * before["sim2"] + 1
+    times = [e["t"] for e in steps]
+    assert all(b - a >= 2.0 for a, b in itertools.pairwise(times))  # at most one per interval
+    assert world.planner.sims["sim2"].demand.total_m > before["sim2"]
+
+
+def test_restarts_are_counted() -> None:
+    world = World(MultiplexPlanner(config()))
+    world.run(2)
+    world.restarts = 1
+    world.tick()
+    assert world.planner.restarts == 1
+    assert any(e["event"] == "pod-restart" for e in world.planner.events)
+
+
+def test_fairness_step_bounds() -> None:
+    step = fairness_step({"a": 1.0, "b": 4.0}, {"a": 400, "b": 400})
+    assert step is not None and step.receiver == "a" and step.donor == "b"
+    assert step.millicores == 100  # 25% of 400m, although the gap asks for more
+    assert fairness_step({"a": 1.0, "b": 1.05}, {"a": 400, "b": 400}) is None
+    small = fairness_step({"a": 1.0, "b": 1.2}, {"a": 400, "b": 400})
+    assert small is not None and small.millicores == 80  # the gap (20%) asks for less than 25%
+    assert fairness_step({"a": 1.0, "b": 4.0}, {"a": 400, "b": 10}) is None  # donor at its floor

@@ -1,0 +1,218 @@
+"""The multiplexing throughput model: hand-computed values, the fit's properties, knee and best N."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elasticity.model.throughput import (
+    Geometry,
+    ThroughputModel,
+    best_n,
+    beta_from_pair,
+    fit_beta,
+    knee,
+    measured_theta,
+)
+from miniclusters.cli import main
+
+PAPER = Geometry(ranks=16, nodes=12, cores=8)  # REFERENCE.md section 6: 16 ranks on 12 x 8 vCPU
+
+
+def test_rho_and_extra_load_by_hand() -> None:
+    g = Geometry(ranks=4, nodes=2, cores=2)
+    assert g.rho(1) == 1.0 and g.rho(3) == 3.0
+    assert g.extra_load(1) == 0.0 and g.extra_load(2) == 1.0
+
+
+def test_one_pair_gives_beta_exactly() -> None:
+    # T2/T1 = 1.125 with rho_2 - rho_1 = 16/96 = 1/6  ->  beta = 0.125 * 6 = 0.75
+    model = fit_beta([100.0, 112.5], PAPER)
+    assert model.beta == pytest.approx(0.75)
+    assert model.beta_stderr == 0.0
+    assert model.theta(2) == pytest.approx(2 / 1.125)
+    assert model.makespan(2) == pytest.approx(112.5)
+    assert beta_from_pair(100.0, 112.5, PAPER) == pytest.approx(0.75)
+
+
+def test_least_squares_by_hand() -> None:
+    # x = 1, 2 (R/(MC) = 1); y = 0.2, 0.6  ->  beta = (0.2 + 1.2) / 5 = 0.28
+    # residuals 0.2-0.28=-0.08, 0.6-0.56=0.04: s^2 = 0.008/1, se = sqrt(0.008/5) = 0.04
+    g = Geometry(ranks=2, nodes=1, cores=2)
+    model = fit_beta([10.0, 12.0, 16.0], g)
+    assert model.beta == pytest.approx(0.28)
+    assert model.beta_stderr == pytest.approx(0.04)
+    assert model.theta(3) == pytest.approx(3 / 1.56)
+    assert model.slowdown(2) == pytest.approx(1.28)
+
+
+def test_negative_estimate_is_clipped_to_zero() -> None:
+    model = fit_beta([100.0, 90.0, 95.0], PAPER)
+    assert model.beta == 0.0
+    assert model.theta(4) == 4.0
+
+
+@pytest.mark.parametrize(
+    ("makespans", "reason"),
+    [([100.0], "k >= 2"), ([100.0, 0.0], "N=2"), ([-1.0, 5.0], "N=1"), ([1.0, math.nan], "N=2")],
+)
+def test_bad_makespans_name_the_problem(makespans: list[float], reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        fit_beta(makespans, PAPER)
+
+
+def test_bad_geometry() -> None:
+    with pytest.raises(ValueError, match="cores"):
+        Geometry(ranks=4, nodes=1, cores=0)
+    with pytest.raises(ValueError, match="nodes"):
+        Geometry(ranks=4, nodes=0, cores=2)
+
+
+def test_knee_by_hand() -> None:
+    # beta x_N = 0.1 (N-1): efficiency 1/(1+0.1(N-1)) >= 0.85  <=>  N - 1 <= 1.76  ->  knee 2
+    model = ThroughputModel(beta=0.1, beta_stderr=0.0, t1=1.0, geometry=Geometry(1, 1, 1))
+    assert knee(model) == 2
+    assert knee(model, threshold=0.5) == 11  # N - 1 <= 10
+    assert knee(ThroughputModel(0.0, 0.0, 1.0, Geometry(1, 1, 1)), n_max=9) == 9
+
+
+def test_best_n_under_a_budget_by_hand() -> None:
+    model = ThroughputModel(beta=0.1, beta_stderr=0.0, t1=1.0, geometry=Geometry(1, 1, 1))
+    assert best_n(model, cpu_per_simulation_m=500, budget_m=2000) == 4  # Theta rises: as many as fit
+    assert best_n(model, cpu_per_simulation_m=500, budget_m=2000, threshold=0.85) == 2
+    assert best_n(model, cpu_per_simulation_m=3000, budget_m=2000) == 1
+    steep = ThroughputModel(beta=2.0, beta_stderr=0.0, t1=1.0, geometry=Geometry(1, 1, 1))
+    assert best_n(steep, 100, 10_000) == 1  # Theta(N) = N/(1+2(N-1)) falls: one at a time is best
+
+
+positive_times = st.floats(min_value=0.1, max_value=1e5, allow_nan=False, allow_infinity=False)
+geometries = st.builds(
+    Geometry,
+    ranks=st.integers(1, 64),
+    nodes=st.integers(1, 16),
+    cores=st.floats(min_value=0.5, max_value=64, allow_nan=False),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(positive_times, min_size=2, max_size=8), geometries)
+def test_fit_never_negative_and_theta1_is_one(makespans: list[float], g: Geometry) -> None:
+    model = fit_beta(makespans, g)
+    assert model.beta >= 0
+    assert model.beta_stderr >= 0
+    assert model.theta(1) == 1.0
+    assert model.makespan(1) == makespans[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0, 20), positive_times, geometries, st.integers(2, 8))
+def test_fit_recovers_beta_from_model_makespans(beta: float, t1: float, g: Geometry, k: int) -> None:
+    truth = ThroughputModel(beta, 0.0, t1, g)
+    model = fit_beta([truth.makespan(n) for n in range(1, k + 1)], g)
+    assert model.beta == pytest.approx(beta, rel=1e-9, abs=1e-9)
+    assert model.beta_stderr == pytest.approx(0.0, abs=1e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0, 20), geometries, st.integers(1, 30))
+def test_predictions_monotone(beta: float, g: Geometry, n: int) -> None:
+    model = ThroughputModel(beta, 0.0, 10.0, g)
+    assert model.makespan(n + 1) >= model.makespan(n)
+    assert model.efficiency(n + 1) <= model.efficiency(n)
+    assert model.theta(n) <= n + 1e-9
+    # Theta rises with N exactly when beta R/(MC) < 1
+    c = beta * g.ranks / (g.nodes * g.cores)
+    if c < 1 - 1e-9:
+        assert model.theta(n + 1) > model.theta(n)
+    elif c > 1 + 1e-9:
+        assert model.theta(n + 1) < model.theta(n)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0, 5), st.floats(0, 5), geometries, st.floats(0.3, 1.0))
+def test_knee_falls_as_beta_or_threshold_rises(b1: float, b2: float, g: Geometry, threshold: float) -> None:
+    lo, hi = sorted((b1, b2))
+    k_lo = knee(ThroughputModel(lo, 0.0, 1.0, g), threshold)
+    k_hi = knee(ThroughputModel(hi, 0.0, 1.0, g), threshold)
+    assert k_hi <= k_lo
+    model = ThroughputModel(lo, 0.0, 1.0, g)
+    assert knee(model, min(1.0, threshold + 0.05)) <= knee(model, threshold)
+    kn = knee(model, threshold)
+    assert model.efficiency(kn) >= threshold - 1e-9
+    if kn < 64:
+        assert model.efficiency(kn + 1) < threshold
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0, 5), geometries, st.floats(10, 4000), st.floats(0, 20000), st.floats(0, 20000))
+def test_best_n_grows_with_the_budget(beta: float, g: Geometry, cpu: float, b1: float, b2: float) -> None:
+    model = ThroughputModel(beta, 0.0, 1.0, g)
+    small, large = sorted((b1, b2))
+    n_small, n_large = best_n(model, cpu, small), best_n(model, cpu, large)
+    assert n_small <= n_large
+    assert n_large == 1 or n_large * cpu <= large + 1e-6
+
+
+def test_measured_theta() -> None:
+    assert measured_theta([100.0, 125.0, 150.0]) == pytest.approx([1.0, 1.6, 2.0])
+
+
+# ---------------------------------------------------------------------------------------- CLI
+def test_cli_json_matches_the_model() -> None:
+    result = CliRunner().invoke(
+        main, ["model", "fit", "--makespans", "10,12,16", "--ranks", "2", "--nodes", "1", "--cores", "2", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["beta"] == pytest.approx(0.28)
+    assert out["beta_stderr"] == pytest.approx(0.04)
+    assert out["knee"] == 1  # efficiency at N=2 is 1/1.28 = 78% < 85%
+    assert [p["n"] for p in out["predictions"]] == [1, 2, 3]
+    assert out["predictions"][2]["theta"] == pytest.approx(3 / 1.56)
+    assert out["predictions"][1]["makespan"] == pytest.approx(12.8)
+
+
+def test_cli_table_and_plot(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    png = tmp_path / "theta.png"
+    result = CliRunner().invoke(
+        main,
+        [
+            "model",
+            "fit",
+            "--makespans",
+            "100,112.5",
+            "--ranks",
+            "16",
+            "--nodes",
+            "12",
+            "--cores",
+            "8",
+            "--plot",
+            str(png),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "beta = 0.7500" in result.output
+    assert "knee: N = 2" in result.output  # 1/(1+0.75 (N-1)/6) >= 0.85 <=> N <= 2.41
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["--makespans", "100", "--cores", "8"], "k >= 2"),
+        (["--makespans", "100,-5", "--cores", "8"], "must be a positive number"),
+        (["--makespans", "100,0", "--cores", "8"], "must be a positive number"),
+        (["--makespans", "100,abc", "--cores", "8"], "comma-separated"),
+        (["--makespans", "100,120", "--cores", "0"], "--cores"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_the_reason(args: list[str], reason: str) -> None:
+    result = CliRunner().invoke(main, ["model", "fit", "--ranks", "4", "--nodes", "2", *args])
+    assert result.exit_code == 2
+    assert reason in result.output
