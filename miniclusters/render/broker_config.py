@@ -54,7 +54,7 @@ def build_broker_config(
         "default_connect": default_connect or f"tcp://%h.{service_domain(mc, namespace, cluster_domain)}:%p",
         "hosts": host_entries,
     }
-    return {
+    config: dict[str, Any] = {
         "access": {"allow-guest-user": True, "allow-root-owner": True},
         "resource": {"path": r_file or R_FILE, "noverify": True},
         "sched-fluxion-qmanager": {"queue-policy": spec.flux.scheduler.queue_policy or "fcfs"},
@@ -62,6 +62,9 @@ def build_broker_config(
         "kvs": {"checkpoint-period": KVS_CHECKPOINT_PERIOD},
         "bootstrap": bootstrap,
     }
+    if spec.flux.bursting.lead_broker:
+        del config["tbon"]  # a burst's shape is its hosts' parent keys (each a child of the lead)
+    return config
 
 
 def burst_host_entries(mc: MiniCluster, pods: list[dict[str, str]] | None) -> list[dict[str, str]]:

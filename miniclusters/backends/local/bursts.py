@@ -39,7 +39,7 @@ class Bursts(LocalCore):
     def lead_context(self, name: str) -> dict[str, Any]:
         """What the burst service and its plugins need about a cluster's lead (bursting.plugin.LeadContext),
         plus where its broker answers and where its bursts are recorded."""
-        record, mc = self._load(name)
+        _record, mc = self._load(name)
         cluster_dir = self.store.cluster_dir(name)
         context = {
             "cluster": name,
@@ -50,7 +50,8 @@ class Bursts(LocalCore):
         }
         return {
             "context": context,
-            "lead_uri": f"local://{self._broker_socket(record, 0)}",
+            # the built-in broker's socket (the service runs for that flavour only), known before it exists
+            "lead_uri": f"local://{self.store.pod_dir(name, 0) / 'run' / 'rundir' / 'local'}",
             "state_file": str(cluster_dir / BURST_STATE),
         }
 
