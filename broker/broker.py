@@ -29,6 +29,7 @@ from .broker_core import (  # re-exported: modules and the CLI import them from 
     _log,
 )
 from .builtin_services import BuiltinServices
+from .burst_ranks import BurstRanks
 from .curve_cert import CurveCertError, load_zcert
 from .membership import UP
 from .overlay import Overlay, OverlayError
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-class Broker(TreeLink, Routing):
+class Broker(TreeLink, Routing, BurstRanks):
     """A broker of the instance described by the bootstrap config, at the rank its hostname selects."""
 
     def setup(self) -> None:
@@ -112,6 +113,7 @@ class Broker(TreeLink, Routing):
             self.attrs.set("tbon.parent-endpoint", uri)
         self._set_attributes()
         BuiltinServices(self)
+        self._register_burst_services()
         for module in self.options.modules:
             module(self)
         self.membership.set(self.rank, UP, resources=self.resources, uuid=self.uuid)

@@ -118,6 +118,7 @@ class BrokerCore:
         self.services = ServiceRegistry()
         self.membership = Membership(self.config.hostnames)
         self.children: dict[int, _Child] = {}
+        self.burst_ranks: dict[int, str] = {}  # rank -> burst prefix, for ranks registered at run time
         self.joined = self.rank == 0
         self.parent_last_seen = 0.0
         self._join_started = 0.0

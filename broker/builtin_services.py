@@ -120,6 +120,7 @@ class BuiltinServices:
                     "status": self.b.membership.subtree_status(self.b.topology, info.rank),
                     "parent": self.b.topology.parent(info.rank),
                     "since": info.since,
+                    "burst": self.b.burst_ranks.get(info.rank, "").rstrip("-"),
                 }
                 for info in self.b.membership.ranks
             ],

@@ -11,7 +11,6 @@ import os
 import sys
 
 from .client import FluxError, Handle
-from .protocol import NODEID_ANY
 
 _SSH_FLAGS_WITH_VALUE = {"-p", "-l", "-o", "-i", "-F", "-E", "-c", "-m", "-b", "-e", "-J"}
 
@@ -36,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     jobid = int(os.environ.get("FLUX_JOB_ID", "0"))
     try:
         with Handle() as handle:
-            hosts = handle.rpc("job-exec.hosts", nodeid=NODEID_ANY, timeout=10)["hosts"]
+            hosts = handle.rpc("job-exec.hosts", nodeid=0, timeout=10)["hosts"]  # the lead knows burst ranks too
             if host not in hosts:
                 print(f"flux-mpi-rsh: {host}: not a host of this instance", file=sys.stderr)
                 return 255

@@ -59,9 +59,11 @@ class Routing(BrokerCore):
                 self._send_response(msg.error(ENOSYS, f"{msg.topic}: no such service on rank {self.rank}"))
                 return
             hop = self.parent_rank
-        elif not 0 <= target < self.size:
+        elif target < 0 or (target >= self.size and self.rank == 0):
             self._send_response(msg.error(EHOSTUNREACH, f"rank {target} is not in this instance (size {self.size})"))
             return
+        elif target >= self.size:
+            hop = self.parent_rank  # a rank the lead registered later (a burst): only the lead knows the way
         else:
             hop = self.topology.next_hop(self.rank, target)
         assert self.overlay is not None

@@ -155,9 +155,11 @@ class TreeLink(BrokerCore):
     def _child_hello(self, rank: int, payload: dict[str, Any]) -> None:
         assert self.overlay is not None
         reason = None
-        if rank not in self.child_ranks:
+        if rank >= self.size:
+            reason = f"rank {rank} ({payload.get('hostname')!r}) is not a registered host (size {self.size})"
+        elif rank not in self.child_ranks:
             reason = f"rank {rank} is not a child of rank {self.rank} in topology {self.topology.name}"
-        elif payload.get("size") != self.size:
+        elif payload.get("size") != self.size and rank not in self.burst_ranks:
             reason = f"size mismatch: parent has {self.size} ranks, child has {payload.get('size')}"
         elif payload.get("hostname") != self.config.hostnames[rank]:
             reason = f"rank {rank} should be {self.config.hostnames[rank]!r}, not {payload.get('hostname')!r}"

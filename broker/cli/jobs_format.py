@@ -53,7 +53,10 @@ def _contextual_info(info: JobInfo) -> str:
     if info.state == "PRIORITY":
         return "priority-wait"
     if info.state in ("NEW", "DEPEND", "SCHED"):
-        return "held" if info.urgency == 0 else "priority-hold" if info.priority == 0 else ""
+        if info.urgency == 0 or info.priority == 0:
+            return "held" if info.urgency == 0 else "priority-hold"
+        sched = info.annotations.get("sched")  # sched.reason_pending, e.g. what a burst is doing for it
+        return str(sched.get("reason_pending") or "") if isinstance(sched, dict) else ""
     return info.nodelist
 
 

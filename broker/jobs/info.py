@@ -38,8 +38,13 @@ def resource_summary(cores: dict[int, list[int]]) -> str:
 
 def _annotations(record: JobRecord) -> dict[str, Any]:
     annotations = dict(record.extra)
-    if record.cores and "sched" not in annotations:
-        annotations["sched"] = {"resource_summary": resource_summary(record.cores)}
+    sched = annotations.get("sched")
+    if record.cores and not (isinstance(sched, dict) and "resource_summary" in sched):
+        # merged: a pending reason set earlier (sched.reason_pending, e.g. by the burst service) stays beside it
+        annotations["sched"] = {
+            **(sched if isinstance(sched, dict) else {}),
+            "resource_summary": resource_summary(record.cores),
+        }
     return annotations
 
 
@@ -100,6 +105,7 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         "expiration": record.t_run + limit if record.t_run and limit else 0.0,
         "cwd": str(system.get("cwd", "")),
         "queue": system.get("queue", ""),
+        "burstable": bool(system.get("burstable")),
         "annotations": _annotations(record),
         "requeues": record.requeues,
     }

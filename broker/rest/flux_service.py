@@ -156,6 +156,8 @@ class FluxJobService:
             jobspec.environment = job_environment(request.envars)
             for key, value in request.option_flags.items():
                 jobspec.setattr_shell_option(key, value)
+            if request.burstable:
+                jobspec.setattr("system.burstable", 1)
         except (TypeError, ValueError) as exc:
             raise FluxError(errno.EINVAL, f"invalid job request: {exc}") from exc
         try:

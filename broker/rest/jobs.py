@@ -70,6 +70,7 @@ class BrokerJobService:
             environment=job_environment(request.envars),
             cwd=request.workdir,
             shell_options=request.option_flags or None,
+            system_attributes={"burstable": 1} if request.burstable else None,
             userid=userid,
         )
 

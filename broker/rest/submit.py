@@ -35,6 +35,7 @@ class SubmitRequest:
     envars: dict[str, str] = field(default_factory=dict)
     workdir: str = ""
     runtime: float = 0.0
+    burstable: bool = False
 
 
 class SubmitError(ValueError):
@@ -100,6 +101,7 @@ class SubmitParams(BaseModel):
     workdir: str = Field("", description="working directory of the job")
     runtime: Seconds = Field(None, description="time limit in seconds (0: none)")
     is_launcher: bool = Field(False, description="not supported: submit the command itself")
+    burstable: bool = Field(False, description="may run on nodes a burst brings (system.burstable)")
 
     @field_validator("command")
     @classmethod
@@ -156,4 +158,5 @@ def parse_submit(params: Mapping[str, Any]) -> SubmitRequest:
         envars=dict(model.envars),
         workdir=model.workdir,
         runtime=float(model.runtime or 0),
+        burstable=model.burstable,
     )

@@ -67,6 +67,14 @@ class HostRegistry:
         return HostRegistry(self.cluster, self.pods, self.custom, self.extra + new)
 
 
+def burst_registry(lead_hosts: Iterable[str], burst: str, nodes: int) -> HostRegistry:
+    """A burst's hosts: every host the lead had registered (rank order), then the burst's own pods
+    `<burst>-0..nodes-1`, appended as hosts that were not pre-registered. Its `hostlist()` is the burst
+    MiniCluster's spec.flux.bursting.hostlist, so `registry_for` of that spec gives the same ranks."""
+    lead = HostRegistry(burst, nodes, custom=",".join(lead_hosts))
+    return lead.with_hosts(pod_hostname(burst, i) for i in range(nodes))
+
+
 def registry_for(mc: MiniCluster) -> HostRegistry:
     """The hosts a MiniCluster's spec registers: its pods 0..maxSize-1, or the bursting hostlist."""
     return HostRegistry(mc.name, mc.spec.effective_max_size, mc.spec.flux.bursting.hostlist)

@@ -7,6 +7,7 @@ import click
 from miniclusters import __version__
 from miniclusters.cli import (
     autoscale_commands,
+    burst_commands,
     cluster_commands,
     model_commands,
     multiplex_commands,
@@ -33,7 +34,7 @@ def main() -> None:
 
 for command in (spec_commands.validate, spec_commands.render, spec_commands.convert, spec_commands.crd):
     main.add_command(command)
-for command in (*cluster_commands.COMMANDS, save_commands.save, *operator_commands.COMMANDS):
+for command in (*cluster_commands.COMMANDS, save_commands.save, *burst_commands.COMMANDS, *operator_commands.COMMANDS):
     main.add_command(command)
 
 main.add_command(profile_commands.pmpi)

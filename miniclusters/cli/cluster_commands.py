@@ -295,6 +295,7 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
       minicluster status hello --backend kubernetes -o json
       minicluster status restful -o jsonpath='{.rest_url}'
     """
+    from miniclusters.cli.burst_status import burst_report, print_bursts
     from miniclusters.cli.status_view import render_jsonpath, status_document
     from miniclusters.multiplex.session import load_state
 
@@ -303,11 +304,14 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
         click.echo(f"error: -o {output!r}: expected text, json or jsonpath=TEMPLATE", err=True)
         sys.exit(EXIT_INVALID)
     with _errors():
-        result = _open(backend, context, namespace).status(name)
+        opened = _open(backend, context, namespace)
+        result = opened.status(name)
         controller = load_state(backend, name)
         document = status_document(result)
         if controller is not None:
             document["multiplexing"] = controller
+        bursts = burst_report(opened, result)  # burst ranks apart, and why pending jobs wait
+        document["bursts"] = bursts
         if output == "json":
             click.echo(json.dumps(document, indent=2))
         elif template is not None:
@@ -318,6 +322,8 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
                 sys.exit(EXIT_INVALID)
         else:
             _print_status(result)
+            if bursts:
+                print_bursts(bursts)
             if controller is not None:
                 _print_multiplexing(controller)
 

@@ -43,6 +43,8 @@ def build_broker_config(
     spec = mc.spec
     registry = registry_for(mc)
     host_entries = hosts or [{"host": registry.hostlist()}]
+    if spec.flux.bursting.lead_broker:
+        host_entries = burst_host_entries(mc, hosts)
     bootstrap: dict[str, Any] = {}
     if registry.size > 1 or registry.custom:
         bootstrap["curve_cert"] = curve_cert or f"{CURVE_DIR}/{CURVE_FILE}"
@@ -52,7 +54,7 @@ def build_broker_config(
         "default_connect": default_connect or f"tcp://%h.{service_domain(mc, namespace, cluster_domain)}:%p",
         "hosts": host_entries,
     }
-    return {
+    config: dict[str, Any] = {
         "access": {"allow-guest-user": True, "allow-root-owner": True},
         "resource": {"path": r_file or R_FILE, "noverify": True},
         "sched-fluxion-qmanager": {"queue-policy": spec.flux.scheduler.queue_policy or "fcfs"},
@@ -60,6 +62,28 @@ def build_broker_config(
         "kvs": {"checkpoint-period": KVS_CHECKPOINT_PERIOD},
         "bootstrap": bootstrap,
     }
+    if spec.flux.bursting.lead_broker:
+        del config["tbon"]  # a burst's shape is its hosts' parent keys (each a child of the lead)
+    return config
+
+
+def burst_host_entries(mc: MiniCluster, pods: list[dict[str, str]] | None) -> list[dict[str, str]]:
+    """A burst's hosts table: the lead's hosts (the first reached at leadBroker's address), then its own pods,
+    each a child of the lead (they join it directly: the lead registered them as ranks)."""
+    lead = mc.spec.flux.bursting.lead_broker
+    assert lead is not None
+    registry = registry_for(mc)
+    own = {entry["host"]: entry for entry in pods or []}
+    names = registry.hostnames()
+    entries: list[dict[str, str]] = []
+    for host in names:
+        if host in own or host in registry.pod_hostnames():
+            entries.append({**own.get(host, {"host": host}), "parent": names[0]})
+        elif host == names[0]:
+            entries.append({"host": host, "connect": f"tcp://{lead.address}:{lead.port}"})
+        else:
+            entries.append({"host": host})
+    return entries
 
 
 def render_broker_toml(mc: MiniCluster, namespace: str, cluster_domain: str = "cluster.local", **local: Any) -> str:

@@ -10,7 +10,17 @@ import shlex
 
 from miniclusters.api.hosts import registry_for
 from miniclusters.api.spec import Container, MiniCluster
-from miniclusters.render.layout import BROKER_INSTALL_DIR, CONFIG_DIR, LOCAL_SOCKETS, R_FILE, RUN_DIR
+from miniclusters.render.layout import (
+    BROKER_INSTALL_DIR,
+    BURST_SPEC,
+    CONFIG_DIR,
+    CURVE_DIR,
+    CURVE_FILE,
+    LOCAL_SOCKETS,
+    R_FILE,
+    RUN_DIR,
+    SCRIPTS_DIR,
+)
 
 # Directories come from the environment (defaults: the pod layout), so the local backend can run the very
 # same script for several "pods" on one filesystem.
@@ -153,6 +163,28 @@ def _flavour_setup(mc: MiniCluster) -> list[str]:
     return lines
 
 
+def _burst_service(mc: MiniCluster) -> list[str]:
+    """spec.flux.bursting.clusters: the lead pod runs the burst service beside its broker (bursting/service.py).
+    The local backend runs it beside the lead on the machine instead (its pods carry MINICLUSTERS_LOCAL_POD)."""
+    clusters = mc.spec.flux.bursting.clusters
+    if not clusters or mc.spec.flux.flavour != "builtin":
+        return []
+    words = [
+        f"--cluster {shlex.quote(mc.name)}",
+        f'--uri "local://{RUN}/rundir/local"',
+        f'--state "{RUN}/state/bursts.json"',
+        f"--spec {SCRIPTS_DIR}/{BURST_SPEC}",
+        f"--certificate {CURVE_DIR}/{CURVE_FILE}",
+        f"--plugins {shlex.quote(','.join(c.name for c in clusters))}",
+    ]
+    python = f'"${{MINICLUSTER_PYTHON:-{BROKER}/bin/python3}}"'
+    return [
+        '  if [ -z "${MINICLUSTERS_LOCAL_POD:-}" ]; then',
+        f'    {python} -m bursting.service {" ".join(words)} > "{RUN}/burst.log" 2>&1 &',
+        "  fi",
+    ]
+
+
 def _heredoc(path: str, body: str) -> list[str]:
     marker = "MINICLUSTERS_EOF"
     while marker in body:
@@ -279,10 +311,12 @@ def render_entrypoint(mc: MiniCluster) -> str:
         lines.append(commands.pre)
     if runner.working_dir:
         lines.append(f"cd {shlex.quote(runner.working_dir)}")
-    lines.append('if [ "$index" = 0 ]; then')
+    # A burst (spec.flux.bursting.leadBroker) has no lead of its own: every pod follows the lead elsewhere.
+    lines.append("if false; then" if spec.flux.bursting.lead_broker else 'if [ "$index" = 0 ]; then')
     lines.append(f'  log "lead broker starting ({spec.size} of {spec.effective_max_size} pods)"')
     lines += restful_server
     lines += _pmpi_setup(mc)
+    lines += _burst_service(mc)
     # Not indented: a heredoc terminator must start its line.
     lines += _lead_command(mc, runner, start_lead)
     lines += restful_stop

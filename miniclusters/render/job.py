@@ -10,6 +10,7 @@ from miniclusters.render.entrypoint import render_sidecar_command
 from miniclusters.render.layout import (
     BROKER_INSTALL_DIR,
     BROKER_TOML,
+    BURST_SPEC,
     CONFIG_DIR,
     CURVE_DIR,
     ENTRYPOINT,
@@ -275,7 +276,8 @@ def build_volumes(mc: MiniCluster) -> list[dict[str, Any]]:
             "name": VOLUME_SCRIPTS,
             "configMap": {
                 "name": config_map_name(mc),
-                "items": [{"key": ENTRYPOINT, "path": ENTRYPOINT, "mode": 0o755}],
+                "items": [{"key": ENTRYPOINT, "path": ENTRYPOINT, "mode": 0o755}]
+                + ([{"key": BURST_SPEC, "path": BURST_SPEC}] if mc.spec.flux.bursting.clusters else []),
             },
         },
         {"name": VOLUME_CURVE, "secret": {"secretName": curve_secret_name(mc), "defaultMode": 0o400}},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 from broker.curve_cert import CurveCertificate, generate_certificate, parse_zcert, render_zcert
@@ -12,6 +13,7 @@ from miniclusters.render.entrypoint import render_entrypoint
 from miniclusters.render.job import lead_selector
 from miniclusters.render.layout import (
     BROKER_TOML,
+    BURST_SPEC,
     CURVE_FILE,
     ENTRYPOINT,
     common_labels,
@@ -52,14 +54,14 @@ def build_restful_service(mc: MiniCluster, namespace: str) -> dict[str, Any]:
 
 
 def build_config_map(mc: MiniCluster, namespace: str, cluster_domain: str) -> dict[str, Any]:
+    data = {BROKER_TOML: render_broker_toml(mc, namespace, cluster_domain), ENTRYPOINT: render_entrypoint(mc)}
+    if mc.spec.flux.bursting.clusters:  # the lead's burst service makes its bursts from the same spec
+        data[BURST_SPEC] = json.dumps(mc.to_dict(), sort_keys=True)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": config_map_name(mc), "namespace": namespace, "labels": common_labels(mc)},
-        "data": {
-            BROKER_TOML: render_broker_toml(mc, namespace, cluster_domain),
-            ENTRYPOINT: render_entrypoint(mc),
-        },
+        "data": data,
     }
 
 

@@ -22,6 +22,7 @@ from miniclusters.backends.kubernetes.api import (
     KINDS,
     MINICLUSTER,
     POD,
+    SERVICE,
     ApiError,
     Kind,
     PatchType,
@@ -33,6 +34,7 @@ from miniclusters.render.layout import INDEX_LABEL
 from miniclusters.testing.kube_controllers import Controllers, KubeletMode
 from miniclusters.testing.kube_rules import (
     _selector_matches,
+    allocate_node_ports,
     apply_merge,
     check_pod_template,
     check_resize,
@@ -326,6 +328,16 @@ class FakeKube(Controllers):
             template_meta = stored["spec"]["template"].setdefault("metadata", {})
             template_meta["labels"] = {**template_meta.get("labels", {}), **labels, "job-name": meta["name"]}
             stored["status"] = {}
+        if kind == SERVICE:
+            taken = {
+                p.get("nodePort")
+                for (k, _, _), o in self.objects.items()
+                if k == self._key(SERVICE)
+                for p in o.get("spec", {}).get("ports", [])
+            }
+            allocate_node_ports(stored, {p for p in taken if isinstance(p, int)})
+            if stored["spec"].get("type") == "LoadBalancer":
+                stored["status"] = {"loadBalancer": {}}  # no cloud controller here: no ingress address, ever
         if kind == POD:
             check_pod_template(stored["spec"], "spec")
             stored["status"] = {"phase": "Pending", "qosClass": qos_class(stored["spec"]), "conditions": []}

@@ -230,3 +230,28 @@ def check_resize(old: dict[str, Any], new: dict[str, Any]) -> None:
             f'Pod "{name}" is invalid: metadata: Invalid value: "{qos_class(new["spec"])}": '
             f"Pod QoS is immutable (was {qos_class(old['spec'])})",
         )
+
+
+NODE_PORT_RANGE = range(30000, 32768)
+"""The API server's default --service-node-port-range (30000-32767)."""
+
+
+def allocate_node_ports(service: dict[str, Any], taken: set[int]) -> None:
+    """A NodePort or LoadBalancer Service gets a node port per port from the range unless it names one; a port
+    already allocated, or outside the range, is refused with 422 (kubernetes.io/docs/concepts/services-networking/
+    service/#type-nodeport: "the Kubernetes control plane allocates a port from a range specified by
+    --service-node-port-range flag (default: 30000-32767)"; "If you want a specific port number, you can specify
+    a value in the nodePort field ... If that port is already in use ... the API transaction failed")."""
+    spec = service.get("spec", {})
+    if spec.get("type") not in ("NodePort", "LoadBalancer"):
+        return
+    for index, port in enumerate(spec.get("ports", [])):
+        wanted = port.get("nodePort")
+        if wanted is not None:
+            if wanted not in NODE_PORT_RANGE or wanted in taken:
+                why = "is already allocated" if wanted in taken else "is not in the valid range (30000-32767)"
+                raise ApiError(422, "Invalid", f"Service is invalid: spec.ports[{index}].nodePort: {wanted} {why}")
+        else:
+            wanted = next(p for p in NODE_PORT_RANGE if p not in taken)
+            port["nodePort"] = wanted
+        taken.add(wanted)

@@ -207,3 +207,16 @@ def test_basic_auth_header_with_bad_encoding(server: Server) -> None:
     assert response.status_code == 401
     encoded = base64.b64encode(b"no-colon").decode()
     assert httpx.get(f"{server.url}/v1/jobs", headers={"Authorization": f"Basic {encoded}"}).status_code == 401
+
+
+def test_burstable_submit_field_waits_for_a_burst_instead_of_being_refused(server: Server) -> None:
+    headers = {"Authorization": f"Bearer {_token(server)}"}
+    client = RestClient(server.url, user=SUPERUSER[0], token=SUPERUSER[1], secret_key=SECRET_KEY)
+    params = {"command": "true", "num_tasks": "99", "num_nodes": "99", "burstable": "true"}
+    response = httpx.post(f"{server.url}/v1/jobs/submit", params=params, headers=headers)
+    assert response.status_code == 200, response.text  # without `burstable` the same request is unsatisfiable
+    jobid = response.json()["id"]
+    job = client.job(jobid)
+    assert job["state"] == "SCHED" and job["nnodes"] == 99
+    client.cancel(jobid)
+    assert _wait_done(client, jobid)["result"] == "CANCELED"

@@ -30,7 +30,9 @@ class Submit(JobManagerCore):
             save_policy(jobspec)
         except ValueError as exc:
             raise ServiceError(EINVAL, f"invalid jobspec: {exc}") from None
-        reason = self.sched.unsatisfiable(spec.resources)
+        # A burstable job may need more nodes than the instance has: the burst service brings them (bursting/).
+        burstable = bool(jobspec.get("attributes", {}).get("system", {}).get("burstable"))
+        reason = None if burstable else self.sched.unsatisfiable(spec.resources)
         if reason is not None:
             raise ServiceError(ENOSPC, f"unsatisfiable request: {reason}")
         jobid = self.fluids.next(self.last_id)

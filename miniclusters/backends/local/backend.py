@@ -12,6 +12,7 @@ import subprocess
 
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import BackendError, ClusterStatus, ExecResult, RestEndpoint
+from miniclusters.backends.local import netns
 from miniclusters.backends.local.actuate import Actuating
 
 
@@ -23,6 +24,18 @@ class LocalBackend(Actuating):
         lead = status.pod(0)
         address = lead.node.split()[0] if lead is not None and lead.node else "127.0.0.1"
         return RestEndpoint(f"http://{address}:{mc.spec.restful.port}", f"see: minicluster logs {mc.name}")
+
+    def expose_lead(self, name: str, port: int) -> tuple[str, int]:
+        """Where brokers on another local network reach this cluster's lead broker: the lead pod's address,
+        routed by this machine between the clusters' bridges (IP forwarding on, as a node's CNI keeps it)."""
+        record, _ = self._load(name)
+        lead = self._require_pod(record, 0)
+        if record.mode == "netns":
+            try:
+                netns.enable_forwarding()
+            except OSError as exc:
+                raise BackendError(f"exposing the lead of {name!r}: cannot enable IP forwarding: {exc}") from None
+        return lead.address, port
 
     def exec(self, name: str, index: int, argv: list[str]) -> ExecResult:
         record, _ = self._load(name)

@@ -30,7 +30,8 @@ from miniclusters.backends.base import (
     NotFoundError,
 )
 from miniclusters.backends.local import cgroups, flux_view, netns, plan, process, programs, restart
-from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX, LocalCore
+from miniclusters.backends.local.bursts import Bursts
+from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.backends.wait import wait_until_ready
 from miniclusters.render import with_flavour
@@ -75,7 +76,7 @@ def restful_credentials(mc: MiniCluster) -> dict[str, str]:
     return {k: os.environ[k] for k in RESTFUL_CREDENTIALS if os.environ.get(k)}
 
 
-class Lifecycle(LocalCore):
+class Lifecycle(Bursts):
     """create, the pods' start and stop, delete."""
 
     def _check_supported(self, mc: MiniCluster) -> None:
@@ -85,8 +86,11 @@ class Lifecycle(LocalCore):
                 "spec.flux.brokerConfig: a hand-written broker config names Kubernetes paths and DNS names; the "
                 "local backend renders its own (drop the field to run locally)"
             )
-        if spec.flux.bursting.hostlist:
-            raise InvalidRequestError("spec.flux.bursting.hostlist: bursting is not supported by the local backend")
+        if spec.flux.bursting.hostlist and not spec.flux.bursting.lead_broker:
+            raise InvalidRequestError(
+                "spec.flux.bursting.hostlist: a static host list is the `flux` flavour's way to burst; the local "
+                "backend bursts past maxSize with spec.flux.bursting.clusters (or `minicluster burst`)"
+            )
         if spec.effective_max_size > plan.MAX_LOCAL_PODS:
             raise InvalidRequestError(
                 f"spec.maxSize={spec.effective_max_size}: the local backend runs at most {plan.MAX_LOCAL_PODS} pods"
@@ -109,6 +113,8 @@ class Lifecycle(LocalCore):
                 for index in range(mc.spec.size):
                     self._start_pod(record, index)
                     self.store.save(record)
+                if mc.spec.flux.bursting.clusters and mc.spec.flux.flavour == "builtin":  # flux: static hosts only
+                    self._start_burst_service(mc, record)
             except BaseException:
                 self._teardown(record)
                 raise
@@ -378,6 +384,8 @@ class Lifecycle(LocalCore):
         with self.store.lock():
             if not self.store.exists(name):
                 raise NotFoundError(f"MiniCluster {name!r} not found on this machine (state {self.store.root})")
+            for follower in self._bursts_of(name):  # a lead takes its bursts with it
+                self._teardown(self.store.load(follower))
             self._teardown(self.store.load(name))
 
 

@@ -71,6 +71,13 @@ def ensure_bridge(addressing: plan.Addressing) -> str:
     return bridge
 
 
+def enable_forwarding() -> None:
+    """Route between the clusters' bridges (a burst's pods and the lead's live on different /24s)."""
+    path = Path("/proc/sys/net/ipv4/ip_forward")
+    if path.read_text().strip() != "1":
+        path.write_text("1\n")
+
+
 def delete_bridge(slot: int) -> None:
     bridge = plan.bridge_name(slot)
     if link_exists(bridge):

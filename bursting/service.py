@@ -1,0 +1,312 @@
+"""The burst service: observe the lead's queue and ranks, decide (policy.py), act through a plugin.
+
+One `step()` is observe -> decide -> act; `run()` repeats it. The lead is reached through `LeadPort` (the broker's
+RPCs over its local socket: jobs, resources, burst-register/-release, annotate); bursts live in a small JSON state
+file so `minicluster status` and `minicluster burst` see the same ones. Plugin failures (credentials,
+reachability) become the job's pending reason (`sched.reason_pending`, shown by `flux jobs`), never a crash.
+
+    python -m bursting.service --cluster NAME --uri local://.../local --state bursts.json [--idle 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bursting.lead import HandleLead, LeadPort, NodesView
+from bursting.plugin import Burst, BurstError, BurstPlugin, Verdict
+from bursting.policy import (
+    ACTIVE_STATES,
+    ActiveBurst,
+    BurstNeed,
+    QueuedJob,
+    Selector,
+    burst_name,
+    burst_needs,
+    first_able,
+    idle_marks,
+    refusal,
+    to_tear_down,
+)
+
+DEFAULT_IDLE_PERIOD = 30.0
+DEFAULT_INTERVAL = 1.0
+JOIN_TIMEOUT = 180.0
+"""A burst whose brokers have not all joined the lead by then has failed (unreachable lead, pods that never ran)."""
+
+
+@dataclass
+class BurstRecord:
+    """A burst as the state file keeps it."""
+
+    name: str
+    nodes: int
+    plugin: str
+    ranks: list[int]
+    lead_hosts: list[str]
+    lead_address: str = ""
+    lead_port: int = 8050
+    state: str = "launching"
+    """launching | up | failed | released"""
+    reason: str = ""
+    idle_since: float | None = None
+    job: int | None = None
+    manual: bool = False
+    used: bool = False
+    launched_at: float = 0.0
+    """A job has run on it; a burst made by hand idles only after that (or goes with `--release`)."""
+
+    def burst(self) -> Burst:
+        return Burst(self.name, self.nodes, self.plugin, tuple(self.lead_hosts), self.lead_address, self.lead_port)
+
+
+@dataclass
+class BurstState:
+    bursts: dict[str, BurstRecord] = field(default_factory=dict)
+    pending: dict[str, str] = field(default_factory=dict)
+    """job id -> why it still waits (what `minicluster status` shows)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bursts": {k: asdict(v) for k, v in self.bursts.items()}, "pending": self.pending}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BurstState:
+        bursts = {k: BurstRecord(**v) for k, v in (data.get("bursts") or {}).items()}
+        return cls(bursts, dict(data.get("pending") or {}))
+
+
+class StateFile:
+    """The bursts of one MiniCluster on disk, read-modify-written under a lock (service and CLI share it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> BurstState:
+        try:
+            return BurstState.from_json(json.loads(self.path.read_text()))
+        except (OSError, ValueError):
+            return BurstState()
+
+    @contextlib.contextmanager
+    def update(self) -> Iterator[BurstState]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "a+") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            state = self.read()
+            yield state
+            temporary = self.path.with_suffix(".tmp")
+            temporary.write_text(json.dumps(state.to_json(), indent=2))
+            temporary.replace(self.path)
+
+
+class BurstService:
+    """Observe -> decide -> act, once per `step()`."""
+
+    def __init__(
+        self,
+        cluster: str,
+        lead: LeadPort,
+        plugins: Mapping[str, BurstPlugin],
+        state: StateFile,
+        selector: Selector = first_able,
+        idle_period: float = DEFAULT_IDLE_PERIOD,
+        clock: Callable[[], float] = time.time,
+        log: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True),
+    ) -> None:
+        self.cluster = cluster
+        self.lead = lead
+        self.plugins = dict(plugins)
+        self.state = state
+        self.selector = selector
+        self.idle_period = idle_period
+        self.clock = clock
+        self.log = log
+
+    # ------------------------------------------------------------------ the loop
+    def step(self) -> None:
+        jobs = self.lead.jobs()
+        nodes = self.lead.nodes()
+        now = self.clock()
+        with self.state.update() as state:
+            self._mark_up(state, nodes, now)
+            self._mark_idle(state, jobs, now)
+            present = nodes.up + len(nodes.burst_ranks_up)
+            for name in to_tear_down(self._active(state), jobs, now, self.idle_period, present, nodes.cores_per_node):
+                self._tear_down(state, name)
+            bursting = sum(b.nodes for b in state.bursts.values() if b.state == "launching")
+            failed = {b.job for b in state.bursts.values() if b.state == "failed"}  # retried once it is removed
+            retry = [j for j in jobs if j.id not in failed]
+            needs = burst_needs(retry, nodes.up + len(nodes.burst_ranks_up), bursting, nodes.cores_per_node)
+            for need in needs:
+                self._burst_for(state, need.job, need.nodes)
+            self._clear_reasons(state, jobs)
+
+    def run(self, interval: float = DEFAULT_INTERVAL, stop: Callable[[], bool] = lambda: False) -> None:
+        while not stop():
+            try:
+                self.step()
+            except (OSError, ConnectionError, TimeoutError) as exc:
+                self.log(f"burst service: cannot reach the lead: {exc}")
+            time.sleep(interval)
+
+    # ------------------------------------------------------------------ acting
+    def burst(self, plugin_name: str, nodes: int, job: int | None = None, manual: bool = False) -> BurstRecord:
+        """Bring up `nodes` followers with one plugin (what `minicluster burst` and the loop both call)."""
+        with self.state.update() as state:
+            return self._launch(state, plugin_name, nodes, job, manual)
+
+    def release(self, name: str) -> None:
+        with self.state.update() as state:
+            self._tear_down(state, name)
+
+    def _burst_for(self, state: BurstState, job: int, nodes: int) -> None:
+        verdicts: dict[str, Verdict] = {}
+        for name, plugin in self.plugins.items():
+            try:
+                verdicts[name] = plugin.can_satisfy(nodes)
+            except Exception as exc:  # a plugin's bug or an unreachable API: a reason, never a crash
+                verdicts[name] = Verdict(False, f"{type(exc).__name__}: {exc}")
+        chosen = self.selector(BurstNeed(job, nodes), verdicts)
+        if chosen is None or chosen not in self.plugins:
+            self._pending(state, job, f"burst of {nodes} node(s) not possible: {refusal(verdicts)}")
+            return
+        record = self._launch(state, chosen, nodes, job, manual=False)
+        if record.state == "failed":
+            self._pending(state, job, f"burst {record.name} ({chosen}) failed: {record.reason}")
+        else:
+            self._pending(state, job, f"waiting for burst {record.name}: {nodes} node(s) via {chosen}")
+
+    def _launch(self, state: BurstState, plugin_name: str, nodes: int, job: int | None, manual: bool) -> BurstRecord:
+        plugin = self.plugins.get(plugin_name)
+        if plugin is None:
+            raise BurstError(f"no burst plugin {plugin_name!r} (installed: {', '.join(self.plugins) or 'none'})")
+        name = burst_name(self.cluster, [b.name for b in state.bursts.values() if b.state != "released"])
+        probe = Burst(name, nodes, plugin_name)
+        record = BurstRecord(name, nodes, plugin_name, [], [], job=job, manual=manual, launched_at=self.clock())
+        state.bursts[name] = record
+        try:
+            address, port = plugin.expose(probe)
+            ranks, hostnames = self.lead.register(probe.prefix, list(probe.hosts))
+            record.ranks = ranks
+            record.lead_hosts = [h for h in hostnames if not h.startswith(probe.prefix)]
+            record.lead_address, record.lead_port = address, port
+            plugin.launch(record.burst())
+            self.log(f"burst {name}: {nodes} node(s) via {plugin_name} (ranks {ranks}), lead at {address}:{port}")
+        except Exception as exc:  # credentials, reachability, quota: the reason is kept and shown
+            record.state, record.reason = "failed", str(exc) or type(exc).__name__
+            self.log(f"burst {name} via {plugin_name} failed: {record.reason}")
+            self._undo(record, plugin)
+        return record
+
+    def _undo(self, record: BurstRecord, plugin: BurstPlugin) -> None:
+        with contextlib.suppress(Exception):
+            plugin.teardown(record.burst())
+        if record.ranks:
+            with contextlib.suppress(Exception):
+                self.lead.release(record.name + "-")
+
+    def _tear_down(self, state: BurstState, name: str) -> None:
+        record = state.bursts.get(name)
+        if record is None or record.state == "released":
+            return
+        plugin = self.plugins.get(record.plugin)
+        try:
+            self.lead.release(record.burst().prefix)
+            if plugin is not None:
+                plugin.teardown(record.burst())
+        except Exception as exc:
+            record.reason = f"teardown failed (retrying): {exc}"
+            self.log(f"burst {name}: {record.reason}")
+            return
+        self.log(f"burst {name}: torn down")
+        del state.bursts[name]
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _active(self, state: BurstState) -> list[ActiveBurst]:
+        return [
+            ActiveBurst(b.name, b.nodes, tuple(b.ranks), b.idle_since)
+            for b in state.bursts.values()
+            if (b.state in ("up", "failed") and (b.used or not b.manual)) or b.state == "failed"
+        ]
+
+    def _mark_up(self, state: BurstState, nodes: NodesView, now: float) -> None:
+        for record in state.bursts.values():
+            if record.state == "launching" and record.ranks and set(record.ranks) <= nodes.burst_ranks_up:
+                record.state = "up"
+            elif record.state == "launching" and now - record.launched_at > JOIN_TIMEOUT:
+                record.state = "failed"
+                record.reason = f"its brokers did not join the lead within {JOIN_TIMEOUT:.0f} s"
+                if record.job is not None:
+                    self._pending(state, record.job, f"burst {record.name} ({record.plugin}) failed: {record.reason}")
+
+    def _mark_idle(self, state: BurstState, jobs: list[QueuedJob], now: float) -> None:
+        busy = {r for job in jobs if job.state in ACTIVE_STATES for r in job.ranks}
+        for record in state.bursts.values():
+            record.used = record.used or any(r in busy for r in record.ranks)
+        for burst in idle_marks(self._active(state), jobs, now):
+            state.bursts[burst.name].idle_since = burst.idle_since
+        for record in state.bursts.values():
+            if record.state == "failed" and record.idle_since is None:
+                record.idle_since = now
+
+    def _pending(self, state: BurstState, job: int, reason: str) -> None:
+        if state.pending.get(str(job)) != reason:
+            state.pending[str(job)] = reason
+            with contextlib.suppress(Exception):
+                self.lead.annotate(job, reason)
+
+    def _clear_reasons(self, state: BurstState, jobs: list[QueuedJob]) -> None:
+        waiting = {str(j.id) for j in jobs if j.state in ("DEPEND", "PRIORITY", "SCHED")}
+        for key in [k for k in state.pending if k not in waiting]:
+            del state.pending[key]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bursting.discovery import load_selector, plugin_factories
+    from bursting.plugin import LeadContext
+
+    parser = argparse.ArgumentParser(prog="python -m bursting.service", description=__doc__.splitlines()[0])
+    parser.add_argument("--cluster", required=True)
+    parser.add_argument("--uri", required=True, help="the lead broker's local:// URI")
+    parser.add_argument("--state", required=True, type=Path, help="the bursts' JSON state file")
+    parser.add_argument("--context", type=Path, help="a JSON file with the LeadContext")
+    parser.add_argument("--spec", type=Path, help="instead of --context: the MiniCluster as JSON (in a pod)")
+    parser.add_argument("--certificate", type=Path, help="with --spec: the instance's CURVE certificate")
+    parser.add_argument("--plugins", default="", help="comma-separated plugin names (default: every installed)")
+    parser.add_argument("--selector", default=None, help="module:function choosing a plugin")
+    parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_PERIOD, help="seconds idle before teardown")
+    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL)
+    args = parser.parse_args(argv)
+    if args.context is not None:
+        context = LeadContext(**json.loads(args.context.read_text()))
+    elif args.spec is not None and args.certificate is not None:
+        context = LeadContext(args.cluster, json.loads(args.spec.read_text()), args.certificate.read_text())
+    else:
+        parser.error("give --context, or --spec and --certificate")
+    factories = plugin_factories([p for p in args.plugins.split(",") if p] or None)
+    plugins = {name: factory(context) for name, factory in factories.items()}
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    lead = HandleLead(args.uri)
+    service = BurstService(args.cluster, lead, plugins, StateFile(args.state), load_selector(args.selector), args.idle)
+    service.run(args.interval, stop=lambda: stopping)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""`minicluster burst`: burst by hand (the bursts section of `minicluster status` is burst_status.py)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from miniclusters.backends.base import BackendError
+from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
+
+EXIT_INVALID = 2
+
+
+@click.command()
+@click.argument("name")
+@_backend_options
+@click.option("--plugin", default="local", show_default=True, help="Burst plugin (miniclusters.burst_plugins).")
+@click.option("--nodes", type=int, help="How many follower nodes to bring up.")
+@click.option("--release", "release_name", help="Tear down this burst (as `status` names it) instead.")
+def burst(
+    name: str,
+    backend: str,
+    context: str | None,
+    namespace: str | None,
+    plugin: str,
+    nodes: int | None,
+    release_name: str | None,
+) -> None:
+    """Burst by hand: bring up NODES followers elsewhere that join NAME's lead as new ranks (past maxSize).
+
+    \b
+    Example:
+      minicluster burst burst --plugin local --nodes 2
+      minicluster burst burst --release burst-b1
+    """
+    from bursting.discovery import plugin_factories
+    from bursting.lead import HandleLead
+    from bursting.plugin import BurstError, LeadContext
+    from bursting.service import BurstService, StateFile
+
+    if release_name is None and (nodes is None or nodes < 1):
+        click.echo("error: --nodes: give a number of nodes >= 1 (or --release BURST)", err=True)
+        sys.exit(EXIT_INVALID)
+    with _errors():
+        opened = _open(backend, context, namespace)
+        lead_context = getattr(opened, "lead_context", None)
+        if lead_context is None:
+            raise BackendError(
+                f"burst by hand needs the lead's context, which the {opened.name} backend does not offer yet; "
+                "its burst service (spec.flux.bursting.clusters) bursts on its own"
+            )
+        lead = lead_context(name)
+        try:
+            factory = plugin_factories([plugin])[plugin]
+        except LookupError as exc:
+            click.echo(f"error: --plugin: {exc}", err=True)
+            sys.exit(EXIT_INVALID)
+        ctx = LeadContext(**lead["context"])
+        service = BurstService(
+            name, HandleLead(lead["lead_uri"]), {plugin: factory(ctx)}, StateFile(Path(lead["state_file"]))
+        )
+        if release_name is not None:
+            service.release(release_name)
+            click.echo(f"released burst {release_name}")
+            return
+        assert nodes is not None
+        try:
+            record = service.burst(plugin, nodes, manual=True)
+        except BurstError as exc:
+            raise BackendError(str(exc)) from None
+        if record.state == "failed":
+            raise BackendError(f"burst {record.name} via {plugin} failed: {record.reason}")
+        hosts = ", ".join(record.burst().hosts)
+        deadline = time.monotonic() + 180
+        while not set(record.ranks) <= service.lead.nodes().burst_ranks_up:
+            if time.monotonic() > deadline:
+                raise BackendError(f"burst {record.name}: its brokers did not join the lead within 180 s")
+            time.sleep(0.3)
+        click.echo(f"burst {record.name}: {nodes} node(s) via {plugin} joined as ranks {record.ranks} ({hosts})")
+
+
+COMMANDS = (burst,)

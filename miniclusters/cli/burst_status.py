@@ -1,0 +1,50 @@
+"""The bursts section of `minicluster status`: burst ranks apart from the pods, and why pending jobs wait."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from miniclusters.backends.base import Backend, BackendError, ClusterStatus
+
+
+def burst_report(backend: Backend, status: ClusterStatus) -> dict[str, Any] | None:
+    """Burst ranks (grouped by burst) and why pending jobs wait, asked of the lead; None when it cannot say."""
+    if status.ranks_up is None or status.finished:
+        return None
+    try:
+        overlay = backend.exec(status.name, 0, ["flux", "overlay", "status", "--json"])
+        jobs = backend.exec(status.name, 0, ["flux", "jobs", "--format", "{id.f58}\t{state}\t{contextual_info}"])
+    except BackendError:
+        return None
+    if overlay.rc != 0:
+        return None
+    try:
+        ranks = json.loads(overlay.stdout)["ranks"]
+    except (ValueError, KeyError):
+        return None
+    bursts: dict[str, dict[str, Any]] = {}
+    for rank in ranks:
+        if rank.get("burst"):
+            entry = bursts.setdefault(rank["burst"], {"name": rank["burst"], "ranks": [], "hosts": [], "up": 0})
+            entry["ranks"].append(rank["rank"])
+            entry["hosts"].append(rank["hostname"])
+            entry["up"] += rank["state"] == "up"
+    pending: dict[str, str] = {}
+    for line in jobs.stdout.splitlines()[1:] if jobs.rc == 0 else []:
+        words = line.split("\t")
+        if len(words) == 3 and words[1] in ("DEPEND", "SCHED") and words[2] not in ("", "held", "priority-hold"):
+            pending[words[0]] = words[2]
+    return {"bursts": list(bursts.values()), "pending": pending}
+
+
+def print_bursts(report: dict[str, Any]) -> None:
+    """The text form, under the pods table."""
+    for burst in report["bursts"]:
+        ranks = burst["ranks"]
+        shown = f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
+        click.echo(f"  Burst {burst['name']}: ranks {shown} ({burst['up']}/{len(ranks)} up) {','.join(burst['hosts'])}")
+    for job, reason in report["pending"].items():
+        click.echo(f"  Pending {job}: {reason}")
