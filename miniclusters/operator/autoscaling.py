@@ -1,5 +1,5 @@
 """The operator's autoscalers: one :class:`elasticity.control.autoscale.Autoscaler` per MiniCluster whose
-``spec.autoscale.enabled`` is true, stepped every ``intervalSeconds`` on the operator's own loop.
+``spec.autoscale.enabled`` is true, stepped every ``intervalSeconds`` (on the operator's autoscale thread).
 
 The plan, the loop and the ports are the ones `minicluster autoscale` runs; this module only starts and stops
 loops as specs change and turns each step into a :class:`Decision` (an ``Autoscaling`` condition and, for
@@ -195,6 +195,8 @@ class AutoscaleSupervisor:
                 continue
             decision = loop.step(now)
             stepped += 1
+            if self.loops.get(key) is not loop:
+                continue  # stopped (disabled or deleted) while it stepped: its last word was "Disabled"
             changed = loop.last is None or loop.last.condition != decision.condition
             loop.last = decision
             if changed or decision.event_type is not None:

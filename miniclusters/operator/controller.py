@@ -269,26 +269,33 @@ class Controller:
             watcher.sync()
 
     def run(self, stop: threading.Event, watch_timeout: int = 60) -> None:
-        """Serve until stop is set: one thread per watch; reconciles and autoscaler steps on this thread."""
+        """Serve until stop is set: one thread per watch and one for the autoscalers, reconciles on this one."""
         self.start()
         threads = [
             threading.Thread(target=w.run, args=(stop, watch_timeout), name=f"watch-{w.kind.plural}", daemon=True)
             for w in self.watchers
         ]
+        if self.autoscalers is not None:  # its own thread: a slow lead never holds up reconciles
+            threads.append(threading.Thread(target=self._autoscale, args=(stop,), name="autoscale", daemon=True))
         for thread in threads:
             thread.start()
         last_resync = self.clock()
         while not stop.is_set():
             if self.process_next():
                 continue
-            if self.autoscalers is not None and self.autoscalers.step_due():
-                continue
             if self.clock() - last_resync > RESYNC_SECONDS:
                 self.watchers[0].resync()
                 last_resync = self.clock()
-            dues = [self.queue.next_due(), self.autoscalers.next_due() if self.autoscalers else None]
-            due = min((d for d in dues if d is not None), default=None)
+            due = self.queue.next_due()
             self.queue.wait(1.0 if due is None else min(1.0, max(0.01, due - self.clock())))
+
+    def _autoscale(self, stop: threading.Event) -> None:
+        """Step the due autoscalers until stop is set (steps never raise; see AutoscaleSupervisor)."""
+        assert self.autoscalers is not None
+        while not stop.is_set():
+            self.autoscalers.step_due()
+            due = self.autoscalers.next_due()
+            stop.wait(1.0 if due is None else min(1.0, max(0.05, due - self.clock())))
 
 
 class Watcher:

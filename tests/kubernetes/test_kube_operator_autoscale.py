@@ -209,3 +209,26 @@ def test_a_failing_port_of_one_cluster_leaves_the_others_running(
     assert broken is not None and (broken["status"], broken["reason"]) == ("False", "LoopFailed")
     assert broken["message"] == "queue port exploded"
     assert _size(fake)[0] == 2 and fake.stored(MINICLUSTER, "bad")["spec"]["size"] == 1
+
+
+def test_the_running_operator_autoscales_on_its_own_thread(fake: FakeKube, make_mc, lead: LeadQueue) -> None:
+    """`Controller.run` as `minicluster operator` runs it (real clock): the autoscale thread grows the cluster."""
+    import threading
+    import time
+
+    operator = Controller(fake, namespace="hpc", autoscale_ports=kubernetes_autoscale_ports(fake))
+    fake.create(custom_resource(make_mc(size=1, maxSize=4, autoscale={**AUTOSCALE, "intervalSeconds": 0.1}), "hpc"))
+    lead.pending = [{"id": 1, "nnodes": 3, "duration": 100.0}]
+    stop = threading.Event()
+    thread = threading.Thread(target=operator.run, args=(stop, 1), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "ScaledUp" not in _reasons(fake):  # the Event follows the scale
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert fake.stored(MINICLUSTER, "demo")["spec"]["size"] == 3
+    assert "ScaledUp" in _reasons(fake)
