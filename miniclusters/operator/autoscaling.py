@@ -152,7 +152,16 @@ class AutoscaleSupervisor:
         if running is not None and wanted == running.spec:
             return
         if running is not None:
-            self._stop(key, running, gone)
+            del self.loops[key]
+            if not gone:  # a deleted cluster's lead is going too: nothing to undrain or report
+                self._undrain(key, running)
+                if wanted is None:
+                    why = (
+                        "spec.autoscale.enabled is false"
+                        if spec is not None
+                        else "the spec is invalid; see InvalidSpec"
+                    )
+                    self.report(key, Decision(False, "Disabled", why, "Normal"))
         if wanted is not None:
             self._start(key, wanted)
 
@@ -175,16 +184,13 @@ class AutoscaleSupervisor:
             ),
         )
 
-    def _stop(self, key: ClusterKey, loop: ClusterLoop, gone: bool) -> None:
-        del self.loops[key]
-        if gone:
-            return
-        if loop.scaler.draining:  # give the drained ranks back to the queue; the cluster stays at its size
+    def _undrain(self, key: ClusterKey, loop: ClusterLoop) -> None:
+        """Give a stopped loop's drained ranks back to the queue (the cluster stays at its size); best effort."""
+        if loop.scaler.draining:
             try:
                 loop.watched.ports.queue.drain(key.name, frozenset())
             except Exception as exc:
                 log.warning("%s: could not undrain ranks when stopping the autoscaler: %s", key, exc)
-        self.report(key, Decision(False, "Disabled", "spec.autoscale.enabled is false", "Normal"))
 
     def step_due(self) -> int:
         """Step every loop whose interval has passed; returns how many stepped."""

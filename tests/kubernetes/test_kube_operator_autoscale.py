@@ -151,6 +151,10 @@ def test_disabling_or_deleting_stops_the_loop(
     assert operator.autoscalers.loops[KEY].spec.interval_seconds == 2
     _tick(operator, clock, 2)
     assert _size(fake)[0] == 4, "re-enabled: the loop runs again with the new settings"
+    fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"autoscale": {"idleSeconds": 10}}})
+    _settle(operator, clock)
+    assert operator.autoscalers.loops[KEY].spec.idle_seconds == 10
+    assert _reasons(fake).count("Disabled") == 1 and _reasons(fake)[-1] == "Started", "new settings: a restart"
 
     fake.delete(MINICLUSTER, "hpc", "demo", "Foreground")
     _settle(operator, clock)
