@@ -21,6 +21,15 @@ def local_flux() -> list[str]:
     return [str(Path(sys.executable).with_name("flux"))]
 
 
+def lead_flux() -> list[str]:
+    """`flux` in a Kubernetes lead pod, at whichever socket its broker opened."""
+    from miniclusters.backends.kubernetes.lead import LEAD_RUNDIR
+    from miniclusters.backends.overlay import with_lead_socket
+    from miniclusters.render.layout import BROKER_INSTALL_DIR
+
+    return with_lead_socket(LEAD_RUNDIR, [f"{BROKER_INSTALL_DIR}/bin/flux"])
+
+
 class ExecQueue:
     def __init__(self, backend: Backend, flux: Callable[[str], list[str]]) -> None:
         """``flux(name)``: argv prefix that runs `flux` against the lead broker of cluster ``name``."""

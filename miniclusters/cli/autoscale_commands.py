@@ -87,11 +87,9 @@ def autoscale(
     with _errors():
         target = _open(backend, context, namespace)
         if backend == "kubernetes":
-            from miniclusters.backends.kubernetes.lead import LEAD_RUNDIR
-            from miniclusters.backends.overlay import with_lead_socket
-            from miniclusters.render.layout import BROKER_INSTALL_DIR
+            from miniclusters.autoscaling.queue import lead_flux
 
-            queue = ExecQueue(target, lambda _n: with_lead_socket(LEAD_RUNDIR, [f"{BROKER_INSTALL_DIR}/bin/flux"]))
+            queue = ExecQueue(target, lambda _n: lead_flux())
         else:
             queue = ExecQueue(target, lambda _n: local_flux())
         why = run_autoscaler(target, queue, name, options, run, lambda line: click.echo(line, err=True))

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from miniclusters.cli.cluster_commands import _errors
 from miniclusters.render import RenderOptions
+
+if TYPE_CHECKING:
+    from miniclusters.backends.kubernetes.api import KubeApi
+    from miniclusters.operator.autoscaling import PortsFor
 
 
 @click.command()
@@ -26,6 +31,9 @@ def operator(
     tag: str | None,
 ) -> None:
     """Run the MiniCluster operator: reconcile MiniCluster objects until interrupted.
+
+    It also autoscales every MiniCluster whose spec says `autoscale: {enabled: true}` (as
+    `minicluster autoscale` would), reporting each decision as an Event and the `Autoscaling` condition.
 
     \b
     Example:
@@ -52,6 +60,7 @@ def operator(
             namespace=None if all_namespaces else (namespace or api.namespace),
             options=options,
             accept_flux_kind=accept_flux_operator_kind,
+            autoscale_ports=kubernetes_autoscale_ports(api),
         )
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -59,6 +68,22 @@ def operator(
             controller.run(stop)
         except KeyboardInterrupt:
             stop.set()
+
+
+def kubernetes_autoscale_ports(api: KubeApi) -> PortsFor:
+    """The operator's autoscalers act like `minicluster autoscale`: the backend's actuator (the one writer of a
+    cluster's size) and the lead's queue through exec."""
+    from miniclusters.autoscaling.queue import ExecQueue, lead_flux
+    from miniclusters.backends.kubernetes.backend import KubernetesBackend
+    from miniclusters.backends.ports import ports_for
+    from miniclusters.operator.autoscaling import AutoscalePorts
+
+    def ports(namespace: str) -> AutoscalePorts:
+        backend = KubernetesBackend(api=api, namespace=namespace)
+        observer, actuator = ports_for(backend)
+        return AutoscalePorts(observer, actuator, ExecQueue(backend, lambda _n: lead_flux()))
+
+    return ports
 
 
 @click.command()

@@ -28,6 +28,8 @@ from miniclusters.backends.kubernetes.api import (
     Kind,
     KubeApi,
 )
+from miniclusters.operator import conditions as cond
+from miniclusters.operator.autoscaling import AutoscaleSupervisor, Decision, PortsFor
 from miniclusters.operator.queue import WorkQueue
 from miniclusters.operator.reconcile import Apply, DeleteCluster, EventSpec, Observed, Plan, ScaleJob, plan
 from miniclusters.render import RenderOptions
@@ -69,7 +71,10 @@ class Controller:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         instance: str = "miniclusters-operator",
+        autoscale_ports: PortsFor | None = None,
     ) -> None:
+        """``autoscale_ports``: how to reach a namespace's clusters and queues; without it no cluster is
+        autoscaled (spec.autoscale is then left to `minicluster autoscale`)."""
         self.api = api
         self.namespace = namespace
         self.options = options or RenderOptions()
@@ -79,6 +84,9 @@ class Controller:
         self.instance = instance
         self.queue: WorkQueue[ClusterKey] = WorkQueue(clock)
         self._event_serial = 0
+        self.autoscalers = (
+            AutoscaleSupervisor(autoscale_ports, clock, self._report_autoscaling) if autoscale_ports else None
+        )
         self.watchers = [Watcher(self, kind, None) for kind in self.kinds] + [
             Watcher(self, JOB, NAME_LABEL),
             Watcher(self, POD, NAME_LABEL),
@@ -137,9 +145,13 @@ class Controller:
         """Observe, plan, act, record status. Raises ApiError for the caller to requeue."""
         observed = self.observe(key)
         if observed is None:
+            if self.autoscalers is not None:
+                self.autoscalers.sync(key, None, gone=True)
             return None
         now = _rfc3339(self.wall())
         result = plan(observed, self.options, now)
+        if self.autoscalers is not None:
+            self.autoscalers.sync(key, result.mc.spec.autoscale if result.mc is not None else None)
         for action in result.actions:
             self._act(key, action)
         for event in result.events:
@@ -192,6 +204,24 @@ class Controller:
         except ApiError as exc:
             log.warning("could not record event %s for %s: %s", event.reason, meta["name"], exc)
 
+    def _report_autoscaling(self, key: ClusterKey, decision: Decision) -> None:
+        """Set the Autoscaling condition (when it changed) and record the decision's Event; never raises."""
+        try:
+            cluster = self.api.get(key.kind, key.namespace, key.name)
+            status = dict(cluster.get("status") or {})
+            old = list(status.get("conditions") or [])
+            now = _rfc3339(self.wall())
+            generation = int(cluster["metadata"].get("generation") or 0)
+            new = cond.set_condition(
+                old, cond.AUTOSCALING, decision.status, decision.reason, decision.message, now, generation
+            )
+            if new != old:
+                self.api.replace({**cluster, "status": {**status, "conditions": new}}, subresource="status")
+            if decision.event_type is not None:
+                self.emit(cluster, EventSpec(decision.event_type, decision.reason, "Autoscale", decision.message))
+        except Exception as exc:
+            log.warning("%s: could not report the autoscaler's decision %s: %s", key, decision.reason, exc)
+
     # ------------------------------------------------------------------ the queue
     def process_next(self) -> bool:
         """Reconcile one due key; False when none is due. Never raises."""
@@ -239,12 +269,14 @@ class Controller:
             watcher.sync()
 
     def run(self, stop: threading.Event, watch_timeout: int = 60) -> None:
-        """Serve until stop is set: one thread per watch, reconciles on this thread."""
+        """Serve until stop is set: one thread per watch and one for the autoscalers, reconciles on this one."""
         self.start()
         threads = [
             threading.Thread(target=w.run, args=(stop, watch_timeout), name=f"watch-{w.kind.plural}", daemon=True)
             for w in self.watchers
         ]
+        if self.autoscalers is not None:  # its own thread: a slow lead never holds up reconciles
+            threads.append(threading.Thread(target=self._autoscale, args=(stop,), name="autoscale", daemon=True))
         for thread in threads:
             thread.start()
         last_resync = self.clock()
@@ -256,6 +288,14 @@ class Controller:
                 last_resync = self.clock()
             due = self.queue.next_due()
             self.queue.wait(1.0 if due is None else min(1.0, max(0.01, due - self.clock())))
+
+    def _autoscale(self, stop: threading.Event) -> None:
+        """Step the due autoscalers until stop is set (steps never raise; see AutoscaleSupervisor)."""
+        assert self.autoscalers is not None
+        while not stop.is_set():
+            self.autoscalers.step_due()
+            due = self.autoscalers.next_due()
+            stop.wait(1.0 if due is None else min(1.0, max(0.05, due - self.clock())))
 
 
 class Watcher:

@@ -3,8 +3,9 @@ least-privilege RBAC, Deployment. The CRD itself is crds/miniclusters.dev_minicl
 
 RBAC grants exactly the verbs the controller uses: it reads and updates MiniClusters and their status, creates
 and patches the rendered objects (server-side apply of a missing object needs create as well as patch),
-reads pods, and writes Events. It never execs into pods, resizes them or deletes rendered objects (owner
-references let the garbage collector do that).
+reads pods, and writes Events. It execs into lead pods (pods/exec) for the autoscaler's queue
+(`flux resource demand` / `drain`); it never resizes pods or deletes rendered objects (owner references let the
+garbage collector do that).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def rbac_rules(accept_flux_kind: bool = False) -> list[dict[str, Any]]:
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "patch"]},
         {"apiGroups": [""], "resources": ["secrets", "configmaps", "services"], "verbs": ["get", "create", "patch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        # Exec is a websocket GET: authorized as `get` before Kubernetes 1.35, as `create` from 1.35 on.
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
 

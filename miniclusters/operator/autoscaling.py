@@ -1,0 +1,213 @@
+"""The operator's autoscalers: one :class:`elasticity.control.autoscale.Autoscaler` per MiniCluster whose
+``spec.autoscale.enabled`` is true, stepped every ``intervalSeconds`` (on the operator's autoscale thread).
+
+The plan, the loop and the ports are the ones `minicluster autoscale` runs; this module only starts and stops
+loops as specs change and turns each step into a :class:`Decision` (an ``Autoscaling`` condition and, for
+actions and failures, an Event). The ports are made by the caller (the CLI wires the Kubernetes backend's
+actuator, the one writer of a cluster's size, and the lead's queue over exec), so the operator stays free of
+the CLI's backend. A failing step is a decision too: it never leaves this module as an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from elasticity.control.autoscale import Autoscaler, QueuePort
+from elasticity.control.ports import Actuator, ActuatorError, ClusterView, Observer, PodResize, ScaleResult
+from elasticity.policy.autoscale import AutoscaleOptions, QueueView
+from miniclusters.api.spec import AutoscaleSpec
+
+if TYPE_CHECKING:
+    from miniclusters.operator.controller import ClusterKey
+
+log = logging.getLogger("miniclusters.operator.autoscaling")
+
+
+@dataclass(frozen=True)
+class AutoscalePorts:
+    """What one cluster's loop reads and acts through."""
+
+    observer: Observer
+    actuator: Actuator
+    queue: QueuePort
+
+
+PortsFor = Callable[[str], AutoscalePorts]
+"""namespace -> the ports acting on MiniClusters in that namespace."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a loop last did: the ``Autoscaling`` condition, and the Event to record (None: nothing new)."""
+
+    status: bool
+    reason: str
+    message: str
+    event_type: Literal["Normal", "Warning"] | None = None
+
+    @property
+    def condition(self) -> tuple[bool, str, str]:
+        return self.status, self.reason, self.message
+
+
+class _Watched:
+    """The ports, remembering what the loop saw and did in its last step (the loop itself is unchanged)."""
+
+    def __init__(self, ports: AutoscalePorts) -> None:
+        self.ports = ports
+        self.view: ClusterView | None = None
+        self.scaled: ScaleResult | None = None
+        self.refused: str | None = None
+        self.drained: frozenset[int] | None = None
+
+    def reset(self) -> None:
+        self.view, self.scaled, self.refused, self.drained = None, None, None, None
+
+    def observe(self, name: str) -> ClusterView:
+        self.view = self.ports.observer.observe(name)
+        return self.view
+
+    def scale(self, name: str, size: int) -> ScaleResult:
+        try:
+            self.scaled = self.ports.actuator.scale(name, size)
+        except ActuatorError as exc:
+            self.refused = str(exc)
+            raise
+        return self.scaled
+
+    def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]:
+        return self.ports.actuator.resize_many(name, requests)
+
+    def queue(self, name: str) -> QueueView:
+        return self.ports.queue.queue(name)
+
+    def drain(self, name: str, ranks: frozenset[int]) -> None:
+        self.ports.queue.drain(name, ranks)
+        self.drained = ranks
+
+
+def options_of(spec: AutoscaleSpec) -> AutoscaleOptions:
+    return AutoscaleOptions(
+        idle_seconds=float(spec.idle_seconds),
+        cooldown_seconds=float(spec.cooldown_seconds),
+        policy="fcfs" if spec.policy == "fcfs" else "easy",
+    )
+
+
+@dataclass
+class ClusterLoop:
+    """One cluster's autoscaler and when it next steps."""
+
+    name: str
+    spec: AutoscaleSpec
+    scaler: Autoscaler
+    watched: _Watched
+    due: float
+    last: Decision | None = field(default=None)
+
+    def step(self, now: float) -> Decision:
+        self.due = now + self.spec.interval_seconds
+        self.watched.reset()
+        try:
+            plan = self.scaler.step()
+        except Exception as exc:  # a broken queue or API: say so on the cluster, try again next interval
+            message = str(exc) or type(exc).__name__
+            repeated = self.last is not None and self.last.condition == (False, "LoopFailed", message)
+            return Decision(False, "LoopFailed", message, None if repeated else "Warning")
+        seen = self.watched
+        if seen.refused is not None:
+            return Decision(False, "ScaleFailed", f"scaling to {plan.size} failed: {seen.refused}", "Warning")
+        if seen.scaled is not None:
+            grew = seen.scaled.size > seen.scaled.previous
+            message = f"{seen.scaled.previous} -> {seen.scaled.size} pods: {plan.reason}"
+            return Decision(True, "ScaledUp" if grew else "ScaledDown", message, "Normal")
+        if seen.drained:
+            ranks = ",".join(str(r) for r in sorted(seen.drained))
+            return Decision(True, "Draining", f"ranks {ranks} take no new jobs: {plan.reason}", "Normal")
+        size = seen.view.size if seen.view is not None else plan.wanted
+        return Decision(True, "Steady", f"{size} pods; the queue asks for {plan.wanted}")
+
+
+class AutoscaleSupervisor:
+    """Starts, steps and stops the loops; every decision goes to ``report`` (which never raises)."""
+
+    def __init__(
+        self,
+        ports_for: PortsFor,
+        clock: Callable[[], float],
+        report: Callable[[ClusterKey, Decision], None],
+    ) -> None:
+        self.ports_for = ports_for
+        self.clock = clock
+        self.report = report
+        self.loops: dict[ClusterKey, ClusterLoop] = {}
+
+    def sync(self, key: ClusterKey, spec: AutoscaleSpec | None, gone: bool = False) -> None:
+        """Make the loop of ``key`` match its spec: start it, restart it with new settings, or stop it."""
+        running = self.loops.get(key)
+        wanted = spec if spec is not None and spec.enabled else None
+        if running is not None and wanted == running.spec:
+            return
+        if running is not None:
+            del self.loops[key]
+            if not gone:  # a deleted cluster's lead is going too: nothing to undrain or report
+                self._undrain(key, running)
+                if wanted is None:
+                    why = (
+                        "spec.autoscale.enabled is false"
+                        if spec is not None
+                        else "the spec is invalid; see InvalidSpec"
+                    )
+                    self.report(key, Decision(False, "Disabled", why, "Normal"))
+        if wanted is not None:
+            self._start(key, wanted)
+
+    def _start(self, key: ClusterKey, spec: AutoscaleSpec) -> None:
+        try:
+            watched = _Watched(self.ports_for(key.namespace))
+        except Exception as exc:
+            self.report(key, Decision(False, "LoopFailed", f"could not start the autoscaler: {exc}", "Warning"))
+            return
+        scaler = Autoscaler(key.name, watched, watched, watched, options_of(spec), clock=self.clock)
+        self.loops[key] = ClusterLoop(key.name, spec, scaler, watched, due=self.clock())
+        self.report(
+            key,
+            Decision(
+                True,
+                "Started",
+                f"every {spec.interval_seconds:g}s, idle {spec.idle_seconds}s, cool-down {spec.cooldown_seconds}s, "
+                f"policy {spec.policy}",
+                "Normal",
+            ),
+        )
+
+    def _undrain(self, key: ClusterKey, loop: ClusterLoop) -> None:
+        """Give a stopped loop's drained ranks back to the queue (the cluster stays at its size); best effort."""
+        if loop.scaler.draining:
+            try:
+                loop.watched.ports.queue.drain(key.name, frozenset())
+            except Exception as exc:
+                log.warning("%s: could not undrain ranks when stopping the autoscaler: %s", key, exc)
+
+    def step_due(self) -> int:
+        """Step every loop whose interval has passed; returns how many stepped."""
+        stepped = 0
+        for key, loop in list(self.loops.items()):
+            now = self.clock()
+            if loop.due > now:
+                continue
+            decision = loop.step(now)
+            stepped += 1
+            if self.loops.get(key) is not loop:
+                continue  # stopped (disabled or deleted) while it stepped: its last word was "Disabled"
+            changed = loop.last is None or loop.last.condition != decision.condition
+            loop.last = decision
+            if changed or decision.event_type is not None:
+                self.report(key, decision)
+        return stepped
+
+    def next_due(self) -> float | None:
+        return min((loop.due for loop in self.loops.values()), default=None)
