@@ -17,14 +17,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from broker.curve_cert import parse_zcert
 from bursting.plugin import Burst, BurstError, LeadContext, Verdict
-from bursting.plugins.burst_spec import burst_minicluster
-from miniclusters.api import SpecError, load_minicluster
-from miniclusters.backends.base import BackendError, CreateOptions, NotFoundError
+from bursting.plugins.follower import delete_followers, launch_followers
+from miniclusters.backends.base import BackendError
 from miniclusters.backends.kubernetes.api import POD, SERVICE, ApiError, KubeApi
 from miniclusters.render.layout import INDEX_LABEL
-from miniclusters.render.options import RenderOptions
 
 SERVICE_TYPES = ("NodePort", "LoadBalancer")
 
@@ -134,21 +131,10 @@ class KubernetesPlugin:
 
     def launch(self, burst: Burst) -> None:
         namespace = self.option("burst_namespace", "MINICLUSTERS_BURST_NAMESPACE") or None
-        data = burst_minicluster(self.context.spec, burst, namespace)
-        try:
-            mc = load_minicluster(data, source=f"burst {burst.name}")
-            render = RenderOptions(certificate=parse_zcert(self.context.certificate))
-            self.backend.create(mc, CreateOptions(render=render, wait=False))
-        except (SpecError, BackendError) as exc:
-            raise BurstError(str(exc)) from None
+        launch_followers(self.backend, self.context, burst, namespace)
 
     def teardown(self, burst: Burst) -> None:
-        try:
-            self.backend.delete(burst.name)
-        except NotFoundError:
-            pass
-        except BackendError as exc:
-            raise BurstError(str(exc)) from None
+        delete_followers(self.backend, burst)
         try:
             self.lead_api.delete(SERVICE, self.lead_namespace, f"{burst.name}-lead")
         except ApiError as exc:

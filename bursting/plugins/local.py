@@ -10,12 +10,9 @@ import contextlib
 import os
 from typing import Any
 
-from broker.curve_cert import parse_zcert
 from bursting.plugin import Burst, BurstError, LeadContext, Verdict
-from bursting.plugins.burst_spec import burst_minicluster
-from miniclusters.api import SpecError, load_minicluster
-from miniclusters.backends.base import BackendError, CreateOptions, NotFoundError
-from miniclusters.render.options import RenderOptions
+from bursting.plugins.follower import delete_followers, launch_followers
+from miniclusters.backends.base import BackendError
 
 MAX_BURST_NODES_ENV = "MINICLUSTERS_BURST_LOCAL_MAX"
 """How many burst pods this machine takes at once (default 8: each pod is a broker process)."""
@@ -55,21 +52,10 @@ class LocalPlugin:
         return str(address), int(port)
 
     def launch(self, burst: Burst) -> None:
-        data = burst_minicluster(self.context.spec, burst)
-        try:
-            mc = load_minicluster(data, source=f"burst {burst.name}")
-            render = RenderOptions(certificate=parse_zcert(self.context.certificate))
-            self.backend.create(mc, CreateOptions(render=render, wait=False))
-        except (SpecError, BackendError) as exc:
-            raise BurstError(str(exc)) from None
+        launch_followers(self.backend, self.context, burst)
 
     def teardown(self, burst: Burst) -> None:
-        try:
-            self.backend.delete(burst.name)
-        except NotFoundError:
-            return
-        except BackendError as exc:
-            raise BurstError(str(exc)) from None
+        delete_followers(self.backend, burst)
 
 
 def plugin(context: LeadContext) -> LocalPlugin:
