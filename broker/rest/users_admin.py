@@ -1,9 +1,9 @@
 """Manage the REST API's users from inside the lead pod, editing the server's user database directly.
 
-    python3 -m broker.rest.users_admin add NAME [--superuser] [--password-stdin]
+    python3 -m broker.rest.users_admin add NAME [--superuser] [--password-stdin | --password-file FILE]
     python3 -m broker.rest.users_admin list [--json]
     python3 -m broker.rest.users_admin remove NAME
-    python3 -m broker.rest.users_admin passwd NAME [--password-stdin]
+    python3 -m broker.rest.users_admin passwd NAME [--password-stdin | --password-file FILE]
 
 For the `flux` flavour, whose `flux` is flux-core's (the built-in flavour's `flux restful users ...` is the same
 tool). The running server sees each change on its next request: a removed user's tokens stop working at once.
@@ -54,12 +54,19 @@ def database_path(state_dir: str | None, env: Mapping[str, str]) -> tuple[Path, 
     )
 
 
-def read_password(from_stdin: bool, name: str) -> str:
-    """From the first line of stdin, or asked twice without echo; never from the command line."""
-    if from_stdin:
+def read_password(from_stdin: bool, name: str, path: str | None = None) -> str:
+    """From a file's first line (e.g. a mounted Secret), stdin's, or asked twice without echo; never from the
+    command line."""
+    if path:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                password = handle.readline().rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AdminError(f"--password-file {path}: cannot read it ({exc})") from None
+    elif from_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
     elif not sys.stdin.isatty():
-        raise AdminError("no terminal to ask for the password on: pipe it in with --password-stdin")
+        raise AdminError("no terminal to ask for the password on: use --password-stdin or --password-file")
     else:
         password = getpass.getpass(f"Password for {name}: ")
         if getpass.getpass("Repeat it: ") != password:
@@ -80,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--superuser", action="store_true", help="may manage users and sees every job")
     add.add_argument("--password-stdin", action="store_true", help="read the password from stdin's first line")
+    add.add_argument("--password-file", help="read the password from this file's first line")
     listing = commands.add_parser("list", help="list users", parents=[common])
     listing.add_argument("--json", action="store_true", help="print JSON, as GET /v1/users answers")
     remove = commands.add_parser("remove", help="remove a user; their tokens stop working", parents=[common])
@@ -89,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     passwd.add_argument("name")
     passwd.add_argument("--password-stdin", action="store_true", help="read the password from stdin's first line")
+    passwd.add_argument("--password-file", help="read the password from this file's first line")
     return parser
 
 
@@ -104,7 +113,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> str:
         raise AdminError(f"no user database at {path}")
     password = ""
     if args.command in ("add", "passwd"):  # read before opening: a refused password leaves no new database
-        password = read_password(args.password_stdin, args.name)
+        password = read_password(args.password_stdin, args.name, args.password_file)
     store = UserStore(path)
     try:
         if args.command == "add":
