@@ -21,11 +21,12 @@ from starlette.responses import Response
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.rest import access
+from broker.rest.auth import issue_token, token_principal
 from broker.rest.jobs import JobService, SubmitError, parse_submit, stream_lines
 from broker.rest.records import detail_record, listing_record
 from broker.rest.schemas import BAD_ID, DENIED, PROTECTED, Detail, Invalid, Submitted, submit_openapi
 from broker.rest.settings import RestSettings
-from broker.rest.tokens import TokenError, decode_access_token, decode_handshake, issue_access_token
+from broker.rest.tokens import TokenError, decode_handshake
 from broker.rest.users import Principal, UserStore
 from broker.rest.users_api import users_router
 
@@ -88,15 +89,9 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         scheme, _, credentials = header.partition(" ")
         if scheme.lower() == "bearer" and credentials:
             try:
-                claims = decode_access_token(credentials.strip(), settings.token_signing_key)
+                return token_principal(users, settings, credentials.strip())
             except TokenError as exc:
                 raise _unauthorized(request, str(exc)) from exc
-            principal = users.get(claims.subject)
-            if principal is None:
-                raise _unauthorized(request, "the token's user no longer exists")
-            if claims.generation != users.generation(claims.subject):
-                raise _unauthorized(request, "token revoked: the user was removed or re-added, or changed password")
-            return principal
         if scheme.lower() == "basic" and credentials:
             pair = _basic(credentials.strip())
             principal = users.authenticate(*pair) if pair else None
@@ -112,10 +107,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
 
     # ------------------------------------------------------------------ tokens
     def new_token(principal: Principal) -> str:
-        generation = users.generation(principal.name) or ""
-        return issue_access_token(
-            principal.name, settings.token_signing_key, settings.token_minutes, generation=generation
-        )
+        return issue_token(users, settings, principal)
 
     @app.get("/v1/auth", tags=["auth"])
     def auth_info() -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
 import textwrap
@@ -19,6 +21,7 @@ from broker.rest.client import RestClient, RestError
 from broker.rest.testing import SECRET_KEY, SUPERUSER, Server, start_server
 
 MINICLUSTER = str(Path(sys.executable).with_name("minicluster"))
+TIMEOUT = 60.0  # seconds: the machine is shared and often loaded
 PASSWORDS = {"alice": "alice-Pa55word-for-tests", "bob": "bob-Pa55word-for-tests", "carol": "carol-Pa55-w0rd"}
 
 
@@ -54,7 +57,7 @@ def _ensure_user(server: Server, name: str) -> None:
 
 
 def _wait_inactive(client: RestClient, jobid: int) -> dict:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         job = client.job(jobid)
         if job["state"] == "INACTIVE":
@@ -115,12 +118,14 @@ def test_two_users_cannot_read_or_cancel_each_others_jobs(server: Server) -> Non
             ("GET", "/v1/jobs/{}/output"),
             ("POST", "/v1/jobs/{}/cancel"),
         ):
-            theirs = httpx.request(method, server.url + path.format(other), headers=_bearer(token), timeout=30)
-            absent = httpx.request(method, server.url + path.format(missing), headers=_bearer(token), timeout=30)
+            theirs = httpx.request(method, server.url + path.format(other), headers=_bearer(token), timeout=TIMEOUT)
+            absent = httpx.request(method, server.url + path.format(missing), headers=_bearer(token), timeout=TIMEOUT)
             # the same status and the same body (with the id as given) as for a job that does not exist
             assert theirs.status_code == absent.status_code and theirs.status_code in (200, 400, 404), path
             assert theirs.text.replace(str(other), "ID") == absent.text.replace(str(missing), "ID"), path
-        search = httpx.get(f"{server.url}/v1/jobs/search", params={"query": str(other)}, headers=_bearer(token))
+        search = httpx.get(
+            f"{server.url}/v1/jobs/search", params={"query": str(other)}, headers=_bearer(token), timeout=TIMEOUT
+        )
         assert search.json()["recordsTotal"] >= 1 and search.json()["data"] == []  # own jobs only, never theirs
 
     # neither cancel reached the other's job; each may cancel their own, the superuser anyone's
@@ -158,18 +163,18 @@ def test_removal_revokes_tokens_already_issued_and_re_adding_does_not_revive_the
     admin = _admin(server)
     admin.add_user("carol", PASSWORDS["carol"])
     old = _as(server, "carol").login()
-    assert httpx.get(f"{server.url}/v1/jobs", headers=_bearer(old)).status_code == 200
+    assert httpx.get(f"{server.url}/v1/jobs", headers=_bearer(old), timeout=TIMEOUT).status_code == 200
 
     removed = _users_cli(server, "remove", "carol")
     assert removed.returncode == 0 and "removed user carol" in removed.stdout, removed.stderr
-    refused = httpx.get(f"{server.url}/v1/jobs", headers=_bearer(old))
+    refused = httpx.get(f"{server.url}/v1/jobs", headers=_bearer(old), timeout=TIMEOUT)
     assert refused.status_code == 401 and "www-authenticate" in refused.headers
     with pytest.raises(RestError) as caught:
         _as(server, "carol").jobs()  # nor can she log in again
     assert caught.value.status == 400
 
     admin.add_user("carol", PASSWORDS["carol"])  # the same name and password again
-    again = httpx.get(f"{server.url}/v1/jobs", headers=_bearer(old))
+    again = httpx.get(f"{server.url}/v1/jobs", headers=_bearer(old), timeout=TIMEOUT)
     assert again.status_code == 401 and "revoked" in again.json()["detail"]
     assert _as(server, "carol").jobs() == []  # a fresh login works
 
@@ -190,15 +195,17 @@ def test_bad_user_requests_name_the_field_and_change_nothing(server: Server) -> 
         "role: unknown field": {"name": "dave", "password": "x", "role": "admin"},
     }
     for expected, body in cases.items():
-        reply = httpx.post(f"{server.url}/v1/users", json=body, headers=_bearer(token))
+        reply = httpx.post(f"{server.url}/v1/users", json=body, headers=_bearer(token), timeout=TIMEOUT)
         assert reply.status_code == 400, (body, reply.text)
         assert any(expected in line for line in reply.json()["Errors"]), (expected, reply.json())
         assert "p" * 73 not in reply.text
-    exists = httpx.post(f"{server.url}/v1/users", json={"name": "alice", "password": "x"}, headers=_bearer(token))
+    exists = httpx.post(
+        f"{server.url}/v1/users", json={"name": "alice", "password": "x"}, headers=_bearer(token), timeout=TIMEOUT
+    )
     assert exists.status_code == 409 and "already exists" in exists.json()["detail"]
-    unknown = httpx.delete(f"{server.url}/v1/users/nobody-here", headers=_bearer(token))
+    unknown = httpx.delete(f"{server.url}/v1/users/nobody-here", headers=_bearer(token), timeout=TIMEOUT)
     assert unknown.status_code == 404 and "no user 'nobody-here'" in unknown.json()["detail"]
-    myself = httpx.delete(f"{server.url}/v1/users/{SUPERUSER[0]}", headers=_bearer(token))
+    myself = httpx.delete(f"{server.url}/v1/users/{SUPERUSER[0]}", headers=_bearer(token), timeout=TIMEOUT)
     assert myself.status_code == 409
     assert _admin(server).users() == before  # nothing changed
 
@@ -209,7 +216,7 @@ def test_bad_user_requests_name_the_field_and_change_nothing(server: Server) -> 
         ("GET", "/v1/users", None),
         ("DELETE", f"/v1/users/{SUPERUSER[0]}", None),
     ):
-        reply = httpx.request(method, server.url + path, json=body, headers=_bearer(alice))
+        reply = httpx.request(method, server.url + path, json=body, headers=_bearer(alice), timeout=TIMEOUT)
         assert reply.status_code == 403 and "only a superuser" in reply.json()["detail"]
     assert _admin(server).users() == before
 
@@ -227,3 +234,50 @@ def test_bad_user_requests_name_the_field_and_change_nothing(server: Server) -> 
     no_tty = _users_cli(server, "add", "dave")  # stdin is not a terminal: no prompt, a pointer to the flag
     assert no_tty.returncode == 2 and "--password-stdin" in no_tty.stderr
     assert _admin(server).users() == before
+
+
+def _talk(fd: int, script: list[tuple[bytes, bytes]], deadline: float) -> bytes:
+    """Answer each expected prompt on a pty; everything the program wrote to its terminal, until it exits."""
+    seen = b""
+    steps = list(script)
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the program exited and closed the terminal
+            return seen
+        if not chunk:
+            return seen
+        seen += chunk
+        if steps and steps[0][0] in seen.rsplit(b"\n", 1)[-1]:
+            os.write(fd, steps.pop(0)[1])
+    raise AssertionError(f"no answer in time; the terminal showed {seen!r}")
+
+
+def test_the_password_prompt_asks_twice_and_never_echoes(server: Server) -> None:
+    password = "dave-Pa55word-typed-on-a-terminal"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLUX_", "MINICLUSTER_"))}
+    env.update(MINICLUSTER_URL=server.url, FLUX_USER=SUPERUSER[0], FLUX_TOKEN=SUPERUSER[1])
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: `minicluster users add dave` on a terminal of its own
+        os.execve(MINICLUSTER, [MINICLUSTER, "users", "add", "dave"], env)
+    try:
+        typed = password.encode() + b"\n"
+        shown = _talk(fd, [(b"Password for dave", typed), (b"Repeat for confirmation", typed)], time.monotonic() + 60)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, shown
+    assert b"added user dave" in shown and password.encode() not in shown  # the terminal never echoed it
+    assert RestClient(server.url, user="dave", token=password, secret_key="").jobs() == []  # the password set
+
+
+def test_the_openapi_document_describes_the_user_endpoints(server: Server) -> None:
+    paths = httpx.get(f"{server.url}/openapi.json", timeout=TIMEOUT).json()["paths"]
+    assert set(paths["/v1/users"]["post"]["responses"]) == {"201", "400", "401", "403", "409"}
+    assert set(paths["/v1/users"]["get"]["responses"]) == {"200", "401", "403"}
+    assert {"200", "400", "401", "403", "404", "409"} <= set(paths["/v1/users/{name}"]["delete"]["responses"])
+    body = paths["/v1/users"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["required"] == ["name", "password"] and body["additionalProperties"] is False
