@@ -6,6 +6,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,28 @@ def test_the_in_pod_tool_finds_the_database_from_flux_uri(tmp_path: Path) -> Non
         text=True,
     )
     assert prompt.returncode == 2 and "--password-stdin" in prompt.stderr  # no terminal: no silent prompt
+
+
+def test_the_owner_survives_save_and_restore(tmp_path: Path) -> None:
+    """The owner is in the jobspec, so the queue archive carries it into the restored cluster."""
+    from broker.jobs.archive import Source, read_archive, restore_into, write_archive
+    from broker.jobs.build import build_jobspec
+    from broker.jobs.info import job_info
+    from broker.jobs.journal import JobEvent
+    from broker.jobs.record import replay
+    from broker.jobs.store import JobStore
+    from broker.rest.jobs import system_attributes
+    from broker.rest.submit import parse_submit
+
+    request = parse_submit({"command": "sleep 5"})
+    spec = build_jobspec(["sleep", "5"], system_attributes=system_attributes(replace(request, owner="alice")))
+    old = JobStore(tmp_path / "old", fsync=False)
+    old.restore(now_ms=1_000)
+    old.append(JobEvent(21, "submit", 1.0, {"jobspec": spec, "userid": 0, "urgency": 16}))
+    write_archive(old, tmp_path / "queue.tar.gz", Source("demo", ["demo-0"], 1), set())
+    old.close()
+    assert restore_into(tmp_path / "new", read_archive(tmp_path / "queue.tar.gz", cluster="demo"))
+    restored = replay(JobStore(tmp_path / "new", fsync=False).restore(now_ms=2_000).events)[21]
+    job = JobInfo.from_dict(job_info(restored, "", 1))
+    assert job.owner == "alice"
+    assert visible(Principal("alice"), job, MULTI) and not visible(Principal("bob"), job, MULTI)
