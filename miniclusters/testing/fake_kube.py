@@ -188,9 +188,9 @@ class FakeKube(Controllers):
         self.calls.append(RecordedCall(verb, kind.kind, namespace, name, subresource, copy.deepcopy(body)))
         rbac_verb = {"apply": "patch"}.get(verb, verb)
         resource = kind.plural + (f"/{subresource}" if subresource else "")
-        rbac_verb = {"exec": "create", "logs": "get"}.get(rbac_verb, rbac_verb)  # pods/exec, pods/log
+        authz_verb = {"exec": "create", "logs": "get"}.get(rbac_verb, rbac_verb)  # pods/exec, pods/log
         scope = namespace if verb in ("list", "watch") else self._ns(kind, namespace) or None
-        denied = self.authorizer is not None and not self.authorizer(rbac_verb, kind.group, resource, scope, name)
+        denied = self.authorizer is not None and not self.authorizer(authz_verb, kind.group, resource, scope, name)
         if denied or (rbac_verb, resource) in self.forbidden or (rbac_verb, kind.plural) in self.forbidden:
             raise ApiError(
                 403,
