@@ -24,8 +24,10 @@ from miniclusters.backends.base import Backend, BackendError
 
 PROGRESS = re.compile(r"^(?:iteration|Time =)\s*(\d+)\s*$")
 #: What the controller applies to every job it launches (bench/bench_mpi_wait.py, README "MPI waits"): ranks
-#: waiting in MPI yield the core instead of busy-polling it, and separate jobs never meet in shared memory.
+#: waiting in MPI sleep (`-o mpi-wait=sleep`, WAIT_MODE) instead of busy-polling the core, calls the wait mode
+#: does not cover at least yield it, and separate jobs never meet in shared memory.
 MPI_SETTINGS = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_btl": "tcp,self"}
+WAIT_MODE = "sleep"
 FINISHED = {"COMPLETED"}
 FAILED = {"FAILED", "CANCELED", "CANCELLED", "TIMEOUT"}
 
@@ -54,6 +56,7 @@ class FluxSimulations:
     equal_per_rank_m: float = 1000.0
     boundary: str = "MPI_Barrier"
     env: Mapping[str, str] = field(default_factory=lambda: dict(MPI_SETTINGS))
+    wait: str = WAIT_MODE
     jobs: dict[str, str] = field(default_factory=dict)
     profiles: dict[str, Profile] = field(default_factory=dict)
     pids: dict[str, dict[int, list[int]]] = field(default_factory=dict)
@@ -77,6 +80,7 @@ class FluxSimulations:
         )  # fmt: skip
         argv = [
             "flux", "submit", "-N", str(self.nodes), "-n", str(self.ranks), "-o", "mpi=openmpi", *profile,
+            "-o", f"mpi-wait={self.wait}",
             f"--output={directory / 'output.txt'}", f"--cwd={directory}", f"--job-name={sim}",
             f"--env=MC_PROGRESS_FILE={directory / 'progress.log'}",
             *[f"--env={k}={v}" for k, v in sorted(self.env.items())], *self.command,
