@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,10 +88,12 @@ static void mc_wait_pause(mc_waiter *w)
         w->polls_after++;
     uint64_t elapsed = mc_wait_clock() - w->start;
     uint64_t predicted = mc_wait.predicted_ns[w->slot];
-    if (elapsed < mc_wait.spin_ns)
+    if (elapsed < mc_wait.spin_ns || (predicted < MC_WAIT_SHORT_NS && elapsed < 2 * predicted + mc_wait.spin_ns)) {
+        /* A short wait, or a call whose waits are short (the busy rank's): a nap would lose the core to whatever
+         * else is runnable for a whole time slice, so poll, yielding as Open MPI's mpi_yield_when_idle does. */
+        sched_yield();
         return;
-    if (predicted < MC_WAIT_SHORT_NS && elapsed < 2 * predicted + mc_wait.spin_ns)
-        return; /* a call whose waits are short (the busy rank's): a nap would cost more than it saves */
+    }
     uint64_t target = predicted / 8 * 7;
     uint64_t nap;
     if (elapsed + mc_wait.nap_ns < target) {
