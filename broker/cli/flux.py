@@ -10,6 +10,7 @@ OWN_COMMANDS = {
     "start": "start an instance (--test-size=N, or one broker of a configured instance) and run a command in it",
     "broker": "run one broker of a configured instance",
     "restful serve": "serve the Flux RESTful API v1 for the instance at $FLUX_URI",
+    "restful users": "add, list or remove the REST API's users (add NAME, list, remove NAME, passwd NAME)",
     "exec": "run a command on brokers of the instance (-r IDSET, -l)",
 }
 
@@ -52,6 +53,10 @@ def _dispatch(args: list[str]) -> int | str | None:
         from ..rest.server import main as serve
 
         return serve(args[2:])
+    if args[:2] == ["restful", "users"]:
+        from ..rest.users_admin import main as users_admin
+
+        return users_admin(args[2:])
     from .commands import cli
 
     cli.main(args=args, prog_name="flux")

@@ -73,6 +73,7 @@ class JobInfo(NamedTuple):
     expiration: float = 0.0
     exception_severity: int = -1
     cwd: str = ""
+    owner: str = ""  # the REST user who submitted it (attributes.system.miniclusters.owner); "" from inside
 
     @property
     def f58(self) -> str:
@@ -119,6 +120,7 @@ class JobInfo(NamedTuple):
             expiration=float(data.get("expiration", 0.0)),
             exception_severity=int(exception.get("severity") or 0) if exception.get("occurred") else -1,
             cwd=str(data.get("cwd", "")),
+            owner=str(data.get("owner") or ""),
         )
 
     def to_restful(self) -> dict[str, Any]:

@@ -10,6 +10,16 @@ from broker.jobs.record import JobRecord
 from broker.jobs.states import JobState
 
 
+def job_owner(jobspec: dict[str, Any]) -> str:
+    """The REST user recorded in the jobspec at submit (attributes.system.miniclusters.owner), "" if none.
+
+    Kept in the jobspec so it survives the journal, save/restore and flux-core's KVS alike."""
+    system = jobspec.get("attributes", {}).get("system", {})
+    ours = system.get("miniclusters") if isinstance(system, dict) else None
+    owner = ours.get("owner") if isinstance(ours, dict) else None
+    return owner if isinstance(owner, str) else ""
+
+
 def request_shape(jobspec: dict[str, Any]) -> tuple[int, int | None, int]:
     """(ntasks, nnodes or None, cores per task) straight from a jobspec, without full validation."""
     from broker.jobs.jobspec import JobspecError, parse_jobspec
@@ -106,6 +116,7 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         "cwd": str(system.get("cwd", "")),
         "queue": system.get("queue", ""),
         "burstable": bool(system.get("burstable")),
+        "owner": job_owner(record.jobspec),
         "annotations": _annotations(record),
         "requeues": record.requeues,
     }

@@ -10,6 +10,7 @@ import binascii
 import os
 import pwd
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request
@@ -19,16 +20,15 @@ from starlette.responses import Response
 
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
-from broker.jobs.jobid import JobIdError, parse_jobid
+from broker.rest import access
+from broker.rest.auth import issue_token, token_principal
 from broker.rest.jobs import JobService, SubmitError, parse_submit, stream_lines
 from broker.rest.records import detail_record, listing_record
 from broker.rest.schemas import BAD_ID, DENIED, PROTECTED, Detail, Invalid, Submitted, submit_openapi
 from broker.rest.settings import RestSettings
-from broker.rest.tokens import TokenError, decode_access_token, decode_handshake, issue_access_token
+from broker.rest.tokens import TokenError, decode_handshake
 from broker.rest.users import Principal, UserStore
-
-ENOENT = 2
-EPERM = 1
+from broker.rest.users_api import users_router
 
 
 class BodyLimit(BaseHTTPMiddleware):
@@ -78,6 +78,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.state.users = users
     app.state.service = service
+    app.state.settings = settings
 
     anonymous = Principal(name=pwd.getpwuid(os.getuid()).pw_name, is_superuser=True)
 
@@ -88,13 +89,9 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         scheme, _, credentials = header.partition(" ")
         if scheme.lower() == "bearer" and credentials:
             try:
-                claims = decode_access_token(credentials.strip(), settings.token_signing_key)
+                return token_principal(users, settings, credentials.strip())
             except TokenError as exc:
                 raise _unauthorized(request, str(exc)) from exc
-            principal = users.get(claims.subject)
-            if principal is None:
-                raise _unauthorized(request, "the token's user no longer exists")
-            return principal
         if scheme.lower() == "basic" and credentials:
             pair = _basic(credentials.strip())
             principal = users.authenticate(*pair) if pair else None
@@ -105,42 +102,13 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
 
     User = Annotated[Principal, Depends(current_user)]
 
-    def run_as(principal: Principal) -> int:
-        """The uid a job runs as: the server's own in single-user mode, the user's account in multi-user mode."""
-        if settings.mode == "single-user" or not settings.require_auth:
-            return os.getuid()
-        try:
-            record = pwd.getpwnam(principal.name)
-        except KeyError as exc:
-            raise HTTPException(403, f"user {principal.name!r} has no account on the lead broker") from exc
-        if record.pw_uid < settings.min_uid and not principal.is_superuser:
-            raise HTTPException(403, f"account {principal.name!r} (uid {record.pw_uid}) may not run jobs")
-        return record.pw_uid
-
-    def visible(principal: Principal, job: JobInfo) -> bool:
-        if settings.mode == "single-user" or principal.is_superuser or not settings.require_auth:
-            return True
-        try:
-            return job.userid == pwd.getpwnam(principal.name).pw_uid
-        except KeyError:
-            return False
-
     def lookup(jobid: str, principal: Principal) -> JobInfo:
-        try:
-            number = parse_jobid(jobid)
-        except JobIdError as exc:
-            raise HTTPException(400, f"jobid: {exc}") from exc
-        try:
-            job = service.info(number)
-        except FluxError as exc:
-            if exc.errnum == ENOENT:
-                raise HTTPException(404, f"there is no job {jobid}") from exc
-            raise HTTPException(502, f"the instance did not answer: {exc}") from exc
-        if not visible(principal, job):
-            raise HTTPException(404, f"there is no job {jobid}")  # do not reveal other users' jobs
-        return job
+        return access.lookup(service, jobid, principal, settings)
 
     # ------------------------------------------------------------------ tokens
+    def new_token(principal: Principal) -> str:
+        return issue_token(users, settings, principal)
+
     @app.get("/v1/auth", tags=["auth"])
     def auth_info() -> dict[str, Any]:
         """How to authenticate here (public), as the reference server describes it."""
@@ -175,8 +143,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             return denied("missing Authorization header")
         if principal is None:
             return denied("incorrect user or password")
-        access = issue_access_token(principal.name, settings.token_signing_key, settings.token_minutes)
-        return {"access_token": access, "token_type": "Bearer"}
+        return {"access_token": new_token(principal), "token_type": "Bearer"}
 
     @app.post("/v1/login/access-token", tags=["auth"], responses=DENIED)
     def login(username: Annotated[str, Form()], password: Annotated[str, Form()]) -> dict[str, str]:
@@ -184,8 +151,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         principal = users.authenticate(username, password)
         if principal is None:
             return denied("incorrect user or password")
-        access = issue_access_token(principal.name, settings.token_signing_key, settings.token_minutes)
-        return {"access_token": access, "token_type": "bearer"}
+        return {"access_token": new_token(principal), "token_type": "bearer"}
 
     # ------------------------------------------------------------------ jobs
     def restful(job: JobInfo) -> dict[str, Any]:
@@ -205,7 +171,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         records keyed by id, or as a list with `listing`; without it, job-list records with integer state
         and result, as the reference answers.
         """
-        jobs = [j for j in service.jobs() if visible(user, j)]
+        jobs = access.visible_jobs(service, user, settings)
         if limit is not None:
             jobs = jobs[:limit]
         if not (detail or details):
@@ -224,7 +190,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
     ) -> dict[str, Any]:
         """The DataTables-style search the upstream web UI uses."""
         text = query or request.query_params.get("search[value]") or request.query_params.get("search") or ""
-        mine = [j for j in service.jobs() if visible(user, j)]
+        mine = access.visible_jobs(service, user, settings)
         total = len(mine)
         if text:
             # as upstream: match the job's name (and, usefully, its id in either spelling)
@@ -241,7 +207,11 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         "/v1/jobs/submit",
         tags=["jobs"],
         response_model=Submitted,
-        responses={**PROTECTED, 400: {"model": Invalid, "description": "invalid parameters, each named"}},
+        responses={
+            **PROTECTED,
+            400: {"model": Invalid, "description": "invalid parameters, each named"},
+            403: {"model": Detail, "description": "the user's account on the lead may not run jobs"},
+        },
         openapi_extra=submit_openapi(),
     )
     async def submit(request: Request, user: User) -> JSONResponse:
@@ -263,9 +233,9 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             return JSONResponse({"Message": "Invalid submit request", "Errors": exc.errors}, status_code=400)
         except (ValueError, UnicodeDecodeError) as exc:
             return JSONResponse({"Message": "Invalid submit request", "Errors": [f"body: {exc}"]}, status_code=400)
-        userid = run_as(user)
+        userid = access.run_as(user, settings)
         try:
-            jobid = service.submit(submit_request, userid)
+            jobid = service.submit(replace(submit_request, owner=user.name), userid)
         except FluxError as exc:
             return JSONResponse(
                 {"Message": "There was an issue submitting that job.", "Errors": [exc.message]}, status_code=400
@@ -323,6 +293,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         service.shutdown()
         return {"Message": "Service is stopping."}
 
+    app.include_router(users_router(users, settings, current_user))
     return app
 
 

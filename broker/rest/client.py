@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -139,3 +140,19 @@ class RestClient:
 
     def stop_service(self) -> str:
         return str(self.request("POST", "/v1/service/stop").json().get("Message", ""))
+
+    # ------------------------------------------------------------------ users (superuser only)
+    def add_user(self, name: str, password: str, superuser: bool = False) -> dict[str, Any]:
+        """The password goes in the JSON body only (never the URL)."""
+        body = {"name": name, "password": password, "superuser": superuser}
+        result: dict[str, Any] = self.request("POST", "/v1/users", json=body).json()
+        return result
+
+    def users(self) -> dict[str, Any]:
+        """{"users": [{"name", "superuser"}...], "mode": the server's mode}."""
+        result: dict[str, Any] = self.request("GET", "/v1/users").json()
+        return result
+
+    def remove_user(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("DELETE", f"/v1/users/{quote(name, safe='')}").json()
+        return result

@@ -35,7 +35,8 @@ from typing import Any
 
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
-from broker.rest.jobs import SubmitRequest, job_environment
+from broker.jobs.info import job_owner
+from broker.rest.jobs import SubmitRequest, job_environment, system_attributes
 
 LOG_WARNING = 4  # syslog level; what `flux shutdown --quiet` passes as "loglevel"
 POLL_INTERVAL = 0.25
@@ -122,6 +123,8 @@ class FluxJobService:
         self.flux = import_flux()  # fails here, at start-up, when the bindings are missing
         self.uri = uri
         self._local = threading.local()
+        self._owners: dict[int, str] = {}
+        self._owners_lock = threading.Lock()
 
     @property
     def handle(self) -> Any:
@@ -156,8 +159,8 @@ class FluxJobService:
             jobspec.environment = job_environment(request.envars)
             for key, value in request.option_flags.items():
                 jobspec.setattr_shell_option(key, value)
-            if request.burstable:
-                jobspec.setattr("system.burstable", 1)
+            for key, value in system_attributes(request).items():
+                jobspec.setattr(f"system.{key}", value)
         except (TypeError, ValueError) as exc:
             raise FluxError(errno.EINVAL, f"invalid job request: {exc}") from exc
         try:
@@ -170,7 +173,7 @@ class FluxJobService:
             listed = self.flux.job.JobList(self.handle, user="all", max_entries=MAX_JOBS).jobs()
         except OSError as exc:
             raise _flux_error(exc, "cannot list jobs") from exc
-        return [job_info_from_flux(job.to_dict(filtered=False)) for job in listed]
+        return [self._owned(job_info_from_flux(job.to_dict(filtered=False))) for job in listed]
 
     def info(self, jobid: int) -> JobInfo:
         try:
@@ -179,7 +182,22 @@ class FluxJobService:
             raise _flux_error(exc, f"cannot look up job {jobid}") from exc
         if data is None:  # get_job's answer for a job that does not exist
             raise FluxError(errno.ENOENT, f"job {jobid} does not exist")
-        return job_info_from_flux(data)
+        return self._owned(job_info_from_flux(data))
+
+    def _owned(self, job: JobInfo) -> JobInfo:
+        """The job with its owner from its jobspec: flux-core's job-list does not report our attribute, so the
+        jobspec is read once per job (it never changes) and remembered."""
+        owner = self._owners.get(job.id)
+        if owner is None:
+            try:
+                found = self.flux.job.job_kvs_lookup(self.handle, job.id, keys=["jobspec"])
+            except OSError as exc:
+                raise _flux_error(exc, f"cannot read the jobspec of job {job.id}") from exc
+            spec = found.get("jobspec") if found else None
+            owner = job_owner(spec) if isinstance(spec, dict) else ""
+            with self._owners_lock:
+                self._owners[job.id] = owner
+        return job._replace(owner=owner)
 
     def cancel(self, jobid: int) -> None:
         try:

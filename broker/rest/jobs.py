@@ -28,6 +28,14 @@ def job_environment(envars: Mapping[str, str], base: Mapping[str, str] | None = 
     return {k: v for k, v in source.items() if k not in PRIVATE_VARIABLES} | dict(envars)
 
 
+def system_attributes(request: SubmitRequest) -> dict[str, object]:
+    """The jobspec's attributes.system entries a REST submit adds: burstable, and the owner (broker/rest/access.py)."""
+    system: dict[str, object] = {"burstable": 1} if request.burstable else {}
+    if request.owner:
+        system["miniclusters"] = {"owner": request.owner}
+    return system
+
+
 class JobService(Protocol):
     """What the REST API needs from an instance (the flux flavour would implement it with flux-python)."""
 
@@ -70,7 +78,7 @@ class BrokerJobService:
             environment=job_environment(request.envars),
             cwd=request.workdir,
             shell_options=request.option_flags or None,
-            system_attributes={"burstable": 1} if request.burstable else None,
+            system_attributes=system_attributes(request) or None,
             userid=userid,
         )
 

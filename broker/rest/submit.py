@@ -36,6 +36,7 @@ class SubmitRequest:
     workdir: str = ""
     runtime: float = 0.0
     burstable: bool = False
+    owner: str = ""  # the authenticated REST user, set by the app (never a submit parameter)
 
 
 class SubmitError(ValueError):

@@ -42,11 +42,17 @@ class TokenError(ValueError):
 class AccessClaims:
     subject: str
     expires: float
+    generation: str = ""
+    """The user's token generation when it was issued (broker/rest/users.py): a changed one revokes the token."""
 
 
-def issue_access_token(subject: str, signing_key: str, minutes: int, now: float | None = None) -> str:
+def issue_access_token(
+    subject: str, signing_key: str, minutes: int, now: float | None = None, generation: str = ""
+) -> str:
     issued = time.time() if now is None else now
     payload = {"sub": subject, "iat": int(issued), "exp": int(issued + minutes * 60), "typ": "access"}
+    if generation:
+        payload["gen"] = generation
     return jwt.encode(payload, signing_key, algorithm=ALGORITHM)
 
 
@@ -59,7 +65,8 @@ def decode_access_token(token: str, signing_key: str) -> AccessClaims:
         raise TokenError("invalid token") from exc  # the decoder's words would describe our internals
     if payload.get("typ") != "access" or not isinstance(payload.get("sub"), str):
         raise TokenError("invalid token: not an access token")
-    return AccessClaims(payload["sub"], float(payload["exp"]))
+    generation = payload.get("gen", "")
+    return AccessClaims(payload["sub"], float(payload["exp"]), generation if isinstance(generation, str) else "")
 
 
 def encode_handshake(user: str, password: str, secret_key: str) -> str:

@@ -17,6 +17,7 @@ from miniclusters.cli import (
     save_commands,
     simulate_commands,
     spec_commands,
+    users_commands,
 )
 
 
@@ -45,5 +46,6 @@ main.add_command(simulate_commands.simulate)
 main.add_command(autoscale_commands.autoscale)
 for command in (rest_commands.jobs, rest_commands.submit, rest_commands.cancel):
     main.add_command(command)
+main.add_command(users_commands.users)
 
 __all__ = ["main"]

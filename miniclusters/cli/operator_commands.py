@@ -17,14 +17,16 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.option("--context", help="kubeconfig context (default: in-cluster config, else the current context).")
-@click.option("-n", "--namespace", help="Watch only this namespace.")
+@click.option(
+    "-n", "--namespace", "namespaces", multiple=True, help="Watch only this namespace (repeat for several: tenants)."
+)
 @click.option("-A", "--all-namespaces", is_flag=True, help="Watch every namespace (the Deployment's default).")
 @click.option("--accept-flux-operator-kind", is_flag=True, help="Also reconcile flux-framework.org/v1alpha2 objects.")
 @click.option("--registry", help="Registry of our images.")
 @click.option("--tag", help="Tag of our images.")
 def operator(
     context: str | None,
-    namespace: str | None,
+    namespaces: tuple[str, ...],
     all_namespaces: bool,
     accept_flux_operator_kind: bool,
     registry: str | None,
@@ -50,24 +52,39 @@ def operator(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     defaults = RenderOptions()
     options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
+    if all_namespaces and namespaces:
+        raise click.UsageError("give --all-namespaces or --namespace, not both")
     with _errors():
-        api = RealKubeApi.from_kubeconfig(context, namespace)
+        api = RealKubeApi.from_kubeconfig(context, namespaces[0] if namespaces else None)
         from miniclusters.backends.kubernetes.backend import KubernetesBackend
 
         KubernetesBackend(api=api).check_crd()
-        controller = Controller(
-            api,
-            namespace=None if all_namespaces else (namespace or api.namespace),
-            options=options,
-            accept_flux_kind=accept_flux_operator_kind,
-            autoscale_ports=kubernetes_autoscale_ports(api),
-        )
+        scopes: list[str | None] = [None] if all_namespaces else list(dict.fromkeys(namespaces)) or [api.namespace]
+        # one controller per namespace: with RoleBindings in tenant namespaces only, a cluster-wide watch is refused
+        controllers = [
+            Controller(
+                api,
+                namespace=scope,
+                options=options,
+                accept_flux_kind=accept_flux_operator_kind,
+                autoscale_ports=kubernetes_autoscale_ports(api),
+            )
+            for scope in scopes
+        ]
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        others = [
+            threading.Thread(target=c.run, args=(stop,), name=f"operator-{c.namespace}", daemon=True)
+            for c in controllers[1:]
+        ]
+        for thread in others:
+            thread.start()
         try:
-            controller.run(stop)
+            controllers[0].run(stop)
         except KeyboardInterrupt:
             stop.set()
+        for thread in others:
+            thread.join(timeout=5)
 
 
 def kubernetes_autoscale_ports(api: KubeApi) -> PortsFor:
@@ -90,20 +107,37 @@ def kubernetes_autoscale_ports(api: KubeApi) -> PortsFor:
 @click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
 @click.option("--registry", help="Registry of our images.")
 @click.option("--tag", help="Tag of our images.")
-def manifests(output: str | None, registry: str | None, tag: str | None) -> None:
+@click.option(
+    "--tenant",
+    "tenants",
+    multiple=True,
+    metavar="NAMESPACE[=USER]",
+    help="One namespace per tenant (repeat): the operator is bound in and watches only these; USER (default: the "
+    "namespace's name) may run MiniClusters there.",
+)
+def manifests(output: str | None, registry: str | None, tag: str | None, tenants: tuple[str, ...]) -> None:
     """Print the operator's deployment manifests (namespace, ServiceAccount, RBAC, Deployment).
 
     \b
     Example:
       minicluster crd | kubectl apply --server-side -f -
       minicluster manifests | kubectl apply --server-side -f -
+      minicluster manifests --tenant alice --tenant team-b=bob | kubectl apply --server-side -f -
     """
+    from miniclusters.operator.tenants import Tenant, TenantError
+
+    try:
+        parsed = [Tenant.parse(text) for text in tenants]
+    except TenantError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--tenant "), param_hint="--tenant") from None
+    if len({t.namespace for t in parsed}) != len(parsed):
+        raise click.BadParameter("a namespace is given twice", param_hint="--tenant")
     from miniclusters.cli.spec_commands import dump_yaml_stream
     from miniclusters.operator.manifests import build_manifests
 
     defaults = RenderOptions()
     options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
-    text = dump_yaml_stream(build_manifests(options))
+    text = dump_yaml_stream(build_manifests(options, tenants=parsed))
     if output:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}", err=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from miniclusters.api.crd import PLURAL
 from miniclusters.api.spec import API_GROUP, FLUX_OPERATOR_API_VERSION
+from miniclusters.operator.tenants import Tenant, tenant_objects
 from miniclusters.render.options import RenderOptions
 
 NAMESPACE = "miniclusters-system"
@@ -35,10 +36,28 @@ def rbac_rules(accept_flux_kind: bool = False) -> list[dict[str, Any]]:
     ]
 
 
-def build_manifests(options: RenderOptions | None = None, accept_flux_kind: bool = False) -> list[dict[str, Any]]:
-    """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment (one replica: no leader election)."""
+def build_manifests(
+    options: RenderOptions | None = None, accept_flux_kind: bool = False, tenants: list[Tenant] | None = None
+) -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment (one replica: no leader election).
+
+    With `tenants` the operator is bound in their namespaces only (RoleBindings; tenants.py) and watches those."""
     options = options or RenderOptions()
-    args = ["operator", "--all-namespaces", "--registry", options.registry, "--tag", options.tag]
+    if tenants:
+        scope = [arg for t in tenants for arg in ("--namespace", t.namespace)]
+        binding = tenant_objects(tenants, NAME, NAME, NAMESPACE, LABELS)
+    else:
+        scope = ["--all-namespaces"]
+        binding = [
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": NAME, "labels": LABELS},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+            }
+        ]
+    args = ["operator", *scope, "--registry", options.registry, "--tag", options.tag]
     if accept_flux_kind:
         args.append("--accept-flux-operator-kind")
     meta = {"namespace": NAMESPACE, "labels": LABELS}
@@ -51,13 +70,7 @@ def build_manifests(options: RenderOptions | None = None, accept_flux_kind: bool
             "metadata": {"name": NAME, "labels": LABELS},
             "rules": rbac_rules(accept_flux_kind),
         },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": NAME, "labels": LABELS},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
-        },
+        *binding,
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",

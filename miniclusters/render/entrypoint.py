@@ -224,7 +224,12 @@ def _restful_beside_flux_core(port: int) -> list[str]:
     """flux-core does not start our REST server: the lead pod runs it beside the broker, once the broker's local
     socket exists (`local-0` under flux-core 0.88, `local` under other layouts), until the broker exits."""
     sockets = " ".join(f'"{RUN}/rundir/{name}"' for name in LOCAL_SOCKETS)
-    server = f'"${{MINICLUSTER_PYTHON:-python3}}" -m broker.rest.server --flavour flux --port {port}'
+    # the user database in the statedir, as the built-in lead keeps it (-Sstatedir/restful), where
+    # `python3 -m broker.rest.users_admin` in the pod finds it
+    server = (
+        f'"${{MINICLUSTER_PYTHON:-python3}}" -m broker.rest.server --flavour flux --port {port} '
+        f'--state-dir "{RUN}/state/restful"'
+    )
     return [
         "  restful() {",
         "    for _ in $(seq 600); do",

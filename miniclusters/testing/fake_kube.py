@@ -84,6 +84,9 @@ class FakeKube(Controllers):
     forbidden: set[tuple[str, str]] = field(default_factory=set)
     """(verb, plural) pairs that RBAC denies, e.g. ("create", "jobs")."""
     validate: bool = True
+    authorizer: Callable[[str, str, str, str | None, str | None], bool] | None = None
+    """RBAC for the client: (verb, apiGroup, resource[/subresource], namespace or None, name) -> allowed;
+    e.g. fake_rbac.RbacAuthorizer(...).allowed over rendered Roles and bindings. None: everything is allowed."""
     exec_handler: Callable[[FakeKube, dict[str, Any], list[str]], ExecResult] | None = None
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     calls: list[RecordedCall] = field(default_factory=list)
@@ -185,7 +188,10 @@ class FakeKube(Controllers):
         self.calls.append(RecordedCall(verb, kind.kind, namespace, name, subresource, copy.deepcopy(body)))
         rbac_verb = {"apply": "patch"}.get(verb, verb)
         resource = kind.plural + (f"/{subresource}" if subresource else "")
-        if (rbac_verb, resource) in self.forbidden or (rbac_verb, kind.plural) in self.forbidden:
+        authz_verb = {"exec": "create", "logs": "get"}.get(rbac_verb, rbac_verb)  # pods/exec, pods/log
+        scope = namespace if verb in ("list", "watch") else self._ns(kind, namespace) or None
+        denied = self.authorizer is not None and not self.authorizer(authz_verb, kind.group, resource, scope, name)
+        if denied or (rbac_verb, resource) in self.forbidden or (rbac_verb, kind.plural) in self.forbidden:
             raise ApiError(
                 403,
                 "Forbidden",

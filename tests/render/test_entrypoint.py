@@ -207,7 +207,8 @@ def test_flux_flavour_lead_starts_the_rest_server_on_the_broker_socket(
     assert "-Srestful.port=5001" not in _options(start)  # flux-core does not start it; the pod does
     uri, *argv = (tmp_path / "server").read_text().split()
     assert uri == f"local://{tmp_path / 'run' / 'rundir' / socket_name}"
-    assert argv == ["-m", "broker.rest.server", "--flavour", "flux", "--port", "5001"]
+    state = str(tmp_path / "run" / "state" / "restful")  # beside the journal, as the built-in lead keeps it
+    assert argv == ["-m", "broker.rest.server", "--flavour", "flux", "--port", "5001", "--state-dir", state]
     (tmp_path / "server").unlink()
     run_entrypoint(tmp_path, minimal_spec, index=1, MINICLUSTER_PYTHON=str(python))
     assert not (tmp_path / "server").exists()  # followers only run brokers

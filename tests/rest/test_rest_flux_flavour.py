@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -255,3 +256,52 @@ def test_server_flux_flavour_without_flux_exits_2(tmp_path: Path) -> None:
         timeout=60,
     )
     assert bad.returncode == 2 and "expected builtin or flux" in bad.stderr
+
+
+def test_tenants_over_the_flux_flavour_managed_from_inside_the_lead_pod(
+    service: FluxJobService, bindings: Any, instance: RealInstance, tmp_path: Path
+) -> None:
+    """Users added and removed with the in-pod tool (the `flux` here is flux-core's); each sees only their own jobs,
+    whose owner is read back from the jobspec in flux-core's KVS; removal revokes a token already issued."""
+    state = tmp_path / "restful"
+    settings = RestSettings(
+        state_dir=state, mode="multi-user", superuser="admin", superuser_password="admin-pw", token_signing_key="k" * 40
+    )
+    client = TestClient(create_app(settings, service, UserStore(state / "users.db", rounds=4)))
+
+    def tool(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "broker.rest.users_admin", *args, "--state-dir", str(state)]
+        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60)
+
+    for name in ("alice", "bob"):
+        added = tool("add", name, "--password-stdin", stdin=f"{name}-pw\n")
+        assert added.returncode == 0 and f"added user {name}" in added.stdout, added.stderr
+    assert tool("add", "alice", "--password-stdin", stdin="x\n").returncode == 2  # exists: nothing changed
+    bad = tool("add", "a:b", "--password-stdin", stdin="x\n")
+    assert bad.returncode == 2 and "name 'a:b'" in bad.stderr
+    token = client.post("/v1/token", auth=("alice", "alice-pw")).json()["access_token"]
+    alice = {"Authorization": f"Bearer {token}"}
+
+    hers = client.post("/v1/jobs/submit", json={"command": "true"}, headers=alice).json()["id"]
+    admins = client.post("/v1/jobs/submit", json={"command": "true"}, auth=("admin", "admin-pw")).json()["id"]
+    _finished(service, hers)
+    _finished(service, admins)
+    spec = bindings.job.job_kvs_lookup(bindings.Flux(instance.uri), hers, keys=["jobspec"])["jobspec"]
+    assert spec["attributes"]["system"]["miniclusters"] == {"owner": "alice"}  # recorded in flux-core's jobspec
+    assert [j["id"] for j in client.get("/v1/jobs", headers=alice).json()["jobs"]] == [hers]
+    assert {hers, admins} <= {j["id"] for j in client.get("/v1/jobs", auth=("admin", "admin-pw")).json()["jobs"]}
+    theirs = client.get(f"/v1/jobs/{hers}", auth=("bob", "bob-pw"))
+    missing = client.get("/v1/jobs/123456789", auth=("bob", "bob-pw"))
+    assert theirs.status_code == missing.status_code == 404  # bob: as if alice's job did not exist
+    assert theirs.json() == {"detail": f"there is no job {hers}"} and missing.json() == {
+        "detail": "there is no job 123456789"
+    }
+    assert client.get(f"/v1/jobs/{admins}", headers=alice).status_code == 404
+
+    listed = json.loads(tool("list", "--json").stdout)["users"]
+    assert [u["name"] for u in listed] == ["admin", "alice", "bob"] and listed[0]["superuser"]
+    assert tool("remove", "alice").returncode == 0
+    revoked = client.get("/v1/jobs", headers=alice)
+    assert revoked.status_code == 401 and revoked.json()["detail"] == "the token's user no longer exists"
+    gone = tool("remove", "alice")
+    assert gone.returncode == 1 and "no user 'alice'" in gone.stderr

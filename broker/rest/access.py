@@ -1,0 +1,93 @@
+"""Who may see which job: the one access rule of the REST API and the web pages (use these, never a copy).
+
+In multi-user mode a user sees, cancels and reads the output of only their own jobs; the superuser sees all.
+A job's owner is the REST user recorded in its jobspec at submit (`attributes.system.miniclusters.owner`, see
+broker/jobs/info.py), which survives restarts and save/restore. Tenants need no Unix account on the lead: local
+and Kubernetes pods run every job as the pod's one account, so ownership cannot be read from the uid. A job with
+no recorded owner (submitted with `flux submit` inside the pod, or before owners were recorded) belongs to the
+user whose Unix account on the lead has its uid, as in a real multi-user flux-core deployment; accounts below
+FLUX_MIN_UID (root, daemons) never match, so a REST user named "root" does not see root's jobs.
+
+Another user's job is answered exactly as a job that does not exist (same status, same body), so nobody can
+learn which ids are in use.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+
+from fastapi import HTTPException
+
+from broker.client import FluxError
+from broker.jobs.api import JobInfo
+from broker.jobs.jobid import JobIdError, parse_jobid
+from broker.rest.jobs import JobService
+from broker.rest.settings import RestSettings
+from broker.rest.users import Principal
+
+ENOENT = 2
+
+
+def account_uid(name: str) -> int | None:
+    """The uid of the Unix account with this name on the lead, None without one."""
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return None
+
+
+def sees_everything(principal: Principal, settings: RestSettings) -> bool:
+    """Single-user mode, a server without authentication, or the superuser: no job is hidden."""
+    return settings.mode == "single-user" or not settings.require_auth or principal.is_superuser
+
+
+def visible(principal: Principal, job: JobInfo, settings: RestSettings) -> bool:
+    """Whether `principal` may see this job (and cancel it and read its output)."""
+    if sees_everything(principal, settings):
+        return True
+    if job.owner:
+        return job.owner == principal.name
+    uid = account_uid(principal.name)
+    return uid is not None and uid >= settings.min_uid and job.userid == uid
+
+
+def visible_jobs(service: JobService, principal: Principal, settings: RestSettings) -> list[JobInfo]:
+    """Every job the principal may see, newest first (as the service lists them)."""
+    return [job for job in service.jobs() if visible(principal, job, settings)]
+
+
+def not_found(jobid: str) -> HTTPException:
+    """The one answer for a job that does not exist and for one that is not the caller's."""
+    return HTTPException(404, f"there is no job {jobid}")
+
+
+def lookup(service: JobService, jobid: str, principal: Principal, settings: RestSettings) -> JobInfo:
+    """The job, or HTTPException: 400 for a malformed id, 404 for a missing or invisible one, 502 when the
+    instance does not answer."""
+    try:
+        number = parse_jobid(jobid)
+    except JobIdError as exc:
+        raise HTTPException(400, f"jobid: {exc}") from exc
+    try:
+        job = service.info(number)
+    except FluxError as exc:
+        if exc.errnum == ENOENT:
+            raise not_found(jobid) from None
+        raise HTTPException(502, f"the instance did not answer: {exc}") from exc
+    if not visible(principal, job, settings):
+        raise not_found(jobid)
+    return job
+
+
+def run_as(principal: Principal, settings: RestSettings) -> int:
+    """The uid a job runs as: the server's own in single-user mode and for tenants without an account on the
+    lead (the pod's one account: isolation is then the API's); a user's own account where there is one."""
+    if settings.mode == "single-user" or not settings.require_auth:
+        return os.getuid()
+    uid = account_uid(principal.name)
+    if uid is None:
+        return os.getuid()
+    if uid < settings.min_uid and not principal.is_superuser:
+        raise HTTPException(403, f"account {principal.name!r} (uid {uid}) may not run jobs")
+    return uid

@@ -1,0 +1,154 @@
+"""User management over REST (superuser only): POST /v1/users, GET /v1/users, DELETE /v1/users/{name}.
+
+The body is read and validated here rather than by FastAPI, so that bad input is a 400 whose every error names
+its field, as at submit (FastAPI would answer 422). Passwords travel only in the request body (never a URL),
+are never echoed in an answer and never logged; a removed, re-added or re-passworded user's old tokens stop
+working (broker/rest/users.py).
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the `User` dependency from the annotations at runtime.
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from broker.rest.schemas import PROTECTED, Detail, Invalid
+from broker.rest.settings import RestSettings
+from broker.rest.users import MAX_NAME_CHARS, MAX_PASSWORD_BYTES, NAME_RULE, Principal, UserError, UserStore, check_name
+
+
+class NewUser(BaseModel):
+    """POST /v1/users: who to add (strict: a number is not a name, 1 is not true)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(description=NAME_RULE, max_length=MAX_NAME_CHARS)
+    password: str = Field(description=f"1-{MAX_PASSWORD_BYTES} bytes of UTF-8", max_length=1000)
+    superuser: bool = Field(False, description="may manage users and see every job")
+
+
+class UserRecord(BaseModel):
+    name: str
+    superuser: bool
+
+
+class UserAdded(UserRecord):
+    Message: str
+    mode: str = Field(description="the server's mode: users are isolated from each other only in multi-user")
+
+
+class UserList(BaseModel):
+    users: list[UserRecord]
+    mode: str = Field(description="the server's mode: users are isolated from each other only in multi-user")
+
+
+class UserRemoved(BaseModel):
+    Message: str
+    name: str
+
+
+FORBIDDEN: dict[int | str, dict[str, Any]] = {403: {"model": Detail, "description": "the caller is not a superuser"}}
+
+
+def _invalid(errors: list[str]) -> JSONResponse:
+    return JSONResponse({"Message": "Invalid user request", "Errors": errors}, status_code=400)
+
+
+def _error_lines(exc: ValidationError) -> list[str]:
+    lines = []
+    for error in exc.errors(include_url=False):
+        name = str(error["loc"][0]) if error["loc"] else "body"
+        message = {"missing": "is required", "extra_forbidden": "unknown field"}.get(
+            error["type"], str(error["msg"]).removeprefix("Value error, ")
+        )
+        lines.append(f"{name}: {message}")
+    return list(dict.fromkeys(lines))
+
+
+def users_router(users: UserStore, settings: RestSettings, current_user: Callable[[Request], Principal]) -> APIRouter:
+    """`current_user` is the app's authentication dependency (401 with WWW-Authenticate when it fails)."""
+    router = APIRouter(prefix="/v1/users", tags=["users"])
+
+    def superuser(user: Annotated[Principal, Depends(current_user)]) -> Principal:
+        if not user.is_superuser:
+            raise HTTPException(403, "only a superuser may manage users")
+        return user
+
+    Admin = Annotated[Principal, Depends(superuser)]
+
+    @router.post(
+        "",
+        status_code=201,
+        response_model=UserAdded,
+        responses={
+            **PROTECTED,
+            **FORBIDDEN,
+            400: {"model": Invalid, "description": "invalid name or password; each error names its field"},
+            409: {"model": Detail, "description": "a user with that name exists"},
+        },
+        openapi_extra={
+            "requestBody": {"required": True, "content": {"application/json": {"schema": NewUser.model_json_schema()}}}
+        },
+    )
+    async def add_user(request: Request, admin: Admin) -> JSONResponse:
+        """Add a user (superuser only). Body: {"name", "password", "superuser"}."""
+        if "application/json" not in request.headers.get("content-type", ""):
+            return _invalid(["body: send a JSON object {name, password, superuser} (application/json)"])
+        try:
+            body = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            return _invalid(["body: not valid JSON"])
+        if not isinstance(body, dict):
+            return _invalid(["body: must be a JSON object {name, password, superuser}"])
+        try:
+            new = NewUser.model_validate(body)
+        except ValidationError as exc:
+            return _invalid(_error_lines(exc))
+        try:
+            users.add(new.name, new.password, superuser=new.superuser)
+        except UserError as exc:
+            if exc.reason == "exists":
+                raise HTTPException(409, str(exc)) from None
+            return _invalid([str(exc)])
+        added = UserAdded(Message=f"User {new.name} added.", name=new.name, superuser=new.superuser, mode=settings.mode)
+        return JSONResponse(added.model_dump(), status_code=201)
+
+    @router.get("", response_model=UserList, responses={**PROTECTED, **FORBIDDEN})
+    def list_users(admin: Admin) -> UserList:
+        """Every user and whether they are a superuser (superuser only); never a password or its hash."""
+        records = [UserRecord(name=p.name, superuser=p.is_superuser) for p in users.principals()]
+        return UserList(users=records, mode=settings.mode)
+
+    @router.delete(
+        "/{name}",
+        response_model=UserRemoved,
+        responses={
+            **PROTECTED,
+            **FORBIDDEN,
+            400: {"model": Detail, "description": "not a valid user name"},
+            404: {"model": Detail, "description": "no such user"},
+            409: {"model": Detail, "description": "the caller's own account, or the configured superuser"},
+        },
+    )
+    def remove_user(name: str, admin: Admin) -> UserRemoved:
+        """Remove a user (superuser only); every token issued to them stops working at once."""
+        try:
+            check_name(name)
+        except UserError as exc:
+            raise HTTPException(400, str(exc)) from None
+        if name == admin.name:
+            raise HTTPException(409, f"name: {name!r} is your own account; another superuser must remove it")
+        if name == settings.superuser:
+            raise HTTPException(
+                409, f"name: {name!r} is the configured superuser (FLUX_USER); it is recreated at every start"
+            )
+        try:
+            users.remove(name)
+        except UserError as exc:
+            raise HTTPException(404, str(exc)) from None
+        return UserRemoved(Message=f"User {name} removed; their tokens no longer work.", name=name)
+
+    return router
