@@ -26,6 +26,7 @@ from broker.rest.schemas import BAD_ID, DENIED, PROTECTED, Detail, Invalid, Subm
 from broker.rest.settings import RestSettings
 from broker.rest.tokens import TokenError, decode_access_token, decode_handshake, issue_access_token
 from broker.rest.users import Principal, UserStore
+from broker.rest.web import WebContext, mount_web
 
 ENOENT = 2
 EPERM = 1
@@ -323,6 +324,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         service.shutdown()
         return {"Message": "Service is stopping."}
 
+    mount_web(app, WebContext(settings, service, users, authenticate=current_user, visible=visible, run_as=run_as))
     return app
 
 
