@@ -28,6 +28,7 @@ from broker.rest.web.session import (
 from broker.rest.web.views import (
     STATE_FILTERS,
     errors_by_field,
+    event_rows,
     job_fields,
     job_page,
     status_word,
@@ -146,7 +147,7 @@ def job_router(context: WebContext) -> APIRouter:
     # ------------------------------------------------------------------ one job
     def job_values(job: JobInfo) -> dict[str, Any]:
         eventlog = getattr(service, "eventlog", None)
-        events = eventlog(job.id) if eventlog else None
+        events = event_rows(eventlog(job.id)) if eventlog else None
         return {"job": job, "fields": job_fields(job), "events": events, **HELPERS}
 
     @router.get("/jobs/{jobid}")

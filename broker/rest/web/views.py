@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +90,28 @@ def job_fields(job: JobInfo) -> list[tuple[str, str]]:
         ("exception", f"{job.exception_type}: {job.exception_note}" if job.exception_type else ""),
     ]
     return [(name, str(value)) for name, value in fields if value != ""]
+
+
+@dataclass(frozen=True)
+class EventRow:
+    name: str
+    offset: str
+    context: str
+
+
+def event_rows(events: Sequence[Mapping[str, Any]], limit: int = 240) -> list[EventRow]:
+    """The eventlog as rows: seconds since submit, name, context (the jobspec left out: it is the whole request,
+    environment and all, and the fields above already say what matters)."""
+    start = float(events[0].get("timestamp", 0.0)) if events else 0.0
+    rows = []
+    for event in events:
+        context = {k: v for k, v in dict(event.get("context") or {}).items() if k != "jobspec"}
+        text = json.dumps(context, sort_keys=True) if context else ""
+        if len(text) > limit:
+            text = text[: limit - 1] + "…"
+        offset = float(event.get("timestamp", start)) - start
+        rows.append(EventRow(str(event.get("name", "")), f"+{offset:.3f} s", text))
+    return rows
 
 
 @dataclass(frozen=True)
