@@ -68,7 +68,9 @@ def controller_figure(state_dir: Path, name: str) -> Path | None:
         else:
             from elasticity.figures.timeline import write_timeline
 
-            write_timeline([dict(e) for e in events], path)
+            starts = [e for e in events if (e.get("kind") or e.get("event")) == "controller-start"]
+            allocatable = starts[-1].get("allocatable_m") if starts else None
+            write_timeline([dict(e) for e in events], path, int(allocatable) if allocatable else None)
 
     try:
         return draw_once(figure_dir(state_dir) / f"{name}.png", [log], draw)
