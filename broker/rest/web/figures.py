@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from elasticity.profiling.duty_cycle import DutyCycleAnalysis
 
 CONTROLLERS = ("multiplex", "autoscale")
-PROFILE_SCAN = 50  # newest finished jobs looked at for traces
+PROFILE_SCAN = 50  # newest jobs looked at for traces
 _draw_lock = threading.Lock()
 
 
@@ -103,14 +103,14 @@ TraceDir = Callable[[JobInfo], tuple[Path, str | None] | None]
 
 
 def latest_profile(state_dir: Path, jobs: Iterable[JobInfo], trace_dir: TraceDir) -> Profile | None:
-    """The newest finished, profiled job with traces on disk: its duty cycles and figure (cached)."""
+    """The newest profiled job with traces on disk, its duty cycles and figure (cached). A running job counts
+    once its ranks wrote their traces (`-o pmpi=K` writes them after K iterations, as multiplexing does)."""
     from elasticity.profiling.profile import DEFAULT_BOUNDARY_CALL as DEFAULT_BOUNDARY
     from elasticity.profiling.profile import profile_traces
     from elasticity.profiling.report import write_figure
     from elasticity.profiling.trace import find_trace_files
 
-    finished = [job for job in jobs if not job.active][:PROFILE_SCAN]
-    for job in finished:
+    for job in list(jobs)[:PROFILE_SCAN]:
         found = trace_dir(job)
         if found is None or not found[0].is_dir():
             continue
@@ -121,7 +121,7 @@ def latest_profile(state_dir: Path, jobs: Iterable[JobInfo], trace_dir: TraceDir
         try:
             analysis = profile_traces(directory, jobid=str(job.id), boundary_call=boundary or DEFAULT_BOUNDARY).analysis
         except (ValueError, OSError):
-            continue  # traces cut short (the job was killed mid-write): look further back
+            continue  # traces being written, or cut short (the job was killed mid-write): look further back
         png = figure_dir(state_dir) / f"profile-{job.id}.png"
         title = f"duty cycles of {job.f58}"
 
