@@ -1,4 +1,4 @@
-"""The README's local-backend, jobs, REST and profiling blocks run as written (in a fresh directory, with the
+"""The README's local-backend, jobs, REST, web and profiling blocks run as written (in a fresh directory, with the
 virtualenv first on PATH as `source .venv/bin/activate` gives, a fresh program cache and no Open MPI opt-ins)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ SECTIONS = {
     "local": "## Running a MiniCluster on this machine (local backend)",
     "jobs": "## Jobs: `flux submit` inside a MiniCluster",
     "rest": "## REST API on the lead broker",
+    "web": "## Web interface",
     "profiling": "## Profiling MPI duty cycles",
     "save": "## Saving the queue and restoring it into a cluster of another size",
 }

@@ -32,6 +32,7 @@ class MemoryJobService:
         self.records: dict[int, JobInfo] = {}
         self.outputs: dict[int, list[str]] = {}
         self.submitted: list[tuple[SubmitRequest, int]] = []
+        self.cancelled: list[int] = []
         self.next_id = 1000
 
     def add(self, name: str, userid: int, state: str = "INACTIVE", result: str = "COMPLETED") -> JobInfo:
@@ -59,6 +60,7 @@ class MemoryJobService:
 
     def cancel(self, jobid: int) -> None:
         self.info(jobid)
+        self.cancelled.append(jobid)
 
     def output(self, jobid: int, offset: int = 0, wait: bool = False) -> tuple[list[str], int, bool]:
         lines = self.outputs[jobid][offset:]
@@ -178,10 +180,24 @@ def test_users_see_only_their_own_jobs_and_others_are_404_like_missing_ones(
     assert other.text.replace(theirs.f58, "X") == missing.text.replace("999999", "X")
     for suffix in ("/status", "/output/stream"):
         assert multi_user.get(f"/jobs/{theirs.f58}{suffix}").status_code == 404
+    token = multi_user.cookies.get("mc_csrf") or ""
+    assert multi_user.post(f"/jobs/{theirs.f58}/cancel", data={"csrf_token": token}).status_code == 404
+    assert service.cancelled == []
     multi_user.cookies.clear()
     sign_in(multi_user, *ADMIN)
     listing = multi_user.get("/jobs").text
     assert "my-job" in listing and "admins-secret-job" in listing  # the superuser sees all
+
+
+def test_a_running_job_can_be_cancelled_from_its_page(client: TestClient, service: MemoryJobService) -> None:
+    job = service.add("long", 0, state="RUN")
+    token = sign_in(client, *ADMIN)
+    page = client.get(f"/jobs/{job.f58}").text
+    assert 'id="cancel"' in page
+    assert client.post(f"/jobs/{job.f58}/cancel", data={}).status_code == 403  # no CSRF token: refused
+    answer = client.post(f"/jobs/{job.f58}/cancel", data={"csrf_token": token})
+    assert answer.status_code == 303 and service.cancelled == [job.id]
+    assert 'id="cancel"' not in client.get(f"/jobs/{service.add('done', 0).f58}").text
 
 
 def test_job_page_shows_fields_eventlog_and_output(client: TestClient, service: MemoryJobService) -> None:

@@ -163,6 +163,17 @@ def job_router(context: WebContext) -> APIRouter:
         user = require_user(request, context, fragment=True)
         return render(request, context, "_job_status.html", job_values(find(jobid, user)), user)
 
+    @router.post("/jobs/{jobid}/cancel")
+    async def job_cancel(request: Request, jobid: str) -> Response:
+        user = require_user(request, context)
+        check_csrf(request, (await request.form()).get(CSRF_FIELD))
+        found = find(jobid, user)
+        try:
+            service.cancel(found.id)
+        except FluxError as exc:
+            raise PageError(400, f"Job {found.f58} cannot be cancelled: {exc.message}.") from exc
+        return RedirectResponse(f"/jobs/{found.f58}", status_code=303)
+
     @router.get("/jobs/{jobid}/output/stream")
     def job_output(request: Request, jobid: str) -> StreamingResponse:
         user = require_user(request, context, fragment=True)
