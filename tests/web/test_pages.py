@@ -247,6 +247,8 @@ def test_search_state_filter_and_paging(client: TestClient, service: MemoryJobSe
     assert "15 of 45 jobs" in running and "sweep-03" in running and "sweep-04" not in running
     found = client.get("/jobs?q=sweep-1").text
     assert "10 of 45 jobs" in found and "sweep-17" in found and "sweep-27" not in found
+    odd = client.get("/jobs", params={"q": "a&state=x#", "state": "running"}).text
+    assert 'data-live="/jobs/table?q=a%26state%3Dx%23&amp;state=running&page=1"' in odd  # the search, kept whole
 
 
 def test_no_auth_mode_needs_no_login(tmp_path: Path, service: MemoryJobService) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, StreamingResponse
@@ -100,7 +101,7 @@ def job_router(context: WebContext) -> APIRouter:
         wanted = state if state in STATE_FILTERS else "all"
         jobs = [j for j in service.jobs() if context.visible(user, j)]
         listing = job_page(jobs, q, wanted, page)
-        query = f"q={q}&state={wanted}"
+        query = urlencode({"q": q, "state": wanted})
         return {"listing": listing, "q": q, "state": wanted, "states": STATE_FILTERS, "query": query}
 
     @router.get("/jobs")
