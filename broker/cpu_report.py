@@ -28,8 +28,9 @@ def _int(text: str | None) -> int | None:
 
 
 def _process_usage_usec(directory: Path, proc: Path) -> int | None:
-    """CPU time of the processes in the cgroup now (and of their reaped children): v1 without cpuacct there."""
-    pids = (_read(directory / "cgroup.procs") or "").split()
+    """CPU time of the processes in the cgroup and its children now (and of their reaped children): v1 without
+    cpuacct there. Child cgroups count: multiplexing puts each simulation's ranks in `<pod>/job-<sim>`."""
+    pids = [pid for procs in sorted(directory.rglob("cgroup.procs")) for pid in (_read(procs) or "").split()]
     if not pids:
         return None
     ticks = os.sysconf("SC_CLK_TCK")

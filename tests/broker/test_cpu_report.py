@@ -47,7 +47,8 @@ def test_v1_without_cpuacct_counts_the_cgroup_s_processes(tmp_path: Path) -> Non
         time.sleep(0.6)
         (tmp_path / "cpu").mkdir()
         _write(tmp_path / "cpu" / "pod" / "x" / "cpu.shares", "512\n")
-        _write(tmp_path / "cpu" / "pod" / "x" / "cgroup.procs", f"{busy.pid}\n{os.getpid() + 10**7}\n")
+        _write(tmp_path / "cpu" / "pod" / "x" / "cgroup.procs", f"{os.getpid() + 10**7}\n")  # gone: skipped
+        _write(tmp_path / "cpu" / "pod" / "x" / "job-sim1" / "cgroup.procs", f"{busy.pid}\n")  # a child cgroup
         first = cpu_report(tmp_path, "3:cpu:/pod/x\n4:cpuacct:/\n")
         time.sleep(0.5)
         second = cpu_report(tmp_path, "3:cpu:/pod/x\n4:cpuacct:/\n")
