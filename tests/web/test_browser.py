@@ -66,7 +66,7 @@ def test_log_in_submit_watch_read_output_log_out(server: Server, browser: Any) -
 
     # 2. submit from the form (keyboard: type the command, then Enter on the focused submit button)
     command = browser.find_element(By.ID, "f-command")
-    command.send_keys("sh -c 'sleep 3; echo hello-from-the-web-form'")
+    command.send_keys("sh -c 'sleep 6; echo hello-from-the-web-form'")
     browser.find_element(By.ID, "f-num_tasks").send_keys("1")
     shot("2-submit")
     browser.find_element(By.ID, "submit").send_keys(Keys.ENTER)
