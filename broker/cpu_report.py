@@ -1,10 +1,11 @@
-"""What this pod's CPU cgroup says: its request (from cpu.shares or cpu.weight) and its CPU time so far.
+"""What this pod's CPU cgroup says: its weight (cpu.shares or cpu.weight) and its CPU time so far.
 
 Every rank answers `resource.cpu` for itself with this report, so the lead's pages can show CPU requested vs
 in use per pod without any Kubernetes API access: the kubelet writes the request into the container's cgroup
 (v1 cpu.shares, v2 cpu.weight), and the kernel counts the CPU time (v1 cpuacct.usage, v2 cpu.stat usage_usec).
-The caller turns two reports into a rate. All readers take their paths as parameters so tests can point them
-at a fake cgroup tree.
+The caller maps the weight back to a request (elasticity/model/cpu.py: numpy, which the broker never loads) and
+turns two reports into a rate. All readers take their paths as parameters so tests can point them at a fake
+cgroup tree.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import os
 import time
 from pathlib import Path
 from typing import Any
-
-from elasticity.model import cpu as cpu_model
 
 from .resources import _V1_CPU_DIRS, CGROUP_ROOT, _cgroup_dirs, _read, _self_cgroup, parse_proc_cgroup
 
@@ -65,15 +64,9 @@ def _usage_usec(
 
 
 def cpu_report(
-    root: str | Path = CGROUP_ROOT,
-    proc_cgroup: str | None = None,
-    v2_formula: str = "nonlinear",
-    proc: str | Path = "/proc",
+    root: str | Path = CGROUP_ROOT, proc_cgroup: str | None = None, proc: str | Path = "/proc"
 ) -> dict[str, Any]:
-    """{"cgroup", "knob", "weight", "request_m", "usage_usec", "usage_from", "time"} ({"cgroup": ""} without one).
-
-    The request read back from a weight is the smallest that maps to it (the mapping is many-to-one).
-    """
+    """{"cgroup", "knob", "weight", "usage_usec", "usage_from", "time"} ({"cgroup": ""} without a cgroup)."""
     text = _self_cgroup() if proc_cgroup is None else proc_cgroup
     dirs = _cgroup_dirs("cpu", _V1_CPU_DIRS, Path(root), text)
     if not dirs:
@@ -84,17 +77,11 @@ def cpu_report(
         directory = dirs[1][1]
     knob = "cpu.shares" if version == "v1" else "cpu.weight"
     weight = _int(_read(directory / knob))
-    request: int | None = None
-    if weight is not None:
-        request = (
-            cpu_model.shares_to_milli(weight) if version == "v1" else cpu_model.weight_to_milli(weight, v2_formula)
-        )
     usage, source = _usage_usec(version, directory, mount, Path(root), text, Path(proc))
     return {
         "cgroup": str(directory),
         "knob": knob,
         "weight": weight,
-        "request_m": request,
         "usage_usec": usage,
         "usage_from": source,
         "time": time.monotonic(),

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from broker.cpu_report import cpu_report
+from broker.rest.web.cluster_data import request_millicores
 from elasticity.model import cpu as cpu_model
 
 V1_SPLIT = "4:cpuacct:/mc/c/1\n3:cpu:/mc/c/1\n0::/\n"
@@ -24,7 +25,7 @@ def test_v1_request_from_shares_and_usage_from_the_separate_cpuacct_hierarchy(tm
     _write(tmp_path / "cpu" / "mc" / "c" / "1" / "cpu.shares", f"{cpu_model.milli_to_shares(750)}\n")
     _write(tmp_path / "cpuacct" / "mc" / "c" / "1" / "cpuacct.usage", "2500000000\n")
     report = cpu_report(tmp_path, V1_SPLIT)
-    assert report["knob"] == "cpu.shares" and report["request_m"] == 750
+    assert report["knob"] == "cpu.shares" and request_millicores(report) == 750
     assert report["usage_usec"] == 2_500_000 and report["usage_from"] == "cpuacct.usage"
     assert report["cgroup"].endswith("cpu/mc/c/1")
 
@@ -37,7 +38,9 @@ def test_v2_request_from_weight_through_the_kubelet_mapping_and_the_pod_leaf(tmp
     _write(tmp_path / "mc" / "c" / "0" / "pod" / "cpu.weight", "1\n")  # the pod's own processes' leaf
     report = cpu_report(tmp_path, "0::/mc/c/0/pod\n")
     assert report["knob"] == "cpu.weight" and report["weight"] == weight
-    assert cpu_model.milli_to_weight(report["request_m"], "nonlinear") == weight  # the pod's, not the leaf's
+    assert (
+        cpu_model.milli_to_weight(request_millicores(report) or 0, "nonlinear") == weight
+    )  # the pod's, not the leaf's
     assert report["usage_usec"] == 1234567 and report["cgroup"].endswith("mc/c/0")
 
 
@@ -55,7 +58,7 @@ def test_v1_without_cpuacct_counts_the_cgroup_s_processes(tmp_path: Path) -> Non
     finally:
         busy.kill()
         busy.wait()
-    assert first["usage_from"] == "processes" and first["request_m"] == 500
+    assert first["usage_from"] == "processes" and request_millicores(first) == 500
     rate = (second["usage_usec"] - first["usage_usec"]) / (second["time"] - first["time"]) / 1000
     assert 200 < rate < 1300  # a spinning process uses about one CPU (shared with whatever else runs here)
 

@@ -21,8 +21,9 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
 """
 V2_MOUNTS = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n"
 REPORTS = (
-    "import json; from broker.jobs.api import JobClient; c = JobClient(); "
-    "print(json.dumps([c.handle.rpc('resource.cpu', {}, r, 5.0) for r in (0, 1)]))"
+    "import json; from broker.jobs.api import JobClient; from broker.rest.web.cluster_data import request_millicores; "
+    "c = JobClient(); reports = [c.handle.rpc('resource.cpu', {}, r, 5.0) for r in (0, 1)]; "
+    "print(json.dumps([dict(r, request_m=request_millicores(r)) for r in reports]))"
 )
 
 

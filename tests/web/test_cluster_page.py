@@ -17,6 +17,7 @@ from broker.rest.web.cluster_data import ClusterReader, rank_rows, used_millicor
 from broker.rest.web.testing import sign_in
 from broker.testing import LOOPBACK_MPI_ENV
 from elasticity.control.events import EventLog
+from elasticity.model.cpu import weight_to_milli
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.trace import read_job_traces
 
@@ -107,9 +108,8 @@ def test_cpu_in_use_is_a_rate_between_two_reports() -> None:
     assert used_millicores(before, {"usage_usec": 1_750_000, "time": 11.0}) == 750
     assert used_millicores(before, {"time": 11.0}) is None
     status = {"hostnames": ["p-0", "p-1", "p-2"], "up": "0-1", "reports": {"0": {"ncores": 2}}}
-    rows = rank_rows(
-        status, {0: {"request_m": 500, "usage_usec": 1_500_000, "time": 11.0, "cgroup": "/x"}}, {0: before}
-    )
+    now = {0: {"knob": "cpu.shares", "weight": 512, "usage_usec": 1_500_000, "time": 11.0, "cgroup": "/x"}}
+    rows = rank_rows(status, now, {0: before})
     assert [(r.hostname, r.up, r.request_m, r.used_m) for r in rows] == [
         ("p-0", True, 500, 500),
         ("p-1", True, None, None),
@@ -122,9 +122,9 @@ def test_a_rank_that_cannot_answer_is_named_not_fatal() -> None:
     def rpc(topic: str, rank: int) -> dict[str, object]:
         if rank == 1:
             raise OSError("no such service")
-        return {"request_m": 250, "usage_usec": 0, "time": time.monotonic(), "cgroup": "/y"}
+        return {"knob": "cpu.weight", "weight": 100, "usage_usec": 0, "time": time.monotonic(), "cgroup": "/y"}
 
     reader = ClusterReader(lambda: {"hostnames": ["a", "b"], "up": "0-1"}, rpc)
     rows = reader.rows()
-    assert rows[0].request_m == 250 and rows[0].used_m == 0
+    assert rows[0].request_m == weight_to_milli(100) and rows[0].used_m == 0  # cgroup v2's default weight
     assert "no such service" in rows[1].note

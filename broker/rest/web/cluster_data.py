@@ -32,6 +32,19 @@ class RankRow:
     note: str = ""
 
 
+def request_millicores(report: Mapping[str, Any], v2_formula: str = "nonlinear") -> int | None:
+    """The CPU request a rank's cgroup weight stands for, through the kubelet's mapping (elasticity/model/cpu.py);
+    for cgroup v2 the smallest request with that weight (the mapping is many-to-one)."""
+    from elasticity.model import cpu as cpu_model
+
+    weight = report.get("weight")
+    if not isinstance(weight, int):
+        return None
+    if report.get("knob") == "cpu.shares":
+        return cpu_model.shares_to_milli(weight)
+    return cpu_model.weight_to_milli(weight, v2_formula)
+
+
 def used_millicores(before: Mapping[str, Any], after: Mapping[str, Any]) -> int | None:
     """CPU in use between two reports of one rank, in millicores (None when either lacks a counter)."""
     a, b = before.get("usage_usec"), after.get("usage_usec")
@@ -58,7 +71,7 @@ def rank_rows(
                 hostname=str(hostname),
                 up=rank in up,
                 cores=int(reports.get(rank, {}).get("ncores", 0)),
-                request_m=report.get("request_m"),
+                request_m=request_millicores(report),
                 used_m=used_millicores(before[rank], report) if rank in before else None,
                 cgroup=str(report.get("cgroup", "")),
                 note=error or ("" if report.get("cgroup") or rank not in up else "no CPU cgroup readable"),
