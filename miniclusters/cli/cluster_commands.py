@@ -161,6 +161,14 @@ def up(
 
                 pid, events, png = start_in_background(mc.name, file, backend)
                 click.echo(f"autoscaler: pid {pid}; events {events}; timeline {png} (stops at `minicluster down`)")
+            if mc.spec.multiplexing.enabled:  # its controller packs simulations onto the pods from now on
+                from miniclusters.multiplex.background import start_in_background as start_multiplexer
+
+                pid, events, png = start_multiplexer(mc.name, backend)
+                click.echo(
+                    f"multiplexing controller: pid {pid}; events {events}; timeline {png} "
+                    "(see `minicluster status`; stops when its simulations are done or at `minicluster down`)"
+                )
             return
         status = target.create(mc, CreateOptions(render=render, timeout=timeout))
         _print_status(status)
@@ -273,7 +281,14 @@ def down(name: str, backend: str, context: str | None, namespace: str | None) ->
       minicluster down hello --backend kubernetes
     """
     with _errors():
-        _open(backend, context, namespace).delete(name)
+        target = _open(backend, context, namespace)
+        if target.ephemeral:  # this machine's multiplexing controller cancels its simulations first
+            from miniclusters.multiplex.background import stop
+
+            stopped = stop(name)
+            if stopped is not None:
+                click.echo(f"stopped the multiplexing controller (pid {stopped})")
+        target.delete(name)
         click.echo(f"deleted MiniCluster {name}")
 
 
@@ -336,12 +351,18 @@ def _print_multiplexing(state: dict[str, Any]) -> None:
         by_state[sim.get("state", "?")] = by_state.get(sim.get("state", "?"), 0) + 1
     counts = ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())) or "none yet"
     beta = state.get("beta")
-    alive = "running" if state.get("running") else "stopped"
+    alive = "running" if state.get("running") else "stopped" + (f": {state['stopped']}" if state.get("stopped") else "")
+    by = {"up": "started by up", "cli": "minicluster multiplex"}.get(str(state.get("started_by")), "")
     click.echo(
-        f"  Multiplexing ({alive}, pid {state.get('controller_pid')}): phase {state.get('phase')}, simulations "
-        f"{counts}; requested {state.get('requested_m')}m; resizes {state.get('resizes')}, pod restarts "
-        f"{state.get('restarts')}" + (f", beta {beta:.3f}" if isinstance(beta, float) else "")
+        f"  Multiplexing ({alive}, pid {state.get('controller_pid')}{', ' + by if by else ''}): phase "
+        f"{state.get('phase')}, simulations {counts}; requested {state.get('requested_m')}m; resizes "
+        f"{state.get('resizes')}, pod restarts {state.get('restarts')}"
+        + (f", beta {beta:.3f}" if isinstance(beta, float) else "")
     )
+    last = state.get("last_event")
+    if isinstance(last, dict):
+        words = " ".join(f"{k}={v}" for k, v in last.items() if k not in ("t", "event"))
+        click.echo(f"    last event: {last.get('event')} at {last.get('t')}s {words}".rstrip())
     if state.get("blocked"):
         click.echo(f"    stopped packing: {state['blocked']}")
 
