@@ -90,7 +90,13 @@ def _progress_printer() -> Callable[[Any], None]:
 @_backend_options
 @click.option("--registry", help="Registry of our images (default $MINICLUSTERS_REGISTRY or ghcr.io/miniclusters).")
 @click.option("--tag", help="Tag of our images (default $MINICLUSTERS_TAG or the package version).")
-@click.option("--detach", "-d", is_flag=True, help="Return once the brokers have joined; do not follow the lead.")
+@click.option(
+    "--detach",
+    "-d",
+    is_flag=True,
+    help="Return once the brokers have joined; do not follow the lead, nor start spec.multiplexing's controller "
+    "(run `minicluster multiplex` yourself).",
+)
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for pods and brokers.")
 @click.option("--interactive", is_flag=True, help="Keep the brokers up with no command (sets spec.interactive).")
 @click.option(
@@ -130,7 +136,8 @@ def up(
 
     Then follow the lead's output until it finishes (exit code: the lead's), or return at once with --detach.
     Interactive clusters always return once up. On the local backend (the default) a finished cluster is torn
-    down unless --keep, and Ctrl-C tears down what was started.
+    down unless --keep, and Ctrl-C tears down what was started; a spec with autoscale or (without --detach)
+    multiplexing enabled starts its controller in the background, stopped by `minicluster down`.
 
     \b
     Example:
@@ -161,7 +168,7 @@ def up(
 
                 pid, events, png = start_in_background(mc.name, file, backend)
                 click.echo(f"autoscaler: pid {pid}; events {events}; timeline {png} (stops at `minicluster down`)")
-            if mc.spec.multiplexing.enabled:  # its controller packs simulations onto the pods from now on
+            if mc.spec.multiplexing.enabled and not detach:  # the controller packs simulations from now on
                 from miniclusters.multiplex.background import start_in_background as start_multiplexer
 
                 pid, events, png = start_multiplexer(mc.name, backend)
