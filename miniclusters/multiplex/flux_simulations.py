@@ -70,7 +70,10 @@ class FluxSimulations:
     def submit(self, sim: str, profile_iterations: int) -> Submitted:
         """flux submit in the lead pod; profile_iterations 0 runs without the profiler (baselines)."""
         directory = self.sim_dir(sim)
-        self.prepare(directory / "pmpi")
+        try:
+            self.prepare(directory / "pmpi")
+        except (OSError, BackendError) as exc:
+            return Submitted(False, reason=f"preparing {directory}: {exc}")
         profile = (
             ["-o", f"pmpi={profile_iterations}", "-o", f"pmpi-dir={directory / 'pmpi'}",
              "-o", f"pmpi-boundary={self.boundary}"]
