@@ -143,8 +143,24 @@ def save_state(path: Path, name: str, session: Session, running: bool, extra: di
 
 
 def load_state(backend: str, name: str) -> dict[str, Any] | None:
+    """The saved state; a controller that says it runs but whose process is gone (killed) is shown stopped."""
     try:
         data = json.loads(state_file(backend, name).read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    pid = data.get("controller_pid")
+    if data.get("running") and isinstance(pid, int) and not _alive(pid):
+        data.update(running=False, stopped=f"its process {pid} is gone")
+    return data
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

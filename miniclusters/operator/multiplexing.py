@@ -81,13 +81,14 @@ def event_decision(event: dict[str, object]) -> Decision | None:
     return Decision(word[1] == "Normal", word[0], f"{kind} at {event.get('t')}s: {details}".rstrip(": "), word[1])
 
 
-def progress_decision(progress: Progress) -> Decision:
+def progress_decision(progress: Progress, last: Decision | None = None) -> Decision:
+    """The condition: phase, simulations, requested CPU, beta, and the last notable event."""
     beta = f", beta {progress.beta:.3f}" if progress.beta is not None else ""
     return Decision(
         True,
         PHASE_REASONS.get(progress.phase, progress.phase.capitalize()),
         f"phase {progress.phase}: {progress.running} running, {progress.finished} finished, "
-        f"requested {progress.requested_m}m{beta}",
+        f"requested {progress.requested_m}m{beta}" + (f"; last event: {last.message}" if last else ""),
     )
 
 
@@ -100,6 +101,7 @@ class ClusterLoop:
     seen: int = 0
     """Planner events already turned into Events."""
     done: bool = False
+    last_notable: Decision | None = None
 
     @property
     def runner(self) -> MultiplexRunner:
@@ -120,7 +122,9 @@ class ClusterLoop:
         notable = [d for e in events[self.seen :] for d in [event_decision(e)] if d is not None]
         self.seen = len(events)
         self.done = progress.phase == "done"
-        return notable, progress_decision(progress)
+        if notable:
+            self.last_notable = notable[-1]
+        return notable, progress_decision(progress, self.last_notable)
 
 
 class MultiplexSupervisor:

@@ -19,6 +19,7 @@ from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import EVENT, MINICLUSTER
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.backends.kubernetes.objects import custom_resource
+from miniclusters.cli.status_view import render_status_text, status_document
 from miniclusters.multiplex.event_mirror import ExecMirror
 from miniclusters.multiplex.kube_loop import kubernetes_multiplex_starter
 from miniclusters.operator.conditions import find
@@ -97,6 +98,10 @@ def operator(fake: FakeKube, clock, tmp_path: Path, sims: list[ScriptedSimulatio
     return Controller(fake, namespace="hpc", clock=clock, wall=clock.wall, multiplex_start=start)
 
 
+def backend_for_status(fake: FakeKube, clock) -> KubernetesBackend:  # type: ignore[no-untyped-def]
+    return KubernetesBackend(api=fake, namespace="hpc", clock=clock, sleep=clock.sleep)
+
+
 def _settle(operator: Controller, clock) -> None:  # type: ignore[no-untyped-def]
     operator.run_until_idle(advance=clock.advance)
 
@@ -149,7 +154,13 @@ def test_the_operator_runs_the_controller_of_an_enabled_cluster(
     reasons = _reasons(fake)
     assert reasons.index("SimulationStarted") < reasons.index("Profiled") < reasons.index("Resized")
     assert reasons.count("SimulationStarted") == 2
-    assert _condition(fake)[0] == "True" and "running" in _condition(fake)[2]
+    assert "last event: submitted" in _condition(fake)[2] and "sim2" in _condition(fake)[2]
+    _tick(operator, clock)
+    status, reason, message = _condition(fake)
+    assert status == "True" and "2 running" in message and "last event: " in message, message
+    # `minicluster status --backend kubernetes` shows it among the conditions
+    text = render_status_text(status_document(backend_for_status(fake, clock).status("demo")))
+    assert "Multiplexing" in text and "2 running" in text, text
 
     # the event log, appended in the lead pod where its REST server (and web UI) reads it
     (path,) = lead.files

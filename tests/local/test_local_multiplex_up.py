@@ -110,6 +110,7 @@ def test_up_refuses_bad_multiplexing_values_naming_the_field(
         ({"enabled": True, "command": "x", "max": 3, "total": 2}, "spec.multiplexing.total"),
         ({"enabled": True, "command": "x", "fairness": 0.5}, "fairness"),
         ({"enabled": True, "command": "x", "workdir": "relative"}, "spec.multiplexing.workdir"),
+        ({"enabled": True, "command": "x", "ranks": 1}, "spec.multiplexing.ranks"),
     ):
         result = mc("up", str(_spec(tmp_path, "muxbadup", **fields)))
         assert result.returncode == 2, (fields, result.stderr)
