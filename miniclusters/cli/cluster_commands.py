@@ -319,6 +319,7 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
     """
     from miniclusters.cli.burst_status import burst_report, print_bursts
     from miniclusters.cli.status_view import render_jsonpath, status_document
+    from miniclusters.multiplex.report import print_controller_state
     from miniclusters.multiplex.session import load_state
 
     template = output.partition("=")[2] if output.startswith("jsonpath=") else None
@@ -347,31 +348,7 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
             if bursts:
                 print_bursts(bursts)
             if controller is not None:
-                _print_multiplexing(controller)
-
-
-def _print_multiplexing(state: dict[str, Any]) -> None:
-    """The multiplexing controller's last saved state (`minicluster multiplex`)."""
-    sims = state.get("simulations") or []
-    by_state: dict[str, int] = {}
-    for sim in sims:
-        by_state[sim.get("state", "?")] = by_state.get(sim.get("state", "?"), 0) + 1
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())) or "none yet"
-    beta = state.get("beta")
-    alive = "running" if state.get("running") else "stopped" + (f": {state['stopped']}" if state.get("stopped") else "")
-    by = {"up": "started by up", "cli": "minicluster multiplex"}.get(str(state.get("started_by")), "")
-    click.echo(
-        f"  Multiplexing ({alive}, pid {state.get('controller_pid')}{', ' + by if by else ''}): phase "
-        f"{state.get('phase')}, simulations {counts}; requested {state.get('requested_m')}m; resizes "
-        f"{state.get('resizes')}, pod restarts {state.get('restarts')}"
-        + (f", beta {beta:.3f}" if isinstance(beta, float) else "")
-    )
-    last = state.get("last_event")
-    if isinstance(last, dict):
-        words = " ".join(f"{k}={v}" for k, v in last.items() if k not in ("t", "event"))
-        click.echo(f"    last event: {last.get('event')} at {last.get('t')}s {words}".rstrip())
-    if state.get("blocked"):
-        click.echo(f"    stopped packing: {state['blocked']}")
+                print_controller_state(controller)
 
 
 @click.command()

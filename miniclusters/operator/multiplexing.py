@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from elasticity.control.multiplex_runner import MultiplexRunner, Progress
@@ -102,6 +103,9 @@ class ClusterLoop:
     """Planner events already turned into Events."""
     done: bool = False
     last_notable: Decision | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held for a step and for stopping: a stopped runner never submits after its simulations were cancelled."""
+    stopped: bool = False
 
     @property
     def runner(self) -> MultiplexRunner:
@@ -143,6 +147,8 @@ class MultiplexSupervisor:
         self.report = report
         self.interval = interval
         self.loops: dict[ClusterKey, ClusterLoop] = {}
+        self.failed: dict[ClusterKey, str] = {}
+        """The last reason a cluster's controller could not start (said once)."""
 
     def sync(self, key: ClusterKey, mc: MiniCluster | None, ready: bool = True, gone: bool = False) -> None:
         """Make the runner of ``key`` match its spec: start it (once every pod is ready), or stop it. A changed
@@ -154,20 +160,28 @@ class MultiplexSupervisor:
             return
         if running is not None:
             del self.loops[key]
-            if not gone:  # a deleted cluster's pods go too: nothing to cancel, no one to tell
-                self._cancel_running(key, running)
-                if wanted is None:
-                    why = "spec.multiplexing.enabled is false" if spec is not None else "the spec is invalid"
-                    self.report(key, Decision(False, "Disabled", why, "Normal"), True)
+            with running.lock:
+                running.stopped = True
+                if not gone:  # a deleted cluster's pods go too: nothing to cancel
+                    self._cancel_running(key, running)
+            if not gone and wanted is None:
+                why = "spec.multiplexing.enabled is false" if spec is not None else "the spec is invalid"
+                self.report(key, Decision(False, "Disabled", why, "Normal"), True)
+        if wanted is None:
+            self.failed.pop(key, None)
         if mc is not None and wanted is not None and ready:
             self._start(key, mc, wanted)
 
     def _start(self, key: ClusterKey, mc: MiniCluster, spec: MultiplexingSpec) -> None:
         try:
             started = self.start(key.namespace, mc, self.clock)
-        except Exception as exc:
-            self.report(key, Decision(False, "LoopFailed", f"could not start the controller: {exc}", "Warning"), True)
+        except Exception as exc:  # reported once per reason, not at every reconcile of the cluster
+            message = f"could not start the controller: {exc}"
+            if self.failed.get(key) != message:
+                self.failed[key] = message
+                self.report(key, Decision(False, "LoopFailed", message, "Warning"), True)
             return
+        self.failed.pop(key, None)
         self.loops[key] = ClusterLoop(spec, started, due=self.clock())
         config = started.runner.planner.config
         message = (
@@ -193,7 +207,10 @@ class MultiplexSupervisor:
             now = self.clock()
             if loop.done or loop.due > now:
                 continue
-            notable, condition = loop.step(now, self.interval)
+            with loop.lock:
+                if loop.stopped:
+                    continue
+                notable, condition = loop.step(now, self.interval)
             stepped += 1
             if self.loops.get(key) is not loop:
                 continue  # stopped while it stepped: its last word was "Disabled"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from miniclusters.cli.cluster_commands import _print_multiplexing
+from miniclusters.multiplex.report import print_controller_state
 from miniclusters.multiplex.session import load_state, state_file
 
 
@@ -49,7 +49,7 @@ def test_a_running_controller_shows_its_phase_starter_and_last_event(capsys: pyt
         _save(_state(sleeper.pid))
         state = load_state("local", "mux")
         assert state is not None and state["running"] is True
-        _print_multiplexing(state)
+        print_controller_state(state)
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -65,5 +65,5 @@ def test_a_killed_controller_is_shown_stopped(capsys: pytest.CaptureFixture[str]
     _save(_state(gone.pid))
     state = load_state("local", "mux")
     assert state is not None and state["running"] is False and "is gone" in str(state["stopped"])
-    _print_multiplexing(state)
+    print_controller_state(state)
     assert f"Multiplexing (stopped: its process {gone.pid} is gone" in capsys.readouterr().out

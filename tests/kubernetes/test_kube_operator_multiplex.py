@@ -216,5 +216,8 @@ def test_a_cluster_without_a_cpu_request_is_told_why_and_nothing_runs(
     status, reason, message = _condition(fake)
     assert (status, reason) == ("False", "LoopFailed") and "resources.requests.cpu" in message
     assert operator.multiplexers is not None and operator.multiplexers.loops == {} and sims == []
+    for _ in range(3):  # reconciled again (a resync, a pod event): the same reason is not said again
+        operator.queue.add(KEY)
+        _settle(operator, clock)
     warnings = [e for e in fake.all_of(EVENT) if e["type"] == "Warning" and e["action"] == "Multiplex"]
-    assert warnings and "resources.requests.cpu" in warnings[0]["note"]
+    assert len(warnings) == 1 and "resources.requests.cpu" in warnings[0]["note"]
