@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,7 +51,9 @@ def budget_m(mc: MiniCluster) -> int:
 def exec_simulations(
     backend: KubernetesBackend, mc: MiniCluster, config: MultiplexConfig, status: ClusterStatus
 ) -> Simulations:
-    """Flux jobs submitted, watched and cancelled in the lead pod; their files read through exec."""
+    """Flux jobs submitted, watched and cancelled in the lead pod; their files read through exec. Each run of the
+    controller writes under its own `run-<UTC time>` directory, so a restarted one never reads the traces or
+    progress lines of the simulations before it."""
     from miniclusters.autoscaling.queue import lead_flux
 
     mux = mc.spec.multiplexing
@@ -63,7 +66,7 @@ def exec_simulations(
         argv,
         config.ranks,
         config.nodes,
-        Path(mux.workdir or DEFAULT_WORKDIR),
+        Path(mux.workdir or DEFAULT_WORKDIR) / time.strftime("run-%Y%m%dT%H%M%S", time.gmtime()),
         pod_of_host,
         equal_per_rank_m=config.equal_per_rank_m,
         boundary=mux.boundary or "MPI_Barrier",

@@ -122,3 +122,21 @@ def test_a_lead_that_cannot_make_the_directory_fails_the_submission_with_its_wor
     sims = ExecSimulations(backend, "demo", ["x"], 4, 2, Path(WORKDIR), {"demo-0": 0}, cache=tmp_path)
     answer = sims.submit("sim1", 50)
     assert not answer.ok and "Read-only file system" in answer.reason
+
+
+def test_the_operator_wiring_runs_flux_at_the_lead_socket_in_a_fresh_run_directory(
+    backend: KubernetesBackend, fake: FakeKube, make_mc
+) -> None:  # type: ignore[no-untyped-def]
+    from miniclusters.multiplex.kube_loop import budget_m, exec_simulations
+    from miniclusters.multiplex.settings import multiplex_config
+
+    mc = make_mc(size=2, tasks=4, multiplexing={"enabled": True, "command": "proxy_solver 100", "max": 2})
+    backend.create(mc)
+    status = backend.status("demo")
+    config = multiplex_config(status, mc.spec.multiplexing.model_dump(by_alias=True), 4, budget_m(mc))
+    sims = exec_simulations(backend, mc, config, status)
+    assert isinstance(sims, ExecSimulations)
+    assert sims.workdir.parent == Path(WORKDIR) and sims.workdir.name.startswith("run-"), sims.workdir
+    assert sims.flux[:2] == ("sh", "-c") and sims.flux[-1].endswith("/bin/flux")
+    assert sims.pod_of_host["demo-0"] == 0 and sims.pod_of_host["demo-1"] == 1
+    assert budget_m(mc) == 2000 and config.max_simulations == 2 and config.ranks == 4
