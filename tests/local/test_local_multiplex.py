@@ -75,6 +75,7 @@ def test_multiplex_packs_two_simulations_in_place_with_no_restarts(mc, machine: 
 def test_bad_multiplex_input_exits_2(mc, machine: Any, tmp_path: Path) -> None:
     up = mc("up", str(_spec(tmp_path, "muxbad", 100)), "--detach")
     assert up.returncode == 0, up.stderr
+    assert "multiplexing controller" not in up.stdout, "--detach leaves the controller to `minicluster multiplex`"
     result = mc("multiplex", "muxbad", "--max", "3", "--total", "2")
     assert result.returncode == 2 and "--total" in result.stderr
     result = mc("multiplex", "muxbad", "--equal-cpu", "lots")
