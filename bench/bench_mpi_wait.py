@@ -1,9 +1,11 @@
-"""How MPI waits decide what multiplexing can reclaim: busy-polling vs yielding ranks in Open MPI 4.1.
+"""How MPI waits decide what multiplexing can reclaim: busy-polling, yielding and sleeping ranks in Open MPI 4.1.
 
 An imbalanced 2-rank proxy solver (rank 0 light, waiting in MPI_Barrier most of the time; rank 1 heavy) runs
 pinned to one core, alone and next to a co-located CPU-bound job (a counting loop standing in for another
-simulation's rank), with OMPI_MCA_mpi_yield_when_idle = 0 and 1. Printed per setting: the CPU time the waiting
-rank burned, the MPI job's makespan, and the co-located job's throughput relative to running alone.
+simulation's rank), with three settings: Open MPI polling (OMPI_MCA_mpi_yield_when_idle=0), polling with
+sched_yield (=1), and our PMPI library's sleep wait mode (MC_MPI_WAIT=sleep, what `-o mpi-wait=sleep` sets).
+Printed per setting: the CPU time the waiting rank burned, the MPI job's makespan, and the co-located job's
+throughput relative to running alone.
 
 Run: .venv/bin/python bench/bench_mpi_wait.py [--iterations 600] [--repeat 2] [--cpu 1]
 Prints figures and, last, one JSON line; it is not a test (no thresholds are asserted).
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -23,13 +26,18 @@ import time
 from pathlib import Path
 
 from broker.testing import LOOPBACK_MPI_ENV
+from elasticity.pmpi.build import build_pmpi_library
+from elasticity.pmpi.env import wait_environment
 from elasticity.workloads.proxy import build_proxy_solver, proxy_arguments
 
 # Runs one rank and reports its own CPU time (user + system of the rank process) on stderr as JSON.
 RANK_WRAPPER = """
 import json, os, resource, subprocess, sys, time
 start = time.monotonic()
-rc = subprocess.call(sys.argv[1:])
+env = dict(os.environ)
+if env.get("WRAP_PRELOAD"):  # the profiler library goes into the rank only, not into this Python
+    env["LD_PRELOAD"] = env["WRAP_PRELOAD"]
+rc = subprocess.call(sys.argv[1:], env=env)
 u = resource.getrusage(resource.RUSAGE_CHILDREN)
 rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "-1"))
 print("RANKUSAGE " + json.dumps({"rank": rank, "cpu": u.ru_utime + u.ru_stime,
@@ -55,9 +63,15 @@ print(n / (time.monotonic() - start), flush=True)
 """
 
 
-def mpi_env(yield_when_idle: bool) -> dict[str, str]:
+SETTINGS = ("poll", "yield", "sleep")
+
+
+def mpi_env(setting: str, library: Path) -> dict[str, str]:
     env = {**os.environ, **LOOPBACK_MPI_ENV, "OMPI_MCA_rmaps_base_oversubscribe": "1"}
-    env["OMPI_MCA_mpi_yield_when_idle"] = "1" if yield_when_idle else "0"
+    env["OMPI_MCA_mpi_yield_when_idle"] = "0" if setting == "poll" else "1"
+    if setting == "sleep":
+        waiting = wait_environment(library, "sleep", base={})
+        env.update(WRAP_PRELOAD=waiting.pop("LD_PRELOAD"), **waiting)
     return env
 
 
@@ -77,7 +91,7 @@ def hog_alone(cpu: int, seconds: float) -> float:
     return stop_hog(hog)
 
 
-def run_mpi(solver: Path, wrapper: Path, args: list[str], cpu: int, yield_when_idle: bool) -> dict[str, float]:
+def run_mpi(solver: Path, wrapper: Path, args: list[str], cpu: int, setting: str, library: Path) -> dict[str, float]:
     argv = [
         "taskset",
         "-c",
@@ -87,21 +101,21 @@ def run_mpi(solver: Path, wrapper: Path, args: list[str], cpu: int, yield_when_i
         "2",
         "--bind-to",
         "none",
+        *[arg for name in ("WRAP_PRELOAD", "MC_PMPI_TRACE", "MC_MPI_WAIT") for arg in ("-x", name)],
         sys.executable,
         str(wrapper),
         str(solver),
         *args,
     ]
     started = time.monotonic()
-    done = subprocess.run(argv, env=mpi_env(yield_when_idle), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(argv, env=mpi_env(setting, library), capture_output=True, text=True, timeout=600)
     makespan = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"mpirun failed ({done.returncode}): {done.stderr[-2000:]}")
     usage = {}
-    for line in done.stderr.splitlines():
-        if line.startswith("RANKUSAGE "):
-            record = json.loads(line.split(" ", 1)[1])
-            usage[record["rank"]] = record
+    for match in re.finditer(r"RANKUSAGE (\{[^}]*\})", done.stderr):  # the ranks' lines may interleave
+        record = json.loads(match.group(1))
+        usage[record["rank"]] = record
     return {
         "makespan": makespan,
         "waiting_cpu": usage[0]["cpu"],
@@ -118,6 +132,7 @@ def main() -> None:
     opts = parser.parse_args()
 
     solver = build_proxy_solver()
+    library = build_pmpi_library()
     args = proxy_arguments(opts.iterations, [1, 12], nx=2048, rows_per_weight=48)
     workdir = Path(tempfile.mkdtemp(prefix="bench-mpi-wait-"))
     wrapper = workdir / "rank_usage.py"
@@ -126,15 +141,14 @@ def main() -> None:
     alone_rate = statistics.median(hog_alone(opts.cpu, 3.0) for _ in range(opts.repeat))
     print(f"co-located job alone on core {opts.cpu}: {alone_rate:.0f} loops/s", flush=True)
     results: dict[str, dict[str, float]] = {}
-    for yield_when_idle in (False, True):
-        label = f"yield_when_idle={int(yield_when_idle)}"
-        alone = [run_mpi(solver, wrapper, args, opts.cpu, yield_when_idle) for _ in range(opts.repeat)]
+    for label in SETTINGS:
+        alone = [run_mpi(solver, wrapper, args, opts.cpu, label, library) for _ in range(opts.repeat)]
         shared: list[dict[str, float]] = []
         rates: list[float] = []
         for _ in range(opts.repeat):
             hog = start_hog(opts.cpu)
             time.sleep(0.3)
-            shared.append(run_mpi(solver, wrapper, args, opts.cpu, yield_when_idle))
+            shared.append(run_mpi(solver, wrapper, args, opts.cpu, label, library))
             rates.append(stop_hog(hog))
 
         def med(rows: list[dict[str, float]], key: str) -> float:

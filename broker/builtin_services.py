@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import idset
+from .cpu_report import cpu_report
 from .membership import UP
 from .protocol import EINVAL, ENOENT
 from .resources import build_R
@@ -31,6 +32,7 @@ class BuiltinServices:
         self.b.register("event.subscribe", self._svc_subscribe)
         self.b.register("event.unsubscribe", self._svc_unsubscribe)
         self.b.register("event.publish", self._svc_publish)
+        self.b.register("resource.cpu", lambda req: {"rank": self.b.rank, "hostname": self.b.hostname, **cpu_report()})
         if self.b.rank == 0:
             self.b.register("overlay.status", self._svc_overlay_status)
             self.b.register("resource.status", self._svc_resource_status)

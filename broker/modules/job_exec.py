@@ -129,7 +129,7 @@ class JobExec:
         launch = spec.get("launch", "tasks")
         profiling = pmpi.pmpi_settings(spec.get("shell_options") or {}, jobid, spec.get("cwd") or os.getcwd())
         profiler = pmpi.pmpi_variables(profiling, jobid) if profiling and launch != "broker" else {}
-        if profiler:
+        if "MC_PMPI_DIR" in profiler:
             os.makedirs(profiler["MC_PMPI_DIR"], exist_ok=True)
         if launch == "mpi":
             env.update(mpi.MPI_ENV)
@@ -143,7 +143,7 @@ class JobExec:
         account = run_as(int(spec.get("userid", os.getuid())))
         if account is not None:
             os.chown(job.tmpdir, account.pw_uid, account.pw_gid)
-            if profiler:
+            if "MC_PMPI_DIR" in profiler:
                 os.chown(profiler["MC_PMPI_DIR"], account.pw_uid, account.pw_gid)
             env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
         for local_id, (taskrank, command) in enumerate(commands):

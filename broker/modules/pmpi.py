@@ -3,6 +3,10 @@
 Options: `pmpi` (1, or K: write traces after K iterations), `pmpi-dir` (where traces go; default
 `<cwd>/pmpi-<jobid>`, so a shared working directory gathers every rank's trace), `pmpi-boundary` (the MPI
 call that ends an iteration; default MPI_Barrier). No recompilation of the application.
+
+`mpi-wait=sleep` (or `poll`, Open MPI's own way) makes ranks waiting in MPI sleep instead of busy-polling, so
+a waiting rank gives its core to the other simulations on the node (elasticity/pmpi/mc_wait.h); it preloads the
+same library, tracing nothing unless `pmpi` is given too.
 """
 
 from __future__ import annotations
@@ -10,15 +14,28 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from elasticity.pmpi.env import WAIT_MODES
+
 from ..protocol import EINVAL
 from ..service import ServiceError
 
 
+def wait_mode(shell_options: dict[str, Any]) -> str | None:
+    """`-o mpi-wait=MODE` (pure), or None; ServiceError names a bad value."""
+    mode = shell_options.get("mpi-wait")
+    if mode is None:
+        return None
+    if mode not in WAIT_MODES:
+        raise ServiceError(EINVAL, f"-o mpi-wait={mode!r}: expected one of {', '.join(WAIT_MODES)}")
+    return str(mode)
+
+
 def pmpi_settings(shell_options: dict[str, Any], jobid: int, cwd: str) -> dict[str, Any] | None:
-    """The profiling settings a job asked for (pure), or None; ServiceError names a bad option."""
+    """The profiling and wait settings a job asked for (pure), or None; ServiceError names a bad option."""
+    wait = wait_mode(shell_options)
     value = shell_options.get("pmpi")
     if value in (None, False, 0, "0", "false", "no"):
-        return None
+        return None if wait is None else {"iterations": None, "dir": None, "boundary": None, "wait": wait}
     iterations: int | None = None
     if value not in (True, 1, "1", "true", "yes", ""):
         try:
@@ -31,26 +48,30 @@ def pmpi_settings(shell_options: dict[str, Any], jobid: int, cwd: str) -> dict[s
     boundary = shell_options.get("pmpi-boundary")
     if boundary is not None and not (isinstance(boundary, str) and boundary.startswith("MPI_")):
         raise ServiceError(EINVAL, f"-o pmpi-boundary={boundary!r}: expected an MPI call name such as MPI_Allreduce")
-    return {"iterations": iterations, "dir": directory, "boundary": boundary}
+    return {"iterations": iterations, "dir": directory, "boundary": boundary, "wait": wait}
 
 
 def pmpi_variables(settings: dict[str, Any], jobid: int) -> dict[str, str]:
     """The variables that load and configure the profiler (building the library once, cached)."""
     from elasticity.pmpi.build import PmpiBuildError, build_pmpi_library
-    from elasticity.pmpi.env import PMPI_VARIABLES, pmpi_environment
+    from elasticity.pmpi.env import PMPI_VARIABLES, pmpi_environment, wait_environment
 
     try:
         library = build_pmpi_library()
     except PmpiBuildError as exc:
         raise ServiceError(EINVAL, f"-o pmpi: cannot build the profiler: {exc}") from None
-    env = pmpi_environment(
-        library,
-        settings["dir"],
-        jobid=str(jobid),
-        iterations=settings["iterations"],
-        boundary_call=settings["boundary"],
-        base={},
-    )
+    if settings["dir"] is None:
+        env = wait_environment(library, settings["wait"], base={})
+    else:
+        env = pmpi_environment(
+            library,
+            settings["dir"],
+            jobid=str(jobid),
+            iterations=settings["iterations"],
+            boundary_call=settings["boundary"],
+            wait=settings["wait"],
+            base={},
+        )
     return {k: v for k, v in env.items() if k in PMPI_VARIABLES}
 
 

@@ -29,6 +29,7 @@ from broker.rest.settings import RestSettings
 from broker.rest.tokens import TokenError, decode_handshake
 from broker.rest.users import Principal, UserStore
 from broker.rest.users_api import users_router
+from broker.rest.web import WebContext, mount_web
 
 
 class BodyLimit(BaseHTTPMiddleware):
@@ -294,6 +295,17 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         return {"Message": "Service is stopping."}
 
     app.include_router(users_router(users, settings, current_user))
+    mount_web(
+        app,
+        WebContext(
+            settings,
+            service,
+            users,
+            authenticate=current_user,
+            visible=lambda principal, job: access.visible(principal, job, settings),
+            run_as=lambda principal: access.run_as(principal, settings),
+        ),
+    )
     return app
 
 

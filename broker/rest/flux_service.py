@@ -226,6 +226,20 @@ class FluxJobService:
                 chunks.append(_event_data(event.context))
         return "".join(chunks)
 
+    def eventlog(self, jobid: int) -> list[dict[str, Any]]:
+        """The job's main eventlog (the KVS key `eventlog`, RFC 21) as the web page shows it."""
+        try:
+            found = self.flux.job.job_kvs_lookup(self.handle, jobid, keys=["eventlog"])
+        except OSError as exc:
+            raise _flux_error(exc, f"cannot read the eventlog of job {jobid}") from exc
+        text = found.get("eventlog") if found else None
+        events = []
+        for entry in (text if isinstance(text, str) else "").splitlines():
+            if entry.strip():
+                event = self.flux.job.EventLogEvent(entry)
+                events.append({"timestamp": event.timestamp, "name": event.name, "context": dict(event.context)})
+        return events
+
     def output(self, jobid: int, offset: int = 0, wait: bool = False) -> tuple[list[str], int, bool]:
         deadline = time.monotonic() + LONG_POLL_SECONDS
         while True:

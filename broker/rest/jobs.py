@@ -95,6 +95,10 @@ class BrokerJobService:
         lines, next_offset, done = self.client.output(jobid, offset, wait=wait)
         return [line.text for line in lines], next_offset, done
 
+    def eventlog(self, jobid: int) -> list[dict[str, object]]:
+        """The job's eventlog so far (the web page shows it; not part of the API's JobService)."""
+        return list(self.client.events(jobid, follow=False))
+
     def nodes(self) -> list[str]:
         status = self.client.resources()
         hostnames: list[str] = status.get("hostnames", [])

@@ -74,6 +74,8 @@ def compile_with_mpicc(
         source = source_path.read_bytes()
     except OSError as exc:
         raise PmpiBuildError(f"source {source_path} is missing from the package: {exc}") from exc
+    for header in sorted(source_path.parent.glob("*.h")):  # headers the source includes (mc_wait.h)
+        source += header.read_bytes()
     stamp = _fingerprint(source, compiler, flags, libs)
     lib = out_dir / output_name
     stamp_file = out_dir / (output_name + ".sha256")

@@ -18,7 +18,32 @@ PMPI_VARIABLES = (
     "MC_PMPI_MAX_EVENTS",
     "MC_PMPI_ITERATIONS",
     "MC_PMPI_BOUNDARY",
+    "MC_PMPI_TRACE",
+    "MC_MPI_WAIT",
+    "MC_MPI_WAIT_SPIN_US",
+    "MC_MPI_WAIT_NAP_US",
 )
+
+#: How a rank waits inside MPI (mc_wait.h): Open MPI's polling, or sleeping between polls.
+WAIT_MODES = ("poll", "sleep")
+
+
+def _preloaded(library: Path | str, env: dict[str, str]) -> None:
+    """Put the library first in LD_PRELOAD, so it wins over other preloads."""
+    lib = str(Path(library).resolve())
+    preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p and p != lib]
+    env["LD_PRELOAD"] = " ".join([lib, *preload])
+
+
+def wait_environment(library: Path | str, mode: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of `base` with the library preloaded for its wait mode only (no trace is recorded)."""
+    if mode not in WAIT_MODES:
+        raise ValueError(f"wait mode {mode!r}: expected one of {', '.join(WAIT_MODES)}")
+    env = dict(os.environ if base is None else base)
+    _preloaded(library, env)
+    env["MC_PMPI_TRACE"] = "0"
+    env["MC_MPI_WAIT"] = mode
+    return env
 
 
 def pmpi_environment(
@@ -29,6 +54,7 @@ def pmpi_environment(
     iterations: int | None = None,
     boundary_call: str | None = None,
     max_events: int | None = None,
+    wait: str | None = None,
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """A copy of `base` (default: os.environ) with the profiler preloaded and configured.
@@ -37,9 +63,7 @@ def pmpi_environment(
     rank write its trace after that many boundary calls instead of at MPI_Finalize.
     """
     env = dict(os.environ if base is None else base)
-    lib = str(Path(library).resolve())
-    preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p and p != lib]
-    env["LD_PRELOAD"] = " ".join([lib, *preload])
+    _preloaded(library, env)
     env["MC_PMPI_DIR"] = str(Path(trace_dir).resolve())
     if jobid is not None:
         env["MC_PMPI_JOBID"] = jobid
@@ -51,4 +75,8 @@ def pmpi_environment(
         env["MC_PMPI_BOUNDARY"] = boundary_call
     if max_events is not None:
         env["MC_PMPI_MAX_EVENTS"] = str(max_events)
+    if wait is not None:
+        if wait not in WAIT_MODES:
+            raise ValueError(f"wait mode {wait!r}: expected one of {', '.join(WAIT_MODES)}")
+        env["MC_MPI_WAIT"] = wait
     return env

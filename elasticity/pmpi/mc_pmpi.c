@@ -18,6 +18,9 @@
  *   struct mc_header (216 bytes), n_calls names of MC_NAME_BYTES each, then
  *   n_events records { u64 t_enter_ns; u64 (duration_ns << 8 | call_id) }.
  *
+ * MC_PMPI_TRACE=0 records nothing (the library is then preloaded for its wait mode only), and
+ * MC_MPI_WAIT=sleep makes ranks waiting in the wrapped calls sleep instead of polling (mc_wait.h).
+ *
  * The writer uses only async-signal-safe calls (open, write, rename, close),
  * so the same code serves the signal handler and the normal exit path.
  */
@@ -35,6 +38,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "mc_wait.h"
 
 #if MPI_VERSION >= 3
 #define MC_CONST const
@@ -399,6 +404,9 @@ static void mc_setup(uint64_t t_start, int provided)
 {
     const char *s;
     g.t_init_start = t_start;
+    mc_wait_setup();
+    if ((s = getenv("MC_PMPI_TRACE")) != NULL && strcmp(s, "0") == 0)
+        return; /* preloaded for its wait mode only: record nothing, write no trace */
     g.thread_multiple = provided == MPI_THREAD_MULTIPLE;
     PMPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &g.size);
@@ -490,7 +498,10 @@ int MPI_Abort(MPI_Comm comm, int errorcode)
 int MPI_Barrier(MPI_Comm comm)
 {
     MC_ENTER(BARRIER);
-    int rc = PMPI_Barrier(comm);
+    MPI_Request req;
+    int rc = mc_wait.sleep && MC_WAIT_COLLECTIVES
+                 ? mc_wait_started(MC_BARRIER, PMPI_Ibarrier(comm, &req), &req, MPI_STATUS_IGNORE)
+                 : PMPI_Barrier(comm);
     MC_LEAVE(BARRIER);
     return rc;
 }
@@ -499,7 +510,11 @@ int MPI_Allreduce(MC_CONST void *sendbuf, void *recvbuf, int count, MPI_Datatype
                   MPI_Comm comm)
 {
     MC_ENTER(ALLREDUCE);
-    int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    MPI_Request req;
+    int rc = mc_wait.sleep && MC_WAIT_COLLECTIVES
+                 ? mc_wait_started(MC_ALLREDUCE, PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, &req), &req,
+                                   MPI_STATUS_IGNORE)
+                 : PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     MC_LEAVE(ALLREDUCE);
     return rc;
 }
@@ -508,7 +523,12 @@ int MPI_Alltoall(MC_CONST void *sendbuf, int sendcount, MPI_Datatype sendtype, v
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
     MC_ENTER(ALLTOALL);
-    int rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    MPI_Request req;
+    int rc = mc_wait.sleep && MC_WAIT_COLLECTIVES
+                 ? mc_wait_started(MC_ALLTOALL, PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                                  &req),
+                                   &req, MPI_STATUS_IGNORE)
+                 : PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     MC_LEAVE(ALLTOALL);
     return rc;
 }
@@ -529,8 +549,21 @@ int MPI_Sendrecv(MC_CONST void *sendbuf, int sendcount, MPI_Datatype sendtype, i
                  MPI_Comm comm, MPI_Status *status)
 {
     MC_ENTER(SENDRECV);
-    int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
-                           source, recvtag, comm, status);
+    int rc;
+    if (mc_wait.sleep) {
+        MPI_Request reqs[2];
+        MPI_Status statuses[2];
+        rc = PMPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &reqs[0]);
+        if (rc == MPI_SUCCESS)
+            rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &reqs[1]);
+        if (rc == MPI_SUCCESS)
+            rc = mc_wait_all(MC_SENDRECV, 2, reqs, statuses);
+        if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE)
+            *status = statuses[0];
+    } else {
+        rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                           recvtag, comm, status);
+    }
     MC_LEAVE(SENDRECV);
     return rc;
 }
@@ -538,7 +571,7 @@ int MPI_Sendrecv(MC_CONST void *sendbuf, int sendcount, MPI_Datatype sendtype, i
 int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
     MC_ENTER(WAIT);
-    int rc = PMPI_Wait(request, status);
+    int rc = mc_wait.sleep ? mc_wait_one(MC_WAIT, request, status) : PMPI_Wait(request, status);
     MC_LEAVE(WAIT);
     return rc;
 }
@@ -546,7 +579,8 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
 int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status *array_of_statuses)
 {
     MC_ENTER(WAITALL);
-    int rc = PMPI_Waitall(count, array_of_requests, array_of_statuses);
+    int rc = mc_wait.sleep ? mc_wait_all(MC_WAITALL, count, array_of_requests, array_of_statuses)
+                            : PMPI_Waitall(count, array_of_requests, array_of_statuses);
     MC_LEAVE(WAITALL);
     return rc;
 }
@@ -554,7 +588,8 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status *array_of
 int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status)
 {
     MC_ENTER(WAITANY);
-    int rc = PMPI_Waitany(count, array_of_requests, index, status);
+    int rc = mc_wait.sleep ? mc_wait_any(MC_WAITANY, count, array_of_requests, index, status)
+                            : PMPI_Waitany(count, array_of_requests, index, status);
     MC_LEAVE(WAITANY);
     return rc;
 }
@@ -563,7 +598,9 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount, in
                  MPI_Status array_of_statuses[])
 {
     MC_ENTER(WAITSOME);
-    int rc = PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
+    int rc = mc_wait.sleep
+                 ? mc_wait_some(MC_WAITSOME, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+                 : PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     MC_LEAVE(WAITSOME);
     return rc;
 }
@@ -571,7 +608,10 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount, in
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
     MC_ENTER(BCAST);
-    int rc = PMPI_Bcast(buffer, count, datatype, root, comm);
+    MPI_Request req;
+    int rc = mc_wait.sleep && MC_WAIT_COLLECTIVES
+                 ? mc_wait_started(MC_BCAST, PMPI_Ibcast(buffer, count, datatype, root, comm, &req), &req, MPI_STATUS_IGNORE)
+                 : PMPI_Bcast(buffer, count, datatype, root, comm);
     MC_LEAVE(BCAST);
     return rc;
 }
@@ -580,7 +620,11 @@ int MPI_Reduce(MC_CONST void *sendbuf, void *recvbuf, int count, MPI_Datatype da
                int root, MPI_Comm comm)
 {
     MC_ENTER(REDUCE);
-    int rc = PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+    MPI_Request req;
+    int rc = mc_wait.sleep && MC_WAIT_COLLECTIVES
+                 ? mc_wait_started(MC_REDUCE, PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, &req), &req,
+                                   MPI_STATUS_IGNORE)
+                 : PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
     MC_LEAVE(REDUCE);
     return rc;
 }
@@ -589,7 +633,12 @@ int MPI_Allgather(MC_CONST void *sendbuf, int sendcount, MPI_Datatype sendtype, 
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
     MC_ENTER(ALLGATHER);
-    int rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    MPI_Request req;
+    int rc = mc_wait.sleep && MC_WAIT_COLLECTIVES
+                 ? mc_wait_started(MC_ALLGATHER, PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                                   comm, &req),
+                                   &req, MPI_STATUS_IGNORE)
+                 : PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     MC_LEAVE(ALLGATHER);
     return rc;
 }
@@ -645,7 +694,9 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, M
              MPI_Status *status)
 {
     MC_ENTER(RECV);
-    int rc = PMPI_Recv(buf, count, datatype, source, tag, comm, status);
+    MPI_Request req;
+    int rc = mc_wait.sleep ? mc_wait_started(MC_RECV, PMPI_Irecv(buf, count, datatype, source, tag, comm, &req), &req, status)
+                            : PMPI_Recv(buf, count, datatype, source, tag, comm, status);
     MC_LEAVE(RECV);
     return rc;
 }
@@ -653,7 +704,10 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, M
 int MPI_Send(MC_CONST void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
     MC_ENTER(SEND);
-    int rc = PMPI_Send(buf, count, datatype, dest, tag, comm);
+    MPI_Request req;
+    int rc = mc_wait.sleep
+                 ? mc_wait_started(MC_SEND, PMPI_Isend(buf, count, datatype, dest, tag, comm, &req), &req, MPI_STATUS_IGNORE)
+                 : PMPI_Send(buf, count, datatype, dest, tag, comm);
     MC_LEAVE(SEND);
     return rc;
 }
@@ -661,7 +715,10 @@ int MPI_Send(MC_CONST void *buf, int count, MPI_Datatype datatype, int dest, int
 int MPI_Ssend(MC_CONST void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
     MC_ENTER(SSEND);
-    int rc = PMPI_Ssend(buf, count, datatype, dest, tag, comm);
+    MPI_Request req;
+    int rc = mc_wait.sleep
+                 ? mc_wait_started(MC_SSEND, PMPI_Issend(buf, count, datatype, dest, tag, comm, &req), &req, MPI_STATUS_IGNORE)
+                 : PMPI_Ssend(buf, count, datatype, dest, tag, comm);
     MC_LEAVE(SSEND);
     return rc;
 }
@@ -677,7 +734,16 @@ int MPI_Bsend(MC_CONST void *buf, int count, MPI_Datatype datatype, int dest, in
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     MC_ENTER(PROBE);
-    int rc = PMPI_Probe(source, tag, comm, status);
+    int rc;
+    if (mc_wait.sleep) {
+        mc_waiter w = mc_wait_begin(MC_PROBE);
+        int found = 0;
+        while ((rc = PMPI_Iprobe(source, tag, comm, &found, status)) == MPI_SUCCESS && !found)
+            mc_wait_pause(&w);
+        mc_wait_end(&w);
+    } else {
+        rc = PMPI_Probe(source, tag, comm, status);
+    }
     MC_LEAVE(PROBE);
     return rc;
 }

@@ -245,6 +245,13 @@ def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.multiplexing.workdir", f"{mux.workdir!r} must be an absolute path")
     if mux.total and mux.total < mux.max:
         yield Problem("spec.multiplexing.total", f"{mux.total} is below max ({mux.max}); use 0 for 'as many as max'")
+    ranks = mux.ranks or mc.spec.tasks
+    if (mux.enabled or mux.ranks) and ranks < mc.spec.size:
+        yield Problem(
+            "spec.multiplexing.ranks",
+            f"{ranks} rank(s) per simulation cannot span the {mc.spec.size} pods (flux submit -N {mc.spec.size} "
+            f"-n {ranks}); set ranks (or spec.tasks) to at least size",
+        )
     if mux.enabled and not mc.spec.interactive and any(c.command for c in mc.spec.containers):
         yield Problem(
             "spec.multiplexing.enabled",

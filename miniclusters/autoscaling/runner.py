@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, cast
 
 from elasticity.control.autoscale import Autoscaler
 from elasticity.control.events import EventLog, read_events
@@ -22,7 +23,7 @@ from elasticity.control.timeline import plot_autoscale_timeline
 from elasticity.policy.autoscale import AutoscaleOptions
 from miniclusters.autoscaling.queue import ExecQueue
 from miniclusters.backends.base import Backend, BackendError, NotFoundError
-from miniclusters.backends.local.state import state_root
+from miniclusters.backends.local.state import StateStore, state_root
 from miniclusters.backends.ports import ports_for
 
 PLOT_EVERY = 10
@@ -35,6 +36,44 @@ class AlreadyRunning(BackendError):
 
 def autoscale_dir() -> Path:
     return state_root() / ".autoscaler"  # not a cluster name (names cannot start with a dot)
+
+
+def lead_event_log(backend: Backend, name: str) -> Path | None:
+    """Where the lead's web pages look for this loop's events (`<REST state dir>/controllers/autoscale.jsonl`),
+    when that directory is on this machine (a local cluster); None on Kubernetes."""
+    if not backend.ephemeral:
+        return None
+    return StateStore().lead_rest_state_dir(name) / "controllers" / "autoscale.jsonl"
+
+
+class _Tee:
+    """One event stream written to two files: the loop's own log and the lead's copy for /cluster."""
+
+    def __init__(self, first: Path, second: Path) -> None:
+        self.paths = (first, second)
+        self.files: list[IO[str]] = []
+
+    def __enter__(self) -> _Tee:
+        for path in self.paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.files.append(open(path, "a", encoding="utf-8"))
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def write(self, text: str) -> int:
+        for handle in self.files:
+            handle.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for handle in self.files:
+            handle.flush()
+
+    def close(self) -> None:
+        for handle in self.files:
+            handle.close()
 
 
 @contextlib.contextmanager
@@ -85,7 +124,10 @@ def run_autoscaler(
     )
     deadline = None if run.timeout is None else time.monotonic() + run.timeout
     why = "timeout"
-    with exclusive(name), EventLog(events, "autoscale", time.monotonic) as log:
+    mirror = lead_event_log(backend, name)
+    tee = _Tee(events, mirror) if mirror is not None and mirror != events else None
+    target = events if tee is None else cast(IO[str], tee)
+    with exclusive(name), tee or contextlib.nullcontext(), EventLog(target, "autoscale", time.monotonic) as log:
         scaler = Autoscaler(name, observer, actuator, queue, options, clock=time.monotonic, log=log)
         steps = 0
         try:

@@ -90,7 +90,13 @@ def _progress_printer() -> Callable[[Any], None]:
 @_backend_options
 @click.option("--registry", help="Registry of our images (default $MINICLUSTERS_REGISTRY or ghcr.io/miniclusters).")
 @click.option("--tag", help="Tag of our images (default $MINICLUSTERS_TAG or the package version).")
-@click.option("--detach", "-d", is_flag=True, help="Return once the brokers have joined; do not follow the lead.")
+@click.option(
+    "--detach",
+    "-d",
+    is_flag=True,
+    help="Return once the brokers have joined; do not follow the lead, nor start spec.multiplexing's controller "
+    "(run `minicluster multiplex` yourself).",
+)
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for pods and brokers.")
 @click.option("--interactive", is_flag=True, help="Keep the brokers up with no command (sets spec.interactive).")
 @click.option(
@@ -130,7 +136,8 @@ def up(
 
     Then follow the lead's output until it finishes (exit code: the lead's), or return at once with --detach.
     Interactive clusters always return once up. On the local backend (the default) a finished cluster is torn
-    down unless --keep, and Ctrl-C tears down what was started.
+    down unless --keep, and Ctrl-C tears down what was started; a spec with autoscale or (without --detach)
+    multiplexing enabled starts its controller in the background, stopped by `minicluster down`.
 
     \b
     Example:
@@ -161,6 +168,14 @@ def up(
 
                 pid, events, png = start_in_background(mc.name, file, backend)
                 click.echo(f"autoscaler: pid {pid}; events {events}; timeline {png} (stops at `minicluster down`)")
+            if mc.spec.multiplexing.enabled and not detach:  # the controller packs simulations from now on
+                from miniclusters.multiplex.background import start_in_background as start_multiplexer
+
+                pid, events, png = start_multiplexer(mc.name, backend)
+                click.echo(
+                    f"multiplexing controller: pid {pid}; events {events}; timeline {png} "
+                    "(see `minicluster status`; stops when its simulations are done or at `minicluster down`)"
+                )
             return
         status = target.create(mc, CreateOptions(render=render, timeout=timeout))
         _print_status(status)
@@ -273,7 +288,14 @@ def down(name: str, backend: str, context: str | None, namespace: str | None) ->
       minicluster down hello --backend kubernetes
     """
     with _errors():
-        _open(backend, context, namespace).delete(name)
+        target = _open(backend, context, namespace)
+        if target.ephemeral:  # this machine's multiplexing controller cancels its simulations first
+            from miniclusters.multiplex.background import stop
+
+            stopped = stop(name)
+            if stopped is not None:
+                click.echo(f"stopped the multiplexing controller (pid {stopped})")
+        target.delete(name)
         click.echo(f"deleted MiniCluster {name}")
 
 
@@ -297,6 +319,7 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
     """
     from miniclusters.cli.burst_status import burst_report, print_bursts
     from miniclusters.cli.status_view import render_jsonpath, status_document
+    from miniclusters.multiplex.report import print_controller_state
     from miniclusters.multiplex.session import load_state
 
     template = output.partition("=")[2] if output.startswith("jsonpath=") else None
@@ -325,25 +348,7 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
             if bursts:
                 print_bursts(bursts)
             if controller is not None:
-                _print_multiplexing(controller)
-
-
-def _print_multiplexing(state: dict[str, Any]) -> None:
-    """The multiplexing controller's last saved state (`minicluster multiplex`)."""
-    sims = state.get("simulations") or []
-    by_state: dict[str, int] = {}
-    for sim in sims:
-        by_state[sim.get("state", "?")] = by_state.get(sim.get("state", "?"), 0) + 1
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())) or "none yet"
-    beta = state.get("beta")
-    alive = "running" if state.get("running") else "stopped"
-    click.echo(
-        f"  Multiplexing ({alive}, pid {state.get('controller_pid')}): phase {state.get('phase')}, simulations "
-        f"{counts}; requested {state.get('requested_m')}m; resizes {state.get('resizes')}, pod restarts "
-        f"{state.get('restarts')}" + (f", beta {beta:.3f}" if isinstance(beta, float) else "")
-    )
-    if state.get("blocked"):
-        click.echo(f"    stopped packing: {state['blocked']}")
+                print_controller_state(controller)
 
 
 @click.command()

@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
+from miniclusters.backends.base import BackendError, NotFoundError
 from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _lock(backend: str, name: str) -> Iterator[None]:
+    """One controller per local cluster (the lock `minicluster down` finds it by); Kubernetes clusters are
+    guarded by their operator instead (spec.multiplexing)."""
+    if backend != "local":
+        yield
+        return
+    from miniclusters.multiplex.background import exclusive
+
+    with exclusive(name):
+        yield
 
 
 def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
@@ -25,7 +46,15 @@ def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
         return {}
     mux = dict(spec.get("multiplexing") or {})
     mux.setdefault("tasks", spec.get("tasks", 1))
+    mux["flavour"] = (spec.get("flux") or {}).get("flavour") or "builtin"
     return mux
+
+
+def _write_timeline(log_path: Path, timeline: Path, allocatable_m: int) -> None:
+    from elasticity.control.events import read_events
+    from elasticity.figures.timeline import write_timeline
+
+    write_timeline(list(read_events(log_path)), timeline, allocatable_m)
 
 
 @click.command()
@@ -58,6 +87,7 @@ def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
 @click.option("--workdir", type=click.Path(file_okay=False), help="Output and traces (shared with the pods).")
 @click.option("--timeline", type=click.Path(dir_okay=False), help="PNG timeline; the JSON-lines log goes beside it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option("--started-by", default="cli", hidden=True, help="Who started it (`up` passes 'up'), for status.")
 @_backend_options
 def multiplex(name: str, backend: str, context: str | None, namespace: str | None, **opts: Any) -> None:
     """Profile, resize in place, pack more simulations and keep them fair on MiniCluster NAME.
@@ -67,12 +97,12 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
       minicluster up examples/multiplex.yaml --detach
       minicluster multiplex multiplex --max 3 --timeline mux.png
     """
-    from elasticity.control.events import EventLog
     from elasticity.control.multiplex_runner import MultiplexRunner
-    from elasticity.control.multiplex_types import MultiplexConfig
     from elasticity.model.resources import cpu_millicores
+    from miniclusters.multiplex.event_mirror import MirroredEventLog, mirror_for
     from miniclusters.multiplex.report import print_progress_line, print_summary, summary_json
     from miniclusters.multiplex.session import open_session, save_state, state_file
+    from miniclusters.multiplex.settings import multiplex_config
 
     with _errors():
         target = _open(backend, context, namespace)
@@ -91,79 +121,80 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
             if backend != "local":
                 raise click.UsageError("--allocatable is required on Kubernetes (the nodes' CPU for these pods)")
             allocatable = (len(os.sched_getaffinity(0)) or 1) * 1000
-        ranks = opts["ranks"] or spec.get("ranks") or spec.get("tasks") or status.size
-        if equal is None:
-            current = sum(cpu_millicores(p.cpu_desired) for p in status.pods if p.cpu_desired)
-            equal = max(1, (current - overhead * len(status.pods)) // ranks) if current else 1000
-        max_n = opts["max_n"] or spec.get("max") or 4
-        total = opts["total"] or spec.get("total") or max_n
-        if total < max_n:
-            raise click.BadParameter(f"--total {total} is below --max {max_n}", param_hint="--total")
-        config = MultiplexConfig(
-            ranks=ranks,
-            pods=tuple(p.index for p in status.pods),
-            cores_per_node=allocatable / 1000 / max(1, len({p.node for p in status.pods if p.node}) or 1),
-            nodes=status.size,
-            max_simulations=max_n,
-            total_simulations=total,
-            profile_iterations=opts["profile_iterations"] or spec.get("profileIterations") or 50,
-            fairness=opts["fairness"] or spec.get("fairness") or 1.10,
-            efficiency_threshold=opts["efficiency"] or spec.get("efficiencyThreshold") or 0.85,
-            headroom=opts["headroom"] or spec.get("headroom") or 1.2,
-            equal_per_rank_m=equal,
-            fairness_interval=opts["fairness_interval"],
-            start_timeout=opts["start_timeout"],
-            pod_overhead_m=overhead,
-            settle_time=opts["settle"],
-        )
+        flags = {"max": opts["max_n"], "total": opts["total"], "ranks": opts["ranks"],
+                 "profileIterations": opts["profile_iterations"], "fairness": opts["fairness"],
+                 "efficiencyThreshold": opts["efficiency"], "headroom": opts["headroom"]}  # fmt: skip
+        mux = {**spec, **{k: v for k, v in flags.items() if v is not None}}
+        max_n = int(mux.get("max") or 4)
+        if int(mux.get("total") or max_n) < max_n:
+            raise click.BadParameter(f"--total {mux['total']} is below --max {max_n}", param_hint="--total")
+        try:
+            config = multiplex_config(
+                status, mux, int(spec.get("tasks") or 0), allocatable, overhead_m=overhead, equal_m=equal,
+                fairness_interval=opts["fairness_interval"], start_timeout=opts["start_timeout"],
+                settle=opts["settle"],
+            )  # fmt: skip
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
         workdir = Path(opts["workdir"] or spec.get("workdir") or tempfile.mkdtemp(prefix=f"mc-mux-{name}-"))
         boundary = opts["boundary"] or spec.get("boundary") or "MPI_Barrier"
-        session = open_session(target, backend, name, command, config, workdir, boundary)
-        timeline = Path(opts["timeline"]) if opts["timeline"] else workdir / "timeline.png"
-        log_path = timeline.with_suffix(".jsonl")
-        if log_path.exists():
-            log_path.unlink()
-        started = time.monotonic()
-        clock = lambda: time.monotonic() - started  # noqa: E731
-        state_path = state_file(backend, name)
-        click.echo(
-            f"multiplexing {name}: {config.ranks} ranks per simulation on {len(config.pods)} pods, "
-            f"allocatable {allocatable}m, up to {max_n} at once ({total} in all); {session.shares_note}; "
-            f"work directory {workdir}",
-            err=True,
-        )
-        with EventLog(log_path, "multiplex", clock) as log:
-            runner = MultiplexRunner(
-                name, session.planner, session.observer, session.actuator, session.simulations, session.shares,
-                clock=time.monotonic, log=log,
-            )  # fmt: skip
-            last: list[str] = []
+        with _lock(backend, name):
+            session = open_session(target, backend, name, command, config, workdir, boundary)
+            session.started_by = opts["started_by"]
+            timeline = Path(opts["timeline"]) if opts["timeline"] else workdir / "timeline.png"
+            log_path = timeline.with_suffix(".jsonl")
+            if log_path.exists():
+                log_path.unlink()
+            started = time.monotonic()
+            clock = lambda: time.monotonic() - started  # noqa: E731
+            state_path = state_file(backend, name)
+            mirror = mirror_for(target, backend, name, str(spec.get("flavour") or "builtin"))
+            click.echo(
+                f"multiplexing {name}: {config.ranks} ranks per simulation on {len(config.pods)} pods, "
+                f"allocatable {allocatable}m, up to {config.max_simulations} at once ({config.total} in all); "
+                f"{session.shares_note}; work directory {workdir}",
+                err=True,
+            )
+            with MirroredEventLog(log_path, "multiplex", clock, mirror) as log:
+                runner = MultiplexRunner(
+                    name, session.planner, session.observer, session.actuator, session.simulations,
+                    session.shares, clock=time.monotonic, log=log,
+                )  # fmt: skip
+                last: list[str] = []
 
-            def on_progress(progress: Any) -> None:
-                print_progress_line(progress, last)
-                save_state(state_path, name, session, True)
+                def on_progress(progress: Any) -> None:
+                    print_progress_line(progress, last)
+                    log.flush_mirror()
+                    save_state(state_path, name, session, True)
 
-            runner.on_progress = on_progress
-            try:
-                runner.run(interval=opts["interval"], timeout=opts["timeout"])
-            except KeyboardInterrupt:
-                for sim, rec in session.planner.sims.items():
-                    if rec.state in ("pending", "running"):
-                        session.simulations.cancel(sim, "interrupted")
-                save_state(state_path, name, session, False)
-                click.echo("interrupted: running simulations cancelled", err=True)
-                sys.exit(130)
-        identity_now = session.identity(name) if session.identity else {}
-        same_pids = all(identity_now.get(i) == ident for i, ident in session.pod_identity.items())
-        save_state(state_path, name, session, False, {"same_pids": same_pids})
-        from elasticity.control.events import read_events
-        from elasticity.figures.timeline import write_timeline
-
-        write_timeline(list(read_events(log_path)), timeline, allocatable)
-        click.echo(f"timeline written to {timeline} (events: {log_path})", err=True)
-        if opts["as_json"]:
-            click.echo(summary_json(session, same_pids))
-        else:
-            print_summary(session, same_pids)
-        failed = [s for s in session.planner.sims.values() if s.state == "failed"]
-        sys.exit(1 if failed and not any(s.state == "finished" for s in session.planner.sims.values()) else 0)
+                runner.on_progress = on_progress
+                previous = signal.signal(signal.SIGTERM, _interrupt)  # `minicluster down` stops us this way
+                try:
+                    runner.run(interval=opts["interval"], timeout=opts["timeout"])
+                except NotFoundError:
+                    save_state(state_path, name, session, False, {"stopped": "the cluster is gone"})
+                    click.echo(f"MiniCluster {name} is gone: the controller stops", err=True)
+                    sys.exit(0)
+                except KeyboardInterrupt:
+                    for sim, rec in session.planner.sims.items():
+                        if rec.state in ("pending", "running"):
+                            with contextlib.suppress(BackendError):
+                                session.simulations.cancel(sim, "interrupted")
+                    save_state(state_path, name, session, False, {"stopped": "interrupted"})
+                    _write_timeline(log_path, timeline, allocatable)
+                    click.echo("interrupted: running simulations cancelled", err=True)
+                    sys.exit(130)
+                finally:
+                    signal.signal(signal.SIGTERM, previous)
+                    log.flush_mirror()
+            identity_now = session.identity(name) if session.identity else {}
+            same_pids = all(identity_now.get(i) == ident for i, ident in session.pod_identity.items())
+            save_state(state_path, name, session, False, {"same_pids": same_pids})
+            _write_timeline(log_path, timeline, allocatable)
+            click.echo(f"timeline written to {timeline} (events: {log_path})", err=True)
+            if opts["as_json"]:
+                click.echo(summary_json(session, same_pids))
+            else:
+                print_summary(session, same_pids)
+            failed = [s for s in session.planner.sims.values() if s.state == "failed"]
+            sys.exit(1 if failed and not any(s.state == "finished" for s in session.planner.sims.values()) else 0)

@@ -35,7 +35,9 @@ def operator(
     """Run the MiniCluster operator: reconcile MiniCluster objects until interrupted.
 
     It also autoscales every MiniCluster whose spec says `autoscale: {enabled: true}` (as
-    `minicluster autoscale` would), reporting each decision as an Event and the `Autoscaling` condition.
+    `minicluster autoscale` would), reporting each decision as an Event and the `Autoscaling` condition, and
+    runs the multiplexing controller of every ready MiniCluster with `multiplexing: {enabled: true}` (as
+    `minicluster multiplex` would), reporting as Events and the `Multiplexing` condition.
 
     \b
     Example:
@@ -57,6 +59,7 @@ def operator(
     with _errors():
         api = RealKubeApi.from_kubeconfig(context, namespaces[0] if namespaces else None)
         from miniclusters.backends.kubernetes.backend import KubernetesBackend
+        from miniclusters.multiplex.kube_loop import kubernetes_multiplex_starter
 
         KubernetesBackend(api=api).check_crd()
         scopes: list[str | None] = [None] if all_namespaces else list(dict.fromkeys(namespaces)) or [api.namespace]
@@ -68,6 +71,7 @@ def operator(
                 options=options,
                 accept_flux_kind=accept_flux_operator_kind,
                 autoscale_ports=kubernetes_autoscale_ports(api),
+                multiplex_start=kubernetes_multiplex_starter(api),
             )
             for scope in scopes
         ]

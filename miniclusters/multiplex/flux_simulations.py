@@ -24,8 +24,10 @@ from miniclusters.backends.base import Backend, BackendError
 
 PROGRESS = re.compile(r"^(?:iteration|Time =)\s*(\d+)\s*$")
 #: What the controller applies to every job it launches (bench/bench_mpi_wait.py, README "MPI waits"): ranks
-#: waiting in MPI yield the core instead of busy-polling it, and separate jobs never meet in shared memory.
+#: waiting in MPI sleep (`-o mpi-wait=sleep`, WAIT_MODE) instead of busy-polling the core, calls the wait mode
+#: does not cover at least yield it, and separate jobs never meet in shared memory.
 MPI_SETTINGS = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_btl": "tcp,self"}
+WAIT_MODE = "sleep"
 FINISHED = {"COMPLETED"}
 FAILED = {"FAILED", "CANCELED", "CANCELLED", "TIMEOUT"}
 
@@ -54,10 +56,13 @@ class FluxSimulations:
     equal_per_rank_m: float = 1000.0
     boundary: str = "MPI_Barrier"
     env: Mapping[str, str] = field(default_factory=lambda: dict(MPI_SETTINGS))
+    wait: str = WAIT_MODE
     jobs: dict[str, str] = field(default_factory=dict)
     profiles: dict[str, Profile] = field(default_factory=dict)
     pids: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     mean_duty: dict[str, float] = field(default_factory=dict)
+    flux: tuple[str, ...] = ("flux",)
+    """argv prefix running `flux` against the lead broker (in a Kubernetes pod: at whichever socket it opened)."""
     lead_uri: str | None = None
     """When set (local backend), job states come from the lead broker over its socket instead of a `flux jobs`
     process started in the lead pod at every look, which a pod with a small request cannot afford."""
@@ -68,7 +73,10 @@ class FluxSimulations:
     def submit(self, sim: str, profile_iterations: int) -> Submitted:
         """flux submit in the lead pod; profile_iterations 0 runs without the profiler (baselines)."""
         directory = self.sim_dir(sim)
-        (directory / "pmpi").mkdir(parents=True, exist_ok=True)
+        try:
+            self.prepare(directory / "pmpi")
+        except (OSError, BackendError) as exc:
+            return Submitted(False, reason=f"preparing {directory}: {exc}")
         profile = (
             ["-o", f"pmpi={profile_iterations}", "-o", f"pmpi-dir={directory / 'pmpi'}",
              "-o", f"pmpi-boundary={self.boundary}"]
@@ -76,7 +84,8 @@ class FluxSimulations:
             else []
         )  # fmt: skip
         argv = [
-            "flux", "submit", "-N", str(self.nodes), "-n", str(self.ranks), "-o", "mpi=openmpi", *profile,
+            *self.flux, "submit", "-N", str(self.nodes), "-n", str(self.ranks), "-o", "mpi=openmpi", *profile,
+            "-o", f"mpi-wait={self.wait}",
             f"--output={directory / 'output.txt'}", f"--cwd={directory}", f"--job-name={sim}",
             f"--env=MC_PROGRESS_FILE={directory / 'progress.log'}",
             *[f"--env={k}={v}" for k, v in sorted(self.env.items())], *self.command,
@@ -91,7 +100,7 @@ class FluxSimulations:
                 False, reason=(result.stderr or result.stdout).strip() or f"flux submit exited {result.rc}"
             )
         self.jobs[sim] = words[-1]
-        (directory / "command").write_text(shlex.join(argv) + "\n")
+        self.note(sim, "command", shlex.join(argv))
         return Submitted(True, job_id=words[-1])
 
     def _states(self) -> dict[str, tuple[str, str]]:
@@ -100,7 +109,7 @@ class FluxSimulations:
             return self._states_from_lead(self.lead_uri)
         try:
             result = self.backend.exec(
-                self.cluster, 0, ["flux", "jobs", "-a", "--format", "{id.f58} {status} {returncode}"]
+                self.cluster, 0, [*self.flux, "jobs", "-a", "--format", "{id.f58} {status} {returncode}"]
             )
         except BackendError:
             return {}
@@ -150,7 +159,7 @@ class FluxSimulations:
         """Progress from the file the solver appends to while it runs (MC_PROGRESS_FILE), else its output."""
         for name in ("progress.log", "output.txt"):
             try:
-                found = last_iteration((self.sim_dir(sim) / name).read_text(errors="replace"))
+                found = last_iteration(self.read_text(self.sim_dir(sim) / name))
             except OSError:
                 continue
             if found is not None:
@@ -161,7 +170,7 @@ class FluxSimulations:
         """The profile once every rank wrote its trace (after K iterations), cached."""
         if sim in self.profiles:
             return self.profiles[sim]
-        directory = self.sim_dir(sim) / "pmpi"
+        directory = self.trace_dir(sim)
         if len(list(directory.glob("pmpi.*.bin"))) < self.ranks:
             return None
         try:
@@ -184,8 +193,23 @@ class FluxSimulations:
         if job is None:
             return
         with contextlib.suppress(BackendError):
-            self.backend.exec(self.cluster, 0, ["flux", "cancel", job])
-        (self.sim_dir(sim) / "cancelled").write_text(reason + "\n")
+            self.backend.exec(self.cluster, 0, [*self.flux, "cancel", job])
+        self.note(sim, "cancelled", reason)
+
+    # Files: the pods and this process share the work directory here; ExecSimulations reaches them by exec.
+    def prepare(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def note(self, sim: str, name: str, text: str) -> None:
+        """Keep a record beside the simulation's output (its command, why it was cancelled)."""
+        (self.sim_dir(sim) / name).write_text(text + "\n")
+
+    def read_text(self, path: Path) -> str:
+        return path.read_text(errors="replace")
+
+    def trace_dir(self, sim: str) -> Path:
+        """A directory of this machine holding the simulation's PMPI traces (pmpi.*.bin) written so far."""
+        return self.sim_dir(sim) / "pmpi"
 
     def pids_of(self, sim: str) -> dict[int, list[int]]:
         return self.pids.get(sim, {})

@@ -1,10 +1,12 @@
-"""Human output of the multiplexing controller: progress lines, the closing summary table, its JSON form."""
+"""Human output of the multiplexing controller: progress lines, the closing summary table, its JSON form, and
+its saved state as `minicluster status` prints it."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import click
 from rich.console import Console
 from rich.table import Table
 
@@ -80,3 +82,27 @@ def print_summary(session: Session, same_pids: bool, console: Console | None = N
         + (f"; stopped packing: {data['blocked']}" if data["blocked"] else "")
     )
     console.print(table)
+
+
+def print_controller_state(state: dict[str, Any]) -> None:
+    """The multiplexing controller's last saved state, for `minicluster status` (whoever started it)."""
+    sims = state.get("simulations") or []
+    by_state: dict[str, int] = {}
+    for sim in sims:
+        by_state[sim.get("state", "?")] = by_state.get(sim.get("state", "?"), 0) + 1
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())) or "none yet"
+    beta = state.get("beta")
+    alive = "running" if state.get("running") else "stopped" + (f": {state['stopped']}" if state.get("stopped") else "")
+    by = {"up": "started by up", "cli": "minicluster multiplex"}.get(str(state.get("started_by")), "")
+    click.echo(
+        f"  Multiplexing ({alive}, pid {state.get('controller_pid')}{', ' + by if by else ''}): phase "
+        f"{state.get('phase')}, simulations {counts}; requested {state.get('requested_m')}m; resizes "
+        f"{state.get('resizes')}, pod restarts {state.get('restarts')}"
+        + (f", beta {beta:.3f}" if isinstance(beta, float) else "")
+    )
+    last = state.get("last_event")
+    if isinstance(last, dict):
+        words = " ".join(f"{k}={v}" for k, v in last.items() if k not in ("t", "event"))
+        click.echo(f"    last event: {last.get('event')} at {last.get('t')}s {words}".rstrip())
+    if state.get("blocked"):
+        click.echo(f"    stopped packing: {state['blocked']}")

@@ -27,7 +27,7 @@ from miniclusters.multiplex.flux_simulations import FluxSimulations
 
 def state_file(backend: str, name: str) -> Path:
     """Where the controller's state for `minicluster status` lives."""
-    return state_root() / "multiplex" / f"{backend}-{name}.json"
+    return state_root() / ".multiplexer" / f"{backend}-{name}.json"  # no cluster is called ".multiplexer"
 
 
 @dataclass
@@ -42,6 +42,8 @@ class Session:
     pod_identity: dict[int, object]
     identity: Any = None
     """name -> pod index -> (pid, start time) on the local backend: proves resizes left the pods in place."""
+    started_by: str = "cli"
+    """Who runs the controller: "cli" (`minicluster multiplex`), "up" (spec.multiplexing) or "operator"."""
 
 
 def _local_extras(backend: Backend, name: str) -> tuple[Any, Any, str]:
@@ -130,6 +132,8 @@ def save_state(path: Path, name: str, session: Session, running: bool, extra: di
         "blocked": planner.blocked,
         "job_shares": session.shares_note,
         "workdir": str(session.workdir),
+        "started_by": session.started_by,
+        "last_event": planner.events[-1] if planner.events else None,
         **(extra or {}),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,8 +143,24 @@ def save_state(path: Path, name: str, session: Session, running: bool, extra: di
 
 
 def load_state(backend: str, name: str) -> dict[str, Any] | None:
+    """The saved state; a controller that says it runs but whose process is gone (killed) is shown stopped."""
     try:
         data = json.loads(state_file(backend, name).read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    pid = data.get("controller_pid")
+    if data.get("running") and isinstance(pid, int) and not _alive(pid):
+        data.update(running=False, stopped=f"its process {pid} is gone")
+    return data
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

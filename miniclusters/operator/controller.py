@@ -30,6 +30,7 @@ from miniclusters.backends.kubernetes.api import (
 )
 from miniclusters.operator import conditions as cond
 from miniclusters.operator.autoscaling import AutoscaleSupervisor, Decision, PortsFor
+from miniclusters.operator.multiplexing import MultiplexStarter, MultiplexSupervisor
 from miniclusters.operator.queue import WorkQueue
 from miniclusters.operator.reconcile import Apply, DeleteCluster, EventSpec, Observed, Plan, ScaleJob, plan
 from miniclusters.render import RenderOptions
@@ -72,9 +73,11 @@ class Controller:
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         instance: str = "miniclusters-operator",
         autoscale_ports: PortsFor | None = None,
+        multiplex_start: MultiplexStarter | None = None,
     ) -> None:
         """``autoscale_ports``: how to reach a namespace's clusters and queues; without it no cluster is
-        autoscaled (spec.autoscale is then left to `minicluster autoscale`)."""
+        autoscaled (spec.autoscale is then left to `minicluster autoscale`). ``multiplex_start``: how to build
+        a cluster's multiplexing runner; without it spec.multiplexing is left to `minicluster multiplex`."""
         self.api = api
         self.namespace = namespace
         self.options = options or RenderOptions()
@@ -86,6 +89,9 @@ class Controller:
         self._event_serial = 0
         self.autoscalers = (
             AutoscaleSupervisor(autoscale_ports, clock, self._report_autoscaling) if autoscale_ports else None
+        )
+        self.multiplexers = (
+            MultiplexSupervisor(multiplex_start, clock, self._report_multiplexing) if multiplex_start else None
         )
         self.watchers = [Watcher(self, kind, None) for kind in self.kinds] + [
             Watcher(self, JOB, NAME_LABEL),
@@ -147,11 +153,16 @@ class Controller:
         if observed is None:
             if self.autoscalers is not None:
                 self.autoscalers.sync(key, None, gone=True)
+            if self.multiplexers is not None:
+                self.multiplexers.sync(key, None, gone=True)
             return None
         now = _rfc3339(self.wall())
         result = plan(observed, self.options, now)
         if self.autoscalers is not None:
             self.autoscalers.sync(key, result.mc.spec.autoscale if result.mc is not None else None)
+        if self.multiplexers is not None:  # its first step profiles a simulation: only once every pod is ready
+            ready = cond.is_true(list(result.status.get("conditions") or []), cond.READY)
+            self.multiplexers.sync(key, result.mc, ready)
         for action in result.actions:
             self._act(key, action)
         for event in result.events:
@@ -205,22 +216,29 @@ class Controller:
             log.warning("could not record event %s for %s: %s", event.reason, meta["name"], exc)
 
     def _report_autoscaling(self, key: ClusterKey, decision: Decision) -> None:
-        """Set the Autoscaling condition (when it changed) and record the decision's Event; never raises."""
+        self._report_loop(key, decision, cond.AUTOSCALING, "Autoscale")
+
+    def _report_multiplexing(self, key: ClusterKey, decision: Decision, set_condition: bool) -> None:
+        self._report_loop(key, decision, cond.MULTIPLEXING if set_condition else None, "Multiplex")
+
+    def _report_loop(self, key: ClusterKey, decision: Decision, condition: str | None, action: str) -> None:
+        """Set a loop's condition (when given and changed) and record the decision's Event; never raises."""
         try:
             cluster = self.api.get(key.kind, key.namespace, key.name)
             status = dict(cluster.get("status") or {})
             old = list(status.get("conditions") or [])
-            now = _rfc3339(self.wall())
-            generation = int(cluster["metadata"].get("generation") or 0)
-            new = cond.set_condition(
-                old, cond.AUTOSCALING, decision.status, decision.reason, decision.message, now, generation
-            )
-            if new != old:
-                self.api.replace({**cluster, "status": {**status, "conditions": new}}, subresource="status")
+            if condition is not None:
+                now = _rfc3339(self.wall())
+                generation = int(cluster["metadata"].get("generation") or 0)
+                new = cond.set_condition(
+                    old, condition, decision.status, decision.reason, decision.message, now, generation
+                )
+                if new != old:
+                    cluster = self.api.replace({**cluster, "status": {**status, "conditions": new}}, "status")
             if decision.event_type is not None:
-                self.emit(cluster, EventSpec(decision.event_type, decision.reason, "Autoscale", decision.message))
+                self.emit(cluster, EventSpec(decision.event_type, decision.reason, action, decision.message))
         except Exception as exc:
-            log.warning("%s: could not report the autoscaler's decision %s: %s", key, decision.reason, exc)
+            log.warning("%s: could not report the %s loop's decision %s: %s", key, action, decision.reason, exc)
 
     # ------------------------------------------------------------------ the queue
     def process_next(self) -> bool:
@@ -277,6 +295,8 @@ class Controller:
         ]
         if self.autoscalers is not None:  # its own thread: a slow lead never holds up reconciles
             threads.append(threading.Thread(target=self._autoscale, args=(stop,), name="autoscale", daemon=True))
+        if self.multiplexers is not None:  # and its own: a multiplexing step execs in the lead several times
+            threads.append(threading.Thread(target=self._multiplex, args=(stop,), name="multiplex", daemon=True))
         for thread in threads:
             thread.start()
         last_resync = self.clock()
@@ -295,6 +315,14 @@ class Controller:
         while not stop.is_set():
             self.autoscalers.step_due()
             due = self.autoscalers.next_due()
+            stop.wait(1.0 if due is None else min(1.0, max(0.05, due - self.clock())))
+
+    def _multiplex(self, stop: threading.Event) -> None:
+        """Step the due multiplexing runners until stop is set (steps never raise; see MultiplexSupervisor)."""
+        assert self.multiplexers is not None
+        while not stop.is_set():
+            self.multiplexers.step_due()
+            due = self.multiplexers.next_due()
             stop.wait(1.0 if due is None else min(1.0, max(0.05, due - self.clock())))
 
 

@@ -3,9 +3,10 @@ least-privilege RBAC, Deployment. The CRD itself is crds/miniclusters.dev_minicl
 
 RBAC grants exactly the verbs the controller uses: it reads and updates MiniClusters and their status, creates
 and patches the rendered objects (server-side apply of a missing object needs create as well as patch),
-reads pods, and writes Events. It execs into lead pods (pods/exec) for the autoscaler's queue
-(`flux resource demand` / `drain`); it never resizes pods or deletes rendered objects (owner references let the
-garbage collector do that).
+reads pods, and writes Events. It execs into pods (pods/exec) for the autoscaler's queue (`flux resource demand` /
+`drain`) and the multiplexing controller's Flux jobs and files; it resizes pods in place (pods/resize, patch only)
+for the multiplexing controller; it never deletes rendered objects (owner references let the garbage collector
+do that).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def rbac_rules(accept_flux_kind: bool = False) -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
         # Exec is a websocket GET: authorized as `get` before Kubernetes 1.35, as `create` from 1.35 on.
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
+        # The multiplexing controller's in-place resizes (KEP-1287: the resize subresource since 1.33).
+        {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
 

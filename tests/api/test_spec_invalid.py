@@ -104,6 +104,12 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "spec.multiplexing.total",
         "below max",
     ),
+    (
+        "multiplexing ranks fewer than pods",
+        _set("spec.multiplexing", {"enabled": True, "command": "x", "ranks": 1}),
+        "spec.multiplexing.ranks",
+        "cannot span the 2 pods",
+    ),
     ("bad restart policy", _set("spec.pod.restartPolicy", "Always"), "spec.pod.restartPolicy", "'OnFailure'"),
 ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,23 @@ def test_bad_pmpi_option_fails_the_job_with_its_name(spin: Path, tmp_path: Path)
     proc = _instance(f"flux run -n2 -o pmpi=lots {spin} 2 100", tmp_path)
     assert proc.returncode != 0
     assert "pmpi" in proc.stderr
+
+
+def test_mpi_wait_option_makes_waiting_ranks_sleep_without_tracing(tmp_path: Path) -> None:
+    """`-o mpi-wait=sleep` preloads the library for its wait mode only: low CPU while waiting, no trace files."""
+    program = tmp_path / "wait_calls"
+    source = SPIN.with_name("wait_calls.c")
+    subprocess.run(["mpicc", "-O2", "-o", str(program), str(source)], check=True, timeout=120)
+    proc = _instance(f"flux run -N2 -n3 -o mpi=openmpi -o mpi-wait=sleep {program} 1500", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    match = re.search(r"idle_wait_cpu_s=([\d.]+) idle_wait_wall_s=([\d.]+)", proc.stdout)
+    assert match, proc.stdout
+    cpu, wall = float(match.group(1)), float(match.group(2))
+    assert wall >= 1.3 and cpu < 0.1 * wall
+    assert not list(tmp_path.rglob("pmpi.*.bin"))
+
+
+def test_bad_mpi_wait_option_fails_the_job_with_its_name(spin: Path, tmp_path: Path) -> None:
+    proc = _instance(f"flux run -n2 -o mpi-wait=spin {spin} 2 100", tmp_path)
+    assert proc.returncode != 0
+    assert "mpi-wait='spin'" in proc.stderr and "poll, sleep" in proc.stderr

@@ -43,7 +43,8 @@ def test_rbac_is_least_privilege() -> None:
     rules = rbac_rules()
     flat = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     assert not any("*" in part for entry in flat for part in entry)
-    assert not any(r == "pods/resize" for _, r, _ in flat), "the operator never resizes"
+    assert {v for _, r, v in flat if r == "pods/resize"} == {"patch"}, "multiplexing resizes in place, nothing more"
+    assert not any(r == "pods" and v in ("patch", "update") for _, r, v in flat), "never the pod spec itself"
     exec_verbs = {v for _, r, v in flat if r == "pods/exec"}
     assert exec_verbs == {"get", "create"}, "the autoscaler's queue is read by exec (websocket GET; create from 1.35)"
     assert not any(v == "delete" and r != "miniclusters" for _, r, v in flat), "dependents go by garbage collection"

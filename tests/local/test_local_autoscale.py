@@ -1,6 +1,7 @@
 """examples/autoscale.yaml on this machine: `minicluster up` starts the autoscaler (spec.autoscale.enabled); the
 1-pod MiniCluster (maxSize 4) gets 20 jobs of 1-4 nodes, scales up, runs them all, and scales back to 1 pod
-after the idle period; nothing is lost; a PNG of size and queue over time; `down` ends the loop."""
+after the idle period; nothing is lost; a PNG of size and queue over time, the event log mirrored for the lead's
+/cluster page; `down` ends the loop."""
 
 from __future__ import annotations
 
@@ -67,6 +68,9 @@ def test_autoscale_example(
     for before, after in scaled:  # every shrink drained the ranks it removed first
         if after < before:
             assert any(set(range(after, before)) <= set(e["ranks"]) for e in log if e["kind"] == "drain")
+    # the same events at the lead's REST state dir, where its /cluster page draws the autoscaling timeline
+    mirrored = list(read_events(backend.store.lead_rest_state_dir("autoscale") / "controllers" / "autoscale.jsonl"))
+    assert len(mirrored) >= len(log) - 1 and list(read_events(events))[: len(mirrored)] == mirrored
     assert mc("down", "autoscale").returncode == 0
     assert waiter(lambda: not alive(pid), timeout=30)  # the loop ended with its cluster
     assert png.is_file(), events.with_suffix(".log").read_text()[-3000:]

@@ -37,12 +37,6 @@ def _spec(directory: Path, name: str, iterations: int) -> Path:
     return path
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug, issue 15 open: now and then (about 1 run in 5 here) both simulations stop progressing a few "
-    "seconds after the second one is placed, the follower broker hears nothing from the lead for heartbeat.timeout "
-    "(30 s) and exits, and the pod restart kills the orteds (rc=139); see the closing note",
-)
 def test_multiplex_packs_two_simulations_in_place_with_no_restarts(mc, machine: Any, tmp_path: Path) -> None:
     build_proxy_solver()
     up = mc("up", str(_spec(tmp_path, "mux", 4000)), "--detach")
@@ -81,6 +75,7 @@ def test_multiplex_packs_two_simulations_in_place_with_no_restarts(mc, machine: 
 def test_bad_multiplex_input_exits_2(mc, machine: Any, tmp_path: Path) -> None:
     up = mc("up", str(_spec(tmp_path, "muxbad", 100)), "--detach")
     assert up.returncode == 0, up.stderr
+    assert "multiplexing controller" not in up.stdout, "--detach leaves the controller to `minicluster multiplex`"
     result = mc("multiplex", "muxbad", "--max", "3", "--total", "2")
     assert result.returncode == 2 and "--total" in result.stderr
     result = mc("multiplex", "muxbad", "--equal-cpu", "lots")

@@ -1,5 +1,6 @@
-"""The README's local-backend, jobs, REST, users and profiling blocks run as written (in a fresh directory, with the
-virtualenv first on PATH as `source .venv/bin/activate` gives, a fresh program cache and no Open MPI opt-ins)."""
+"""The README's local-backend, jobs, REST, users, web and profiling blocks run as written (in a fresh directory,
+with the virtualenv first on PATH as `source .venv/bin/activate` gives, a fresh program cache and no Open MPI
+opt-ins)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ SECTIONS = {
     "jobs": "## Jobs: `flux submit` inside a MiniCluster",
     "rest": "## REST API on the lead broker",
     "users": "## Users and tenants",
+    "web": "## Web interface",
     "profiling": "## Profiling MPI duty cycles",
     "save": "## Saving the queue and restoring it into a cluster of another size",
 }

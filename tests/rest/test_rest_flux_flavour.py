@@ -197,6 +197,12 @@ def test_rest_api_over_the_flux_flavour(service: FluxJobService, instance: RealI
     assert sorted(client.get(f"/v1/jobs/{jobid}/output").json()["Output"]) == ["to stderr\n", "via rest\n"]
     streamed = client.get(f"/v1/jobs/{jobid}/output/stream").text
     assert sorted(streamed.splitlines(keepends=True)) == ["to stderr\n", "via rest\n"]
+    page = client.get(f"/jobs/{jobid}")  # the web page over flux-core: fields, flux's own eventlog, output
+    assert page.status_code == 200 and 'data-field="result">COMPLETED' in page.text and "via rest" in page.text
+    for event in ("submit", "alloc", "start", "finish", "clean"):
+        assert f"<td>{event}</td>" in page.text, event
+    assert f'data-job="{service.info(jobid).f58}"' in client.get("/jobs").text
+    assert "nodes up" in client.get("/cluster").text  # no resource.cpu on flux-core: the up nodes only
 
     two = client.post("/v1/jobs/submit", json={"command": "hostname", "num_nodes": 2, "num_tasks": 2}).json()["id"]
     assert _finished(service, two).nnodes == 2

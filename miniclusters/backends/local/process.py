@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from miniclusters.backends.local.cgroupfs import host_mounts, remount_script
 from miniclusters.backends.local.supervisor import RESTART_ENV
 
 TAG_VARIABLE = "MINICLUSTERS_LOCAL_POD"
@@ -63,6 +64,9 @@ def pod_argv(launch: Launch) -> list[str]:
     if launch.nice is not None:
         argv = ["nice", "-n", str(launch.nice), *argv]
     if launch.netns:
+        script = remount_script(host_mounts())
+        if script is not None:  # `ip netns exec` hid /sys/fs/cgroup: the pod gets its cgroups back, as a container
+            argv = ["sh", "-c", script, "remount-cgroups", *argv]
         argv = ["ip", "netns", "exec", launch.netns, "unshare", "--uts", *argv]
     if launch.cgroup_procs is not None:
         argv = ["sh", "-c", JOIN_CGROUP, str(launch.cgroup_procs), *argv]

@@ -107,6 +107,11 @@ class StateStore:
     def pod_dir(self, name: str, index: int) -> Path:
         return self.cluster_dir(name) / "pods" / str(index)
 
+    def lead_rest_state_dir(self, name: str) -> Path:
+        """The lead's REST state directory: `-Sstatedir=$MINICLUSTER_RUN_DIR/state` (render/entrypoint.py), whose
+        `restful/` the lead's REST server keeps (broker/modules/restful.py); the web pages read controllers/ there."""
+        return self.pod_dir(name, 0) / "run" / "state" / "restful"
+
     def exists(self, name: str) -> bool:
         return (self.cluster_dir(name) / STATE_FILE).is_file()
 

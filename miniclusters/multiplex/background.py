@@ -1,0 +1,111 @@
+"""One multiplexing controller per cluster on this machine: its lock, and starting/stopping it for `up`/`down`.
+
+`minicluster up` of a spec with `multiplexing.enabled` starts `minicluster multiplex NAME` detached; the lock
+file (`<state>/.multiplexer/<name>.lock`, holding the pid) refuses a second controller of the same pods, whether
+started by `up` or by hand, and tells `minicluster down` whom to stop. Its event log, timeline PNG and output
+live beside the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from miniclusters.backends.base import BackendError
+from miniclusters.backends.local.state import state_root
+
+
+class AlreadyRunning(BackendError):
+    pass
+
+
+def multiplexer_dir() -> Path:
+    return state_root() / ".multiplexer"  # not a cluster name (names cannot start with a dot)
+
+
+def lock_path(name: str) -> Path:
+    return multiplexer_dir() / f"{name}.lock"
+
+
+@contextlib.contextmanager
+def exclusive(name: str) -> Iterator[Path]:
+    """Hold the cluster's lock (our pid in it) or raise AlreadyRunning naming the holder."""
+    path = lock_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            raise AlreadyRunning(f"MiniCluster {name!r} is already multiplexed by pid {holder} (lock {path})") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield path
+
+
+def holder(name: str) -> int | None:
+    """The pid of the controller holding the cluster's lock, None when none does."""
+    path = lock_path(name)
+    if not path.is_file():
+        return None
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            text = handle.read().strip()
+            return int(text) if text.isdigit() else None
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
+def background_files(name: str) -> tuple[Path, Path, Path]:
+    """(event log, timeline PNG, output) of the controller `up` starts."""
+    folder = multiplexer_dir()
+    return folder / f"{name}.jsonl", folder / f"{name}.png", folder / f"{name}.log"
+
+
+def start_in_background(name: str, backend: str) -> tuple[int, Path, Path]:
+    """Start `minicluster multiplex NAME` (spec.multiplexing gives its settings) in its own session.
+
+    Returns (pid, event log, timeline PNG). It ends when its simulations are done, at `minicluster down`, or when
+    the cluster is gone.
+    """
+    from miniclusters.multiplex.session import state_file
+
+    events, png, output = background_files(name)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    state_file(backend, name).unlink(missing_ok=True)  # a previous cluster of this name's controller
+    program = Path(sys.executable).with_name("minicluster")
+    argv = [str(program), "multiplex", name, "--backend", backend, "--timeline", str(png), "--started-by", "up"]
+    with open(output, "ab") as out:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    return child.pid, events, png
+
+
+def stop(name: str, timeout: float = 15.0) -> int | None:
+    """SIGTERM the cluster's controller (it cancels its simulations and saves its state) and wait for its lock
+    to be released; returns its pid, or None when none ran. SIGKILL after `timeout`."""
+    pid = holder(name)
+    if pid is None:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while holder(name) == pid:
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.1)
+    return pid

@@ -1,0 +1,67 @@
+"""spec.multiplexing (and the CLI's flags over it) -> the planner's MultiplexConfig, one way for every caller.
+
+`minicluster multiplex`, the controller `minicluster up` starts and the operator's loop all build their config
+here, so a spec means the same thing wherever its controller runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from elasticity.control.multiplex_types import MultiplexConfig
+from elasticity.model.resources import cpu_millicores
+from miniclusters.backends.base import ClusterStatus
+
+DEFAULT_MAX = 4
+DEFAULT_POD_OVERHEAD_M = 200
+
+
+def pods_request_m(status: ClusterStatus) -> int:
+    """What the pods request now (their rigid allocation before the controller changes anything)."""
+    return sum(cpu_millicores(p.cpu_desired) for p in status.pods if p.cpu_desired)
+
+
+def equal_per_rank_m(status: ClusterStatus, ranks: int, overhead_m: int) -> int:
+    """The pods' requests, less the brokers' overhead, shared among one simulation's ranks."""
+    current = pods_request_m(status)
+    return max(1, (current - overhead_m * len(status.pods)) // ranks) if current else 1000
+
+
+def multiplex_config(
+    status: ClusterStatus,
+    mux: Mapping[str, Any],
+    tasks: int,
+    allocatable_m: int,
+    *,
+    overhead_m: int = DEFAULT_POD_OVERHEAD_M,
+    equal_m: int | None = None,
+    fairness_interval: float = 5.0,
+    start_timeout: float = 60.0,
+    settle: float = 3.0,
+) -> MultiplexConfig:
+    """The config for `status`'s pods from spec.multiplexing in its wire form (camelCase keys; unset or 0 means
+    the default). Raises ValueError naming the field for values the planner cannot work with."""
+    ranks = int(mux.get("ranks") or tasks or status.size)
+    max_n = int(mux.get("max") or DEFAULT_MAX)
+    total = int(mux.get("total") or max_n)
+    if total < max_n:
+        raise ValueError(f"total {total} is below max {max_n}")
+    nodes = len({p.node for p in status.pods if p.node}) or 1
+    return MultiplexConfig(
+        ranks=ranks,
+        pods=tuple(p.index for p in status.pods),
+        cores_per_node=allocatable_m / 1000 / nodes,
+        nodes=status.size,
+        max_simulations=max_n,
+        total_simulations=total,
+        profile_iterations=int(mux.get("profileIterations") or 50),
+        fairness=float(mux.get("fairness") or 1.10),
+        efficiency_threshold=float(mux.get("efficiencyThreshold") or 0.85),
+        headroom=float(mux.get("headroom") or 1.2),
+        equal_per_rank_m=equal_m if equal_m is not None else equal_per_rank_m(status, ranks, overhead_m),
+        fairness_interval=fairness_interval,
+        start_timeout=start_timeout,
+        pod_overhead_m=overhead_m,
+        settle_time=settle,
+    )

@@ -1,0 +1,225 @@
+"""The operator's multiplexing controllers: one MultiplexRunner per MiniCluster whose ``spec.multiplexing.enabled``
+is true and whose pods are all ready, stepped every ``interval`` seconds (on the operator's multiplex thread).
+
+The planner, the runner and the ports are the ones `minicluster multiplex` runs; the caller's ``start`` builds a
+cluster's runner (the CLI wires the Kubernetes backend's ports, Flux jobs through exec in the lead, the lead's
+copy of the event log), so the operator stays free of the CLI's backend. This module only starts and stops
+runners as specs change and turns what each step did into a :class:`Decision`: the ``Multiplexing`` condition
+(phase, simulations, requested CPU) and an Event for the planner's notable events (a simulation started,
+profiled, finished or cancelled; a resize, a refused resize, a pod restart). A failing step is a decision too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from elasticity.control.multiplex_runner import MultiplexRunner, Progress
+from miniclusters.api.spec import MiniCluster, MultiplexingSpec
+from miniclusters.operator.autoscaling import Decision
+
+if TYPE_CHECKING:
+    from miniclusters.operator.controller import ClusterKey
+
+log = logging.getLogger("miniclusters.operator.multiplexing")
+DEFAULT_INTERVAL = 2.0
+
+
+@dataclass
+class StartedLoop:
+    """What ``start`` returns for one cluster: its runner and how to push its new events to the lead's copy."""
+
+    runner: MultiplexRunner
+    flush: Callable[[], None] = lambda: None
+    note: str = ""
+    """Said once in the Started event (e.g. "pod level only: ...")."""
+
+
+MultiplexStarter = Callable[[str, MiniCluster, Callable[[], float]], StartedLoop]
+"""(namespace, the MiniCluster, clock) -> the loop for its spec.multiplexing; raises when it cannot be built."""
+
+EventWord = tuple[str, Literal["Normal", "Warning"]]
+NOTABLE: dict[str, EventWord] = {
+    "submitted": ("SimulationStarted", "Normal"),
+    "profiled": ("Profiled", "Normal"),
+    "resize": ("Resized", "Normal"),
+    "refit": ("ModelRefit", "Normal"),
+    "finished": ("SimulationFinished", "Normal"),
+    "resize-deferred": ("ResizeDeferred", "Warning"),
+    "plan-shrunk": ("PlanShrunk", "Warning"),
+    "start-failed": ("SimulationFailed", "Warning"),
+    "cancelled": ("SimulationCancelled", "Warning"),
+    "pod-restart": ("PodRestarted", "Warning"),
+    "pod-down": ("PodDown", "Warning"),
+    "timeout": ("Timeout", "Warning"),
+}
+PHASE_REASONS = {
+    "profile": "Profiling",
+    "resize": "Resizing",
+    "pack": "Packing",
+    "fairness": "Balancing",
+    "watch": "Watching",
+    "done": "Done",
+}
+
+
+def event_decision(event: dict[str, object]) -> Decision | None:
+    """The Event for one planner event, None for the routine ones (samples, job shares, starts queued)."""
+    kind = str(event.get("event"))
+    if kind == "resize-answer":
+        if event.get("answer") != "infeasible":
+            return None
+        word: EventWord | None = ("ResizeInfeasible", "Warning")
+    else:
+        word = NOTABLE.get(kind)
+    if word is None:
+        return None
+    details = ", ".join(f"{k} {v}" for k, v in event.items() if k not in ("t", "event"))
+    return Decision(word[1] == "Normal", word[0], f"{kind} at {event.get('t')}s: {details}".rstrip(": "), word[1])
+
+
+def progress_decision(progress: Progress, last: Decision | None = None) -> Decision:
+    """The condition: phase, simulations, requested CPU, beta, and the last notable event."""
+    beta = f", beta {progress.beta:.3f}" if progress.beta is not None else ""
+    return Decision(
+        True,
+        PHASE_REASONS.get(progress.phase, progress.phase.capitalize()),
+        f"phase {progress.phase}: {progress.running} running, {progress.finished} finished, "
+        f"requested {progress.requested_m}m{beta}" + (f"; last event: {last.message}" if last else ""),
+    )
+
+
+@dataclass
+class ClusterLoop:
+    spec: MultiplexingSpec
+    started: StartedLoop
+    due: float
+    last: Decision | None = None
+    seen: int = 0
+    """Planner events already turned into Events."""
+    done: bool = False
+    last_notable: Decision | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held for a step and for stopping: a stopped runner never submits after its simulations were cancelled."""
+    stopped: bool = False
+
+    @property
+    def runner(self) -> MultiplexRunner:
+        return self.started.runner
+
+    def step(self, now: float, interval: float) -> tuple[list[Decision], Decision]:
+        """One runner step: (an Event for each notable planner event, the condition's decision)."""
+        self.due = now + interval
+        try:
+            progress = self.runner.step()
+        except Exception as exc:  # a lead that does not answer, an API error: say so, try again next interval
+            message = str(exc) or type(exc).__name__
+            repeated = self.last is not None and self.last.condition == (False, "LoopFailed", message)
+            return [], Decision(False, "LoopFailed", message, None if repeated else "Warning")
+        with contextlib.suppress(Exception):  # the lead's copy is best effort: the Events carry the same
+            self.started.flush()
+        events = self.runner.planner.events
+        notable = [d for e in events[self.seen :] for d in [event_decision(e)] if d is not None]
+        self.seen = len(events)
+        self.done = progress.phase == "done"
+        if notable:
+            self.last_notable = notable[-1]
+        return notable, progress_decision(progress, self.last_notable)
+
+
+class MultiplexSupervisor:
+    """Starts, steps and stops the runners; every decision goes to ``report(key, decision, set_condition)``
+    (which never raises): Events of notable planner events leave the condition alone."""
+
+    def __init__(
+        self,
+        start: MultiplexStarter,
+        clock: Callable[[], float],
+        report: Callable[[ClusterKey, Decision, bool], None],
+        interval: float = DEFAULT_INTERVAL,
+    ) -> None:
+        self.start = start
+        self.clock = clock
+        self.report = report
+        self.interval = interval
+        self.loops: dict[ClusterKey, ClusterLoop] = {}
+        self.failed: dict[ClusterKey, str] = {}
+        """The last reason a cluster's controller could not start (said once)."""
+
+    def sync(self, key: ClusterKey, mc: MiniCluster | None, ready: bool = True, gone: bool = False) -> None:
+        """Make the runner of ``key`` match its spec: start it (once every pod is ready), or stop it. A changed
+        spec restarts it: the planner's knobs are fixed for a run."""
+        running = self.loops.get(key)
+        spec = mc.spec.multiplexing if mc is not None else None
+        wanted = spec if spec is not None and spec.enabled else None
+        if running is not None and wanted == running.spec:
+            return
+        if running is not None:
+            del self.loops[key]
+            with running.lock:
+                running.stopped = True
+                if not gone:  # a deleted cluster's pods go too: nothing to cancel
+                    self._cancel_running(key, running)
+            if not gone and wanted is None:
+                why = "spec.multiplexing.enabled is false" if spec is not None else "the spec is invalid"
+                self.report(key, Decision(False, "Disabled", why, "Normal"), True)
+        if wanted is None:
+            self.failed.pop(key, None)
+        if mc is not None and wanted is not None and ready:
+            self._start(key, mc, wanted)
+
+    def _start(self, key: ClusterKey, mc: MiniCluster, spec: MultiplexingSpec) -> None:
+        try:
+            started = self.start(key.namespace, mc, self.clock)
+        except Exception as exc:  # reported once per reason, not at every reconcile of the cluster
+            message = f"could not start the controller: {exc}"
+            if self.failed.get(key) != message:
+                self.failed[key] = message
+                self.report(key, Decision(False, "LoopFailed", message, "Warning"), True)
+            return
+        self.failed.pop(key, None)
+        self.loops[key] = ClusterLoop(spec, started, due=self.clock())
+        config = started.runner.planner.config
+        message = (
+            f"every {self.interval:g}s: {spec.command!r}, {config.ranks} ranks on {len(config.pods)} pods, up to "
+            f"{config.max_simulations} at once ({config.total} in all)" + (f"; {started.note}" if started.note else "")
+        )
+        self.report(key, Decision(True, "Started", message, "Normal"), True)
+
+    @staticmethod
+    def _cancel_running(key: ClusterKey, loop: ClusterLoop) -> None:
+        """A stopped controller's simulations would run on with nobody minding their CPU: cancel them."""
+        for sim, record in loop.runner.planner.sims.items():
+            if record.state in ("pending", "running"):
+                try:
+                    loop.runner.simulations.cancel(sim, "the multiplexing controller was stopped")
+                except Exception as exc:
+                    log.warning("%s: could not cancel %s: %s", key, sim, exc)
+
+    def step_due(self) -> int:
+        """Step every unfinished runner whose interval has passed; returns how many stepped."""
+        stepped = 0
+        for key, loop in list(self.loops.items()):
+            now = self.clock()
+            if loop.done or loop.due > now:
+                continue
+            with loop.lock:
+                if loop.stopped:
+                    continue
+                notable, condition = loop.step(now, self.interval)
+            stepped += 1
+            if self.loops.get(key) is not loop:
+                continue  # stopped while it stepped: its last word was "Disabled"
+            for decision in notable:
+                self.report(key, decision, False)
+            if loop.last is None or loop.last.condition != condition.condition or condition.event_type is not None:
+                self.report(key, condition, True)
+            loop.last = condition
+        return stepped
+
+    def next_due(self) -> float | None:
+        return min((loop.due for loop in self.loops.values() if not loop.done), default=None)

@@ -1,0 +1,223 @@
+"""The operator runs the multiplexing controller of every ready MiniCluster whose spec.multiplexing.enabled is
+true, against the API fake: the same planner and runner as `minicluster multiplex`, resizing through the pods'
+`resize` subresource; each notable step shows as an Event, the phase as the Multiplexing condition, and the
+event log is appended to the lead's REST state directory through exec. Disabling or deleting stops it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elasticity.control.multiplex_ports import Submitted
+from elasticity.control.multiplex_types import Profile, SimulationView
+from miniclusters.backends.base import ExecResult
+from miniclusters.backends.kubernetes.api import EVENT, MINICLUSTER
+from miniclusters.backends.kubernetes.backend import KubernetesBackend
+from miniclusters.backends.kubernetes.objects import custom_resource
+from miniclusters.cli.status_view import render_status_text, status_document
+from miniclusters.multiplex.event_mirror import ExecMirror
+from miniclusters.multiplex.kube_loop import kubernetes_multiplex_starter
+from miniclusters.operator.conditions import find
+from miniclusters.operator.controller import ClusterKey, Controller
+from miniclusters.testing.fake_kube import FakeKube, default_exec
+
+KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
+MUX = {"enabled": True, "command": "proxy_solver 500 2048 32 1,1,1,20", "max": 2, "total": 2}
+DUTY = (0.05, 0.05, 0.05, 0.95)
+PLACEMENT = {0: (0, 1), 1: (2, 3)}
+
+
+@dataclass
+class ScriptedSimulations:
+    """Flux jobs as the lead reports them: 10 it/s, profiled after 50 iterations, done after 500."""
+
+    clock: Any
+    started: dict[str, float] = field(default_factory=dict)
+    cancelled: dict[str, str] = field(default_factory=dict)
+
+    def submit(self, sim: str, profile_iterations: int) -> Submitted:
+        self.started[sim] = self.clock()
+        return Submitted(True, job_id=f"f{sim}")
+
+    def observe(self) -> Mapping[str, SimulationView]:
+        out = {}
+        for sim, t0 in self.started.items():
+            it = min(500, int((self.clock() - t0) * 10))
+            if sim in self.cancelled:
+                out[sim] = SimulationView(sim, "failed", it, reason="cancelled")
+            else:
+                state = "finished" if it >= 500 else "running"
+                out[sim] = SimulationView(sim, state, it, Profile(DUTY, PLACEMENT) if it >= 50 else None)  # type: ignore[arg-type]
+        return out
+
+    def cancel(self, sim: str, reason: str) -> None:
+        self.cancelled[sim] = reason
+
+
+class Lead:
+    """The lead pod's exec answers, remembering what the controller appended to its event log."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}
+
+    def __call__(self, fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+        if argv[:3] == ["sh", "-c", ExecMirror.SCRIPT]:
+            path, text = argv[4], argv[5]
+            self.files[path] = self.files.get(path, "") + text
+            return ExecResult(0, "", "")
+        return default_exec(fake, pod, argv)
+
+
+@pytest.fixture
+def lead(fake: FakeKube) -> Lead:
+    answers = Lead()
+    fake.exec_handler = answers
+    return answers
+
+
+@pytest.fixture
+def sims(clock) -> list[ScriptedSimulations]:  # type: ignore[no-untyped-def]
+    return []
+
+
+@pytest.fixture
+def operator(fake: FakeKube, clock, tmp_path: Path, sims: list[ScriptedSimulations]) -> Controller:  # type: ignore[no-untyped-def]
+    def scripted(*_: Any) -> ScriptedSimulations:
+        sims.append(ScriptedSimulations(clock))
+        return sims[-1]
+
+    def backend_for(namespace: str) -> KubernetesBackend:
+        return KubernetesBackend(api=fake, namespace=namespace, clock=clock, sleep=clock.sleep, resize_wait=5.0)
+
+    start = kubernetes_multiplex_starter(fake, scripted, tmp_path, backend_for)
+    return Controller(fake, namespace="hpc", clock=clock, wall=clock.wall, multiplex_start=start)
+
+
+def backend_for_status(fake: FakeKube, clock) -> KubernetesBackend:  # type: ignore[no-untyped-def]
+    return KubernetesBackend(api=fake, namespace="hpc", clock=clock, sleep=clock.sleep)
+
+
+def _settle(operator: Controller, clock) -> None:  # type: ignore[no-untyped-def]
+    operator.run_until_idle(advance=clock.advance)
+
+
+def _tick(operator: Controller, clock, seconds: float = 2.0) -> int:  # type: ignore[no-untyped-def]
+    clock.advance(seconds)
+    assert operator.multiplexers is not None
+    stepped = operator.multiplexers.step_due()
+    _settle(operator, clock)
+    return stepped
+
+
+def _condition(fake: FakeKube) -> tuple[str, str, str]:
+    condition = find(fake.stored(MINICLUSTER, "demo")["status"]["conditions"], "Multiplexing")
+    assert condition is not None
+    return condition["status"], condition["reason"], condition["message"]
+
+
+def _reasons(fake: FakeKube) -> list[str]:
+    return [e["reason"] for e in fake.all_of(EVENT) if e["action"] == "Multiplex"]
+
+
+def _resizes(fake: FakeKube) -> int:
+    return sum(1 for c in fake.calls if c.subresource == "resize" and c.verb == "patch")
+
+
+def test_the_operator_runs_the_controller_of_an_enabled_cluster(
+    fake: FakeKube, operator: Controller, clock, make_mc, lead: Lead, sims: list[ScriptedSimulations]
+) -> None:  # type: ignore[no-untyped-def]
+    fake.node_cpu = "4"
+    fake.create(custom_resource(make_mc(size=2, tasks=4, multiplexing=MUX), "hpc"))
+    operator.start()
+    _settle(operator, clock)
+    assert KEY in operator.multiplexers.loops  # type: ignore[union-attr]
+    status, reason, message = _condition(fake)
+    assert (status, reason) == ("True", "Started") and "4 ranks on 2 pods, up to 2 at once" in message
+    assert "budget 2000m" in message and _reasons(fake) == ["Started"]
+
+    for _ in range(40):
+        _tick(operator, clock)
+        if len(sims[0].started) == 2:
+            break
+    (scripted,) = sims
+    assert sorted(scripted.started) == ["sim1", "sim2"], "profiled, resized, and a second simulation packed"
+    assert _resizes(fake) >= 2, "pods resized through the resize subresource"
+    requests = {
+        i: p["spec"]["containers"][0]["resources"]["requests"]["cpu"] for i, p in fake.pods_of("demo", "hpc").items()
+    }
+    assert requests != {0: "1", 1: "1"}, requests
+    reasons = _reasons(fake)
+    assert reasons.index("SimulationStarted") < reasons.index("Profiled") < reasons.index("Resized")
+    assert reasons.count("SimulationStarted") == 2
+    assert "last event: submitted" in _condition(fake)[2] and "sim2" in _condition(fake)[2]
+    _tick(operator, clock)
+    status, reason, message = _condition(fake)
+    assert status == "True" and "2 running" in message and "last event: " in message, message
+    # `minicluster status --backend kubernetes` shows it among the conditions
+    text = render_status_text(status_document(backend_for_status(fake, clock).status("demo")))
+    assert "Multiplexing" in text and "2 running" in text, text
+
+    # the event log, appended in the lead pod where its REST server (and web UI) reads it
+    (path,) = lead.files
+    assert path == "/run/flux/state/restful/controllers/multiplex.jsonl"
+    records = [json.loads(line) for line in lead.files[path].splitlines()]
+    assert [r["kind"] for r in records if r["kind"] == "submitted"] == ["submitted", "submitted"]
+    assert all(r["loop"] == "multiplex" and r["cluster"] == "demo" for r in records)
+
+    for _ in range(60):
+        _tick(operator, clock)
+        if _condition(fake)[1] == "Done":
+            break
+    assert _condition(fake)[:2] == ("True", "Done") and _reasons(fake).count("SimulationFinished") == 2
+    assert _tick(operator, clock) == 0, "a finished controller no longer steps"
+    assert KEY in operator.multiplexers.loops, "nor restarts while its spec is unchanged"  # type: ignore[union-attr]
+
+
+def test_disabling_or_deleting_stops_the_controller(
+    fake: FakeKube, operator: Controller, clock, make_mc, lead: Lead, sims: list[ScriptedSimulations]
+) -> None:  # type: ignore[no-untyped-def]
+    fake.node_cpu = "4"
+    fake.create(custom_resource(make_mc(size=2, tasks=4, multiplexing=MUX), "hpc"))
+    operator.start()
+    _settle(operator, clock)
+    for _ in range(5):
+        _tick(operator, clock)
+    assert "sim1" in sims[0].started
+    fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"multiplexing": {"enabled": False}}})
+    _settle(operator, clock)
+    assert operator.multiplexers is not None and operator.multiplexers.loops == {}
+    assert _condition(fake)[:2] == ("False", "Disabled") and _reasons(fake)[-1] == "Disabled"
+    assert "stopped" in sims[0].cancelled["sim1"], "its running simulation was cancelled, not left unminded"
+    resizes = _resizes(fake)
+    assert _tick(operator, clock, 10) == 0 and _resizes(fake) == resizes, "a stopped controller resizes nothing"
+
+    fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"multiplexing": {"enabled": True}}})
+    _settle(operator, clock)
+    assert KEY in operator.multiplexers.loops and len(sims) == 2, "re-enabled: a fresh controller"
+    assert _reasons(fake)[-1] == "Started"
+    fake.delete(MINICLUSTER, "hpc", "demo", "Foreground")
+    _settle(operator, clock)
+    assert operator.multiplexers.loops == {}
+    assert _tick(operator, clock) == 0
+
+
+def test_a_cluster_without_a_cpu_request_is_told_why_and_nothing_runs(
+    fake: FakeKube, operator: Controller, clock, make_mc, lead: Lead, sims: list[ScriptedSimulations]
+) -> None:  # type: ignore[no-untyped-def]
+    mc = make_mc(size=2, tasks=4, multiplexing=MUX, containers=[{"image": "app:1"}])
+    fake.create(custom_resource(mc, "hpc"))
+    operator.start()
+    _settle(operator, clock)
+    status, reason, message = _condition(fake)
+    assert (status, reason) == ("False", "LoopFailed") and "resources.requests.cpu" in message
+    assert operator.multiplexers is not None and operator.multiplexers.loops == {} and sims == []
+    for _ in range(3):  # reconciled again (a resync, a pod event): the same reason is not said again
+        operator.queue.add(KEY)
+        _settle(operator, clock)
+    warnings = [e for e in fake.all_of(EVENT) if e["type"] == "Warning" and e["action"] == "Multiplex"]
+    assert len(warnings) == 1 and "resources.requests.cpu" in warnings[0]["note"]

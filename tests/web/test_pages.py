@@ -1,0 +1,287 @@
+"""The web pages over the real app (TestClient) with an in-memory job service: sign-in, access, forms."""
+
+from __future__ import annotations
+
+import pwd
+import time
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+from fastapi.testclient import TestClient
+
+from broker.client import FluxError
+from broker.jobs.api import JobInfo
+from broker.rest.app import create_app
+from broker.rest.jobs import SubmitRequest
+from broker.rest.settings import RestSettings
+from broker.rest.users import UserStore
+from broker.rest.web.session import CSRF_COOKIE, SESSION_COOKIE
+from broker.rest.web.testing import csrf_of, sign_in
+
+KEY = "web-test-signing-key-0123456789abcdef0123"
+ADMIN = ("admin", "admin-pw")
+USER = ("nobody", "nobody-pw")  # a real account (Debian has it), so multi-user mode maps it to a uid
+
+
+class MemoryJobService:
+    def __init__(self) -> None:
+        self.records: dict[int, JobInfo] = {}
+        self.outputs: dict[int, list[str]] = {}
+        self.submitted: list[tuple[SubmitRequest, int]] = []
+        self.cancelled: list[int] = []
+        self.next_id = 1000
+
+    def add(self, name: str, userid: int, state: str = "INACTIVE", result: str = "COMPLETED") -> JobInfo:
+        self.next_id += 1
+        job = JobInfo(
+            id=self.next_id, state=state, result=result if state == "INACTIVE" else "", returncode=0,
+            nnodes=1, ntasks=1, nodelist="pod-0", runtime=0.5, name=name, userid=userid, urgency=16,
+            priority=16, t_submit=time.time(), t_run=time.time(), t_cleanup=0.0, t_inactive=0.0,
+        )  # fmt: skip
+        self.records[job.id] = job
+        self.outputs[job.id] = [f"output of {name}\n"]
+        return job
+
+    def submit(self, request: SubmitRequest, userid: int) -> int:
+        self.submitted.append((request, userid))
+        return self.add(request.command[0], userid, state="SCHED").id
+
+    def jobs(self) -> list[JobInfo]:
+        return sorted(self.records.values(), key=lambda j: -j.id)
+
+    def info(self, jobid: int) -> JobInfo:
+        if jobid not in self.records:
+            raise FluxError(2, f"unknown job {jobid}")
+        return self.records[jobid]
+
+    def cancel(self, jobid: int) -> None:
+        self.info(jobid)
+        self.cancelled.append(jobid)
+
+    def output(self, jobid: int, offset: int = 0, wait: bool = False) -> tuple[list[str], int, bool]:
+        lines = self.outputs[jobid][offset:]
+        return lines, offset + len(lines), True
+
+    def eventlog(self, jobid: int) -> list[dict[str, Any]]:
+        return [{"timestamp": self.info(jobid).t_submit, "name": "submit", "context": {"userid": 0}}]
+
+    def nodes(self) -> list[str]:
+        return ["pod-0", "pod-1"]
+
+    def shutdown(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def make_client(tmp_path: Path, service: MemoryJobService, **settings: Any) -> TestClient:
+    values: dict[str, Any] = {"token_signing_key": KEY, "superuser": ADMIN[0], "superuser_password": ADMIN[1]}
+    values.update(settings)
+    users = UserStore(tmp_path / "users.db", rounds=4)
+    users.ensure(*USER)
+    app = create_app(RestSettings(state_dir=tmp_path, **values), service, users)
+    return TestClient(app, follow_redirects=False)
+
+
+@pytest.fixture
+def service() -> MemoryJobService:
+    return MemoryJobService()
+
+
+@pytest.fixture
+def multi_user(tmp_path: Path, service: MemoryJobService) -> Iterator[TestClient]:
+    with make_client(tmp_path, service, mode="multi-user", min_uid=0) as client:
+        yield client
+
+
+NOBODY_UID = pwd.getpwnam(USER[0]).pw_uid
+
+
+PAGES = ("/jobs", "/jobs/submit", "/cluster", "/jobs/%C6%92JH")
+
+
+@pytest.fixture
+def client(tmp_path: Path, service: MemoryJobService) -> TestClient:
+    return make_client(tmp_path, service)
+
+
+def test_every_page_needs_a_session_when_auth_is_on(client: TestClient) -> None:
+    for page in PAGES:
+        answer = client.get(page)
+        assert answer.status_code == 303, page
+        assert answer.headers["location"].startswith("/login?next=%2F"), page
+    assert client.get("/jobs/table").status_code == 401  # the live fragment: the script reloads into the login
+    token = csrf_of(client.get("/login").text)
+    refused = client.post("/jobs/submit", data={"command": "true", "csrf_token": token})
+    assert refused.status_code == 303 and refused.headers["location"].startswith("/login")
+
+
+def test_login_sets_an_httponly_strict_cookie_and_logout_clears_it(client: TestClient) -> None:
+    token = csrf_of(client.get("/login").text)
+    wrong = client.post("/login", data={"username": ADMIN[0], "password": "nope", "csrf_token": token})
+    assert wrong.status_code == 400 and "Incorrect user name or password" in wrong.text
+    assert SESSION_COOKIE not in wrong.headers.get("set-cookie", "")
+    answer = client.post("/login", data={"username": ADMIN[0], "password": ADMIN[1], "csrf_token": token})
+    assert answer.status_code == 303 and answer.headers["location"] == "/jobs"
+    cookie = answer.headers["set-cookie"].lower()
+    assert SESSION_COOKIE in cookie and "httponly" in cookie and "samesite=strict" in cookie
+    page = client.get("/jobs")
+    assert page.status_code == 200 and "Signed in as" in page.text
+    out = client.post("/logout", data={"csrf_token": token})
+    assert out.status_code == 303 and out.headers["location"] == "/login"
+    assert client.get("/jobs").status_code == 303
+
+
+def test_forms_without_the_csrf_token_or_from_another_origin_are_refused(
+    client: TestClient, service: MemoryJobService
+) -> None:
+    assert client.post("/login", data={"username": ADMIN[0], "password": ADMIN[1]}).status_code == 403
+    token = sign_in(client, *ADMIN)
+    assert client.post("/jobs/submit", data={"command": "true", "csrf_token": "x" * 40}).status_code == 403
+    foreign = client.post(
+        "/jobs/submit", data={"command": "true", "csrf_token": token}, headers={"Origin": "http://evil.example"}
+    )
+    assert foreign.status_code == 403 and "another origin" in foreign.text
+    assert service.submitted == []
+    assert client.cookies.get(CSRF_COOKIE) == token
+
+
+def test_login_never_redirects_off_the_server(client: TestClient) -> None:
+    token = csrf_of(client.get("/login").text)
+    for target in ("//evil.example/x", "https://evil.example", "/\\evil"):
+        data = {"username": ADMIN[0], "password": ADMIN[1], "csrf_token": token, "next": target}
+        assert client.post("/login", data=data).headers["location"] == "/jobs"
+
+
+def test_a_removed_user_s_session_stops_working(client: TestClient) -> None:
+    sign_in(client, *USER)
+    assert client.get("/jobs").status_code == 200
+    client.app.state.users.remove(USER[0])  # type: ignore[attr-defined]
+    assert client.get("/jobs").status_code == 303
+
+
+def test_users_see_only_their_own_jobs_and_others_are_404_like_missing_ones(
+    multi_user: TestClient, service: MemoryJobService
+) -> None:
+    theirs = service.add("admins-secret-job", 0)
+    mine = service.add("my-job", NOBODY_UID)
+    sign_in(multi_user, *USER)
+    listing = multi_user.get("/jobs").text
+    assert "my-job" in listing and "admins-secret-job" not in listing
+    assert "my-job" in multi_user.get("/jobs/table").text
+    assert multi_user.get(f"/jobs/{mine.f58}").status_code == 200
+    other, missing = multi_user.get(f"/jobs/{theirs.f58}"), multi_user.get("/jobs/999999")
+    assert other.status_code == missing.status_code == 404
+    assert other.text.replace(theirs.f58, "X") == missing.text.replace("999999", "X")
+    for suffix in ("/status", "/output/stream"):
+        assert multi_user.get(f"/jobs/{theirs.f58}{suffix}").status_code == 404
+    token = multi_user.cookies.get("mc_csrf") or ""
+    assert multi_user.post(f"/jobs/{theirs.f58}/cancel", data={"csrf_token": token}).status_code == 404
+    assert service.cancelled == []
+    multi_user.cookies.clear()
+    sign_in(multi_user, *ADMIN)
+    listing = multi_user.get("/jobs").text
+    assert "my-job" in listing and "admins-secret-job" in listing  # the superuser sees all
+
+
+def test_a_running_job_can_be_cancelled_from_its_page(client: TestClient, service: MemoryJobService) -> None:
+    job = service.add("long", 0, state="RUN")
+    token = sign_in(client, *ADMIN)
+    page = client.get(f"/jobs/{job.f58}").text
+    assert 'id="cancel"' in page
+    assert client.post(f"/jobs/{job.f58}/cancel", data={}).status_code == 403  # no CSRF token: refused
+    answer = client.post(f"/jobs/{job.f58}/cancel", data={"csrf_token": token})
+    assert answer.status_code == 303 and service.cancelled == [job.id]
+    assert 'id="cancel"' not in client.get(f"/jobs/{service.add('done', 0).f58}").text
+
+
+def test_job_page_shows_fields_eventlog_and_output(client: TestClient, service: MemoryJobService) -> None:
+    job = service.add("hello", 0)
+    service.outputs[job.id] = ["line one\n", "line two"]
+    sign_in(client, *ADMIN)
+    page = client.get(f"/jobs/{job.id}")  # the decimal id works too
+    assert page.status_code == 200
+    assert 'data-field="state">INACTIVE' in page.text and 'data-field="result">COMPLETED' in page.text
+    assert "<td>submit</td>" in page.text
+    assert "line one\nline two\n</pre>" in page.text
+    assert client.get(f"/jobs/{job.f58}/output/stream").text == "line one\nline two\n"
+    assert "data-final" in client.get(f"/jobs/{job.f58}/status").text
+
+
+def test_submit_form_validates_with_the_api_model_and_shows_errors_by_field(
+    multi_user: TestClient, service: MemoryJobService
+) -> None:
+    token = sign_in(multi_user, *USER)
+    bad = multi_user.post(
+        "/jobs/submit", data={"command": "echo hi", "num_tasks": "1.5", "envars": "novalue", "csrf_token": token}
+    )
+    assert bad.status_code == 400 and service.submitted == []
+    assert 'data-error-for="num_tasks"' in bad.text and 'data-error-for="envars"' in bad.text
+    assert 'value="1.5"' in bad.text  # the user's input is kept
+    empty = multi_user.post("/jobs/submit", data={"command": " ", "csrf_token": token})
+    assert empty.status_code == 400 and 'data-error-for="command">is required' in empty.text
+    data = {"command": "echo 'a b'", "num_tasks": "2", "envars": "A=1", "exclusive": "on", "num_nodes": "1"}
+    good = multi_user.post("/jobs/submit", data={**data, "csrf_token": token})
+    assert good.status_code == 303
+    request, userid = service.submitted[0]
+    assert request.command == ["echo", "a b"] and request.num_tasks == 2 and request.exclusive
+    assert request.envars == {"A": "1"} and userid == NOBODY_UID
+    jobid = max(service.records)
+    assert unquote(good.headers["location"]) == f"/jobs/{service.records[jobid].f58}"
+
+
+def test_search_state_filter_and_paging(client: TestClient, service: MemoryJobService) -> None:
+    for i in range(45):
+        service.add(f"sweep-{i:02d}", 0, state="RUN" if i % 3 == 0 else "INACTIVE")
+    sign_in(client, *ADMIN)
+    first = client.get("/jobs").text
+    assert "45 of 45 jobs, page 1 of 3" in first and "sweep-44" in first and "sweep-24" not in first
+    last = client.get("/jobs?page=3").text
+    assert "sweep-00" in last and 'rel="prev"' in last and 'rel="next"' not in last
+    running = client.get("/jobs/table?state=running").text
+    assert "15 of 45 jobs" in running and "sweep-03" in running and "sweep-04" not in running
+    found = client.get("/jobs?q=sweep-1").text
+    assert "10 of 45 jobs" in found and "sweep-17" in found and "sweep-27" not in found
+    odd = client.get("/jobs", params={"q": "a&state=x#", "state": "running"}).text
+    assert 'data-live="/jobs/table?q=a%26state%3Dx%23&amp;state=running&page=1"' in odd  # the search, kept whole
+
+
+def test_no_auth_mode_needs_no_login(tmp_path: Path, service: MemoryJobService) -> None:
+    service.add("open-job", 0)
+    client = make_client(tmp_path, service, require_auth=False)
+    assert "open-job" in client.get("/jobs").text
+    assert client.get("/login").headers["location"] == "/jobs"
+    assert "Log out" not in client.get("/jobs").text
+
+
+class _Labels(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.controls: list[str] = []
+        self.labelled: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag == "label" and values.get("for"):
+            self.labelled.add(str(values["for"]))
+        elif tag in ("input", "select", "textarea") and values.get("type") != "hidden":
+            self.controls.append(str(values.get("id") or values.get("name")))
+
+
+def test_every_form_control_has_a_label(client: TestClient, service: MemoryJobService) -> None:
+    service.add("x", 0)
+    pages = [client.get("/login").text]
+    sign_in(client, *ADMIN)
+    pages += [client.get(page).text for page in ("/jobs", "/jobs/submit", "/cluster")]
+    seen = 0
+    for html in pages:
+        parser = _Labels()
+        parser.feed(html)
+        assert set(parser.controls) <= parser.labelled, (parser.controls, parser.labelled)
+        seen += len(parser.controls)
+    assert seen >= 14  # login 2, filters 2, submit 10
