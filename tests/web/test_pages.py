@@ -35,20 +35,22 @@ class MemoryJobService:
         self.cancelled: list[int] = []
         self.next_id = 1000
 
-    def add(self, name: str, userid: int, state: str = "INACTIVE", result: str = "COMPLETED") -> JobInfo:
+    def add(
+        self, name: str, userid: int, state: str = "INACTIVE", result: str = "COMPLETED", owner: str = ""
+    ) -> JobInfo:
         self.next_id += 1
         job = JobInfo(
             id=self.next_id, state=state, result=result if state == "INACTIVE" else "", returncode=0,
             nnodes=1, ntasks=1, nodelist="pod-0", runtime=0.5, name=name, userid=userid, urgency=16,
-            priority=16, t_submit=time.time(), t_run=time.time(), t_cleanup=0.0, t_inactive=0.0,
+            priority=16, t_submit=time.time(), t_run=time.time(), t_cleanup=0.0, t_inactive=0.0, owner=owner,
         )  # fmt: skip
         self.records[job.id] = job
         self.outputs[job.id] = [f"output of {name}\n"]
         return job
 
     def submit(self, request: SubmitRequest, userid: int) -> int:
-        self.submitted.append((request, userid))
-        return self.add(request.command[0], userid, state="SCHED").id
+        self.submitted.append((request, userid))  # the owner is kept, as the real services keep it in the jobspec
+        return self.add(request.command[0], userid, state="SCHED", owner=request.owner).id
 
     def jobs(self) -> list[JobInfo]:
         return sorted(self.records.values(), key=lambda j: -j.id)
@@ -230,7 +232,7 @@ def test_submit_form_validates_with_the_api_model_and_shows_errors_by_field(
     assert good.status_code == 303
     request, userid = service.submitted[0]
     assert request.command == ["echo", "a b"] and request.num_tasks == 2 and request.exclusive
-    assert request.envars == {"A": "1"} and userid == NOBODY_UID
+    assert request.envars == {"A": "1"} and userid == NOBODY_UID and request.owner == USER[0]
     jobid = max(service.records)
     assert unquote(good.headers["location"]) == f"/jobs/{service.records[jobid].f58}"
 
@@ -285,3 +287,29 @@ def test_every_form_control_has_a_label(client: TestClient, service: MemoryJobSe
         assert set(parser.controls) <= parser.labelled, (parser.controls, parser.labelled)
         seen += len(parser.controls)
     assert seen >= 14  # login 2, filters 2, submit 10
+
+
+def test_a_tenant_without_an_account_sees_the_job_she_submitted_from_the_form(
+    multi_user: TestClient, service: MemoryJobService
+) -> None:
+    """The form submits as the API does (access.submit_as): the owner is recorded, so a tenant with no Unix
+    account on the lead finds her job on /jobs, another tenant does not, and the superuser does."""
+    users = multi_user.app.state.users  # type: ignore[attr-defined]
+    users.add("tenant-alice", "alice-pw")
+    users.add("tenant-bob", "bob-pw")
+    token = sign_in(multi_user, "tenant-alice", "alice-pw")
+    answer = multi_user.post("/jobs/submit", data={"command": "alices-web-job", "csrf_token": token})
+    assert answer.status_code == 303, answer.text
+    job = service.records[max(service.records)]
+    assert job.owner == "tenant-alice"
+    assert "alices-web-job" in multi_user.get("/jobs").text and multi_user.get(f"/jobs/{job.f58}").status_code == 200
+    assert [j["id"] for j in multi_user.get("/v1/jobs", auth=("tenant-alice", "alice-pw")).json()["jobs"]] == [
+        job.id
+    ]  # the API agrees
+    multi_user.cookies.clear()
+    sign_in(multi_user, "tenant-bob", "bob-pw")
+    assert "alices-web-job" not in multi_user.get("/jobs").text
+    assert multi_user.get(f"/jobs/{job.f58}").status_code == 404
+    multi_user.cookies.clear()
+    sign_in(multi_user, *ADMIN)
+    assert "alices-web-job" in multi_user.get("/jobs").text

@@ -133,8 +133,8 @@ def job_router(context: WebContext) -> APIRouter:
         fields = submit_fields()
         params = submit_params(form, fields)
         try:
-            jobid = service.submit(parse_submit(params), context.run_as(user))
-        except HTTPException as exc:  # run_as: this user may not run jobs here
+            jobid = context.submit(user, parse_submit(params))
+        except HTTPException as exc:  # this user may not run jobs here
             values = {"fields": fields, "values": params, "errors": {"": [str(exc.detail)]}}
             return render(request, context, "submit.html", values, user, status=exc.status_code)
         except SubmitError as exc:
