@@ -1,7 +1,8 @@
 """CPU multiplexing on the local backend, measured in one run (issue 15's acceptance figures).
 
 One MiniCluster of 2 pods (1 CPU requested each, the rigid "equal" allocation) runs the proxy solver with a
-weighted band decomposition 1,1,1,20 (4 ranks, 2 per pod; one dense rank, three sparse ones waiting in MPI):
+weighted band decomposition 1,1,1,60 of 48-row bands, 2048 cells wide (4 ranks, 2 per pod; one dense rank,
+three sparse ones waiting in MPI; mean duty cycle about 25%):
   1. T_1: one simulation alone, equal allocation, no controller;
   2. two simulations at once with equal allocation (no controller): Theta(2)_equal = 2 T_1 / their makespan;
   3. `minicluster multiplex --max 2 --total 2`: the controller profiles, resizes in place and packs the second
@@ -14,7 +15,7 @@ against a handicapped baseline.
 Requested CPU: the controller's total request while both simulations ran (after their profiles) against what
 equal allocation requests for two simulations (each with its own 2 pods at the spec's 1 CPU: 4000m).
 
-Run: .venv/bin/python bench/bench_multiplex.py [--iterations 7500] [--skip-n3]
+Run: .venv/bin/python bench/bench_multiplex.py [--iterations 1500] [--skip-n3]
 Prints figures; the last line is one JSON object. It is not a test (no thresholds are asserted).
 """
 
@@ -42,7 +43,8 @@ from miniclusters.multiplex.flux_simulations import WAIT_MODE, FluxSimulations
 MINICLUSTER = str(Path(sys.executable).with_name("minicluster"))
 NAME = "benchmux"
 RANKS, PODS, POD_CPU_M = 4, 2, 1000
-WEIGHTS = "1,1,1,20"
+WEIGHTS = "1,1,1,60"
+ROWS_PER_WEIGHT = 48
 
 
 def say(message: str) -> None:
@@ -153,7 +155,7 @@ def controller_run(n: int, command: str, workdir: Path, overhead: str) -> dict[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=7500)
+    parser.add_argument("--iterations", type=int, default=1500)
     parser.add_argument("--skip-n3", action="store_true", help="do not run N=3 (theta3_measured is then null)")
     parser.add_argument("--pod-overhead", default="200m", help="the controller's --pod-overhead (broker CPU per pod)")
     opts = parser.parse_args()
@@ -166,7 +168,7 @@ def main() -> None:
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     workdir = Path(tempfile.mkdtemp(prefix="bench-mux-"))
     solver = build_proxy_solver()
-    command = f"{solver} {opts.iterations} 2048 32 {WEIGHTS}"
+    command = f"{solver} {opts.iterations} 2048 {ROWS_PER_WEIGHT} {WEIGHTS}"
     spec = write_spec(workdir, command)
 
     def recreate() -> None:
