@@ -35,12 +35,14 @@ class MemoryJobService:
         self.cancelled: list[int] = []
         self.next_id = 1000
 
-    def add(self, name: str, userid: int, state: str = "INACTIVE", result: str = "COMPLETED") -> JobInfo:
+    def add(
+        self, name: str, userid: int, state: str = "INACTIVE", result: str = "COMPLETED", owner: str = ""
+    ) -> JobInfo:
         self.next_id += 1
         job = JobInfo(
             id=self.next_id, state=state, result=result if state == "INACTIVE" else "", returncode=0,
             nnodes=1, ntasks=1, nodelist="pod-0", runtime=0.5, name=name, userid=userid, urgency=16,
-            priority=16, t_submit=time.time(), t_run=time.time(), t_cleanup=0.0, t_inactive=0.0,
+            priority=16, t_submit=time.time(), t_run=time.time(), t_cleanup=0.0, t_inactive=0.0, owner=owner,
         )  # fmt: skip
         self.records[job.id] = job
         self.outputs[job.id] = [f"output of {name}\n"]
@@ -48,7 +50,7 @@ class MemoryJobService:
 
     def submit(self, request: SubmitRequest, userid: int) -> int:
         self.submitted.append((request, userid))
-        return self.add(request.command[0], userid, state="SCHED").id
+        return self.add(request.command[0], userid, state="SCHED", owner=request.owner).id
 
     def jobs(self) -> list[JobInfo]:
         return sorted(self.records.values(), key=lambda j: -j.id)
@@ -230,9 +232,23 @@ def test_submit_form_validates_with_the_api_model_and_shows_errors_by_field(
     assert good.status_code == 303
     request, userid = service.submitted[0]
     assert request.command == ["echo", "a b"] and request.num_tasks == 2 and request.exclusive
-    assert request.envars == {"A": "1"} and userid == NOBODY_UID
+    assert request.envars == {"A": "1"} and userid == NOBODY_UID and request.owner == USER[0]
     jobid = max(service.records)
     assert unquote(good.headers["location"]) == f"/jobs/{service.records[jobid].f58}"
+
+
+def test_a_tenant_without_an_account_sees_the_jobs_it_submitted_from_the_form(
+    multi_user: TestClient, service: MemoryJobService
+) -> None:
+    multi_user.app.state.users.add("carol", "carol-pw")  # type: ignore[attr-defined]
+    token = sign_in(multi_user, "carol", "carol-pw")
+    done = multi_user.post("/jobs/submit", data={"command": "carols-job", "csrf_token": token})
+    assert done.status_code == 303, done.text
+    assert "carols-job" in multi_user.get("/jobs").text and multi_user.get(done.headers["location"]).status_code == 200
+    multi_user.cookies.clear()
+    sign_in(multi_user, *USER)
+    assert "carols-job" not in multi_user.get("/jobs").text
+    assert multi_user.get(done.headers["location"]).status_code == 404
 
 
 def test_search_state_filter_and_paging(client: TestClient, service: MemoryJobService) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -133,7 +134,8 @@ def job_router(context: WebContext) -> APIRouter:
         fields = submit_fields()
         params = submit_params(form, fields)
         try:
-            jobid = service.submit(parse_submit(params), context.run_as(user))
+            request_ = replace(parse_submit(params), owner=user.name)  # as the API records it: the job's owner
+            jobid = service.submit(request_, context.run_as(user))
         except HTTPException as exc:  # run_as: this user may not run jobs here
             values = {"fields": fields, "values": params, "errors": {"": [str(exc.detail)]}}
             return render(request, context, "submit.html", values, user, status=exc.status_code)
