@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 import pwd
+from dataclasses import replace
 
 from fastapi import HTTPException
 
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.jobid import JobIdError, parse_jobid
-from broker.rest.jobs import JobService
+from broker.rest.jobs import JobService, SubmitRequest
 from broker.rest.settings import RestSettings
 from broker.rest.users import Principal
 
@@ -91,3 +92,9 @@ def run_as(principal: Principal, settings: RestSettings) -> int:
     if uid < settings.min_uid and not principal.is_superuser:
         raise HTTPException(403, f"account {principal.name!r} (uid {uid}) may not run jobs")
     return uid
+
+
+def submit_as(service: JobService, request: SubmitRequest, principal: Principal, settings: RestSettings) -> int:
+    """Submit on the principal's behalf: as run_as's uid, with the principal recorded as the job's owner (so that
+    `visible` finds it). Every submission from the API or the pages goes through here."""
+    return service.submit(replace(request, owner=principal.name), run_as(principal, settings))

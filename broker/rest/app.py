@@ -10,7 +10,6 @@ import binascii
 import os
 import pwd
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request
@@ -234,9 +233,8 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             return JSONResponse({"Message": "Invalid submit request", "Errors": exc.errors}, status_code=400)
         except (ValueError, UnicodeDecodeError) as exc:
             return JSONResponse({"Message": "Invalid submit request", "Errors": [f"body: {exc}"]}, status_code=400)
-        userid = access.run_as(user, settings)
         try:
-            jobid = service.submit(replace(submit_request, owner=user.name), userid)
+            jobid = access.submit_as(service, submit_request, user, settings)
         except FluxError as exc:
             return JSONResponse(
                 {"Message": "There was an issue submitting that job.", "Errors": [exc.message]}, status_code=400
@@ -303,7 +301,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             users,
             authenticate=current_user,
             visible=lambda principal, job: access.visible(principal, job, settings),
-            run_as=lambda principal: access.run_as(principal, settings),
+            submit=lambda principal, request: access.submit_as(service, request, principal, settings),
         ),
     )
     return app

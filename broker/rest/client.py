@@ -156,3 +156,9 @@ class RestClient:
     def remove_user(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("DELETE", f"/v1/users/{quote(name, safe='')}").json()
         return result
+
+    def set_password(self, name: str, password: str) -> dict[str, Any]:
+        """Your own password, or anyone's as a superuser; tokens issued before (yours too) stop working."""
+        path = f"/v1/users/{quote(name, safe='')}/password"
+        result: dict[str, Any] = self.request("PUT", path, json={"password": password}).json()
+        return result

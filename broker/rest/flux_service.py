@@ -192,6 +192,8 @@ class FluxJobService:
             try:
                 found = self.flux.job.job_kvs_lookup(self.handle, job.id, keys=["jobspec"])
             except OSError as exc:
+                if exc.errno == errno.ENOENT:  # purged meanwhile: nobody's (only the superuser sees it)
+                    return job
                 raise _flux_error(exc, f"cannot read the jobspec of job {job.id}") from exc
             spec = found.get("jobspec") if found else None
             owner = job_owner(spec) if isinstance(spec, dict) else ""

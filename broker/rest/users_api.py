@@ -1,4 +1,5 @@
-"""User management over REST (superuser only): POST /v1/users, GET /v1/users, DELETE /v1/users/{name}.
+"""User management over REST: POST /v1/users, GET /v1/users, DELETE /v1/users/{name} (superuser only) and
+PUT /v1/users/{name}/password (a user's own, or anyone's as a superuser).
 
 The body is read and validated here rather than by FastAPI, so that bad input is a 400 whose every error names
 its field, as at submit (FastAPI would answer 422). Passwords travel only in the request body (never a URL),
@@ -30,6 +31,14 @@ class NewUser(BaseModel):
     superuser: bool = Field(False, description="may manage users and see every job")
 
 
+class NewPassword(BaseModel):
+    """PUT /v1/users/{name}/password."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    password: str = Field(description=f"1-{MAX_PASSWORD_BYTES} bytes of UTF-8", max_length=1000)
+
+
 class UserRecord(BaseModel):
     name: str
     superuser: bool
@@ -50,6 +59,11 @@ class UserRemoved(BaseModel):
     name: str
 
 
+class PasswordChanged(BaseModel):
+    Message: str
+    name: str
+
+
 FORBIDDEN: dict[int | str, dict[str, Any]] = {403: {"model": Detail, "description": "the caller is not a superuser"}}
 
 
@@ -66,6 +80,19 @@ def _error_lines(exc: ValidationError) -> list[str]:
         )
         lines.append(f"{name}: {message}")
     return list(dict.fromkeys(lines))
+
+
+async def _json_object(request: Request, shape: str) -> dict[str, Any] | JSONResponse:
+    """The request's JSON object, or the 400 answer saying what is wrong with the body."""
+    if "application/json" not in request.headers.get("content-type", ""):
+        return _invalid([f"body: send a JSON object {shape} (application/json)"])
+    try:
+        body = await request.json()
+    except (ValueError, UnicodeDecodeError):
+        return _invalid(["body: not valid JSON"])
+    if not isinstance(body, dict):
+        return _invalid([f"body: must be a JSON object {shape}"])
+    return body
 
 
 def users_router(users: UserStore, settings: RestSettings, current_user: Callable[[Request], Principal]) -> APIRouter:
@@ -95,14 +122,9 @@ def users_router(users: UserStore, settings: RestSettings, current_user: Callabl
     )
     async def add_user(request: Request, admin: Admin) -> JSONResponse:
         """Add a user (superuser only). Body: {"name", "password", "superuser"}."""
-        if "application/json" not in request.headers.get("content-type", ""):
-            return _invalid(["body: send a JSON object {name, password, superuser} (application/json)"])
-        try:
-            body = await request.json()
-        except (ValueError, UnicodeDecodeError):
-            return _invalid(["body: not valid JSON"])
-        if not isinstance(body, dict):
-            return _invalid(["body: must be a JSON object {name, password, superuser}"])
+        body = await _json_object(request, "{name, password, superuser}")
+        if isinstance(body, JSONResponse):
+            return body
         try:
             new = NewUser.model_validate(body)
         except ValidationError as exc:
@@ -150,5 +172,49 @@ def users_router(users: UserStore, settings: RestSettings, current_user: Callabl
         except UserError as exc:
             raise HTTPException(404, str(exc)) from None
         return UserRemoved(Message=f"User {name} removed; their tokens no longer work.", name=name)
+
+    @router.put(
+        "/{name}/password",
+        response_model=PasswordChanged,
+        responses={
+            **PROTECTED,
+            400: {"model": Invalid, "description": "invalid name or password; each error names its field"},
+            403: {"model": Detail, "description": "another user's password, and the caller is not a superuser"},
+            404: {"model": Detail, "description": "no such user"},
+            409: {"model": Detail, "description": "the configured superuser, whose password FLUX_TOKEN sets"},
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": NewPassword.model_json_schema()}},
+            }
+        },
+    )
+    async def change_password(name: str, request: Request, user: Annotated[Principal, Depends(current_user)]) -> Any:
+        """Set a new password (your own, or anyone's as a superuser); every token issued before stops working."""
+        try:
+            check_name(name)
+        except UserError as exc:
+            return _invalid([str(exc)])
+        if name != user.name and not user.is_superuser:
+            raise HTTPException(403, "only a superuser may change another user's password")
+        if name == settings.superuser:
+            raise HTTPException(
+                409, f"name: {name!r} is the configured superuser; FLUX_TOKEN sets its password at every start"
+            )
+        body = await _json_object(request, "{password}")
+        if isinstance(body, JSONResponse):
+            return body
+        try:
+            new = NewPassword.model_validate(body)
+        except ValidationError as exc:
+            return _invalid(_error_lines(exc))
+        try:
+            users.set_password(name, new.password)
+        except UserError as exc:
+            if exc.reason == "missing":
+                raise HTTPException(404, str(exc)) from None
+            return _invalid([str(exc)])
+        return PasswordChanged(Message=f"Password of {name} changed; tokens issued before no longer work.", name=name)
 
     return router

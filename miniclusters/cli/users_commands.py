@@ -1,4 +1,5 @@
-"""`minicluster users add|list|remove`: the REST API's users, through the lead's superuser-only /v1/users.
+"""`minicluster users add|list|passwd|remove`: the REST API's users, through the lead's /v1/users (superuser only,
+but for changing one's own password).
 
 The caller's credentials come as for every REST verb (--url or $MINICLUSTER_URL, $FLUX_USER/$FLUX_TOKEN). A new
 user's password is read from a prompt that does not echo (asked twice) or, for scripts, the first line of
@@ -46,7 +47,7 @@ def _read_password(from_stdin: bool, name: str) -> str:
 
 @click.group()
 def users() -> None:
-    """Manage the users of a MiniCluster's REST API (superuser only).
+    """Manage the users of a MiniCluster's REST API (superuser only, but for your own password).
 
     \b
     Example:
@@ -108,6 +109,26 @@ def list_users(url: str, user: str | None, token: str | None, secret_key: str | 
         click.echo(f"{row['name']:<{width}}  {'yes' if row.get('superuser') else 'no'}")
     if answer.get("mode") == "single-user":
         click.echo(SINGLE_USER_NOTE, err=True)
+
+
+@users.command("passwd")
+@_credentials
+@click.argument("name")
+@click.option("--password-stdin", is_flag=True, help="Read the new password from the first line of stdin.")
+def passwd(
+    url: str, user: str | None, token: str | None, secret_key: str | None, name: str, password_stdin: bool
+) -> None:
+    """Set NAME's password (your own, or anyone's as a superuser); tokens issued before stop working.
+
+    \b
+    Example:
+      minicluster users passwd alice              # prompts twice, no echo
+    """
+    _name(name)
+    password = _read_password(password_stdin, name)
+    with _client(url, user, token, secret_key) as client:
+        client.set_password(name, password)
+    click.echo(f"changed the password of {name}; tokens issued before no longer work")
 
 
 @users.command("remove")

@@ -221,3 +221,29 @@ def test_a_cluster_without_a_cpu_request_is_told_why_and_nothing_runs(
         _settle(operator, clock)
     warnings = [e for e in fake.all_of(EVENT) if e["type"] == "Warning" and e["action"] == "Multiplex"]
     assert len(warnings) == 1 and "resources.requests.cpu" in warnings[0]["note"]
+
+
+def test_the_running_operator_multiplexes_on_its_own_thread(
+    fake: FakeKube, make_mc, lead: Lead, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """`Controller.run` as `minicluster operator` runs it (real clock): the multiplex thread deploys and reports."""
+    import threading
+    import time
+
+    scripted = ScriptedSimulations(time.monotonic)
+    start = kubernetes_multiplex_starter(fake, lambda *_: scripted, tmp_path)
+    operator = Controller(fake, namespace="hpc", multiplex_start=start)
+    fake.create(custom_resource(make_mc(size=2, tasks=4, multiplexing=MUX), "hpc"))
+    stop = threading.Event()
+    thread = threading.Thread(target=operator.run, args=(stop, 1), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "SimulationStarted" not in _reasons(fake):
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert list(scripted.started) == ["sim1"]
+    assert _reasons(fake)[:2] == ["Started", "SimulationStarted"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from miniclusters.backends.local import cgroups, netns, plan, process
+from miniclusters.backends.local import cgroups, netns, plan, process, slots
 from miniclusters.backends.local.backend import LocalBackend
 from miniclusters.backends.local.state import StateStore
 
@@ -118,8 +118,11 @@ class Machine:
                     driver.remove_cluster(name)
             for path in Path("/etc/netns").glob(f"mc-{name}-*"):
                 shutil.rmtree(path, ignore_errors=True)
+        claims = slots.live_claims()
         for slot in self.slots:
-            subprocess.run(["ip", "link", "del", plan.bridge_name(slot)], capture_output=True)
+            holder = claims.get(slot)
+            if holder is None or holder.is_relative_to(self.state_dir):  # never another run's live bridge
+                subprocess.run(["ip", "link", "del", plan.bridge_name(slot)], capture_output=True)
 
 
 @pytest.fixture

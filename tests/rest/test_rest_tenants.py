@@ -279,5 +279,45 @@ def test_the_openapi_document_describes_the_user_endpoints(server: Server) -> No
     assert set(paths["/v1/users"]["post"]["responses"]) == {"201", "400", "401", "403", "409"}
     assert set(paths["/v1/users"]["get"]["responses"]) == {"200", "401", "403"}
     assert {"200", "400", "401", "403", "404", "409"} <= set(paths["/v1/users/{name}"]["delete"]["responses"])
+    assert {"200", "400", "401", "403", "404", "409"} <= set(paths["/v1/users/{name}/password"]["put"]["responses"])
     body = paths["/v1/users"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body["required"] == ["name", "password"] and body["additionalProperties"] is False
+
+
+def test_a_password_change_revokes_tokens_issued_before(server: Server) -> None:
+    for name in ("alice", "bob"):
+        _ensure_user(server, name)
+    admin = _admin(server)
+    admin.add_user("erin", "erin-first-password")
+    old = RestClient(server.url, user="erin", token="erin-first-password", secret_key="").login()
+
+    # her own password, through the CLI as herself
+    changed = _users_cli(server, "passwd", "erin", "--password-stdin", stdin="erin-second-password\n",
+                         caller=("erin", "erin-first-password"))  # fmt: skip
+    assert changed.returncode == 0 and "changed the password of erin" in changed.stdout, changed.stderr
+    assert "erin-second-password" not in changed.stdout + changed.stderr
+    revoked = httpx.get(f"{server.url}/v1/jobs", headers=_bearer(old), timeout=TIMEOUT)
+    assert revoked.status_code == 401 and "revoked" in revoked.json()["detail"]
+    assert RestClient(server.url, user="erin", token="erin-second-password", secret_key="").jobs() == []
+
+    # not someone else's, unless a superuser; never the configured superuser's (FLUX_TOKEN sets it)
+    theirs = _users_cli(
+        server, "passwd", "bob", "--password-stdin", stdin="x\n", caller=("erin", "erin-second-password")
+    )
+    assert theirs.returncode == 2 and "only a superuser" in theirs.stderr
+    assert _as(server, "bob").jobs() is not None  # bob's password is unchanged
+    configured = _users_cli(server, "passwd", SUPERUSER[0], "--password-stdin", stdin="x\n")
+    assert configured.returncode == 2 and "configured superuser" in configured.stderr
+    unknown = _users_cli(server, "passwd", "nobody-here", "--password-stdin", stdin="x\n")
+    assert unknown.returncode == 1 and "no user 'nobody-here'" in unknown.stderr
+
+    # the in-pod tool, on the same database the running server reads: her token stops working at once
+    token = RestClient(server.url, user="erin", token="erin-second-password", secret_key="").login()
+    tool = subprocess.run(
+        [sys.executable, "-m", "broker.rest.users_admin", "passwd", "erin", "--password-stdin",
+         "--state-dir", str(server.statedir / "restful")],
+        input="erin-third-password\n", capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert tool.returncode == 0, tool.stderr
+    assert httpx.get(f"{server.url}/v1/jobs", headers=_bearer(token), timeout=TIMEOUT).status_code == 401
+    assert RestClient(server.url, user="erin", token="erin-third-password", secret_key="").jobs() == []

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from broker.jobs.api import JobInfo
-from broker.rest.jobs import JobService
+from broker.rest.jobs import JobService, SubmitRequest
 from broker.rest.settings import RestSettings
 from broker.rest.users import Principal, UserStore
 
@@ -20,8 +20,8 @@ Authenticate = Callable[[Request], Principal]
 """The API's own dependency: a Principal, or HTTPException 401 (the pages hand it the session cookie's token)."""
 Visible = Callable[[Principal, JobInfo], bool]
 """May this user see (read, read the output of) this job: the API's rule."""
-RunAs = Callable[[Principal], int]
-"""The uid a user's job runs as (HTTPException 403 when it may not run jobs)."""
+SubmitAs = Callable[[Principal, SubmitRequest], int]
+"""Submit on a user's behalf, recording them as the job's owner (HTTPException 403 when they may not run jobs)."""
 
 
 @dataclass(frozen=True)
@@ -31,4 +31,4 @@ class WebContext:
     users: UserStore
     authenticate: Authenticate
     visible: Visible
-    run_as: RunAs
+    submit: SubmitAs

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -134,9 +133,8 @@ def job_router(context: WebContext) -> APIRouter:
         fields = submit_fields()
         params = submit_params(form, fields)
         try:
-            request_ = replace(parse_submit(params), owner=user.name)  # as the API records it: the job's owner
-            jobid = service.submit(request_, context.run_as(user))
-        except HTTPException as exc:  # run_as: this user may not run jobs here
+            jobid = context.submit(user, parse_submit(params))
+        except HTTPException as exc:  # this user may not run jobs here
             values = {"fields": fields, "values": params, "errors": {"": [str(exc.detail)]}}
             return render(request, context, "submit.html", values, user, status=exc.status_code)
         except SubmitError as exc:

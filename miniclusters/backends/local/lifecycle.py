@@ -29,7 +29,7 @@ from miniclusters.backends.base import (
     InvalidRequestError,
     NotFoundError,
 )
-from miniclusters.backends.local import cgroups, flux_view, netns, plan, process, programs, restart
+from miniclusters.backends.local import cgroups, flux_view, netns, plan, process, programs, restart, slots
 from miniclusters.backends.local.bursts import Bursts
 from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
@@ -108,7 +108,13 @@ class Lifecycle(Bursts):
         mc = with_flavour(mc, options.render.flavour)
         self._check_supported(mc)
         with self.store.lock():
-            record = self._prepare(mc, options)
+            existed = self.store.exists(mc.name)
+            try:
+                record = self._prepare(mc, options)
+            except BaseException:
+                if not existed:  # a claim this call made on a network slot: nothing was started on it
+                    slots.release(self.store.cluster_dir(mc.name))
+                raise
             try:
                 for index in range(mc.spec.size):
                     self._start_pod(record, index)
@@ -180,11 +186,16 @@ class Lifecycle(Bursts):
         except programs.ProgramBuildError as exc:
             raise BackendError(f"spec.containers[{mc.spec.flux_runner_index}].image: {exc}") from None
         restart_policy, backoff_limit, restart_delay = restart.restart_settings(mc)
-        taken = [self.store.load(other).slot for other in self.store.names()]
+        taken = {self.store.load(other).slot for other in self.store.names()}
+        routes = netns.routes_in_use() if mode == "netns" else []
+        loopback = mode != "netns"
         try:
-            addressing = plan.choose_slot(taken, netns.routes_in_use() if mode == "netns" else [], mode != "netns")
+            slot = slots.claim(
+                self.store.cluster_dir(name), lambda busy: plan.choose_slot(taken | busy, routes, loopback).slot
+            )
         except RuntimeError as exc:
             raise BackendError(f"MiniCluster {name!r}: {exc}") from None
+        addressing = plan.addressing_for(slot, loopback)
         driver = cgroups.detect(v2_formula=self.weight_formula) if mode == "netns" else None
         if mode == "netns" and driver is None:
             self.notify("notice: no writable cgroup cpu controller: pod CPU weights are approximated with nice levels")
@@ -351,8 +362,12 @@ class Lifecycle(Bursts):
         driver = self._driver(record)
         if driver is not None:
             driver.remove(record.name, index)
-        if record.mode == "netns":
+        if record.mode == "netns" and self._owns_slot(record):
             netns.delete_pod_network(plan.netns_name(record.name, index), record.slot, index)
+
+    def _owns_slot(self, record: ClusterRecord) -> bool:
+        """False when another cluster holds this record's slot now: its bridge and veths are not ours."""
+        return not slots.held_by_other(self.store.cluster_dir(record.name), record.slot)
 
     def _teardown(self, record: ClusterRecord) -> None:
         """Stop every pod (all at once: SIGTERM everything, then wait), remove cgroups, namespaces, bridge, state."""
@@ -367,8 +382,9 @@ class Lifecycle(Bursts):
         driver = self._driver(record)
         if driver is not None:
             driver.remove_cluster(record.name)
-        if record.mode == "netns":
+        if record.mode == "netns" and self._owns_slot(record):
             netns.delete_bridge(record.slot)
+        slots.release(self.store.cluster_dir(record.name))
         self.store.remove(record.name)
 
     def stored_spec(self, name: str) -> dict[str, Any] | None:
