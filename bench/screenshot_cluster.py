@@ -1,8 +1,8 @@
 """A screenshot of the web interface's /cluster page during a multiplexing run, for the README.
 
 Starts a local MiniCluster from a spec (default examples/multiplex.yaml) with the lead's REST server (and so the
-pages) on, runs `minicluster multiplex` on it with its event log at the lead's
-`<REST state dir>/controllers/multiplex.jsonl` (where /cluster looks), waits until the controller has profiled,
+pages) on, runs `minicluster multiplex` on it (which mirrors its event log to the lead's
+`<REST state dir>/controllers/multiplex.jsonl`, where /cluster looks), waits until the controller has profiled,
 resized and packed a second simulation (or --wait seconds), signs in with headless Chromium and saves the page.
 
 Run (as root, from the repository root):
@@ -114,9 +114,9 @@ def main() -> int:
         url = status["rest_url"]
         log = StateStore().lead_rest_state_dir(name) / "controllers" / "multiplex.jsonl"
         log.unlink(missing_ok=True)
-        say(f"pages at {url}; multiplexing with its event log at {log}")
+        say(f"pages at {url}; multiplexing (the lead's copy of its event log: {log})")
         controller = subprocess.Popen(
-            [MINICLUSTER, "multiplex", name, "--timeline", str(log.with_suffix(".png"))],
+            [MINICLUSTER, "multiplex", name, "--timeline", str(work / "multiplex.png")],
             stdout=open(work / "multiplex.log", "wb"),  # noqa: SIM115 - the child's output for as long as it runs
             stderr=subprocess.STDOUT,
             start_new_session=True,

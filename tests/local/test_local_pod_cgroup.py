@@ -63,3 +63,15 @@ def test_every_rank_reports_its_pod_request_and_a_resize_shows(
         assert [r["request_m"] for r in after] == [750, 250]
     finally:
         mc("down", "podcpu")
+
+
+@pytest.mark.parametrize("flavour", ["builtin", "flux"])
+def test_the_lead_s_rest_state_dir_is_where_the_multiplexing_mirror_writes(tmp_path: Path, flavour: str) -> None:
+    from miniclusters.backends.local.state import StateStore
+    from miniclusters.multiplex.event_mirror import lead_log_path
+
+    store = StateStore(tmp_path)
+    store.cluster_dir("c").mkdir(parents=True)
+    store.save_spec("c", {"spec": {"flux": {"flavour": flavour}}})
+    mirrored = lead_log_path(store.pod_dir("c", 0) / "run", flavour)
+    assert store.lead_rest_state_dir("c") / "controllers" / "multiplex.jsonl" == mirrored

@@ -108,9 +108,16 @@ class StateStore:
         return self.cluster_dir(name) / "pods" / str(index)
 
     def lead_rest_state_dir(self, name: str) -> Path:
-        """The lead's REST state directory: `-Sstatedir=$MINICLUSTER_RUN_DIR/state` (render/entrypoint.py), whose
-        `restful/` the lead's REST server keeps (broker/modules/restful.py); the web pages read controllers/ there."""
-        return self.pod_dir(name, 0) / "run" / "state" / "restful"
+        """The lead's REST state directory, where its web pages read controllers/: under the built-in broker
+        `<run>/state/restful` (the entrypoint's `-Sstatedir=<run>/state`, broker/modules/restful.py), beside
+        flux-core `<run>/rundir/restful` (broker/rest/server.py's default next to the socket); the flavour comes
+        from the stored spec, as in miniclusters/multiplex/event_mirror.py."""
+        try:
+            flux = self.load_spec(name).get("spec", {}).get("flux", {})
+            flavour = flux.get("flavour") if isinstance(flux, dict) else None
+        except (OSError, ValueError):
+            flavour = None
+        return self.pod_dir(name, 0) / "run" / ("rundir" if flavour == "flux" else "state") / "restful"
 
     def exists(self, name: str) -> bool:
         return (self.cluster_dir(name) / STATE_FILE).is_file()
