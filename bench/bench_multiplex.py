@@ -15,7 +15,7 @@ against a handicapped baseline.
 Requested CPU: the controller's total request while both simulations ran (after their profiles) against what
 equal allocation requests for two simulations (each with its own 2 pods at the spec's 1 CPU: 4000m).
 
-Run: .venv/bin/python bench/bench_multiplex.py [--iterations 1500] [--skip-n3]
+Run: .venv/bin/python bench/bench_multiplex.py [--iterations 4500] [--skip-n3]
 Prints figures; the last line is one JSON object. It is not a test (no thresholds are asserted).
 """
 
@@ -155,7 +155,7 @@ def controller_run(n: int, command: str, workdir: Path, overhead: str) -> dict[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=1500)
+    parser.add_argument("--iterations", type=int, default=4500)
     parser.add_argument("--skip-n3", action="store_true", help="do not run N=3 (theta3_measured is then null)")
     parser.add_argument("--pod-overhead", default="200m", help="the controller's --pod-overhead (broker CPU per pod)")
     opts = parser.parse_args()

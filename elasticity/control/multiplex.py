@@ -349,8 +349,8 @@ class MultiplexPlanner:
             return None
         if self.backoff > 0:
             return None  # a resize is still deferred: settle it before deploying more
-        if now - self.last_change_at < cfg.settle_time * 3:
-            return None  # let rates settle at this N first, so beta can be refitted from them
+        if now - self.last_change_at < cfg.settle_time * 2:
+            return None  # one settle time to let rates settle at this N, one to measure them (beta's refit)
         estimate = self._estimate()
         if estimate is None:
             return None

@@ -8,10 +8,8 @@ in the background (spec.autoscale.enabled) and the user finds both afterwards.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
@@ -21,6 +19,7 @@ from elasticity.control.events import EventLog, read_events
 from elasticity.control.ports import ActuatorError
 from elasticity.control.timeline import plot_autoscale_timeline
 from elasticity.policy.autoscale import AutoscaleOptions
+from miniclusters import pidlock
 from miniclusters.autoscaling.queue import ExecQueue
 from miniclusters.backends.base import Backend, BackendError, NotFoundError
 from miniclusters.backends.local.state import StateStore, state_root
@@ -28,10 +27,6 @@ from miniclusters.backends.ports import ports_for
 
 PLOT_EVERY = 10
 """Redraw the timeline every this many steps (and at the end)."""
-
-
-class AlreadyRunning(BackendError):
-    pass
 
 
 def autoscale_dir() -> Path:
@@ -76,24 +71,9 @@ class _Tee:
             handle.close()
 
 
-@contextlib.contextmanager
-def exclusive(name: str) -> Iterator[Path]:
-    """Hold ``<state>/autoscale/<name>.lock`` (with our pid in it) or raise AlreadyRunning naming the holder."""
-    folder = autoscale_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.lock"
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
-            raise AlreadyRunning(f"MiniCluster {name!r} is already autoscaled by pid {holder} (lock {path})") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        yield path
+def exclusive(name: str) -> contextlib.AbstractContextManager[Path]:
+    """Hold ``<state>/.autoscaler/<name>.lock`` (with our pid in it) or raise AlreadyRunning naming the holder."""
+    return pidlock.exclusive(autoscale_dir() / f"{name}.lock", f"MiniCluster {name!r} is already autoscaled")
 
 
 @dataclass

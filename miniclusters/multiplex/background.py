@@ -15,15 +15,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from miniclusters.backends.base import BackendError
+from miniclusters import pidlock
 from miniclusters.backends.local.state import state_root
-
-
-class AlreadyRunning(BackendError):
-    pass
 
 
 def multiplexer_dir() -> Path:
@@ -34,23 +29,9 @@ def lock_path(name: str) -> Path:
     return multiplexer_dir() / f"{name}.lock"
 
 
-@contextlib.contextmanager
-def exclusive(name: str) -> Iterator[Path]:
+def exclusive(name: str) -> contextlib.AbstractContextManager[Path]:
     """Hold the cluster's lock (our pid in it) or raise AlreadyRunning naming the holder."""
-    path = lock_path(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
-            raise AlreadyRunning(f"MiniCluster {name!r} is already multiplexed by pid {holder} (lock {path})") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        yield path
+    return pidlock.exclusive(lock_path(name), f"MiniCluster {name!r} is already multiplexed")
 
 
 def holder(name: str) -> int | None:
