@@ -2,8 +2,9 @@
 
 An imbalanced 2-rank proxy solver (rank 0 light, waiting in MPI_Barrier most of the time; rank 1 heavy) runs
 pinned to one core, alone and next to a co-located CPU-bound job (a counting loop standing in for another
-simulation's rank), with three settings: Open MPI polling (OMPI_MCA_mpi_yield_when_idle=0), polling with
-sched_yield (=1), and our PMPI library's sleep wait mode (MC_MPI_WAIT=sleep, what `-o mpi-wait=sleep` sets).
+simulation's rank), with four settings: Open MPI polling (OMPI_MCA_mpi_yield_when_idle=0), polling with
+sched_yield (=1), and our PMPI library's sleep wait mode (MC_MPI_WAIT=sleep, what `-o mpi-wait=sleep` sets) with
+timed naps only (MC_MPI_WAIT_EVENTS=0) and woken by arriving messages as well (the default).
 Printed per setting: the CPU time the waiting rank burned, the MPI job's makespan, and the co-located job's
 throughput relative to running alone.
 
@@ -63,15 +64,20 @@ print(n / (time.monotonic() - start), flush=True)
 """
 
 
-SETTINGS = ("poll", "yield", "sleep")
+SETTINGS = ("poll", "yield", "sleep-timed", "sleep")
+"""sleep-timed: the sleep wait mode with timed naps only (MC_MPI_WAIT_EVENTS=0); sleep: woken by messages too."""
+
+
+FORWARDED = ("WRAP_PRELOAD", "MC_PMPI_TRACE", "MC_MPI_WAIT", "MC_MPI_WAIT_EVENTS")
 
 
 def mpi_env(setting: str, library: Path) -> dict[str, str]:
     env = {**os.environ, **LOOPBACK_MPI_ENV, "OMPI_MCA_rmaps_base_oversubscribe": "1"}
     env["OMPI_MCA_mpi_yield_when_idle"] = "0" if setting == "poll" else "1"
-    if setting == "sleep":
+    if setting.startswith("sleep"):
         waiting = wait_environment(library, "sleep", base={})
         env.update(WRAP_PRELOAD=waiting.pop("LD_PRELOAD"), **waiting)
+        env["MC_MPI_WAIT_EVENTS"] = "0" if setting == "sleep-timed" else "1"
     return env
 
 
@@ -101,7 +107,7 @@ def run_mpi(solver: Path, wrapper: Path, args: list[str], cpu: int, setting: str
         "2",
         "--bind-to",
         "none",
-        *[arg for name in ("WRAP_PRELOAD", "MC_PMPI_TRACE", "MC_MPI_WAIT") for arg in ("-x", name)],
+        *[arg for name in FORWARDED for arg in ("-x", name)],
         sys.executable,
         str(wrapper),
         str(solver),

@@ -291,8 +291,16 @@ class MultiplexPlanner:
                     mean_duty=round(sum(view.profile.duty) / len(view.profile.duty), 4),
                 )
                 changed.add(f"{rec.sim} profiled")
+                self._rate_from_profile(now, rec, view.profile)
         self._record_rates(now)
         return changed
+
+    def _rate_from_profile(self, now: float, rec: SimRecord, profile: Profile) -> None:
+        """A simulation profiled alone at its equal allocation measured the model's N=1 reference already."""
+        alone = [s for s in self.active() if s.state == "running"] == [rec]
+        if profile.iteration_rate and alone and 1 not in self.rates_by_n:
+            self.rates_by_n[1] = [profile.iteration_rate]
+            self._event(now, "reference-rate", sim=rec.sim, n=1, rate=round(profile.iteration_rate, 3))
 
     def _profiled_demand(self, sim: str, profile: Profile) -> SimulationDemand:
         cfg = self.config
@@ -349,7 +357,7 @@ class MultiplexPlanner:
             return None
         if self.backoff > 0:
             return None  # a resize is still deferred: settle it before deploying more
-        if now - self.last_change_at < cfg.settle_time * 2:
+        if now - self.last_change_at < cfg.settle_time * 2 and len(self.active()) not in self.rates_by_n:
             return None  # one settle time to let rates settle at this N, one to measure them (beta's refit)
         estimate = self._estimate()
         if estimate is None:

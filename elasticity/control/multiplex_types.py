@@ -81,6 +81,8 @@ class Profile:
     """pod index -> ranks on it (from the hostnames in the traces)."""
     allocation_m: tuple[float, ...] | None = None
     """CPU each rank held while profiled (default: the equal per-rank allocation)."""
+    iteration_rate: float | None = None
+    """Iterations per second while profiled (steady window), when the profiler's timestamps give it."""
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@
  * issued as their non-blocking forms and completed by polling PMPI_Test for MC_MPI_WAIT_SPIN_US (default 20:
  * short waits keep their latency; so do calls whose waits have been short), then sleeping between polls:
  * through 7/8 of the wait this call took before, then in naps of MC_MPI_WAIT_NAP_US (default 20) growing with
- * the overrun until it completes. Intel MPI calls this I_MPI_WAIT_MODE: the cost is a short nap of added
- * latency per long wait, the gain is a waiting rank's CPU time near zero.
+ * the overrun until it completes; a message arriving on one of the rank's TCP connections ends a nap at once
+ * (mc_wake.h). Intel MPI calls this I_MPI_WAIT_MODE: the cost is a wake-up's latency per long wait, the gain is
+ * a waiting rank's CPU time near zero.
  *
  * MC_MPI_WAIT=poll (the default) leaves every call to the MPI library.
  */
@@ -25,6 +26,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+
+#include "mc_wake.h"
 
 #define MC_WAIT_DEFAULT_SPIN_US 20
 #define MC_WAIT_DEFAULT_NAP_US 20
@@ -58,6 +61,7 @@ static void mc_wait_setup(void)
         uint64_t nap_us = strtoull(s, NULL, 10);
         mc_wait.nap_ns = (nap_us > 0 ? nap_us : 1) * 1000ull;
     }
+    mc_wake_setup(mc_wait.sleep);
     if (mc_wait.sleep)
         prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* naps of tens of us: the default 50 us slack would double them */
 }
@@ -72,13 +76,15 @@ static void mc_wait_setup(void)
 typedef struct {
     uint64_t start;
     unsigned slot;
-    int slept_long;    /* took the nap up to the predicted end */
+    int slept_long;    /* took the nap up to the predicted end, and it ran out (no message woke it) */
     int polls_after;   /* unsuccessful polls since that nap */
+    int wakes;         /* naps a readable socket ended (mc_wake.h) */
 } mc_waiter;
 
 static mc_waiter mc_wait_begin(unsigned slot)
 {
-    mc_waiter w = {mc_wait_clock(), slot % MC_WAIT_SLOTS, 0, 0};
+    mc_wake_begin();
+    mc_waiter w = {mc_wait_clock(), slot % MC_WAIT_SLOTS, 0, 0, 0};
     return w;
 }
 
@@ -96,18 +102,21 @@ static void mc_wait_pause(mc_waiter *w)
     }
     uint64_t target = predicted / 8 * 7;
     uint64_t nap;
-    if (elapsed + mc_wait.nap_ns < target) {
-        nap = target - elapsed; /* asleep until the predicted end is near */
-        w->slept_long = 1;
-        w->polls_after = 0;
-    } else
+    int long_nap = elapsed + mc_wait.nap_ns < target;
+    if (long_nap)
+        nap = target - elapsed; /* asleep until the predicted end is near (or a message arrives) */
+    else
         nap = elapsed > target ? (elapsed - target) / 8 : 0; /* past it: latency within 1/8 of the overrun */
     if (nap < mc_wait.nap_ns)
         nap = mc_wait.nap_ns;
     if (nap > MC_WAIT_LONG_NAP_NS)
         nap = MC_WAIT_LONG_NAP_NS;
-    struct timespec ts = {(time_t)(nap / 1000000000ull), (long)(nap % 1000000000ull)};
-    nanosleep(&ts, NULL);
+    int woken = mc_wake_nap(nap, w->wakes < MC_WAKE_MAX_WAKES);
+    w->wakes += woken;
+    if (long_nap && !woken) {
+        w->slept_long = 1; /* the whole predicted nap, no message: the wait may have ended during it */
+        w->polls_after = 0;
+    }
 }
 
 static void mc_wait_end(const mc_waiter *w)

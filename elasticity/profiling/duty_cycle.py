@@ -196,6 +196,20 @@ class DutyCycleAnalysis:
         """Iterations found per rank (equal for a well-formed SPMD job)."""
         return tuple(r.n_iterations for r in self.ranks)
 
+    @property
+    def steady_rate(self) -> float | None:
+        """Iterations per second over the steady window, of the slowest rank (the job's pace); None if empty.
+
+        A profile taken while the job ran alone at its equal allocation gives the throughput model's T_1
+        reference without timing the job again."""
+        rates = []
+        for r in self.ranks:
+            span = r.steady_compute + r.steady_mpi
+            if r.n_iterations - r.skipped < 1 or span <= 0:
+                return None
+            rates.append((r.n_iterations - r.skipped) / span)
+        return min(rates) if rates else None
+
 
 def analyze_job(
     traces: Sequence[RankTrace],

@@ -185,7 +185,7 @@ class FluxSimulations:
         self.pids[sim] = pids
         duty = tuple(float(d) for d in analysis.duty)
         self.mean_duty[sim] = sum(duty) / len(duty)
-        self.profiles[sim] = Profile(duty, placement)
+        self.profiles[sim] = Profile(duty, placement, iteration_rate=analysis.steady_rate)
         return self.profiles[sim]
 
     def cancel(self, sim: str, reason: str) -> None:

@@ -48,6 +48,8 @@ class World:
     rate: dict[str, float] = field(default_factory=dict)
     answer: str = "done"
     never_start: set[str] = field(default_factory=set)
+    profile_rate: float | None = None
+    """The iteration rate the profiles report (None: the profiler gave none)."""
     restarts: int = 0
     log: list[object] = field(default_factory=list)
 
@@ -59,7 +61,8 @@ class World:
         views = {}
         for sim, st in self.state.items():
             it = int(self.iterations[sim])
-            profile = Profile(DUTY, PLACEMENT) if st == "running" and it >= 50 else None
+            ready = st == "running" and it >= 50
+            profile = Profile(DUTY, PLACEMENT, iteration_rate=self.profile_rate) if ready else None
             views[sim] = SimulationView(sim, st, it if st == "running" else None, profile)  # type: ignore[arg-type]
         obs = Observation(self.now, views, dict(self.requests), self.allocatable, self.restarts)
         actions = self.planner.decide(obs)
@@ -87,6 +90,12 @@ class World:
             self.tick()
 
 
+def until_profiled(world: World, sim: str = "sim1") -> None:
+    while sim not in world.planner.sims or not world.planner.sims[sim].profiled:
+        world.tick()
+        assert world.now < 60, f"{sim} never profiled"
+
+
 def starts(world: World) -> list[str]:
     return [a.sim for a in world.log if isinstance(a, StartSimulation)]
 
@@ -97,10 +106,13 @@ def test_profile_then_proportional_resize_then_pack_up_to_the_headroom() -> None
     assert isinstance(first[0], StartSimulation) and first[0].profile_iterations == 50
     # equal allocation first: 2 ranks x 500m per pod
     assert world.requests == {0: 1000, 1: 1000}
-    world.run(6)  # 50 iterations at 10/s: profiled after 5 s
-    assert world.planner.sims["sim1"].profiled
+    until_profiled(world)  # 50 iterations at 10/s: 5 s
     # proportional: pod 0 = 2 x 0.05 x 500 = 50m, pod 1 = 25m + 475m = 500m
     assert world.requests == {0: 50, 1: 500}
+    assert starts(world) == ["sim1"]
+    # sim1 ran alone long enough for its N=1 rate: the next one is packed at the next tick
+    world.tick()
+    assert starts(world) == ["sim1", "sim2"]
     world.run(40)
     # each simulation adds 550m: 3 fit in 2000m (1650m), --max 3 stops there
     assert starts(world) == ["sim1", "sim2", "sim3"]
@@ -109,6 +121,31 @@ def test_profile_then_proportional_resize_then_pack_up_to_the_headroom() -> None
     assert shares[1] == {"sim1": 500, "sim2": 500, "sim3": 500}
     kinds = [e["event"] for e in world.planner.events]
     assert kinds.count("profiled") == 3 and "resize" in kinds
+
+
+def test_a_profile_taken_alone_is_the_n1_reference_and_packing_need_not_wait_for_it() -> None:
+    # settle times long enough that measuring N=1 from progress samples would take 20 s
+    world = World(MultiplexPlanner(config(settle_time=10.0)), profile_rate=9.5)
+    until_profiled(world)
+    assert world.planner.rates_by_n == {1: [9.5]}
+    assert [e for e in world.planner.events if e["event"] == "reference-rate"] == [
+        {"t": world.now, "event": "reference-rate", "sim": "sim1", "n": 1, "rate": 9.5}
+    ]
+    world.tick()
+    assert starts(world) == ["sim1", "sim2"]
+    # sim2 was profiled next to sim1: not a reference; the N=2 rate is measured after the settle times
+    until_profiled(world, "sim2")
+    assert world.planner.rates_by_n == {1: [9.5]}
+    world.run(25)
+    assert 2 in world.planner.rates_by_n and world.planner.model is not None
+    assert starts(world) == ["sim1", "sim2", "sim3"]
+
+
+def test_without_a_profile_rate_packing_waits_to_measure_n1() -> None:
+    world = World(MultiplexPlanner(config(settle_time=10.0)))
+    until_profiled(world)
+    world.run(10)
+    assert starts(world) == ["sim1"]  # 5.5 s after the resize: still measuring
 
 
 def test_headroom_limits_packing() -> None:
@@ -140,7 +177,7 @@ def test_refit_beta_from_observed_rates_and_stop_at_the_knee() -> None:
 
 def test_deferred_resize_is_retried_with_backoff_and_nothing_more_is_deployed() -> None:
     world = World(MultiplexPlanner(config()))
-    world.run(6)
+    until_profiled(world)
     world.answer = "deferred"
     world.planner.sims["sim1"].demand = SimulationDemand("sim1", {0: 60.0, 1: 600.0})
     world.run(20)

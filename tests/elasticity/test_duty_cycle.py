@@ -126,6 +126,17 @@ def test_job_reclaimable_capacity() -> None:
     np.testing.assert_allclose(reclaimable_capacity(0.25, 1000.0), 750.0)
 
 
+def test_steady_rate_is_the_slowest_ranks_pace_after_the_skipped_iterations() -> None:
+    # rank 0: iterations end at 10, 20, 40, 60 ns; rank 1 at 10, 20, 50, 80 ns
+    traces = [
+        make_trace([(BARRIER, 8, 10), (BARRIER, 18, 20), (BARRIER, 38, 40), (BARRIER, 58, 60)], rank=0, size=2),
+        make_trace([(BARRIER, 8, 10), (BARRIER, 18, 20), (BARRIER, 48, 50), (BARRIER, 78, 80)], rank=1, size=2),
+    ]
+    # skipping half: rank 0 runs 2 iterations in 40 ns, rank 1 in 60 ns; the job goes at the slower pace
+    assert analyze_job(traces, skip_fraction=0.5).steady_rate == pytest.approx(2 / 60e-9)
+    assert analyze_job(traces, skip_fraction=0.0).steady_rate == pytest.approx(4 / 80e-9)
+
+
 iteration_st = st.tuples(
     st.integers(0, 10_000),  # compute before the first call
     st.lists(
