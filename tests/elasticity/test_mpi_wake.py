@@ -13,9 +13,7 @@ from elasticity.pmpi.env import wait_environment
 
 DATA = Path(__file__).parent / "data"
 ROUNDS = 300
-LINE = re.compile(
-    r"WAKE median_us=([\d.]+) p90_us=([\d.]+) wait_cpu_s=([\d.]+) wait_wall_s=([\d.]+) slice_ns=(-?\d+)"
-)
+LINE = re.compile(r"WAKE median_us=([\d.]+) p90_us=([\d.]+) wait_cpu_s=([\d.]+) wait_wall_s=([\d.]+) slice_ns=(-?\d+)")
 
 
 @pytest.fixture(scope="module")
