@@ -80,6 +80,7 @@ class MultiplexPlanner:
     """(pod, millicores) answered Infeasible: never asked again."""
     _last_requests: dict[int, int] = field(default_factory=dict)
     _asked: dict[int, int] = field(default_factory=dict)
+    _noted: str | None = None
 
     # ------------------------------------------------------------------ events
     def _event(self, now: float, kind: str, **fields: Any) -> None:
@@ -310,6 +311,7 @@ class MultiplexPlanner:
 
     def _submit(self, name: str, now: float, demand: SimulationDemand, actions: list[Action]) -> None:
         self.sims[name] = SimRecord(name, now, replace(demand, sim=name))
+        self._noted = None
         actions.append(StartSimulation(name, self.config.profile_iterations))
         self._event(now, "start", sim=name, concurrent=len(self.active()))
 
@@ -385,7 +387,10 @@ class MultiplexPlanner:
         return start
 
     def _note_once(self, now: float, kind: str, reason: str) -> None:
-        if not self.events or self.events[-1].get("event") != kind or self.events[-1].get("reason") != reason:
+        """Why packing waits, once per reason kind until something is packed (a refitted beta that moves the
+        predicted efficiency by a point is not news)."""
+        if self._noted != kind:
+            self._noted = kind
             self._event(now, kind, reason=reason)
 
     def _maybe_fairness(self, now: float) -> bool:

@@ -36,15 +36,20 @@ def _lock(backend: str, name: str) -> Iterator[None]:
 
 
 def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
-    """spec.multiplexing and spec.tasks of a local cluster (the Kubernetes path takes flags only)."""
+    """spec.multiplexing, spec.tasks and the runner's CPU request of a local cluster (the Kubernetes path takes
+    flags only)."""
+    from miniclusters.multiplex.settings import runner_cpu_m
+
     store = getattr(backend, "store", None)
     if store is None:
         return {}
     try:
-        spec = store.load_spec(name).get("spec", {})
-    except (OSError, ValueError, KeyError):
+        whole = store.load_spec(name)
+        spec = whole.get("spec", {})
+    except (OSError, ValueError, KeyError, AttributeError):
         return {}
     mux = dict(spec.get("multiplexing") or {})
+    mux["podCpuM"] = runner_cpu_m(whole)  # the rigid allocation profiling starts from
     mux.setdefault("tasks", spec.get("tasks", 1))
     mux["flavour"] = (spec.get("flux") or {}).get("flavour") or "builtin"
     return mux
@@ -70,7 +75,10 @@ def _write_timeline(log_path: Path, timeline: Path, allocatable_m: int) -> None:
 )
 @click.option("--headroom", type=click.FloatRange(min=0.01), help="Request = duty x allocation x headroom [1.2].")
 @click.option("--pod-overhead", default="200m", show_default=True, help="Added to every pod's request for its broker.")
-@click.option("--equal-cpu", help="CPU per rank before profiling [the pods' requests shared among the ranks].")
+@click.option(
+    "--equal-cpu",
+    help="CPU per rank before profiling [the spec's CPU request per pod, less --pod-overhead, shared by the ranks].",
+)
 @click.option("--allocatable", help="The nodes' CPU for these pods [this machine's CPUs on local].")
 @click.option("--boundary", help="MPI call that ends an iteration [MPI_Barrier].")
 @click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0.05), help="Seconds per step.")

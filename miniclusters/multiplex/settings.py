@@ -22,10 +22,27 @@ def pods_request_m(status: ClusterStatus) -> int:
     return sum(cpu_millicores(p.cpu_desired) for p in status.pods if p.cpu_desired)
 
 
-def equal_per_rank_m(status: ClusterStatus, ranks: int, overhead_m: int) -> int:
-    """The pods' requests, less the brokers' overhead, shared among one simulation's ranks."""
-    current = pods_request_m(status)
+def equal_per_rank_m(status: ClusterStatus, ranks: int, overhead_m: int, pod_cpu_m: int | None = None) -> int:
+    """The rigid allocation, less the brokers' overhead, shared among one simulation's ranks.
+
+    The rigid allocation is what the spec requests per pod (`pod_cpu_m`), not what the pods request now: a
+    controller that ran before leaves them at its last plan (its overhead alone once everything finished), and
+    profiling against that would measure every rank's need as a sliver of it. Without the spec's figure, the
+    pods' current requests stand in."""
+    current = pod_cpu_m * len(status.pods) if pod_cpu_m else pods_request_m(status)
     return max(1, (current - overhead_m * len(status.pods)) // ranks) if current else 1000
+
+
+def runner_cpu_m(spec: Mapping[str, Any]) -> int | None:
+    """The CPU request of the container that runs the broker, from a MiniCluster's wire form; None if unset."""
+    from miniclusters.api.spec import MiniCluster
+
+    try:
+        mc = MiniCluster.model_validate(spec)
+        cpu = mc.spec.containers[mc.spec.flux_runner_index].resources.requests.get("cpu")
+        return cpu_millicores(str(cpu)) if cpu is not None else None
+    except ValueError:
+        return None
 
 
 def multiplex_config(
@@ -59,7 +76,9 @@ def multiplex_config(
         fairness=float(mux.get("fairness") or 1.10),
         efficiency_threshold=float(mux.get("efficiencyThreshold") or 0.85),
         headroom=float(mux.get("headroom") or 1.2),
-        equal_per_rank_m=equal_m if equal_m is not None else equal_per_rank_m(status, ranks, overhead_m),
+        equal_per_rank_m=equal_m
+        if equal_m is not None
+        else equal_per_rank_m(status, ranks, overhead_m, int(mux.get("podCpuM") or 0) or None),
         fairness_interval=fairness_interval,
         start_timeout=start_timeout,
         pod_overhead_m=overhead_m,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import pytest
@@ -161,8 +162,9 @@ def test_refit_beta_from_observed_rates_and_stop_at_the_knee() -> None:
 
     def slow_down() -> None:  # each simulation runs at 10 / (1 + 0.5 (N - 1)) it/s: beta = 0.5 / (4/2) = 0.25
         n = sum(1 for s in world.state.values() if s == "running")
+        wobble = 1 + 0.03 * math.sin(world.now * 2.3)  # measured rates are never steady
         for sim in world.state:
-            world.rate[sim] = 10.0 / (1 + 0.5 * (n - 1))
+            world.rate[sim] = 10.0 / (1 + 0.5 * (n - 1)) * wobble
 
     end = 80.0
     while world.now < end:
@@ -172,7 +174,8 @@ def test_refit_beta_from_observed_rates_and_stop_at_the_knee() -> None:
     assert planner.model.beta == pytest.approx(0.25, rel=0.1)
     # efficiency 1/(1 + 0.5 (N-1)) >= 0.85 only for N = 1: the knee stops packing at 2
     assert starts(world) == ["sim1", "sim2"]
-    assert any(e["event"] == "knee" for e in planner.events)
+    # said once, though beta is refitted (and the predicted efficiency moves) at every tick after
+    assert [e["event"] for e in planner.events].count("knee") == 1
 
 
 def test_deferred_resize_is_retried_with_backoff_and_nothing_more_is_deployed() -> None:
