@@ -18,6 +18,7 @@ Requested CPU: the controller's total request while both simulations ran (after 
 equal allocation requests for two simulations (each with its own 2 pods at the spec's 1 CPU: 4000m).
 
 Run: .venv/bin/python bench/bench_multiplex.py [--iterations 1500] [--rows 192] [--weights 1,1,1,60] [--skip-n3]
+     [--save-timeline docs/multiplex-timeline.png]
 Prints figures; the last line is one JSON object. It is not a test (no thresholds are asserted).
 """
 
@@ -160,6 +161,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=1500)
     parser.add_argument("--rows", type=int, default=ROWS_PER_WEIGHT, help="rows per unit of band weight (the grain)")
     parser.add_argument("--weights", default=WEIGHTS, help="the band decomposition, one weight per rank")
+    parser.add_argument("--save-timeline", type=Path, help="copy the N=2 run's timeline PNG here (the README's)")
     parser.add_argument("--skip-n3", action="store_true", help="do not run N=3 (theta3_measured is then null)")
     parser.add_argument("--pod-overhead", default="200m", help="the controller's --pod-overhead (broker CPU per pod)")
     opts = parser.parse_args()
@@ -237,6 +239,9 @@ def main() -> None:
         saved = 1 - (ctl2["requested_m"] or 0) / cpu_equal
         say(f"requested CPU: proportional {ctl2['requested_m']}m vs equal {cpu_equal}m ({saved:.0%} less)")
         say(f"timelines: {ctl2['timeline']}")
+        if opts.save_timeline is not None:
+            shutil.copyfile(ctl2["timeline"], opts.save_timeline)
+            say(f"N=2 timeline copied to {opts.save_timeline}")
         print(
             json.dumps(
                 {

@@ -14,12 +14,10 @@
  * completing (data nobody here drains, a hang-up) would turn naps into spins: after MC_WAKE_MAX_WAKES such
  * wake-ups in one wait, the rest of that wait naps on the clock alone.
  *
- * A woken rank must also get a core: with both cores running dense ranks of other simulations, and its pod's
- * CPU weight small (its request follows its small need), the scheduler (EEVDF, Linux 6.6+) would let it wait
- * until a running task's slice ends. Each sleeping rank therefore asks for a short slice (sched_setattr's
- * sched_runtime, Linux 6.12+; older kernels ignore it): a task with a shorter slice preempts on wake-up, and
- * it needs the core for microseconds. MC_MPI_WAIT_SLICE_US sets it (default 100, the kernel's minimum; 0
- * leaves the default slice).
+ * A woken rank must also get a core. MC_MPI_WAIT_SLICE_US=N asks for an N us EEVDF slice for the waiting thread
+ * (sched_setattr's sched_runtime, Linux 6.12+; older kernels ignore it): a task with a shorter slice preempts on
+ * wake-up. Off by default: on bench_multiplex it changed nothing measurable, and on one shared core it cost the
+ * MPI job 10% (README, "How MPI waits decide what can be reclaimed").
  *
  * MC_MPI_WAIT_EVENTS=0 turns the socket wake-ups off (timed naps only).
  */
@@ -45,7 +43,7 @@
 #define MC_WAKE_EARLY_SCANS 16       /* connections are still being made: rescan every few waits */
 #define MC_WAKE_EARLY_EVERY 4
 #define MC_WAKE_STEADY_EVERY 256
-#define MC_WAKE_DEFAULT_SLICE_US 100
+#define MC_WAKE_DEFAULT_SLICE_US 0
 
 static struct {
     int enabled;
