@@ -98,8 +98,12 @@ def test_deferred_resize_backs_off_and_nothing_more_is_deployed(backend, fake: F
     backend.create(make_mc(size=2))
     sims = ScriptedSimulations(clock)
     runner = make_runner(backend, clock, sims)
-    run(runner, clock, 6)  # sim1 profiled and resized down (shrinking always fits), sim2 not yet packed
-    assert list(sims.started) == ["sim1"] and runner.planner.sims["sim1"].profiled
+    # until sim1 is profiled and resized down (shrinking always fits); sim2 would be packed at the next step
+    start = clock()
+    while "sim1" not in runner.planner.sims or not runner.planner.sims["sim1"].profiled:
+        run(runner, clock, 0.5)
+        assert clock() < start + 60, "sim1 never profiled"
+    assert list(sims.started) == ["sim1"]
     fake.kubelet = "defer"
     runner.planner.sims["sim1"].demand = runner.planner.sims["sim1"].demand.__class__("sim1", {0: 400.0, 1: 900.0})
     before = len(resize_patches(fake))
