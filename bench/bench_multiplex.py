@@ -174,6 +174,8 @@ def main() -> None:
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     workdir = Path(tempfile.mkdtemp(prefix="bench-mux-"))
     solver = build_proxy_solver()
+    if opts.rows < 1 or opts.iterations < 1:
+        raise SystemExit("--rows and --iterations: positive integers expected")
     if len(opts.weights.split(",")) != RANKS:
         raise SystemExit(f"--weights: {RANKS} comma-separated weights expected, got {opts.weights!r}")
     command = f"{solver} {opts.iterations} 2048 {opts.rows} {opts.weights}"

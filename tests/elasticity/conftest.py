@@ -41,18 +41,30 @@ def pmpi_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_pmpi_library(tmp_path_factory.mktemp("pmpi-lib"))
 
 
+CompileMpi = Callable[[str], Path]
+
+
 @pytest.fixture(scope="session")
-def spin_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/elasticity/data/spin_mpi.c compiled with mpicc (no knowledge of the profiler)."""
+def compile_mpi(tmp_path_factory: pytest.TempPathFactory) -> CompileMpi:
+    """compile_mpi("name") -> tests/elasticity/data/name.c built with mpicc (no knowledge of the profiler)."""
     _need_mpi()
-    exe = tmp_path_factory.mktemp("spin") / "spin_mpi"
-    subprocess.run(
-        ["mpicc", "-O2", "-Wall", "-Werror", "-o", str(exe), str(DATA / "spin_mpi.c")],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return exe
+
+    def build(name: str) -> Path:
+        exe = tmp_path_factory.mktemp(name) / name
+        subprocess.run(
+            ["mpicc", "-O2", "-Wall", "-Werror", "-o", str(exe), str(DATA / f"{name}.c")],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        return exe
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def spin_program(compile_mpi: CompileMpi) -> Path:
+    return compile_mpi("spin_mpi")
 
 
 def mpi_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,13 +21,8 @@ IDLE_MS = 1500
 
 
 @pytest.fixture(scope="module")
-def wait_calls(tmp_path_factory: pytest.TempPathFactory, pmpi_library: Path) -> Path:
-    exe = tmp_path_factory.mktemp("wait-calls") / "wait_calls"
-    subprocess.run(
-        ["mpicc", "-O2", "-Wall", "-Werror", "-o", str(exe), str(DATA / "wait_calls.c")],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
-    return exe
+def wait_calls(compile_mpi: Callable[[str], Path]) -> Path:
+    return compile_mpi("wait_calls")
 
 
 def _run(program: Path, env: dict[str, str], np: int = 3) -> dict[int, tuple[float, float] | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,13 +18,8 @@ LINE = re.compile(r"WAKE median_us=([\d.]+) p90_us=([\d.]+) wait_cpu_s=([\d.]+) 
 
 
 @pytest.fixture(scope="module")
-def wake_latency(tmp_path_factory: pytest.TempPathFactory, pmpi_library: Path) -> Path:
-    exe = tmp_path_factory.mktemp("wake-latency") / "wake_latency"
-    subprocess.run(
-        ["mpicc", "-O2", "-Wall", "-Werror", "-o", str(exe), str(DATA / "wake_latency.c")],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
-    return exe
+def wake_latency(compile_mpi: Callable[[str], Path]) -> Path:
+    return compile_mpi("wake_latency")
 
 
 def _run(program: Path, env: dict[str, str], *args: str) -> dict[str, float]:
