@@ -7,7 +7,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SYSTEM_PACKAGES := openmpi-bin libopenmpi-dev openfoam openfoam-examples iproute2 gcc make procps binutils \
+SYSTEM_PACKAGES := openmpi-bin libopenmpi-dev openfoam openfoam-examples iproute2 iptables libnetfilter-queue-dev gcc make \
+  procps binutils \
   chromium chromium-driver
 PYTEST_ARGS ?=
 # Real flux-core (the `flux` flavour's broker), built once from the peers tarball into a cache outside the checkout.

@@ -128,7 +128,7 @@ class JobExec:
         env = self._environment(jobid, spec, job.tmpdir)
         launch = spec.get("launch", "tasks")
         profiling = pmpi.pmpi_settings(spec.get("shell_options") or {}, jobid, spec.get("cwd") or os.getcwd())
-        profiler = pmpi.pmpi_variables(profiling, jobid) if profiling and launch != "broker" else {}
+        profiler = pmpi.pmpi_variables(profiling, jobid, env) if profiling and launch != "broker" else {}
         if "MC_PMPI_DIR" in profiler:
             os.makedirs(profiler["MC_PMPI_DIR"], exist_ok=True)
         if launch == "mpi":

@@ -12,6 +12,7 @@ same library, tracing nothing unless `pmpi` is given too.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from elasticity.pmpi.env import WAIT_MODES
@@ -51,10 +52,11 @@ def pmpi_settings(shell_options: dict[str, Any], jobid: int, cwd: str) -> dict[s
     return {"iterations": iterations, "dir": directory, "boundary": boundary, "wait": wait}
 
 
-def pmpi_variables(settings: dict[str, Any], jobid: int) -> dict[str, str]:
-    """The variables that load and configure the profiler (building the library once, cached)."""
+def pmpi_variables(settings: dict[str, Any], jobid: int, job_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables that load and configure the profiler (building the library once, cached), with the wait
+    mode's tuning knobs the job's own environment sets (mpirun forwards only what it is given with -x)."""
     from elasticity.pmpi.build import PmpiBuildError, build_pmpi_library
-    from elasticity.pmpi.env import PMPI_VARIABLES, pmpi_environment, wait_environment
+    from elasticity.pmpi.env import PMPI_VARIABLES, WAIT_TUNING, pmpi_environment, wait_environment
 
     try:
         library = build_pmpi_library()
@@ -72,7 +74,10 @@ def pmpi_variables(settings: dict[str, Any], jobid: int) -> dict[str, str]:
             wait=settings["wait"],
             base={},
         )
-    return {k: v for k, v in env.items() if k in PMPI_VARIABLES}
+    variables = {k: v for k, v in env.items() if k in PMPI_VARIABLES}
+    if settings["wait"] is not None and job_env:
+        variables.update({k: job_env[k] for k in WAIT_TUNING if job_env.get(k)})
+    return variables
 
 
 def mpirun_exports(variables: dict[str, str]) -> list[str]:

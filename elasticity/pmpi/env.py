@@ -22,7 +22,13 @@ PMPI_VARIABLES = (
     "MC_MPI_WAIT",
     "MC_MPI_WAIT_SPIN_US",
     "MC_MPI_WAIT_NAP_US",
+    "MC_MPI_WAIT_SLICE_US",
+    "MC_MPI_WAIT_EVENTS",
 )
+
+#: The wait mode's tuning knobs (mc_wait.h, mc_wake.h): taken from a job's own environment when it asks for a wait
+#: mode, so `MC_MPI_WAIT_SLICE_US=100 flux submit -o mpi-wait=sleep ...` reaches ranks on every pod.
+WAIT_TUNING = ("MC_MPI_WAIT_SPIN_US", "MC_MPI_WAIT_NAP_US", "MC_MPI_WAIT_SLICE_US", "MC_MPI_WAIT_EVENTS")
 
 #: How a rank waits inside MPI (mc_wait.h): Open MPI's polling, or sleeping between polls.
 WAIT_MODES = ("poll", "sleep")

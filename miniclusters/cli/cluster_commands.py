@@ -102,7 +102,11 @@ def _progress_printer() -> Callable[[Any], None]:
 @click.option(
     "--keep", is_flag=True, help="local: leave the cluster's state after the lead finishes (default: tear down)."
 )
-@click.option("--latency", help="local, as root: add this delay (e.g. 2ms) on every pod's interface (tc netem).")
+@click.option(
+    "--latency",
+    help="local, as root: delay every packet leaving a pod by this much (e.g. 500us, 2ms): tc netem, or an "
+    "NFQUEUE delay line where the kernel has no netem.",
+)
 @click.option(
     "--flavour",
     type=click.Choice(["builtin", "flux"]),

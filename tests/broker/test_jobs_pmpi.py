@@ -80,3 +80,16 @@ def test_bad_mpi_wait_option_fails_the_job_with_its_name(spin: Path, tmp_path: P
     proc = _instance(f"flux run -n2 -o mpi-wait=spin {spin} 2 100", tmp_path)
     assert proc.returncode != 0
     assert "mpi-wait='spin'" in proc.stderr and "poll, sleep" in proc.stderr
+
+
+def test_wait_tuning_in_the_job_environment_is_exported_to_every_rank(tmp_path: Path) -> None:
+    """mpirun forwards only `-x` variables to ranks on other pods: the wait knobs a job sets must be among them."""
+    from broker.modules import pmpi
+
+    job_env = {"MC_MPI_WAIT_SLICE_US": "100", "MC_MPI_WAIT_EVENTS": "0", "HOME": "/root"}
+    waiting = pmpi.pmpi_variables(pmpi.pmpi_settings({"mpi-wait": "sleep"}, 7, str(tmp_path)) or {}, 7, job_env)
+    exports = pmpi.mpirun_exports(waiting)
+    assert "MC_MPI_WAIT_SLICE_US=100" in exports and "MC_MPI_WAIT_EVENTS=0" in exports
+    assert "MC_MPI_WAIT=sleep" in exports and not any(e.startswith("HOME=") for e in exports)
+    profiling_only = pmpi.pmpi_variables(pmpi.pmpi_settings({"pmpi": 5}, 7, str(tmp_path)) or {}, 7, job_env)
+    assert "MC_MPI_WAIT_SLICE_US" not in profiling_only  # no wait mode asked for: its knobs are not applied

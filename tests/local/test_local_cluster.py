@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from miniclusters.backends.local import cgroups, netns, process
+from miniclusters.api.spec import DEFAULT_BROKER_PORT
+from miniclusters.backends.local import cgroups, latency, netns, process
 from miniclusters.backends.local.backend import LocalBackend
 
 pytestmark = pytest.mark.needs_root
@@ -170,19 +171,50 @@ def test_bad_input_changes_nothing(mc, machine: Any, backend: LocalBackend, spec
     assert mc("down", "bad").returncode == 0
 
 
-def test_latency_uses_netem_or_says_it_is_unavailable(mc, machine: Any, spec_writer: Any) -> None:
+CONNECT_TIME = """
+import socket, sys, time
+best = 1e9
+for _ in range(5):
+    started = time.perf_counter()
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
+    best = min(best, time.perf_counter() - started)
+print(best)
+"""
+
+
+def _connect_seconds(mc: Any, name: str, index: int, host: str) -> float:
+    """The fastest of five TCP handshakes from pod `index` to the lead's broker port: one round trip each."""
+    run = mc("exec", name, "-i", str(index), "--", "python3", "-c", CONNECT_TIME, host, str(DEFAULT_BROKER_PORT))
+    assert run.returncode == 0, run.stderr
+    return float(run.stdout.strip())
+
+
+def test_latency_delays_every_packet_between_pods(mc, machine: Any, spec_writer: Any) -> None:
+    """netem where the kernel has it, else the NFQUEUE delay line: a handshake pays the delay once each way."""
     spec = spec_writer(machine.state_dir, "lat", size=2)
-    available, _why = netns.netem_available()
+    method, _why = latency.choose_method()
     up = mc("up", str(spec), "--detach", "--latency", "5ms")
-    if not available:
-        assert up.returncode == 2
-        assert "--latency 5ms: the netem qdisc is unavailable on this kernel" in up.stderr, up.stderr
+    if method is None:  # neither netem nor iptables + libnetfilter_queue (make setup installs the latter)
+        assert up.returncode == 2 and "--latency 5ms: no way to delay packets on this machine" in up.stderr
         assert mc("status", "lat").returncode == 1  # nothing was created
         return
     assert up.returncode == 0, up.stderr
-    qdisc = subprocess.run(["tc", "-n", "mc-lat-1", "qdisc", "show", "dev", "eth0"], capture_output=True, text=True)
-    assert "netem" in qdisc.stdout and "delay 5" in qdisc.stdout
+    condition = next(c for c in _status(mc, "lat")["conditions"] if c["type"] == "NetworkEmulation")
+    assert condition["reason"] == method and "5ms per packet each way" in condition["message"]
+    assert _connect_seconds(mc, "lat", 1, "lat-0") >= 0.010  # 5 ms out + 5 ms back
+    if method == "nfqueue":
+        assert "netem is unavailable" in up.stderr and "using the NFQUEUE delay line" in up.stderr
+        lines = latency.delay_line_pids("mc-lat-1")
+        assert len(lines) == 1
+        os.kill(lines[0], signal.SIGKILL)  # fail-open: without its delay line pod 1 still talks, undelayed
+        time.sleep(0.2)
+        assert 0.005 <= _connect_seconds(mc, "lat", 1, "lat-0") < 0.009  # only pod 0's answer is delayed now
+        assert len(latency.delay_line_pids("mc-lat-0")) == 1
+    else:
+        qdisc = subprocess.run(["tc", "-n", "mc-lat-1", "qdisc", "show", "dev", "eth0"], capture_output=True, text=True)
+        assert "netem" in qdisc.stdout and "delay 5" in qdisc.stdout
     assert mc("down", "lat").returncode == 0
+    assert not [n for n in netns.list_namespaces() if n.startswith("mc-lat-")]  # no delay line kept one alive
 
 
 def test_bad_latency_value_is_refused(mc, machine: Any, spec_writer: Any) -> None:

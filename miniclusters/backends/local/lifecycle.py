@@ -29,7 +29,17 @@ from miniclusters.backends.base import (
     InvalidRequestError,
     NotFoundError,
 )
-from miniclusters.backends.local import cgroups, flux_view, netns, plan, process, programs, restart, slots
+from miniclusters.backends.local import (
+    cgroups,
+    flux_view,
+    latency,
+    netns,
+    plan,
+    process,
+    programs,
+    restart,
+    slots,
+)
 from miniclusters.backends.local.bursts import Bursts
 from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
@@ -156,18 +166,22 @@ class Lifecycle(Bursts):
                     f"MiniCluster {name!r}: network namespace {clash!r} already exists on this machine "
                     f"(another state directory, or a crashed run: remove it with `ip netns del {clash}`)"
                 )
+        latency_method: str | None = None
         if self.latency:
             if mode != "netns":
                 raise InvalidRequestError(
                     f"--latency {self.latency}: network emulation needs root (pods in their own network "
                     "namespaces); unprivileged pods share the loopback interface"
                 )
-            ok, why = netem_probe()
-            if not ok:
+            latency_method, why = latency_probe()
+            if latency_method is None:
                 raise InvalidRequestError(
-                    f"--latency {self.latency}: the netem qdisc is unavailable on this kernel ({why}); "
-                    "install/load sch_netem (e.g. linux-modules-extra) or drop --latency"
+                    f"--latency {self.latency}: no way to delay packets on this machine ({why}); "
+                    "load sch_netem (e.g. linux-modules-extra), or install iptables and libnetfilter-queue-dev "
+                    "for the NFQUEUE delay line (`make setup`), or drop --latency"
                 )
+            if why:
+                self.notify(f"--latency {self.latency}: netem is unavailable ({why}); using the NFQUEUE delay line")
         socket_path = self.store.pod_dir(name, mc.spec.effective_max_size - 1) / "tmp" / "flux-xxxxxxxx" / "local"
         if len(str(socket_path)) > SOCKET_PATH_MAX:
             raise InvalidRequestError(
@@ -242,6 +256,7 @@ class Lifecycle(Bursts):
             cgroup_root=str(driver.root) if driver else None,
             weight_formula=self.weight_formula,
             latency=self.latency,
+            latency_method=latency_method,
             cpu_milli=cpu,
             cpu_limit_milli=cpu_limit,
             restart_policy=restart_policy,
@@ -303,6 +318,7 @@ class Lifecycle(Bursts):
             )
             record.pods[index] = pod
         addressing = self._addressing(record)
+        pod_dir = self.store.pod_dir(record.name, index)
         try:
             if record.mode == "netns" and pod.netns:
                 netns.create_pod_network(
@@ -313,7 +329,9 @@ class Lifecycle(Bursts):
                     pod.hostname,
                 )
                 if record.latency:
-                    netns.add_latency(pod.netns, record.latency)
+                    latency.add_latency(
+                        pod.netns, record.latency, record.latency_method or "netem", pod_dir / "delayline.log"
+                    )
             driver = self._driver(record)
             procs = None
             nice = None
@@ -324,7 +342,6 @@ class Lifecycle(Bursts):
                 nice = cpu_model.milli_to_nice(pod.cpu_milli)
                 if os.geteuid() != 0:
                     nice = max(nice, os.getpriority(os.PRIO_PROCESS, 0))
-            pod_dir = self.store.pod_dir(record.name, index)
             policy = restart.policy_for(
                 index,
                 record.restart_policy,
@@ -348,7 +365,7 @@ class Lifecycle(Bursts):
                 restart=policy.to_env(),
             )
             child = process.start(launch)
-        except (netns.NetworkError, cgroups.CgroupError, OSError) as exc:
+        except (netns.NetworkError, latency.LatencyError, cgroups.CgroupError, OSError) as exc:
             raise BackendError(f"starting pod {pod.hostname} (index {index}): {exc}") from None
         pod.pid = child.pid
         pod.start_ticks = process.start_ticks(child.pid)
@@ -420,5 +437,5 @@ def flux_environment(core: flux_view.FluxCore, cluster_dir: Path) -> dict[str, s
     return env
 
 
-def netem_probe() -> tuple[bool, str]:
-    return netns.netem_available()
+def latency_probe() -> tuple[str | None, str]:
+    return latency.choose_method()

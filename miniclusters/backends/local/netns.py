@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
-from miniclusters.backends.local import plan
+from miniclusters.backends.local import latency, plan
 
 NETNS_ETC = Path("/etc/netns")
 
@@ -124,6 +123,7 @@ def create_pod_network(addressing: plan.Addressing, namespace: str, index: int, 
 def delete_pod_network(namespace: str, slot: int, index: int) -> None:
     """Remove the namespace (which takes its veth end with it), the host end, and the host entries."""
     if namespace in list_namespaces():
+        latency.stop_delay_lines(namespace)  # a process inside would keep the namespace alive
         _ip("netns", "del", namespace, check=False)
     host_end = plan.veth_name(slot, index)
     if link_exists(host_end):
@@ -131,39 +131,3 @@ def delete_pod_network(namespace: str, slot: int, index: int) -> None:
     shutil.rmtree(NETNS_ETC / namespace, ignore_errors=True)
     with contextlib.suppress(OSError):  # /etc/netns itself, once no namespace has files there
         NETNS_ETC.rmdir()
-
-
-# ---------------------------------------------------------------------------------------- latency
-def netem_available() -> tuple[bool, str]:
-    """Whether the netem qdisc can be attached here, tried on a dummy link in a throw-away namespace."""
-    if shutil.which("tc") is None:
-        return False, "the `tc` command is not installed (package iproute2)"
-    probe = f"mc-netem-probe-{os.getpid()}"
-    try:
-        _ip("netns", "add", probe)
-        _ip("-n", probe, "link", "add", "probe0", "type", "dummy")
-        result = subprocess.run(
-            ["tc", "-n", probe, "qdisc", "add", "dev", "probe0", "root", "netem", "delay", "1ms"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except NetworkError as exc:
-        return False, str(exc)
-    finally:
-        _ip("netns", "del", probe, check=False)
-    if result.returncode != 0:
-        return False, f"`tc qdisc add ... netem` failed: {result.stderr.strip() or result.returncode}"
-    return True, ""
-
-
-def add_latency(namespace: str, delay: str) -> None:
-    """netem delay on the pod's eth0 (egress), so every packet between pods pays it once per direction."""
-    result = subprocess.run(
-        ["tc", "-n", namespace, "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", delay],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    if result.returncode != 0:
-        raise NetworkError(f"adding {delay} latency to {namespace}/eth0: {result.stderr.strip()}")

@@ -149,7 +149,11 @@ class Observing(LocalCore):
             lead_error = "the lead pod (index 0) is not running"
         conditions = [isolation_condition(record)]
         if record.latency:
-            conditions.append(ClusterCondition("NetworkEmulation", "True", "netem", f"{record.latency} per packet"))
+            method = record.latency_method or "netem"
+            how = "tc netem qdisc" if method == "netem" else "NFQUEUE delay line, netem being unavailable"
+            conditions.append(
+                ClusterCondition("NetworkEmulation", "True", method, f"{record.latency} per packet each way ({how})")
+            )
         pending = [(p, c) for p in pods for c in p.conditions if c.type == RESIZE_PENDING and c.status == "True"]
         if pending:
             reasons = sorted({c.reason for _, c in pending})

@@ -67,6 +67,8 @@ class ClusterRecord:
     cgroup_root: str | None = None
     weight_formula: str = "nonlinear"
     latency: str | None = None
+    latency_method: str | None = None
+    """How `latency` is applied: "netem" (tc qdisc) or "nfqueue" (the delay line, latency.py)."""
     flavour: str = "builtin"
     """Which broker the pods run: "builtin", or "flux" (real flux-core; broker_dir is then its prefix)."""
     cpu_milli: int = 0

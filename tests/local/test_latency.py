@@ -1,0 +1,34 @@
+"""The latency helpers: duration parsing, and the delay line refusing bad arguments (built for real)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from miniclusters.backends.local import latency
+
+
+@pytest.mark.parametrize(("text", "expected"), [("500us", 500.0), ("2ms", 2000.0), ("0.1s", 100000.0)])
+def test_durations_convert_to_microseconds(text: str, expected: float) -> None:
+    assert latency.microseconds(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["fast", "5", "-1ms", "2 ms", "1m"])
+def test_bad_durations_are_refused_with_the_expected_form(text: str) -> None:
+    with pytest.raises(ValueError, match="expected a duration like 2ms"):
+        latency.microseconds(text)
+
+
+@pytest.mark.skipif(
+    shutil.which("cc") is None or not latency.QUEUE_HEADER.is_file(), reason="needs gcc and libnetfilter-queue-dev"
+)
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [((), "usage: mc-delayline QUEUE DELAY_US"), (("0", "0"), "DELAY_US 0"), (("x", "5"), "QUEUE x")],
+)
+def test_delay_line_refuses_bad_arguments(arguments: tuple[str, ...], message: str) -> None:
+    binary = latency.build_delay_line()
+    result = subprocess.run([str(binary), *arguments], capture_output=True, text=True, timeout=10)
+    assert result.returncode == 2 and message in result.stderr
