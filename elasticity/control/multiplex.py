@@ -359,7 +359,8 @@ class MultiplexPlanner:
             return None
         if self.backoff > 0:
             return None  # a resize is still deferred: settle it before deploying more
-        if now - self.last_change_at < cfg.settle_time * 2 and len(self.active()) not in self.rates_by_n:
+        running = len(self.active())
+        if running and now - self.last_change_at < cfg.settle_time * 2 and running not in self.rates_by_n:
             return None  # one settle time to let rates settle at this N, one to measure them (beta's refit)
         estimate = self._estimate()
         if estimate is None:

@@ -226,6 +226,18 @@ def test_early_finish_releases_cpu_and_packs_another() -> None:
     assert starts(world) == ["sim1", "sim2", "sim3"]
 
 
+def test_an_idle_cluster_starts_the_next_simulation_at_once() -> None:
+    """Nothing running means no rates to let settle: the next simulation goes at the look after the release."""
+    world = World(MultiplexPlanner(config(max_simulations=1, total_simulations=2, settle_time=3.0)))
+    world.run(30)
+    assert starts(world) == ["sim1"]
+    world.state["sim1"] = "finished"
+    world.tick()  # sim1's CPU is released
+    assert isinstance(world.log[-1], ResizePods) and starts(world) == ["sim1"]
+    world.tick()
+    assert starts(world) == ["sim1", "sim2"]
+
+
 def test_fairness_moves_cpu_to_the_slow_one_in_bounded_steps() -> None:
     world = World(MultiplexPlanner(config(max_simulations=2)))
     world.run(30)
