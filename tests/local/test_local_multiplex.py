@@ -38,10 +38,12 @@ def _spec(directory: Path, name: str, iterations: int) -> Path:
 
 
 def test_multiplex_packs_two_simulations_in_place_with_no_restarts(mc, machine: Any, tmp_path: Path) -> None:
+    """As examples/multiplex.yaml runs: 500 us of added latency each way between the pods (netem or NFQUEUE)."""
     build_proxy_solver()
-    up = mc("up", str(_spec(tmp_path, "mux", 4000)), "--detach")
+    up = mc("up", str(_spec(tmp_path, "mux", 4000)), "--detach", "--latency", "500us")
     assert up.returncode == 0, up.stderr
     status = json.loads(mc("status", "mux", "-o", "json").stdout)
+    assert any(c["type"] == "NetworkEmulation" for c in status["conditions"])
     timeline = tmp_path / "mux.png"
     result = mc(
         "multiplex", "mux", "--json", "--timeline", str(timeline), "--workdir", str(tmp_path / "work"),
