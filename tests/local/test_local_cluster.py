@@ -217,10 +217,19 @@ def test_latency_delays_every_packet_between_pods(mc, machine: Any, spec_writer:
     assert not [n for n in netns.list_namespaces() if n.startswith("mc-lat-")]  # no delay line kept one alive
 
 
-def test_bad_latency_value_is_refused(mc, machine: Any, spec_writer: Any) -> None:
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("fast", "expected a duration like 2ms"),
+        ("0ms", "expected a delay above 0 and at most 10s"),
+        ("20s", "expected a delay above 0"),
+    ],
+)
+def test_bad_latency_value_is_refused(mc, machine: Any, spec_writer: Any, value: str, message: str) -> None:
     spec = spec_writer(machine.state_dir, "latv", size=1, max_size=1, min_size=0)
-    result = mc("up", str(spec), "--latency", "fast")
-    assert result.returncode == 2 and "--latency 'fast': expected a duration like 2ms" in result.stderr
+    result = mc("up", str(spec), "--latency", value)
+    assert result.returncode == 2 and f"--latency {value!r}: {message}" in result.stderr
+    assert mc("status", "latv").returncode == 1  # nothing was created
 
 
 def test_ctrl_c_during_up_tears_everything_down(

@@ -8,7 +8,6 @@ Indexed Job. The backend is split by concern: lifecycle.py (create, start/stop p
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,13 +16,13 @@ from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import BackendError, ClusterStatus, ExecResult, InvalidRequestError, NotFoundError
 from miniclusters.backends.local import cgroups, netns, plan, process
+from miniclusters.backends.local import latency as delays
 from miniclusters.backends.local.state import ClusterRecord, PodRecord, StateStore
 from miniclusters.backends.wait import ProgressCallback
 
 UNPRIVILEGED_ENV = "MINICLUSTERS_LOCAL_UNPRIVILEGED"
 WEIGHT_FORMULA_ENV = "MINICLUSTERS_CGROUP_V2_WEIGHT"
 HOSTNAME_ENV = "MINICLUSTERS_LOCAL_HOSTNAME"
-LATENCY = re.compile(r"^\d+(\.\d+)?(us|ms|s)$")
 SOCKET_PATH_MAX = 107
 LEAD_ASK_TIMEOUT = 20.0
 NAMESPACE = "local"
@@ -62,8 +61,11 @@ class LocalCore:
                 f"--namespace {namespace!r}: the local backend has no namespaces (cluster names are per machine); "
                 "drop --namespace or use --backend kubernetes"
             )
-        if latency is not None and not LATENCY.match(latency):
-            raise InvalidRequestError(f"--latency {latency!r}: expected a duration like 2ms, 500us or 0.1s")
+        if latency is not None:
+            try:
+                delays.microseconds(latency)
+            except ValueError as exc:
+                raise InvalidRequestError(f"--latency {latency!r}: {exc}") from None
         formula = weight_formula or os.environ.get(WEIGHT_FORMULA_ENV) or "nonlinear"
         if formula not in ("linear", "nonlinear"):
             raise InvalidRequestError(f"${WEIGHT_FORMULA_ENV}={formula!r}: expected linear or nonlinear")

@@ -30,6 +30,7 @@ QUEUE_NUMBER = 0
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)(us|ms|s)$")
 UNIT_MICROSECONDS = {"us": 1.0, "ms": 1e3, "s": 1e6}
 READY_TIMEOUT = 10.0
+MAX_DELAY_US = 10_000_000  # delayline.c refuses more
 
 
 class LatencyError(RuntimeError):
@@ -37,11 +38,14 @@ class LatencyError(RuntimeError):
 
 
 def microseconds(delay: str) -> float:
-    """'2ms' -> 2000.0, '500us' -> 500.0, '0.1s' -> 100000.0."""
+    """'2ms' -> 2000.0, '500us' -> 500.0, '0.1s' -> 100000.0; ValueError says what is wrong (without the value)."""
     match = DURATION.match(delay)
     if match is None:
-        raise ValueError(f"{delay!r}: expected a duration like 2ms, 500us or 0.1s")
-    return float(match.group(1)) * UNIT_MICROSECONDS[match.group(2)]
+        raise ValueError("expected a duration like 2ms, 500us or 0.1s")
+    value = float(match.group(1)) * UNIT_MICROSECONDS[match.group(2)]
+    if not 0 < value <= MAX_DELAY_US:
+        raise ValueError("expected a delay above 0 and at most 10s")
+    return value
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:
