@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..jobs.api import JobClient, JobInfo
-from ..jobs.jobid import encode_f58
+from ..jobs.jobid import ENCODINGS, JobIdError, encode_f58, encode_jobid, parse_jobid
 from .jobcli_common import (
     EXIT_USAGE,
     CommandError,
@@ -183,7 +183,7 @@ def cmd_alloc(argv: list[str]) -> int:
 
 def cmd_job(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("Usage: flux job attach|wait|status|info|eventlog|cancel|kill|urgency|list [ARGS]")
+        print("Usage: flux job attach|wait|status|info|eventlog|cancel|kill|urgency|list|id [ARGS]")
         return 0 if argv else EXIT_USAGE
     sub, rest = argv[0], argv[1:]
     handlers: dict[str, Callable[[list[str]], int]] = {
@@ -196,9 +196,10 @@ def cmd_job(argv: list[str]) -> int:
         "kill": _job_kill,
         "urgency": _job_urgency,
         "list": _job_list,
+        "id": _job_id,
     }
     if sub not in handlers:
-        raise OptionError(f"flux job {sub}: not supported (try attach, wait, status, info, eventlog, cancel, kill)")
+        raise OptionError(f"flux job {sub}: not supported (try attach, wait, status, info, eventlog, cancel, kill, id)")
     return handlers[sub](rest)
 
 
@@ -299,6 +300,30 @@ def _job_urgency(argv: list[str]) -> int:
     return 0
 
 
+JOB_ID_OPTS = [Opt(("-t", "--to"), "to", help="encoding to print: " + "|".join(ENCODINGS) + " (default dec)")]
+
+
+def _job_id(argv: list[str]) -> int:
+    """Convert job ids (arguments, else one per line of stdin) from any spelling to --to's, as flux-core does;
+    no id at all fails (exit 1), as there. Needs no instance."""
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage("job id [--to=ENCODING] [JOBID...]", "convert job ids to another encoding", JOB_ID_OPTS))
+        return 0
+    values, args = parse(argv, JOB_ID_OPTS, interleave=True)
+    to = str(values.get("to", "dec"))
+    if to.lower() not in ENCODINGS:
+        raise OptionError(f"Unknown to={to} (--to takes {', '.join(ENCODINGS)})")
+    converted = 0
+    for text in args if args else (line.strip() for line in sys.stdin):
+        try:
+            jobid = parse_jobid(text)
+        except JobIdError:
+            raise CommandError(f"{text}: malformed input") from None
+        print(encode_jobid(jobid, to), flush=not args)
+        converted += 1
+    return 0 if converted else 1
+
+
 def _job_list(argv: list[str]) -> int:
     with _client() as client:
         for info in client.jobs("all"):
@@ -393,7 +418,7 @@ SUMMARIES = {
     "batch": "submit a batch script run in a sub-instance",
     "alloc": "run a command in a new sub-instance and wait for it",
     "jobs": "list jobs (active ones unless -a)",
-    "job": "job details: attach, info, status, wait, last, list, urgency, cancel, kill",
+    "job": "job details: attach, info, status, wait, last, list, urgency, cancel, kill; id converts job ids",
     "cancel": "cancel jobs",
     "queue": "queue status, start/stop, enable/disable, idle/drain, policy, save",
     "proxy": "run a command (default a shell) connected to a job's sub-instance",
@@ -405,7 +430,7 @@ USAGES = {
     "batch": "batch [OPTIONS] SCRIPT | --wrap COMMAND...",
     "alloc": "alloc [OPTIONS] COMMAND...",
     "jobs": "jobs [OPTIONS] [JOBID...]",
-    "job": "job attach|info|status|wait|last|list|urgency|cancel|kill ...",
+    "job": "job attach|info|status|wait|last|list|urgency|cancel|kill|id ...",
     "cancel": "cancel [OPTIONS] JOBID...",
     "queue": "queue [OPTIONS] status|start|stop|enable|disable|idle|drain|policy [fcfs|easy]|save ARCHIVE",
     "proxy": "proxy JOBID|URI [COMMAND...]",

@@ -6,6 +6,7 @@ sequence, so ids sort by submission time and never repeat across a restart that 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -20,7 +21,15 @@ class JobIdError(ValueError):
     """Text that is not a job id in any Flux spelling."""
 
 
-def encode_f58(jobid: int) -> str:
+_MAX_JOBID = (1 << 64) - 1
+_MAX_F58_DIGITS = 12  # flux-core refuses longer F58 (58**12 > 2**64)
+ENCODINGS = ("dec", "hex", "dothex", "kvs", "words", "f58", "f58plain", "emoji")  # flux_job_id_encode's
+_HEX_GROUP = re.compile(r"[0-9a-fA-F]{1,4}")
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|[0-9]+")
+_MN_BASE = 1626  # the mnemonic encoding's digits; WORDS[_MN_BASE:] end 24-bit remainders, never a 64-bit id
+
+
+def encode_f58(jobid: int, prefix: str = F58_PREFIX) -> str:
     if jobid < 0:
         raise JobIdError(f"job id {jobid} is negative")
     digits = ""
@@ -30,36 +39,153 @@ def encode_f58(jobid: int) -> str:
         digits = F58_ALPHABET[rest] + digits
         if value == 0:
             break
-    return F58_PREFIX + digits
+    return prefix + digits
+
+
+def f58_prefix() -> str:
+    """flux-core's F58 prefix: `ƒ` in a UTF-8 locale unless $FLUX_F58_FORCE_ASCII is set, else `f`."""
+    import locale
+    import os
+
+    if os.environ.get("FLUX_F58_FORCE_ASCII") or locale.nl_langinfo(locale.CODESET) != "UTF-8":
+        return F58_ASCII_PREFIX
+    return F58_PREFIX
+
+
+def encode_jobid(jobid: int, to: str) -> str:
+    """`jobid` spelled as flux_job_id_encode spells it; `to` is one of ENCODINGS (any case)."""
+    if not 0 <= jobid <= _MAX_JOBID:
+        raise JobIdError(f"job id {jobid} does not fit in 64 bits")
+    kind = to.lower()
+    if kind == "dec":
+        return str(jobid)
+    if kind == "hex":
+        return f"{jobid:#x}"
+    if kind in ("dothex", "kvs"):
+        text = ".".join(f"{(jobid >> shift) & 0xFFFF:04x}" for shift in (48, 32, 16, 0))
+        return "job." + text if kind == "kvs" else text
+    if kind in ("f58", "f58plain"):
+        return encode_f58(jobid, F58_ASCII_PREFIX if kind == "f58plain" else f58_prefix())
+    if kind == "words":
+        return _encode_words(jobid)
+    if kind == "emoji":
+        return _encode_emoji(jobid)
+    raise JobIdError(f"unknown encoding {to!r} (expected one of {', '.join(ENCODINGS)})")
+
+
+def _encode_words(jobid: int) -> str:
+    """Mnemonic encoding of the id's 8 bytes (little-endian): two 32-bit groups of three base-1626 words."""
+    from .jobid_alphabets import WORDS
+
+    groups = []
+    for half in (jobid & 0xFFFFFFFF, jobid >> 32):
+        groups.append("-".join(WORDS[(half // _MN_BASE**n) % _MN_BASE] for n in range(3)))
+    return "--".join(groups)
+
+
+def _encode_emoji(jobid: int) -> str:
+    from .jobid_alphabets import EMOJI
+
+    digits = ""
+    value = jobid
+    while True:
+        value, rest = divmod(value, len(EMOJI))
+        digits = EMOJI[rest] + digits
+        if value == 0:
+            return digits
 
 
 def _decode_f58(text: str) -> int:
+    if not text or len(text) > _MAX_F58_DIGITS:
+        raise JobIdError("an F58 id has 1 to 12 digits")
     value = 0
     for char in text:
         index = F58_ALPHABET.find(char)
         if index < 0:
             raise JobIdError(f"{char!r} is not an F58 digit")
         value = value * 58 + index
+    return value & _MAX_JOBID  # flux-core's arithmetic wraps at 64 bits
+
+
+def _decode_dothex(text: str) -> int:
+    parts = text.split(".")
+    if len(parts) != 4 or not all(_HEX_GROUP.fullmatch(part) for part in parts):
+        raise JobIdError("dothex is four groups of 1-4 hex digits")
+    value = 0
+    for part in parts:
+        value = (value << 16) | int(part, 16)
     return value
 
 
+def _decode_words(text: str) -> int:
+    from .jobid_alphabets import WORDS
+
+    words = [word.lower() for word in _letter_runs(text)]
+    if len(words) != 6:
+        raise JobIdError("a words id has 6 words")
+    value = 0
+    for group in (words[3:], words[:3]):  # the high 32 bits come last
+        digits = [WORDS.index(word) if word in WORDS else -1 for word in group]
+        if any(not 0 <= digit < _MN_BASE for digit in digits):
+            raise JobIdError("not a mnemonic word")
+        half = digits[0] + digits[1] * _MN_BASE + digits[2] * _MN_BASE**2
+        if half > 0xFFFFFFFF:
+            raise JobIdError("not a valid mnemonic word group")
+        value = (value << 32) | half
+    return value
+
+
+def _letter_runs(text: str) -> list[str]:
+    """The words of a mnemonic id: runs of ASCII letters, anything else separating them."""
+    runs, current = [], ""
+    for char in text:
+        if char.isascii() and char.isalpha():
+            current += char
+        elif current:
+            runs.append(current)
+            current = ""
+    return [*runs, current] if current else runs
+
+
+def _decode_emoji(text: str) -> int:
+    from .jobid_alphabets import EMOJI
+
+    if not 1 <= len(text) <= 7:
+        raise JobIdError("an emoji id has 1 to 7 emoji")
+    value = 0
+    for char in text:
+        index = EMOJI.find(char)
+        if index < 0:
+            raise JobIdError(f"{char!r} is not one of Flux's id emoji")
+        value = value * len(EMOJI) + index
+    return value & _MAX_JOBID
+
+
 def parse_jobid(text: str) -> int:
-    """Decimal, F58 (`ƒ...` or `f...`), hex (`0x...`) or dothex (`0000.0000.0000.0000`)."""
-    text = text.strip()
+    """Any spelling flux_job_id_parse accepts: decimal, 0x hex, dothex (optionally `job.`-prefixed, as in the
+    KVS), words, F58 (`ƒ...` or `f...`) or emoji. Told apart in flux-core's order: `.` means dothex, `-` words,
+    then the F58 prefix, then emoji; anything else is a number."""
+    stripped = text.strip()
+    body = stripped.removeprefix("job.")
     try:
-        if text.startswith(F58_PREFIX):
-            return _decode_f58(text[len(F58_PREFIX) :])
-        if text.startswith(F58_ASCII_PREFIX) and len(text) > 1:
-            return _decode_f58(text[1:])
-        if text.lower().startswith("0x"):
-            return int(text, 16)
-        if text.count(".") == 3:
-            return int(text.replace(".", ""), 16)
-        if text.isdigit():
-            return int(text)
-    except (ValueError, JobIdError) as exc:
-        raise JobIdError(f"{text!r} is not a job id") from exc
-    raise JobIdError(f"{text!r} is not a job id (expected e.g. ƒ2H5FBf9Mq, f2H5FBf9Mq or a decimal id)")
+        if "." in body:
+            return _decode_dothex(body)
+        if "-" in body:
+            return _decode_words(body)
+        if body.startswith(F58_PREFIX):
+            return _decode_f58(body[len(F58_PREFIX) :])
+        if body.startswith(F58_ASCII_PREFIX):
+            return _decode_f58(body[len(F58_ASCII_PREFIX) :])
+        if body[:1] and 0x1F000 <= ord(body[0]) <= 0x1FFFF:
+            return _decode_emoji(body)
+        if _NUMBER.fullmatch(body):
+            number = int(body, 16 if body.startswith("0x") else 10)
+            if number > _MAX_JOBID:
+                raise JobIdError("it does not fit in 64 bits")
+            return number
+    except JobIdError as exc:
+        raise JobIdError(f"{stripped!r} is not a job id: {exc}") from None
+    raise JobIdError(f"{stripped!r} is not a job id (expected e.g. ƒ2H5FBf9Mq, f2H5FBf9Mq or a decimal id)")
 
 
 class FluidGenerator:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.jobs.jobid import FluidGenerator, JobIdError, encode_f58, parse_jobid
+from broker.jobs.jobid import ENCODINGS, FluidGenerator, JobIdError, encode_f58, encode_jobid, parse_jobid
 from broker.jobs.jobspec import JobspecError, build_jobspec, parse_jobspec
 from broker.jobs.journal import JobEvent, Journal, JournalError
 from broker.jobs.record import replay
@@ -23,6 +23,7 @@ def test_f58_round_trips(jobid: int) -> None:
     assert parse_jobid("f" + text[1:]) == jobid
     assert parse_jobid(str(jobid)) == jobid
     assert parse_jobid(hex(jobid)) == jobid
+    assert parse_jobid("job." + encode_jobid(jobid, "dothex")) == jobid  # the KVS spelling
 
 
 def test_known_f58_value() -> None:
@@ -34,6 +35,60 @@ def test_known_f58_value() -> None:
 def test_bad_jobids(bad: str) -> None:
     with pytest.raises(JobIdError):
         parse_jobid(bad)
+
+
+@given(st.integers(min_value=0, max_value=2**64 - 1), st.sampled_from(ENCODINGS))
+def test_every_flux_encoding_round_trips(jobid: int, to: str) -> None:
+    """`flux job id --to=X` output parses back to the same id, whatever X (flux-core detects the spelling)."""
+    text = encode_jobid(jobid, to)
+    assert parse_jobid(text) == jobid
+    assert parse_jobid(encode_jobid(jobid, to.upper())) == jobid  # flux-core takes the name in any case
+
+
+@given(st.integers(min_value=0, max_value=2**64 - 1))
+def test_encodings_have_flux_cores_shapes(jobid: int) -> None:
+    dothex = encode_jobid(jobid, "dothex")
+    assert [len(group) for group in dothex.split(".")] == [4, 4, 4, 4]
+    assert encode_jobid(jobid, "kvs") == "job." + dothex
+    assert int(encode_jobid(jobid, "hex"), 16) == jobid == int(encode_jobid(jobid, "dec"))
+    words = encode_jobid(jobid, "words")
+    assert [len(group.split("-")) for group in words.split("--")] == [3, 3]
+    assert 1 <= len(encode_jobid(jobid, "emoji")) <= 7
+    assert encode_jobid(jobid, "f58plain") == "f" + encode_f58(jobid)[1:]
+
+
+def test_f58_prefix_follows_the_locale_as_in_flux_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FLUX_F58_FORCE_ASCII", raising=False)
+    utf8 = __import__("locale").nl_langinfo(__import__("locale").CODESET) == "UTF-8"
+    assert encode_jobid(58, "f58") == ("ƒ21" if utf8 else "f21")
+    monkeypatch.setenv("FLUX_F58_FORCE_ASCII", "1")
+    assert encode_jobid(58, "f58") == "f21"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0000.0000.0000.00001",  # a dothex group of 5 digits
+        "1.2.3",  # three groups
+        "academy-acrobat-active",  # 3 words: 32 bits, not a job id
+        "academy-acrobat-active--academy-acrobat-nosuchword",
+        "yes-academy-academy--academy-academy-academy",  # `yes` only ends a 24-bit remainder
+        "academy-academy-amen--academy-academy-academy",  # a third digit past 2**32
+        "ƒ" + "z" * 13,  # F58 longer than flux-core's 12 digits
+        "18446744073709551616",  # 2**64
+        "0x1_0",
+        "😃" * 8,
+    ],
+)
+def test_malformed_ids_in_every_spelling_are_refused(text: str) -> None:
+    with pytest.raises(JobIdError):
+        parse_jobid(text)
+
+
+def test_words_are_read_loosely_as_flux_core_reads_them() -> None:
+    words = encode_jobid(2**40 + 12345, "words")
+    assert parse_jobid(words.upper()) == 2**40 + 12345  # any case
+    assert parse_jobid(words.replace("--", "-")) == 2**40 + 12345  # any run of separators
 
 
 def test_fluids_increase_and_respect_a_floor() -> None:
