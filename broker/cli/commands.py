@@ -1,4 +1,5 @@
-"""Client subcommands of `flux` (click): resource, overlay, getattr, lsattr, uptime, ping, shutdown, event."""
+"""Client subcommands of `flux` (click): resource (list, status, ...), overlay, getattr, lsattr, uptime, ping,
+shutdown, event."""
 
 from __future__ import annotations
 
@@ -98,6 +99,71 @@ def resource_list() -> None:
     click.echo(f"{'STATE':>10} {'NNODES':>6} {'NCORES':>8} {'NGPUS':>8} NODELIST")
     for state, nnodes, ncores, ngpus, nodelist in resource_rows(status, _allocated()):
         click.echo(f"{state:>10} {nnodes:>6} {ncores:>8} {ngpus:>8} {nodelist}".rstrip())
+
+
+@resource.command("status")
+@click.option("-o", "--format", "fmt", default="default", help="Format string or name (default, long, help).")
+@click.option("-s", "--states", "--state", "states", metavar="STATE,...", help="Only these states (help: list).")
+@click.option("-i", "--include", metavar="TARGETS", help="Only these ranks (an idset) or hosts (a hostlist).")
+@click.option("-q", "--queue", metavar="QUEUE,...", help="Not supported: this broker has no named queues.")
+@click.option("-n", "--no-header", is_flag=True, help="No header row.")
+@click.option(
+    "-L", "--color", default=None, is_flag=False, flag_value="always", metavar="WHEN", help="always|never|auto"
+)
+@click.option("--skip-empty", is_flag=True, help="Leave out empty rows even with --states.")
+def resource_status(
+    fmt: str, states: str | None, include: str | None, queue: str | None, no_header: bool, color: str | None,
+    skip_empty: bool,
+) -> None:  # fmt: skip
+    """Nodes by state (avail, drained, ...), online or not, as flux-core prints them."""
+    import os
+
+    from . import resource_status as rs
+    from .output_format import FormatError, OutputFormat
+
+    def fail(message: str, hint: str = "") -> None:
+        click.echo(f"flux-resource: ERROR: {message}", err=True)
+        if hint:
+            click.echo(f"flux-resource: INFO: {hint}", err=True)
+        raise click.exceptions.Exit(2)
+
+    if queue is not None:
+        fail("--queue: this broker has no named queues")
+    if states == "help":
+        click.echo(f"flux-resource: INFO: valid states: {','.join(rs.VALID_STATES)}", err=True)
+        return
+    when = color or ("never" if os.environ.get("NO_COLOR") else "auto")
+    if when not in ("always", "never", "auto"):
+        fail(f"Invalid argument to --color: '{when}'")
+    try:
+        wanted = rs.state_list(states)
+        if fmt == "help":
+            click.echo(rs.format_help())
+            return
+        formatter = OutputFormat(rs.format_string(fmt), rs.HEADINGS)
+    except rs.StatusError as exc:
+        return fail(str(exc), exc.hint)
+    except FormatError as exc:
+        return fail(str(exc))
+    if when == "never" or (when == "auto" and not sys.stdout.isatty()):
+        formatter = formatter.without(["color_up", "color_off"])
+    snap = rs.snapshot(_rpc("resource.status", nodeid=0), _queue_state())
+    if include:
+        try:
+            snap = snap.restricted(rs.include_ranks(snap, include))
+        except rs.StatusError as exc:
+            return fail(str(exc))
+    lines = rs.status_lines(snap, wanted, formatter, explicit_states=bool(states), skip_empty=skip_empty)
+    for line in formatter.render(lines, no_header):
+        print(line)  # not click.echo, which drops --color's escapes when stdout is no terminal
+
+
+def _queue_state() -> dict[str, Any] | None:
+    """Running jobs' ranks and drained ranks, or None where no job manager answers (nothing allocated)."""
+    try:
+        return _rpc("job-manager.queue-state", nodeid=0)
+    except click.ClickException:
+        return None
 
 
 @resource.command("R")

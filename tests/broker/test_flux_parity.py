@@ -63,11 +63,23 @@ def overlay_tree(out: str, err: str, rc: int) -> Any:
     return [[int(m[1]), m[2]] for m in re.finditer(r"(\d+) \S+: (\w+)", out)]
 
 
+def status_table(out: str, err: str, rc: int) -> Any:
+    """Each line exactly as printed up to the NODELIST column (test instances name their hosts differently)."""
+    lines = out.splitlines()
+    cut = lines[0].find("NODELIST") if lines else -1
+    return [line[:cut] if cut >= 0 else line for line in lines]
+
+
+def lines(out: str, err: str, rc: int) -> Any:
+    return out.splitlines()
+
+
 EXTRACTORS: dict[str, Callable[[str, str, int], Any]] = {
     f.__name__: f
     for f in (header, first_column, exit_code, sorted_words, sorted_lines, stderr_lines, line_count, jobid_form,
-              overlay_tree)
+              overlay_tree, status_table, lines)
 }  # fmt: skip
+ANY_ID = "1234567890123456789"
 
 # (command, what is compared). Commands run in order in the same instance; `hostname` answers alike in both.
 COMMANDS: list[tuple[list[str], str]] = [
@@ -95,7 +107,23 @@ COMMANDS: list[tuple[list[str], str]] = [
     (["flux", "uptime"], "line_count"),
     (["flux", "job", "wait", "--all"], "exit_code"),
     (["flux", "ping", "-c", "1", "1"], "line_count"),
-]
+    (["flux", "resource", "status"], "status_table"),
+    (["flux", "resource", "status", "-s", "all"], "status_table"),
+    (["flux", "resource", "status", "-o", "long", "-s", "online"], "status_table"),
+    (["flux", "resource", "status", "-no", "{state} {up.ascii} {ranks} {nnodes} {status}"], "lines"),
+    (["flux", "resource", "status", "-s", "bogus"], "stderr_lines"),
+    (["flux", "resource", "drain", "1"], "exit_code"),
+    (["flux", "resource", "status", "-s", "drain,offline", "-o", "{state:>10} {ranks}"], "lines"),
+    (["flux", "resource", "status", "--skip-empty", "-s", "drain", "-no", "{statex} {ranks}"], "lines"),
+    (["flux", "resource", "undrain", "1"], "exit_code"),
+    (["flux", "job", "id", "--to=dec", "ƒ3sDK21t5nHJ", "job.1122.10f4.7de9.8115", "0x112210f47de98115"], "lines"),
+    *[(["flux", "job", "id", f"--to={to}", "0", ANY_ID, "18446744073709551615"], "lines")
+      for to in ("hex", "dothex", "kvs", "words", "f58", "f58plain", "emoji")],
+    (["flux", "job", "id", "ariel-verbal-zodiac--october-paper-caravan", "😩📨🎱🌽🔪🐒📣"], "lines"),
+    (["flux", "job", "id", "12", "bogus", "13"], "lines"),
+    (["flux", "job", "id", "12", "bogus", "13"], "stderr_lines"),
+    (["flux", "job", "id", "--to=bogus", "12"], "exit_code"),
+]  # fmt: skip
 
 
 @contextlib.contextmanager
