@@ -21,6 +21,7 @@ from miniclusters.render.layout import (
     RUN_DIR,
     SCRIPTS_DIR,
 )
+from miniclusters.render.lead_restart import RC1_TASK, TASK_FILE
 
 # Directories come from the environment (defaults: the pod layout), so the local backend can run the very
 # same script for several "pods" on one filesystem.
@@ -161,6 +162,19 @@ def _flavour_setup(mc: MiniCluster) -> list[str]:
         '&& mv -f "$MINICLUSTER_R_FILE.$index" "$MINICLUSTER_R_FILE"'
     )
     return lines
+
+
+def _lead_restart_note(mc: MiniCluster) -> list[str]:
+    """flux flavour: the rc1 task that gives jobs a restarted lead cannot reattach a clear note (lead_restart.py).
+    Not indented: a heredoc terminator must start its line."""
+    if mc.spec.flux.flavour != "flux":
+        return []
+    directory = f"{RUN}/modprobe"
+    return [
+        f'mkdir -p "{directory}/rc1.d"',
+        *_heredoc(f"{directory}/rc1.d/{TASK_FILE}", RC1_TASK),
+        f'export FLUX_MODPROBE_PATH_APPEND="{directory}${{FLUX_MODPROBE_PATH_APPEND:+:$FLUX_MODPROBE_PATH_APPEND}}"',
+    ]
 
 
 def _burst_service(mc: MiniCluster) -> list[str]:
@@ -320,6 +334,7 @@ def render_entrypoint(mc: MiniCluster) -> str:
     lines.append("if false; then" if spec.flux.bursting.lead_broker else 'if [ "$index" = 0 ]; then')
     lines.append(f'  log "lead broker starting ({spec.size} of {spec.effective_max_size} pods)"')
     lines += restful_server
+    lines += _lead_restart_note(mc)
     lines += _pmpi_setup(mc)
     lines += _burst_service(mc)
     # Not indented: a heredoc terminator must start its line.

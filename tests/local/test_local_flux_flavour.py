@@ -19,6 +19,7 @@ import pytest
 from miniclusters.backends.local import flux_view, process
 from miniclusters.backends.local.backend import LocalBackend
 from miniclusters.backends.overlay import overlay_argv, parse_overlay, with_lead_socket
+from miniclusters.render import lead_restart
 
 pytestmark = pytest.mark.needs_root
 
@@ -174,7 +175,8 @@ def test_crashed_real_lead_restarts_with_its_queue_and_followers_rejoin(
 ) -> None:
     """The lead's flux-broker is killed (a crash: no clean shutdown); the pod restarts it in place, as the kubelet
     restarts a container: the rendered [kvs] checkpoint-period brings the queue back from the statedir. The old
-    follower is sent a disconnect by the new lead, exits 1 and, restarted the same way, rejoins as its rank."""
+    follower is sent a disconnect by the new lead, exits 1 and, restarted the same way, rejoins as its rank.
+    The job that was running cannot be reattached: it fails with the lead-restart note (render/lead_restart.py)."""
     import os
     import signal as signals
 
@@ -202,6 +204,11 @@ def test_crashed_real_lead_restarts_with_its_queue_and_followers_rejoin(
     states = {line.split()[0]: line.split()[1:] for line in jobs.splitlines()}
     assert states[held] == ["SCHED"]  # accepted before the crash, still queued
     assert states[running][0] == "INACTIVE"  # its processes died with the lead; flux-core fails it
+    # ... with a note that says why, raised before flux-core's own "failed to create guest ns"
+    note = mc("exec", "lr", "--", "flux", "jobs", "-no", "{exception.type}:{exception.note}", running).stdout.strip()
+    assert note == f"exec:{lead_restart.NOTE}"
+    events = mc("exec", "lr", "--", "flux", "job", "eventlog", running).stdout
+    assert "guest ns" not in events and events.count("exception") == 1
     assert mc("exec", "lr", "--", "flux", "job", "urgency", held, "default").returncode == 0
     attached = mc("exec", "lr", "--", "flux", "job", "attach", held)
     assert attached.returncode == 0 and attached.stdout.strip() == "after-restart"

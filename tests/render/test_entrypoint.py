@@ -226,3 +226,30 @@ def test_builtin_lead_restores_the_queue_archive_checked_against_its_name(tmp_pa
     (tmp_path / "flux-1.log").unlink(missing_ok=True)
     _, calls, _ = run_entrypoint(tmp_path, minimal_spec, index=1)
     assert not any(o.startswith(("-Scontent.", "-Sjob-manager.")) for o in _options(calls[0]))  # no queue there
+
+
+def _flux_flavour(tmp_path: Path, spec: dict, fake: str) -> None:
+    view = tmp_path / "fv"
+    (view / "view" / "bin").mkdir(parents=True, exist_ok=True)
+    (view / "view" / "bin" / "flux").write_text(fake)
+    (view / "view" / "bin" / "flux").chmod(0o755)
+    spec["spec"]["flux"] = {"flavour": "flux", "container": {"mountPath": str(view)}}
+
+
+def test_flux_flavour_lead_gives_flux_modprobe_the_lead_restart_task(tmp_path: Path, minimal_spec: dict) -> None:
+    """flux-core's rc1 finds the task through $FLUX_MODPROBE_PATH_APPEND: rc1.d/*.py under the pod's run dir."""
+    from miniclusters.render.lead_restart import RC1_TASK, TASK_FILE
+
+    seen = tmp_path / "modprobe-path"
+    _flux_flavour(
+        tmp_path, minimal_spec, f'#!/bin/bash\n[ "$1" = start ] && echo "$FLUX_MODPROBE_PATH_APPEND" > {seen}\n'
+    )
+    rc, _, stderr = run_entrypoint(tmp_path, minimal_spec, index=0, FLUX_MODPROBE_PATH_APPEND="/site")
+    assert rc == 0, stderr
+    first, rest = seen.read_text().strip().split(":", 1)
+    assert (Path(first) / "rc1.d" / TASK_FILE).read_text().rstrip("\n") == RC1_TASK.rstrip("\n")
+    assert rest == "/site"  # a path the image set is kept
+    seen.unlink()
+    minimal_spec["spec"]["flux"]["flavour"] = "builtin"
+    run_entrypoint(tmp_path, minimal_spec, index=0)
+    assert "FLUX_MODPROBE_PATH_APPEND" not in render_entrypoint(load_minicluster(minimal_spec))  # builtin: no rc1
