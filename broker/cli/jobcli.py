@@ -14,7 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ..jobs.api import JobClient, JobInfo
-from ..jobs.jobid import ENCODINGS, JobIdError, encode_f58, encode_jobid, parse_jobid
+from ..jobs.jobid import (
+    ENCODINGS,
+    TABLE_ENCODINGS,
+    JobIdError,
+    encode_f58,
+    encode_jobid,
+    parse_jobid,
+    table_encoding_refusal,
+)
 from .jobcli_common import (
     EXIT_USAGE,
     CommandError,
@@ -313,12 +321,15 @@ def _job_id(argv: list[str]) -> int:
     to = str(values.get("to", "dec"))
     if to.lower() not in ENCODINGS:
         raise OptionError(f"Unknown to={to} (--to takes {', '.join(ENCODINGS)})")
+    if to.lower() in TABLE_ENCODINGS:
+        raise OptionError(f"--to={to}: " + table_encoding_refusal(to.lower()))
     converted = 0
     for text in args if args else (line.strip() for line in sys.stdin):
         try:
             jobid = parse_jobid(text)
-        except JobIdError:
-            raise CommandError(f"{text}: malformed input") from None
+        except JobIdError as exc:
+            reason = str(exc) if "table" in str(exc) else "malformed input"
+            raise CommandError(f"{text}: {reason}") from None
         print(encode_jobid(jobid, to), flush=not args)
         converted += 1
     return 0 if converted else 1

@@ -26,7 +26,15 @@ _MAX_F58_DIGITS = 12  # flux-core refuses longer F58 (58**12 > 2**64)
 ENCODINGS = ("dec", "hex", "dothex", "kvs", "words", "f58", "f58plain", "emoji")  # flux_job_id_encode's
 _HEX_GROUP = re.compile(r"[0-9a-fA-F]{1,4}")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|[0-9]+")
-_MN_BASE = 1626  # the mnemonic encoding's digits; WORDS[_MN_BASE:] end 24-bit remainders, never a 64-bit id
+TABLE_ENCODINGS = ("words", "emoji")
+"""Spellings drawn from flux-core's own word and emoji tables, which we do not copy: refused with a reason."""
+
+
+def table_encoding_refusal(kind: str) -> str:
+    return (
+        f"the {kind} spelling of job ids needs flux-core's {kind} table, which the built-in flux does not carry"
+        " (use dec, hex, dothex, kvs, f58 or f58plain)"
+    )
 
 
 def encode_f58(jobid: int, prefix: str = F58_PREFIX) -> str:
@@ -66,33 +74,9 @@ def encode_jobid(jobid: int, to: str) -> str:
         return "job." + text if kind == "kvs" else text
     if kind in ("f58", "f58plain"):
         return encode_f58(jobid, F58_ASCII_PREFIX if kind == "f58plain" else f58_prefix())
-    if kind == "words":
-        return _encode_words(jobid)
-    if kind == "emoji":
-        return _encode_emoji(jobid)
+    if kind in TABLE_ENCODINGS:
+        raise JobIdError(table_encoding_refusal(kind))
     raise JobIdError(f"unknown encoding {to!r} (expected one of {', '.join(ENCODINGS)})")
-
-
-def _encode_words(jobid: int) -> str:
-    """Mnemonic encoding of the id's 8 bytes (little-endian): two 32-bit groups of three base-1626 words."""
-    from .jobid_alphabets import WORDS
-
-    groups = []
-    for half in (jobid & 0xFFFFFFFF, jobid >> 32):
-        groups.append("-".join(WORDS[(half // _MN_BASE**n) % _MN_BASE] for n in range(3)))
-    return "--".join(groups)
-
-
-def _encode_emoji(jobid: int) -> str:
-    from .jobid_alphabets import EMOJI
-
-    digits = ""
-    value = jobid
-    while True:
-        value, rest = divmod(value, len(EMOJI))
-        digits = EMOJI[rest] + digits
-        if value == 0:
-            return digits
 
 
 def _decode_f58(text: str) -> int:
@@ -117,67 +101,23 @@ def _decode_dothex(text: str) -> int:
     return value
 
 
-def _decode_words(text: str) -> int:
-    from .jobid_alphabets import WORDS
-
-    words = [word.lower() for word in _letter_runs(text)]
-    if len(words) != 6:
-        raise JobIdError("a words id has 6 words")
-    value = 0
-    for group in (words[3:], words[:3]):  # the high 32 bits come last
-        digits = [WORDS.index(word) if word in WORDS else -1 for word in group]
-        if any(not 0 <= digit < _MN_BASE for digit in digits):
-            raise JobIdError("not a mnemonic word")
-        half = digits[0] + digits[1] * _MN_BASE + digits[2] * _MN_BASE**2
-        if half > 0xFFFFFFFF:
-            raise JobIdError("not a valid mnemonic word group")
-        value = (value << 32) | half
-    return value
-
-
-def _letter_runs(text: str) -> list[str]:
-    """The words of a mnemonic id: runs of ASCII letters, anything else separating them."""
-    runs, current = [], ""
-    for char in text:
-        if char.isascii() and char.isalpha():
-            current += char
-        elif current:
-            runs.append(current)
-            current = ""
-    return [*runs, current] if current else runs
-
-
-def _decode_emoji(text: str) -> int:
-    from .jobid_alphabets import EMOJI
-
-    if not 1 <= len(text) <= 7:
-        raise JobIdError("an emoji id has 1 to 7 emoji")
-    value = 0
-    for char in text:
-        index = EMOJI.find(char)
-        if index < 0:
-            raise JobIdError(f"{char!r} is not one of Flux's id emoji")
-        value = value * len(EMOJI) + index
-    return value & _MAX_JOBID
-
-
 def parse_jobid(text: str) -> int:
     """Any spelling flux_job_id_parse accepts: decimal, 0x hex, dothex (optionally `job.`-prefixed, as in the
-    KVS), words, F58 (`ƒ...` or `f...`) or emoji. Told apart in flux-core's order: `.` means dothex, `-` words,
-    then the F58 prefix, then emoji; anything else is a number."""
+    KVS) or F58 (`ƒ...` or `f...`); words and emoji are recognised and refused (see TABLE_ENCODINGS). Told apart
+    in flux-core's order: `.` means dothex, `-` words, then the F58 prefix, then emoji; anything else is a number."""
     stripped = text.strip()
     body = stripped.removeprefix("job.")
     try:
         if "." in body:
             return _decode_dothex(body)
         if "-" in body:
-            return _decode_words(body)
+            raise JobIdError(table_encoding_refusal("words"))
         if body.startswith(F58_PREFIX):
             return _decode_f58(body[len(F58_PREFIX) :])
         if body.startswith(F58_ASCII_PREFIX):
             return _decode_f58(body[len(F58_ASCII_PREFIX) :])
         if body[:1] and 0x1F000 <= ord(body[0]) <= 0x1FFFF:
-            return _decode_emoji(body)
+            raise JobIdError(table_encoding_refusal("emoji"))
         if _NUMBER.fullmatch(body):
             number = int(body, 16 if body.startswith("0x") else 10)
             if number > _MAX_JOBID:
