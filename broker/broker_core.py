@@ -132,6 +132,7 @@ class BrokerCore:
         self._online_hooks: list[Callable[[], None]] = []
         self._close_hooks: list[Callable[[], None]] = []
         self._membership_dirty: set[int] = set()
+        self._membership_lost: set[int] = set()  # ranks lost since the last membership event
         self._command: subprocess.Popen[bytes] | None = None
         self._command_fd: int | None = None
         self._shutdown_timer: Timer | None = None
@@ -145,6 +146,11 @@ class BrokerCore:
         self.client_sock: zmq.Socket | None = None
         self.rundir = ""
         self.resources: dict[str, Any] = {}
+
+    @property
+    def bootstrap_size(self) -> int:
+        """The instance's configured hosts: its size without the ranks bursts add at run time (burst_ranks.py)."""
+        return self.options.config.size
 
     def register(self, topic: str, handler: Handler) -> None:
         """Serve `topic` on this broker (e.g. "job-manager.submit", or "job-manager.*" for a whole service)."""

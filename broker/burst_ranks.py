@@ -81,7 +81,7 @@ class BurstRanks(BrokerCore):
             self.membership.ranks[rank].resources = None
             del self.burst_ranks[rank]
         keep = self.size
-        while keep > len(self._bootstrap_hosts) and keep - 1 not in self.burst_ranks:
+        while keep > self.bootstrap_size and keep - 1 not in self.burst_ranks:
             keep -= 1  # every rank past the bootstrap hosts is a burst's: trailing released ones go
         if keep < self.size:
             self._resize_to(self.config.hosts[:keep])
@@ -90,10 +90,6 @@ class BurstRanks(BrokerCore):
         if ranks:
             _log(self.rank, f"burst {prefix}: released ranks {ranks[0]}-{ranks[-1]} (size now {self.size})")
         return ranks
-
-    @property
-    def _bootstrap_hosts(self) -> frozenset[str]:
-        return frozenset(self.options.config.hostnames)
 
     def _grow(self, entries: list[HostEntry]) -> None:
         first = self.size
