@@ -22,6 +22,7 @@ import zmq
 
 from .attributes import AttrError, Attributes
 from .bootstrap import BootstrapConfig, BootstrapError
+from .burst_service import ServiceReport
 from .curve_cert import CurveCertificate
 from .loop import Loop, Timer
 from .membership import Membership, Quorum, QuorumError
@@ -119,6 +120,7 @@ class BrokerCore:
         self.membership = Membership(self.config.hostnames)
         self.children: dict[int, _Child] = {}
         self.burst_ranks: dict[int, str] = {}  # rank -> burst prefix, for ranks registered at run time
+        self.burst_service: ServiceReport | None = None  # the burst service's last report (rank 0)
         self.joined = self.rank == 0
         self.parent_last_seen = 0.0
         self._join_started = 0.0
