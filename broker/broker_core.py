@@ -22,6 +22,7 @@ import zmq
 
 from .attributes import AttrError, Attributes
 from .bootstrap import BootstrapConfig, BootstrapError
+from .burst_service import ServiceReport
 from .curve_cert import CurveCertificate
 from .loop import Loop, Timer
 from .membership import Membership, Quorum, QuorumError
@@ -119,6 +120,7 @@ class BrokerCore:
         self.membership = Membership(self.config.hostnames)
         self.children: dict[int, _Child] = {}
         self.burst_ranks: dict[int, str] = {}  # rank -> burst prefix, for ranks registered at run time
+        self.burst_service: ServiceReport | None = None  # the burst service's last report (rank 0)
         self.joined = self.rank == 0
         self.parent_last_seen = 0.0
         self._join_started = 0.0
@@ -132,6 +134,7 @@ class BrokerCore:
         self._online_hooks: list[Callable[[], None]] = []
         self._close_hooks: list[Callable[[], None]] = []
         self._membership_dirty: set[int] = set()
+        self._membership_lost: set[int] = set()  # ranks lost since the last membership event
         self._command: subprocess.Popen[bytes] | None = None
         self._command_fd: int | None = None
         self._shutdown_timer: Timer | None = None
@@ -145,6 +148,11 @@ class BrokerCore:
         self.client_sock: zmq.Socket | None = None
         self.rundir = ""
         self.resources: dict[str, Any] = {}
+
+    @property
+    def bootstrap_size(self) -> int:
+        """The instance's configured hosts: its size without the ranks bursts add at run time (burst_ranks.py)."""
+        return self.options.config.size
 
     def register(self, topic: str, handler: Handler) -> None:
         """Serve `topic` on this broker (e.g. "job-manager.submit", or "job-manager.*" for a whole service)."""

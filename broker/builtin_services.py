@@ -126,6 +126,7 @@ class BuiltinServices:
                 }
                 for info in self.b.membership.ranks
             ],
+            "burst_service": self.b.burst_service_view(),
         }
 
     def _svc_resource_status(self, req: Request) -> dict[str, Any]:

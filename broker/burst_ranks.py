@@ -6,16 +6,19 @@ all under one burst's own prefix (never a prefix of a bootstrap host, so a burst
 after every existing rank, each a child of rank 0. Their brokers still need the instance's CURVE key to connect
 at all (the overlay's ZAP handler refuses any other), then join with the hostname registered for their rank and
 report their resources like any follower. `overlay.burst-release` lets them go: their ranks are forgotten (the
-trailing ones removed, so the instance's size comes back down once every burst has gone).
+trailing ones removed, so the instance's size comes back down once every burst has gone). The service also
+reports its own state here (`overlay.burst-service`, see burst_service.py), so a dead service is seen.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from .bootstrap import HostEntry
 from .broker_core import BrokerCore, _log
+from .burst_service import DEFAULT_STALE_AFTER, REPORTED, ServiceReport, service_view
 from .membership import DOWN, UP, RankInfo
 from .protocol import EINVAL, control
 from .service import Request, ServiceError
@@ -29,6 +32,24 @@ class BurstRanks(BrokerCore):
         if self.rank == 0:
             self.register("overlay.burst-register", self._svc_burst_register)
             self.register("overlay.burst-release", self._svc_burst_release)
+            self.register("overlay.burst-service", self._svc_burst_service)
+
+    def _svc_burst_service(self, req: Request) -> dict[str, Any]:
+        """The burst service reports its state (burst_service.py): running, or failed/stopped and why."""
+        state = req.get("state", str)
+        if state not in REPORTED:
+            raise ServiceError(EINVAL, f"burst-service: state {state!r} is not one of {', '.join(REPORTED)}")
+        stale_after = req.payload.get("stale_after", DEFAULT_STALE_AFTER)
+        if isinstance(stale_after, bool) or not isinstance(stale_after, (int, float)) or not 0 < stale_after < 1e9:
+            raise ServiceError(EINVAL, f"burst-service: stale_after {stale_after!r} must be a positive number")
+        reason = req.get("reason", str, required=False, default="")
+        pid = req.get("pid", int, required=False, default=0)
+        self.burst_service = ServiceReport(state, reason, pid, time.monotonic(), float(stale_after))
+        return {}
+
+    def burst_service_view(self) -> dict[str, Any]:
+        """The burst service's state now (burst_service.service_view): what status and pending jobs show."""
+        return service_view(self.burst_service, time.monotonic())
 
     def _svc_burst_register(self, req: Request) -> dict[str, Any]:
         prefix = req.get("prefix", str)
@@ -81,7 +102,7 @@ class BurstRanks(BrokerCore):
             self.membership.ranks[rank].resources = None
             del self.burst_ranks[rank]
         keep = self.size
-        while keep > len(self._bootstrap_hosts) and keep - 1 not in self.burst_ranks:
+        while keep > self.bootstrap_size and keep - 1 not in self.burst_ranks:
             keep -= 1  # every rank past the bootstrap hosts is a burst's: trailing released ones go
         if keep < self.size:
             self._resize_to(self.config.hosts[:keep])
@@ -90,10 +111,6 @@ class BurstRanks(BrokerCore):
         if ranks:
             _log(self.rank, f"burst {prefix}: released ranks {ranks[0]}-{ranks[-1]} (size now {self.size})")
         return ranks
-
-    @property
-    def _bootstrap_hosts(self) -> frozenset[str]:
-        return frozenset(self.options.config.hostnames)
 
     def _grow(self, entries: list[HostEntry]) -> None:
         first = self.size

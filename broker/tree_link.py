@@ -159,8 +159,9 @@ class TreeLink(BrokerCore):
             reason = f"rank {rank} ({payload.get('hostname')!r}) is not a registered host (size {self.size})"
         elif rank not in self.child_ranks:
             reason = f"rank {rank} is not a child of rank {self.rank} in topology {self.topology.name}"
-        elif payload.get("size") != self.size and rank not in self.burst_ranks:
-            reason = f"size mismatch: parent has {self.size} ranks, child has {payload.get('size')}"
+        elif payload.get("size") != self.bootstrap_size and rank not in self.burst_ranks:
+            # the configured hosts, not the size bursts grew the lead to: a pod's config never names a burst
+            reason = f"size mismatch: parent has {self.bootstrap_size} ranks, child has {payload.get('size')}"
         elif payload.get("hostname") != self.config.hostnames[rank]:
             reason = f"rank {rank} should be {self.config.hostnames[rank]!r}, not {payload.get('hostname')!r}"
         elif self.state == "shutdown":
@@ -174,7 +175,9 @@ class TreeLink(BrokerCore):
         self.children[rank] = _Child(child_uuid, time.monotonic())
         changed: list[int] = []
         if previous is not None and previous.uuid != child_uuid:
-            changed += self._mark_subtree(rank, LOST, notify=False)
+            # a restarted broker: its previous incarnation (and whatever ran there) is lost, even if it is back
+            # before anyone noticed; said now, so the lost state is not merged away by the up state below
+            self._mark_subtree(rank, LOST)
         resources = payload.get("resources")
         if self.membership.set(rank, UP, resources=resources if isinstance(resources, dict) else None, uuid=child_uuid):
             changed.append(rank)
@@ -204,6 +207,7 @@ class TreeLink(BrokerCore):
             if not self._membership_dirty:  # coalesce a burst of joins into one event (start-up is O(N))
                 self.loop.call_later(MEMBERSHIP_EVENT_DELAY, self._publish_membership)
             self._membership_dirty.update(ranks)
+            self._membership_lost.update(r for r in ranks if self.membership.state(r) == LOST)
             self._check_quorum()
         elif self.joined:
             assert self.overlay is not None
@@ -211,6 +215,12 @@ class TreeLink(BrokerCore):
             self.overlay.send_parent(update)
 
     def _publish_membership(self) -> None:
+        """The states since the last event; a rank lost and back meanwhile (a restart) is said lost first."""
+        back = sorted(r for r in self._membership_lost if self.membership.state(r) != LOST)
+        self._membership_lost.clear()
+        if back:
+            self._debug(f"membership: {back} lost and back")
+            self.publish("membership.update", {"ranks": {str(r): LOST for r in back}})
         states = {str(r): self.membership.state(r) for r in sorted(self._membership_dirty)}
         self._membership_dirty.clear()
         self._debug(f"membership: {states}")

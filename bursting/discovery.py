@@ -9,16 +9,10 @@ from typing import cast
 
 from bursting.plugin import BurstPlugin, LeadContext
 from bursting.policy import Selector, first_able
-
-GROUP = "miniclusters.burst_plugins"
+from miniclusters.api.burst_plugins import BURST_PLUGIN_GROUP as GROUP
+from miniclusters.api.burst_plugins import installed_burst_plugins as plugin_names
 
 PluginFactory = Callable[[LeadContext], BurstPlugin]
-
-
-def plugin_names() -> list[str]:
-    """Every installed plugin, `local` first then alphabetical (the default selector's order)."""
-    found = {ep.name for ep in entry_points(group=GROUP)}
-    return sorted(found, key=lambda name: (name != "local", name))
 
 
 def plugin_factories(names: list[str] | None = None) -> dict[str, PluginFactory]:

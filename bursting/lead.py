@@ -89,3 +89,8 @@ class HandleLead:
 
     def annotate(self, jobid: int, reason: str) -> None:
         self._rpc("job-manager.annotate", {"id": jobid, "annotations": {"sched": {"reason_pending": reason}}})
+
+    def report(self, state: str, reason: str, pid: int, stale_after: float) -> None:
+        """The service's own state, which the lead shows (broker/burst_service.py); not part of LeadPort."""
+        payload = {"state": state, "reason": reason, "pid": pid, "stale_after": stale_after}
+        self._rpc("overlay.burst-service", payload)

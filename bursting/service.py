@@ -4,6 +4,8 @@ One `step()` is observe -> decide -> act; `run()` repeats it. The lead is reache
 RPCs over its local socket: jobs, resources, burst-register/-release, annotate); bursts live in a small JSON state
 file so `minicluster status` and `minicluster burst` see the same ones. Plugin failures (credentials,
 reachability) become the job's pending reason (`sched.reason_pending`, shown by `flux jobs`), never a crash.
+The service tells the lead its own state (reporter.py): running, or failed and why, so a service that cannot
+start, keeps failing or was killed is shown as such, and the jobs it would have burst for say so.
 
     python -m bursting.service --cluster NAME --uri local://.../local --state bursts.json [--idle 30]
 """
@@ -14,14 +16,18 @@ import argparse
 import contextlib
 import fcntl
 import json
+import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.burst_service import FAILED, RUNNING, STOPPED
+from broker.fsd import parse_fsd
 from bursting.lead import HandleLead, LeadPort, NodesView
 from bursting.plugin import Burst, BurstError, BurstPlugin, Verdict
 from bursting.policy import (
@@ -37,11 +43,23 @@ from bursting.policy import (
     refusal,
     to_tear_down,
 )
+from bursting.reporter import STALE_AFTER, Reporter
 
 DEFAULT_IDLE_PERIOD = 30.0
 DEFAULT_INTERVAL = 1.0
 JOIN_TIMEOUT = 180.0
 """A burst whose brokers have not all joined the lead by then has failed (unreachable lead, pods that never ran)."""
+GIVE_UP_REPORT_TIMEOUT = 120.0
+"""How long a service that cannot start keeps trying to tell the lead why (the lead may still be starting)."""
+STOP_REPORT_TIMEOUT = 3.0
+
+
+class BurstRefused(BurstError):
+    """A burst asked for by hand that its plugin says it cannot bring (over its limit, no quota, ...)."""
+
+
+class UnknownBurst(LookupError):
+    """A burst name that is not one of the cluster's bursts."""
 
 
 @dataclass
@@ -150,22 +168,47 @@ class BurstService:
                 self._burst_for(state, need.job, need.nodes)
             self._clear_reasons(state, jobs)
 
-    def run(self, interval: float = DEFAULT_INTERVAL, stop: Callable[[], bool] = lambda: False) -> None:
+    def run(
+        self,
+        interval: float = DEFAULT_INTERVAL,
+        stop: Callable[[], bool] = lambda: False,
+        on_state: Callable[[str, str], None] = lambda state, reason: None,
+    ) -> None:
+        """Step until `stop`; `on_state` hears whether steps work (running) or fail (failed, and why)."""
         while not stop():
             try:
                 self.step()
-            except (OSError, ConnectionError, TimeoutError) as exc:
+                on_state(RUNNING, "")
+            except (ConnectionError, TimeoutError) as exc:
                 self.log(f"burst service: cannot reach the lead: {exc}")
+            except Exception as exc:  # a bug, or a plugin letting something out: said, and tried again next time
+                reason = f"its last step failed: {type(exc).__name__}: {exc}"
+                self.log(f"burst service: {reason}\n{traceback.format_exc()}")
+                on_state(FAILED, reason)
             time.sleep(interval)
 
     # ------------------------------------------------------------------ acting
     def burst(self, plugin_name: str, nodes: int, job: int | None = None, manual: bool = False) -> BurstRecord:
-        """Bring up `nodes` followers with one plugin (what `minicluster burst` and the loop both call)."""
+        """Bring up `nodes` followers with one plugin, by hand (`minicluster burst`): within the same limit the
+        loop asks the plugin about (`can_satisfy`), else BurstRefused saying why."""
+        plugin = self.plugins.get(plugin_name)
+        if plugin is not None:
+            try:
+                verdict = plugin.can_satisfy(nodes)
+            except Exception as exc:  # as in the loop: a plugin's bug or an unreachable API is a reason
+                raise BurstError(f"{plugin_name}: {type(exc).__name__}: {exc}") from None
+            if not verdict.ok:
+                raise BurstRefused(f"{plugin_name}: {verdict.reason or 'declined'}")
         with self.state.update() as state:
             return self._launch(state, plugin_name, nodes, job, manual)
 
     def release(self, name: str) -> None:
+        """Tear one burst down; UnknownBurst (naming those there are) when there is no such burst."""
         with self.state.update() as state:
+            record = state.bursts.get(name)
+            if record is None or record.state == "released":
+                known = ", ".join(sorted(n for n, b in state.bursts.items() if b.state != "released")) or "none"
+                raise UnknownBurst(f"no burst {name!r} of {self.cluster} (its bursts: {known})")
             self._tear_down(state, name)
 
     def _burst_for(self, state: BurstState, job: int, nodes: int) -> None:
@@ -242,6 +285,13 @@ class BurstService:
         for record in state.bursts.values():
             if record.state == "launching" and record.ranks and set(record.ranks) <= nodes.burst_ranks_up:
                 record.state = "up"
+            elif record.state == "up" and not set(record.ranks) <= nodes.burst_ranks_up:
+                # a broker of the burst died or left: the lead fails its jobs ("lost contact with broker rank N");
+                # the burst is broken, and goes as failed bursts go (once no job holds its ranks)
+                gone = sorted(set(record.ranks) - nodes.burst_ranks_up)
+                record.state = "failed"
+                record.reason = f"its broker rank(s) {', '.join(map(str, gone))} left the lead (lost or down)"
+                self.log(f"burst {record.name}: {record.reason}")
             elif record.state == "launching" and now - record.launched_at > JOIN_TIMEOUT:
                 record.state = "failed"
                 record.reason = f"its brokers did not join the lead within {JOIN_TIMEOUT:.0f} s"
@@ -271,6 +321,8 @@ class BurstService:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The service as a process. Whatever stops it (a bad option, a plugin that does not load, a signal) is told
+    to the lead before it exits, so `minicluster status`, /cluster and the pending jobs say so."""
     from bursting.discovery import load_selector, plugin_factories
     from bursting.plugin import LeadContext
 
@@ -283,29 +335,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--certificate", type=Path, help="with --spec: the instance's CURVE certificate")
     parser.add_argument("--plugins", default="", help="comma-separated plugin names (default: every installed)")
     parser.add_argument("--selector", default=None, help="module:function choosing a plugin")
-    parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_PERIOD, help="seconds idle before teardown")
-    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL)
+    parser.add_argument("--idle", default=str(DEFAULT_IDLE_PERIOD), help="idle time before teardown (5s, 2m, ...)")
+    parser.add_argument("--interval", default=str(DEFAULT_INTERVAL), help="time between steps (1s, 500ms, ...)")
     args = parser.parse_args(argv)
-    if args.context is not None:
-        context = LeadContext(**json.loads(args.context.read_text()))
-    elif args.spec is not None and args.certificate is not None:
-        context = LeadContext(args.cluster, json.loads(args.spec.read_text()), args.certificate.read_text())
-    else:
-        parser.error("give --context, or --spec and --certificate")
-    factories = plugin_factories([p for p in args.plugins.split(",") if p] or None)
-    plugins = {name: factory(context) for name, factory in factories.items()}
-    stopping = False
+    lead_side = HandleLead(args.uri)  # used by the reporter's thread only (a handle is one thread's)
+    reporter = Reporter(lambda state, reason: lead_side.report(state, reason, os.getpid(), STALE_AFTER))
 
-    def stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
+    def give_up(reason: str, code: int) -> int:
+        print(f"burst service: {reason}", file=sys.stderr, flush=True)
+        reporter.stop(FAILED, reason, timeout=GIVE_UP_REPORT_TIMEOUT)
+        return code
+
+    try:
+        idle, interval = _duration("--idle", args.idle), _duration("--interval", args.interval)
+        if interval <= 0 or interval == float("inf"):
+            raise ValueError(f"--interval {args.interval!r}: must be a finite duration above 0")
+        if args.context is not None:
+            context = LeadContext(**json.loads(args.context.read_text()))
+        elif args.spec is not None and args.certificate is not None:
+            context = LeadContext(args.cluster, json.loads(args.spec.read_text()), args.certificate.read_text())
+        else:
+            raise ValueError("give --context, or --spec and --certificate")
+        selector = load_selector(args.selector)
+    except (OSError, ValueError, TypeError) as exc:
+        return give_up(str(exc), 2)
+    try:
+        factories = plugin_factories([p for p in args.plugins.split(",") if p] or None)
+        plugins = {name: factory(context) for name, factory in factories.items()}
+    except Exception as exc:  # a plugin not installed, or one that cannot start here: the lead hears why
+        return give_up(f"cannot load its plugins: {exc}", 1)
+    stopping: list[str] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        stopping.append(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    lead = HandleLead(args.uri)
-    service = BurstService(args.cluster, lead, plugins, StateFile(args.state), load_selector(args.selector), args.idle)
-    service.run(args.interval, stop=lambda: stopping)
+    reporter.start()
+    service = BurstService(args.cluster, HandleLead(args.uri), plugins, StateFile(args.state), selector, idle)
+    service.run(interval, stop=lambda: bool(stopping), on_state=reporter.set)
+    reporter.stop(STOPPED, f"stopped by {stopping[0]}", timeout=STOP_REPORT_TIMEOUT)
     return 0
+
+
+def _duration(flag: str, text: str) -> float:
+    """Seconds from a Flux Standard Duration (`30`, `30s`, `2m`); ValueError naming the flag."""
+    try:
+        seconds = parse_fsd(text)
+    except ValueError as exc:
+        raise ValueError(f"{flag}: {exc}") from None
+    return seconds
 
 
 if __name__ == "__main__":

@@ -319,14 +319,15 @@ class JobExec:
         signum = int(req.payload.get("signal", signal.SIGTERM))
         self.kill_rsh(jobid, signum)
         job = self.jobs.get(jobid)
-        if job is None:
-            return {"signaled": 0}
+        gen = req.payload.get("gen")
+        if job is None or (isinstance(gen, int) and job.gen != gen):
+            return {"signaled": 0, "present": False}  # e.g. this broker restarted since: the lead ends our part
         count = self._signal(job, signum)
         if signum != signal.SIGKILL and not job.killed_at:
             job.killed_at = time.monotonic()
             grace = float(req.payload.get("grace", self.kill_grace))
             self.b.loop.call_later(grace, lambda: self._kill_now(job))
-        return {"signaled": count}
+        return {"signaled": count, "present": True}
 
     def _kill_now(self, job: LocalJob) -> None:
         self._signal(job, signal.SIGKILL)

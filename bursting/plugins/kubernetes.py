@@ -82,6 +82,7 @@ class KubernetesPlugin:
         if service_type not in SERVICE_TYPES:
             return Verdict(False, f"service_type {service_type!r}: expected NodePort or LoadBalancer")
         limit = int(self.option("max_nodes", "MINICLUSTERS_BURST_K8S_MAX", "64"))
+        limit = min(limit, self.context.size_limit(self.name) or limit)
         if nodes > limit:
             return Verdict(False, f"{nodes} node(s) asked, at most {limit} per burst")
         try:

@@ -36,10 +36,7 @@ class LocalPlugin:
         return 8
 
     def can_satisfy(self, nodes: int) -> Verdict:
-        limit = self._limit()
-        for cluster in self.context.spec.get("spec", {}).get("flux", {}).get("bursting", {}).get("clusters", []):
-            if cluster.get("name") == self.name and cluster.get("size"):
-                limit = min(limit, int(cluster["size"]))
+        limit = min(self._limit(), self.context.size_limit(self.name) or self._limit())
         if nodes > limit:
             return Verdict(False, f"{nodes} node(s) asked, this machine takes at most {limit} burst pods")
         return Verdict(True)

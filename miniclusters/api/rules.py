@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from broker.curve_cert import CurveCertError, parse_zcert
 from broker.fsd import parse_fsd
+from miniclusters.api.burst_plugins import installed_burst_plugins
 from miniclusters.api.errors import Problem, join_path
 from miniclusters.api.hosts import registry_for
 from miniclusters.api.names import (
@@ -24,7 +25,7 @@ from miniclusters.api.names import (
 from miniclusters.api.quantity import parse_quantity
 
 if TYPE_CHECKING:
-    from miniclusters.api.spec import Container, MiniCluster, ResourceRequirements
+    from miniclusters.api.spec import BurstedCluster, Container, MiniCluster, ResourceRequirements
 
 # Names our renderer gives to containers and volumes it adds; user names must not collide.
 RESERVED_CONTAINER_NAMES = frozenset({"miniclusters-broker", "flux-view"})
@@ -189,12 +190,26 @@ def _flux(mc: MiniCluster) -> Iterator[Problem]:
             yield Problem("spec.flux.brokerConfig", f"not valid TOML: {exc}")
     if flux.bursting.hostlist and flux.bursting.clusters:
         yield Problem("spec.flux.bursting", "give either a custom hostlist or clusters to burst to, not both")
+    if flux.flavour == "builtin":  # the burst service's plugins (the flux flavour bursts with a static hostlist)
+        yield from _burst_plugins(flux.bursting.clusters)
     if flux.flavour == "builtin" and flux.scheduler.queue_policy not in BUILTIN_QUEUE_POLICIES:
         yield Problem(
             "spec.flux.scheduler.queuePolicy",
             f"{flux.scheduler.queue_policy!r} needs flavour 'flux' (fluxion); the builtin broker offers fcfs and easy",
         )
     yield from _resources(flux.container.resources, "spec.flux.container.resources")
+
+
+def _burst_plugins(clusters: list[BurstedCluster]) -> Iterator[Problem]:
+    """Each entry names an installed burst plugin: a name no plugin has would leave burstable jobs waiting."""
+    installed = installed_burst_plugins()
+    for index, cluster in enumerate(clusters):
+        if cluster.name not in installed:
+            got = f"{cluster.name!r} is not" if cluster.name else "no name given: it must be"
+            yield Problem(
+                f"spec.flux.bursting.clusters[{index}].name",
+                f"{got} an installed burst plugin ({', '.join(installed) or 'none installed'})",
+            )
 
 
 def _labels(mc: MiniCluster) -> Iterator[Problem]:

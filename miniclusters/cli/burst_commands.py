@@ -39,7 +39,7 @@ def burst(
     from bursting.discovery import plugin_factories
     from bursting.lead import HandleLead
     from bursting.plugin import BurstError, LeadContext
-    from bursting.service import BurstService, StateFile
+    from bursting.service import BurstRefused, BurstService, StateFile, UnknownBurst
 
     if release_name is None and (nodes is None or nodes < 1):
         click.echo("error: --nodes: give a number of nodes >= 1 (or --release BURST)", err=True)
@@ -63,12 +63,19 @@ def burst(
             name, HandleLead(lead["lead_uri"]), {plugin: factory(ctx)}, StateFile(Path(lead["state_file"]))
         )
         if release_name is not None:
-            service.release(release_name)
+            try:
+                service.release(release_name)
+            except UnknownBurst as exc:
+                click.echo(f"error: --release: {exc.args[0]}", err=True)
+                sys.exit(EXIT_INVALID)
             click.echo(f"released burst {release_name}")
             return
         assert nodes is not None
         try:
             record = service.burst(plugin, nodes, manual=True)
+        except BurstRefused as exc:  # the limit the burst service obeys too (e.g. spec.flux.bursting.clusters size)
+            click.echo(f"error: --nodes {nodes}: {exc}", err=True)
+            sys.exit(EXIT_INVALID)
         except BurstError as exc:
             raise BackendError(str(exc)) from None
         if record.state == "failed":

@@ -1,4 +1,5 @@
-"""The bursts section of `minicluster status`: burst ranks apart from the pods, and why pending jobs wait."""
+"""The bursts section of `minicluster status`: the burst service's state, burst ranks apart from the pods, and why
+pending jobs wait."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import click
 
+from broker.burst_service import ABSENT, service_words
 from miniclusters.backends.base import Backend, BackendError, ClusterStatus
 
 
@@ -22,8 +24,9 @@ def burst_report(backend: Backend, status: ClusterStatus) -> dict[str, Any] | No
     if overlay.rc != 0:
         return None
     try:
-        ranks = json.loads(overlay.stdout)["ranks"]
-    except (ValueError, KeyError):
+        document = json.loads(overlay.stdout)
+        ranks = document["ranks"]
+    except (ValueError, KeyError, TypeError):
         return None
     bursts: dict[str, dict[str, Any]] = {}
     for rank in ranks:
@@ -37,11 +40,19 @@ def burst_report(backend: Backend, status: ClusterStatus) -> dict[str, Any] | No
         words = line.split("\t")
         if len(words) == 3 and words[1] in ("DEPEND", "SCHED") and words[2] not in ("", "held", "priority-hold"):
             pending[words[0]] = words[2]
-    return {"bursts": list(bursts.values()), "pending": pending}
+    service = document.get("burst_service")  # what the lead knows of its burst service (broker/burst_service.py)
+    return {
+        "bursts": list(bursts.values()),
+        "pending": pending,
+        "service": service if isinstance(service, dict) else None,
+    }
 
 
 def print_bursts(report: dict[str, Any]) -> None:
-    """The text form, under the pods table."""
+    """The text form, under the pods table (the service's line once one has reported, or work is waiting on it)."""
+    service = report.get("service")
+    if service and (service.get("state") != ABSENT or report["bursts"] or report["pending"]):
+        click.echo(f"  Burst service: {service_words(service)}")
     for burst in report["bursts"]:
         ranks = burst["ranks"]
         shown = f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])

@@ -66,7 +66,7 @@ def _everything_set() -> dict[str, Any]:
     flux["bursting"] = {
         "leadBroker": {"address": "1.2.3.4", "name": "lead", "size": 2, "port": 9000},
         "hostlist": "",
-        "clusters": [{"name": "burst-0", "size": 2}],
+        "clusters": [{"name": "local", "size": 2}],
     }
     flux["container"]["resources"] = {"requests": {"cpu": "100m"}}
     spec["pod"].update(

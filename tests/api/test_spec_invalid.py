@@ -111,6 +111,18 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "cannot span the 2 pods",
     ),
     ("bad restart policy", _set("spec.pod.restartPolicy", "Always"), "spec.pod.restartPolicy", "'OnFailure'"),
+    (
+        "unknown burst plugin",
+        _set("spec.flux.bursting", {"clusters": [{"name": "local", "size": 2}, {"name": "gcp", "size": 1}]}),
+        "spec.flux.bursting.clusters[1].name",
+        "'gcp' is not an installed burst plugin (local, kubernetes)",
+    ),
+    (
+        "unnamed burst plugin",
+        _set("spec.flux.bursting", {"clusters": [{"size": 1}]}),
+        "spec.flux.bursting.clusters[0].name",
+        "it must be an installed burst plugin",
+    ),
 ]
 
 

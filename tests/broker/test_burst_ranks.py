@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 import tomllib
@@ -14,6 +15,7 @@ import tomli_w
 
 from broker.client import FluxError, Handle
 from broker.curve_cert import generate_certificate, render_zcert
+from broker.jobs.api import JobClient
 from broker.protocol import EINVAL
 from broker.testing import FAST, FLUX, Instance, addr, free_port, wait_for
 
@@ -100,3 +102,80 @@ def test_wrong_certificate_and_unregistered_burst_brokers_are_refused(
     wrong.kill()
     inst.kill(0, 15)
     assert lead.wait(timeout=20) == 0
+
+
+def _with_burst(inst: Instance, root: Path, *lead_args: str) -> tuple[Path, subprocess.Popen[str]]:
+    """A 2-pod instance (lead started with `lead_args`) and one burst broker joined as rank 2."""
+    inst.start(0, "-Sresource.cores=0-1", *lead_args)
+    inst.start(1, "-Sresource.cores=0-1")
+    inst.wait_states({0: "up", 1: "up"})
+    with inst.handle(0) as h:
+        assert h.rpc("overlay.burst-register", {"prefix": "burst-a-", "hosts": ["burst-a-0"]}, nodeid=0)["ranks"] == [2]
+    confdir = burst_config(inst, root, ["burst-a-0"], first=2)
+    proc = start_burst_broker(inst, confdir, "burst-a-0")
+    inst.wait_states({2: "up"})
+    return confdir, proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+# a heartbeat timeout far longer than the tests: a rank is seen lost only by what the tests are about
+SLOW_LOSS = "-Sheartbeat.timeout=120"
+
+
+def test_a_burst_broker_that_dies_and_restarts_fails_its_jobs_as_a_lost_rank(
+    make_instance: MakeInstance, tmp_path: Path
+) -> None:
+    inst = make_instance(2)
+    confdir, proc = _with_burst(inst, tmp_path, SLOW_LOSS)
+    with JobClient(inst.uri(0)) as client:
+        job = client.submit(command=["sleep", "60"], nnodes=3, ntasks=3)
+        client.wait_state(job, "RUN")
+        _stop(proc)  # kill -9, then at once a new broker for the same rank (as the burst pod's restart does)
+        start_burst_broker(inst, confdir, "burst-a-0")
+        info = client.wait(job, timeout=30)
+        assert info.result == "FAILED" and info.exception_type == "node-failure", info
+        assert "lost contact with broker rank 2 (burst-a-0)" in info.exception_note
+        inst.wait_states({2: "up"})  # the new broker is the rank now, and runs work
+        again = client.submit(command=["true"], nnodes=3, ntasks=3)
+        assert client.wait(again, timeout=30).success
+
+
+def test_cancel_and_kill_end_a_job_whose_burst_broker_is_gone(make_instance: MakeInstance, tmp_path: Path) -> None:
+    inst = make_instance(2)
+    _confdir, proc = _with_burst(inst, tmp_path, SLOW_LOSS)
+    with JobClient(inst.uri(0)) as client:
+        canceled = client.submit(command=["sleep", "60"], nnodes=3, ntasks=3)
+        killed = client.submit(command=["sleep", "60"], nnodes=3, ntasks=3)
+        client.wait_state(canceled, "RUN")
+        client.wait_state(killed, "RUN")
+        _stop(proc)  # its broker is gone; the lead has not timed it out yet
+        client.cancel(canceled)
+        client.kill(killed, signal.SIGKILL)
+        assert client.wait(canceled, timeout=20).result == "CANCELED"
+        info = client.wait(killed, timeout=20)
+        assert info.state == "INACTIVE" and not info.success
+        assert inst.states()[2] == "up"  # ended by cancel and kill themselves, not by a heartbeat timeout
+
+
+def test_a_restarted_pod_follower_rejoins_while_a_burst_is_attached(
+    make_instance: MakeInstance, tmp_path: Path
+) -> None:
+    inst = make_instance(2)
+    _with_burst(inst, tmp_path)
+    with inst.handle(0) as h:
+        assert h.getattr("size") == "3"
+    inst.kill(1)
+    inst.procs[1].wait(timeout=10)
+    inst.wait_states({1: "lost"})
+    follower = inst.start(1, "-Sresource.cores=0-1")  # its config knows the 2 pods only, never the burst
+    inst.wait_states({1: "up", 2: "up"}, timeout=20)
+    with inst.handle(1) as h:
+        assert h.rpc("broker.info", nodeid=1)["joined"] is True
+    assert follower.poll() is None
+    with JobClient(inst.uri(0)) as client:
+        info = client.wait(client.submit(command=["true"], nnodes=3, ntasks=3), timeout=30)
+        assert info.success, info.exception_note

@@ -4,6 +4,7 @@ from entry points, the selection function is replaceable."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from bursting.discovery import GROUP, load_selector, plugin_factories, plugin_na
 from bursting.lead import NodesView
 from bursting.plugin import Burst, BurstError, BurstPlugin, LeadContext, Verdict
 from bursting.policy import BurstNeed, QueuedJob
-from bursting.service import BurstService, StateFile
+from bursting.reporter import Reporter
+from bursting.service import BurstRefused, BurstService, StateFile, UnknownBurst
 
 
 class FakeLead:
@@ -192,3 +194,95 @@ def test_a_burst_made_by_hand_stays_until_used_then_idles(tmp_path: Path) -> Non
     clock.now += 10
     svc.step()
     assert local.torn == ["c-b1"]
+
+
+def test_a_burst_by_hand_obeys_the_limit_the_loop_asks_the_plugin_about(tmp_path: Path) -> None:
+    lead, refusing = FakeLead(), FakePlugin("local", ok=False)
+    svc = service(tmp_path, lead, {"local": refusing})
+    with pytest.raises(BurstRefused, match="local: quota exceeded"):
+        svc.burst("local", 5, manual=True)
+    assert refusing.launched == [] and lead.hostnames == ["c-0", "c-1"]  # nothing registered, nothing launched
+    assert StateFile(tmp_path / "bursts.json").read().bursts == {}
+
+
+def test_the_spec_s_size_is_every_plugin_s_limit() -> None:
+    spec = {"spec": {"flux": {"bursting": {"clusters": [{"name": "local", "size": 2}, {"name": "kubernetes"}]}}}}
+    context = LeadContext("c", spec, "")
+    assert context.size_limit("local") == 2 and context.size_limit("kubernetes") is None
+    local = plugin_factories(["local"])["local"](LeadContext("c", spec, "", options={"state_dir": "/nonexistent"}))
+    assert local.can_satisfy(2).ok and not local.can_satisfy(3).ok
+
+
+def test_releasing_a_burst_that_is_not_there_says_which_are(tmp_path: Path) -> None:
+    lead, local = FakeLead(), FakePlugin("local")
+    svc = service(tmp_path, lead, {"local": local})
+    svc.burst("local", 1, manual=True)
+    with pytest.raises(UnknownBurst, match=r"no burst 'c-b7' of c \(its bursts: c-b1\)"):
+        svc.release("c-b7")
+    assert local.torn == [] and lead.released == []
+    svc.release("c-b1")
+    assert local.torn == ["c-b1"]
+
+
+def test_a_burst_whose_broker_is_lost_fails_and_goes_once_its_job_has_ended(tmp_path: Path) -> None:
+    lead, local, clock = FakeLead(), FakePlugin("local"), Clock()
+    svc = service(tmp_path, lead, {"local": local}, idle_period=5.0, clock=clock)
+    lead.jobs_now = [QueuedJob(7, "SCHED", 3, 3, True)]
+    svc.step()
+    lead.burst_up = {2}
+    lead.jobs_now = [QueuedJob(7, "RUN", 3, 3, True, (0, 1, 2))]
+    svc.step()
+    lead.burst_up = set()  # its broker was killed: the lead has it lost, and fails the job
+    svc.step()
+    record = StateFile(tmp_path / "bursts.json").read().bursts["c-b1"]
+    assert record.state == "failed" and record.reason == "its broker rank(s) 2 left the lead (lost or down)"
+    lead.jobs_now = [QueuedJob(7, "INACTIVE", 3, 3, True, (0, 1, 2))]
+    svc.step()
+    clock.now += 5
+    svc.step()
+    assert local.torn == ["c-b1"] and lead.released == ["c-b1-"]
+
+
+def test_a_failing_step_is_reported_and_the_loop_goes_on(tmp_path: Path) -> None:
+    class Broken(FakeLead):
+        calls = 0
+
+        def jobs(self) -> list[QueuedJob]:
+            self.calls += 1
+            if self.calls == 2:
+                raise KeyError("state")
+            return []
+
+    lead = Broken()
+    heard: list[tuple[str, str]] = []
+    svc = service(tmp_path, lead, {"local": FakePlugin("local")})
+    svc.run(interval=0, stop=lambda: lead.calls >= 3, on_state=lambda s, r: heard.append((s, r)))
+    assert heard == [("running", ""), ("failed", "its last step failed: KeyError: 'state'"), ("running", "")]
+
+
+def test_the_reporter_tells_the_lead_its_state_and_its_last_word() -> None:
+    sent: list[tuple[str, str]] = []
+    down = [True]
+
+    def send(state: str, reason: str) -> None:
+        if down[0]:
+            down[0] = False
+            raise ConnectionError("the lead is not up yet")
+        sent.append((state, reason))
+
+    reporter = Reporter(send, period=0.05)
+    reporter.start()
+    deadline = time.monotonic() + 10
+    while not sent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sent[0] == ("running", "")  # retried after the lead did not answer
+    reporter.set("failed", "its last step failed: boom")
+    assert reporter.stop("stopped", "stopped by SIGTERM", timeout=10)
+    assert sent[-1] == ("stopped", "stopped by SIGTERM")
+
+
+def test_a_reporter_never_started_still_delivers_why_the_service_gave_up() -> None:
+    sent: list[tuple[str, str]] = []
+    reporter = Reporter(lambda state, reason: sent.append((state, reason)), period=0.05)
+    assert reporter.stop("failed", "--idle: 'soon' is not a duration", timeout=10)
+    assert sent == [("failed", "--idle: 'soon' is not a duration")]

@@ -313,3 +313,27 @@ def test_a_tenant_without_an_account_sees_the_job_she_submitted_from_the_form(
     multi_user.cookies.clear()
     sign_in(multi_user, *ADMIN)
     assert "alices-web-job" in multi_user.get("/jobs").text
+
+
+class _Lead:
+    """The job service's client as the page reaches the lead: only overlay.status, with the burst service's state."""
+
+    def __init__(self, view: dict[str, Any]) -> None:
+        self.view = view
+        self.handle = self
+
+    def rpc(self, topic: str, payload: dict[str, Any], nodeid: int, timeout: float) -> dict[str, Any]:
+        assert topic == "overlay.status"
+        return {"ranks": [], "burst_service": self.view}
+
+
+def test_the_cluster_page_shows_the_burst_service_s_state(tmp_path: Path, service: MemoryJobService) -> None:
+    client = make_client(tmp_path, service)
+    sign_in(client, *ADMIN)
+    assert "Burst service" not in client.get("/cluster").text  # an instance the page cannot ask: nothing
+    lead = _Lead({"state": "absent", "reason": "none has reported to this lead"})
+    service.client = lead  # type: ignore[attr-defined]
+    assert "Burst service" not in client.get("/cluster").text  # no service there: nothing to say
+    lead.view = {"state": "stopped", "reason": "no report for 20 s (its process is gone or stuck)"}
+    page = client.get("/cluster").text
+    assert "Burst service" in page and "stopped: no report for 20 s (its process is gone or stuck)" in page

@@ -177,6 +177,9 @@ class JobManagerCore:
     def _kill(self, record: JobRecord, ex: Execution, signum: int) -> None:
         raise NotImplementedError
 
+    def _rank_done(self, record: JobRecord, ex: Execution, rank: int, status: int) -> None:
+        raise NotImplementedError
+
     def _apply_queue_state(self, state: QueueState) -> None:
         raise NotImplementedError
 

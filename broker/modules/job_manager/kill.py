@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from ...jobs.jobid import encode_f58
 from ...jobs.record import JobRecord
 from ...jobs.states import PENDING, JobState
-from ...protocol import EINVAL
+from ...protocol import EHOSTUNREACH, EINVAL, Message
 from ...service import Request, ServiceError
-from .core import Execution, JobManagerCore, _ignore
+from .core import KILLED, Execution, JobManagerCore
 
 
 class Kill(JobManagerCore):
@@ -32,9 +33,25 @@ class Kill(JobManagerCore):
 
     def _kill(self, record: JobRecord, ex: Execution, signum: int) -> None:
         ex.killing = True
-        payload = {"id": record.jobid, "signal": int(signum), "grace": self.kill_grace}
+        self._signal_ranks(record, ex, signum, self.kill_grace)
+
+    def _signal_ranks(self, record: JobRecord, ex: Execution, signum: int, grace: float) -> None:
+        """Signal the job's tasks on each of its ranks; a rank that no longer runs them is done (see _gone)."""
+        payload = {"id": record.jobid, "gen": ex.gen, "signal": int(signum), "grace": grace}
         for rank in record.ranks:
-            self.b.rpc("job-exec.kill", payload, rank, _ignore)
+            self.b.rpc("job-exec.kill", payload, rank, self._on_signaled(record.jobid, ex.gen, rank))
+
+    def _on_signaled(self, jobid: int, gen: int, rank: int) -> Callable[[Message], None]:
+        return lambda msg: self._gone(jobid, gen, rank, msg)
+
+    def _gone(self, jobid: int, gen: int, rank: int, msg: Message) -> None:
+        """A rank that is unreachable, or whose broker does not run the job (it restarted), will never report
+        the job's end there: its part ends now, as killed, so cancel and kill always end the job."""
+        ex = self.execs.get(jobid)
+        if ex is None or ex.gen != gen or rank not in ex.ranks_left:
+            return
+        if msg.errnum == EHOSTUNREACH or (not msg.errnum and msg.payload.get("present") is False):
+            self._rank_done(self.jobs[jobid], ex, rank, KILLED)
 
     def _expire(self, jobid: int, gen: int) -> None:
         record = self.jobs[jobid]
@@ -62,6 +79,5 @@ class Kill(JobManagerCore):
         if record.jobid not in self.execs:
             raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: job is not running")
         signum = req.get("signal", int, required=False, default=int(signal.SIGTERM))
-        for rank in record.ranks:
-            self.b.rpc("job-exec.kill", {"id": record.jobid, "signal": signum, "grace": 1e9}, rank, _ignore)
+        self._signal_ranks(record, self.execs[record.jobid], signum, 1e9)
         return {}

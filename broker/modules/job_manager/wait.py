@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...bootstrap import compress_hosts
+from ...burst_service import pending_note
 from ...jobs.info import job_info
 from ...jobs.jobspec import JobspecError
 from ...jobs.record import JobRecord
@@ -87,7 +88,22 @@ class Waits(JobManagerCore):
             tasks = record.jobspec.get("tasks", [{}])[0].get("count", {})
             resources = record.jobspec.get("resources", [{}])[0]
             ntasks = int(tasks.get("total", 0)) or _slots(resources)
-        return job_info(record, nodelist, ntasks)
+        info = job_info(record, nodelist, ntasks)
+        note = self._burst_note(record)
+        if note is not None:  # shown instead of the last reason a service (now gone) gave; never journaled
+            info["annotations"]["sched"] = {**(info["annotations"].get("sched") or {}), "reason_pending": note}
+        return info
+
+    def _burst_note(self, record: JobRecord) -> str | None:
+        """Why a burstable job too big for the instance waits when no burst service is running to say more."""
+        if record.state != JobState.SCHED or not record.jobspec.get("attributes", {}).get("system", {}).get(
+            "burstable"
+        ):
+            return None
+        note = pending_note(self.b.burst_service_view())
+        if note is None or self.sched.unsatisfiable(self._spec(record).resources) is None:
+            return None
+        return note
 
     def svc_list(self, req: Request) -> dict[str, Any]:
         mask = req.get("states", int, required=False, default=int(ACTIVE | JobState.INACTIVE))

@@ -9,7 +9,7 @@ from fastapi.responses import FileResponse
 from starlette.responses import Response
 
 from broker.rest.users import Principal
-from broker.rest.web.cluster_data import broker_reader
+from broker.rest.web.cluster_data import broker_reader, burst_service_line
 from broker.rest.web.context import WebContext
 from broker.rest.web.figures import (
     CONTROLLERS,
@@ -52,6 +52,7 @@ def cluster_router(context: WebContext) -> APIRouter:
             "used": used,
             "scale": scale,
             "up": sum(r.up for r in rows) if rows else len(nodes),
+            "burst_service": burst_service_line(context.service),
         }
 
     @router.get("/cluster")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker import idset
+from broker.burst_service import ABSENT, service_words
 
 Rpc = Callable[[str, int], dict[str, Any]]
 """(topic, rank) -> answer: a request to one rank of the instance."""
@@ -129,3 +130,18 @@ def broker_reader(service: Any) -> ClusterReader | None:
         return dict(service.client.handle.rpc(topic, {}, rank, 5.0))
 
     return ClusterReader(status, rpc)
+
+
+def burst_service_line(service: Any) -> str | None:
+    """The burst service's state as the lead knows it (broker/burst_service.py), in the words `minicluster
+    status` uses; None when no service has reported, or the instance cannot say (the flux flavour)."""
+    client = getattr(service, "client", None)
+    if client is None or not hasattr(client, "handle"):
+        return None
+    try:
+        view = dict(client.handle.rpc("overlay.status", {}, 0, 5.0)).get("burst_service")
+    except Exception:  # an instance that does not answer: the rest of the page still shows
+        return None
+    if not isinstance(view, dict) or view.get("state", ABSENT) == ABSENT:
+        return None
+    return service_words(view)

@@ -14,13 +14,28 @@ import subprocess
 import sys
 from typing import Any
 
+from broker.fsd import parse_fsd
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
+from miniclusters.backends.base import InvalidRequestError
 from miniclusters.backends.local import process
 from miniclusters.backends.local.core import LocalCore
 from miniclusters.backends.local.state import ClusterRecord
 from miniclusters.render.layout import CURVE_FILE
 
 BURST_STATE = "bursts.json"
+IDLE_ENV = "MINICLUSTERS_BURST_IDLE"
+DEFAULT_IDLE = "30"
+
+
+def burst_idle_period() -> str:
+    """$MINICLUSTERS_BURST_IDLE, the burst service's --idle: a duration (`30`, `30s`, `2m`), checked at `up`
+    before anything is created (a service refusing it later would leave burstable jobs waiting for ever)."""
+    text = os.environ.get(IDLE_ENV, "").strip() or DEFAULT_IDLE
+    try:
+        parse_fsd(text)
+    except ValueError as exc:
+        raise InvalidRequestError(f"${IDLE_ENV}: {exc}") from None
+    return text
 
 
 class Bursts(LocalCore):
@@ -66,7 +81,7 @@ class Bursts(LocalCore):
             sys.executable, "-m", "bursting.service", "--cluster", mc.name,
             "--uri", lead["lead_uri"], "--state", lead["state_file"], "--context", str(context_file),
             "--plugins", ",".join(c.name for c in mc.spec.flux.bursting.clusters),
-            "--idle", os.environ.get("MINICLUSTERS_BURST_IDLE", "30"),
+            "--idle", burst_idle_period(),
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "FLUX_URI"}
         env[process.TAG_VARIABLE] = f"{cluster_dir}#burst"

@@ -40,7 +40,7 @@ from miniclusters.backends.local import (
     restart,
     slots,
 )
-from miniclusters.backends.local.bursts import Bursts
+from miniclusters.backends.local.bursts import Bursts, burst_idle_period
 from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.backends.wait import wait_until_ready
@@ -101,6 +101,8 @@ class Lifecycle(Bursts):
                 "spec.flux.bursting.hostlist: a static host list is the `flux` flavour's way to burst; the local "
                 "backend bursts past maxSize with spec.flux.bursting.clusters (or `minicluster burst`)"
             )
+        if spec.flux.bursting.clusters and spec.flux.flavour == "builtin":
+            burst_idle_period()  # the burst service's setting, refused now rather than by the service later
         if spec.effective_max_size > plan.MAX_LOCAL_PODS:
             raise InvalidRequestError(
                 f"spec.maxSize={spec.effective_max_size}: the local backend runs at most {plan.MAX_LOCAL_PODS} pods"
