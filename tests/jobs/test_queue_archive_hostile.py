@@ -33,9 +33,9 @@ from broker.jobs.archive import (
 )
 from broker.jobs.journal import JobEvent
 from broker.jobs.store import JobStore
+from broker.testing import ArchiveMember, pack_archive
 
-# (name, tar type, data, linkname): one member of a hand-made archive.
-Member = tuple[str, bytes, bytes, str]
+Member = ArchiveMember
 REGULAR = tarfile.REGTYPE
 
 
@@ -45,21 +45,8 @@ def _manifest(listed: dict[str, bytes]) -> bytes:
     return json.dumps(document).encode()
 
 
-def _pack(path: Path, members: list[Member], compress: bool = True, listed: bool = True) -> Path:
-    """An archive of `members` beside an empty journal, every regular member listed in the manifest with its true
-    sha256: without the member checks it would pass every other check."""
-    regular = {name: data for name, kind, data, _ in members if kind == REGULAR}
-    regular.setdefault(JOURNAL_FILE, b"")
-    body = [(JOURNAL_FILE, REGULAR, b"", "")] if all(m[0] != JOURNAL_FILE for m in members) else []
-    entries = [(MANIFEST, REGULAR, _manifest(regular if listed else {}), ""), *body, *members]
-    with tarfile.open(path, "w:gz" if compress else "w", format=tarfile.PAX_FORMAT) as tar:
-        for name, kind, data, link in entries:
-            info = tarfile.TarInfo(name)
-            info.type = kind
-            info.linkname = link
-            info.size = len(data) if kind == REGULAR else 0
-            tar.addfile(info, io.BytesIO(data) if kind == REGULAR else None)
-    return path
+def _pack(path: Path, members: list[Member], compress: bool = True) -> Path:
+    return pack_archive(path, members, compress)
 
 
 def _files(root: Path) -> set[Path]:
