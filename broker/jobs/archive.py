@@ -119,8 +119,7 @@ def write_archive(
     ]
     manifest = Manifest(FORMAT_VERSION, time.time(), source, jobs, {name: _sha(data) for name, data in members.items()})
     target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+    try:  # into a directory that exists: a mistyped path is an error, not a new directory tree
         temporary = target.with_name(target.name + ".tmp")
         with open(temporary, "wb") as handle:
             with tarfile.open(fileobj=handle, mode="w:gz") as tar:

@@ -64,6 +64,9 @@ def test_save_settles_running_jobs_by_policy_and_restores_into_a_smaller_instanc
             wide = client.submit(command=["hostname"], nnodes=2, ntasks=2)  # fits 2 brokers only
             before = {info.id: info.state for info in client.jobs("all")}
             env = dict(os.environ, FLUX_URI=old.uri(0))
+            missing = run_flux("queue", "save", str(archive), env=env)  # its directory is not made: an error
+            assert missing.returncode != 0 and f"directory {archive.parent} does not exist" in missing.stderr
+            assert not archive.parent.exists() and client.info(requeue).state == "RUN"  # untouched
             archive.parent.mkdir()
             archive.write_text("an earlier save")
             kept = run_flux("queue", "save", str(archive), env=env)

@@ -32,7 +32,7 @@ from ...jobs.archive import (
 from ...jobs.record import JobRecord
 from ...jobs.save_policy import save_policy
 from ...jobs.states import JobState
-from ...protocol import EINVAL, Message
+from ...protocol import EINVAL, ENOENT, Message
 from ...service import Request, ServiceError
 from .core import EEXIST, Execution, JobManagerCore
 
@@ -130,6 +130,8 @@ class Save(JobManagerCore):
             raise ServiceError(EINVAL, f"path: {path!r} must be absolute (a path the lead broker can write)")
         if self.saving is not None:
             raise ServiceError(EBUSY, f"a save to {self.saving.path} is already in progress")
+        if not Path(path).parent.is_dir():
+            raise ServiceError(ENOENT, f"path: directory {Path(path).parent} does not exist: create it first")
         if Path(path).exists() and not req.get("force", bool, required=False, default=False):
             raise ServiceError(EEXIST, f"{path} exists: choose another path, or replace it with --force")
         timeout = req.get("timeout", float, required=False, default=600.0)
