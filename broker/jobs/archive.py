@@ -9,7 +9,11 @@ then rebuilds the queue as after any lead restart.
 
 Reading checks everything before a byte is written: a member missing, unlisted, altered or cut short, a foreign
 kind, a format version we do not read, an index that disagrees with the journal, and (when the caller says
-which) another cluster's name. Each failure is an ArchiveError saying which and why.
+which) another cluster's name. An archive is also untrusted input: every member must be a regular file of the
+archive's own layout (manifest.json, journal.jsonl, output/<file>.jsonl), never absolute, climbing (`..`),
+duplicated, a link, device, FIFO or directory, and what is read is bounded (MAX_BYTES unpacked, MAX_MEMBERS);
+restore_into checks again that each output resolves inside the state directory's output/ and follows no link.
+Each failure is an ArchiveError saying which and why, naming the member.
 """
 
 from __future__ import annotations
