@@ -26,6 +26,7 @@ from .broker_core import (  # re-exported: modules and the CLI import them from 
     EventCallback,
     Module,
     ResponseCallback,
+    StartRefused,
     _log,
 )
 from .builtin_services import BuiltinServices
@@ -36,6 +37,7 @@ from .overlay import Overlay, OverlayError
 from .protocol import (
     control,
 )
+from .refused import EXIT_REFUSED, refusal_line
 from .resources import local_resources
 from .routing import Routing
 from .tree_link import TreeLink
@@ -296,6 +298,9 @@ def run_broker(options: BrokerOptions) -> int:
     try:
         broker = Broker(options)
         broker.setup()
+    except StartRefused as exc:
+        print(refusal_line(str(exc)), file=sys.stderr, flush=True)
+        return EXIT_REFUSED
     except BrokerError as exc:
         print(f"flux-broker: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -55,6 +55,11 @@ class BrokerError(RuntimeError):
     """A start-up problem; the message says what is wrong (config field, file, address)."""
 
 
+class StartRefused(BrokerError):
+    """Input that can never work (a hostile or damaged `content.restore` archive): the broker exits with
+    refused.EXIT_REFUSED so that nothing restarts it or waits for it (broker/refused.py)."""
+
+
 @dataclass
 class _Child:
     uuid: str

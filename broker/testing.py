@@ -190,3 +190,32 @@ def run_flux(*args: str, env: dict[str, str] | None = None, timeout: float = 60.
         out, err = proc.communicate()
         raise AssertionError(f"flux {' '.join(args)} timed out\n{err}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+# (name, tar type, data, link target): one member of a hand-made queue archive.
+ArchiveMember = tuple[str, bytes, bytes, str]
+
+
+def pack_archive(path: Path, members: list[ArchiveMember], compress: bool = True) -> Path:
+    """A queue archive (broker/jobs/archive.py) holding `members` beside an empty journal, every regular member
+    listed in its manifest with its true sha256: without the member checks it would pass every other check."""
+    import hashlib
+    import io
+    import json
+    import tarfile
+
+    from broker.jobs.archive import FORMAT_VERSION, JOURNAL_FILE, KIND, MANIFEST
+
+    regular = {name: data for name, kind, data, _ in members if kind == tarfile.REGTYPE}
+    regular.setdefault(JOURNAL_FILE, b"")
+    files = {name: hashlib.sha256(data).hexdigest() for name, data in regular.items()}
+    manifest = {"kind": KIND, "format": FORMAT_VERSION, "created": 1.0, "source": {}, "jobs": [], "files": files}
+    journal = [] if any(m[0] == JOURNAL_FILE for m in members) else [(JOURNAL_FILE, tarfile.REGTYPE, b"", "")]
+    entries = [(MANIFEST, tarfile.REGTYPE, json.dumps(manifest).encode(), ""), *journal, *members]
+    with tarfile.open(path, "w:gz" if compress else "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, kind, data, link in entries:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, link
+            info.size = len(data) if kind == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return path

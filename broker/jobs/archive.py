@@ -9,18 +9,27 @@ then rebuilds the queue as after any lead restart.
 
 Reading checks everything before a byte is written: a member missing, unlisted, altered or cut short, a foreign
 kind, a format version we do not read, an index that disagrees with the journal, and (when the caller says
-which) another cluster's name. Each failure is an ArchiveError saying which and why.
+which) another cluster's name. An archive is also untrusted input: every member must be a regular file of the
+archive's own layout (manifest.json, journal.jsonl, output/<file>.jsonl), never absolute, climbing (`..`),
+duplicated, a link, device, FIFO or directory, and what is read is bounded (MAX_BYTES unpacked, MAX_MEMBERS);
+restore_into checks again that each output resolves inside the state directory's output/ and follows no link.
+Each failure is an ArchiveError saying which and why, naming the member.
 """
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import gzip
 import hashlib
 import io
 import json
+import lzma
 import os
+import stat
 import tarfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,8 +123,7 @@ def write_archive(
     ]
     manifest = Manifest(FORMAT_VERSION, time.time(), source, jobs, {name: _sha(data) for name, data in members.items()})
     target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+    try:  # into a directory that exists: a mistyped path is an error, not a new directory tree
         temporary = target.with_name(target.name + ".tmp")
         with open(temporary, "wb") as handle:
             with tarfile.open(fileobj=handle, mode="w:gz") as tar:
@@ -132,33 +140,185 @@ def write_archive(
 
 
 # ---------------------------------------------------------------------------------------------- reading
-def _members(path: Path) -> dict[str, bytes]:
+MAX_BYTES = 1 << 30
+"""Most bytes a restore reads out of an archive (unpacked: headers and members): the archive is held in memory
+until it is verified, so a hostile one (a gzip bomb, a giant header) must not exhaust it. A queue's journal
+and outputs are far smaller; a save that would exceed it fails on its read-back, and the queue runs on."""
+MAX_MEMBERS = 200_000
+"""Most members a restore reads (one per output file, beside the manifest and the journal)."""
+NAME_MAX = 255
+"""Bytes in one path component (Linux's NAME_MAX): a longer output name could not be written."""
+
+_DECODING_ERRORS = (EOFError, tarfile.ReadError, OSError, ValueError, zlib.error, lzma.LZMAError)
+"""What a damaged stream raises anywhere below tarfile (gzip's BadGzipFile is an OSError)."""
+_KINDS = {
+    tarfile.SYMTYPE: "a symbolic link",
+    tarfile.LNKTYPE: "a hard link",
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+    tarfile.FIFOTYPE: "a FIFO",
+    tarfile.DIRTYPE: "a directory",
+    tarfile.GNUTYPE_SPARSE: "a sparse file",
+}
+
+
+def _size(limit: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if limit >= scale and limit % scale == 0:
+            return f"{limit // scale} {unit}"
+    return f"{limit} bytes"
+
+
+def member_name_problem(name: str) -> str | None:
+    """Why an archive member of this name cannot be restored (None: it can), before anything is written: a
+    restore writes `output/<file>` members into the state directory's output/, so a name must be one of the
+    archive's own files, never absolute, never climbing, never anything a path could be bent with."""
+    if not name:
+        return "has an empty name"
+    if "\x00" in name:
+        return "contains a NUL byte"
+    if "\\" in name:
+        return "contains a backslash"
+    if name.startswith("/"):
+        return "is an absolute path"
+    parts = name.split("/")
+    if ".." in parts:
+        return "climbs out of its directory"
+    if any(part in ("", ".") for part in parts):
+        return "is not a plain relative path"
+    if any(len(part.encode(errors="surrogateescape")) > NAME_MAX for part in parts):
+        return f"has a path component longer than {NAME_MAX} bytes"
+    if name in (MANIFEST, JOURNAL_FILE):
+        return None
+    if len(parts) == 2 and parts[0] == OUTPUT_DIR and parts[1].endswith(".jsonl"):
+        return None
+    return f"is not a file a queue archive holds ({MANIFEST}, {JOURNAL_FILE}, {OUTPUT_DIR}/<file>.jsonl)"
+
+
+def _member_problem(info: tarfile.TarInfo) -> str | None:
+    """Why this member is refused: its name, or anything but a regular file (links, devices, FIFOs, ...)."""
+    problem = member_name_problem(info.name)
+    if problem is not None:
+        return problem
+    if info.isreg() and not info.issparse():
+        return None
+    kind = "a sparse file" if info.issparse() else _KINDS.get(info.type, f"of tar type {info.type!r}")
+    target = f" (to {info.linkname!r})" if info.issym() or info.islnk() else ""
+    return f"is {kind}{target}: a queue archive holds regular files only"
+
+
+class _Bounded(io.RawIOBase):
+    """The unpacked stream tarfile reads, refused past `limit` bytes: tarfile reads a pax header whole and a
+    gzip bomb unpacks without end, so the cap sits below tarfile, not only on the sizes members declare."""
+
+    def __init__(self, inner: io.BufferedIOBase, limit: int, path: Path) -> None:
+        self.inner, self.limit, self.path, self.count = inner, limit, path, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.inner.read(min(len(view), self.limit + 1 - self.count))
+        self.count += len(data)
+        if self.count > self.limit:
+            raise ArchiveError(f"{self.path}: the archive unpacks to more than the {_size(self.limit)} a restore reads")
+        view[: len(data)] = data
+        return len(data)
+
+
+def _open_regular(path: Path) -> io.BufferedReader:
+    """The archive file, refused unless a regular file: a FIFO would block the reader, a device never end."""
     try:
-        tar = tarfile.open(path, mode="r:*")  # noqa: SIM115 - closed below, after the opening errors are told apart
+        # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer
+        raw = open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK))  # noqa: SIM115
     except FileNotFoundError:
         raise ArchiveError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise ArchiveError(f"{path}: is a directory, not an archive") from None
     except PermissionError:
         raise ArchiveError(f"{path}: permission denied") from None
-    except (tarfile.ReadError, OSError, EOFError) as exc:
-        raise ArchiveError(f"{path}: not a readable tar archive ({_first_line(exc)})") from None
-    try:
-        with tar:
-            out: dict[str, bytes] = {}
-            for info in tar:
-                if not info.isfile():
-                    raise ArchiveError(f"{path}: member {info.name!r} is not a regular file: not a queue archive")
-                handle = tar.extractfile(info)
-                assert handle is not None
-                out[info.name] = handle.read()
-            return out
-    except (EOFError, tarfile.ReadError, OSError, ValueError) as exc:  # gzip's BadGzipFile is an OSError
-        raise ArchiveError(f"{path}: truncated: the archive ends early ({_first_line(exc)})") from None
+    except OSError as exc:
+        raise ArchiveError(f"{path}: cannot open the archive: {exc.strerror or exc}") from None
+    mode = os.fstat(raw.fileno()).st_mode
+    if not stat.S_ISREG(mode):
+        raw.close()
+        if stat.S_ISDIR(mode):
+            raise ArchiveError(f"{path}: is a directory, not an archive")
+        raise ArchiveError(f"{path}: is not a regular file (a FIFO, device or socket): not an archive")
+    return raw
+
+
+def _unpacked(raw: io.BufferedReader) -> io.BufferedIOBase:
+    """The tar stream inside: gzip (what `save` writes), bzip2, xz, or none, told by the first bytes."""
+    magic = raw.peek(6)[:6]
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if magic.startswith(b"BZh"):
+        return bz2.BZ2File(raw, mode="rb")
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(raw, mode="rb")
+    return raw
+
+
+def _member(
+    path: Path, tar: tarfile.TarFile, info: tarfile.TarInfo, seen: dict[str, bytes], max_bytes: int, max_members: int
+) -> bytes:
+    """One member's bytes, read only once its name, kind, novelty and size passed."""
+    problem = _member_problem(info)
+    if problem is not None:
+        raise ArchiveError(f"{path}: archive member {info.name!r} {problem}")
+    if info.name in seen:
+        raise ArchiveError(f"{path}: archive member {info.name!r} appears twice: the archive was altered")
+    if len(seen) >= max_members:
+        raise ArchiveError(f"{path}: the archive holds more than {max_members} members: not restored")
+    if info.size > max_bytes:
+        raise ArchiveError(
+            f"{path}: archive member {info.name!r} declares {info.size} bytes: more than the "
+            f"{_size(max_bytes)} a restore reads"
+        )
+    handle = tar.extractfile(info)
+    assert handle is not None
+    data = handle.read()
+    if len(data) != info.size:
+        raise EOFError(f"{info.name} is cut short")
+    return data
+
+
+def _members(path: Path, max_bytes: int = MAX_BYTES, max_members: int = MAX_MEMBERS) -> tuple[dict[str, bytes], str]:
+    """Every member's bytes, each name and kind checked before it is read, at most `max_bytes` unpacked and
+    `max_members` members; and the sha256 of the archive file that was read."""
+    with _open_regular(path) as raw:
+        out: dict[str, bytes] = {}
+        try:
+            stream = io.BufferedReader(_Bounded(_unpacked(raw), max_bytes, path))
+            tar = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - closed below, its errors told apart
+        except ArchiveError:
+            raise
+        except _DECODING_ERRORS as exc:
+            raise ArchiveError(f"{path}: not a readable tar archive ({_first_line(exc)})") from None
+        try:
+            with tar:
+                for info in tar:
+                    out[info.name] = _member(path, tar, info, out, max_bytes, max_members)
+        except ArchiveError:
+            raise
+        except _DECODING_ERRORS as exc:
+            raise ArchiveError(f"{path}: truncated: the archive ends early ({_first_line(exc)})") from None
+        raw.seek(0)
+        return out, hashlib.file_digest(raw, "sha256").hexdigest()
 
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc) or type(exc).__name__).splitlines()[0].rstrip(":")
+
+
+def _saved_job(job: dict[str, Any]) -> SavedJob:
+    """One line of the index, its types checked (an id is compared and hashed, a state compared)."""
+    unknown = set(job) - {"id", "state", "result", "requeued"}
+    if unknown:
+        raise KeyError(f"unknown job index field {sorted(unknown)[0]!r}")
+    return SavedJob(int(job["id"]), str(job["state"]), str(job.get("result", "")), bool(job.get("requeued", False)))
 
 
 def _manifest(path: Path, raw: bytes | None) -> Manifest:
@@ -173,20 +333,25 @@ def _manifest(path: Path, raw: bytes | None) -> Manifest:
             raise ArchiveError(
                 f"{path}: format version {version!r} is not supported (this miniclusters reads {FORMAT_VERSION})"
             )
-        source = Source(**data["source"])
-        jobs = [SavedJob(**job) for job in data["jobs"]]
+        given = data["source"]
+        source = Source(
+            str(given.get("cluster", "")), [str(h) for h in given.get("hosts", [])], int(given.get("size", 0))
+        )
+        jobs = [_saved_job(job) for job in data["jobs"]]
         files = {str(k): str(v) for k, v in data["files"].items()}
         return Manifest(int(version), float(data["created"]), source, jobs, files)
     except ArchiveError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise ArchiveError(f"{path}: {MANIFEST} is damaged ({type(exc).__name__}: {exc})") from None
 
 
-def read_archive(path: Path | str, cluster: str | None = None) -> QueueArchive:
+def read_archive(
+    path: Path | str, cluster: str | None = None, max_bytes: int = MAX_BYTES, max_members: int = MAX_MEMBERS
+) -> QueueArchive:
     """The archive at `path`, every check passed; `cluster`: refuse one saved from a cluster of another name."""
     archive_path = Path(path)
-    members = _members(archive_path)
+    members, digest_of_file = _members(archive_path, max_bytes, max_members)
     manifest = _manifest(archive_path, members.pop(MANIFEST, None))
     for name, digest in manifest.files.items():
         if name not in members:
@@ -200,10 +365,10 @@ def read_archive(path: Path | str, cluster: str | None = None) -> QueueArchive:
         raise ArchiveError(f"{archive_path}: no {JOURNAL_FILE}: not a queue archive")
     try:
         events = [JobEvent.from_json(line) for line in members[JOURNAL_FILE].decode().splitlines() if line.strip()]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ArchiveError(f"{archive_path}: {JOURNAL_FILE} is damaged ({exc})") from None
+        rebuilt = {r.jobid: r.state.name for r in replay(e for e in events if e.jobid != INSTANCE).values()}
+    except Exception as exc:  # another cluster's events, replayed by code written for our own journal
+        raise ArchiveError(f"{archive_path}: {JOURNAL_FILE} is damaged ({type(exc).__name__}: {exc})") from None
     saved = {job.id: job.state for job in manifest.jobs}
-    rebuilt = {r.jobid: r.state.name for r in replay(e for e in events if e.jobid != INSTANCE).values()}
     if saved != rebuilt:
         missing = sorted(set(saved) ^ set(rebuilt)) or [j for j in saved if saved[j] != rebuilt.get(j)]
         raise ArchiveError(f"{archive_path}: the job index disagrees with the journal (job {missing[0]}): damaged")
@@ -213,7 +378,7 @@ def read_archive(path: Path | str, cluster: str | None = None) -> QueueArchive:
             "restore it into a cluster of that name"
         )
     outputs = {name.removeprefix(f"{OUTPUT_DIR}/"): data for name, data in members.items() if name != JOURNAL_FILE}
-    return QueueArchive(manifest, events, outputs, _sha(archive_path.read_bytes()))
+    return QueueArchive(manifest, events, outputs, digest_of_file)
 
 
 # ---------------------------------------------------------------------------------------------- restoring
@@ -232,6 +397,34 @@ def restored_before(statedir: Path | str) -> bool:
     return any(e.jobid == INSTANCE and e.name == RESTORED for e in _present(Path(statedir)))
 
 
+def _output_targets(root: Path, outputs: dict[str, bytes]) -> list[tuple[Path, bytes]]:
+    """Where each output goes, every one checked before the first is written: a name of the archive's own layout,
+    not a symbolic link already in the state directory, and resolving to a file directly inside its output/."""
+    outdir = (root / OUTPUT_DIR).resolve()
+    targets = []
+    for name, data in outputs.items():
+        member = f"{OUTPUT_DIR}/{name}"
+        problem = member_name_problem(member)
+        if problem is None and member in (MANIFEST, JOURNAL_FILE):
+            problem = "is not an output"
+        target = outdir / name
+        if problem is None and target.is_symlink():
+            problem = "is a symbolic link in the state directory"
+        if problem is None and target.resolve().parent != outdir:
+            problem = "resolves outside its directory"
+        if problem is not None:
+            raise ArchiveError(f"{root}: archive member {member!r} {problem}")
+        targets.append((target, data))
+    return targets
+
+
+def _write_new(target: Path, data: bytes) -> None:
+    """Write one output, never through a symbolic link (one planted after the check included)."""
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    with open(fd, "wb") as handle:
+        handle.write(data)
+
+
 def restore_into(statedir: Path | str, archive: QueueArchive) -> bool:
     """Make `statedir` hold the archived queue, started; False when it already does (a lead restarted after the
     restore). A state directory holding other jobs is refused: two queues would share one id space."""
@@ -242,10 +435,11 @@ def restore_into(statedir: Path | str, archive: QueueArchive) -> bool:
     jobs = {e.jobid for e in present if e.jobid != INSTANCE}
     if jobs:
         raise ArchiveError(f"{root}: the state directory already holds {len(jobs)} jobs; restore into a new cluster")
+    targets = _output_targets(root, archive.outputs)
     store = JobStore(root)
     try:
-        for name, data in archive.outputs.items():
-            (store.outdir / name).write_bytes(data)
+        for target, data in targets:
+            _write_new(target, data)
         now = time.time()
         source = archive.manifest.source.cluster
         record = {"sha256": archive.sha256, "cluster": source, "jobs": len(archive.manifest.jobs)}

@@ -51,6 +51,12 @@ class BackendTimeoutError(BackendError):
     """Waiting gave up; the cluster may still come up."""
 
 
+class StartRefusedError(BackendError):
+    """A pod's broker refused its input for good (the archive of `up --restore`): the cluster can never come up."""
+
+    exit_code = EXIT_INVALID
+
+
 # KEP-1287's pod conditions, which both backends report (the local backend in the kubelet's words too).
 RESIZE_PENDING = "PodResizePending"
 RESIZE_IN_PROGRESS = "PodResizeInProgress"
@@ -83,6 +89,9 @@ class PodStatus:
     """Times the pod's container was restarted (kubectl's RESTARTS)."""
     reason: str | None = None
     """Why the container is not simply running or done: CrashLoopBackOff, BackoffLimitExceeded, Error, ..."""
+    refused: str | None = None
+    """Set when the pod's broker refused to start on its input (broker/refused.py), to its reason: no restart
+    and no wait can help."""
 
     def condition(self, kind: str) -> PodCondition | None:
         return next((c for c in self.conditions if c.type == kind), None)
@@ -186,6 +195,10 @@ class Backend(Protocol):
         ...
 
     def create(self, mc: MiniCluster, options: CreateOptions | None = None) -> ClusterStatus: ...
+
+    def exists(self, mc: MiniCluster) -> bool:
+        """Whether a MiniCluster of this name is already where `create(mc)` would put it."""
+        ...
 
     def status(self, name: str) -> ClusterStatus: ...
 

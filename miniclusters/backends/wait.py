@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from miniclusters.backends.base import BackendError, BackendTimeoutError, ClusterStatus
+from miniclusters.backends.base import BackendError, BackendTimeoutError, ClusterStatus, StartRefusedError
 
 # When exec into pods is not allowed we cannot ask the lead; pods being ready is the best we can know.
 LEAD_UNASKABLE = ("forbidden",)
@@ -35,6 +35,12 @@ def joined_count(status: ClusterStatus) -> int | None:
 
 def is_up(status: ClusterStatus) -> tuple[bool, str]:
     """(done, what we are waiting for) for one status snapshot; BackendError when it can never come up."""
+    refused = next((p for p in status.pods if p.refused is not None), None)
+    if refused is not None:
+        raise StartRefusedError(
+            f"MiniCluster {status.name!r}: pod {refused.name} (index {refused.index}) refused to start: "
+            f"{refused.refused}"
+        )
     failed = [p for p in status.pods if p.phase == "Failed"]
     if status.finished:
         return True, "the lead finished" if status.succeeded else "the Job failed"

@@ -19,8 +19,8 @@ import click
 
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
-from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
-from miniclusters.cli.queue_archive import UNFIT_CHOICES, restore_spec
+from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions, StartRefusedError
+from miniclusters.cli.queue_archive import UNFIT_CHOICES, refuse_restore_into_existing, restore_spec
 from miniclusters.render import RenderOptions, with_flavour
 
 EXIT_INVALID = 2
@@ -164,6 +164,7 @@ def up(
     with _errors():
         target = _open(backend, context, namespace, progress=_progress_printer(), latency=latency)
         if restore:
+            refuse_restore_into_existing(mc.name, target.exists(mc))  # before the archive is read
             mc = restore_spec(mc, restore, restore_unfit, target.ephemeral)
         if target.ephemeral:
             _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
@@ -181,7 +182,10 @@ def up(
                     "(see `minicluster status`; stops when its simulations are done or at `minicluster down`)"
                 )
             return
-        status = target.create(mc, CreateOptions(render=render, timeout=timeout))
+        try:
+            status = target.create(mc, CreateOptions(render=render, timeout=timeout))
+        except StartRefusedError as exc:
+            raise StartRefusedError(f"{exc}; remove it with `minicluster down {mc.name}`") from None
         _print_status(status)
         _print_restful(target, mc, status)
         if detach or mc.spec.interactive or status.finished:
@@ -251,7 +255,13 @@ def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool
     previous = signal.signal(signal.SIGTERM, interrupted)
     created = False
     try:
-        status = target.create(mc, options)
+        try:
+            status = target.create(mc, options)
+        except StartRefusedError as exc:  # it can never come up: remove it, as a finished one is
+            if keep:
+                raise StartRefusedError(f"{exc}; kept (--keep): remove it with `minicluster down {mc.name}`") from None
+            target.delete(mc.name)
+            raise StartRefusedError(f"{exc}; MiniCluster {mc.name} was torn down") from None
         created = True
         _print_status(status)
         _print_restful(target, mc, status)

@@ -39,6 +39,23 @@ def refuse_existing(path: str, ephemeral: bool, force: bool) -> None:
         raise RestoreRefused(f"ARCHIVE: {path} exists: choose another path, or replace it with --force")
 
 
+def refuse_missing_directory(path: str, ephemeral: bool) -> None:
+    """A save writes into a directory that exists (it creates none): locally refused here, exit 2; elsewhere the
+    lead broker refuses it."""
+    directory = os.path.dirname(path) or "."
+    if ephemeral and not os.path.isdir(directory):
+        raise RestoreRefused(f"ARCHIVE: {path}: directory {directory} does not exist: create it first")
+
+
+def refuse_restore_into_existing(name: str, exists: bool) -> None:
+    """A queue is restored into a new cluster only (one id space, one journal): said before the archive is read."""
+    if exists:
+        raise RestoreRefused(
+            f"--restore: MiniCluster {name!r} already exists: a queue is restored into a new cluster only; "
+            f"remove it first with `minicluster down {name}`, or choose another metadata.name"
+        )
+
+
 def save_argv(name: str, path: str, timeout: float, force: bool) -> list[str]:
     return ["flux", "queue", "save", f"--cluster={name}", f"--timeout={timeout:g}s", *(["--force"] * force), path]
 

@@ -7,7 +7,13 @@ import sys
 import click
 
 from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
-from miniclusters.cli.queue_archive import archive_path, print_saved, refuse_existing, save_argv
+from miniclusters.cli.queue_archive import (
+    archive_path,
+    print_saved,
+    refuse_existing,
+    refuse_missing_directory,
+    save_argv,
+)
 
 
 @click.command()
@@ -35,6 +41,8 @@ def save(
         target = _open(backend, context, namespace)
         path = archive_path(archive, target.ephemeral)
         refuse_existing(path, target.ephemeral, force)
+        refuse_missing_directory(path, target.ephemeral)
+        target.observe(name)  # NotFoundError: an unknown cluster is named before any queue stops
         click.echo(f"saving MiniCluster {name}'s queue: queue stopped, settling running jobs...", err=True)
         result = target.exec(name, 0, save_argv(name, path, timeout, force))
         if result.rc != 0:

@@ -196,6 +196,9 @@ def build_containers(mc: MiniCluster, namespace: str) -> list[dict[str, Any]]:
             out["command"] = ["/bin/bash", f"{SCRIPTS_DIR}/{ENTRYPOINT}"]
             out["env"] = _env(container, _broker_env(mc, namespace)) + _restful_env(mc)
             out["resizePolicy"] = CPU_RESIZE_POLICY
+            # A broker that refuses to start (broker/refused.py) says why in its log's last lines: the kubelet
+            # keeps them as the termination message, which `minicluster up` shows instead of waiting.
+            out["terminationMessagePolicy"] = "FallbackToLogsOnError"
             if spec.restful.enabled:
                 out.setdefault("ports", []).append({"name": "restful", "containerPort": spec.restful.port})
             mounts = _broker_mounts(mc) + mounts

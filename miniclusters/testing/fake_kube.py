@@ -140,9 +140,7 @@ class FakeKube(Controllers):
         pod = self.pods_of(job, namespace)[index]
         pod["status"]["phase"] = "Succeeded" if exit_code == 0 else "Failed"
         for status in pod["status"].get("containerStatuses", []):
-            status["state"] = {
-                "terminated": {"exitCode": exit_code, "reason": "Completed" if not exit_code else "Error"}
-            }
+            status["state"] = {"terminated": self._terminated(pod, status["name"], exit_code)}
             status["ready"] = False
         self._set_condition(pod, "Ready", "False", "PodCompleted")
         self._touch(pod, "MODIFIED")
@@ -157,7 +155,7 @@ class FakeKube(Controllers):
         pod = self.pods_of(job, namespace)[index]
         for status in pod["status"].get("containerStatuses", []):
             status["restartCount"] = int(status.get("restartCount", 0)) + 1
-            status["lastState"] = {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+            status["lastState"] = {"terminated": self._terminated(pod, status["name"], exit_code)}
             waiting = {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}
             status["state"] = {"waiting": waiting}
             status["ready"] = False
@@ -165,6 +163,19 @@ class FakeKube(Controllers):
         self._touch(pod, "MODIFIED")
 
     # ------------------------------------------------------------------ helpers
+    def _terminated(self, pod: dict[str, Any], container: str, exit_code: int) -> dict[str, Any]:
+        """The kubelet's record of an ended container; with terminationMessagePolicy FallbackToLogsOnError, a
+        failed one's message is the tail of its log (at most 80 lines and 2048 bytes, the termination message
+        file being empty here).
+        https://kubernetes.io/docs/tasks/debug/debug-application/determine-reason-pod-failure/"""
+        ended: dict[str, Any] = {"exitCode": exit_code, "reason": "Completed" if not exit_code else "Error"}
+        spec: dict[str, Any] = next((c for c in pod["spec"]["containers"] if c["name"] == container), {})
+        if exit_code and spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            tail = "\n".join(self.pod_logs.get(pod["metadata"]["name"], [])[-80:])
+            if tail:
+                ended["message"] = tail.encode()[-2048:].decode(errors="ignore")
+        return ended
+
     @staticmethod
     def _key(kind: Kind) -> str:
         return f"{kind.api_version}/{kind.kind}"

@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tarfile
 from pathlib import Path
 
+import pytest
+
 from broker.jobs.api import JobClient
-from broker.testing import FLUX, Instance, kill_orphans, render_instance, run_flux, wait_for
+from broker.refused import EXIT_REFUSED, refusal_reason
+from broker.testing import FLUX, Instance, kill_orphans, pack_archive, render_instance, run_flux, wait_for
 
 
 def _start(inst: Instance, ranks: int, *extra: str) -> JobClient:
@@ -60,6 +64,9 @@ def test_save_settles_running_jobs_by_policy_and_restores_into_a_smaller_instanc
             wide = client.submit(command=["hostname"], nnodes=2, ntasks=2)  # fits 2 brokers only
             before = {info.id: info.state for info in client.jobs("all")}
             env = dict(os.environ, FLUX_URI=old.uri(0))
+            missing = run_flux("queue", "save", str(archive), env=env)  # its directory is not made: an error
+            assert missing.returncode != 0 and f"directory {archive.parent} does not exist" in missing.stderr
+            assert not archive.parent.exists() and client.info(requeue).state == "RUN"  # untouched
             archive.parent.mkdir()
             archive.write_text("an earlier save")
             kept = run_flux("queue", "save", str(archive), env=env)
@@ -132,19 +139,30 @@ def test_save_settles_running_jobs_by_policy_and_restores_into_a_smaller_instanc
         kill_orphans(waiting.uri(0))
 
 
-def test_a_damaged_archive_stops_the_lead_and_changes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["damaged", "hostile"])
+def test_a_damaged_or_hostile_archive_stops_the_lead_and_changes_nothing(tmp_path: Path, case: str) -> None:
+    """The lead refuses to start, for good (exit EXIT_REFUSED, its reason on one marked line), before anything is
+    written: a member climbing out of the state directory lands nowhere."""
     (tmp_path / "i").mkdir()
     inst = render_instance(tmp_path / "i", 1)
     archive = tmp_path / "queue.tar.gz"
-    archive.write_bytes(b"\x1f\x8b" + b"garbage" * 10)
-    state = tmp_path / "state"
+    if case == "damaged":
+        archive.write_bytes(b"\x1f\x8b" + b"garbage" * 10)
+    else:
+        pack_archive(archive, [("output/../../escaped.jsonl", tarfile.REGTYPE, b"owned\n", "")])
+    state = tmp_path / "deep" / "state"
     try:
         proc = inst.start(0, f"-Sstatedir={state}", f"-Scontent.restore={archive}")
-        assert proc.wait(timeout=20) == 1
+        assert proc.wait(timeout=20) == EXIT_REFUSED
         assert proc.stderr is not None
-        error = proc.stderr.read()
-        assert f"content.restore: {archive}: truncated" in error or "not a readable tar archive" in error, error
+        reason = refusal_reason(proc.stderr.read())
+        assert reason is not None and reason.startswith(f"content.restore: {archive}: "), reason
+        if case == "damaged":
+            assert "truncated" in reason or "not a readable tar archive" in reason, reason
+        else:
+            assert reason.endswith("archive member 'output/../../escaped.jsonl' climbs out of its directory")
         assert not (state / "journal.jsonl").exists()
+        assert not list(tmp_path.rglob("escaped.jsonl"))
     finally:
         inst.cleanup()
 

@@ -117,7 +117,7 @@ def test_a_state_directory_holding_other_jobs_is_refused_untouched(tmp_path: Pat
     [
         ({"journal.jsonl": b'{"id":12,"name":"submit"}\n'}, "journal.jsonl: sha256 does not match"),
         ({"output/11.jsonl": None}, "output/11.jsonl is listed but missing"),
-        ({"extra.sh": b"rm -rf /"}, "extra.sh is not listed in the manifest"),
+        ({"output/99.jsonl": b"[]\n"}, "output/99.jsonl is not listed in the manifest"),
         ({MANIFEST: None}, "no manifest.json: not a miniclusters queue archive"),
         ({MANIFEST: b"{not json"}, "manifest.json is damaged"),
     ],

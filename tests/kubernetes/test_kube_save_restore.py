@@ -12,6 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from broker.refused import EXIT_REFUSED, refusal_line
 from miniclusters import backends
 from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, JOB
@@ -74,3 +75,48 @@ def test_save_in_the_lead_pod_and_restore_from_the_claim(
     (config,) = fake.all_of(CONFIG_MAP)
     entrypoint = next(v for v in config["data"].values() if "flux start" in v)
     assert f"-Scontent.restore={ARCHIVE}" in entrypoint and "-Sjob-manager.restore-unfit=wait" in entrypoint
+
+
+def test_a_lead_that_refuses_the_archive_fails_up_at_once_with_its_reason(
+    cli: CliRunner, fake: FakeKube, clock: Any, tmp_path: Path, spec_data: dict[str, Any]
+) -> None:
+    """The archive is in the lead pod (not readable here): the lead refuses it, exits EXIT_REFUSED and the
+    kubelet keeps its log's tail as the termination message; `up` says so at once instead of waiting 600 s."""
+    spec_data["spec"]["archive"] = {"path": ARCHIVE, "claimName": "queue-archive"}
+    spec = tmp_path / "demo.yaml"
+    spec.write_text(yaml.safe_dump(spec_data))
+    reason = f"content.restore: {ARCHIVE}: archive member 'output/../../etc/x' climbs out of its directory"
+
+    def lead(fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+        if pod["metadata"]["name"].startswith("demo-0-") and "overlay" in argv:
+            name = pod["metadata"]["name"]
+            fake.pod_logs[name] = ["[demo-0] lead broker starting", refusal_line(reason), "[demo-0] exiting with 78"]
+            fake.crash_container("demo", 0, EXIT_REFUSED)
+            return ExecResult(1, "", "flux-overlay: cannot reach the broker\n")
+        return default_exec(fake, pod, argv)
+
+    fake.exec_handler = lead
+    started = clock.now
+    result = cli.invoke(main, ["up", str(spec), "--detach", "--restore", ARCHIVE, "--timeout", "600"])
+    assert result.exit_code == 2, result.output
+    assert f"(index 0) refused to start: {reason}; remove it with `minicluster down demo`" in result.stderr
+    assert clock.now - started < 30  # two polls, not the timeout
+    runner = fake.stored(JOB, "demo")["spec"]["template"]["spec"]["containers"][0]
+    assert runner["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+def test_restore_into_an_existing_cluster_is_refused_before_the_archive_is_read(
+    cli: CliRunner, fake: FakeKube, tmp_path: Path, spec_data: dict[str, Any]
+) -> None:
+    spec_data["spec"]["archive"] = {"path": ARCHIVE, "claimName": "queue-archive"}
+    spec = tmp_path / "demo.yaml"
+    spec.write_text(yaml.safe_dump(spec_data))
+    assert cli.invoke(main, ["up", str(spec), "--detach"]).exit_code == 0
+    unreadable = tmp_path / "queue.tar.gz"  # here, so the CLI would read it first
+    unreadable.write_text("not an archive")
+    before = len(fake.writes())
+    result = cli.invoke(main, ["up", str(spec), "--detach", "--restore", str(unreadable)])
+    assert result.exit_code == 2, result.output
+    assert "--restore: MiniCluster 'demo' already exists: a queue is restored into a new cluster only" in result.stderr
+    assert "not a readable tar archive" not in result.stderr
+    assert len(fake.writes()) == before  # nothing changed

@@ -1,8 +1,14 @@
-"""`minicluster up --restore` refuses a foreign or damaged archive, or a flavour that cannot read it, with exit
-code 2 and before anything is created (no pods, no state)."""
+"""`minicluster up --restore` refuses a foreign, damaged or hostile archive, or a flavour that cannot read it, with
+exit code 2 and before anything is created (no pods, no state); `minicluster save` names an unknown cluster or a
+missing directory before any queue stops."""
 
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
+import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +18,10 @@ from click.testing import CliRunner
 from broker.jobs.archive import Source, write_archive
 from broker.jobs.journal import JobEvent
 from broker.jobs.store import JobStore
+from broker.testing import pack_archive
 from miniclusters.cli import main
+
+MINICLUSTER = str(Path(sys.executable).parent / "minicluster")
 
 
 def _archive(tmp_path: Path, cluster: str) -> Path:
@@ -76,3 +85,58 @@ def test_save_keeps_an_existing_archive_unless_forced(tmp_path: Path, monkeypatc
     assert earlier.read_text() == "an earlier save"
     forced = CliRunner().invoke(main, ["save", "target", str(earlier), "--force"])
     assert forced.exit_code == 1 and "not found" in forced.output  # past the check: there is no such cluster
+
+
+def test_save_of_an_unknown_cluster_says_so_before_stopping_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MINICLUSTERS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("MINICLUSTER_BACKEND", raising=False)
+    result = CliRunner().invoke(main, ["save", "nosuch", str(tmp_path / "queue.tar.gz")])
+    assert result.exit_code == 1, result.output
+    assert "MiniCluster 'nosuch' not found" in result.output
+    assert "queue stopped" not in result.output and "saving" not in result.output
+
+
+def test_save_into_a_missing_directory_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MINICLUSTERS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("MINICLUSTER_BACKEND", raising=False)
+    missing = tmp_path / "no" / "such"
+    result = CliRunner().invoke(main, ["save", "target", str(missing / "queue.tar.gz")])
+    assert result.exit_code == 2, result.output
+    assert f"ARCHIVE: {missing / 'queue.tar.gz'}: directory {missing} does not exist: create it first" in result.output
+    assert not (tmp_path / "no").exists()
+
+
+def test_up_restore_of_a_hostile_archive_exits_2_at_once_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a user runs it (`minicluster up ... --restore ARCHIVE`, a process of its own): a member climbing out
+    of the state directory to a path of this test is named, exit 2, within 5 s, and nothing is written."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("MINICLUSTERS_STATE_DIR", str(state))
+    monkeypatch.delenv("MINICLUSTER_BACKEND", raising=False)
+    escaped = tmp_path / "escaped.jsonl"
+    member = "output/" + "../" * 40 + str(escaped).lstrip("/")
+    archive = pack_archive(tmp_path / "hostile.tar.gz", [(member, tarfile.REGTYPE, b"owned\n", "")])
+    spec = _spec(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    started, cpu = time.monotonic(), _children_cpu()
+    result = subprocess.run(
+        [MINICLUSTER, "up", str(spec), "--detach", "--restore", str(archive)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    elapsed, cpu = time.monotonic() - started, _children_cpu() - cpu
+    assert result.returncode == 2, result.stderr
+    assert f"--restore: {archive}: archive member {member!r} climbs out of its directory" in result.stderr
+    # Within 5 s of work (the CPU the CLI used: on a shared 2-core machine the wall clock also counts waiting for a
+    # core); and nothing waited for: far from any timeout.
+    assert cpu < 5.0 and elapsed < 30.0, (cpu, elapsed)
+    assert not escaped.exists() and sorted(tmp_path.rglob("*")) == before
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.refused import EXIT_REFUSED
 from miniclusters.backends.local import restart
 from miniclusters.backends.local.process import SUPERVISOR
 from miniclusters.backends.local.supervisor import RestartPolicy, backoff_delay, claim_failure
@@ -124,3 +125,23 @@ def test_back_off_doubles_up_to_its_cap_and_claims_are_counted(tmp_path: Path) -
     path = tmp_path / "failures"
     assert [claim_failure(path, 2) for _ in range(3)] == [(True, 1), (True, 2), (False, 2)]
     assert claim_failure(tmp_path / "none", 0) == (False, 0)
+
+
+def test_a_broker_that_refused_its_input_is_never_restarted(tmp_path: Path) -> None:
+    """Exit EXIT_REFUSED (broker/refused.py): the same input fails the same way, so an interactive lead (which
+    restarts on other failures) fails at once and `up` can say why."""
+    entry = tmp_path / "entry.sh"
+    entry.write_text(f'#!/bin/bash\necho run >> "{tmp_path / "runs"}"\nexit {EXIT_REFUSED}\n')
+    policy = restart.policy_for(0, "OnFailure", 6, 0.05, tmp_path, tmp_path, None, interactive=True)
+    assert policy.restart and RestartPolicy.from_env(policy.to_env()) == policy
+    env = {
+        **os.environ,
+        "MINICLUSTERS_LOCAL_ENTRYPOINT": str(entry),
+        "MINICLUSTERS_LOCAL_EXIT": str(tmp_path / "exitcode"),
+        "MINICLUSTERS_LOCAL_RESTART": policy.to_env(),
+    }
+    child = subprocess.run([sys.executable, "-I", "-S", str(SUPERVISOR)], env=env, timeout=30, capture_output=True)
+    assert child.returncode == EXIT_REFUSED
+    assert (tmp_path / "runs").read_text() == "run\n"  # once
+    assert restart.restart_info(tmp_path).restarts == 0
+    assert b"refused its input for good; not restarting" in child.stderr

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...broker_core import BrokerError
+from ...broker_core import BrokerError, StartRefused
 from ...jobs.archive import (
     ArchiveError,
     Source,
@@ -32,7 +32,7 @@ from ...jobs.archive import (
 from ...jobs.record import JobRecord
 from ...jobs.save_policy import save_policy
 from ...jobs.states import JobState
-from ...protocol import EINVAL, Message
+from ...protocol import EINVAL, ENOENT, Message
 from ...service import Request, ServiceError
 from .core import EEXIST, Execution, JobManagerCore
 
@@ -76,7 +76,8 @@ class Save(JobManagerCore):
     @staticmethod
     def _restore_archive(broker: Broker) -> bool:
         """Verify and unpack the archive named by `content.restore` before the store is read; refuse to start
-        (saying why) when it is damaged or foreign, with the state directory untouched."""
+        (saying why, exit refused.EXIT_REFUSED) when it is damaged, foreign or hostile, with the state directory
+        untouched."""
         path = broker.attrs.get("content.restore")
         if not path:
             return False
@@ -86,8 +87,8 @@ class Save(JobManagerCore):
         try:
             archive = read_archive(path, cluster=broker.attrs.get("job-manager.restore-cluster") or None)
             restore_into(statedir, archive)
-        except ArchiveError as exc:
-            raise BrokerError(f"content.restore: {exc}") from None
+        except ArchiveError as exc:  # wrong for good: no restart reads it differently (broker/refused.py)
+            raise StartRefused(f"content.restore: {exc}") from None
         return True
 
     def _settle_unfit(self) -> None:
@@ -129,6 +130,8 @@ class Save(JobManagerCore):
             raise ServiceError(EINVAL, f"path: {path!r} must be absolute (a path the lead broker can write)")
         if self.saving is not None:
             raise ServiceError(EBUSY, f"a save to {self.saving.path} is already in progress")
+        if not Path(path).parent.is_dir():
+            raise ServiceError(ENOENT, f"path: directory {Path(path).parent} does not exist: create it first")
         if Path(path).exists() and not req.get("force", bool, required=False, default=False):
             raise ServiceError(EEXIST, f"{path} exists: choose another path, or replace it with --force")
         timeout = req.get("timeout", float, required=False, default=600.0)

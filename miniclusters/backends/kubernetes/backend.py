@@ -77,6 +77,10 @@ class KubernetesBackend(KubernetesActuator):
             return self.status(mc.name)
         return self.wait_ready(mc.name, options.timeout)
 
+    def exists(self, mc: MiniCluster) -> bool:
+        """The MiniCluster object in the namespace `create(mc)` would use (a missing CRD: none)."""
+        return self._get_optional(MINICLUSTER, mc.name, self._namespace_for(mc)) is not None
+
     def _apply_job(self, job: dict[str, Any], doing: str) -> None:
         try:
             with_retries(lambda: self.api.apply(job, field_manager=FIELD_MANAGER, force=True), sleep=self.sleep)

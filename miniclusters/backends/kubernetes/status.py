@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from broker.refused import EXIT_REFUSED, refusal_reason
 from miniclusters.api.quantity import cpu_millicores, parse_quantity
 from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING, PodCondition, PodStatus, ResizeOutcome
 from miniclusters.render.layout import INDEX_LABEL
@@ -93,6 +94,21 @@ def container_reason(pod: Mapping[str, Any], container: str | None = None) -> st
     return None
 
 
+def refused(pod: Mapping[str, Any], container: str | None = None) -> str | None:
+    """The reason the container's broker refused to start (exit EXIT_REFUSED, broker/refused.py), from its
+    termination message (the log's tail: terminationMessagePolicy FallbackToLogsOnError); None when it did not.
+    A container running again after such an exit is not refused (its input was fixed)."""
+    status = _container_status(pod, container)
+    state = status.get("state") or {}
+    if "running" in state:
+        return None
+    ended = state.get("terminated") or (status.get("lastState") or {}).get("terminated") or {}
+    if ended.get("exitCode") != EXIT_REFUSED:
+        return None
+    name = pod.get("metadata", {}).get("name", "")
+    return refusal_reason(str(ended.get("message") or "")) or f"exit {EXIT_REFUSED}, see its logs (pod {name})"
+
+
 def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatus:
     index = pod_index(pod)
     return PodStatus(
@@ -108,6 +124,7 @@ def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatu
         conditions=conditions(pod),
         restarts=restart_count(pod, container),
         reason=container_reason(pod, container),
+        refused=refused(pod, container),
     )
 
 

@@ -406,6 +406,9 @@ class Lifecycle(Bursts):
         slots.release(self.store.cluster_dir(record.name))
         self.store.remove(record.name)
 
+    def exists(self, mc: MiniCluster) -> bool:
+        return self.store.exists(mc.name)
+
     def stored_spec(self, name: str) -> dict[str, Any] | None:
         """The spec a cluster on this machine was created from (None when there is no such cluster)."""
         if not self.store.exists(name):

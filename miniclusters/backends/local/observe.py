@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 
+from broker.refused import EXIT_REFUSED, refusal_reason
 from elasticity.control.ports import ClusterView, PodView, ResizeOutcome
 from elasticity.model import cpu as cpu_model
 from elasticity.model.node import Node
@@ -28,6 +29,8 @@ from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.backends.overlay import overlay_argv, parse_overlay
 
 NODE_NAME = "localhost"
+LOG_TAIL = 16_384
+"""Bytes of a pod's log read for a refused broker's reason (it is among its last lines)."""
 
 
 def this_node() -> Node:
@@ -75,7 +78,20 @@ class Observing(LocalCore):
             conditions=conditions,
             restarts=restarted.restarts,
             reason=waiting,
+            refused=self._refused(record, pod) if phase == "Failed" and code == EXIT_REFUSED else None,
         )
+
+    def _refused(self, record: ClusterRecord, pod: PodRecord) -> str:
+        """Why the pod's broker refused to start: its marked line at the end of the pod's log."""
+        path = self.store.pod_dir(record.name, pod.index) / process.LOG_FILE
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, handle.seek(0, os.SEEK_END) - LOG_TAIL))
+                tail = handle.read().decode(errors="replace")
+        except OSError:
+            tail = ""
+        found = refusal_reason(tail)
+        return found or f"exit {EXIT_REFUSED}, see `minicluster logs {record.name} {pod.index}`"
 
     def _actual_milli(self, record: ClusterRecord, pod: PodRecord) -> int | None:
         """What the kernel applies now, converted back to a request (cgroup weight, or nice level)."""

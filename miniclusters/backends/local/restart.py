@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.refused import EXIT_REFUSED
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.local.supervisor import (
     BACKOFF_LIMIT_EXCEEDED,
@@ -58,7 +59,8 @@ def policy_for(
     """Pods restart under OnFailure and Never (the Job recreates a failed index). The lead of a cluster that runs
     a command does not: its exit code is the cluster's result, and a restart would run the command again. The
     lead of an interactive cluster runs nothing of the user's, so its failure is the broker's: it restarts,
-    replays its job journal, and the followers (which keep retrying) rejoin it."""
+    replays its job journal, and the followers (which keep retrying) rejoin it. A broker that refused its input
+    (broker/refused.py: the archive of `up --restore`) is never restarted: the same input fails the same way."""
     restarts = restart_policy in ("OnFailure", "Never")
     return RestartPolicy(
         restart=restarts and (index != 0 or interactive),
@@ -68,6 +70,7 @@ def policy_for(
         cgroup_procs=str(cgroup_procs) if cgroup_procs else None,
         delay=delay,
         max_delay=max(MAX_DELAY, delay),
+        permanent=(EXIT_REFUSED,),
     )
 
 

@@ -54,13 +54,17 @@ class RestartPolicy:
     delay: float = 1.0
     """First back-off in seconds (the kubelet uses 10 s); doubled per restart of this pod."""
     max_delay: float = 60.0
+    permanent: tuple[int, ...] = ()
+    """Exit codes no restart can change (the broker refused its input, broker/refused.py): the pod fails."""
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
     def from_env(cls, text: str) -> RestartPolicy:
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        data["permanent"] = tuple(data.get("permanent", ()))
+        return cls(**data)
 
 
 def backoff_delay(restarts: int, delay: float, max_delay: float) -> float:
@@ -184,6 +188,13 @@ class Supervisor:
             if rc == 0 or self.stopping or self.policy is None or not self.policy.restart:
                 return self._finish(rc, None)
             policy = self.policy
+            if rc in policy.permanent:
+                print(
+                    f"[supervisor] container exited {rc}: it refused its input for good; not restarting",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return self._finish(rc, None)
             killed = kill_pod_processes(os.getsid(0), policy.cgroup_procs)
             allowed, failures = claim_failure(Path(policy.failures_file), policy.backoff_limit)
             if not allowed:
