@@ -51,15 +51,15 @@ def test_multiplex_packs_two_simulations_in_place_with_no_restarts(mc, machine: 
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert [s["state"] for s in summary["simulations"]] == ["finished", "finished"]
+    assert [s["state"] for s in summary["simulations"]] == ["done", "done"]
     assert all(s["mean_duty"] is not None and s["mean_duty"] < 0.5 for s in summary["simulations"])
     assert summary["restarts"] == 0 and summary["same_pids"] is True
     assert summary["resizes"] >= 2
     events = list(read_events(timeline.with_suffix(".jsonl")))
     kinds = [e["kind"] for e in events]
-    assert kinds.count("profiled") == 2 and kinds.count("finished") == 2
+    assert kinds.count("profiled") == 2 and kinds.count("done") == 2
     # the second simulation ran beside the first: packed, not queued behind it
-    first_end = min(e["t"] for e in events if e["kind"] == "finished")
+    first_end = min(e["t"] for e in events if e["kind"] == "done")
     second_start = [e["t"] for e in events if e["kind"] == "running" and e["sim"] == "sim2"]
     assert second_start and second_start[0] < first_end
     # every resize was answered in place; job cgroups got weights following need
