@@ -21,9 +21,11 @@ def state_file(backend: str, name: str) -> Path:
 
 
 def save_state(path: Path, fields: dict[str, Any]) -> None:
-    """Write the loop's state (with our pid and the time) so a reader never sees half of it."""
+    """Write the loop's state (with our pid and the time) so a reader never sees half of it. The folder is made
+    by the loop's lock; when it is gone (the whole state directory was removed), nothing is written back."""
+    if not path.parent.is_dir():
+        return
     state = {"pid": os.getpid(), "updated": time.time(), **fields}
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=2, default=str))
     tmp.replace(path)

@@ -21,23 +21,38 @@ def drain_report(backend: Backend, status: ClusterStatus) -> list[dict[str, str]
 
     if status.ranks_up is None or status.finished:
         return None
-    try:
-        answer = backend.exec(status.name, 0, ["flux", "resource", "demand"])
-    except BackendError:
-        return None
-    if answer.rc != 0:
-        return None
-    try:
-        data = json.loads(answer.stdout)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = _queue_state(backend, status.name)
+    if data is None:
         return None
     hostnames = [pod.name for pod in sorted(status.pods, key=lambda p: p.index)]
     return [
         {"since": since, "state": state, "ranks": ranks, "reason": reason, "hosts": hosts}
         for since, state, ranks, reason, hosts in drain_rows(data, hostnames)
     ]
+
+
+def _queue_state(backend: Backend, name: str) -> dict[str, Any] | None:
+    """`flux resource demand` of the lead: over its socket on this machine (no process started in a pod with a
+    small CPU request), else run in the lead pod."""
+    from broker.client import Handle
+    from broker.errors import FluxError
+
+    lead_uri = getattr(backend, "lead_uri", None)
+    if lead_uri is not None:
+        try:
+            with Handle(lead_uri(name)) as handle:
+                return handle.rpc("job-manager.queue-state", {}, nodeid=0, timeout=5.0)
+        except (FluxError, OSError, BackendError):
+            return None
+    try:
+        answer = backend.exec(name, 0, ["flux", "resource", "demand"])
+    except BackendError:
+        return None
+    try:
+        data = json.loads(answer.stdout) if answer.rc == 0 else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def print_drains(drains: list[dict[str, str]]) -> None:

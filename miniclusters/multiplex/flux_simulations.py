@@ -203,7 +203,7 @@ class FluxSimulations:
                 text = self.read_text(self.sim_dir(sim) / "error.txt")
             except OSError:
                 text = ""
-            lines = [line.rstrip() for line in text.splitlines() if line.strip()][:ERROR_LINES]
+            lines = [line.strip() for line in text.splitlines() if any(c.isalnum() for c in line)][:ERROR_LINES]
             if lines:
                 words += "; error: " + " | ".join(lines)
         return words
