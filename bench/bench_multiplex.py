@@ -115,8 +115,8 @@ def equal_run(
                 sims.cancel(other, "bench run timed out")
             raise RunFailed(f"not finished after 400 s (finished: {sorted(ends)})")
         for sim, view in sims.observe().items():
-            if view.state in ("finished", "failed") and sim not in ends:
-                if view.state == "failed":
+            if view.state in ("done", "failed", "cancelled", "timeout") and sim not in ends:
+                if view.state != "done":
                     for other in sims.jobs:
                         sims.cancel(other, "bench run failed")
                     raise RunFailed(f"{sim} failed: {view.reason}")
@@ -137,7 +137,7 @@ def controller_run(n: int, command: str, workdir: Path, overhead: str, *extra: s
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     events = list(read_events(timeline.with_suffix(".jsonl")))
     submitted = [e["t"] for e in events if e["kind"] == "submitted"]
-    finished = [e["t"] for e in events if e["kind"] == "finished"]
+    finished = [e["t"] for e in events if e["kind"] == "done"]
     if len(finished) != n:
         raise RunFailed(f"controller run N={n}: {len(finished)} of {n} simulations finished")
     first_end = min(finished)

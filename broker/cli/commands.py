@@ -43,18 +43,20 @@ def resource() -> None:
 
 
 def resource_rows(
-    status: dict[str, Any], allocated: dict[int, int] | None = None
+    status: dict[str, Any], allocated: dict[int, int] | None = None, drained: set[int] | None = None
 ) -> list[tuple[str, int, int, int, str]]:
     """(state, nnodes, ncores, ngpus, nodelist) rows as `flux resource list` prints them.
 
     `allocated` is cores held by running jobs per rank; a rank partly in use appears in both the free and
-    the allocated row, with its cores split, as in Flux.
+    the allocated row, with its cores split, as in Flux. A drained rank that is up is never free: its cores no
+    job holds are in a "drained" row (printed only when some rank is drained), as flux-core never schedules them.
     """
     from .. import idset
 
     reports = {int(k): v for k, v in status["reports"].items()}
     hostnames: list[str] = status["hostnames"]
     allocated = allocated or {}
+    drained = drained or set()
     # A rank that never reported (its pod not started yet, or removed by a scale-down) still has its cores in
     # the instance's configured R, and Flux lists them as down: the pods of one cluster are alike, so count it
     # like the others rather than as 0 cores.
@@ -66,15 +68,20 @@ def resource_rows(
 
     up = idset.decode(status["up"])
     used = {rank: min(allocated.get(rank, 0), ncores(rank)) for rank in up}
-    free = [rank for rank in up if used[rank] < ncores(rank)]
+    idle = [rank for rank in up if used[rank] < ncores(rank)]
+    free = [rank for rank in idle if rank not in drained]
+    held = [rank for rank in idle if rank in drained]
     busy = [rank for rank in up if used[rank]]
     down = idset.decode(status["down"])
     rows = []
     for state, ranks, cores in (
         ("free", free, sum(ncores(r) - used[r] for r in free)),
         ("allocated", busy, sum(used[r] for r in busy)),
+        ("drained", held, sum(ncores(r) - used[r] for r in held)),
         ("down", down, sum(ncores(r) for r in down)),
     ):
+        if state == "drained" and not ranks:
+            continue
         rows.append((state, len(ranks), cores, 0, compress_hosts([hostnames[r] for r in ranks])))
     return rows
 
@@ -92,12 +99,21 @@ def _allocated() -> dict[int, int]:
     return held
 
 
+def _queue_state() -> dict[str, Any]:
+    """The job manager's queue in ranks (`flux resource demand`); empty when it is not loaded here."""
+    try:
+        return _rpc("job-manager.queue-state")
+    except click.ClickException:
+        return {}
+
+
 @resource.command("list")
 def resource_list() -> None:
-    """Free, allocated and down nodes and cores."""
+    """Free, allocated, drained and down nodes and cores."""
     status = _rpc("resource.status")
+    drained = {int(rank) for rank in _queue_state().get("drained", [])}
     click.echo(f"{'STATE':>10} {'NNODES':>6} {'NCORES':>8} {'NGPUS':>8} NODELIST")
-    for state, nnodes, ncores, ngpus, nodelist in resource_rows(status, _allocated()):
+    for state, nnodes, ncores, ngpus, nodelist in resource_rows(status, _allocated(), drained):
         click.echo(f"{state:>10} {nnodes:>6} {ncores:>8} {ngpus:>8} {nodelist}".rstrip())
 
 
@@ -172,40 +188,85 @@ def resource_r() -> None:
     click.echo(json.dumps(_rpc("resource.R")))
 
 
-@resource.command("drain")
-@click.argument("ranks", default="")
-@click.option("--set", "exact", is_flag=True, help="Drain exactly RANKS (empty: undrain every rank).")
-def resource_drain(ranks: str, exact: bool) -> None:
-    """Give no new jobs to RANKS (an idset, e.g. 2-3); jobs running there finish. Prints the drained ranks."""
+def drain_rows(state: dict[str, Any], hostnames: list[str]) -> list[tuple[str, str, str, str, str]]:
+    """(timestamp, state, ranks, reason, nodelist) rows as flux-core's `flux resource drain` lists them: ranks
+    with one reason and one state together; "draining" while a job still runs there, else "drained"."""
+    from .. import idset
+
+    busy = {int(r) for job in state.get("running", []) for r in job.get("ranks", [])}
+    groups: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for key, entry in (state.get("drain") or {}).items():
+        rank = int(key)
+        word = "draining" if rank in busy else "drained"
+        groups.setdefault((word, str(entry.get("reason", ""))), []).append((rank, float(entry.get("timestamp", 0))))
+    rows = []
+    for (word, reason), members in sorted(groups.items(), key=lambda item: min(r for r, _ in item[1])):
+        ranks = sorted(r for r, _ in members)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(max(t for _, t in members)))
+        hosts = compress_hosts([hostnames[r] for r in ranks if r < len(hostnames)])
+        rows.append((stamp, word, idset.encode(ranks), reason, hosts))
+    return rows
+
+
+def _ranks(ranks: str) -> list[int]:
     from .. import idset
 
     try:
-        wanted = set(idset.decode(ranks)) if ranks else set()
+        return sorted(idset.decode(ranks)) if ranks else []
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="RANKS") from None
-    if not exact:
-        wanted |= set(_rpc("job-manager.queue-state")["drained"])
-    answer = _rpc("job-manager.drain", {"ranks": sorted(wanted)})
+
+
+@resource.command("drain")
+@click.argument("ranks", required=False, default=None)
+@click.argument("reason", nargs=-1)
+@click.option("-f", "--force", is_flag=True, help="Drain ranks already drained too, replacing their reason.")
+@click.option("-u", "--update", is_flag=True, help="Drain only the ranks not drained yet; keep the others' reason.")
+@click.option(
+    "--set",
+    "exact",
+    is_flag=True,
+    help="RANKS become exactly the ranks drained with REASON: those drained with it and not in RANKS are "
+    "undrained, ranks drained for another reason are left alone (how a controller keeps its own drains).",
+)
+def resource_drain(ranks: str | None, reason: tuple[str, ...], force: bool, update: bool, exact: bool) -> None:
+    """Give no new jobs to RANKS (an idset, e.g. 2-3) because of REASON; jobs running there finish.
+
+    Without RANKS, list the drained ranks: time, state (draining while a job still runs there), ranks, reason
+    and nodes. A rank already drained is refused unless --force or --update. Prints the answer as JSON.
+    """
+    if ranks is None:
+        if reason or force or update or exact:
+            raise click.UsageError("RANKS is required to drain (without it, the drained ranks are listed)")
+        state = _rpc("job-manager.queue-state")
+        hostnames = list(_rpc("resource.status").get("hostnames", []))
+        click.echo(f"{'TIMESTAMP':<20} {'STATE':<8} {'RANK':<8} {'REASON':<30} NODELIST")
+        for stamp, word, ids, why, hosts in drain_rows(state, hostnames):
+            click.echo(f"{stamp:<20} {word:<8} {ids:<8} {why:<30} {hosts}".rstrip())
+        return
+    if sum((force, update, exact)) > 1:
+        raise click.UsageError("--force, --update and --set go alone")
+    mode = "replace" if exact else "force" if force else "update" if update else "drain"
+    wanted = _ranks(ranks)
+    if not wanted and mode != "replace":
+        raise click.BadParameter("no ranks given", param_hint="RANKS")
+    answer = _rpc("job-manager.drain", {"ranks": wanted, "reason": " ".join(reason), "mode": mode})
     click.echo(json.dumps(answer))
 
 
 @resource.command("undrain")
 @click.argument("ranks")
 def resource_undrain(ranks: str) -> None:
-    """Let RANKS take new jobs again."""
-    from .. import idset
-
-    try:
-        leaving = set(idset.decode(ranks))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="RANKS") from None
-    drained = set(_rpc("job-manager.queue-state")["drained"]) - leaving
-    click.echo(json.dumps(_rpc("job-manager.drain", {"ranks": sorted(drained)})))
+    """Let RANKS take new jobs again (each must be drained)."""
+    wanted = _ranks(ranks)
+    if not wanted:
+        raise click.BadParameter("no ranks given", param_hint="RANKS")
+    click.echo(json.dumps(_rpc("job-manager.drain", {"ranks": wanted, "mode": "undrain"})))
 
 
 @resource.command("demand")
 def resource_demand() -> None:
-    """The queue in nodes, as JSON: pending jobs' node needs, running jobs' ranks, drained ranks (autoscalers)."""
+    """The queue in nodes, as JSON: pending jobs' node needs, running jobs' ranks, drained ranks and why."""
     click.echo(json.dumps(_rpc("job-manager.queue-state")))
 
 

@@ -1,17 +1,20 @@
 """The lead's queue in ranks for autoscalers (`job-manager.queue-state`) and draining ranks (`job-manager.drain`).
 
-A drained rank takes no new jobs; the jobs running on it finish normally. The lead (rank 0) cannot be drained:
-it is never removed by scaling.
+A drained rank takes no new jobs; the jobs running on it finish normally. Each drain keeps its reason and time
+(`broker/modules/drains.py`), so `flux resource drain` lists them as flux-core does and a controller undrains only
+the ranks it drained itself. The lead (rank 0) cannot be drained: it is never removed by scaling.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from errno import EINVAL
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..service import Request, ServiceError
+from .drains import DRAIN_MODES, DrainError, DrainMode
 from .scheduler import Scheduler
 
 
@@ -62,21 +65,34 @@ def register(jm: JobManager) -> None:
             }
             for jobid in jm.execs
         ]
-        return {"pending": pending, "running": running, "drained": sorted(jm.sched.drained)}
+        return {
+            "pending": pending,
+            "running": running,
+            "drained": sorted(jm.sched.drained),
+            "drain": jm.sched.drains.as_json(),
+        }
 
     def drain(req: Request) -> dict[str, Any]:
+        """Drain or undrain ranks: `ranks`, `reason` (free text) and `mode` (DrainTable.apply; default "exact")."""
         ranks = req.get("ranks", list)
+        reason = req.get("reason", str, required=False, default="")
+        mode = req.get("mode", str, required=False, default="exact")
+        if mode not in DRAIN_MODES:
+            raise ServiceError(EINVAL, f"job-manager.drain: unknown mode {mode!r} (expected {', '.join(DRAIN_MODES)})")
         if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
             raise ServiceError(EINVAL, "job-manager.drain: 'ranks' must be a list of integers")
-        if 0 in ranks:
+        if 0 in ranks and mode != "undrain":
             raise ServiceError(EINVAL, "job-manager.drain: rank 0 (the lead) is never drained")
-        bad = [r for r in ranks if not 0 < r < jm.b.size]
+        bad = [r for r in ranks if not 0 <= r < jm.b.size]
         if bad:
             raise ServiceError(EINVAL, f"job-manager.drain: no such rank {bad[0]} (instance size {jm.b.size})")
-        jm.sched.drained = frozenset(ranks)
+        try:
+            jm.sched.drains.apply(cast(DrainMode, mode), ranks, reason, time.time())
+        except DrainError as exc:
+            raise ServiceError(EINVAL, f"job-manager.drain: {exc}") from None
         jm.kick_sched()
         busy = sorted({r for jobid in jm.execs for r in jm.jobs[jobid].ranks} & set(ranks))
-        return {"drained": sorted(ranks), "busy": busy}
+        return {"drained": sorted(jm.sched.drained), "busy": busy}
 
     jm.b.register("job-manager.queue-state", queue_state)
     jm.b.register("job-manager.drain", drain)

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from elasticity.policy.allocate import NodeCapacity, never_fits
+from elasticity.policy.allocate import NodeCapacity, allocate, never_fits
 from elasticity.policy.queue import QUEUE_POLICIES, Plan, QueuePolicy, Running, Snapshot, Waiting, plan
 
 from .. import idset
 from ..jobs.jobspec import ResourceRequest
 from ..membership import UP
+from .drains import DrainTable
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -26,13 +27,18 @@ if TYPE_CHECKING:
 class Scheduler:
     """Node/core allocation for the job manager with a pluggable queue policy (fcfs, easy)."""
 
-    def __init__(self, broker: Broker, policy: str) -> None:
+    def __init__(self, broker: Broker, policy: str, drains: DrainTable | None = None) -> None:
         if policy not in QUEUE_POLICIES:
             raise ValueError(f"sched.queue-policy: unknown policy {policy!r} (expected {', '.join(QUEUE_POLICIES)})")
         self.b = broker
         self.policy: QueuePolicy = "easy" if policy == "easy" else "fcfs"
-        self.drained: frozenset[int] = frozenset()
+        self.drains = drains if drains is not None else DrainTable()
+        """Drained ranks and why (kept across a policy change: pass the old scheduler's table)."""
+
+    @property
+    def drained(self) -> frozenset[int]:
         """Ranks that take no new jobs (an autoscaler drains them before a scale-down removes them)."""
+        return self.drains.ranks
 
     def nodes(self) -> dict[int, NodeCapacity]:
         out: dict[int, NodeCapacity] = {}
@@ -46,11 +52,16 @@ class Scheduler:
         return never_fits(request, self.nodes(), self.b.size)
 
     def plan(
-        self, queue: Iterable[Waiting], running: Iterable[tuple[int, Mapping[int, list[int]], float, float]]
+        self,
+        queue: Iterable[Waiting],
+        running: Iterable[tuple[int, Mapping[int, list[int]], float, float]],
+        drained: frozenset[int] | None = None,
     ) -> Plan:
-        """running: (jobid, allocation, t_run, duration) of every job holding resources."""
+        """running: (jobid, allocation, t_run, duration) of every job holding resources; `drained` overrides the
+        drained ranks (what would start were none drained)."""
         nodes = self.nodes()
-        free = {rank: node.cores for rank, node in nodes.items() if node.up and rank not in self.drained}
+        skip = self.drained if drained is None else drained
+        free = {rank: node.cores for rank, node in nodes.items() if node.up and rank not in skip}
         held: list[Running] = []
         for jobid, allocation, t_run, duration in running:
             for rank, cores in allocation.items():
@@ -60,3 +71,21 @@ class Scheduler:
             held.append(Running(jobid, {r: list(c) for r, c in allocation.items()}, end))
         snapshot = Snapshot(nodes=nodes, free=free, running=held, now=time.time())
         return plan(list(queue), snapshot, self.policy)
+
+    def held_by_drains(
+        self, queue: list[Waiting], running: Sequence[tuple[int, Mapping[int, list[int]], float, float]]
+    ) -> set[int]:
+        """The jobs of `queue` (none of which start now) that wait because ranks are drained: they would start
+        now were no rank drained, or they need more than the undrained ranks have even when idle."""
+        if not self.drained or not queue:
+            return set()
+        would = {jobid for jobid, _ in self.plan(queue, running, drained=frozenset()).start}
+        nodes = self.nodes()
+        idle_all = {rank: node.cores for rank, node in nodes.items() if node.up}
+        idle_undrained = {rank: cores for rank, cores in idle_all.items() if rank not in self.drained}
+        for job in queue:
+            if job.jobid in would:
+                continue
+            if allocate(job.request, idle_undrained, nodes) is None and allocate(job.request, idle_all, nodes):
+                would.add(job.jobid)
+        return would

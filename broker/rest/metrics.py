@@ -40,15 +40,20 @@ def compute_metrics(
     reports = {int(rank): report for rank, report in dict(resources.get("reports", {})).items()}
     cores_up = sum(int(reports[rank].get("ncores", 0)) for rank in up if rank in reports)
     busy_ranks: set[int] = set()
-    cores_used = 0
+    used: dict[int, int] = {}
     for job in queue_state.get("running", []):
         busy_ranks.update(int(r) for r in job.get("ranks", []))
-        cores_used += sum(int(n) for rank, n in dict(job.get("cores", {})).items() if int(rank) in up)
+        for rank, n in dict(job.get("cores", {})).items():
+            used[int(rank)] = used.get(int(rank), 0) + int(n)
+    cores_used = sum(n for rank, n in used.items() if rank in up)
+    # a drained rank takes no new jobs: none of it is free (as `flux resource list` shows it)
+    drained = {int(r) for r in queue_state.get("drained", [])} & up
+    held = sum(max(0, int(reports.get(r, {}).get("ncores", 0)) - used.get(r, 0)) for r in drained)
     states = dict(stats.get("states", {}))
     values = {
         "node_up_count": len(up),
-        "node_free_count": len(up - busy_ranks),
-        "node_cores_free_count": max(0, cores_up - cores_used),
+        "node_free_count": len(up - busy_ranks - drained),
+        "node_cores_free_count": max(0, cores_up - cores_used - held),
         "node_cores_up_count": cores_up,
     }
     for state in JOB_STATES:

@@ -4,6 +4,11 @@ The plan is :func:`elasticity.policy.autoscale.plan_autoscale` (pure); this loop
 step to step, tells the queue which ranks to drain, scales through the Actuator, and logs every decision and
 a ``sample`` per step (size, pending and running jobs) to the JSON-lines event log that the timeline PNG is
 drawn from. The clock is passed in, so the same loop runs live and over a virtual clock.
+
+Which ranks the loop holds drained is read back from the queue at every step (the lead keeps them with the
+loop's drain reason, :data:`DRAIN_REASON`), never remembered in the process: a loop that was killed mid-drain
+and is started again (or replaced) finds the ranks it drained and undrains them, and ranks drained for any
+other reason (an operator's) are never touched.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from elasticity.control.events import EventLog
 from elasticity.control.ports import Actuator, ActuatorError, Observer
 from elasticity.policy.autoscale import AutoscaleMemory, AutoscaleOptions, QueueView, ScalePlan, plan_autoscale
 
+DRAIN_REASON = "autoscaler: draining for a scale-down"
+"""The reason an autoscaler drains ranks with (`flux resource drain` lists it): what marks a drain as its own."""
+
 
 @runtime_checkable
 class QueuePort(Protocol):
@@ -25,7 +33,8 @@ class QueuePort(Protocol):
     def queue(self, name: str) -> QueueView: ...
 
     def drain(self, name: str, ranks: frozenset[int]) -> None:
-        """Give no new jobs to exactly these ranks from now on (empty: every rank takes jobs again)."""
+        """The ranks drained by this controller become exactly these (empty: it undrains all of its own).
+        Ranks drained for another reason keep their drain."""
         ...
 
 
@@ -40,6 +49,12 @@ class Autoscaler:
     log: EventLog | None = None
     memory: AutoscaleMemory = field(default_factory=AutoscaleMemory)
     draining: frozenset[int] = frozenset()
+    """The ranks this loop holds drained, as the queue last reported them."""
+    stepped: bool = False
+    size: int | None = None
+    """The cluster's size when last seen (after this loop's own scale)."""
+    last: dict[str, object] | None = None
+    """The last event other than a sample (for status lines)."""
 
     def step(self) -> ScalePlan:
         """One observe -> plan -> act round; a refused or failed scale is logged and retried next step."""
@@ -47,11 +62,9 @@ class Autoscaler:
         queue = self.queue.queue(self.name)
         now = self.clock()
         plan = plan_autoscale(queue, view.size, view.sizes, self.options, self.memory, now)
+        self.size = view.size
         self._sample(view.size, queue, plan.wanted)
-        if plan.drain != self.draining:
-            self.queue.drain(self.name, plan.drain)
-            self.draining = plan.drain
-            self._log("drain", ranks=sorted(plan.drain), reason=plan.reason)
+        self._converge(queue, plan)
         if plan.size is not None and plan.size != view.size:
             self._log("decision", size=plan.size, reason=plan.reason)
             try:
@@ -60,11 +73,27 @@ class Autoscaler:
                 self._log("error", error=str(exc))
                 return plan
             self._log("scaled", previous=result.previous, size=result.size)
+            self.size = result.size
             if self.draining:
                 self.queue.drain(self.name, frozenset())  # the drained ranks are gone
                 self.draining = frozenset()
         self.memory = plan.memory
         return plan
+
+    def _converge(self, queue: QueueView, plan: ScalePlan) -> None:
+        """Make the ranks the lead holds drained for this loop the plan's (less those drained by others)."""
+        mine = plan.drain - (queue.draining - queue.owned)
+        first = not self.stepped
+        if mine != queue.owned:
+            self.queue.drain(self.name, mine)
+        self.draining, self.stepped = mine, True
+        if mine == queue.owned:
+            return
+        left = queue.owned - mine
+        if first and left:
+            self._log("undrain", ranks=sorted(left), reason="drained by an earlier autoscaler of this cluster")
+        if mine or not first:
+            self._log("drain", ranks=sorted(mine), reason=plan.reason)
 
     def record(self) -> None:
         """Log one sample without acting (the final state, so the timeline ends where the cluster is)."""
@@ -99,5 +128,7 @@ class Autoscaler:
         return steps
 
     def _log(self, kind: str, **fields: object) -> None:
+        if kind != "sample":
+            self.last = {"kind": kind, **fields}
         if self.log is not None:
             self.log.write(kind, cluster=self.name, **fields)

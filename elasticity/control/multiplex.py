@@ -18,7 +18,12 @@ Phases (REFERENCE.md section 6, plus what the paper left out):
    most 25% of its request, one step per interval.
 Failures: a Deferred resize is retried with exponential back-off and packing waits; an Infeasible one caps
 that pod's plan at what it has and packing stops; a simulation whose pods never start is cancelled after
-`start_timeout` and its CPU returned; a finished one releases its CPU; pod restarts are counted.
+`start_timeout` and its CPU returned; a finished one releases its CPU; pod restarts are counted; a simulation
+that failed because a pod was lost (a follower killed) is resubmitted, at most `max_retries` times.
+
+Every simulation ends in exactly one of done, failed (with its reason), cancelled or timeout, decided in one
+place (`_end`) and logged once as an event of that name; `stop` ends the ones still running when the controller
+stops (timed out, interrupted, `minicluster down`) and says so in a last `controller-stop` event.
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from elasticity.control.multiplex_types import (
+    TERMINAL,
     Action,
     CancelSimulation,
     MultiplexConfig,
@@ -39,7 +45,9 @@ from elasticity.control.multiplex_types import (
     ResizePods,
     SetJobShares,
     SimRecord,
+    SimulationView,
     StartSimulation,
+    Terminal,
 )
 from elasticity.model.throughput import Geometry, ThroughputModel, fit_beta
 from elasticity.policy.fairness import fairness_step, progress_ratio
@@ -119,13 +127,59 @@ class MultiplexPlanner:
             return None
         return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
 
+    # ------------------------------------------------------------------ how a simulation ends
+    def _end(self, rec: SimRecord, state: Terminal, now: float, reason: str = "") -> bool:
+        """The one place a simulation's end is decided: exactly one of TERMINAL, once (a later verdict, e.g. the
+        job's own CANCELED after the controller timed it out, is ignored). Returns False when it had ended."""
+        if state not in TERMINAL:
+            raise ValueError(f"{state!r} is not how a simulation ends ({', '.join(TERMINAL)})")
+        if rec.state in TERMINAL:
+            return False
+        rec.state, rec.finished_at, rec.reason, rec.failing_since = state, now, reason, None
+        makespan = round(now - (rec.started_at or rec.submitted_at), 3)
+        self._event(now, state, sim=rec.sim, makespan=makespan, iterations=rec.iterations, reason=reason)
+        return True
+
+    def stop(self, now: float, state: Terminal, reason: str) -> list[CancelSimulation]:
+        """The controller stops (timed out, interrupted): every simulation still pending or running ends as
+        `state`; returns the cancels to carry out. Nothing starts afterwards."""
+        cancels = [CancelSimulation(rec.sim, reason) for rec in self.active()]
+        for rec in self.active():
+            self._end(rec, state, now, reason)
+        self.blocked = self.blocked or f"the controller stopped: {reason}"
+        self.phase = "done"
+        self._event(now, "controller-stop", state=state, reason=reason, cancelled=[c.sim for c in cancels])
+        return cancels
+
+    def _failed(self, rec: SimRecord, view: SimulationView, now: float, actions: list[Action]) -> bool:
+        """A failed job: resubmit it when a pod was lost under it (bounded); otherwise wait `failure_grace` for
+        such a sign (a pod's restart is counted after its back-off) before it ends failed. True: not ended."""
+        cfg = self.config
+        lost = view.lost or rec.pod_down or self.restarts > rec.restarts_at_submit
+        if lost and rec.retries < cfg.max_retries:
+            rec.retries += 1
+            self._event(now, "retry", sim=rec.sim, attempt=rec.retries + 1, reason=view.reason)
+            rec.state, rec.started_at, rec.failing_since = "pending", None, None
+            rec.samples.clear()
+            self._resubmitted(rec, now)
+            actions.append(StartSimulation(rec.sim, cfg.profile_iterations))
+            return True
+        if not lost:
+            rec.failing_since = now if rec.failing_since is None else rec.failing_since
+            if now - rec.failing_since < cfg.failure_grace:
+                return True
+        why = view.reason + (f"; a pod was lost, given up after {rec.retries} retries" if lost else "")
+        self._end(rec, "failed", now, why)
+        return False
+
+    def _resubmitted(self, rec: SimRecord, now: float) -> None:
+        rec.submitted_at, rec.restarts_at_submit, rec.pod_down = now, self.restarts, False
+
     # ------------------------------------------------------------------ the answers to our actions
     def simulation_started(self, sim: str, now: float, ok: bool, reason: str = "") -> None:
         rec = self.sims[sim]
         if not ok:
-            rec.state = "failed"
-            rec.finished_at = now
-            self._event(now, "start-failed", sim=sim, reason=reason)
+            self._end(rec, "failed", now, f"could not be submitted: {reason}")
 
     def resize_answered(self, now: float, answers: Mapping[int, tuple[ResizeAnswer, str]]) -> None:
         """Per-pod answers to the last ResizePods: Deferred -> back off and retry; Infeasible -> cap the plan."""
@@ -171,6 +225,9 @@ class MultiplexPlanner:
         if obs.restarts > self.restarts:
             self._event(now, "pod-restart", total=obs.restarts)
         self.restarts = max(self.restarts, obs.restarts)
+        if obs.pods_down:
+            for rec in self.active():
+                rec.pod_down = True
         for pod in obs.pods_down:
             if pod not in self.pods_down:
                 self.pods_down.add(pod)
@@ -251,32 +308,30 @@ class MultiplexPlanner:
             self._submit(name, now, equal_demand(name, cfg.block_placement(), cfg.equal_per_rank_m), actions)
             changed.add("first simulation")
         running_now = self.running_count()
-        for rec in self.sims.values():
+        for rec in list(self.sims.values()):
             view = obs.simulations.get(rec.sim)
-            if view is None or rec.state in ("finished", "failed"):
+            if view is None or rec.state in TERMINAL:
                 continue
+            if view.iterations is not None:
+                rec.iterations = view.iterations
             if view.state == "running" and rec.state == "pending":
                 rec.state = "running"
                 rec.started_at = now
                 self._event(now, "running", sim=rec.sim)
-            if view.state in ("finished", "failed"):
-                rec.state = view.state
-                rec.finished_at = now
-                self._event(
-                    now,
-                    view.state,
-                    sim=rec.sim,
-                    makespan=round(now - (rec.started_at or rec.submitted_at), 3),
-                    reason=view.reason,
-                )
-                changed.add(f"{rec.sim} {view.state}")
+            if view.state in TERMINAL:
+                if view.state != "failed":
+                    self._end(rec, cast(Terminal, view.state), now, "" if view.state == "done" else view.reason)
+                elif self._failed(rec, view, now, actions):
+                    if rec.state == "pending":
+                        changed.add(f"{rec.sim} resubmitted")
+                    continue  # resubmitted, or waiting for a sign of a lost pod
+                changed.add(f"{rec.sim} {rec.state}")
                 continue
+            rec.failing_since = None
             if rec.state == "pending" and now - rec.submitted_at > cfg.start_timeout:
-                rec.state = "failed"
-                rec.finished_at = now
                 why = f"not running {cfg.start_timeout:g}s after submission (partial deployment); cancelled"
                 actions.append(CancelSimulation(rec.sim, why))
-                self._event(now, "cancelled", sim=rec.sim, reason=why)
+                self._end(rec, "cancelled", now, why)
                 changed.add(f"{rec.sim} cancelled")
                 continue
             if view.iterations is not None and rec.state == "running":
@@ -310,7 +365,7 @@ class MultiplexPlanner:
         return SimulationDemand(sim, pod_need_from_ranks(need, profile.placement))
 
     def _submit(self, name: str, now: float, demand: SimulationDemand, actions: list[Action]) -> None:
-        self.sims[name] = SimRecord(name, now, replace(demand, sim=name))
+        self.sims[name] = SimRecord(name, now, replace(demand, sim=name), restarts_at_submit=self.restarts)
         self._noted = None
         actions.append(StartSimulation(name, self.config.profile_iterations))
         self._event(now, "start", sim=name, concurrent=len(self.active()))
@@ -433,7 +488,7 @@ class MultiplexPlanner:
 
 
 def summary_rows(planner: MultiplexPlanner) -> list[dict[str, Any]]:
-    """One row per simulation for the closing table."""
+    """One row per simulation for the closing table: its end (or state so far), why, and its last iteration."""
     rows = []
     for rec in planner.sims.values():
         makespan = (rec.finished_at - rec.started_at) if rec.finished_at and rec.started_at else None
@@ -444,7 +499,14 @@ def summary_rows(planner: MultiplexPlanner) -> list[dict[str, Any]]:
                 "request_m": math.ceil(rec.demand.total_m),
                 "profiled": rec.profiled,
                 "makespan": makespan,
-                "iterations": rec.samples[-1][1] if rec.samples else None,
+                "iterations": rec.iterations,
+                "retries": rec.retries,
+                "reason": rec.reason,
             }
         )
     return rows
+
+
+def all_done(planner: MultiplexPlanner) -> bool:
+    """Every simulation started ended done (the controller's exit code is 0 only then)."""
+    return bool(planner.sims) and all(rec.state == "done" for rec in planner.sims.values())

@@ -15,7 +15,14 @@ from typing import Any
 from elasticity.control.events import EventLog
 from elasticity.control.multiplex import MultiplexPlanner
 from elasticity.control.multiplex_ports import JobShares, Simulations
-from elasticity.control.multiplex_types import CancelSimulation, Observation, ResizePods, SetJobShares, StartSimulation
+from elasticity.control.multiplex_types import (
+    CancelSimulation,
+    Observation,
+    ResizePods,
+    SetJobShares,
+    StartSimulation,
+    Terminal,
+)
 from elasticity.control.ports import Actuator, ActuatorError, ClusterView, Observer, Rejected
 
 
@@ -135,30 +142,44 @@ class MultiplexRunner:
             t=now,
             phase=self.planner.phase,
             running=sum(1 for s in self.planner.sims.values() if s.state == "running"),
-            finished=sum(1 for s in self.planner.sims.values() if s.state == "finished"),
+            finished=sum(1 for s in self.planner.sims.values() if s.state == "done"),
             requested_m=sum(obs.pod_requests_m.values()),
             beta=model.beta if model is not None else None,
             rates=rates,
         )
+
+    def stop(self, state: Terminal, reason: str) -> None:
+        """End every simulation still pending or running as `state` (cancelled, timeout), cancel their jobs and
+        write the events, so the log and the timeline close where the controller stopped."""
+        now = self._now()
+        for cancel in self.planner.stop(now, state, reason):
+            try:
+                self.simulations.cancel(cancel.sim, cancel.reason)
+            except Exception as exc:  # the end is recorded already; say that the job may still run
+                self.planner.events.append({"t": round(now, 3), "event": "cancel-failed", "sim": cancel.sim,
+                                            "reason": str(exc) or type(exc).__name__})  # fmt: skip
+        self._flush()
 
     def run(
         self,
         interval: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
         timeout: float | None = None,
+        stopping: Callable[[], str | None] = lambda: None,
     ) -> list[Progress]:
-        """Step until every simulation is done and no more will start (or `timeout` seconds pass)."""
+        """Step until every simulation is done and no more will start, `timeout` seconds pass (what runs ends
+        as timeout), or `stopping()` gives a reason (what runs is cancelled with it)."""
         history: list[Progress] = []
         while True:
+            why = stopping()
+            if why:
+                self.stop("cancelled", why)
+                return history
             progress = self.step()
             history.append(progress)
             if progress.phase == "done":
                 return history
             if timeout is not None and progress.t > timeout:
-                self.planner.events.append({"t": round(progress.t, 3), "event": "timeout", "after": timeout})
-                for sim, rec in self.planner.sims.items():
-                    if rec.state in ("pending", "running"):
-                        self.simulations.cancel(sim, f"controller timeout after {timeout:g}s")
-                self._flush()
+                self.stop("timeout", f"controller timeout after {timeout:g}s")
                 return history
             sleep(interval)

@@ -14,7 +14,10 @@ from typing import Literal
 from elasticity.policy.fairness import DEFAULT_FAIRNESS_THRESHOLD
 from elasticity.policy.multiplex_requests import SimulationDemand
 
-SimState = Literal["pending", "running", "finished", "failed"]
+SimState = Literal["pending", "running", "done", "failed", "cancelled", "timeout"]
+Terminal = Literal["done", "failed", "cancelled", "timeout"]
+TERMINAL: tuple[Terminal, ...] = ("done", "failed", "cancelled", "timeout")
+"""How a simulation ends: exactly one of these, decided once (MultiplexPlanner._end)."""
 Phase = Literal["profile", "resize", "pack", "fairness", "watch", "done"]
 ResizeAnswer = Literal["accepted", "in-progress", "deferred", "infeasible", "done"]
 
@@ -52,6 +55,10 @@ class MultiplexConfig:
     max_deferrals: int = 6
     prior_beta: float | None = None
     """beta used before two load levels were observed (None: pack on headroom alone until then)."""
+    max_retries: int = 2
+    """A simulation that failed because a pod was lost (a follower killed) is resubmitted at most this often."""
+    failure_grace: float = 5.0
+    """Seconds a failure with no sign of a lost pod waits for one (a restart is counted after its back-off)."""
 
     def __post_init__(self) -> None:
         if self.ranks < 1 or not self.pods or self.cores_per_node <= 0 or self.max_simulations < 1:
@@ -60,6 +67,8 @@ class MultiplexConfig:
             raise ValueError(f"fairness is a slowest/fastest ratio and must be >= 1, got {self.fairness}")
         if self.profile_iterations < 1:
             raise ValueError(f"profile iterations must be at least 1, got {self.profile_iterations}")
+        if self.max_retries < 0:
+            raise ValueError(f"retries must be at least 0, got {self.max_retries}")
 
     @property
     def total(self) -> int:
@@ -95,6 +104,9 @@ class SimulationView:
     """Iterations completed so far (solver log or profiler stream); None when unknown."""
     profile: Profile | None = None
     reason: str = ""
+    """Why it ended, in the job's words (state, exit code, exception, the first lines of its error output)."""
+    lost: bool = False
+    """It failed because a pod running its ranks was lost (the job's node-failure exception)."""
 
 
 @dataclass(frozen=True)
@@ -147,9 +159,20 @@ class SimRecord:
     profiled: bool = False
     started_at: float | None = None
     finished_at: float | None = None
-    state: str = "pending"
+    state: SimState = "pending"
     samples: list[tuple[float, int, int]] = field(default_factory=list)
     """(time, iterations, simulations running) observations, for rates."""
+    iterations: int | None = None
+    """The last iteration count observed (the final one once it ended)."""
+    reason: str = ""
+    """Why it ended (empty for done)."""
+    retries: int = 0
+    restarts_at_submit: int = 0
+    """Pod restarts counted when it was (re)submitted: more since then means a pod was lost under it."""
+    pod_down: bool = False
+    """A pod of the plan was seen down since it was (re)submitted."""
+    failing_since: float | None = None
+    """When its failure was first seen, while waiting `failure_grace` for a sign of a lost pod."""
 
 
 def parse_placement(hostnames: Sequence[str], pod_of_host: Mapping[str, int]) -> dict[int, tuple[int, ...]]:

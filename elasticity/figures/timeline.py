@@ -1,7 +1,7 @@
 """The multiplexing timeline (like the paper's Figure 7), drawn from the controller's JSON-lines event log.
 
 One row per simulation: waiting to start, profiling (until its profile arrived), solving; markers for resizes
-(Deferred/Infeasible answers in red), fairness adjustments and the end (finished, failed or cancelled). A
+(Deferred/Infeasible answers in red), fairness adjustments and the end (done, failed, cancelled or timeout). A
 bottom panel shows the total CPU requested over time against the allocatable CPU.
 """
 
@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+ENDS = ("done", "failed", "cancelled", "timeout")
+"""The events that end a simulation's row (the controller's terminal states)."""
 
 
 def timeline_rows(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -32,7 +35,7 @@ def timeline_rows(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, An
             row["running"] = t
         elif kind == "profiled":
             row["profiled"] = t
-        elif kind in ("finished", "failed", "cancelled", "start-failed"):
+        elif kind in ENDS:
             row["end"] = t
             row["end_kind"] = kind
     return rows
@@ -61,7 +64,7 @@ def write_timeline(events: list[Mapping[str, Any]], path: Path | str, allocatabl
         ax.barh(y, max(0.0, end - profiled), left=profiled, color=colors["solve"], height=0.5)
         for t in r["fairness"]:
             ax.plot([t], [y + 0.32], marker="v", color="tab:purple", markersize=6)
-        if r["end_kind"] in ("failed", "cancelled", "start-failed"):
+        if r["end_kind"] in ENDS and r["end_kind"] != "done":
             ax.plot([end], [y], marker="x", color="tab:red", markersize=9)
     resize_ok = [e["t"] for e in events if (e.get("kind") or e.get("event")) == "resize"]
     refused = [e["t"] for e in events if (e.get("kind") or e.get("event")) == "resize-answer"

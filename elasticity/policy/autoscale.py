@@ -36,9 +36,11 @@ class QueueView:
     running: tuple[tuple[int, ...], ...] = ()
     """The ranks of each running job."""
     draining: frozenset[int] = frozenset()
-    """Ranks the scheduler currently gives no new jobs."""
+    """Ranks the scheduler currently gives no new jobs (whoever drained them)."""
     pending_estimates: tuple[float, ...] = ()
     """Requested time of each pending job (seconds; missing or 0 = unlimited)."""
+    owned: frozenset[int] = frozenset()
+    """The draining ranks an autoscaler drained (its drain reason): the only ones a loop ever undrains."""
 
     @property
     def busy(self) -> frozenset[int]:

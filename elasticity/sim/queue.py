@@ -50,6 +50,9 @@ class SimulatedQueue:
     name: str
     jobs: dict[int, QueuedJob] = field(default_factory=dict)
     drained: frozenset[int] = frozenset()
+    """Ranks the autoscaler drained."""
+    foreign: frozenset[int] = frozenset()
+    """Ranks drained by someone else (an operator): the autoscaler's drains never touch them."""
     now: float = 0.0
 
     def submit(self, job_id: int, nodes: int, duration: float) -> None:
@@ -70,7 +73,7 @@ class SimulatedQueue:
         pending = sorted((j for j in self.jobs.values() if j.start is None), key=lambda j: (j.submit, j.id))
         running = [j for j in self.jobs.values() if j.start is not None and j.end is None]
         busy = frozenset(r for j in running for r in j.ranks)
-        free = frozenset(range(size)) - busy - self.drained
+        free = frozenset(range(size)) - busy - self.drained - self.foreign
         plan = plan_queue(
             [(j.nodes, j.duration) for j in pending],
             [(j.ranks, (j.start or 0.0) + j.duration) for j in running],
@@ -88,12 +91,14 @@ class SimulatedQueue:
         return QueueView(
             pending=tuple(j.nodes for j in pending),
             running=tuple(tuple(sorted(j.ranks)) for j in running),
-            draining=self.drained,
+            draining=self.drained | self.foreign,
             pending_estimates=tuple(j.duration for j in pending),
+            owned=self.drained,
         )
 
     def drain(self, name: str, ranks: frozenset[int]) -> None:
-        self.drained = frozenset(ranks)
+        """The autoscaler's drains become exactly `ranks` (ranks someone else drained keep their drain)."""
+        self.drained = frozenset(ranks) - self.foreign
 
     @property
     def finished(self) -> int:

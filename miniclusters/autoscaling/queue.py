@@ -1,5 +1,6 @@
 """The autoscaler's QueuePort over a backend: `flux resource demand` / `flux resource drain --set` run in the
-lead pod through the backend's exec (the only way controllers reach pods), so it works on every backend."""
+lead pod through the backend's exec (the only way controllers reach pods), so it works on every backend. Its
+drains carry the autoscaler's reason, which is how a restarted loop tells them from an operator's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from elasticity.control.autoscale import DRAIN_REASON
 from elasticity.control.ports import ActuatorError
 from elasticity.policy.autoscale import QueueView
 from miniclusters.backends.base import Backend
@@ -54,14 +56,24 @@ class ExecQueue:
         data = self._run(name, "resource", "demand")
         pending = [p for p in data.get("pending", []) if isinstance(p, dict)]
         running = [r for r in data.get("running", []) if isinstance(r, dict)]
+        reasons = data.get("drain")
+        if not isinstance(reasons, dict):
+            reasons = {}
         return QueueView(
             pending=tuple(int(p["nnodes"]) for p in pending),
             running=tuple(tuple(int(x) for x in r["ranks"]) for r in running),
             draining=frozenset(int(x) for x in data.get("drained", [])),
             pending_estimates=tuple(float(p.get("duration") or 0.0) for p in pending),
+            owned=frozenset(
+                int(rank)
+                for rank, entry in reasons.items()
+                if isinstance(entry, dict) and entry.get("reason") == DRAIN_REASON
+            ),
         )
 
     def drain(self, name: str, ranks: frozenset[int]) -> None:
+        """`flux resource drain --set RANKS REASON`: the ranks drained with the autoscaler's reason become exactly
+        these; an operator's drains (any other reason) stay as they are."""
         from broker import idset
 
-        self._run(name, "resource", "drain", "--set", idset.encode(sorted(ranks)) if ranks else "")
+        self._run(name, "resource", "drain", "--set", idset.encode(sorted(ranks)) if ranks else "", DRAIN_REASON)

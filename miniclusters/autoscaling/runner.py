@@ -8,6 +8,8 @@ in the background (spec.autoscale.enabled) and the user finds both afterwards.
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from elasticity.control.timeline import plot_autoscale_timeline
 from elasticity.policy.autoscale import AutoscaleOptions
 from miniclusters import pidlock
 from miniclusters.autoscaling.queue import ExecQueue
+from miniclusters.autoscaling.state import save_state, state_file
 from miniclusters.backends.base import Backend, BackendError, NotFoundError
 from miniclusters.backends.local.state import StateStore, state_root
 from miniclusters.backends.ports import ports_for
@@ -83,6 +86,45 @@ class RunOptions:
     timeout: float | None = None
     events: Path | None = None
     plot: Path | None = None
+    state: Path | None = None
+    """Where `minicluster status` reads the loop's state (miniclusters.autoscaling.state); None: nowhere."""
+    started_by: str = "cli"
+    """"cli" (`minicluster autoscale`) or "up" (spec.autoscale.enabled), for status."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: stop as for Ctrl-C (undrain, record the state), saying so."""
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    raise Terminated
+
+
+class _Status:
+    """The loop's state file, rewritten at every step; a no-op without a path."""
+
+    def __init__(self, path: Path | None, name: str, started_by: str, events: Path) -> None:
+        self.path, self.name, self.started_by, self.events = path, name, started_by, events
+        self.last: tuple[object, float] | None = None
+
+    def write(self, scaler: Autoscaler, running: bool, **extra: object) -> None:
+        if self.path is None:
+            return
+        if scaler.last is not None and (self.last is None or self.last[0] is not scaler.last):
+            self.last = (scaler.last, time.time())
+        last = None if self.last is None else {**cast(dict[str, object], self.last[0]), "at": self.last[1]}
+        fields = {
+            "cluster": self.name,
+            "running": running,
+            "started_by": self.started_by,
+            "size": scaler.size,
+            "draining": sorted(scaler.draining),
+            "last_event": last,
+            "events": str(self.events),
+            **extra,
+        }
+        with contextlib.suppress(OSError):
+            save_state(self.path, fields)
 
 
 def run_autoscaler(
@@ -93,7 +135,7 @@ def run_autoscaler(
     run: RunOptions,
     say: Callable[[str], None],
 ) -> str:
-    """Loop; returns why it stopped ("idle", "timeout", "gone", "interrupted")."""
+    """Loop; returns why it stopped ("idle", "timeout", "gone", "interrupted", "terminated (SIGTERM)")."""
     observer, actuator = ports_for(backend)
     events = run.events or autoscale_dir() / f"{name}.jsonl"
     view = observer.observe(name)
@@ -107,13 +149,18 @@ def run_autoscaler(
     mirror = lead_event_log(backend, name)
     tee = _Tee(events, mirror) if mirror is not None and mirror != events else None
     target = events if tee is None else cast(IO[str], tee)
+    main = threading.current_thread() is threading.main_thread()
     with exclusive(name), tee or contextlib.nullcontext(), EventLog(target, "autoscale", time.monotonic) as log:
+        previous = signal.signal(signal.SIGTERM, _terminate) if main else None
         scaler = Autoscaler(name, observer, actuator, queue, options, clock=time.monotonic, log=log)
+        status = _Status(run.state, name, run.started_by, events)
+        status.write(scaler, True)
         steps = 0
         try:
             while deadline is None or time.monotonic() < deadline:
                 try:
                     plan = scaler.step()
+                    status.write(scaler, True, wanted=plan.wanted, reason=plan.reason)
                     if plan.size is not None:
                         say(f"{time.strftime('%H:%M:%S')} {name}: size -> {plan.size} ({plan.reason})")
                     if run.until_idle:
@@ -130,14 +177,19 @@ def run_autoscaler(
                 if run.plot and steps % PLOT_EVERY == 0:
                     plot_autoscale_timeline(read_events(events), run.plot, title=f"autoscaling {name}")
                 time.sleep(run.interval)
+        except Terminated:
+            why = "terminated (SIGTERM)"
         except KeyboardInterrupt:
             why = "interrupted"
         finally:
+            if main:
+                signal.signal(signal.SIGTERM, previous)
             if why != "gone":
-                with contextlib.suppress(BackendError):
-                    if scaler.draining:
-                        queue.drain(name, frozenset())
+                with contextlib.suppress(BackendError, ActuatorError):
+                    queue.drain(name, frozenset())  # give back what this loop drained (an operator's stay)
+                    scaler.draining = frozenset()
                     scaler.record()
+            status.write(scaler, False, stopped=why)
     if run.plot:
         plot_autoscale_timeline(read_events(events), run.plot, title=f"autoscaling {name}")
         say(f"wrote {run.plot}")
@@ -147,7 +199,8 @@ def run_autoscaler(
 def start_in_background(name: str, spec_file: str, backend: str) -> tuple[int, Path, Path]:
     """Start `minicluster autoscale NAME --spec FILE` detached (its own session, output to a log file).
 
-    Returns (pid, event log, timeline PNG). The loop ends by itself when the cluster is deleted.
+    Returns (pid, event log, timeline PNG). The loop ends by itself when the cluster is deleted; a drain it
+    leaves behind if killed is undrained by the next loop of the cluster.
     """
     import subprocess
     import sys
@@ -157,7 +210,8 @@ def start_in_background(name: str, spec_file: str, backend: str) -> tuple[int, P
     events, png, log = folder / f"{name}.jsonl", folder / f"{name}.png", folder / f"{name}.log"
     program = Path(sys.executable).with_name("minicluster")
     argv = [str(program), "autoscale", name, "--spec", str(Path(spec_file).resolve()), "--backend", backend]
-    argv += ["--events", str(events), "--plot", str(png)]
+    argv += ["--events", str(events), "--plot", str(png), "--started-by", "up"]
+    state_file(backend, name).unlink(missing_ok=True)  # a previous cluster of this name's loop
     with open(log, "ab") as out:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
     return child.pid, events, png

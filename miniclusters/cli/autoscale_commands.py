@@ -29,6 +29,7 @@ from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), help="Draw size and queue over time (PNG).")
 @click.option("--until-idle", is_flag=True, help="Stop once the queue is empty and the cluster is back at its floor.")
 @click.option("--timeout", type=click.FloatRange(min=0), help="Stop after this many seconds.")
+@click.option("--started-by", default="cli", hidden=True, help="Who started it (`up` passes 'up'), for status.")
 @_backend_options
 def autoscale(
     name: str,
@@ -41,6 +42,7 @@ def autoscale(
     plot_file: str | None,
     until_idle: bool,
     timeout: float | None,
+    started_by: str,
     backend: str,
     context: str | None,
     namespace: str | None,
@@ -49,9 +51,11 @@ def autoscale(
 
     Pending jobs the scheduler would start at maxSize make it grow; after the idle period with more pods than
     needed it drains the highest ranks (no new jobs; running ones finish) and scales down once they are idle.
-    It stops when the cluster is deleted, with --until-idle, --timeout, or Ctrl-C (undraining every rank).
-    One loop per cluster: a second one is refused. `minicluster up` starts one itself when the spec says
-    `autoscale: {enabled: true}` (local backend).
+    It stops when the cluster is deleted, with --until-idle, --timeout, Ctrl-C or SIGTERM, undraining the
+    ranks it drained (its drain reason marks them; an operator's drains stay). A loop started after one was
+    killed undrains what the killed one left drained. One loop per cluster: a second one is refused.
+    `minicluster up` starts one itself when the spec says `autoscale: {enabled: true}` (local backend);
+    `minicluster status` shows it (running, or stopped and why) and the drained ranks.
 
     \b
     Example:
@@ -61,6 +65,7 @@ def autoscale(
     from miniclusters.api.spec import AutoscaleSpec
     from miniclusters.autoscaling.queue import ExecQueue, local_flux
     from miniclusters.autoscaling.runner import RunOptions, run_autoscaler
+    from miniclusters.autoscaling.state import state_file
 
     configured = AutoscaleSpec()
     if spec_file:
@@ -83,6 +88,8 @@ def autoscale(
         timeout=timeout,
         events=Path(events_file) if events_file else None,
         plot=Path(plot_file) if plot_file else None,
+        state=state_file(backend, name),
+        started_by=started_by,
     )
     with _errors():
         target = _open(backend, context, namespace)

@@ -331,6 +331,8 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
       minicluster status hello --backend kubernetes -o json
       minicluster status restful -o jsonpath='{.rest_url}'
     """
+    from miniclusters.autoscaling.state import load_state as load_autoscaler
+    from miniclusters.cli.autoscale_status import drain_report, print_autoscaler_state, print_drains
     from miniclusters.cli.burst_status import burst_report, print_bursts
     from miniclusters.cli.status_view import render_jsonpath, status_document
     from miniclusters.multiplex.report import print_controller_state
@@ -349,6 +351,8 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
             document["multiplexing"] = controller
         bursts = burst_report(opened, result)  # burst ranks apart, and why pending jobs wait
         document["bursts"] = bursts
+        autoscaler, drains = load_autoscaler(backend, name), drain_report(opened, result)
+        document["autoscaling"], document["drained"] = autoscaler, drains
         if output == "json":
             click.echo(json.dumps(document, indent=2))
         elif template is not None:
@@ -363,6 +367,10 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
                 print_bursts(bursts)
             if controller is not None:
                 print_controller_state(controller)
+            if drains:
+                print_drains(drains)
+            if autoscaler is not None:
+                print_autoscaler_state(autoscaler)
 
 
 @click.command()

@@ -14,12 +14,19 @@ from typing import Any
 
 import click
 
-from miniclusters.backends.base import BackendError, NotFoundError
+from miniclusters.backends.base import NotFoundError
 from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
 
 
-def _interrupt(_signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt
+class _Stop:
+    """SIGTERM (`minicluster down`) asks the loop to stop between two steps, never in the middle of one (a
+    submission half done would leave a job nobody cancels)."""
+
+    def __init__(self) -> None:
+        self.why: str | None = None
+
+    def __call__(self, _signum: int, _frame: Any) -> None:
+        self.why = "the controller was stopped (SIGTERM, e.g. minicluster down)"
 
 
 @contextlib.contextmanager
@@ -91,6 +98,13 @@ def _write_timeline(log_path: Path, timeline: Path, allocatable_m: int) -> None:
     help="Seconds rates need after a change.",
 )
 @click.option("--start-timeout", default=60.0, show_default=True, type=click.FloatRange(min=1), help="Seconds.")
+@click.option(
+    "--retries",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Resubmit a simulation that failed because a pod was lost at most this often.",
+)
 @click.option("--timeout", type=click.FloatRange(min=1), help="Give up (cancelling what runs) after this long.")
 @click.option("--workdir", type=click.Path(file_okay=False), help="Output and traces (shared with the pods).")
 @click.option("--timeline", type=click.Path(dir_okay=False), help="PNG timeline; the JSON-lines log goes beside it.")
@@ -105,6 +119,7 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
       minicluster up examples/multiplex.yaml --detach
       minicluster multiplex multiplex --max 3 --timeline mux.png
     """
+    from elasticity.control.multiplex import all_done
     from elasticity.control.multiplex_runner import MultiplexRunner
     from elasticity.model.resources import cpu_millicores
     from miniclusters.multiplex.event_mirror import MirroredEventLog, mirror_for
@@ -140,7 +155,7 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
             config = multiplex_config(
                 status, mux, int(spec.get("tasks") or 0), allocatable, overhead_m=overhead, equal_m=equal,
                 fairness_interval=opts["fairness_interval"], start_timeout=opts["start_timeout"],
-                settle=opts["settle"],
+                settle=opts["settle"], retries=opts["retries"],
             )  # fmt: skip
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None
@@ -176,25 +191,26 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
                     save_state(state_path, name, session, True)
 
                 runner.on_progress = on_progress
-                previous = signal.signal(signal.SIGTERM, _interrupt)  # `minicluster down` stops us this way
+                stop = _Stop()
+                previous = signal.signal(signal.SIGTERM, stop)  # `minicluster down` stops us this way
                 try:
-                    runner.run(interval=opts["interval"], timeout=opts["timeout"])
+                    runner.run(interval=opts["interval"], timeout=opts["timeout"], stopping=lambda: stop.why)
                 except NotFoundError:
+                    runner.stop("cancelled", "the cluster is gone")
                     save_state(state_path, name, session, False, {"stopped": "the cluster is gone"})
                     click.echo(f"MiniCluster {name} is gone: the controller stops", err=True)
-                    sys.exit(0)
+                    sys.exit(0 if all_done(session.planner) else 1)
                 except KeyboardInterrupt:
-                    for sim, rec in session.planner.sims.items():
-                        if rec.state in ("pending", "running"):
-                            with contextlib.suppress(BackendError):
-                                session.simulations.cancel(sim, "interrupted")
-                    save_state(state_path, name, session, False, {"stopped": "interrupted"})
-                    _write_timeline(log_path, timeline, allocatable)
-                    click.echo("interrupted: running simulations cancelled", err=True)
-                    sys.exit(130)
+                    stop.why = "interrupted"
+                    runner.stop("cancelled", "interrupted")
                 finally:
                     signal.signal(signal.SIGTERM, previous)
                     log.flush_mirror()
+            if stop.why is not None:
+                save_state(state_path, name, session, False, {"stopped": stop.why})
+                _write_timeline(log_path, timeline, allocatable)
+                click.echo("interrupted: running simulations cancelled", err=True)
+                sys.exit(130)
             identity_now = session.identity(name) if session.identity else {}
             same_pids = all(identity_now.get(i) == ident for i, ident in session.pod_identity.items())
             save_state(state_path, name, session, False, {"same_pids": same_pids})
@@ -204,5 +220,4 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
                 click.echo(summary_json(session, same_pids))
             else:
                 print_summary(session, same_pids)
-            failed = [s for s in session.planner.sims.values() if s.state == "failed"]
-            sys.exit(1 if failed and not any(s.state == "finished" for s in session.planner.sims.values()) else 0)
+            sys.exit(0 if all_done(session.planner) else 1)  # any simulation not done: non-zero

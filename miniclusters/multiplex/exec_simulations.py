@@ -58,7 +58,7 @@ class ExecSimulations(FluxSimulations):
         return result.stdout
 
     def trace_dir(self, sim: str) -> Path:
-        local = self.cache / sim / "pmpi"
+        local = self.cache / self.sim_dir(sim).name / "pmpi"  # one folder per attempt
         local.mkdir(parents=True, exist_ok=True)
         if sim in self.profiles:
             return local

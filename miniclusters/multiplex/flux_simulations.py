@@ -28,8 +28,41 @@ PROGRESS = re.compile(r"^(?:iteration|Time =)\s*(\d+)\s*$")
 #: does not cover at least yield it, and separate jobs never meet in shared memory.
 MPI_SETTINGS = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_btl": "tcp,self"}
 WAIT_MODE = "sleep"
-FINISHED = {"COMPLETED"}
-FAILED = {"FAILED", "CANCELED", "CANCELLED", "TIMEOUT"}
+ENDS = {
+    "COMPLETED": "done",
+    "FAILED": "failed",
+    "CANCELED": "cancelled",
+    "CANCELLED": "cancelled",
+    "TIMEOUT": "timeout",
+}
+"""A Flux job's result -> how its simulation ended."""
+ERROR_LINES = 3
+"""How many lines of a failed simulation's error output its reason quotes."""
+LOST = "node-failure"
+"""The exception a job gets when a broker running its tasks is lost (flux-core's word, and the built-in one's)."""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the lead says of one job."""
+
+    status: str
+    returncode: str = ""
+    exception: str = ""
+    """The exception type (e.g. node-failure), empty when none."""
+    note: str = ""
+
+
+def parse_jobs(text: str) -> dict[str, JobState]:
+    """`flux jobs -a --format "{id.f58}\t{status}\t{returncode}\t{exception.type}\t{exception.note}"`, header
+    first; lines without tabs are read as space-separated (id, status, returncode)."""
+    out = {}
+    for line in text.splitlines()[1:]:
+        words = line.split("\t") if "\t" in line else line.split(None, 2)
+        words = [w.strip() for w in words]
+        if len(words) >= 2 and words[0]:
+            out[words[0]] = JobState(*[*words, "", "", ""][1:5])
+    return out
 
 
 def last_iteration(text: str) -> int | None:
@@ -58,6 +91,8 @@ class FluxSimulations:
     env: Mapping[str, str] = field(default_factory=lambda: dict(MPI_SETTINGS))
     wait: str = WAIT_MODE
     jobs: dict[str, str] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+    """sim -> how many times it was submitted (a failed one is resubmitted into a fresh directory)."""
     profiles: dict[str, Profile] = field(default_factory=dict)
     pids: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     mean_duty: dict[str, float] = field(default_factory=dict)
@@ -68,10 +103,17 @@ class FluxSimulations:
     process started in the lead pod at every look, which a pod with a small request cannot afford."""
 
     def sim_dir(self, sim: str) -> Path:
-        return self.workdir / sim
+        """The directory of the simulation's current attempt: `<workdir>/<sim>`, then `<sim>-retry<N>`."""
+        retries = self.attempts.get(sim, 1) - 1
+        return self.workdir / (f"{sim}-retry{retries}" if retries > 0 else sim)
 
     def submit(self, sim: str, profile_iterations: int) -> Submitted:
-        """flux submit in the lead pod; profile_iterations 0 runs without the profiler (baselines)."""
+        """flux submit in the lead pod; profile_iterations 0 runs without the profiler (baselines). Submitting a
+        simulation again (after a failure) starts over in a directory of its own."""
+        if sim in self.jobs:
+            self.attempts[sim] = self.attempts.get(sim, 1) + 1
+            self.profiles.pop(sim, None)  # the new attempt's ranks have other pids: read its traces again
+            self.pids.pop(sim, None)
         directory = self.sim_dir(sim)
         try:
             self.prepare(directory / "pmpi")
@@ -86,7 +128,8 @@ class FluxSimulations:
         argv = [
             *self.flux, "submit", "-N", str(self.nodes), "-n", str(self.ranks), "-o", "mpi=openmpi", *profile,
             "-o", f"mpi-wait={self.wait}",
-            f"--output={directory / 'output.txt'}", f"--cwd={directory}", f"--job-name={sim}",
+            f"--output={directory / 'output.txt'}", f"--error={directory / 'error.txt'}", f"--cwd={directory}",
+            f"--job-name={sim}",
             f"--env=MC_PROGRESS_FILE={directory / 'progress.log'}",
             *[f"--env={k}={v}" for k, v in sorted(self.env.items())], *self.command,
         ]  # fmt: skip
@@ -103,25 +146,19 @@ class FluxSimulations:
         self.note(sim, "command", shlex.join(argv))
         return Submitted(True, job_id=words[-1])
 
-    def _states(self) -> dict[str, tuple[str, str]]:
-        """job id -> (status word, return code)."""
+    def _states(self) -> dict[str, JobState]:
+        """job id -> what the lead says of it."""
         if self.lead_uri is not None:
             return self._states_from_lead(self.lead_uri)
+        fields = "{id.f58}\t{status}\t{returncode}\t{exception.type}\t{exception.note}"
         try:
-            result = self.backend.exec(
-                self.cluster, 0, [*self.flux, "jobs", "-a", "--format", "{id.f58} {status} {returncode}"]
-            )
+            result = self.backend.exec(self.cluster, 0, [*self.flux, "jobs", "-a", "--format", fields])
         except BackendError:
             return {}
-        out = {}
-        for line in result.stdout.splitlines()[1:]:
-            words = line.split()
-            if len(words) >= 2:
-                out[words[0]] = (words[1], words[2] if len(words) > 2 else "")
-        return out
+        return parse_jobs(result.stdout)
 
     @staticmethod
-    def _states_from_lead(uri: str) -> dict[str, tuple[str, str]]:
+    def _states_from_lead(uri: str) -> dict[str, JobState]:
         from broker.errors import FluxError
         from broker.jobs.api import JobClient
 
@@ -131,7 +168,12 @@ class FluxSimulations:
         except (FluxError, OSError):
             return {}
         return {
-            info.f58: (info.result if info.state == "INACTIVE" else info.state, str(info.returncode or ""))
+            info.f58: JobState(
+                info.result if info.state == "INACTIVE" else info.state,
+                "" if info.returncode is None else str(info.returncode),
+                info.exception_type or "",
+                info.exception_note or "",
+            )
             for info in infos
         }
 
@@ -139,21 +181,32 @@ class FluxSimulations:
         states = self._states()
         views = {}
         for sim, job in self.jobs.items():
-            status, rc = states.get(job, ("PENDING", ""))
-            if status in FINISHED:
-                state = "finished"
-            elif status in FAILED:
-                state = "failed"
-            elif status in ("RUN", "RUNNING", "CLEANUP"):
-                state = "running"
-            else:
-                state = "pending"
+            known = states.get(job, JobState("PENDING"))
+            state = ENDS.get(known.status) or (
+                "running" if known.status in ("RUN", "RUNNING", "CLEANUP") else "pending"
+            )
             iterations = self._iterations(sim)
             if state == "running" and iterations is None:
                 iterations = 0
-            reason = f"flux job {job}: {status} rc={rc}" if state in ("finished", "failed") else ""
-            views[sim] = SimulationView(sim, state, iterations, self._profile(sim), reason)  # type: ignore[arg-type]
+            reason = self._reason(sim, job, known) if state in ENDS.values() else ""
+            lost = state == "failed" and known.exception == LOST
+            views[sim] = SimulationView(sim, state, iterations, self._profile(sim), reason, lost)  # type: ignore[arg-type]
         return views
+
+    def _reason(self, sim: str, job: str, known: JobState) -> str:
+        """ "flux job ID: FAILED rc=N", its exception, and the first lines of its error output."""
+        words = f"flux job {job}: {known.status}" + (f" rc={known.returncode}" if known.returncode else "")
+        if known.exception:
+            words += f"; {known.exception}" + (f": {known.note}" if known.note else "")
+        if known.status != "COMPLETED":
+            try:
+                text = self.read_text(self.sim_dir(sim) / "error.txt")
+            except OSError:
+                text = ""
+            lines = [line.strip() for line in text.splitlines() if any(c.isalnum() for c in line)][:ERROR_LINES]
+            if lines:
+                words += "; error: " + " | ".join(lines)
+        return words
 
     def _iterations(self, sim: str) -> int | None:
         """Progress from the file the solver appends to while it runs (MC_PROGRESS_FILE), else its output."""
@@ -194,7 +247,8 @@ class FluxSimulations:
             return
         with contextlib.suppress(BackendError):
             self.backend.exec(self.cluster, 0, [*self.flux, "cancel", job])
-        self.note(sim, "cancelled", reason)
+        with contextlib.suppress(OSError):  # a record only: the cancel is what matters
+            self.note(sim, "cancelled", reason)
 
     # Files: the pods and this process share the work directory here; ExecSimulations reaches them by exec.
     def prepare(self, directory: Path) -> None:

@@ -63,10 +63,12 @@ def print_summary(session: Session, same_pids: bool, console: Console | None = N
     data = summary(session, same_pids)
     console = console or Console()
     table = Table(title="Multiplexed simulations")
-    for col in ("sim", "job", "state", "mean duty", "request m", "makespan s", "iterations"):
-        table.add_column(col, justify="left" if col in ("sim", "job", "state") else "right")
+    why = any(row["reason"] or row["retries"] for row in data["simulations"])
+    columns = ("sim", "job", "state", "mean duty", "request m", "makespan s", "iterations") + (("why",) if why else ())
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("sim", "job", "state", "why") else "right")
     for row in data["simulations"]:
-        table.add_row(
+        cells = [
             row["sim"],
             row["job"],
             row["state"],
@@ -74,7 +76,11 @@ def print_summary(session: Session, same_pids: bool, console: Console | None = N
             str(row["request_m"]),
             f"{row['makespan']:.1f}" if row["makespan"] is not None else "-",
             str(row["iterations"]) if row["iterations"] is not None else "-",
-        )
+        ]
+        if why:
+            retried = f"retried {row['retries']}x; " if row["retries"] else ""
+            cells.append((retried + (row["reason"] or "")).rstrip("; ") or "-")
+        table.add_row(*cells)
     beta = f"{data['beta']:.3f} ± {data['beta_stderr']:.3f}" if data["beta"] is not None else "not fitted"
     table.caption = (
         f"resizes {data['resizes']} (in place: pod pids {'unchanged' if same_pids else 'CHANGED'}), "

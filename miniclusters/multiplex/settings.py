@@ -56,6 +56,7 @@ def multiplex_config(
     fairness_interval: float = 5.0,
     start_timeout: float = 60.0,
     settle: float = 3.0,
+    retries: int = 2,
 ) -> MultiplexConfig:
     """The config for `status`'s pods from spec.multiplexing in its wire form (camelCase keys; unset or 0 means
     the default). Raises ValueError naming the field for values the planner cannot work with."""
@@ -83,4 +84,5 @@ def multiplex_config(
         start_timeout=start_timeout,
         pod_overhead_m=overhead_m,
         settle_time=settle,
+        max_retries=retries,
     )

@@ -6,7 +6,8 @@ cluster's runner (the CLI wires the Kubernetes backend's ports, Flux jobs throug
 copy of the event log), so the operator stays free of the CLI's backend. This module only starts and stops
 runners as specs change and turns what each step did into a :class:`Decision`: the ``Multiplexing`` condition
 (phase, simulations, requested CPU) and an Event for the planner's notable events (a simulation started,
-profiled, finished or cancelled; a resize, a refused resize, a pod restart). A failing step is a decision too.
+profiled, done, failed, cancelled, timed out or retried; a resize, a refused resize, a pod restart). A failing
+step is a decision too.
 """
 
 from __future__ import annotations
@@ -48,14 +49,16 @@ NOTABLE: dict[str, EventWord] = {
     "profiled": ("Profiled", "Normal"),
     "resize": ("Resized", "Normal"),
     "refit": ("ModelRefit", "Normal"),
-    "finished": ("SimulationFinished", "Normal"),
+    "done": ("SimulationFinished", "Normal"),
     "resize-deferred": ("ResizeDeferred", "Warning"),
     "plan-shrunk": ("PlanShrunk", "Warning"),
-    "start-failed": ("SimulationFailed", "Warning"),
+    "failed": ("SimulationFailed", "Warning"),
     "cancelled": ("SimulationCancelled", "Warning"),
+    "timeout": ("SimulationTimedOut", "Warning"),
+    "retry": ("SimulationRetried", "Warning"),
     "pod-restart": ("PodRestarted", "Warning"),
     "pod-down": ("PodDown", "Warning"),
-    "timeout": ("Timeout", "Warning"),
+    "controller-stop": ("Stopped", "Warning"),
 }
 PHASE_REASONS = {
     "profile": "Profiling",
@@ -192,13 +195,13 @@ class MultiplexSupervisor:
 
     @staticmethod
     def _cancel_running(key: ClusterKey, loop: ClusterLoop) -> None:
-        """A stopped controller's simulations would run on with nobody minding their CPU: cancel them."""
-        for sim, record in loop.runner.planner.sims.items():
-            if record.state in ("pending", "running"):
-                try:
-                    loop.runner.simulations.cancel(sim, "the multiplexing controller was stopped")
-                except Exception as exc:
-                    log.warning("%s: could not cancel %s: %s", key, sim, exc)
+        """A stopped controller's simulations would run on with nobody minding their CPU: cancel them (each ends
+        cancelled in the planner's events, so the lead's log and timeline close)."""
+        try:
+            loop.runner.stop("cancelled", "the multiplexing controller was stopped")
+            loop.started.flush()
+        except Exception as exc:
+            log.warning("%s: could not cancel its simulations: %s", key, exc)
 
     def step_due(self) -> int:
         """Step every unfinished runner whose interval has passed; returns how many stepped."""

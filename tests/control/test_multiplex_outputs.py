@@ -17,7 +17,7 @@ EVENTS = [
     {"t": 9.5, "kind": "running", "sim": "sim2"},
     {"t": 10.0, "kind": "resize-answer", "pod": 1, "answer": "deferred", "reason": "Node didn't have enough"},
     {"t": 12.0, "kind": "fairness", "receiver": "sim2", "donor": "sim1", "moved_m": 30},
-    {"t": 20.0, "kind": "finished", "sim": "sim1"},
+    {"t": 20.0, "kind": "done", "sim": "sim1"},
     {"t": 25.0, "kind": "cancelled", "sim": "sim2", "reason": "partial deployment"},
 ]
 
@@ -30,7 +30,7 @@ def test_progress_lines() -> None:
 
 def test_timeline_rows_and_figure(tmp_path: Path) -> None:
     rows = timeline_rows(EVENTS)
-    assert rows["sim1"] == {"start": 0.0, "running": 1.0, "profiled": 2.0, "end": 20.0, "end_kind": "finished",
+    assert rows["sim1"] == {"start": 0.0, "running": 1.0, "profiled": 2.0, "end": 20.0, "end_kind": "done",
                             "fairness": [12.0]}  # fmt: skip
     assert rows["sim2"]["end_kind"] == "cancelled" and rows["sim2"]["fairness"] == [12.0]
     out = write_timeline(EVENTS, tmp_path / "t.png", allocatable_m=2000)

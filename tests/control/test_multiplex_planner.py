@@ -219,7 +219,7 @@ def test_early_finish_releases_cpu_and_packs_another() -> None:
     world = World(MultiplexPlanner(config(max_simulations=2, total_simulations=3)))
     world.run(30)
     assert starts(world) == ["sim1", "sim2"]
-    world.state["sim1"] = "finished"
+    world.state["sim1"] = "done"
     world.tick()
     assert world.requests == {0: 50, 1: 500}  # only sim2 left
     world.run(30)
@@ -231,7 +231,7 @@ def test_an_idle_cluster_starts_the_next_simulation_at_once() -> None:
     world = World(MultiplexPlanner(config(max_simulations=1, total_simulations=2, settle_time=3.0)))
     world.run(30)
     assert starts(world) == ["sim1"]
-    world.state["sim1"] = "finished"
+    world.state["sim1"] = "done"
     world.tick()  # sim1's CPU is released
     assert isinstance(world.log[-1], ResizePods) and starts(world) == ["sim1"]
     world.tick()

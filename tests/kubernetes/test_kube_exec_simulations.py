@@ -46,12 +46,14 @@ class Pods:
             assert name == "demo-0"
             return ExecResult(0, "fsim1\n", "")
         if words[0].endswith("/flux") and words[1] == "jobs":
-            return ExecResult(0, f"JOBID STATUS RC\nfsim1 {self.state} \n", "")
+            return ExecResult(0, f"JOBID\tSTATUS\tRC\nfsim1\t{self.state}\n", "")
         if words[0].endswith("/flux") and words[1] == "cancel":
             self.state = "CANCELED"
             return ExecResult(0, "", "")
         if words[:2] == ["mkdir", "-p"]:
             return ExecResult(0, "", "")
+        if words[0] == "cat" and words[1] == f"{WORKDIR}/sim1/error.txt":  # the solver's stderr, read on failure
+            return ExecResult(0, "\nprimary job terminated abnormally\nrank 3 exited 9\nmpirun: abort\nmore\n", "")
         if words[0] == "cat":
             assert name == "demo-0" and words[1] == f"{WORKDIR}/sim1/progress.log"
             return ExecResult(0, "".join(f"iteration {i}\n" for i in range(1, 74)), "")
@@ -105,8 +107,15 @@ def test_jobs_progress_and_traces_of_every_pod_through_exec(
     assert len([1 for _, argv in pods.calls if argv[:3] == ["sh", "-c", FETCH_TRACES]]) == fetched, "cached"
 
     sims.cancel("sim1", "test over")
-    assert sims.observe()["sim1"].state == "failed"
+    assert sims.observe()["sim1"].state == "cancelled"
     assert (tmp_path / "sim1" / "cancelled").read_text() == "test over\n"
+    # a failed job's reason: its result and exit code, and the first lines of its error output
+    pods.state = "FAILED\t9\t\t"
+    failed = sims.observe()["sim1"]
+    assert failed.state == "failed" and not failed.lost
+    assert failed.reason == (
+        "flux job fsim1: FAILED rc=9; error: primary job terminated abnormally | rank 3 exited 9 | mpirun: abort"
+    )
 
 
 def test_a_lead_that_cannot_make_the_directory_fails_the_submission_with_its_words(

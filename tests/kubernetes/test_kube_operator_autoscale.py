@@ -30,6 +30,7 @@ class LeadQueue:
         self.pending: list[dict[str, Any]] = []
         self.running: list[dict[str, Any]] = []
         self.drains: list[str] = []
+        self.reason = ""
         self.broken: str | None = None
 
     def __call__(self, fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
@@ -38,9 +39,12 @@ class LeadQueue:
             if self.broken:
                 return ExecResult(69, "", self.broken)
             drained = sorted(idset.decode(self.drains[-1])) if self.drains else []
-            return ExecResult(0, json.dumps({"pending": self.pending, "running": self.running, "drained": drained}), "")
+            reasons = {str(rank): {"reason": self.reason, "timestamp": 0.0} for rank in drained}
+            answer = {"pending": self.pending, "running": self.running, "drained": drained, "drain": reasons}
+            return ExecResult(0, json.dumps(answer), "")
         if words[0].endswith("/flux") and words[1:4] == ["resource", "drain", "--set"]:
             self.drains.append(words[4])
+            self.reason = words[5]  # the autoscaler's own reason, which marks the drains as its own
             return ExecResult(0, "{}", "")
         return default_exec(fake, pod, argv)
 

@@ -51,7 +51,7 @@ class ScriptedSimulations:
             if sim in self.cancelled:
                 out[sim] = SimulationView(sim, "failed", it, reason="cancelled")
             else:
-                state = "finished" if it >= 500 else "running"
+                state = "done" if it >= 500 else "running"
                 out[sim] = SimulationView(sim, state, it, Profile(DUTY, PLACEMENT) if it >= 50 else None)  # type: ignore[arg-type]
         return out
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from elasticity.control.events import read_events
 from miniclusters.backends.local.backend import LocalBackend
@@ -75,3 +77,84 @@ def test_autoscale_example(
     assert waiter(lambda: not alive(pid), timeout=30)  # the loop ended with its cluster
     assert png.is_file(), events.with_suffix(".log").read_text()[-3000:]
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def _drain_spec(directory: Path) -> Path:
+    """3 pods at most, idle after 1 s, a cool-down long enough that a drain waits in place after a scale-up."""
+    data = {
+        "apiVersion": "miniclusters.dev/v1alpha1",
+        "kind": "MiniCluster",
+        "metadata": {"name": "asdrain"},
+        "spec": {
+            "size": 1,
+            "maxSize": 3,
+            "interactive": True,
+            "autoscale": {"enabled": True, "idleSeconds": 1, "cooldownSeconds": 600, "intervalSeconds": 0.5},
+            "containers": [{"image": "local", "resources": {"requests": {"cpu": "250m"}}}],
+        },
+    }
+    path = directory / "asdrain.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.needs_root
+def test_an_autoscaler_killed_mid_drain_leaves_drains_that_show_and_the_next_loop_undrains_its_own(
+    mc: Callable[..., subprocess.CompletedProcess[str]],
+    backend: LocalBackend,
+    waiter: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
+    spec = _drain_spec(tmp_path)
+    up = mc("up", str(spec), timeout=120)
+    assert up.returncode == 0, up.stderr
+    found = re.search(r"autoscaler: pid (\d+); events (\S+);", up.stdout)
+    assert found, up.stdout
+    pid, events = int(found[1]), Path(found[2])
+
+    def flux(*args: str) -> subprocess.CompletedProcess[str]:
+        return mc("exec", "asdrain", "--", "flux", *args)
+
+    assert flux("submit", "-N", "3", "sleep", "1").returncode == 0
+    # grown to 3 for the job; once it ended and 1 s passed idle, ranks 1-2 are drained and the cool-down holds
+    drained = waiter(lambda: any(e["kind"] == "drain" and e["ranks"] == [1, 2] for e in read_events(events)), 90, 0.5)
+    assert drained, events.with_suffix(".log").read_text()[-2000:]
+    os.kill(pid, signal.SIGKILL)  # killed mid-drain: nothing undrains
+    assert waiter(lambda: not alive(pid), timeout=10)
+    assert backend.status("asdrain").size == 3
+    force = flux("resource", "drain", "-f", "2", "disk", "check")  # an operator takes rank 2 over, by hand
+    assert force.returncode == 0, force.stderr
+
+    # drained ranks are not free; a job that needs them says why it waits; status shows the dead loop and drains
+    rows = {line.split()[0]: line.split() for line in flux("resource", "list").stdout.splitlines()[1:]}
+    assert rows["free"][1] == "1" and rows["drained"][1] == "2", rows
+    job = flux("submit", "-N", "2", "sleep", "60").stdout.strip()
+
+    def reasons() -> str:
+        listed = flux("jobs", "--no-header", "-o", "{id.f58} {contextual_info}").stdout
+        return listed if "waiting" in listed else ""
+
+    why = waiter(reasons, 10) or flux("jobs", "-a").stdout
+    assert f"{job} waiting for drained ranks 1 (autoscaler: draining for a scale-down), 2 (disk check)" in why, why
+    text = mc("status", "asdrain").stdout
+    assert f"Autoscaling (stopped: its process {pid} is gone (killed?), pid {pid}, started by up)" in text, text
+    assert "Drained ranks 1 (asdrain-1): drained since" in text and "autoscaler: draining for a scale-down" in text
+    assert "Drained ranks 2 (asdrain-2): drained since" in text and "disk check" in text
+    document = json.loads(mc("status", "asdrain", "-o", "json").stdout)
+    assert document["autoscaling"]["running"] is False and document["autoscaling"]["draining"] == [1, 2]
+    assert [(d["ranks"], d["reason"]) for d in document["drained"]] == [
+        ("1", "autoscaler: draining for a scale-down"),
+        ("2", "disk check"),
+    ]
+
+    # the next loop undrains what the killed one drained, and only that: the job runs on ranks 0-1
+    again = mc("autoscale", "asdrain", "--spec", str(spec), "--timeout", "4", "--interval", "0.5", timeout=60)
+    assert again.returncode == 0, again.stderr
+    undrained = [e for e in read_events(events) if e["kind"] == "undrain"]
+    assert [e["ranks"] for e in undrained] == [[1]], undrained
+    state = flux("jobs", "-a", "--no-header", "-o", "{id.f58} {state} {nodelist}").stdout
+    assert f"{job} RUN asdrain-[0-1]" in state, state
+    listing = flux("resource", "drain").stdout
+    assert "disk check" in listing and "autoscaler" not in listing, listing
+    stopped = json.loads(mc("status", "asdrain", "-o", "json").stdout)["autoscaling"]
+    assert stopped["running"] is False and stopped["stopped"] == "timeout" and stopped["started_by"] == "cli"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +54,15 @@ def test_multiplex_packs_two_simulations_in_place_with_no_restarts(mc, machine: 
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert [s["state"] for s in summary["simulations"]] == ["finished", "finished"]
+    assert [s["state"] for s in summary["simulations"]] == ["done", "done"]
     assert all(s["mean_duty"] is not None and s["mean_duty"] < 0.5 for s in summary["simulations"])
     assert summary["restarts"] == 0 and summary["same_pids"] is True
     assert summary["resizes"] >= 2
     events = list(read_events(timeline.with_suffix(".jsonl")))
     kinds = [e["kind"] for e in events]
-    assert kinds.count("profiled") == 2 and kinds.count("finished") == 2
+    assert kinds.count("profiled") == 2 and kinds.count("done") == 2
     # the second simulation ran beside the first: packed, not queued behind it
-    first_end = min(e["t"] for e in events if e["kind"] == "finished")
+    first_end = min(e["t"] for e in events if e["kind"] == "done")
     second_start = [e["t"] for e in events if e["kind"] == "running" and e["sim"] == "sim2"]
     assert second_start and second_start[0] < first_end
     # every resize was answered in place; job cgroups got weights following need
@@ -123,3 +126,84 @@ def test_job_cgroups_on_cgroup_v2_move_the_pod_into_a_leaf_first(tmp_path: Path)
     assert (pod / "pod").is_dir() and (pod / "pod" / "cpu.weight").read_text() == str(driver.weight_for(100))
     assert (pod / "cgroup.subtree_control").read_text() == "+cpu"
     assert (pod / "job-a" / "cpu.weight").read_text() == str(driver.weight_for(1000))
+
+
+ENDS = ("done", "failed", "cancelled", "timeout")
+
+
+def test_a_timed_out_controller_says_timeout_for_what_it_cancelled_and_exits_non_zero(
+    mc, machine: Any, tmp_path: Path
+) -> None:
+    build_proxy_solver()
+    assert mc("up", str(_spec(tmp_path, "muxto", 2_000_000)), "--detach").returncode == 0
+    timeline = tmp_path / "to.png"
+    result = mc(
+        "multiplex", "muxto", "--json", "--max", "1", "--total", "1", "--timeline", str(timeline),
+        "--workdir", str(tmp_path / "work"), "--interval", "0.5", "--timeout", "8", timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    (sim,) = json.loads(result.stdout.strip().splitlines()[-1])["simulations"]
+    assert sim["state"] == "timeout" and sim["reason"] == "controller timeout after 8s", sim
+    events = list(read_events(timeline.with_suffix(".jsonl")))
+    assert [e["kind"] for e in events if e["kind"] in ENDS] == ["timeout"]
+    assert events[-1]["kind"] == "controller-stop" and events[-1]["cancelled"] == ["sim1"]
+    jobs = mc("exec", "muxto", "--", "flux", "jobs", "-a", "--no-header", "-o", "{name} {status}").stdout
+    assert "sim1 CANCELED" in jobs, jobs
+
+
+def _broker_of(supervisor: int) -> int:
+    """The broker of a local pod: the `flux start` process in its supervisor's session."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat[3]) == supervisor and stat[0] not in ("Z", "X") and "flux start" in cmdline:
+            found.append(int(entry))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_simulation_that_fails_when_its_follower_is_killed_is_resubmitted_and_counted(
+    mc, machine: Any, backend: Any, waiter: Any, minicluster_bin: str, tmp_path: Path
+) -> None:
+    """Kill pod 1's broker under the simulation: its job fails, the pod restarts, the controller resubmits it
+    (--retries 1); killed again, it ends failed with its error, and the controller exits non-zero."""
+    build_proxy_solver()
+    fast = {"MINICLUSTERS_LOCAL_RESTART_DELAY": "0.2"}
+    assert mc("up", str(_spec(tmp_path, "muxkill", 2_000_000)), "--detach", env=fast).returncode == 0
+    supervisor = backend.store.load("muxkill").pods[1].pid
+    timeline = tmp_path / "kill.png"
+    events = timeline.with_suffix(".jsonl")
+    argv = [
+        minicluster_bin, "multiplex", "muxkill", "--json", "--max", "1", "--total", "1", "--retries", "1",
+        "--timeline", str(timeline), "--workdir", str(tmp_path / "work"), "--settle", "1", "--interval", "0.5",
+        "--profile-iterations", "20", "--timeout", "200",
+    ]  # fmt: skip
+    controller = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def kinds() -> list[str]:
+        return [e["kind"] for e in read_events(events)] if events.is_file() else []
+
+    try:
+        assert waiter(lambda: "profiled" in kinds(), timeout=120, interval=0.5), kinds()
+        os.kill(_broker_of(supervisor), signal.SIGKILL)
+        assert waiter(lambda: "retry" in kinds(), timeout=60, interval=0.5), kinds()
+        assert waiter(lambda: kinds().count("running") == 2, timeout=90, interval=0.5), kinds()
+        assert (tmp_path / "work" / "sim1-retry1").is_dir(), "the new attempt writes apart from the first"
+        time.sleep(2)
+        os.kill(_broker_of(supervisor), signal.SIGKILL)
+        out, err = controller.communicate(timeout=150)
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+            controller.communicate()
+    assert controller.returncode == 1, err[-3000:]
+    (sim,) = json.loads(out.strip().splitlines()[-1])["simulations"]
+    assert sim["state"] == "failed" and sim["retries"] == 1, sim
+    assert sim["reason"].startswith("flux job ") and "given up after 1 retries" in sim["reason"], sim
+    assert [k for k in kinds() if k in ENDS] == ["failed"] and kinds().count("retry") == 1

@@ -16,8 +16,10 @@ import pytest
 import yaml
 
 from elasticity.control.events import read_events
+from elasticity.figures.timeline import timeline_rows
 from elasticity.workloads.proxy import build_proxy_solver
 from miniclusters.backends.local.backend import LocalBackend
+from miniclusters.multiplex.session import state_file
 
 pytestmark = pytest.mark.needs_root
 
@@ -109,6 +111,17 @@ def test_up_starts_the_controller_and_down_stops_it(
     log = output.read_text()
     assert "interrupted: running simulations cancelled" in log, log[-2000:]
     assert any(e["kind"] == "submitted" for e in read_events(events))
+    # what down stopped is recorded as cancelled: in the saved state, once per simulation in the events, and the
+    # log (so the timeline) closes with the controller's stop
+    saved = json.loads(state_file("local", "muxup").read_text())
+    assert saved["running"] is False and saved["simulations"], saved
+    assert {s["state"] for s in saved["simulations"]} == {"cancelled"}, saved["simulations"]
+    recorded = list(read_events(events))
+    started = {e["sim"] for e in recorded if e["kind"] == "start"}
+    ends = [e["sim"] for e in recorded if e["kind"] in ("done", "failed", "cancelled", "timeout")]
+    assert sorted(ends) == sorted(started), recorded[-5:]
+    assert recorded[-1]["kind"] == "controller-stop" and recorded[-1]["state"] == "cancelled"
+    assert all(row["end"] is not None for row in timeline_rows(recorded).values())
 
 
 def test_up_refuses_bad_multiplexing_values_naming_the_field(

@@ -25,6 +25,10 @@ def test_values_by_hand() -> None:
     assert values["node_cores_up_count"] == 12 and values["node_cores_free_count"] == 6
     assert values["job_queue_state_sched_count"] == 3 and values["job_queue_state_new_count"] == 0
     assert set(values) == set(METRIC_NAMES)
+    # rank 2 drained (no new jobs): neither it nor its cores are free any more
+    drained = compute_metrics(RESOURCES, {**QUEUE, "drained": [2]}, STATS)
+    assert drained["node_free_count"] == 0 and drained["node_cores_free_count"] == 2
+    assert drained["node_up_count"] == 3 and drained["node_cores_up_count"] == 12
 
 
 def client() -> TestClient:

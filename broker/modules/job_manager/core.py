@@ -92,6 +92,8 @@ class JobManagerCore:
         self.submit_enabled = True
         self.submit_reason = ""
         self.orphans: set[int] = set()
+        self.drain_noted: dict[int, str] = {}
+        """Pending jobs given "waiting for drained ranks" as their reason, and the words given."""
         self.last_id = 0
         self._apply_queue_state(saved.queue)
         self._recover(saved.events)

@@ -14,6 +14,7 @@ from ...jobs.states import JobState
 from ...jobs.store import QueueState
 from ...protocol import EINVAL
 from ...service import Request, ServiceError
+from ..drains import describe
 from ..scheduler import Scheduler
 from .core import JobManagerCore
 
@@ -43,12 +44,43 @@ class Queue(JobManagerCore):
                 break
         if not waiting:
             return
-        running = [
+        started = set()
+        for jobid, allocation in self.sched.plan(waiting, self._holding()).start:
+            self._start(self.jobs[jobid], allocation)
+            started.add(jobid)
+        self._note_drains([w for w in waiting if w.jobid not in started])
+
+    def _holding(self) -> list[tuple[int, dict[int, list[int]], float, float]]:
+        """(jobid, allocation, t_run, duration) of every job holding resources."""
+        return [
             (jobid, self.jobs[jobid].cores, self.jobs[jobid].t_run, ex.spec.duration)
             for jobid, ex in self.execs.items()
         ]
-        for jobid, allocation in self.sched.plan(waiting, running).start:
-            self._start(self.jobs[jobid], allocation)
+
+    def _note_drains(self, waiting: list[Waiting]) -> None:
+        """Give the jobs that wait for drained ranks that reason (`flux jobs` INFO, sched.reason_pending), and take
+        it back once they no longer do. A reason someone else set (a burst) is left alone."""
+        held = self.sched.held_by_drains(waiting, self._holding())
+        text = ""
+        if held:
+            drains = self.sched.drains.entries
+            text = "waiting for drained ranks " + describe({r: d.reason for r, d in drains.items()})
+        for job in waiting:
+            want = text if job.jobid in held else ""
+            noted = self.drain_noted.get(job.jobid, "")
+            if want == noted:
+                continue
+            record = self.jobs[job.jobid]
+            current = str((record.extra.get("sched") or {}).get("reason_pending") or "")
+            if current != noted:  # another reason came since: not ours to change
+                self.drain_noted.pop(job.jobid, None)
+                if current:
+                    continue
+            self.post(record, "annotate", {"sched": {"reason_pending": want}})
+            if want:
+                self.drain_noted[job.jobid] = want
+            else:
+                self.drain_noted.pop(job.jobid, None)
 
     def _enqueue(self, jobid: int) -> None:
         self.queue.add(jobid)
@@ -74,7 +106,7 @@ class Queue(JobManagerCore):
         self.submit_enabled, self.submit_reason = state.enabled, state.enable_reason
         if state.policy:
             with contextlib.suppress(ValueError):
-                self.sched = Scheduler(self.b, state.policy)
+                self.sched = Scheduler(self.b, state.policy, self.sched.drains)
 
     def _save_queue_state(self) -> None:
         state = QueueState(
@@ -100,7 +132,7 @@ class Queue(JobManagerCore):
             self.submit_enabled, self.submit_reason = False, reason
         elif action == "policy":
             try:
-                self.sched = Scheduler(self.b, reason)
+                self.sched = Scheduler(self.b, reason, self.sched.drains)
             except ValueError as exc:
                 raise ServiceError(EINVAL, str(exc)) from None
             self.kick_sched()

@@ -18,6 +18,8 @@ from .core import KILLED, Execution, JobManagerCore, _ignore
 class Start(JobManagerCore):
     def _start(self, record: JobRecord, allocation: dict[int, list[int]]) -> None:
         self.queue.discard(record.jobid)
+        if self.drain_noted.pop(record.jobid, None):  # no longer waiting for drained ranks
+            self.post(record, "annotate", {"sched": {"reason_pending": ""}})
         ranks = sorted(allocation)
         self.post(record, "alloc", {"ranks": ranks, "cores": {str(r): allocation[r] for r in ranks}})
         spec = self._spec(record)
@@ -144,6 +146,7 @@ class Start(JobManagerCore):
 
     def _inactive(self, record: JobRecord) -> None:
         self.active_count -= 1
+        self.drain_noted.pop(record.jobid, None)
         self.specs.pop(record.jobid, None)
         info = self._info(record)
         for req in self.waiters.pop(record.jobid, []):

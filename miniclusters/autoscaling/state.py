@@ -1,0 +1,55 @@
+"""The autoscaling loop's state for `minicluster status`: running or stopped (and why), its size, its drains.
+
+The loop rewrites `<state>/.autoscaler/<backend>-<name>.json` (atomically) at every step and once more when it
+stops, saying why. A loop that was killed writes nothing more: whoever reads the file finds its process gone and
+shows it stopped, so a dead loop never looks alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from miniclusters.backends.local.state import state_root
+
+
+def state_file(backend: str, name: str) -> Path:
+    return state_root() / ".autoscaler" / f"{backend}-{name}.json"  # no cluster is called ".autoscaler"
+
+
+def save_state(path: Path, fields: dict[str, Any]) -> None:
+    """Write the loop's state (with our pid and the time) so a reader never sees half of it. The folder is made
+    by the loop's lock; when it is gone (the whole state directory was removed), nothing is written back."""
+    if not path.parent.is_dir():
+        return
+    state = {"pid": os.getpid(), "updated": time.time(), **fields}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, default=str))
+    tmp.replace(path)
+
+
+def load_state(backend: str, name: str) -> dict[str, Any] | None:
+    """The saved state; a loop that says it runs but whose process is gone (killed) is shown stopped."""
+    try:
+        data = json.loads(state_file(backend, name).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    pid = data.get("pid")
+    if data.get("running") and isinstance(pid, int) and not alive(pid):
+        data.update(running=False, stopped=f"its process {pid} is gone (killed?)")
+    return data
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
