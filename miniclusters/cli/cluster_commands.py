@@ -7,6 +7,7 @@ bad input); nothing is changed when the input is wrong.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -19,7 +20,8 @@ import click
 
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
-from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions
+from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions, NotFoundError
+from miniclusters.cli.interrupts import EXIT_INTERRUPTED, TeardownOnInterrupt
 from miniclusters.cli.queue_archive import UNFIT_CHOICES, restore_spec
 from miniclusters.render import RenderOptions, with_flavour
 
@@ -233,13 +235,8 @@ def _print_restful(target: Backend, mc: Any, status: Any) -> None:
 
 
 def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool, keep: bool) -> None:
-    """`up` where the cluster lives in this machine's processes: Ctrl-C (or SIGTERM) tears down what was started;
-    the lead's exit code becomes ours."""
-    import signal
-
-    def interrupted(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
+    """`up` where the cluster lives in this machine's processes: Ctrl-C (or SIGTERM) tears down what was started,
+    and a second one does not cut that teardown short; the lead's exit code becomes ours."""
     stored = getattr(target, "stored_spec", lambda _name: None)(mc.name)
     if stored is not None:
         from miniclusters.cli.existing import existing_message
@@ -248,37 +245,36 @@ def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool
         for line in lines:
             click.echo(line, err=code != 0)
         sys.exit(code)
-    previous = signal.signal(signal.SIGTERM, interrupted)
     created = False
-    try:
-        status = target.create(mc, options)
-        created = True
-        _print_status(status)
-        _print_restful(target, mc, status)
-        if (detach or mc.spec.interactive) and not status.finished:
-            from miniclusters.cli.existing import reach_lines
+    with TeardownOnInterrupt(f"tearing down MiniCluster {mc.name}"):
+        try:
+            status = target.create(mc, options)
+            created = True
+            _print_status(status)
+            _print_restful(target, mc, status)
+            if (detach or mc.spec.interactive) and not status.finished:
+                from miniclusters.cli.existing import reach_lines
 
-            click.echo("reach it with:")
-            click.echo("\n".join(reach_lines(mc.name, status.rest_url)))
-            created = False  # detached: it keeps running
-            return
-        for line in target.logs(mc.name, 0, follow=True):
-            click.echo(line)
-        status = target.status(mc.name)
-        lead = status.pod(0)
-        code = lead.exit_code if lead and lead.exit_code is not None else (0 if status.succeeded else 1)
-        if not keep:
-            target.delete(mc.name)
-            created = False
-        sys.exit(code)
-    except KeyboardInterrupt:
-        click.echo(f"interrupted: tearing down MiniCluster {mc.name}", err=True)
-        if created:
-            target.delete(mc.name)
-            created = False
-        sys.exit(130)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+                click.echo("reach it with:")
+                click.echo("\n".join(reach_lines(mc.name, status.rest_url)))
+                created = False  # detached: it keeps running
+                return
+            for line in target.logs(mc.name, 0, follow=True):
+                click.echo(line)
+            status = target.status(mc.name)
+            lead = status.pod(0)
+            code = lead.exit_code if lead and lead.exit_code is not None else (0 if status.succeeded else 1)
+            if not keep:
+                target.delete(mc.name)
+                created = False
+            sys.exit(code)
+        except KeyboardInterrupt:
+            if created:  # also when Ctrl-C cut the normal teardown short: it resumes where it stopped
+                with contextlib.suppress(NotFoundError):
+                    target.delete(mc.name)
+            else:  # create tears down what it started; finish that if Ctrl-C cut it short
+                getattr(target, "finish_teardown", lambda _name: False)(mc.name)
+            sys.exit(EXIT_INTERRUPTED)
 
 
 @click.command()

@@ -84,6 +84,9 @@ class ClusterRecord:
     restart_delay: float = 1.0
     """The supervisor's first back-off before a restart, in seconds (doubled per restart of a pod)."""
     created_at: float = field(default_factory=time.time)
+    deleting: bool = False
+    """Set (and saved) before a teardown removes anything: a teardown cut short (a second Ctrl-C, a kill) leaves a
+    cluster that `list` and `status` show as Deleting and the next `up` or `down` finishes removing."""
     pods: dict[int, PodRecord] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -150,8 +153,17 @@ class StateStore:
         data: dict[str, Any] = json.loads((self.cluster_dir(name) / SPEC_FILE).read_text())
         return data
 
+    def remains(self, name: str) -> bool:
+        """A cluster directory without its state file: what a removal cut short left (the cluster is gone)."""
+        directory = self.cluster_dir(name)
+        return directory.is_dir() and not (directory / STATE_FILE).exists()
+
     def remove(self, name: str) -> None:
-        shutil.rmtree(self.cluster_dir(name), ignore_errors=True)
+        """The state file first, so the cluster is gone at once even if removing the rest is cut short."""
+        directory = self.cluster_dir(name)
+        with contextlib.suppress(FileNotFoundError):
+            (directory / STATE_FILE).unlink()
+        shutil.rmtree(directory, ignore_errors=True)
 
     @contextlib.contextmanager
     def lock(self, timeout: float = 120.0) -> Iterator[None]:
