@@ -21,9 +21,11 @@ import click
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
 from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions, NotFoundError
+from miniclusters.cli.arguments import command_words
 from miniclusters.cli.interrupts import EXIT_INTERRUPTED, TeardownOnInterrupt
 from miniclusters.cli.queue_archive import UNFIT_CHOICES, restore_spec
 from miniclusters.render import RenderOptions, with_flavour
+from miniclusters.words import plural
 
 EXIT_INVALID = 2
 BACKEND_ENV = "MINICLUSTER_BACKEND"
@@ -67,22 +69,27 @@ def _print_status(status: ClusterStatus) -> None:
     click.echo(render_status_text(status_document(status)))
 
 
+PROGRESS_REPEAT_S = 10.0
+"""While waiting for the same thing, `up` says so again only this often (not at every look)."""
+
+
 def _progress_printer() -> Callable[[Any], None]:
-    """A rich live line on a terminal, plain lines otherwise."""
+    """One line when what `up` waits for changes (and every PROGRESS_REPEAT_S while it does not), on stderr."""
     from rich.console import Console
 
     console = Console(stderr=True, soft_wrap=True)  # one progress event, one line (no wrapping mid-word)
-    last: list[str] = []
+    last: list[Any] = []  # [what was said, when]
 
     def show(progress: Any) -> None:
         joined = "?" if progress.joined is None else str(progress.joined)
-        line = (
-            f"[{progress.elapsed:5.0f}s] pods running {progress.running}/{progress.size}, "
-            f"brokers joined {joined}/{progress.size}: {progress.message}"
+        said = (
+            f"pods running {progress.running}/{progress.size}, brokers joined {joined}/{progress.size}: "
+            f"{progress.message}"
         )
-        if not last or last[-1] != line:
-            console.print(line, highlight=False)
-            last.append(line)
+        if last and last[0] == said and progress.elapsed - last[1] < PROGRESS_REPEAT_S:
+            return
+        console.print(f"[{progress.elapsed:5.0f}s] {said}", highlight=False)
+        last[:] = [said, progress.elapsed]
 
     return show
 
@@ -364,7 +371,7 @@ def scale(name: str, size: int, backend: str, context: str | None, namespace: st
     """
     with _errors():
         result = _open(backend, context, namespace).scale(name, size)
-        click.echo(f"MiniCluster {name} scaled to {size} pods ({result.running_pods} running now)")
+        click.echo(f"MiniCluster {name} scaled to {plural(size, 'pod')} ({result.running_pods} running now)")
 
 
 @click.command()
@@ -428,7 +435,7 @@ def logs(
 @click.command(name="exec", context_settings={"ignore_unknown_options": True})
 @click.argument("name")
 @click.option("-i", "--index", type=int, default=0, show_default=True, help="Pod index (0 is the lead).")
-@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED, callback=command_words)
 @_backend_options
 def exec_(
     name: str, index: int, argv: tuple[str, ...], backend: str, context: str | None, namespace: str | None

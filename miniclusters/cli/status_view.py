@@ -13,6 +13,7 @@ from typing import Any
 
 from miniclusters.backends.base import ClusterStatus, PodStatus
 from miniclusters.backends.states import cluster_state
+from miniclusters.words import plural
 
 # kubectl's STATUS column words for pod phases when no container reason says more.
 PHASE_WORDS = {"Succeeded": "Completed", "Failed": "Error"}
@@ -78,7 +79,7 @@ def render_status_text(document: dict[str, Any]) -> str:
         f"Name:        {document['name']}",
         f"Namespace:   {document['namespace']}",
         f"State:       {document['state']}",
-        f"Size:        {document['size']} pods (min {document['min_size']}, max {document['max_size']})",
+        f"Size:        {plural(document['size'], 'pod')} (min {document['min_size']}, max {document['max_size']})",
         f"Pods:        {document['running_pods']} running, {document['ready_pods']} ready",
         f"Ranks:       {document['ranks']}",
     ]

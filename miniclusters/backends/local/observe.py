@@ -28,6 +28,7 @@ from miniclusters.backends.local.core import LEAD_ASK_TIMEOUT, NAMESPACE, LocalC
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.backends.overlay import overlay_argv, parse_overlay
 from miniclusters.backends.states import cluster_state
+from miniclusters.words import plural
 
 NODE_NAME = "localhost"
 
@@ -175,9 +176,8 @@ class Observing(LocalCore):
             names = ", ".join(f"{p.name} (exit {p.exit_code if p.exit_code is not None else 'killed'})" for p in failed)
             conditions.append(ClusterCondition("Degraded", "True", "PodFailed", names))
         if any(p.reason == restart.BACKOFF_LIMIT_EXCEEDED for p in pods):
-            message = (
-                f"the Job has reached its backoff limit ({record.backoff_limit} restarts): failed pods stay failed"
-            )
+            limit = plural(record.backoff_limit, "restart")
+            message = f"the Job has reached its backoff limit ({limit}): failed pods stay failed"
             conditions.append(ClusterCondition("Failed", "True", restart.BACKOFF_LIMIT_EXCEEDED, message))
         if queue and lead_running and ranks_up is not None:
             counts = self._queue_summary(record)
