@@ -296,13 +296,16 @@ def down(name: str, backend: str, context: str | None, namespace: str | None) ->
     """
     with _errors():
         target = _open(backend, context, namespace)
-        if target.ephemeral:  # this machine's multiplexing controller cancels its simulations first
-            from miniclusters.multiplex.background import stop
+        if target.ephemeral:  # this machine's controllers first: multiplexing cancels its simulations
+            from miniclusters.cli.run_files import stop_controllers
 
-            stopped = stop(name)
-            if stopped is not None:
-                click.echo(f"stopped the multiplexing controller (pid {stopped})")
+            for line in stop_controllers(name):
+                click.echo(line)
         target.delete(name)
+        if target.ephemeral:  # and what the run kept outside the cluster's directory
+            from miniclusters.cli.run_files import remove_run_files
+
+            remove_run_files(name, backend)
         click.echo(f"deleted MiniCluster {name}")
 
 

@@ -7,7 +7,6 @@ from any other shell. Writes go through a temporary file and a rename, so a read
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -16,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from miniclusters import lockfile
 
 STATE_FILE = "state.json"
 LOCK_FILE = ".lock"
@@ -167,19 +168,16 @@ class StateStore:
 
     @contextlib.contextmanager
     def lock(self, timeout: float = 120.0) -> Iterator[None]:
-        """One writer at a time across every shell (create, scale, resize, delete); readers do not lock."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / LOCK_FILE, "a+") as handle:
-            deadline = time.monotonic() + timeout
-            while True:
+        """One writer at a time across every shell (create, scale, resize, delete); readers do not lock.
+
+        The last writer out of a store with no cluster left deletes the lock file (`down` leaves none behind)."""
+        path = self.root / LOCK_FILE
+        try:
+            with lockfile.locked(path, timeout):
                 try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise TimeoutError(f"another minicluster command holds {self.root / LOCK_FILE}") from None
-                    time.sleep(0.05)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                    yield
+                finally:
+                    if not self.names():
+                        lockfile.remove_held(path)
+        except lockfile.LockBusy:
+            raise TimeoutError(f"another minicluster command holds {path}") from None
