@@ -114,7 +114,10 @@ def run_mpi(solver: Path, wrapper: Path, args: list[str], cpu: int, setting: str
         *args,
     ]
     started = time.monotonic()
-    done = subprocess.run(argv, env=mpi_env(setting, library), capture_output=True, text=True, timeout=600)
+    # in the bench's temporary directory: a rank that records a trace writes it into its working directory
+    done = subprocess.run(
+        argv, env=mpi_env(setting, library), cwd=wrapper.parent, capture_output=True, text=True, timeout=600
+    )
     makespan = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"mpirun failed ({done.returncode}): {done.stderr[-2000:]}")

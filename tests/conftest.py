@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +39,19 @@ def flux_core() -> Any:
         if os.environ.get("CI"):
             pytest.fail(f"{exc} (`make test` runs `make flux-core` before the tests)")
         pytest.skip(str(exc))
+
+
+def _stray_traces(places: set[Path]) -> set[Path]:
+    """PMPI trace files (pmpi.<job>.<rank>.bin) and per-job trace directories (pmpi-<job>) in these directories."""
+    return {path for place in places for pattern in ("pmpi.*.bin", "pmpi-*") for path in place.glob(pattern)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def traces_stay_in_temporary_directories() -> Iterator[None]:
+    """The PMPI library writes a trace into its working directory unless told where: every test must run its MPI
+    programs (and jobs) with a temporary working or trace directory, never the checkout (issue 24)."""
+    places = {ROOT, Path.cwd()}
+    before = _stray_traces(places)
+    yield
+    stray = sorted(str(p) for p in _stray_traces(places) - before)
+    assert not stray, f"tests wrote PMPI traces outside a temporary directory: {stray}"

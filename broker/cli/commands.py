@@ -99,19 +99,11 @@ def _allocated() -> dict[int, int]:
     return held
 
 
-def _queue_state() -> dict[str, Any]:
-    """The job manager's queue in ranks (`flux resource demand`); empty when it is not loaded here."""
-    try:
-        return _rpc("job-manager.queue-state")
-    except click.ClickException:
-        return {}
-
-
 @resource.command("list")
 def resource_list() -> None:
     """Free, allocated, drained and down nodes and cores."""
     status = _rpc("resource.status")
-    drained = {int(rank) for rank in _queue_state().get("drained", [])}
+    drained = {int(rank) for rank in (_queue_state() or {}).get("drained", [])}
     click.echo(f"{'STATE':>10} {'NNODES':>6} {'NCORES':>8} {'NGPUS':>8} NODELIST")
     for state, nnodes, ncores, ngpus, nodelist in resource_rows(status, _allocated(), drained):
         click.echo(f"{state:>10} {nnodes:>6} {ncores:>8} {ngpus:>8} {nodelist}".rstrip())

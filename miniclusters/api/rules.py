@@ -110,6 +110,8 @@ def _container(container: Container, path: str, runs_flux: bool, is_service: boo
             yield Problem(f"{path}.name", f"{container.name!r} is reserved for the container miniclusters adds")
     if container.launcher and container.batch:
         yield Problem(f"{path}.batch", "launcher and batch cannot both be set; choose one")
+    if container.command and not container.command.strip():
+        yield Problem(f"{path}.command", "only spaces: give a command, or leave it out (interactive: true)")
     if runs_flux and container.commands.script and container.command:
         yield Problem(f"{path}.commands.script", "a script and a command cannot both be given; choose one")
     if is_service and (container.commands.pre or container.commands.broker_pre or container.commands.worker_pre):

@@ -124,6 +124,8 @@ class ClusterStatus:
     """Why the lead could not be asked about ranks (None when it answered)."""
     rest_url: str | None = None
     """Where the lead broker's REST API answers (spec.restful.enabled), as a client would reach it."""
+    deleting: bool = False
+    """Its teardown has begun (and, if this is seen, was cut short): it is going, whatever its pods say."""
 
     @property
     def running_pods(self) -> int:

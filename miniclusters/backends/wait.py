@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from miniclusters.backends.base import BackendError, BackendTimeoutError, ClusterStatus, StartRefusedError
+from miniclusters.words import of, plural
 
 # When exec into pods is not allowed we cannot ask the lead; pods being ready is the best we can know.
 LEAD_UNASKABLE = ("forbidden",)
@@ -48,15 +49,15 @@ def is_up(status: ClusterStatus) -> tuple[bool, str]:
         names = ", ".join(f"{p.name} (exit {p.exit_code})" for p in failed)
         raise BackendError(f"MiniCluster {status.name!r}: pods failed: {names}; see `minicluster logs {status.name}`")
     if status.running_pods < status.size:
-        return False, f"{status.running_pods}/{status.size} pods running"
+        return False, f"{of(status.running_pods, status.size, 'pod')} running"
     joined = joined_count(status)
     if joined is None:
         if status.lead_error and any(word in status.lead_error.lower() for word in LEAD_UNASKABLE):
             return status.ready_pods >= status.size, "cannot ask the lead (exec forbidden): pods ready"
         return False, f"waiting for the lead broker: {status.lead_error or 'no answer yet'}"
     if joined < status.size:
-        return False, f"{joined}/{status.size} brokers joined"
-    return True, f"{status.size} pods running, {joined} brokers joined"
+        return False, f"{of(joined, status.size, 'broker')} joined"
+    return True, f"{plural(status.size, 'pod')} running, {plural(joined, 'broker')} joined"
 
 
 def wait_until_ready(

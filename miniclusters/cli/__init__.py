@@ -19,9 +19,10 @@ from miniclusters.cli import (
     spec_commands,
     users_commands,
 )
+from miniclusters.cli.interrupts import InterruptExits130
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=InterruptExits130, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="minicluster")
 def main() -> None:
     """Run Flux MiniClusters on Kubernetes or on this machine.

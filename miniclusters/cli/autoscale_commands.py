@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
+from miniclusters.cli.interrupts import EXIT_INTERRUPTED
 
 
 @click.command()
@@ -101,6 +102,8 @@ def autoscale(
             queue = ExecQueue(target, lambda _n: local_flux())
         why = run_autoscaler(target, queue, name, options, run, lambda line: click.echo(line, err=True))
         click.echo(f"autoscaler for {name} stopped: {why}", err=True)
+        if why == "interrupted":
+            sys.exit(EXIT_INTERRUPTED)
 
 
 COMMANDS = (autoscale,)

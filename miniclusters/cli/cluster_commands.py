@@ -7,6 +7,7 @@ bad input); nothing is changed when the input is wrong.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -19,9 +20,19 @@ import click
 
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.backends import DEFAULT_BACKEND, available_backends, get_backend
-from miniclusters.backends.base import Backend, BackendError, ClusterStatus, CreateOptions, StartRefusedError
+from miniclusters.backends.base import (
+    Backend,
+    BackendError,
+    ClusterStatus,
+    CreateOptions,
+    NotFoundError,
+    StartRefusedError,
+)
+from miniclusters.cli.arguments import command_words
+from miniclusters.cli.interrupts import EXIT_INTERRUPTED, TeardownOnInterrupt
 from miniclusters.cli.queue_archive import UNFIT_CHOICES, refuse_restore_into_existing, restore_spec
 from miniclusters.render import RenderOptions, with_flavour
+from miniclusters.words import plural
 
 EXIT_INVALID = 2
 BACKEND_ENV = "MINICLUSTER_BACKEND"
@@ -65,22 +76,27 @@ def _print_status(status: ClusterStatus) -> None:
     click.echo(render_status_text(status_document(status)))
 
 
+PROGRESS_REPEAT_S = 10.0
+"""While waiting for the same thing, `up` says so again only this often (not at every look)."""
+
+
 def _progress_printer() -> Callable[[Any], None]:
-    """A rich live line on a terminal, plain lines otherwise."""
+    """One line when what `up` waits for changes (and every PROGRESS_REPEAT_S while it does not), on stderr."""
     from rich.console import Console
 
     console = Console(stderr=True, soft_wrap=True)  # one progress event, one line (no wrapping mid-word)
-    last: list[str] = []
+    last: list[Any] = []  # [what was said, when]
 
     def show(progress: Any) -> None:
         joined = "?" if progress.joined is None else str(progress.joined)
-        line = (
-            f"[{progress.elapsed:5.0f}s] pods running {progress.running}/{progress.size}, "
-            f"brokers joined {joined}/{progress.size}: {progress.message}"
+        said = (
+            f"pods running {progress.running}/{progress.size}, brokers joined {joined}/{progress.size}: "
+            f"{progress.message}"
         )
-        if not last or last[-1] != line:
-            console.print(line, highlight=False)
-            last.append(line)
+        if last and last[0] == said and progress.elapsed - last[1] < PROGRESS_REPEAT_S:
+            return
+        console.print(f"[{progress.elapsed:5.0f}s] {said}", highlight=False)
+        last[:] = [said, progress.elapsed]
 
     return show
 
@@ -237,13 +253,8 @@ def _print_restful(target: Backend, mc: Any, status: Any) -> None:
 
 
 def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool, keep: bool) -> None:
-    """`up` where the cluster lives in this machine's processes: Ctrl-C (or SIGTERM) tears down what was started;
-    the lead's exit code becomes ours."""
-    import signal
-
-    def interrupted(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
+    """`up` where the cluster lives in this machine's processes: Ctrl-C (or SIGTERM) tears down what was started,
+    and a second one does not cut that teardown short; the lead's exit code becomes ours."""
     stored = getattr(target, "stored_spec", lambda _name: None)(mc.name)
     if stored is not None:
         from miniclusters.cli.existing import existing_message
@@ -252,43 +263,43 @@ def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool
         for line in lines:
             click.echo(line, err=code != 0)
         sys.exit(code)
-    previous = signal.signal(signal.SIGTERM, interrupted)
     created = False
-    try:
+    with TeardownOnInterrupt(f"tearing down MiniCluster {mc.name}"):
         try:
-            status = target.create(mc, options)
-        except StartRefusedError as exc:  # it can never come up: remove it, as a finished one is
-            if keep:
-                raise StartRefusedError(f"{exc}; kept (--keep): remove it with `minicluster down {mc.name}`") from None
-            target.delete(mc.name)
-            raise StartRefusedError(f"{exc}; MiniCluster {mc.name} was torn down") from None
-        created = True
-        _print_status(status)
-        _print_restful(target, mc, status)
-        if (detach or mc.spec.interactive) and not status.finished:
-            from miniclusters.cli.existing import reach_lines
+            try:
+                status = target.create(mc, options)
+            except StartRefusedError as exc:  # it can never come up: remove it, as a finished one is
+                if keep:
+                    msg = f"{exc}; kept (--keep): remove it with `minicluster down {mc.name}`"
+                    raise StartRefusedError(msg) from None
+                target.delete(mc.name)
+                raise StartRefusedError(f"{exc}; MiniCluster {mc.name} was torn down") from None
+            created = True
+            _print_status(status)
+            _print_restful(target, mc, status)
+            if (detach or mc.spec.interactive) and not status.finished:
+                from miniclusters.cli.existing import reach_lines
 
-            click.echo("reach it with:")
-            click.echo("\n".join(reach_lines(mc.name, status.rest_url)))
-            created = False  # detached: it keeps running
-            return
-        for line in target.logs(mc.name, 0, follow=True):
-            click.echo(line)
-        status = target.status(mc.name)
-        lead = status.pod(0)
-        code = lead.exit_code if lead and lead.exit_code is not None else (0 if status.succeeded else 1)
-        if not keep:
-            target.delete(mc.name)
-            created = False
-        sys.exit(code)
-    except KeyboardInterrupt:
-        click.echo(f"interrupted: tearing down MiniCluster {mc.name}", err=True)
-        if created:
-            target.delete(mc.name)
-            created = False
-        sys.exit(130)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+                click.echo("reach it with:")
+                click.echo("\n".join(reach_lines(mc.name, status.rest_url)))
+                created = False  # detached: it keeps running
+                return
+            for line in target.logs(mc.name, 0, follow=True):
+                click.echo(line)
+            status = target.status(mc.name)
+            lead = status.pod(0)
+            code = lead.exit_code if lead and lead.exit_code is not None else (0 if status.succeeded else 1)
+            if not keep:
+                target.delete(mc.name)
+                created = False
+            sys.exit(code)
+        except KeyboardInterrupt:
+            if created:  # also when Ctrl-C cut the normal teardown short: it resumes where it stopped
+                with contextlib.suppress(NotFoundError):
+                    target.delete(mc.name)
+            else:  # create tears down what it started; finish that if Ctrl-C cut it short
+                getattr(target, "finish_teardown", lambda _name: False)(mc.name)
+            sys.exit(EXIT_INTERRUPTED)
 
 
 @click.command()
@@ -303,13 +314,16 @@ def down(name: str, backend: str, context: str | None, namespace: str | None) ->
     """
     with _errors():
         target = _open(backend, context, namespace)
-        if target.ephemeral:  # this machine's multiplexing controller cancels its simulations first
-            from miniclusters.multiplex.background import stop
+        if target.ephemeral:  # this machine's controllers first: multiplexing cancels its simulations
+            from miniclusters.cli.run_files import stop_controllers
 
-            stopped = stop(name)
-            if stopped is not None:
-                click.echo(f"stopped the multiplexing controller (pid {stopped})")
+            for line in stop_controllers(name):
+                click.echo(line)
         target.delete(name)
+        if target.ephemeral:  # and what the run kept outside the cluster's directory
+            from miniclusters.cli.run_files import remove_run_files
+
+            remove_run_files(name, backend)
         click.echo(f"deleted MiniCluster {name}")
 
 
@@ -386,7 +400,7 @@ def scale(name: str, size: int, backend: str, context: str | None, namespace: st
     """
     with _errors():
         result = _open(backend, context, namespace).scale(name, size)
-        click.echo(f"MiniCluster {name} scaled to {size} pods ({result.running_pods} running now)")
+        click.echo(f"MiniCluster {name} scaled to {plural(size, 'pod')} ({result.running_pods} running now)")
 
 
 @click.command()
@@ -450,7 +464,7 @@ def logs(
 @click.command(name="exec", context_settings={"ignore_unknown_options": True})
 @click.argument("name")
 @click.option("-i", "--index", type=int, default=0, show_default=True, help="Pod index (0 is the lead).")
-@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED, callback=command_words)
 @_backend_options
 def exec_(
     name: str, index: int, argv: tuple[str, ...], backend: str, context: str | None, namespace: str | None

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from miniclusters.backends.base import ClusterStatus
+from miniclusters.words import of
 
 
 def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
@@ -53,7 +54,7 @@ def existing_message(
     2 when the spec differs (nothing is changed), 1 when it has finished (remove it to run it again)."""
     name = status.name
     differences = spec_differences(stored, wanted) if stored is not None else []
-    ready = f"{status.ready_pods}/{status.size} pods ready"
+    ready = f"{of(status.ready_pods, status.size, 'pod')} ready"
     if status.finished:
         outcome = "completed" if status.succeeded else "failed"
         lines = [

@@ -15,7 +15,9 @@ from typing import Any
 import click
 
 from miniclusters.backends.base import NotFoundError
+from miniclusters.cli.arguments import command_text, source_of
 from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
+from miniclusters.words import plural
 
 
 class _Stop:
@@ -71,7 +73,12 @@ def _write_timeline(log_path: Path, timeline: Path, allocatable_m: int) -> None:
 
 @click.command()
 @click.argument("name")
-@click.option("--command", "command", help="The simulation: MPI program and arguments (default: spec.multiplexing).")
+@click.option(
+    "--command",
+    "command",
+    callback=command_text,
+    help="The simulation: MPI program and arguments (default: spec.multiplexing).",
+)
 @click.option("--max", "max_n", type=click.IntRange(min=1), help="Most simulations at once [spec or 4].")
 @click.option("--total", type=click.IntRange(min=1), help="Simulations to run in all [--max].")
 @click.option("--ranks", type=click.IntRange(min=1), help="MPI ranks per simulation [spec.tasks].")
@@ -150,7 +157,9 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
         mux = {**spec, **{k: v for k, v in flags.items() if v is not None}}
         max_n = int(mux.get("max") or 4)
         if int(mux.get("total") or max_n) < max_n:
-            raise click.BadParameter(f"--total {mux['total']} is below --max {max_n}", param_hint="--total")
+            total_from = source_of("total", "--total", flags, "spec.multiplexing", spec)
+            max_from = source_of("max", "--max", flags, "spec.multiplexing", spec)
+            raise click.UsageError(f"{total_from} {mux['total']} is below {max_from} {max_n}")
         try:
             config = multiplex_config(
                 status, mux, int(spec.get("tasks") or 0), allocatable, overhead_m=overhead, equal_m=equal,
@@ -173,7 +182,8 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
             state_path = state_file(backend, name)
             mirror = mirror_for(target, backend, name, str(spec.get("flavour") or "builtin"))
             click.echo(
-                f"multiplexing {name}: {config.ranks} ranks per simulation on {len(config.pods)} pods, "
+                f"multiplexing {name}: {plural(config.ranks, 'rank')} per simulation on "
+                f"{plural(len(config.pods), 'pod')}, "
                 f"allocatable {allocatable}m, up to {config.max_simulations} at once ({config.total} in all); "
                 f"{session.shares_note}; work directory {workdir}",
                 err=True,

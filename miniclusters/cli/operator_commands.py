@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from miniclusters.cli.cluster_commands import _errors
+from miniclusters.cli.interrupts import EXIT_INTERRUPTED
 from miniclusters.render import RenderOptions
 
 if TYPE_CHECKING:
@@ -83,12 +85,16 @@ def operator(
         ]
         for thread in others:
             thread.start()
+        interrupted = False
         try:
             controllers[0].run(stop)
         except KeyboardInterrupt:
+            interrupted = True
             stop.set()
         for thread in others:
             thread.join(timeout=5)
+        if interrupted:  # Ctrl-C: the controllers stopped cleanly, and the exit code says how they were stopped
+            sys.exit(EXIT_INTERRUPTED)
 
 
 def kubernetes_autoscale_ports(api: KubeApi) -> PortsFor:

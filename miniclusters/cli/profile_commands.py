@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from miniclusters.cli.arguments import command_words
+
 
 @click.group()
 def pmpi() -> None:
@@ -42,7 +44,7 @@ def pmpi_build(output_dir: str | None, mpicc: str, force: bool) -> None:
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=command_words)
 @click.option(
     "--traces",
     type=click.Path(file_okay=False),

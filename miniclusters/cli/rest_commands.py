@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from broker.rest.client import RestClient, RestError
+from miniclusters.cli.arguments import command_words
 
 URL_HELP = "The REST API of the lead broker, e.g. http://10.213.0.2:5000 (default $MINICLUSTER_URL)."
 
@@ -82,7 +83,7 @@ def jobs(url: str, user: str | None, token: str | None, secret_key: str | None, 
 @click.option("--cwd", help="Working directory of the job.")
 @click.option("--env", "envars", multiple=True, help="NAME=VALUE for the job (repeatable).")
 @click.option("--watch", is_flag=True, help="Print the job's output until it ends; exit with its code.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, callback=command_words)
 def submit(
     url: str,
     user: str | None,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from elasticity.policy.scheduling.registry import PRIORITY_POLICIES, TRACE_POLICIES
+from miniclusters.words import plural
 
 if TYPE_CHECKING:
     from elasticity.sim.experiment import Row
@@ -168,12 +169,15 @@ def simulate(
                     rescale_overhead=rescale_overhead,
                     progress=step,
                 )
-                title = f"Jacobi mixes: {jobs} jobs every {gap:g} s, {seeds} seeds"
+                title = f"Jacobi mixes: {plural(jobs, 'job')} every {gap:g} s, {plural(seeds, 'seed')}"
             else:
                 assert trace is not None
                 base = from_swf(read_swf(trace), nodes)
                 runs = run_trace(base, policies, shares, seeds, rescale_overhead=rescale_overhead, progress=step)
-                title = f"{Path(trace).name}: {len(base.jobs)} jobs on {base.nodes} nodes, {seeds} seeds"
+                title = (
+                    f"{Path(trace).name}: {plural(len(base.jobs), 'job')} on {plural(base.nodes, 'node')}, "
+                    f"{plural(seeds, 'seed')}"
+                )
         except (SWFError, ValueError) as exc:
             err.print(f"minicluster simulate: {exc}", markup=False, highlight=False)
             sys.exit(2)

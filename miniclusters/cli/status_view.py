@@ -12,6 +12,8 @@ from dataclasses import asdict
 from typing import Any
 
 from miniclusters.backends.base import ClusterStatus, PodStatus
+from miniclusters.backends.states import cluster_state
+from miniclusters.words import plural
 
 # kubectl's STATUS column words for pod phases when no container reason says more.
 PHASE_WORDS = {"Succeeded": "Completed", "Failed": "Error"}
@@ -37,18 +39,6 @@ def compress_ranks(ranks: tuple[int, ...] | list[int]) -> str:
             parts.append(str(start) if start == previous else f"{start}-{previous}")
         start = previous = rank
     return ",".join(parts)
-
-
-def cluster_state(status: ClusterStatus) -> str:
-    if status.finished:
-        return "Completed" if status.succeeded else "Failed"
-    if any(c.type == "Failed" and c.status == "True" for c in status.conditions):
-        return "Failed"
-    if not status.pods or all(p.phase == "Pending" for p in status.pods):
-        return "Pending"
-    if status.ready_pods < status.size:
-        return "Degraded" if any(p.phase in ("Failed", "Succeeded") or p.reason for p in status.pods) else "Starting"
-    return "Running"
 
 
 def ranks_words(status: ClusterStatus) -> str:
@@ -89,7 +79,7 @@ def render_status_text(document: dict[str, Any]) -> str:
         f"Name:        {document['name']}",
         f"Namespace:   {document['namespace']}",
         f"State:       {document['state']}",
-        f"Size:        {document['size']} pods (min {document['min_size']}, max {document['max_size']})",
+        f"Size:        {plural(document['size'], 'pod')} (min {document['min_size']}, max {document['max_size']})",
         f"Pods:        {document['running_pods']} running, {document['ready_pods']} ready",
         f"Ranks:       {document['ranks']}",
     ]

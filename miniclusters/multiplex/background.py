@@ -9,12 +9,8 @@ live beside the lock.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from miniclusters import pidlock
@@ -36,18 +32,7 @@ def exclusive(name: str) -> contextlib.AbstractContextManager[Path]:
 
 def holder(name: str) -> int | None:
     """The pid of the controller holding the cluster's lock, None when none does."""
-    path = lock_path(name)
-    if not path.is_file():
-        return None
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            text = handle.read().strip()
-            return int(text) if text.isdigit() else None
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return None
+    return pidlock.holder(lock_path(name))
 
 
 def background_files(name: str) -> tuple[Path, Path, Path]:
@@ -76,17 +61,5 @@ def start_in_background(name: str, backend: str) -> tuple[int, Path, Path]:
 
 def stop(name: str, timeout: float = 15.0) -> int | None:
     """SIGTERM the cluster's controller (it cancels its simulations and saves its state) and wait for its lock
-    to be released; returns its pid, or None when none ran. SIGKILL after `timeout`."""
-    pid = holder(name)
-    if pid is None:
-        return None
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while holder(name) == pid:
-        if time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            break
-        time.sleep(0.1)
-    return pid
+    to be released; returns its pid, or None when none ran. SIGKILL after `timeout`; no lock file is left."""
+    return pidlock.stop_holder(lock_path(name), timeout)

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 HEADER = re.compile(r"^(Name|Namespace|State|Size|Pods|Ranks|REST API):\s+(.*)$")
-SIZE = re.compile(r"^(\d+) pods \(min (\d+), max (\d+)\)$")
+SIZE = re.compile(r"^(\d+) pods? \(min (\d+), max (\d+)\)$")
 PODS = re.compile(r"^(\d+) running, (\d+) ready$")
 
 

@@ -28,6 +28,13 @@ LEAD_ASK_TIMEOUT = 20.0
 NAMESPACE = "local"
 
 
+def deleting_message(name: str) -> str:
+    return (
+        f"MiniCluster {name!r} is being deleted (a teardown was cut short); "
+        f"`minicluster down {name}` or `minicluster up` finishes it"
+    )
+
+
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -78,13 +85,16 @@ class LocalCore:
         self.notify = notify
         self.poll_interval = poll_interval
 
-    def _load(self, name: str) -> tuple[ClusterRecord, MiniCluster]:
+    def _load(self, name: str, deleting_ok: bool = False) -> tuple[ClusterRecord, MiniCluster]:
+        """The record and spec of a cluster; one being deleted is gone for everything but looking at it."""
         if not self.store.exists(name):
             raise NotFoundError(
                 f"MiniCluster {name!r} not found on this machine (state directory {self.store.root}); "
                 "see `minicluster list`"
             )
         record = self.store.load(name)
+        if record.deleting and not deleting_ok:
+            raise NotFoundError(deleting_message(name))
         try:
             mc = load_minicluster(self.store.load_spec(name), source=f"local MiniCluster {name}")
         except SpecError as exc:

@@ -120,12 +120,14 @@ class Lifecycle(Bursts):
         mc = with_flavour(mc, options.render.flavour)
         self._check_supported(mc)
         with self.store.lock():
+            self._finish_teardown(mc.name)
             existed = self.store.exists(mc.name)
             try:
                 record = self._prepare(mc, options)
             except BaseException:
-                if not existed:  # a claim this call made on a network slot: nothing was started on it
+                if not existed:  # nothing was started: drop the slot claim and any files written so far
                     slots.release(self.store.cluster_dir(mc.name))
+                    self.store.remove(mc.name)
                 raise
             try:
                 for index in range(mc.spec.size):
@@ -389,8 +391,14 @@ class Lifecycle(Bursts):
         return not slots.held_by_other(self.store.cluster_dir(record.name), record.slot)
 
     def _teardown(self, record: ClusterRecord) -> None:
-        """Stop every pod (all at once: SIGTERM everything, then wait), remove cgroups, namespaces, bridge, state."""
+        """Stop every pod (all at once: SIGTERM everything, then wait), remove cgroups, namespaces, bridge, state.
+
+        Marked deleting on disk before anything is removed, and every step may run again: a teardown cut short
+        is finished by the next one (`_finish_teardown`)."""
         cluster_dir = self.store.cluster_dir(record.name)
+        if not record.deleting and self.store.exists(record.name):
+            record.deleting = True
+            self.store.save(record)
         for pod in record.pods.values():
             if pod.pid is not None and process.alive(pod.pid, pod.start_ticks):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -409,10 +417,36 @@ class Lifecycle(Bursts):
     def exists(self, mc: MiniCluster) -> bool:
         return self.store.exists(mc.name)
 
+    def _finish_teardown(self, name: str) -> bool:
+        """Finish removing a cluster whose teardown was cut short (the store is locked); True when one was."""
+        if self.store.remains(name):
+            self.store.remove(name)
+            return True
+        if not self.store.exists(name):
+            return False
+        try:
+            record = self.store.load(name)
+        except (OSError, ValueError):
+            return False
+        if not record.deleting:
+            return False
+        self.notify(f"finishing the teardown of MiniCluster {name} that was cut short")
+        self._teardown(record)
+        return True
+
+    def finish_teardown(self, name: str) -> bool:
+        """`_finish_teardown` under the store's lock (`up` calls it after Ctrl-C cut its own teardown short)."""
+        with self.store.lock():
+            return self._finish_teardown(name)
+
     def stored_spec(self, name: str) -> dict[str, Any] | None:
-        """The spec a cluster on this machine was created from (None when there is no such cluster)."""
+        """The spec a cluster on this machine was created from (None when there is no such cluster, or only what a
+        teardown cut short left of one)."""
         if not self.store.exists(name):
             return None
+        with contextlib.suppress(OSError, ValueError):
+            if self.store.load(name).deleting:
+                return None
         try:
             return self.store.load_spec(name)
         except (OSError, ValueError):
@@ -420,6 +454,9 @@ class Lifecycle(Bursts):
 
     def delete(self, name: str) -> None:
         with self.store.lock():
+            if self.store.remains(name):  # a removal cut short after the cluster was gone: finish it quietly
+                self.store.remove(name)
+                return
             if not self.store.exists(name):
                 raise NotFoundError(f"MiniCluster {name!r} not found on this machine (state {self.store.root})")
             for follower in self._bursts_of(name):  # a lead takes its bursts with it

@@ -13,6 +13,7 @@ from elasticity.control.ports import ClusterView, PodView, ResizeOutcome
 from elasticity.model import cpu as cpu_model
 from elasticity.model.node import Node
 from miniclusters.api.quantity import format_millicores
+from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
     RESIZE_PENDING,
     BackendError,
@@ -24,9 +25,11 @@ from miniclusters.backends.base import (
 )
 from miniclusters.backends.local import process, restart
 from miniclusters.backends.local.conditions import isolation_condition, queue_condition
-from miniclusters.backends.local.core import LEAD_ASK_TIMEOUT, NAMESPACE, LocalCore
+from miniclusters.backends.local.core import LEAD_ASK_TIMEOUT, NAMESPACE, LocalCore, deleting_message
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.backends.overlay import overlay_argv, parse_overlay
+from miniclusters.backends.states import cluster_state
+from miniclusters.words import plural
 
 NODE_NAME = "localhost"
 LOG_TAIL = 16_384
@@ -147,12 +150,19 @@ class Observing(LocalCore):
         return "nice", process.current_nice(pod.pid)
 
     def status(self, name: str) -> ClusterStatus:
-        record, _mc = self._load(name)
+        record, mc = self._load(name, deleting_ok=True)
+        return self._status_of(record, mc, queue=True)
+
+    def _status_of(self, record: ClusterRecord, _mc: MiniCluster, queue: bool) -> ClusterStatus:
+        """What `status` shows (`list` takes its state and ready pods from the same, without the queue)."""
+        name = record.name
         lead = record.pods.get(0)
         lead_running = lead is not None and process.alive(lead.pid, lead.start_ticks)
         ranks_up = ranks_down = None
         lead_error = None
-        if lead_running:
+        if record.deleting:
+            lead_error = deleting_message(name)
+        elif lead_running:
             try:
                 ranks_up, ranks_down = self._ask_lead(record)
             except BackendError as exc:
@@ -161,9 +171,11 @@ class Observing(LocalCore):
         lead_status = pods[0] if pods and pods[0].index == 0 else None
         finished = lead_status is not None and lead_status.phase in ("Succeeded", "Failed")
         succeeded = (lead_status.phase == "Succeeded") if finished and lead_status else None
-        if not lead_running and not finished:
+        if not lead_running and not finished and not record.deleting:
             lead_error = "the lead pod (index 0) is not running"
         conditions = [isolation_condition(record)]
+        if record.deleting:
+            conditions.append(ClusterCondition("Deleting", "True", "TeardownCutShort", deleting_message(name)))
         if record.latency:
             method = record.latency_method or "netem"
             how = "tc netem qdisc" if method == "netem" else "NFQUEUE delay line, netem being unavailable"
@@ -180,14 +192,13 @@ class Observing(LocalCore):
             names = ", ".join(f"{p.name} (exit {p.exit_code if p.exit_code is not None else 'killed'})" for p in failed)
             conditions.append(ClusterCondition("Degraded", "True", "PodFailed", names))
         if any(p.reason == restart.BACKOFF_LIMIT_EXCEEDED for p in pods):
-            message = (
-                f"the Job has reached its backoff limit ({record.backoff_limit} restarts): failed pods stay failed"
-            )
+            limit = plural(record.backoff_limit, "restart")
+            message = f"the Job has reached its backoff limit ({limit}): failed pods stay failed"
             conditions.append(ClusterCondition("Failed", "True", restart.BACKOFF_LIMIT_EXCEEDED, message))
-        if lead_running and ranks_up is not None:
-            queue = self._queue_summary(record)
-            if queue is not None:
-                conditions.append(queue_condition(queue))
+        if queue and lead_running and ranks_up is not None:
+            counts = self._queue_summary(record)
+            if counts is not None:
+                conditions.append(queue_condition(counts))
         return ClusterStatus(
             name=name,
             namespace=NAMESPACE,
@@ -202,6 +213,7 @@ class Observing(LocalCore):
             succeeded=succeeded,
             lead_error=lead_error,
             rest_url=f"http://{lead.address}:{_mc.spec.restful.port}" if lead and _mc.spec.restful.enabled else None,
+            deleting=record.deleting,
         )
 
     def _ask_lead(self, record: ClusterRecord) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -257,25 +269,13 @@ class Observing(LocalCore):
             yield pending
 
     def list(self) -> list[ClusterSummary]:
+        """Every cluster with the state and ready pods `status` shows for it (the same function decides)."""
         out = []
         for name in self.store.names():
             try:
-                record = self.store.load(name)
-            except (OSError, ValueError):
+                record, mc = self._load(name, deleting_ok=True)
+            except (OSError, ValueError, BackendError):
                 continue
-            alive = [
-                i
-                for i, p in record.pods.items()
-                if process.alive(p.pid, p.start_ticks)
-                and restart.restart_info(self.store.pod_dir(name, i)).waiting != restart.CRASH_LOOP
-            ]
-            lead = record.pods.get(0)
-            if lead is not None and not process.alive(lead.pid, lead.start_ticks):
-                code = process.exit_code(self.store.pod_dir(name, 0))
-                state = "Completed" if code == 0 else "Failed"
-            elif len(alive) < record.size:
-                state = "Degraded"
-            else:
-                state = "Running"
-            out.append(ClusterSummary(name, NAMESPACE, record.size, len(alive), state))
+            status = self._status_of(record, mc, queue=False)
+            out.append(ClusterSummary(name, NAMESPACE, record.size, status.ready_pods, cluster_state(status)))
         return out

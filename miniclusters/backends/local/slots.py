@@ -13,13 +13,13 @@ after a grace period that covers a `create` between its claim and its first save
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from miniclusters import lockfile
 from miniclusters.backends.local.state import STATE_FILE
 
 CLAIM_GRACE_S = 300.0
@@ -35,13 +35,19 @@ def claims_dir() -> Path:
 
 @contextlib.contextmanager
 def _locked(directory: Path) -> Iterator[None]:
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(directory / ".lock", "a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    """The claims' lock; the last holder out with no claim left removes it and the directory (`down` leaves no
+    lock file and no empty directory of ours behind)."""
+    path = directory / ".lock"
+    with lockfile.locked(path, dir_mode=0o700):
         try:
             yield
         finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            if not any(p.name.isdigit() for p in directory.iterdir()):
+                lockfile.remove_held(path)
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+                    if directory.parent.name.startswith("miniclusters"):  # ours, not $XDG_RUNTIME_DIR itself
+                        directory.parent.rmdir()
 
 
 def _owner_holds(owner: Path, slot: int) -> bool:

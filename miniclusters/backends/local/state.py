@@ -7,7 +7,6 @@ from any other shell. Writes go through a temporary file and a rename, so a read
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -16,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from miniclusters import lockfile
 
 STATE_FILE = "state.json"
 LOCK_FILE = ".lock"
@@ -84,6 +85,9 @@ class ClusterRecord:
     restart_delay: float = 1.0
     """The supervisor's first back-off before a restart, in seconds (doubled per restart of a pod)."""
     created_at: float = field(default_factory=time.time)
+    deleting: bool = False
+    """Set (and saved) before a teardown removes anything: a teardown cut short (a second Ctrl-C, a kill) leaves a
+    cluster that `list` and `status` show as Deleting and the next `up` or `down` finishes removing."""
     pods: dict[int, PodRecord] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -150,24 +154,30 @@ class StateStore:
         data: dict[str, Any] = json.loads((self.cluster_dir(name) / SPEC_FILE).read_text())
         return data
 
+    def remains(self, name: str) -> bool:
+        """A cluster directory without its state file: what a removal cut short left (the cluster is gone)."""
+        directory = self.cluster_dir(name)
+        return directory.is_dir() and not (directory / STATE_FILE).exists()
+
     def remove(self, name: str) -> None:
-        shutil.rmtree(self.cluster_dir(name), ignore_errors=True)
+        """The state file first, so the cluster is gone at once even if removing the rest is cut short."""
+        directory = self.cluster_dir(name)
+        with contextlib.suppress(FileNotFoundError):
+            (directory / STATE_FILE).unlink()
+        shutil.rmtree(directory, ignore_errors=True)
 
     @contextlib.contextmanager
     def lock(self, timeout: float = 120.0) -> Iterator[None]:
-        """One writer at a time across every shell (create, scale, resize, delete); readers do not lock."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / LOCK_FILE, "a+") as handle:
-            deadline = time.monotonic() + timeout
-            while True:
+        """One writer at a time across every shell (create, scale, resize, delete); readers do not lock.
+
+        The last writer out of a store with no cluster left deletes the lock file (`down` leaves none behind)."""
+        path = self.root / LOCK_FILE
+        try:
+            with lockfile.locked(path, timeout):
                 try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise TimeoutError(f"another minicluster command holds {self.root / LOCK_FILE}") from None
-                    time.sleep(0.05)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                    yield
+                finally:
+                    if not self.names():
+                        lockfile.remove_held(path)
+        except lockfile.LockBusy:
+            raise TimeoutError(f"another minicluster command holds {path}") from None

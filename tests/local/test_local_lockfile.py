@@ -1,0 +1,56 @@
+"""Lock files that `down` deletes (issue 24) stay mutual exclusion: one deleted while another process waits on it is
+taken anew by the waiter, never held as a nameless file beside a new one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from miniclusters import lockfile, pidlock
+
+HOLD = (
+    "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+    "print('held', flush=True); time.sleep(30)"
+)
+
+
+def test_a_lock_file_deleted_while_waited_on_is_taken_anew(tmp_path: Path) -> None:
+    path = tmp_path / "store" / ".lock"
+    seen: list[bool] = []
+
+    def wait_for_it() -> None:
+        with lockfile.locked(path, timeout=10) as handle:
+            mine, named = os.fstat(handle), os.stat(path)
+            seen.append((mine.st_dev, mine.st_ino) == (named.st_dev, named.st_ino))
+
+    with lockfile.locked(path):
+        waiter = threading.Thread(target=wait_for_it)
+        waiter.start()
+        time.sleep(0.3)  # the waiter has opened the file and waits in flock
+        lockfile.remove_held(path)
+        path.parent.rmdir()  # the last holder also removes an empty directory of ours
+    waiter.join(timeout=15)
+    assert seen == [True]
+
+
+def test_only_a_lock_file_nobody_holds_is_removed(tmp_path: Path) -> None:
+    path = tmp_path / "c.lock"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert not lockfile.remove_if_free(path) and path.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lockfile.remove_if_free(path) and not path.exists()
+
+
+def test_a_controller_s_lock_file_goes_with_it(tmp_path: Path) -> None:
+    path = tmp_path / ".autoscaler" / "c.lock"
+    with pidlock.exclusive(path, "c is autoscaled"):
+        assert path.read_text() == str(os.getpid()) and pidlock.holder(path) == os.getpid()
+    assert not path.exists()
