@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.responses import Response
 
@@ -21,7 +22,7 @@ from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.rest import access
 from broker.rest.auth import issue_token, token_principal
-from broker.rest.jobs import JobService, SubmitError, parse_submit, stream_lines
+from broker.rest.jobs import JOB_LIST_LIMIT, JobService, SubmitError, parse_submit, stream_lines
 from broker.rest.records import detail_record, listing_record
 from broker.rest.schemas import BAD_ID, DENIED, PROTECTED, Detail, Invalid, Submitted, submit_openapi
 from broker.rest.settings import RestSettings
@@ -66,7 +67,11 @@ def _basic(header: str) -> tuple[str, str] | None:
 
 
 def create_app(settings: RestSettings, service: JobService, users: UserStore | None = None) -> FastAPI:
-    """One app per lead broker. `service` talks to the instance; `users` is the bcrypt user database."""
+    """One app per lead broker. `service` talks to the instance; `users` is the bcrypt user database.
+
+    Nothing that blocks runs on the event loop: routes that call the instance or the user database are plain
+    `def` (FastAPI runs them in its worker threads), and the few `async def` ones (they read a body in several
+    formats) hand their blocking part to a worker thread; big answers are encoded in the worker too."""
     users = users or UserStore(settings.database)
     if settings.superuser:
         users.ensure(settings.superuser, settings.superuser_password, superuser=True)
@@ -164,20 +169,21 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         detail: bool = False,
         listing: bool = False,
         limit: Annotated[int | None, Query(ge=1, le=100000)] = None,
-    ) -> Any:
-        """Jobs (the caller's own in multi-user mode), newest first.
+    ) -> JSONResponse:
+        """Jobs (the caller's own in multi-user mode), newest first: the newest 1,000 (flux-core's job-list
+        default, as the reference server lists) unless `limit` asks for another number.
 
         `details` (the reference server's name; `detail`, which the 0.2.1 client sends, too) gives full
         records keyed by id, or as a list with `listing`; without it, job-list records with integer state
         and result, as the reference answers.
         """
-        jobs = access.visible_jobs(service, user, settings)
+        jobs = access.visible_jobs(service, user, settings, limit=limit or JOB_LIST_LIMIT)
         if limit is not None:
             jobs = jobs[:limit]
         if not (detail or details):
-            return {"jobs": [listing_record(j) for j in jobs]}
+            return JSONResponse({"jobs": [listing_record(j) for j in jobs]})
         records = {str(j.id): restful(j) for j in jobs}
-        return list(records.values()) if listing else records
+        return JSONResponse(list(records.values()) if listing else records)
 
     @app.get("/v1/jobs/search", tags=["jobs"], responses=PROTECTED)
     def search_jobs(
@@ -187,7 +193,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         length: Annotated[int | None, Query(ge=0, le=10**6)] = None,
         draw: Annotated[int, Query(ge=0, le=10**9)] = 1,
         query: Annotated[str | None, Query(max_length=1000)] = None,
-    ) -> dict[str, Any]:
+    ) -> JSONResponse:
         """The DataTables-style search the upstream web UI uses."""
         text = query or request.query_params.get("search[value]") or request.query_params.get("search") or ""
         mine = access.visible_jobs(service, user, settings)
@@ -201,7 +207,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         jobs = jobs[start:]
         if length is not None:
             jobs = jobs[:length]
-        return {"data": jobs, "draw": draw, "recordsTotal": total, "recordsFiltered": filtered}
+        return JSONResponse({"data": jobs, "draw": draw, "recordsTotal": total, "recordsFiltered": filtered})
 
     @app.post(
         "/v1/jobs/submit",
@@ -231,10 +237,17 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             submit_request = parse_submit(params)
         except SubmitError as exc:
             return JSONResponse({"Message": "Invalid submit request", "Errors": exc.errors}, status_code=400)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return JSONResponse({"Message": "Invalid submit request", "Errors": [f"body: {exc}"]}, status_code=400)
+        except UnicodeDecodeError:
+            return JSONResponse({"Message": "Invalid submit request", "Errors": ["body: not UTF-8"]}, status_code=400)
+        except ValueError:
+            return JSONResponse(
+                {"Message": "Invalid submit request", "Errors": ["body: not valid JSON"]}, status_code=400
+            )
         try:
-            jobid = access.submit_as(service, submit_request, user, settings)
+            # the instance call blocks (tens of ms on a busy flux-core): a worker thread, never the event loop
+            jobid = await run_in_threadpool(access.submit_as, service, submit_request, user, settings)
+        except SubmitError as exc:  # the cluster cannot meet it (GPUs it does not have)
+            return JSONResponse({"Message": "Invalid submit request", "Errors": exc.errors}, status_code=400)
         except FluxError as exc:
             return JSONResponse(
                 {"Message": "There was an issue submitting that job.", "Errors": [exc.message]}, status_code=400
@@ -302,6 +315,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             authenticate=current_user,
             visible=lambda principal, job: access.visible(principal, job, settings),
             submit=lambda principal, request: access.submit_as(service, request, principal, settings),
+            visible_jobs=lambda principal, owners: access.visible_jobs(service, principal, settings, owners=owners),
         ),
     )
     return app

@@ -5,9 +5,13 @@ below is one of flux-core's public Python bindings (src/bindings/python/flux/...
 
     submit    flux.job.JobspecV1.from_command + duration/cwd/environment setters + setattr_shell_option
               (job/Jobspec.py), flux.job.submit (job/submit.py)
-    jobs      flux.job.JobList(h, user="all").jobs() -> flux.job.JobInfo objects; .to_dict(filtered=False)
-              (job/list.py, job/info.py)
+    jobs      flux.job.JobList(h, user="all", max_entries=N).jobs() -> flux.job.JobInfo objects;
+              .to_dict(filtered=False) (job/list.py, job/info.py)
     info      flux.job.get_job(h, jobid) -> the same dict, or None for an unknown job (job/list.py)
+    owner     flux.job.job_info_lookup(h, jobid, keys=["jobspec"]) (job/kvslookup.py): job-list does not report
+              our attribute, so the jobspec is read, only where an owner is needed, all of a listing's at once
+              (every request sent, then every answer read), and remembered (a jobspec never changes)
+    gpus      flux.resource.resource_list(h).get().all.ngpus (resource/list.py), only for a GPU request
     cancel    flux.job.cancel(h, jobid, reason) (job/kill.py)
     output    flux.job.job_kvs_lookup(h, jobid, keys=["guest.output"]) (job/kvslookup.py): the RFC 24 output
               eventlog as it stands now, parsed with flux.job.EventLogEvent (job/event.py) and decoded as
@@ -21,6 +25,10 @@ below is one of flux-core's public Python bindings (src/bindings/python/flux/...
 
 Flux reports errors as OSError(errno, strerror); they become broker.client.FluxError so the app answers as it does
 for the built-in flavour (ENOENT -> 404). Tested against real flux-core 0.88 (tests/rest/test_rest_flux_flavour.py).
+
+A flux.Flux handle is not thread-safe and every call here blocks, so the app calls this service from worker
+threads only, each with its own handle (broker/rest/per_thread.py): concurrent requests reach flux-core
+concurrently, as they do through flux-restful, and a slow submit holds up no other request.
 """
 
 from __future__ import annotations
@@ -36,12 +44,15 @@ from typing import Any
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.info import job_owner
-from broker.rest.jobs import SubmitRequest, job_environment, system_attributes
+from broker.rest.jobs import JOB_LIST_LIMIT, SubmitRequest, job_command, job_environment, system_attributes
+from broker.rest.per_thread import PerThread
+from broker.rest.submit import check_gpus
 
 LOG_WARNING = 4  # syslog level; what `flux shutdown --quiet` passes as "loglevel"
 POLL_INTERVAL = 0.25
 LONG_POLL_SECONDS = 25.0
-MAX_JOBS = 1000  # JobList's own default max_entries
+OWNER_BATCH = 256  # jobspec reads in flight at once when a listing needs owners
+OWNER_CACHE = 100_000  # remembered owners (an int and a short string each); forgotten all at once past this
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -116,26 +127,32 @@ def _event_data(context: dict[str, Any]) -> str:
 
 
 class FluxJobService:
-    """JobService over flux-core through flux-python; one flux.Flux handle per thread (handles are not
-    thread-safe, and FastAPI serves sync endpoints from a thread pool)."""
+    """JobService over flux-core through flux-python; one flux.Flux handle per worker thread."""
 
     def __init__(self, uri: str | None = None) -> None:
         self.flux = import_flux()  # fails here, at start-up, when the bindings are missing
         self.uri = uri
-        self._local = threading.local()
+        # flux.Flux has no close(): a handle closes when collected, so dropping it is closing it
+        self._handles: PerThread[Any] = PerThread(self._connect, lambda handle: None)
         self._owners: dict[int, str] = {}
         self._owners_lock = threading.Lock()
 
+    def _connect(self) -> Any:
+        try:
+            return self.flux.Flux(self.uri) if self.uri else self.flux.Flux()
+        except OSError as exc:
+            raise _flux_error(exc, f"cannot connect to {self.uri or '$FLUX_URI'}") from exc
+
     @property
     def handle(self) -> Any:
-        handle = getattr(self._local, "handle", None)
-        if handle is None:
-            try:
-                handle = self.flux.Flux(self.uri) if self.uri else self.flux.Flux()
-            except OSError as exc:
-                raise _flux_error(exc, f"cannot connect to {self.uri or '$FLUX_URI'}") from exc
-            self._local.handle = handle
-        return handle
+        return self._handles.get()
+
+    def gpus(self) -> int:
+        """How many GPUs the instance has (up or down: a down node may come back)."""
+        try:
+            return int(self.flux.resource.resource_list(self.handle).get().all.ngpus)
+        except OSError as exc:
+            raise _flux_error(exc, "cannot list resources") from exc
 
     def submit(self, request: SubmitRequest, userid: int) -> int:
         if userid != os.getuid():
@@ -163,17 +180,22 @@ class FluxJobService:
                 jobspec.setattr(f"system.{key}", value)
         except (TypeError, ValueError) as exc:
             raise FluxError(errno.EINVAL, f"invalid job request: {exc}") from exc
+        if request.gpus_per_task:
+            check_gpus(request, self.gpus())  # flux-core would take the job and then never run it
         try:
-            return int(self.flux.job.submit(self.handle, jobspec))
+            jobid = int(self.flux.job.submit(self.handle, jobspec))
         except OSError as exc:
             raise _flux_error(exc, "submit failed") from exc
+        self._remember({jobid: request.owner})
+        return jobid
 
-    def jobs(self) -> list[JobInfo]:
+    def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]:
         try:
-            listed = self.flux.job.JobList(self.handle, user="all", max_entries=MAX_JOBS).jobs()
+            listed = self.flux.job.JobList(self.handle, user="all", max_entries=limit).jobs()
         except OSError as exc:
             raise _flux_error(exc, "cannot list jobs") from exc
-        return [self._owned(job_info_from_flux(job.to_dict(filtered=False))) for job in listed]
+        found = [job_info_from_flux(job.to_dict(filtered=False)) for job in listed]
+        return self._owned(found) if owners else found
 
     def info(self, jobid: int) -> JobInfo:
         try:
@@ -182,24 +204,47 @@ class FluxJobService:
             raise _flux_error(exc, f"cannot look up job {jobid}") from exc
         if data is None:  # get_job's answer for a job that does not exist
             raise FluxError(errno.ENOENT, f"job {jobid} does not exist")
-        return self._owned(job_info_from_flux(data))
+        return self._owned([job_info_from_flux(data)])[0]
 
-    def _owned(self, job: JobInfo) -> JobInfo:
-        """The job with its owner from its jobspec: flux-core's job-list does not report our attribute, so the
-        jobspec is read once per job (it never changes) and remembered."""
-        owner = self._owners.get(job.id)
-        if owner is None:
-            try:
-                found = self.flux.job.job_kvs_lookup(self.handle, job.id, keys=["jobspec"])
-            except OSError as exc:
-                if exc.errno == errno.ENOENT:  # purged meanwhile: nobody's (only the superuser sees it)
-                    return job
-                raise _flux_error(exc, f"cannot read the jobspec of job {job.id}") from exc
-            spec = found.get("jobspec") if found else None
-            owner = job_owner(spec) if isinstance(spec, dict) else ""
-            with self._owners_lock:
-                self._owners[job.id] = owner
-        return job._replace(owner=owner)
+    def _remember(self, owners: dict[int, str]) -> None:
+        with self._owners_lock:
+            if len(self._owners) + len(owners) > OWNER_CACHE:
+                self._owners.clear()
+            self._owners.update(owners)
+
+    def _owned(self, jobs: list[JobInfo]) -> list[JobInfo]:
+        """The jobs with their owners from their jobspecs: flux-core's job-list does not report our attribute.
+
+        A jobspec never changes, so each is read once and remembered; the ones not known yet are read together,
+        every request sent before any answer is awaited, so a listing waits about one round trip, not one each.
+        """
+        with self._owners_lock:
+            known = dict(self._owners)
+        missing = [job.id for job in jobs if job.id not in known]
+        for start in range(0, len(missing), OWNER_BATCH):
+            batch = missing[start : start + OWNER_BATCH]
+            pending = [(jobid, self.flux.job.job_info_lookup(self.handle, jobid, keys=["jobspec"])) for jobid in batch]
+            read: dict[int, str] = {}
+            for jobid, future in pending:
+                try:
+                    spec = future.get_decode().get("jobspec")
+                except OSError as exc:
+                    if exc.errno == errno.ENOENT:  # purged meanwhile: nobody's (only the superuser sees it)
+                        continue
+                    raise _flux_error(exc, f"cannot read the jobspec of job {jobid}") from exc
+                read[jobid] = job_owner(spec) if isinstance(spec, dict) else ""
+            self._remember(read)
+            known.update(read)
+        return [job._replace(owner=known.get(job.id, "")) for job in jobs]
+
+    def command(self, jobid: int) -> list[str]:
+        """The job's command, from its jobspec (the web page shows it; not part of the API's JobService)."""
+        try:
+            found = self.flux.job.job_kvs_lookup(self.handle, jobid, keys=["jobspec"])
+        except OSError as exc:
+            raise _flux_error(exc, f"cannot read the jobspec of job {jobid}") from exc
+        spec = found.get("jobspec") if found else None
+        return job_command(spec) if isinstance(spec, dict) else []
 
     def cancel(self, jobid: int) -> None:
         try:
@@ -269,8 +314,7 @@ class FluxJobService:
             raise _flux_error(exc, "shutdown failed") from exc
 
     def close(self) -> None:
-        # flux.Flux.close() refuses to run (core/handle.py): handles close when garbage collected.
-        self._local = threading.local()
+        self._handles.close()
 
 
 def import_flux() -> Any:

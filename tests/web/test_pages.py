@@ -33,6 +33,7 @@ class MemoryJobService:
         self.outputs: dict[int, list[str]] = {}
         self.submitted: list[tuple[SubmitRequest, int]] = []
         self.cancelled: list[int] = []
+        self.listed: list[tuple[int, bool]] = []  # (limit, owners) of each jobs() call
         self.next_id = 1000
 
     def add(
@@ -52,8 +53,9 @@ class MemoryJobService:
         self.submitted.append((request, userid))  # the owner is kept, as the real services keep it in the jobspec
         return self.add(request.command[0], userid, state="SCHED", owner=request.owner).id
 
-    def jobs(self) -> list[JobInfo]:
-        return sorted(self.records.values(), key=lambda j: -j.id)
+    def jobs(self, limit: int = 1000, owners: bool = True) -> list[JobInfo]:
+        self.listed.append((limit, owners))
+        return sorted(self.records.values(), key=lambda j: -j.id)[:limit]
 
     def info(self, jobid: int) -> JobInfo:
         if jobid not in self.records:
