@@ -207,3 +207,26 @@ def rss_mb(pid: int) -> float:
     except OSError:
         pass
     return 0.0
+
+
+@contextlib.contextmanager
+def serve_app(app: object) -> Iterator[str]:
+    """An ASGI app behind a real uvicorn server in a thread of this process (one event loop, as in production,
+    so a blocking call on it shows); yields its URL."""
+    import threading
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
