@@ -5,9 +5,9 @@ below is one of flux-core's public Python bindings (src/bindings/python/flux/...
 
     submit    flux.job.JobspecV1.from_command + duration/cwd/environment setters + setattr_shell_option
               (job/Jobspec.py), flux.job.submit (job/submit.py)
-    jobs      flux.job.JobList(h, user="all", max_entries=N).jobs() -> flux.job.JobInfo objects;
-              .to_dict(filtered=False) (job/list.py, job/info.py)
-    info      flux.job.get_job(h, jobid) -> the same dict, or None for an unknown job (job/list.py)
+    jobs      flux.job.job_list(h, max_entries=N, userid=FLUX_USERID_UNKNOWN).get_jobs() -> job-list's raw
+              records, newest first (job/list.py), mapped by job_info_from_list below
+    info      flux.job.job_list_id(h, jobid).get_job() -> the same record, FileNotFoundError for an unknown job
     owner     flux.job.job_info_lookup(h, jobid, keys=["jobspec"]) (job/kvslookup.py): job-list does not report
               our attribute, so the jobspec is read, only where an owner is needed, all of a listing's at once
               (every request sent, then every answer read), and remembered (a jobspec never changes)
@@ -46,6 +46,7 @@ from broker.jobs.api import JobInfo
 from broker.jobs.info import job_owner
 from broker.rest.jobs import JOB_LIST_LIMIT, SubmitRequest, job_command, job_environment, system_attributes
 from broker.rest.per_thread import PerThread
+from broker.rest.records import RESULT_BITS, STATE_BITS
 from broker.rest.submit import check_gpus
 
 LOG_WARNING = 4  # syslog level; what `flux shutdown --quiet` passes as "loglevel"
@@ -64,47 +65,73 @@ def _float(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
-def job_info_from_flux(data: dict[str, Any]) -> JobInfo:
-    """Map flux.job.JobInfo.to_dict(filtered=False) (flux-core job/info.py) onto our JobInfo.
+STATE_NAMES = {bit: name for name, bit in STATE_BITS.items()}
+RESULT_NAMES = {bit: name for name, bit in RESULT_BITS.items()}
 
-    flux's state and result are already the long names ("RUN", "INACTIVE"; "COMPLETED", "FAILED", "CANCELED",
-    "TIMEOUT"; "" while active), from flux_job_statetostr/flux_job_resulttostr. returncode is "" while the job is
-    active. exception is {"occurred", "severity", "type", "note"}, its fields "" when no exception occurred.
+
+def returncode_of(waitstatus: int | None, result: str) -> int | None:
+    """A job's return code as flux.job.JobInfo.returncode computes it (job/info.py): the exit status, or minus
+    the signal that ended the job shell; -128 for a job canceled before it ran, 1 for one that failed before;
+    None while the job is active."""
+    if waitstatus is None:
+        return {"CANCELED": -128, "FAILED": 1}.get(result)
+    if os.WIFSIGNALED(waitstatus):
+        return -os.WTERMSIG(waitstatus)
+    if os.WIFEXITED(waitstatus):
+        return os.WEXITSTATUS(waitstatus)
+    return None
+
+
+def job_info_from_list(record: dict[str, Any], now: float | None = None) -> JobInfo:
+    """Map one raw job-list record ("job-list.list" / "list-id" with attrs ["all"]) onto our JobInfo.
+
+    flux.job.JobInfo does the same, but building one costs milliseconds of Python (it makes a namedtuple class
+    per job); a 1,000-job listing spent seconds there. The record has the state and result as bits (flux/job.h),
+    leaves out what is not known yet, and flattens the exception into exception_{occurred,severity,type,note};
+    the derived fields (returncode, runtime) are computed as flux's JobInfo computes them.
     """
-    exception = data.get("exception") or {}
-    returncode = data.get("returncode")
-    waitstatus = data.get("waitstatus")
-    annotations = data.get("annotations")
+    result = RESULT_NAMES.get(_int(record.get("result")), "") if "result" in record else ""
+    waitstatus = record.get("waitstatus")
+    status = waitstatus if isinstance(waitstatus, int) and not isinstance(waitstatus, bool) else None
+    t_run, t_cleanup = _float(record.get("t_run")), _float(record.get("t_cleanup"))
+    if t_run > 0 and t_cleanup > 0:
+        runtime = t_cleanup - t_run
+    elif t_run > 0:
+        runtime = (time.time() if now is None else now) - t_run
+    else:
+        runtime = 0.0
+    occurred = bool(record.get("exception_occurred"))
+    annotations = record.get("annotations")
     return JobInfo(
-        id=int(data["id"]),
-        state=str(data.get("state") or ""),
-        result=str(data.get("result") or ""),
-        returncode=returncode if isinstance(returncode, int) and not isinstance(returncode, bool) else None,
-        nnodes=_int(data.get("nnodes")),
-        ntasks=_int(data.get("ntasks")),
-        nodelist=str(data.get("nodelist") or ""),
-        runtime=_float(data.get("runtime")),
-        name=str(data.get("name") or ""),
-        userid=_int(data.get("userid")),
-        urgency=_int(data.get("urgency"), 16),
-        priority=_int(data.get("priority")),
-        t_submit=_float(data.get("t_submit")),
-        t_run=_float(data.get("t_run")),
-        t_cleanup=_float(data.get("t_cleanup")),
-        t_inactive=_float(data.get("t_inactive")),
-        exception_type=str(exception.get("type") or "") if exception.get("occurred") else "",
-        exception_note=str(exception.get("note") or "") if exception.get("occurred") else "",
-        waitstatus=waitstatus if isinstance(waitstatus, int) and not isinstance(waitstatus, bool) else None,
-        duration=_float(data.get("duration")),
+        id=int(record["id"]),
+        state=STATE_NAMES.get(_int(record.get("state")), ""),
+        result=result,
+        returncode=returncode_of(status, result),
+        nnodes=_int(record.get("nnodes")),
+        ntasks=_int(record.get("ntasks")),
+        nodelist=str(record.get("nodelist") or ""),
+        runtime=runtime,
+        name=str(record.get("name") or ""),
+        userid=_int(record.get("userid")),
+        urgency=_int(record.get("urgency"), 16),
+        priority=_int(record.get("priority")),
+        t_submit=_float(record.get("t_submit")),
+        t_run=t_run,
+        t_cleanup=t_cleanup,
+        t_inactive=_float(record.get("t_inactive")),
+        exception_type=str(record.get("exception_type") or "") if occurred else "",
+        exception_note=str(record.get("exception_note") or "") if occurred else "",
+        waitstatus=status,
+        duration=_float(record.get("duration")),
         annotations=dict(annotations) if isinstance(annotations, dict) else {},
-        t_depend=_float(data.get("t_depend")),
-        t_priority=_float(data.get("t_priority")),
-        t_sched=_float(data.get("t_sched")),
-        ncores=_int(data.get("ncores")),
-        ranks=str(data.get("ranks") or ""),
-        expiration=_float(data.get("expiration")),
-        exception_severity=_int(exception.get("severity"), -1) if exception.get("occurred") else -1,
-        cwd=str(data.get("cwd") or ""),
+        t_depend=_float(record.get("t_depend")),
+        t_priority=_float(record.get("t_priority")),
+        t_sched=_float(record.get("t_sched")),
+        ncores=_int(record.get("ncores")),
+        ranks=str(record.get("ranks") or ""),
+        expiration=_float(record.get("expiration")),
+        exception_severity=_int(record.get("exception_severity"), -1) if occurred else -1,
+        cwd=str(record.get("cwd") or ""),
     )
 
 
@@ -190,21 +217,23 @@ class FluxJobService:
         return jobid
 
     def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]:
+        everyone = self.flux.constants.FLUX_USERID_UNKNOWN
         try:
-            listed = self.flux.job.JobList(self.handle, user="all", max_entries=limit).jobs()
+            listed = self.flux.job.job_list(self.handle, max_entries=limit, userid=everyone).get_jobs()
         except OSError as exc:
             raise _flux_error(exc, "cannot list jobs") from exc
-        found = [job_info_from_flux(job.to_dict(filtered=False)) for job in listed]
+        now = time.time()
+        found = [job_info_from_list(record, now) for record in listed]
         return self._owned(found) if owners else found
 
     def info(self, jobid: int) -> JobInfo:
         try:
-            data = self.flux.job.get_job(self.handle, jobid)
+            record = self.flux.job.job_list_id(self.handle, jobid).get_job()
+        except FileNotFoundError:
+            raise FluxError(errno.ENOENT, f"job {jobid} does not exist") from None
         except OSError as exc:
             raise _flux_error(exc, f"cannot look up job {jobid}") from exc
-        if data is None:  # get_job's answer for a job that does not exist
-            raise FluxError(errno.ENOENT, f"job {jobid} does not exist")
-        return self._owned([job_info_from_flux(data)])[0]
+        return self._owned([job_info_from_list(record)])[0]
 
     def _remember(self, owners: dict[int, str]) -> None:
         with self._owners_lock:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -210,7 +211,7 @@ def rss_mb(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def serve_app(app: object) -> Iterator[str]:
+def serve_app(app: Any) -> Iterator[str]:
     """An ASGI app behind a real uvicorn server in a thread of this process (one event loop, as in production,
     so a blocking call on it shows); yields its URL."""
     import threading

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from broker.client import FluxError
 from broker.rest.app import create_app
-from broker.rest.flux_service import FluxJobService, job_info_from_flux
+from broker.rest.flux_service import FluxJobService, job_info_from_list
 from broker.rest.jobs import SubmitError, SubmitRequest, parse_submit
 from broker.rest.settings import RestSettings
 from broker.rest.users import UserStore
@@ -174,13 +174,55 @@ def test_connection_errors_are_flux_errors(bindings: Any, tmp_path: Path) -> Non
     assert caught.value.errnum == errno.ENOENT and "cannot connect" in caught.value.message
 
 
-def test_job_info_from_flux_handles_unset_values(bindings: Any) -> None:
-    """flux.job.JobInfo reports unset attributes as "" (job/info.py): they become our defaults."""
-    data = bindings.job.JobInfo({"id": 7, "userid": 5, "urgency": 16, "t_submit": 1.0, "state": 8}).to_dict(False)
-    info = job_info_from_flux(data)
-    assert (info.state, info.result, info.returncode, info.nnodes, info.priority, info.waitstatus) == (
-        "SCHED", "", None, 0, 0, None,
-    )  # fmt: skip
+def test_job_info_from_list_agrees_with_flux_s_own_job_info(
+    service: FluxJobService, bindings: Any, instance: RealInstance
+) -> None:
+    """Our mapping of job-list's raw records (fast) says what flux.job.JobInfo (slow) says, for jobs of every kind:
+    done, failed, killed by a signal, canceled while held, running, pending, and a bare record
+    with nothing known yet (flux reports unset numbers as "")."""
+    handle = bindings.Flux(instance.uri)
+
+    def submit(command: str, **kwargs: Any) -> int:
+        return service.submit(parse_submit({"command": command, **kwargs}), os.getuid())
+
+    done, failed, killed = submit("true"), submit("sh -c 'exit 3'"), submit("sh -c 'kill -9 $$'")
+    for jobid in (done, failed, killed):
+        _finished(service, jobid)
+    running = submit("sleep 300", num_nodes=2, num_tasks=2, exclusive=True)
+    wait_for(lambda: service.info(running).state == "RUN", timeout=30)
+    pending = submit("true")
+    held = int(bindings.job.submit(handle, bindings.job.JobspecV1.from_command(["true"]), urgency=0))
+    service.cancel(held)
+    _finished(service, held)
+    records = bindings.job.job_list(handle, userid=bindings.constants.FLUX_USERID_UNKNOWN).get_jobs()
+    records.append({"id": 7, "userid": 5, "urgency": 16, "t_submit": 1.0, "state": 8})
+    assert {r["id"] for r in records} >= {done, failed, killed, running, pending, held}
+
+    def blank(value: Any) -> Any:
+        return None if value == "" else value
+
+    for record in records:
+        ours = job_info_from_list(dict(record))
+        theirs = bindings.job.JobInfo(dict(record)).to_dict(filtered=False)
+        exception = theirs["exception"]
+        assert (ours.state, ours.result, ours.returncode, ours.waitstatus) == (
+            theirs["state"], theirs["result"], blank(theirs["returncode"]), blank(theirs["waitstatus"]),
+        ), record  # fmt: skip
+        assert (ours.nnodes, ours.ntasks, ours.ncores, ours.priority) == tuple(
+            blank(theirs[k]) or 0 for k in ("nnodes", "ntasks", "ncores", "priority")
+        ), record
+        assert (ours.name, ours.nodelist, ours.ranks, ours.cwd, ours.duration) == (
+            theirs["name"], theirs["nodelist"], theirs["ranks"], theirs["cwd"], theirs["duration"],
+        ), record  # fmt: skip
+        assert (ours.exception_type, ours.exception_note) == (
+            (exception["type"], exception["note"]) if exception["occurred"] else ("", "")
+        ), record
+        assert abs(ours.runtime - theirs["runtime"]) < 1.0, record  # a running job's runtime grows meanwhile
+    by_id = {r["id"]: job_info_from_list(dict(r)) for r in records}
+    # a task killed by SIGKILL: the job shell exits 128+9; a job canceled before it ran: -128, as flux says
+    assert (by_id[failed].returncode, by_id[killed].returncode, by_id[held].returncode) == (3, 137, -128)
+    assert by_id[running].state == "RUN" and by_id[running].returncode is None and by_id[7].state == "SCHED"
+    service.cancel(running)
 
 
 def test_rest_api_over_the_flux_flavour(service: FluxJobService, instance: RealInstance, tmp_path: Path) -> None:
