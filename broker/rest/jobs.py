@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
@@ -17,7 +16,6 @@ from starlette.concurrency import run_in_threadpool
 
 from broker import idset
 from broker.jobs.api import JobClient, JobInfo
-from broker.jobs.build import build_jobspec
 from broker.rest.per_thread import PerThread
 from broker.rest.submit import SubmitError as SubmitError  # re-exported: services and tests import them from here
 from broker.rest.submit import SubmitRequest as SubmitRequest
@@ -73,14 +71,9 @@ class JobService(Protocol):
 class BrokerJobService:
     """JobService over the built-in broker, one JobClient per thread."""
 
-    def __init__(self, uri: str, submits_at_once: int = 1) -> None:
+    def __init__(self, uri: str) -> None:
         self.uri = uri
         self._clients: PerThread[JobClient] = PerThread(lambda: JobClient(self.uri), JobClient.close)
-        # The built-in broker answers requests one at a time on one event loop, and a submit is the costly kind
-        # there (validation, journal and fsync, a scheduling pass): a read arriving behind a batch of submits
-        # waits for all of them. One submit of ours at the broker at a time bounds that wait to one submit; the
-        # broker handles submits one by one anyway (bench/bench_rest.py measured the same throughput).
-        self._submitting = threading.BoundedSemaphore(submits_at_once)
 
     @property
     def client(self) -> JobClient:
@@ -88,20 +81,19 @@ class BrokerJobService:
 
     def submit(self, request: SubmitRequest, userid: int) -> int:
         check_gpus(request, 0)  # the built-in broker schedules no GPUs: refuse rather than ignore the request
-        jobspec = build_jobspec(
-            request.command,
+        return self.client.submit(
+            command=request.command,
             ntasks=max(request.num_tasks, request.num_nodes or 1),
             nnodes=request.num_nodes,
             cores_per_task=request.cores_per_task,
             exclusive=request.exclusive,
             duration=request.runtime,
-            cwd=request.workdir,
             environment=job_environment(request.envars),
+            cwd=request.workdir,
             shell_options=request.option_flags or None,
             system_attributes=system_attributes(request) or None,
+            userid=userid,
         )
-        with self._submitting:  # the jobspec is built before: only the broker's part waits its turn
-            return self.client.submit(jobspec, userid=userid)
 
     def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]:
         return self.client.jobs("all", max_entries=limit)  # the owner comes with each job here, at no cost

@@ -243,39 +243,3 @@ def test_the_builtin_service_lists_with_job_list_s_cap_unless_asked_otherwise() 
     service.jobs()
     service.jobs(limit=5000)
     assert JOB_LIST_LIMIT == 1000 and asked == [1000, 5000]
-
-
-def test_the_builtin_service_keeps_one_submit_at_the_broker_at_a_time() -> None:
-    """The built-in broker serves one request at a time: submits queued there delay every read behind them."""
-    import threading
-    import time
-
-    from broker.rest.jobs import BrokerJobService
-    from broker.rest.per_thread import PerThread
-
-    at_broker, most = 0, 0
-    lock = threading.Lock()
-
-    class Client:
-        def submit(self, jobspec: dict, userid: int) -> int:
-            nonlocal at_broker, most
-            with lock:
-                at_broker += 1
-                most = max(most, at_broker)
-            time.sleep(0.02)
-            with lock:
-                at_broker -= 1
-            return 1
-
-        def close(self) -> None:
-            pass
-
-    service = BrokerJobService("local:///nowhere")
-    service._clients = PerThread(Client, Client.close)  # type: ignore[assignment]
-    request = parse_submit({"command": "true"})
-    threads = [threading.Thread(target=service.submit, args=(request, 0)) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert most == 1
