@@ -23,7 +23,7 @@ from fastapi import HTTPException
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.jobid import JobIdError, parse_jobid
-from broker.rest.jobs import JobService, SubmitRequest
+from broker.rest.jobs import JOB_LIST_LIMIT, JobService, SubmitRequest
 from broker.rest.settings import RestSettings
 from broker.rest.users import Principal
 
@@ -53,9 +53,20 @@ def visible(principal: Principal, job: JobInfo, settings: RestSettings) -> bool:
     return uid is not None and uid >= settings.min_uid and job.userid == uid
 
 
-def visible_jobs(service: JobService, principal: Principal, settings: RestSettings) -> list[JobInfo]:
-    """Every job the principal may see, newest first (as the service lists them)."""
-    return [job for job in service.jobs() if visible(principal, job, settings)]
+def visible_jobs(
+    service: JobService,
+    principal: Principal,
+    settings: RestSettings,
+    limit: int = JOB_LIST_LIMIT,
+    owners: bool = False,
+) -> list[JobInfo]:
+    """The jobs the principal may see among the newest `limit`, newest first (as the service lists them).
+
+    Owners are read only where the rule needs them (or the caller shows them: `owners`), so a listing for
+    someone who sees everything costs one listing call, not one jobspec read per job."""
+    if sees_everything(principal, settings):
+        return service.jobs(limit=limit, owners=owners)
+    return [job for job in service.jobs(limit=limit) if visible(principal, job, settings)]
 
 
 def not_found(jobid: str) -> HTTPException:

@@ -12,16 +12,17 @@ import pwd
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request
+from fastapi import FastAPI, Form, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
-from starlette.responses import Response
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.rest import access
 from broker.rest.auth import issue_token, token_principal
-from broker.rest.jobs import JobService, SubmitError, parse_submit, stream_lines
+from broker.rest.jobs import JOB_LIST_LIMIT, JobService, SubmitError, parse_submit, stream_lines
 from broker.rest.records import detail_record, listing_record
 from broker.rest.schemas import BAD_ID, DENIED, PROTECTED, Detail, Invalid, Submitted, submit_openapi
 from broker.rest.settings import RestSettings
@@ -31,18 +32,42 @@ from broker.rest.users_api import users_router
 from broker.rest.web import WebContext, mount_web
 
 
-class BodyLimit(BaseHTTPMiddleware):
-    """Refuse oversized bodies before reading them (a hostile client cannot exhaust memory)."""
+class BodyTooLarge(Exception):
+    """A body (sent without a Content-Length, in chunks) grew past the limit while being read."""
 
-    def __init__(self, app: Any, limit: int) -> None:
-        super().__init__(app)
+
+class BodyLimit:
+    """Refuse oversized bodies before reading them (a hostile client cannot exhaust memory).
+
+    Plain ASGI rather than Starlette's BaseHTTPMiddleware, which runs every request through an extra task and
+    stream: this one costs a header lookup, and counts the bytes of a chunked body as they arrive."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
         self.limit = limit
 
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        length = request.headers.get("content-length")
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
-            return JSONResponse({"Message": f"request body larger than {self.limit} bytes"}, status_code=413)
-        return await call_next(request)
+            await self.too_large()(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise BodyTooLarge()
+            return message
+
+        await self.app(scope, counted if length is None else receive, send)
+
+    def too_large(self) -> JSONResponse:
+        return JSONResponse({"Message": f"request body larger than {self.limit} bytes"}, status_code=413)
 
 
 def _unauthorized(request: Request, detail: str) -> HTTPException:
@@ -66,7 +91,13 @@ def _basic(header: str) -> tuple[str, str] | None:
 
 
 def create_app(settings: RestSettings, service: JobService, users: UserStore | None = None) -> FastAPI:
-    """One app per lead broker. `service` talks to the instance; `users` is the bcrypt user database."""
+    """One app per lead broker. `service` talks to the instance; `users` is the bcrypt user database.
+
+    Nothing that blocks runs on the event loop: routes that call the instance or the user database are plain
+    `def` (FastAPI runs them in its worker threads), and the few `async def` ones (they read a body in several
+    formats) hand their blocking part to a worker thread. The job routes make one trip to a worker each: they
+    authenticate there (not in a separate dependency) and return a ready JSONResponse (no validation and
+    encoding back on the event loop), so under load a request waits for one thread handover, not three."""
     users = users or UserStore(settings.database)
     if settings.superuser:
         users.ensure(settings.superuser, settings.superuser_password, superuser=True)
@@ -76,6 +107,11 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         description="Submit and watch jobs on a MiniCluster's lead broker; compatible with flux-restful-api v1.",
     )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+
+    async def body_too_large(request: Request, exc: Exception) -> JSONResponse:
+        return BodyLimit(app, settings.max_body_bytes).too_large()
+
+    app.add_exception_handler(BodyTooLarge, body_too_large)
     app.state.users = users
     app.state.service = service
     app.state.settings = settings
@@ -99,8 +135,6 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
                 raise _unauthorized(request, "incorrect user or password")
             return principal
         raise _unauthorized(request, "authentication required")
-
-    User = Annotated[Principal, Depends(current_user)]
 
     def lookup(jobid: str, principal: Principal) -> JobInfo:
         return access.lookup(service, jobid, principal, settings)
@@ -159,36 +193,38 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
 
     @app.get("/v1/jobs", tags=["jobs"], responses=PROTECTED)
     def list_jobs(
-        user: User,
+        request: Request,
         details: bool = False,
         detail: bool = False,
         listing: bool = False,
         limit: Annotated[int | None, Query(ge=1, le=100000)] = None,
-    ) -> Any:
-        """Jobs (the caller's own in multi-user mode), newest first.
+    ) -> JSONResponse:
+        """Jobs (the caller's own in multi-user mode), newest first: the newest 1,000 (flux-core's job-list
+        default, as the reference server lists) unless `limit` asks for another number.
 
         `details` (the reference server's name; `detail`, which the 0.2.1 client sends, too) gives full
         records keyed by id, or as a list with `listing`; without it, job-list records with integer state
         and result, as the reference answers.
         """
-        jobs = access.visible_jobs(service, user, settings)
+        user = current_user(request)
+        jobs = access.visible_jobs(service, user, settings, limit=limit or JOB_LIST_LIMIT)
         if limit is not None:
             jobs = jobs[:limit]
         if not (detail or details):
-            return {"jobs": [listing_record(j) for j in jobs]}
+            return JSONResponse({"jobs": [listing_record(j) for j in jobs]})
         records = {str(j.id): restful(j) for j in jobs}
-        return list(records.values()) if listing else records
+        return JSONResponse(list(records.values()) if listing else records)
 
     @app.get("/v1/jobs/search", tags=["jobs"], responses=PROTECTED)
     def search_jobs(
         request: Request,
-        user: User,
         start: Annotated[int, Query(ge=0, le=10**9)] = 0,
         length: Annotated[int | None, Query(ge=0, le=10**6)] = None,
         draw: Annotated[int, Query(ge=0, le=10**9)] = 1,
         query: Annotated[str | None, Query(max_length=1000)] = None,
-    ) -> dict[str, Any]:
+    ) -> JSONResponse:
         """The DataTables-style search the upstream web UI uses."""
+        user = current_user(request)
         text = query or request.query_params.get("search[value]") or request.query_params.get("search") or ""
         mine = access.visible_jobs(service, user, settings)
         total = len(mine)
@@ -201,7 +237,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         jobs = jobs[start:]
         if length is not None:
             jobs = jobs[:length]
-        return {"data": jobs, "draw": draw, "recordsTotal": total, "recordsFiltered": filtered}
+        return JSONResponse({"data": jobs, "draw": draw, "recordsTotal": total, "recordsFiltered": filtered})
 
     @app.post(
         "/v1/jobs/submit",
@@ -214,27 +250,38 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         },
         openapi_extra=submit_openapi(),
     )
-    async def submit(request: Request, user: User) -> JSONResponse:
+    async def submit(request: Request) -> JSONResponse:
         """Submit a job; parameters from the query string, a form or a JSON body (command is required)."""
         params: dict[str, Any] = dict(request.query_params)
         content_type = request.headers.get("content-type", "")
-        try:
+        problem = ""
+        try:  # reading the body is the only part on the event loop
             if "application/json" in content_type:
                 body = await request.json()
-                if body is not None and not isinstance(body, dict):
-                    raise SubmitError(["body: must be a JSON object"])
-                params.update(body or {})
+                if isinstance(body, dict):
+                    params.update(body)
+                elif body is not None:
+                    problem = "body: must be a JSON object"
             elif "form" in content_type:
                 params.update({k: v for k, v in (await request.form()).items() if isinstance(v, str)})
             elif await request.body():
-                raise SubmitError(["body: send JSON (application/json) or a form"])
-            submit_request = parse_submit(params)
-        except SubmitError as exc:
-            return JSONResponse({"Message": "Invalid submit request", "Errors": exc.errors}, status_code=400)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return JSONResponse({"Message": "Invalid submit request", "Errors": [f"body: {exc}"]}, status_code=400)
+                problem = "body: send JSON (application/json) or a form"
+        except UnicodeDecodeError:
+            problem = "body: not UTF-8"
+        except ValueError:
+            problem = "body: not valid JSON"
+        return await run_in_threadpool(submit_now, request, params, problem)
+
+    def submit_now(request: Request, params: dict[str, Any], problem: str) -> JSONResponse:
+        """Authenticate, validate and submit, in a worker thread: the instance call blocks (tens of ms on a
+        busy flux-core), and nothing may hold up the event loop that serves every other request."""
+        user = current_user(request)
         try:
-            jobid = access.submit_as(service, submit_request, user, settings)
+            if problem:
+                raise SubmitError([problem])
+            jobid = access.submit_as(service, parse_submit(params), user, settings)
+        except SubmitError as exc:  # the parameters, or the cluster cannot meet them (GPUs it does not have)
+            return JSONResponse({"Message": "Invalid submit request", "Errors": exc.errors}, status_code=400)
         except FluxError as exc:
             return JSONResponse(
                 {"Message": "There was an issue submitting that job.", "Errors": [exc.message]}, status_code=400
@@ -242,31 +289,32 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         return JSONResponse({"Message": "Job submit.", "id": jobid})
 
     @app.get("/v1/jobs/{jobid}", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
-    def get_job(jobid: str, user: User) -> dict[str, Any]:
+    def get_job(jobid: str, request: Request) -> JSONResponse:
         """One job: attributes, state, result, returncode, nnodes, nodelist, runtime, exception."""
-        return restful(lookup(jobid, user))
+        return JSONResponse(restful(lookup(jobid, current_user(request))))
 
     @app.get("/v1/jobs/{jobid}/output", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
-    def get_output(jobid: str, user: User) -> dict[str, Any]:
+    def get_output(jobid: str, request: Request) -> JSONResponse:
         """Output lines so far; an unknown id is 200 with a Message, as the reference server answers."""
         try:
-            job = lookup(jobid, user)
+            job = lookup(jobid, current_user(request))
         except HTTPException as exc:
             if exc.status_code != 404:
                 raise
-            return {"Message": "The output does not exist yet, or the jobid is incorrect."}
+            return JSONResponse({"Message": "The output does not exist yet, or the jobid is incorrect."})
         lines, _, _ = service.output(job.id)
-        return {"Output": lines}
+        return JSONResponse({"Output": lines})
 
     @app.get("/v1/jobs/{jobid}/output/stream", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
-    def stream_output(jobid: str, user: User) -> StreamingResponse:
+    def stream_output(jobid: str, request: Request) -> StreamingResponse:
         """Output lines as they are written, until the job ends."""
-        job = lookup(jobid, user)
+        job = lookup(jobid, current_user(request))
         return StreamingResponse(stream_lines(service, job.id), media_type="text/plain")
 
     @app.post("/v1/jobs/{jobid}/cancel", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
-    def cancel(jobid: str, user: User) -> JSONResponse:
+    def cancel(jobid: str, request: Request) -> JSONResponse:
         """Cancel a job; `id` comes back as the string the caller gave, and refusals are 400, as the reference's."""
+        user = current_user(request)
         try:
             job = lookup(jobid, user)
         except HTTPException as exc:
@@ -280,14 +328,15 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         return JSONResponse({"Message": "Job is requested to cancel.", "id": jobid})
 
     @app.get("/v1/nodes", tags=["nodes"], responses=PROTECTED)
-    def nodes(user: User) -> dict[str, list[str]]:
+    def nodes(request: Request) -> JSONResponse:
         """Up nodes, each host once (ranks sharing a host, as in a test instance, are one node)."""
-        return {"nodes": list(dict.fromkeys(service.nodes()))}
+        current_user(request)
+        return JSONResponse({"nodes": list(dict.fromkeys(service.nodes()))})
 
     @app.post("/v1/service/stop", tags=["service"], responses={**PROTECTED, 403: {"model": Detail}})
-    def stop(user: User) -> dict[str, str]:
+    def stop(request: Request) -> dict[str, str]:
         """Shut the instance down (superuser only)."""
-        if not user.is_superuser:
+        if not current_user(request).is_superuser:
             raise HTTPException(403, "only the superuser may stop the service")
         service.shutdown()
         return {"Message": "Service is stopping."}
@@ -302,6 +351,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             authenticate=current_user,
             visible=lambda principal, job: access.visible(principal, job, settings),
             submit=lambda principal, request: access.submit_as(service, request, principal, settings),
+            visible_jobs=lambda principal, owners: access.visible_jobs(service, principal, settings, owners=owners),
         ),
     )
     return app

@@ -23,9 +23,10 @@ def issue_token(users: UserStore, settings: RestSettings, principal: Principal) 
 def token_principal(users: UserStore, settings: RestSettings, token: str) -> Principal:
     """The user a token was issued to, or TokenError (expired, forged, of a removed user, or revoked)."""
     claims = decode_access_token(token, settings.token_signing_key)
-    principal = users.get(claims.subject)
-    if principal is None:
+    found = users.current(claims.subject)
+    if found is None:
         raise TokenError("the token's user no longer exists")
-    if claims.generation != users.generation(claims.subject):
+    principal, generation = found
+    if claims.generation != generation:
         raise TokenError(REVOKED)
     return principal

@@ -5,9 +5,13 @@ below is one of flux-core's public Python bindings (src/bindings/python/flux/...
 
     submit    flux.job.JobspecV1.from_command + duration/cwd/environment setters + setattr_shell_option
               (job/Jobspec.py), flux.job.submit (job/submit.py)
-    jobs      flux.job.JobList(h, user="all").jobs() -> flux.job.JobInfo objects; .to_dict(filtered=False)
-              (job/list.py, job/info.py)
-    info      flux.job.get_job(h, jobid) -> the same dict, or None for an unknown job (job/list.py)
+    jobs      flux.job.job_list(h, max_entries=N, userid=FLUX_USERID_UNKNOWN).get_jobs() -> job-list's raw
+              records, newest first (job/list.py), mapped by job_info_from_list below
+    info      flux.job.job_list_id(h, jobid).get_job() -> the same record, FileNotFoundError for an unknown job
+    owner     flux.job.job_info_lookup(h, jobid, keys=["jobspec"]) (job/kvslookup.py): job-list does not report
+              our attribute, so the jobspec is read, only where an owner is needed, all of a listing's at once
+              (every request sent, then every answer read), and remembered (a jobspec never changes)
+    gpus      flux.resource.resource_list(h).get().all.ngpus (resource/list.py), only for a GPU request
     cancel    flux.job.cancel(h, jobid, reason) (job/kill.py)
     output    flux.job.job_kvs_lookup(h, jobid, keys=["guest.output"]) (job/kvslookup.py): the RFC 24 output
               eventlog as it stands now, parsed with flux.job.EventLogEvent (job/event.py) and decoded as
@@ -21,6 +25,10 @@ below is one of flux-core's public Python bindings (src/bindings/python/flux/...
 
 Flux reports errors as OSError(errno, strerror); they become broker.client.FluxError so the app answers as it does
 for the built-in flavour (ENOENT -> 404). Tested against real flux-core 0.88 (tests/rest/test_rest_flux_flavour.py).
+
+A flux.Flux handle is not thread-safe and every call here blocks, so the app calls this service from worker
+threads only, each with its own handle (broker/rest/per_thread.py): concurrent requests reach flux-core
+concurrently, as they do through flux-restful, and a slow submit holds up no other request.
 """
 
 from __future__ import annotations
@@ -36,12 +44,16 @@ from typing import Any
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.info import job_owner
-from broker.rest.jobs import SubmitRequest, job_environment, system_attributes
+from broker.rest.jobs import JOB_LIST_LIMIT, SubmitRequest, job_command, job_environment, system_attributes
+from broker.rest.per_thread import PerThread
+from broker.rest.records import RESULT_BITS, STATE_BITS
+from broker.rest.submit import check_gpus
 
 LOG_WARNING = 4  # syslog level; what `flux shutdown --quiet` passes as "loglevel"
 POLL_INTERVAL = 0.25
 LONG_POLL_SECONDS = 25.0
-MAX_JOBS = 1000  # JobList's own default max_entries
+OWNER_BATCH = 256  # jobspec reads in flight at once when a listing needs owners
+OWNER_CACHE = 100_000  # remembered owners (an int and a short string each); forgotten all at once past this
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -53,47 +65,73 @@ def _float(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
-def job_info_from_flux(data: dict[str, Any]) -> JobInfo:
-    """Map flux.job.JobInfo.to_dict(filtered=False) (flux-core job/info.py) onto our JobInfo.
+STATE_NAMES = {bit: name for name, bit in STATE_BITS.items()}
+RESULT_NAMES = {bit: name for name, bit in RESULT_BITS.items()}
 
-    flux's state and result are already the long names ("RUN", "INACTIVE"; "COMPLETED", "FAILED", "CANCELED",
-    "TIMEOUT"; "" while active), from flux_job_statetostr/flux_job_resulttostr. returncode is "" while the job is
-    active. exception is {"occurred", "severity", "type", "note"}, its fields "" when no exception occurred.
+
+def returncode_of(waitstatus: int | None, result: str) -> int | None:
+    """A job's return code as flux.job.JobInfo.returncode computes it (job/info.py): the exit status, or minus
+    the signal that ended the job shell; -128 for a job canceled before it ran, 1 for one that failed before;
+    None while the job is active."""
+    if waitstatus is None:
+        return {"CANCELED": -128, "FAILED": 1}.get(result)
+    if os.WIFSIGNALED(waitstatus):
+        return -os.WTERMSIG(waitstatus)
+    if os.WIFEXITED(waitstatus):
+        return os.WEXITSTATUS(waitstatus)
+    return None
+
+
+def job_info_from_list(record: dict[str, Any], now: float | None = None) -> JobInfo:
+    """Map one raw job-list record ("job-list.list" / "list-id" with attrs ["all"]) onto our JobInfo.
+
+    flux.job.JobInfo does the same, but building one costs milliseconds of Python (it makes a namedtuple class
+    per job); a 1,000-job listing spent seconds there. The record has the state and result as bits (flux/job.h),
+    leaves out what is not known yet, and flattens the exception into exception_{occurred,severity,type,note};
+    the derived fields (returncode, runtime) are computed as flux's JobInfo computes them.
     """
-    exception = data.get("exception") or {}
-    returncode = data.get("returncode")
-    waitstatus = data.get("waitstatus")
-    annotations = data.get("annotations")
+    result = RESULT_NAMES.get(_int(record.get("result")), "") if "result" in record else ""
+    waitstatus = record.get("waitstatus")
+    status = waitstatus if isinstance(waitstatus, int) and not isinstance(waitstatus, bool) else None
+    t_run, t_cleanup = _float(record.get("t_run")), _float(record.get("t_cleanup"))
+    if t_run > 0 and t_cleanup > 0:
+        runtime = t_cleanup - t_run
+    elif t_run > 0:
+        runtime = (time.time() if now is None else now) - t_run
+    else:
+        runtime = 0.0
+    occurred = bool(record.get("exception_occurred"))
+    annotations = record.get("annotations")
     return JobInfo(
-        id=int(data["id"]),
-        state=str(data.get("state") or ""),
-        result=str(data.get("result") or ""),
-        returncode=returncode if isinstance(returncode, int) and not isinstance(returncode, bool) else None,
-        nnodes=_int(data.get("nnodes")),
-        ntasks=_int(data.get("ntasks")),
-        nodelist=str(data.get("nodelist") or ""),
-        runtime=_float(data.get("runtime")),
-        name=str(data.get("name") or ""),
-        userid=_int(data.get("userid")),
-        urgency=_int(data.get("urgency"), 16),
-        priority=_int(data.get("priority")),
-        t_submit=_float(data.get("t_submit")),
-        t_run=_float(data.get("t_run")),
-        t_cleanup=_float(data.get("t_cleanup")),
-        t_inactive=_float(data.get("t_inactive")),
-        exception_type=str(exception.get("type") or "") if exception.get("occurred") else "",
-        exception_note=str(exception.get("note") or "") if exception.get("occurred") else "",
-        waitstatus=waitstatus if isinstance(waitstatus, int) and not isinstance(waitstatus, bool) else None,
-        duration=_float(data.get("duration")),
+        id=int(record["id"]),
+        state=STATE_NAMES.get(_int(record.get("state")), ""),
+        result=result,
+        returncode=returncode_of(status, result),
+        nnodes=_int(record.get("nnodes")),
+        ntasks=_int(record.get("ntasks")),
+        nodelist=str(record.get("nodelist") or ""),
+        runtime=runtime,
+        name=str(record.get("name") or ""),
+        userid=_int(record.get("userid")),
+        urgency=_int(record.get("urgency"), 16),
+        priority=_int(record.get("priority")),
+        t_submit=_float(record.get("t_submit")),
+        t_run=t_run,
+        t_cleanup=t_cleanup,
+        t_inactive=_float(record.get("t_inactive")),
+        exception_type=str(record.get("exception_type") or "") if occurred else "",
+        exception_note=str(record.get("exception_note") or "") if occurred else "",
+        waitstatus=status,
+        duration=_float(record.get("duration")),
         annotations=dict(annotations) if isinstance(annotations, dict) else {},
-        t_depend=_float(data.get("t_depend")),
-        t_priority=_float(data.get("t_priority")),
-        t_sched=_float(data.get("t_sched")),
-        ncores=_int(data.get("ncores")),
-        ranks=str(data.get("ranks") or ""),
-        expiration=_float(data.get("expiration")),
-        exception_severity=_int(exception.get("severity"), -1) if exception.get("occurred") else -1,
-        cwd=str(data.get("cwd") or ""),
+        t_depend=_float(record.get("t_depend")),
+        t_priority=_float(record.get("t_priority")),
+        t_sched=_float(record.get("t_sched")),
+        ncores=_int(record.get("ncores")),
+        ranks=str(record.get("ranks") or ""),
+        expiration=_float(record.get("expiration")),
+        exception_severity=_int(record.get("exception_severity"), -1) if occurred else -1,
+        cwd=str(record.get("cwd") or ""),
     )
 
 
@@ -116,26 +154,32 @@ def _event_data(context: dict[str, Any]) -> str:
 
 
 class FluxJobService:
-    """JobService over flux-core through flux-python; one flux.Flux handle per thread (handles are not
-    thread-safe, and FastAPI serves sync endpoints from a thread pool)."""
+    """JobService over flux-core through flux-python; one flux.Flux handle per worker thread."""
 
     def __init__(self, uri: str | None = None) -> None:
         self.flux = import_flux()  # fails here, at start-up, when the bindings are missing
         self.uri = uri
-        self._local = threading.local()
+        # flux.Flux has no close(): a handle closes when collected, so dropping it is closing it
+        self._handles: PerThread[Any] = PerThread(self._connect, lambda handle: None)
         self._owners: dict[int, str] = {}
         self._owners_lock = threading.Lock()
 
+    def _connect(self) -> Any:
+        try:
+            return self.flux.Flux(self.uri) if self.uri else self.flux.Flux()
+        except OSError as exc:
+            raise _flux_error(exc, f"cannot connect to {self.uri or '$FLUX_URI'}") from exc
+
     @property
     def handle(self) -> Any:
-        handle = getattr(self._local, "handle", None)
-        if handle is None:
-            try:
-                handle = self.flux.Flux(self.uri) if self.uri else self.flux.Flux()
-            except OSError as exc:
-                raise _flux_error(exc, f"cannot connect to {self.uri or '$FLUX_URI'}") from exc
-            self._local.handle = handle
-        return handle
+        return self._handles.get()
+
+    def gpus(self) -> int:
+        """How many GPUs the instance has (up or down: a down node may come back)."""
+        try:
+            return int(self.flux.resource.resource_list(self.handle).get().all.ngpus)
+        except OSError as exc:
+            raise _flux_error(exc, "cannot list resources") from exc
 
     def submit(self, request: SubmitRequest, userid: int) -> int:
         if userid != os.getuid():
@@ -163,43 +207,73 @@ class FluxJobService:
                 jobspec.setattr(f"system.{key}", value)
         except (TypeError, ValueError) as exc:
             raise FluxError(errno.EINVAL, f"invalid job request: {exc}") from exc
+        if request.gpus_per_task:
+            check_gpus(request, self.gpus())  # flux-core would take the job and then never run it
         try:
-            return int(self.flux.job.submit(self.handle, jobspec))
+            jobid = int(self.flux.job.submit(self.handle, jobspec))
         except OSError as exc:
             raise _flux_error(exc, "submit failed") from exc
+        self._remember({jobid: request.owner})
+        return jobid
 
-    def jobs(self) -> list[JobInfo]:
+    def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]:
+        everyone = self.flux.constants.FLUX_USERID_UNKNOWN
         try:
-            listed = self.flux.job.JobList(self.handle, user="all", max_entries=MAX_JOBS).jobs()
+            listed = self.flux.job.job_list(self.handle, max_entries=limit, userid=everyone).get_jobs()
         except OSError as exc:
             raise _flux_error(exc, "cannot list jobs") from exc
-        return [self._owned(job_info_from_flux(job.to_dict(filtered=False))) for job in listed]
+        now = time.time()
+        found = [job_info_from_list(record, now) for record in listed]
+        return self._owned(found) if owners else found
 
     def info(self, jobid: int) -> JobInfo:
         try:
-            data = self.flux.job.get_job(self.handle, jobid)
+            record = self.flux.job.job_list_id(self.handle, jobid).get_job()
+        except FileNotFoundError:
+            raise FluxError(errno.ENOENT, f"job {jobid} does not exist") from None
         except OSError as exc:
             raise _flux_error(exc, f"cannot look up job {jobid}") from exc
-        if data is None:  # get_job's answer for a job that does not exist
-            raise FluxError(errno.ENOENT, f"job {jobid} does not exist")
-        return self._owned(job_info_from_flux(data))
+        return self._owned([job_info_from_list(record)])[0]
 
-    def _owned(self, job: JobInfo) -> JobInfo:
-        """The job with its owner from its jobspec: flux-core's job-list does not report our attribute, so the
-        jobspec is read once per job (it never changes) and remembered."""
-        owner = self._owners.get(job.id)
-        if owner is None:
-            try:
-                found = self.flux.job.job_kvs_lookup(self.handle, job.id, keys=["jobspec"])
-            except OSError as exc:
-                if exc.errno == errno.ENOENT:  # purged meanwhile: nobody's (only the superuser sees it)
-                    return job
-                raise _flux_error(exc, f"cannot read the jobspec of job {job.id}") from exc
-            spec = found.get("jobspec") if found else None
-            owner = job_owner(spec) if isinstance(spec, dict) else ""
-            with self._owners_lock:
-                self._owners[job.id] = owner
-        return job._replace(owner=owner)
+    def _remember(self, owners: dict[int, str]) -> None:
+        with self._owners_lock:
+            if len(self._owners) + len(owners) > OWNER_CACHE:
+                self._owners.clear()
+            self._owners.update(owners)
+
+    def _owned(self, jobs: list[JobInfo]) -> list[JobInfo]:
+        """The jobs with their owners from their jobspecs: flux-core's job-list does not report our attribute.
+
+        A jobspec never changes, so each is read once and remembered; the ones not known yet are read together,
+        every request sent before any answer is awaited, so a listing waits about one round trip, not one each.
+        """
+        with self._owners_lock:
+            known = dict(self._owners)
+        missing = [job.id for job in jobs if job.id not in known]
+        for start in range(0, len(missing), OWNER_BATCH):
+            batch = missing[start : start + OWNER_BATCH]
+            pending = [(jobid, self.flux.job.job_info_lookup(self.handle, jobid, keys=["jobspec"])) for jobid in batch]
+            read: dict[int, str] = {}
+            for jobid, future in pending:
+                try:
+                    spec = future.get_decode().get("jobspec")
+                except OSError as exc:
+                    if exc.errno == errno.ENOENT:  # purged meanwhile: nobody's (only the superuser sees it)
+                        continue
+                    raise _flux_error(exc, f"cannot read the jobspec of job {jobid}") from exc
+                read[jobid] = job_owner(spec) if isinstance(spec, dict) else ""
+            self._remember(read)
+            known.update(read)
+        return [job._replace(owner=known.get(job.id, "")) for job in jobs]
+
+    def command(self, jobid: int) -> list[str]:
+        """The job's command, from its jobspec (the web page shows it; not part of the API's JobService)."""
+        try:
+            found = self.flux.job.job_kvs_lookup(self.handle, jobid, keys=["jobspec"])
+        except OSError as exc:
+            raise _flux_error(exc, f"cannot read the jobspec of job {jobid}") from exc
+        spec = found.get("jobspec") if found else None
+        return job_command(spec) if isinstance(spec, dict) else []
 
     def cancel(self, jobid: int) -> None:
         try:
@@ -269,8 +343,7 @@ class FluxJobService:
             raise _flux_error(exc, "shutdown failed") from exc
 
     def close(self) -> None:
-        # flux.Flux.close() refuses to run (core/handle.py): handles close when garbage collected.
-        self._local = threading.local()
+        self._handles.close()
 
 
 def import_flux() -> Any:

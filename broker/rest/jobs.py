@@ -1,22 +1,31 @@
 """The REST server's view of the instance: a narrow job service over the broker's JobClient.
 
-Handles are not thread-safe and FastAPI serves requests from a thread pool, so each thread gets its own.
+Every call here blocks, so the app makes them from worker threads only (never on the event loop); handles are
+not thread-safe, so each worker thread gets its own (broker/rest/per_thread.py says why).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-import threading
-from collections.abc import Iterator, Mapping
-from typing import Protocol
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
 
 import hostlist
+from starlette.concurrency import run_in_threadpool
 
 from broker import idset
 from broker.jobs.api import JobClient, JobInfo
+from broker.rest.per_thread import PerThread
 from broker.rest.submit import SubmitError as SubmitError  # re-exported: services and tests import them from here
 from broker.rest.submit import SubmitRequest as SubmitRequest
+from broker.rest.submit import check_gpus
 from broker.rest.submit import parse_submit as parse_submit
+
+JOB_LIST_LIMIT = 1000
+"""How many jobs a listing holds unless asked otherwise: flux-core's job-list default (flux.job.JobList's
+max_entries), which the reference server lists with; newest first, so the oldest inactive ones drop off."""
+STREAM_POLL_SECONDS = 0.25
 
 # The server's own credentials never reach a job's environment.
 PRIVATE_VARIABLES = frozenset({"FLUX_TOKEN", "FLUX_SECRET_KEY", "FLUX_TOKEN_SIGNING_KEY", "FLUX_USER"})
@@ -36,11 +45,22 @@ def system_attributes(request: SubmitRequest) -> dict[str, object]:
     return system
 
 
+def job_command(jobspec: Mapping[str, Any]) -> list[str]:
+    """The command of a jobspec (RFC 14: tasks[0].command), [] when it has none."""
+    tasks = jobspec.get("tasks")
+    command = tasks[0].get("command") if isinstance(tasks, list) and tasks and isinstance(tasks[0], dict) else None
+    return [str(word) for word in command] if isinstance(command, list) else []
+
+
 class JobService(Protocol):
-    """What the REST API needs from an instance (the flux flavour would implement it with flux-python)."""
+    """What the REST API needs from an instance: BrokerJobService (built-in) and FluxJobService (flux-core).
+
+    `jobs(owners=False)` lets a service skip reading who submitted each job (JobInfo.owner) when the caller
+    sees every job anyway; with the default, every job's owner is filled in, so access checks are always safe.
+    """
 
     def submit(self, request: SubmitRequest, userid: int) -> int: ...
-    def jobs(self) -> list[JobInfo]: ...
+    def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]: ...
     def info(self, jobid: int) -> JobInfo: ...
     def cancel(self, jobid: int) -> None: ...
     def output(self, jobid: int, offset: int = 0, wait: bool = False) -> tuple[list[str], int, bool]: ...
@@ -53,21 +73,14 @@ class BrokerJobService:
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
-        self._local = threading.local()
-        self._clients: list[JobClient] = []
-        self._lock = threading.Lock()
+        self._clients: PerThread[JobClient] = PerThread(lambda: JobClient(self.uri), JobClient.close)
 
     @property
     def client(self) -> JobClient:
-        client: JobClient | None = getattr(self._local, "client", None)
-        if client is None:
-            client = JobClient(self.uri)
-            self._local.client = client
-            with self._lock:
-                self._clients.append(client)
-        return client
+        return self._clients.get()
 
     def submit(self, request: SubmitRequest, userid: int) -> int:
+        check_gpus(request, 0)  # the built-in broker schedules no GPUs: refuse rather than ignore the request
         return self.client.submit(
             command=request.command,
             ntasks=max(request.num_tasks, request.num_nodes or 1),
@@ -82,8 +95,8 @@ class BrokerJobService:
             userid=userid,
         )
 
-    def jobs(self) -> list[JobInfo]:
-        return self.client.jobs("all")
+    def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]:
+        return self.client.jobs("all", max_entries=limit)  # the owner comes with each job here, at no cost
 
     def info(self, jobid: int) -> JobInfo:
         return self.client.info(jobid)
@@ -94,6 +107,10 @@ class BrokerJobService:
     def output(self, jobid: int, offset: int = 0, wait: bool = False) -> tuple[list[str], int, bool]:
         lines, next_offset, done = self.client.output(jobid, offset, wait=wait)
         return [line.text for line in lines], next_offset, done
+
+    def command(self, jobid: int) -> list[str]:
+        """The job's command, from its jobspec (the web page shows it; not part of the API's JobService)."""
+        return job_command(self.client.jobspec(jobid))
 
     def eventlog(self, jobid: int) -> list[dict[str, object]]:
         """The job's eventlog so far (the web page shows it; not part of the API's JobService)."""
@@ -108,19 +125,22 @@ class BrokerJobService:
         self.client.handle.rpc("broker.shutdown", {}, 0, 10.0)
 
     def close(self) -> None:
-        with self._lock:
-            for client in self._clients:
-                client.close()
-            self._clients.clear()
+        self._clients.close()
 
 
-def stream_lines(service: JobService, jobid: int) -> Iterator[str]:
-    """Output lines as they arrive, until the job is done (long-polls the lead)."""
+async def stream_lines(service: JobService, jobid: int) -> AsyncIterator[str]:
+    """Output lines as they arrive, until the job is done.
+
+    Each look is a short call in a worker thread, and the waits between looks are on the event loop: an open
+    stream holds no thread while its job is quiet, so many watchers cannot use up the pool other requests need.
+    """
     offset, done = 0, False
     while not done:
-        lines, offset, done = service.output(jobid, offset, wait=True)
+        lines, offset, done = await run_in_threadpool(service.output, jobid, offset)
         for line in lines:
             yield line if line.endswith("\n") else line + "\n"
+        if not lines and not done:
+            await asyncio.sleep(STREAM_POLL_SECONDS)
 
 
 def compact_nodelist(names: list[str]) -> str:

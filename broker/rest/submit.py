@@ -16,6 +16,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
+from broker.rest.messages import error_lines
+
 MAX_COMMAND_CHARS = 65536
 MAX_COUNT = 1_000_000
 MAX_RUNTIME_SECONDS = 10 * 365 * 24 * 3600
@@ -50,7 +52,7 @@ class SubmitError(ValueError):
 def _no_booleans(value: Any) -> Any:
     """JSON true is not a count (pydantic's lax int would take it as 1)."""
     if isinstance(value, bool):
-        raise ValueError("must be an integer, got a boolean")
+        raise ValueError("must be a whole number, not true or false")
     return None if value == "" else value
 
 
@@ -72,12 +74,55 @@ def _pairs(value: Any) -> Any:
             if not sep or not key.strip():
                 raise ValueError(f"expected k=v,k=v, got {item[:40]!r}")
             out[key.strip()] = val
-        return out
+        return _no_nul_pairs(out)
     if isinstance(value, Mapping):
         if all(isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in value.items()):
-            return {k: str(v) for k, v in value.items()}
+            return _no_nul_pairs({k: str(v) for k, v in value.items()})
         raise ValueError("must map names to strings, numbers or booleans")
     raise ValueError("expected k=v,k=v or an object")
+
+
+def _no_nul(text: str) -> str:
+    """A NUL byte cannot pass through exec(2), the environment or a path: refuse it rather than cut the text."""
+    if "\0" in text:
+        raise ValueError("must not contain a NUL byte")
+    return text
+
+
+def _no_nul_pairs(pairs: dict[str, str]) -> dict[str, str]:
+    for key, val in pairs.items():
+        if "\0" in key or "\0" in val:
+            raise ValueError(f"the entry {key[:40]!r} contains a NUL byte")
+    return pairs
+
+
+def command_words(value: Any) -> list[str]:
+    """The command's words from a string (split like a shell would) or a list of strings; never empty."""
+    if isinstance(value, str):
+        if len(value) > MAX_COMMAND_CHARS:
+            raise ValueError(f"must be at most {MAX_COMMAND_CHARS} characters long")
+        if not value.strip():
+            raise ValueError("is empty: give the program to run and its arguments")
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:  # shlex says "No closing quotation" or "No escaped character"
+            problem = "a quote is not closed" if "quotation" in str(exc) else "it ends with a lone backslash"
+            raise ValueError(f"cannot be split into words: {problem}") from exc
+    elif isinstance(value, list | tuple):
+        if not all(isinstance(word, str) for word in value):
+            raise ValueError("must be a string or a list of strings")
+        words = list(value)
+        if sum(len(word) for word in words) > MAX_COMMAND_CHARS:
+            raise ValueError(f"must be at most {MAX_COMMAND_CHARS} characters long in all")
+    else:
+        raise ValueError("must be a string or a list of strings")
+    if not words or not any(word.strip() for word in words):
+        raise ValueError("is empty: give the program to run and its arguments")
+    if not words[0].strip():
+        raise ValueError("is empty: its first word, the program to run, is blank")
+    if any("\0" in word for word in words):
+        raise ValueError("must not contain a NUL byte")
+    return words
 
 
 Count = Annotated[Annotated[int, Field(ge=1, le=MAX_COUNT)] | None, BeforeValidator(_no_booleans)]
@@ -91,32 +136,38 @@ class SubmitParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_max_length=MAX_COMMAND_CHARS)
 
-    command: str | list[str] = Field(description="the command line (split like a shell would) or its words")
-    num_tasks: Count = Field(None, description="number of tasks (default 1)")
-    cores_per_task: Count = Field(None, description="cores per task (default 1)")
-    gpus_per_task: GpuCount = Field(None, description="GPUs per task")
-    num_nodes: Count = Field(None, description="number of nodes to spread the tasks over")
-    exclusive: bool = Field(False, description="whole nodes (needs num_nodes)")
-    option_flags: Pairs = Field(default_factory=dict, description="job shell options: k=v,k=v or an object")
-    envars: Pairs = Field(default_factory=dict, description="environment: k=v,k=v, an object or a dict literal")
-    workdir: str = Field("", description="working directory of the job")
-    runtime: Seconds = Field(None, description="time limit in seconds (0: none)")
-    is_launcher: bool = Field(False, description="not supported: submit the command itself")
-    burstable: bool = Field(False, description="may run on nodes a burst brings (system.burstable)")
+    command: str | list[str] = Field(
+        title="Command", description="the command line (split like a shell would) or its words"
+    )
+    num_tasks: Count = Field(None, title="Number of tasks", description="number of tasks (default 1)")
+    cores_per_task: Count = Field(None, title="Cores per task", description="cores per task (default 1)")
+    gpus_per_task: GpuCount = Field(None, title="GPUs per task", description="GPUs per task")
+    num_nodes: Count = Field(None, title="Number of nodes", description="number of nodes to spread the tasks over")
+    exclusive: bool = Field(False, title="Whole nodes only", description="whole nodes (needs num_nodes)")
+    option_flags: Pairs = Field(
+        default_factory=dict, title="Job shell options", description="job shell options: k=v,k=v or an object"
+    )
+    envars: Pairs = Field(
+        default_factory=dict,
+        title="Environment variables",
+        description="environment: k=v,k=v, an object or a dict literal",
+    )
+    workdir: str = Field("", title="Working directory", description="working directory of the job")
+    runtime: Seconds = Field(None, title="Time limit (seconds)", description="time limit in seconds (0: none)")
+    is_launcher: bool = Field(False, title="Launcher job", description="not supported: submit the command itself")
+    burstable: bool = Field(
+        False, title="May run on burst nodes", description="may run on nodes a burst brings (system.burstable)"
+    )
 
-    @field_validator("command")
+    @field_validator("command", mode="before")
     @classmethod
-    def _words(cls, value: str | list[str]) -> list[str]:
-        if isinstance(value, list):
-            if not value:
-                raise ValueError("is required (a string or a list of strings)")
-            return value
-        if not value.strip():
-            raise ValueError("is required (a string or a list of strings)")
-        try:
-            return shlex.split(value)
-        except ValueError as exc:
-            raise ValueError(f"cannot be split into words ({exc})") from exc
+    def _words(cls, value: Any) -> list[str]:
+        return command_words(value)
+
+    @field_validator("workdir")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        return _no_nul(value)
 
     @field_validator("is_launcher")
     @classmethod
@@ -127,16 +178,11 @@ class SubmitParams(BaseModel):
 
 
 def _error_lines(exc: ValidationError) -> list[str]:
-    lines = []
-    for error in exc.errors(include_url=False):
-        name = ".".join(str(part) for part in error["loc"][:1]) or "body"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if error["type"] == "missing":
-            message = "is required (a string or a list of strings)" if name == "command" else "is required"
-        elif error["type"] == "extra_forbidden":
-            message = "unknown parameter"
-        lines.append(f"{name}: {message}")
-    return list(dict.fromkeys(lines))  # a union reports one field twice
+    lines = error_lines(exc.errors(include_url=False), {"extra_forbidden": "unknown parameter"})
+    return [
+        "command: is required (a string or a list of strings)" if line == "command: is required" else line
+        for line in lines
+    ]
 
 
 def parse_submit(params: Mapping[str, Any]) -> SubmitRequest:
@@ -147,7 +193,7 @@ def parse_submit(params: Mapping[str, Any]) -> SubmitRequest:
         raise SubmitError(_error_lines(exc)) from None
     if model.exclusive and model.num_nodes is None:
         raise SubmitError(["exclusive: needs num_nodes"])
-    command = model.command if isinstance(model.command, list) else shlex.split(model.command)
+    command = command_words(model.command)
     return SubmitRequest(
         command=command,
         num_tasks=model.num_tasks or 1,
@@ -161,3 +207,19 @@ def parse_submit(params: Mapping[str, Any]) -> SubmitRequest:
         runtime=float(model.runtime or 0),
         burstable=model.burstable,
     )
+
+
+def check_gpus(request: SubmitRequest, available: int) -> None:
+    """Refuse a GPU request the cluster cannot meet, at submit: a scheduler would ignore it or strand the job.
+
+    `available` is the cluster's GPU count (0 for the built-in broker, which schedules no GPUs)."""
+    if not request.gpus_per_task:
+        return
+    if available <= 0:
+        raise SubmitError([f"gpus_per_task: this cluster has no GPUs (asked for {request.gpus_per_task} per task)"])
+    needed = request.gpus_per_task * request.num_tasks
+    if needed > available:
+        raise SubmitError(
+            [f"gpus_per_task: {request.num_tasks} tasks x {request.gpus_per_task} GPUs is {needed}; the cluster has "
+             f"{available}"]
+        )  # fmt: skip

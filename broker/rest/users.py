@@ -136,6 +136,12 @@ class UserStore:
             row = self._db.execute("SELECT superuser FROM users WHERE name=?", (name,)).fetchone()
         return Principal(name, bool(row[0])) if row else None
 
+    def current(self, name: str) -> tuple[Principal, str] | None:
+        """The user and their token generation in one read (every authenticated request asks for both)."""
+        with self._lock:
+            row = self._db.execute("SELECT superuser, generation FROM users WHERE name=?", (name,)).fetchone()
+        return (Principal(name, bool(row[0])), str(row[1])) if row else None
+
     def generation(self, name: str) -> str | None:
         """The user's current token generation (None: no such user)."""
         with self._lock:

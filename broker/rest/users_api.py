@@ -15,7 +15,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
 
+from broker.rest.messages import error_lines
 from broker.rest.schemas import PROTECTED, Detail, Invalid
 from broker.rest.settings import RestSettings
 from broker.rest.users import MAX_NAME_CHARS, MAX_PASSWORD_BYTES, NAME_RULE, Principal, UserError, UserStore, check_name
@@ -72,14 +74,7 @@ def _invalid(errors: list[str]) -> JSONResponse:
 
 
 def _error_lines(exc: ValidationError) -> list[str]:
-    lines = []
-    for error in exc.errors(include_url=False):
-        name = str(error["loc"][0]) if error["loc"] else "body"
-        message = {"missing": "is required", "extra_forbidden": "unknown field"}.get(
-            error["type"], str(error["msg"]).removeprefix("Value error, ")
-        )
-        lines.append(f"{name}: {message}")
-    return list(dict.fromkeys(lines))
+    return error_lines(exc.errors(include_url=False), {"extra_forbidden": "unknown field"})
 
 
 async def _json_object(request: Request, shape: str) -> dict[str, Any] | JSONResponse:
@@ -125,6 +120,9 @@ def users_router(users: UserStore, settings: RestSettings, current_user: Callabl
         body = await _json_object(request, "{name, password, superuser}")
         if isinstance(body, JSONResponse):
             return body
+        return await run_in_threadpool(add_validated, body)  # bcrypt: a quarter of a second, off the event loop
+
+    def add_validated(body: dict[str, Any]) -> JSONResponse:
         try:
             new = NewUser.model_validate(body)
         except ValidationError as exc:
@@ -205,6 +203,9 @@ def users_router(users: UserStore, settings: RestSettings, current_user: Callabl
         body = await _json_object(request, "{password}")
         if isinstance(body, JSONResponse):
             return body
+        return await run_in_threadpool(set_validated, name, body)
+
+    def set_validated(name: str, body: dict[str, Any]) -> Any:
         try:
             new = NewPassword.model_validate(body)
         except ValidationError as exc:

@@ -19,8 +19,8 @@ from fastapi.testclient import TestClient
 
 from broker.client import FluxError
 from broker.rest.app import create_app
-from broker.rest.flux_service import FluxJobService, job_info_from_flux
-from broker.rest.jobs import SubmitRequest, parse_submit
+from broker.rest.flux_service import FluxJobService, job_info_from_list
+from broker.rest.jobs import SubmitError, SubmitRequest, parse_submit
 from broker.rest.settings import RestSettings
 from broker.rest.users import UserStore
 from broker.testing import wait_for
@@ -174,13 +174,55 @@ def test_connection_errors_are_flux_errors(bindings: Any, tmp_path: Path) -> Non
     assert caught.value.errnum == errno.ENOENT and "cannot connect" in caught.value.message
 
 
-def test_job_info_from_flux_handles_unset_values(bindings: Any) -> None:
-    """flux.job.JobInfo reports unset attributes as "" (job/info.py): they become our defaults."""
-    data = bindings.job.JobInfo({"id": 7, "userid": 5, "urgency": 16, "t_submit": 1.0, "state": 8}).to_dict(False)
-    info = job_info_from_flux(data)
-    assert (info.state, info.result, info.returncode, info.nnodes, info.priority, info.waitstatus) == (
-        "SCHED", "", None, 0, 0, None,
-    )  # fmt: skip
+def test_job_info_from_list_agrees_with_flux_s_own_job_info(
+    service: FluxJobService, bindings: Any, instance: RealInstance
+) -> None:
+    """Our mapping of job-list's raw records (fast) says what flux.job.JobInfo (slow) says, for jobs of every kind:
+    done, failed, killed by a signal, canceled while held, running, pending, and a bare record
+    with nothing known yet (flux reports unset numbers as "")."""
+    handle = bindings.Flux(instance.uri)
+
+    def submit(command: str, **kwargs: Any) -> int:
+        return service.submit(parse_submit({"command": command, **kwargs}), os.getuid())
+
+    done, failed, killed = submit("true"), submit("sh -c 'exit 3'"), submit("sh -c 'kill -9 $$'")
+    for jobid in (done, failed, killed):
+        _finished(service, jobid)
+    running = submit("sleep 300", num_nodes=2, num_tasks=2, exclusive=True)
+    wait_for(lambda: service.info(running).state == "RUN", timeout=30)
+    pending = submit("true")
+    held = int(bindings.job.submit(handle, bindings.job.JobspecV1.from_command(["true"]), urgency=0))
+    service.cancel(held)
+    _finished(service, held)
+    records = bindings.job.job_list(handle, userid=bindings.constants.FLUX_USERID_UNKNOWN).get_jobs()
+    records.append({"id": 7, "userid": 5, "urgency": 16, "t_submit": 1.0, "state": 8})
+    assert {r["id"] for r in records} >= {done, failed, killed, running, pending, held}
+
+    def blank(value: Any) -> Any:
+        return None if value == "" else value
+
+    for record in records:
+        ours = job_info_from_list(dict(record))
+        theirs = bindings.job.JobInfo(dict(record)).to_dict(filtered=False)
+        exception = theirs["exception"]
+        assert (ours.state, ours.result, ours.returncode, ours.waitstatus) == (
+            theirs["state"], theirs["result"], blank(theirs["returncode"]), blank(theirs["waitstatus"]),
+        ), record  # fmt: skip
+        assert (ours.nnodes, ours.ntasks, ours.ncores, ours.priority) == tuple(
+            blank(theirs[k]) or 0 for k in ("nnodes", "ntasks", "ncores", "priority")
+        ), record
+        assert (ours.name, ours.nodelist, ours.ranks, ours.cwd, ours.duration) == (
+            theirs["name"], theirs["nodelist"], theirs["ranks"], theirs["cwd"], theirs["duration"],
+        ), record  # fmt: skip
+        assert (ours.exception_type, ours.exception_note) == (
+            (exception["type"], exception["note"]) if exception["occurred"] else ("", "")
+        ), record
+        assert abs(ours.runtime - theirs["runtime"]) < 1.0, record  # a running job's runtime grows meanwhile
+    by_id = {r["id"]: job_info_from_list(dict(r)) for r in records}
+    # a task killed by SIGKILL: the job shell exits 128+9; a job canceled before it ran: -128, as flux says
+    assert (by_id[failed].returncode, by_id[killed].returncode, by_id[held].returncode) == (3, 137, -128)
+    assert by_id[running].state == "RUN" and by_id[running].returncode is None and by_id[7].state == "SCHED"
+    service.cancel(running)
 
 
 def test_rest_api_over_the_flux_flavour(service: FluxJobService, instance: RealInstance, tmp_path: Path) -> None:
@@ -311,3 +353,120 @@ def test_tenants_over_the_flux_flavour_managed_from_inside_the_lead_pod(
     assert revoked.status_code == 401 and revoked.json()["detail"] == "the token's user no longer exists"
     gone = tool("remove", "alice")
     assert gone.returncode == 1 and "no user 'alice'" in gone.stderr
+
+
+def test_gpus_per_task_is_refused_at_submit_on_an_instance_without_gpus(
+    service: FluxJobService, tmp_path: Path
+) -> None:
+    """flux-core would take the job and never run it; we refuse it, naming the field."""
+    with pytest.raises(SubmitError) as caught:
+        service.submit(parse_submit({"command": "true", "gpus_per_task": 1}), os.getuid())
+    assert caught.value.errors[0].startswith("gpus_per_task: this cluster has no GPUs")
+    settings = RestSettings(state_dir=tmp_path, require_auth=False, token_signing_key="k" * 40)
+    client = TestClient(create_app(settings, service, UserStore(tmp_path / "users.db", rounds=4)))
+    reply = client.post("/v1/jobs/submit", json={"command": "true", "gpus_per_task": 2})
+    assert reply.status_code == 400 and reply.json()["Errors"][0].startswith("gpus_per_task:"), reply.text
+    assert service.jobs() == []  # nothing was submitted
+
+
+def test_listings_read_owners_only_when_needed_and_all_at_once(
+    service: FluxJobService, bindings: Any, instance: RealInstance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The superuser's detailed listing reads no jobspec (the reference reads none either); a tenant's listing
+    reads each unknown owner once, every request in flight before the first answer is awaited."""
+    handle = bindings.Flux(instance.uri)
+    inside = [
+        int(bindings.job.submit(handle, bindings.job.JobspecV1.from_command(["true"]), waitable=False))
+        for _ in range(4)
+    ]  # submitted inside the pod (`flux submit`): owned by nobody in the API's eyes
+    settings = RestSettings(
+        state_dir=tmp_path,
+        mode="multi-user",
+        superuser="admin",
+        superuser_password="admin-pw",
+        token_signing_key="k" * 40,
+    )
+    users = UserStore(tmp_path / "users.db", rounds=4)
+    users.add("alice", "alice-pw")
+    client = TestClient(create_app(settings, service, users))
+    hers = client.post("/v1/jobs/submit", json={"command": "true"}, auth=("alice", "alice-pw")).json()["id"]
+
+    reads: list[int] = []
+    steps: list[str] = []  # "send" and "answer", in the order they happen
+    lookup = bindings.job.job_info_lookup
+
+    def counted(flux_handle: Any, jobid: int, *args: Any, **kwargs: Any) -> Any:
+        reads.append(int(jobid))
+        steps.append("send")
+        future = lookup(flux_handle, jobid, *args, **kwargs)
+        get_decode = future.get_decode
+
+        def answer() -> Any:
+            steps.append("answer")
+            return get_decode()
+
+        future.get_decode = answer
+        return future
+
+    monkeypatch.setattr(bindings.job, "job_info_lookup", counted)
+    monkeypatch.setattr(bindings.job, "job_kvs_lookup", lambda *a, **k: pytest.fail("one jobspec read at a time"))
+    listing = client.get("/v1/jobs", params={"details": "true", "listing": "true"}, auth=("admin", "admin-pw"))
+    assert listing.status_code == 200 and {j["id"] for j in listing.json()} == {*inside, hers}
+    assert reads == []  # the superuser sees everything: no owner needed, no jobspec read
+
+    mine = client.get("/v1/jobs", auth=("alice", "alice-pw")).json()["jobs"]
+    assert [j["id"] for j in mine] == [hers]
+    assert sorted(reads) == sorted(inside)  # hers was remembered at submit; the others read once each...
+    assert steps == ["send"] * 4 + ["answer"] * 4  # ...every request sent before the first answer is read
+    client.get("/v1/jobs", auth=("alice", "alice-pw"))
+    assert len(reads) == 4  # and remembered
+
+
+def test_the_listing_cap_is_job_list_s_unless_asked_otherwise(service: FluxJobService, tmp_path: Path) -> None:
+    for _ in range(3):
+        service.submit(parse_submit({"command": "true"}), os.getuid())
+    assert len(service.jobs()) == 3 and len(service.jobs(limit=2)) == 2
+    settings = RestSettings(state_dir=tmp_path, require_auth=False, token_signing_key="k" * 40)
+    client = TestClient(create_app(settings, service, UserStore(tmp_path / "users.db", rounds=4)))
+    assert len(client.get("/v1/jobs", params={"limit": 2}).json()["jobs"]) == 2
+
+
+def test_a_submit_held_in_flux_core_does_not_delay_a_get(
+    service: FluxJobService, bindings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delay injected into the handle's submit call; a GET of another job is answered meanwhile."""
+    import threading
+    import time
+
+    import httpx
+
+    from broker.rest.testing import serve_app
+
+    done = service.submit(parse_submit({"command": "true"}), os.getuid())
+    entered, release = threading.Event(), threading.Event()
+    submit = bindings.job.submit
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return submit(*args, **kwargs)
+
+    monkeypatch.setattr(bindings.job, "submit", held)
+    settings = RestSettings(state_dir=tmp_path, require_auth=False, token_signing_key="k" * 40)
+    with serve_app(create_app(settings, service, UserStore(tmp_path / "users.db", rounds=4))) as url:
+        answers: list[httpx.Response] = []
+        slow = threading.Thread(
+            target=lambda: answers.append(httpx.post(f"{url}/v1/jobs/submit", json={"command": "true"}, timeout=60))
+        )
+        slow.start()
+        try:
+            assert entered.wait(30)
+            started = time.monotonic()
+            got = httpx.get(f"{url}/v1/jobs/{done}", timeout=10)
+            waited = time.monotonic() - started
+            assert got.status_code == 200 and got.json()["id"] == done
+            assert slow.is_alive() and waited < 2.0, f"a GET waited {waited:.1f}s behind a held submit"
+        finally:
+            release.set()
+            slow.join(timeout=60)
+        assert answers and answers[0].status_code == 200, answers and answers[0].text

@@ -7,25 +7,18 @@ the deliberate differences are listed in the README's REST section and in DIFFER
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from broker.rest.testing import SECRET_KEY, SIGNING_KEY, SUPERUSER, free_port, start_server
+from broker.rest import testing
+from broker.rest.testing import SECRET_KEY, SUPERUSER, start_server
 from broker.rest.tokens import encode_handshake
 from miniclusters.backends.local.flux_view import FluxCore
-
-FLUX = str(Path(sys.executable).with_name("flux"))
 
 # Steps whose answers differ on purpose (README, "REST API: differences from flux-restful-api")
 DIFFERENT = {
@@ -168,28 +161,6 @@ def _keyed_by_id(body: Any) -> Any:
 
 
 # ------------------------------------------------------------------ the servers
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        try:
-            process.wait(timeout=10)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _wait_up(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{url}/openapi.json", timeout=2).status_code == 200:
-                return
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"{url} did not come up:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def real_flux(flux_core: FluxCore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A real flux-core instance of two brokers; the environment that reaches it and its Python bindings.
@@ -199,80 +170,22 @@ def real_flux(flux_core: FluxCore, tmp_path_factory: pytest.TempPathFactory) -> 
     bindings = flux_core.python_path
     if bindings is None:
         pytest.fail(f"flux-core at {flux_core.prefix} has no Python bindings (lib/python3*/site-packages/flux)")
-    root = tmp_path_factory.mktemp("realflux")
-    uri_file = root / "uri"
-    log = open(root / "flux.log", "wb")  # noqa: SIM115 - kept for the instance's lifetime
-    process = subprocess.Popen(
-        [
-            str(flux_core.flux),
-            "start",
-            "--test-size=2",
-            "sh",
-            "-c",
-            f"echo $FLUX_URI > {uri_file}; sleep 3600",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not uri_file.exists() or not uri_file.read_text().strip():
-            assert process.poll() is None and time.monotonic() < deadline, (root / "flux.log").read_text()
-            time.sleep(0.1)
-        yield dict(
-            os.environ,
-            FLUX_URI=uri_file.read_text().strip(),
-            PYTHONPATH=os.pathsep.join(filter(None, [str(bindings), os.environ.get("PYTHONPATH", "")])),
-            PATH=os.pathsep.join([str(flux_core.prefix / "bin"), os.environ.get("PATH", "")]),
-            FLUX_USER=SUPERUSER[0],
-            FLUX_TOKEN=SUPERUSER[1],
-            FLUX_SECRET_KEY=SECRET_KEY,
-            FLUX_TOKEN_SIGNING_KEY=SIGNING_KEY,
-        )
-    finally:
-        _kill_group(process)
-        log.close()
-
-
-def _serve(command: list[str], env: dict[str, str], cwd: Path, log_name: str) -> Iterator[str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log_path = cwd / log_name
-    log = open(log_path, "wb")  # noqa: SIM115 - kept for the server's lifetime
-    process = subprocess.Popen(
-        [word.replace("{port}", str(port)) for word in command],
-        env=env,
-        cwd=cwd,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        _wait_up(url, process, log_path)
-        yield url
-    finally:
-        _kill_group(process)
-        log.close()
+    with testing.real_flux(flux_core.flux, bindings, tmp_path_factory.mktemp("realflux")) as env:
+        yield env
 
 
 @pytest.fixture(scope="module")
 def reference(real_flux: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """flux-restful 1.1.0 (PyPI), as its README runs it: a user database, then uvicorn."""
-    cwd = tmp_path_factory.mktemp("reference")  # its sqlite database is ./flux-restful.db
-    env = dict(real_flux, FLUX_REQUIRE_AUTH="true", FLUX_NUMBER_NODES="2")
-    init = "from flux_restful.db.init_db import init_db; init_db()"
-    subprocess.run([sys.executable, "-c", init], env=env, cwd=cwd, check=True, capture_output=True, timeout=60)
-    command = [sys.executable, "-m", "uvicorn", "flux_restful.main:app", "--host", "127.0.0.1", "--port", "{port}"]
-    yield from _serve(command, env, cwd, "reference.log")
+    with testing.reference_server(real_flux, tmp_path_factory.mktemp("reference")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def ours_on_flux(real_flux: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Our server, flux flavour, on the same real instance."""
-    cwd = tmp_path_factory.mktemp("ours-flux")
-    command = [FLUX, "restful", "serve", "--flavour", "flux", "--host", "127.0.0.1", "--port", "{port}"]
-    yield from _serve([*command, "--state-dir", str(cwd / "state")], real_flux, cwd, "ours.log")
+    with testing.flux_flavour_server(real_flux, tmp_path_factory.mktemp("ours-flux")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

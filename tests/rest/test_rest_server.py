@@ -193,6 +193,26 @@ def test_bad_submissions(server: Server, kwargs: dict, status: int, fragment: st
     assert fragment in response.text
 
 
+def test_gpus_per_task_is_refused_by_the_builtin_broker_not_ignored(client: RestClient, server: Server) -> None:
+    """The built-in broker schedules no GPUs: a GPU request is a 400 naming the field, and no job is made."""
+    before = len(client.jobs(detail=False))
+    headers = {"Authorization": f"Bearer {_token(server)}"}
+    for kwargs in (
+        {"params": {"command": "true", "gpus_per_task": "1"}},
+        {"json": {"command": "true", "gpus_per_task": 2}},
+    ):
+        response = httpx.post(f"{server.url}/v1/jobs/submit", headers=headers, **kwargs)  # type: ignore[arg-type]
+        assert response.status_code == 400, response.text
+        assert response.json()["Errors"][0].startswith("gpus_per_task: this cluster has no GPUs"), response.text
+    assert (
+        httpx.post(
+            f"{server.url}/v1/jobs/submit", headers=headers, json={"command": "true", "gpus_per_task": 0}
+        ).status_code
+        == 200
+    )
+    assert len(client.jobs(detail=False)) == before + 1  # only the one that asked for none
+
+
 def test_unknown_and_malformed_job_ids(client: RestClient) -> None:
     with pytest.raises(RestError) as missing:
         client.job(123456789)

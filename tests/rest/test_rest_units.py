@@ -143,3 +143,103 @@ def test_bad_submit_parameters_name_the_field(params: dict, field: str) -> None:
     with pytest.raises(SubmitError) as caught:
         parse_submit(params)
     assert any(error.startswith(f"{field}:") for error in caught.value.errors), caught.value.errors
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"command": "echo a\x00b"}, "command"),
+        ({"command": ["echo", "a\x00b"]}, "command"),
+        ({"command": "true", "workdir": "/tmp\x00/x"}, "workdir"),
+        ({"command": "true", "envars": "A=1\x00"}, "envars"),
+        ({"command": "true", "envars": {"A\x00": "1"}}, "envars"),
+        ({"command": "true", "option_flags": {"cpu-affinity": "o\x00ff"}}, "option_flags"),
+    ],
+)
+def test_a_nul_byte_is_refused_naming_its_field(params: dict, field: str) -> None:
+    """exec(2), the environment and paths end at a NUL: the text would be cut short, not run as given."""
+    with pytest.raises(SubmitError) as caught:
+        parse_submit(params)
+    assert f"{field}: " in caught.value.errors[0] and "NUL byte" in caught.value.errors[0], caught.value.errors
+
+
+@pytest.mark.parametrize("command", ["", "   ", "''", '""', [], [""], ["", "arg"], [" "]])
+def test_an_empty_command_is_refused(command: object) -> None:
+    with pytest.raises(SubmitError) as caught:
+        parse_submit({"command": command})
+    assert caught.value.errors == [caught.value.errors[0]] and caught.value.errors[0].startswith("command: is empty")
+    assert parse_submit({"command": ["echo", ""]}).command == ["echo", ""]  # an empty argument is fine
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"command": "true", "num_tasks": "1.5"},
+        {"command": "true", "num_tasks": "lots"},
+        {"command": "true", "num_tasks": 0},
+        {"command": "true", "num_tasks": 10**7},
+        {"command": "true", "cores_per_task": True},
+        {"command": "true", "exclusive": "perhaps"},
+        {"command": "true", "workdir": 5},
+        {"command": "true", "runtime": "1e309"},
+        {"command": [1, 2]},
+        {"command": "x" * 70000},
+        {"command": "'unclosed"},
+        {"command": "true", "colour": "red"},
+    ],
+)
+def test_submit_errors_are_in_words_not_the_validator_s(params: dict) -> None:
+    with pytest.raises(SubmitError) as caught:
+        parse_submit(params)
+    for line in caught.value.errors:
+        field, _, reason = line.partition(": ")
+        assert field in params and reason, line
+        for internal in ("Input should", "Value error", "valid integer", "unable to", "No closing", "[type="):
+            assert internal not in line, line
+
+
+def test_messages_put_every_validator_error_in_words() -> None:
+    from broker.rest.messages import error_lines, reason
+
+    assert (
+        reason({"type": "greater_than_equal", "ctx": {"ge": 1}, "msg": "Input should be >= 1"}) == "must be at least 1"
+    )
+    assert reason({"type": "string_too_long", "ctx": {"max_length": 9}}) == "must be at most 9 characters long"
+    assert reason({"type": "some_future_kind", "msg": "Input should be sparkly"}) == (
+        "has a value that is not accepted here"
+    )  # an unknown kind never leaks the validator's text
+    assert error_lines([{"type": "int_parsing", "loc": ("query", "page")}]) == ["page: must be a whole number"]
+
+
+def test_a_gpu_request_is_checked_against_the_cluster() -> None:
+    from broker.rest.submit import check_gpus
+
+    asks = parse_submit({"command": "true", "gpus_per_task": 2, "num_tasks": 3})
+    check_gpus(parse_submit({"command": "true"}), 0)  # no GPUs asked: nothing to check
+    check_gpus(asks, 6)
+    with pytest.raises(SubmitError, match=r"^gpus_per_task: this cluster has no GPUs"):
+        check_gpus(asks, 0)
+    with pytest.raises(SubmitError, match=r"gpus_per_task: 3 tasks x 2 GPUs is 6; the cluster has 4"):
+        check_gpus(asks, 4)
+
+
+def test_the_builtin_service_lists_with_job_list_s_cap_unless_asked_otherwise() -> None:
+    """1,000 newest, flux-core's job-list default (the reference server's listing); `limit` changes it."""
+    from broker.rest.jobs import JOB_LIST_LIMIT, BrokerJobService
+    from broker.rest.per_thread import PerThread
+
+    asked: list[int] = []
+
+    class Client:
+        def jobs(self, states: str, max_entries: int = 0) -> list:
+            asked.append(max_entries)
+            return []
+
+        def close(self) -> None:
+            pass
+
+    service = BrokerJobService("local:///nowhere")
+    service._clients = PerThread(Client, Client.close)  # type: ignore[assignment]
+    service.jobs()
+    service.jobs(limit=5000)
+    assert JOB_LIST_LIMIT == 1000 and asked == [1000, 5000]

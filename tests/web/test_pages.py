@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pwd
+import re
 import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -33,6 +34,8 @@ class MemoryJobService:
         self.outputs: dict[int, list[str]] = {}
         self.submitted: list[tuple[SubmitRequest, int]] = []
         self.cancelled: list[int] = []
+        self.listed: list[tuple[int, bool]] = []  # (limit, owners) of each jobs() call
+        self.commands: dict[int, list[str]] = {}
         self.next_id = 1000
 
     def add(
@@ -50,10 +53,16 @@ class MemoryJobService:
 
     def submit(self, request: SubmitRequest, userid: int) -> int:
         self.submitted.append((request, userid))  # the owner is kept, as the real services keep it in the jobspec
-        return self.add(request.command[0], userid, state="SCHED", owner=request.owner).id
+        job = self.add(request.command[0], userid, state="SCHED", owner=request.owner)
+        self.commands[job.id] = list(request.command)
+        return job.id
 
-    def jobs(self) -> list[JobInfo]:
-        return sorted(self.records.values(), key=lambda j: -j.id)
+    def command(self, jobid: int) -> list[str]:
+        return self.commands.get(jobid, [self.info(jobid).name])
+
+    def jobs(self, limit: int = 1000, owners: bool = True) -> list[JobInfo]:
+        self.listed.append((limit, owners))
+        return sorted(self.records.values(), key=lambda j: -j.id)[:limit]
 
     def info(self, jobid: int) -> JobInfo:
         if jobid not in self.records:
@@ -337,3 +346,114 @@ def test_the_cluster_page_shows_the_burst_service_s_state(tmp_path: Path, servic
     lead.view = {"state": "stopped", "reason": "no report for 20 s (its process is gone or stuck)"}
     page = client.get("/cluster").text
     assert "Burst service" in page and "stopped: no report for 20 s (its process is gone or stuck)" in page
+
+
+def test_the_superuser_s_queue_has_an_owner_column_and_a_user_s_does_not(
+    multi_user: TestClient, service: MemoryJobService
+) -> None:
+    service.add("tenant-job", 0, owner="tenant-alice")
+    service.add("inside-job", NOBODY_UID)  # submitted inside the pod: its owner is the account it runs as
+    sign_in(multi_user, *ADMIN)
+    page = multi_user.get("/jobs").text
+    assert '<th scope="col">Owner</th>' in page
+    assert "<td data-owner>tenant-alice</td>" in page and f"<td data-owner>{USER[0]}</td>" in page
+    assert "<td data-owner>tenant-alice</td>" in multi_user.get("/jobs/table").text  # the live refresh keeps it
+    assert service.listed[-1][1] is True  # the owners were asked for
+    multi_user.cookies.clear()
+    sign_in(multi_user, *USER)
+    assert "Owner</th>" not in multi_user.get("/jobs").text
+
+
+def test_the_job_page_shows_the_command(client: TestClient, service: MemoryJobService) -> None:
+    token = sign_in(client, *ADMIN)
+    answer = client.post("/jobs/submit", data={"command": "echo 'two words' <tag>", "csrf_token": token})
+    assert answer.status_code == 303
+    page = client.get(answer.headers["location"]).text
+    assert 'data-field="command"><code>echo &#39;two words&#39; &#39;&lt;tag&gt;&#39;</code>' in page
+
+
+def test_submit_form_labels_are_words(client: TestClient) -> None:
+    sign_in(client, *ADMIN)
+    page = client.get("/jobs/submit").text
+    labels = dict(re.findall(r'<label for="f-([a-z_]+)">([^<]+)</label>', page))
+    assert labels["num_tasks"] == "Number of tasks" and labels["gpus_per_task"] == "GPUs per task"
+    assert labels["command"] == "Command (required)" and labels["workdir"] == "Working directory"
+    for name, text in labels.items():
+        assert "_" not in text and text != name, (name, text)
+
+
+@pytest.mark.parametrize(
+    ("address", "words"),
+    [
+        ("/jobs?page=abc", "page: must be a whole number"),
+        ("/jobs?page=0", "page: must be at least 1"),
+        ("/jobs/table?page=-3", "page: must be at least 1"),
+        ("/jobs?q=" + "x" * 300, "q: must be at most 200 characters long"),
+    ],
+)
+def test_bad_query_parameters_are_an_error_page(client: TestClient, address: str, words: str) -> None:
+    sign_in(client, *ADMIN)
+    answer = client.get(address)
+    assert answer.status_code == 400 and answer.headers["content-type"].startswith("text/html")
+    assert words in answer.text and "Signed in as" in answer.text  # a page of the site, not raw JSON
+    assert "Input should" not in answer.text and '"detail"' not in answer.text
+    api = client.get("/v1/jobs", params={"limit": "0"}, auth=ADMIN)  # the API keeps FastAPI's JSON answer
+    assert api.status_code == 422 and api.headers["content-type"] == "application/json"
+
+
+def test_form_errors_are_in_words_and_an_empty_or_nul_command_is_refused(
+    client: TestClient, service: MemoryJobService
+) -> None:
+    token = sign_in(client, *ADMIN)
+    bad = client.post("/jobs/submit", data={"command": "true", "num_tasks": "1.5", "csrf_token": token})
+    assert bad.status_code == 400 and 'data-error-for="num_tasks">must be a whole number' in bad.text
+    assert "Input should" not in bad.text
+    for command, reason in (("''", "is empty"), ("echo a\x00b", "NUL byte")):
+        refused = client.post("/jobs/submit", data={"command": command, "csrf_token": token})
+        assert refused.status_code == 400 and reason in refused.text, refused.text
+    assert service.submitted == []
+
+
+def test_gpus_the_cluster_lacks_are_refused_by_the_form_and_the_api(
+    client: TestClient, service: MemoryJobService
+) -> None:
+    from broker.rest.submit import check_gpus
+
+    def no_gpus(request: SubmitRequest, userid: int) -> int:
+        check_gpus(request, 0)
+        return MemoryJobService.submit(service, request, userid)
+
+    service.submit = no_gpus  # type: ignore[method-assign]
+    token = sign_in(client, *ADMIN)
+    page = client.post("/jobs/submit", data={"command": "true", "gpus_per_task": "1", "csrf_token": token})
+    assert page.status_code == 400 and 'data-error-for="gpus_per_task">this cluster has no GPUs' in page.text
+    api = client.post("/v1/jobs/submit", json={"command": "true", "gpus_per_task": 1}, auth=ADMIN)
+    assert api.status_code == 400 and api.json()["Errors"][0].startswith("gpus_per_task: this cluster has no GPUs")
+    assert service.submitted == []
+
+
+def test_api_listing_asks_for_job_list_s_cap_and_owners_only_when_needed(
+    multi_user: TestClient, service: MemoryJobService
+) -> None:
+    service.add("a", 0)
+    assert multi_user.get("/v1/jobs", params={"details": "true"}, auth=ADMIN).status_code == 200
+    assert service.listed[-1] == (1000, False)  # the superuser sees every job: no owner needed
+    assert multi_user.get("/v1/jobs", params={"limit": 5000}, auth=ADMIN).status_code == 200
+    assert service.listed[-1] == (5000, False)
+    assert multi_user.get("/v1/jobs", auth=USER).status_code == 200
+    assert service.listed[-1] == (1000, True)  # a user sees their own: owners decide
+
+
+def test_api_submit_refuses_nul_bytes_and_empty_commands_naming_the_field(
+    client: TestClient, service: MemoryJobService
+) -> None:
+    for body, field in (
+        ({"command": "echo a\x00b"}, "command"),
+        ({"command": ["", "x"]}, "command"),
+        ({"command": "true", "workdir": "/tmp\x00"}, "workdir"),
+        ({"command": "true", "envars": {"A": "\x00"}}, "envars"),
+    ):
+        answer = client.post("/v1/jobs/submit", json=body, auth=ADMIN)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["Errors"][0].startswith(f"{field}: "), answer.json()
+    assert service.submitted == []

@@ -38,7 +38,7 @@ def cluster_router(context: WebContext) -> APIRouter:
             for name in CONTROLLERS
             if controller_log(state_dir, name).is_file()
         ]
-        jobs = [job for job in context.service.jobs() if context.visible(user, job)]
+        jobs = context.visible_jobs(user, False)
         profile = latest_profile(state_dir, jobs, trace_dir)
         requested = sum(r.request_m or 0 for r in rows if r.up)
         used = sum(r.used_m or 0 for r in rows if r.up)
@@ -76,7 +76,7 @@ def cluster_router(context: WebContext) -> APIRouter:
     @router.get("/cluster/profile/{jobid}.png")
     def profile_png(request: Request, jobid: str) -> Response:
         user = require_user(request, context)
-        jobs = [job for job in context.service.jobs() if context.visible(user, job)]
+        jobs = context.visible_jobs(user, False)
         profile = latest_profile(state_dir, jobs, trace_dir)
         if profile is None or jobid not in (profile.job.f58, str(profile.job.id)):
             raise PageError(404, f"There is no profile of job {jobid} to show.")

@@ -22,6 +22,8 @@ Visible = Callable[[Principal, JobInfo], bool]
 """May this user see (read, read the output of) this job: the API's rule."""
 SubmitAs = Callable[[Principal, SubmitRequest], int]
 """Submit on a user's behalf, recording them as the job's owner (HTTPException 403 when they may not run jobs)."""
+VisibleJobs = Callable[[Principal, bool], list[JobInfo]]
+"""The jobs this user may see, newest first; with True, each with its owner filled in (for an owner column)."""
 
 
 @dataclass(frozen=True)
@@ -32,3 +34,4 @@ class WebContext:
     authenticate: Authenticate
     visible: Visible
     submit: SubmitAs
+    visible_jobs: VisibleJobs

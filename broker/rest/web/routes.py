@@ -1,4 +1,8 @@
-"""The job pages: sign in and out, the queue, one job (fields, eventlog, output), the submit form."""
+"""The job pages: sign in and out, the queue, one job (fields, eventlog, output), the submit form.
+
+Pages that call the instance or the user database are plain `def` (run in worker threads); the `async def`
+ones only read the posted form on the event loop and hand the rest to a worker thread.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from broker.client import FluxError
@@ -28,10 +34,12 @@ from broker.rest.web.session import (
 )
 from broker.rest.web.views import (
     STATE_FILTERS,
+    command_text,
     errors_by_field,
     event_rows,
     job_fields,
     job_page,
+    owner_label,
     status_word,
     submit_fields,
     submit_params,
@@ -74,6 +82,9 @@ def job_router(context: WebContext) -> APIRouter:
     @router.post("/login")
     async def login(request: Request) -> Response:
         form = await request.form()
+        return await run_in_threadpool(login_posted, request, form)  # bcrypt takes a quarter of a second
+
+    def login_posted(request: Request, form: FormData) -> Response:
         check_csrf(request, form.get(CSRF_FIELD))
         target = safe_next(str(form.get("next") or ""))
         if not settings.require_auth:
@@ -99,10 +110,18 @@ def job_router(context: WebContext) -> APIRouter:
     # ------------------------------------------------------------------ the queue
     def queue(request: Request, user: Principal, q: str, state: str, page: int) -> dict[str, Any]:
         wanted = state if state in STATE_FILTERS else "all"
-        jobs = [j for j in service.jobs() if context.visible(user, j)]
+        show_owner = user.is_superuser and settings.require_auth  # who submitted what: the superuser sees all
+        jobs = context.visible_jobs(user, show_owner)
         listing = job_page(jobs, q, wanted, page)
         query = urlencode({"q": q, "state": wanted})
-        return {"listing": listing, "q": q, "state": wanted, "states": STATE_FILTERS, "query": query}
+        return {
+            "listing": listing,
+            "q": q,
+            "state": wanted,
+            "states": STATE_FILTERS,
+            "query": query,
+            "show_owner": show_owner,
+        }
 
     @router.get("/jobs")
     def jobs(request: Request, q: Text = "", state: Text = "all", page: Annotated[int, Query(ge=1)] = 1) -> Response:
@@ -127,8 +146,11 @@ def job_router(context: WebContext) -> APIRouter:
 
     @router.post("/jobs/submit")
     async def submit(request: Request) -> Response:
-        user = require_user(request, context)
         form = await request.form()
+        return await run_in_threadpool(submit_posted, request, form)
+
+    def submit_posted(request: Request, form: FormData) -> Response:
+        user = require_user(request, context)
         check_csrf(request, form.get(CSRF_FIELD))
         fields = submit_fields()
         params = submit_params(form, fields)
@@ -151,13 +173,19 @@ def job_router(context: WebContext) -> APIRouter:
         events = event_rows(eventlog(job.id)) if eventlog else None
         return {"job": job, "fields": job_fields(job), "events": events, **HELPERS}
 
+    def job_command(job: JobInfo) -> str:
+        """The command, from the jobspec (it never changes, so the live part of the page leaves it out)."""
+        read = getattr(service, "command", None)
+        return command_text(read(job.id)) if read else ""
+
     @router.get("/jobs/{jobid}")
     def job(request: Request, jobid: str) -> Response:
         user = require_user(request, context)
         found = find(jobid, user)
         lines, _, _ = service.output(found.id)
         output = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-        return render(request, context, "job.html", {**job_values(found), "output": output}, user)
+        values = {**job_values(found), "command": job_command(found), "output": output}
+        return render(request, context, "job.html", values, user)
 
     @router.get("/jobs/{jobid}/status")
     def job_status(request: Request, jobid: str) -> Response:
@@ -166,8 +194,12 @@ def job_router(context: WebContext) -> APIRouter:
 
     @router.post("/jobs/{jobid}/cancel")
     async def job_cancel(request: Request, jobid: str) -> Response:
+        form = await request.form()
+        return await run_in_threadpool(cancel_posted, request, jobid, form)
+
+    def cancel_posted(request: Request, jobid: str, form: FormData) -> Response:
         user = require_user(request, context)
-        check_csrf(request, (await request.form()).get(CSRF_FIELD))
+        check_csrf(request, form.get(CSRF_FIELD))
         found = find(jobid, user)
         try:
             service.cancel(found.id)
@@ -184,5 +216,5 @@ def job_router(context: WebContext) -> APIRouter:
     return router
 
 
-HELPERS = {"status_word": status_word, "when": when}
+HELPERS = {"status_word": status_word, "when": when, "owner_label": owner_label}
 __all__ = ["CsrfError", "job_router"]

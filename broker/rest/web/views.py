@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import pwd
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,11 +70,28 @@ def when(stamp: float) -> str:
     return datetime.datetime.fromtimestamp(stamp, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def owner_label(job: JobInfo) -> str:
+    """Who a job belongs to, as the access rule sees it: the REST user who submitted it, or else the Unix
+    account it runs as (a job submitted inside the pod)."""
+    if job.owner:
+        return job.owner
+    try:
+        return pwd.getpwuid(job.userid).pw_name
+    except KeyError:
+        return f"uid {job.userid}"
+
+
+def command_text(words: Sequence[str]) -> str:
+    """A job's command as one line a shell would split back into the same words."""
+    return shlex.join(words)
+
+
 def job_fields(job: JobInfo) -> list[tuple[str, str]]:
     """The job page's field list, in reading order (blank ones left out)."""
     fields: list[tuple[str, Any]] = [
         ("id", f"{job.f58} ({job.id})"),
         ("name", job.name),
+        ("owner", job.owner),
         ("state", job.state),
         ("result", job.result),
         ("returncode", "" if job.returncode is None else job.returncode),
@@ -120,6 +139,7 @@ class FormField:
     kind: str  # "textarea", "number" or "checkbox" or "text"
     help: str
     minimum: int | None = None
+    label: str = ""  # in words ("Number of tasks"); the API's parameter name is `name`
 
 
 def submit_fields() -> list[FormField]:
@@ -138,7 +158,7 @@ def submit_fields() -> list[FormField]:
         else:
             kind = "text"
         minimum = 0 if name in ("gpus_per_task", "runtime") else 1 if kind == "number" else None
-        out.append(FormField(name, kind, info.description or "", minimum))
+        out.append(FormField(name, kind, info.description or "", minimum, info.title or name.replace("_", " ")))
     return out
 
 
