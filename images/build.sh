@@ -67,9 +67,10 @@ for dir in ${IMAGES:-broker openmpi-openfoam flux-view}; do
     flux-view)
       name=miniclusters-flux-view; inputs="images/flux-view $package"
       staged="images/flux-view/$(basename "$flux_tarball")"
-      if ! cmp -s "$flux_tarball" "$staged"; then
-        [ -f "$flux_tarball" ] || { echo "build.sh: flux-core tarball not found: $flux_tarball (set FLUX_CORE_TARBALL)" >&2; exit 1; }
-        cp "$flux_tarball" "$staged"  # into the build context (git-ignored)
+      if [ -f "$flux_tarball" ]; then
+        cmp -s "$flux_tarball" "$staged" || cp "$flux_tarball" "$staged"  # into the build context (git-ignored)
+      elif [ ! -f "$staged" ]; then
+        echo "build.sh: flux-core tarball not found: $flux_tarball (set FLUX_CORE_TARBALL)" >&2; exit 1
       fi ;;
     *) echo "build.sh: unknown image $dir (broker, openmpi-openfoam, flux-view)" >&2; exit 2 ;;
   esac
