@@ -3,7 +3,7 @@
 # image store of ENGINE (podman, buildah or docker): present already, else pulled, else made from Debian packages:
 #   debootstrap --variant=minbase bookworm  ->  a root filesystem tarball  ->  `ENGINE import` as debian:12
 # The machines we build on reach Debian's archive and PyPI but no image registry, and the pull fails at once there.
-# The tarball is cached (per content of this script) under MINICLUSTERS_IMAGES_CACHE, so a store that was emptied
+# The tarball is cached (per recipe version, below) under MINICLUSTERS_IMAGES_CACHE, so a store that was emptied
 # is refilled in seconds. The made image is a plain Debian 12 like the registry's (no Python), labelled as made here.
 # Usage: images/base.sh   (as root when it must debootstrap; env: ENGINE, BASE_IMAGE, DEBIAN_MIRROR)
 set -eu
@@ -31,7 +31,7 @@ echo "base image $image: no registry answered; making it from Debian packages (d
 command -v debootstrap >/dev/null || { echo "base.sh: debootstrap is missing (apt-get install debootstrap)" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "base.sh: debootstrap needs root" >&2; exit 1; }
 mkdir -p "$cache"
-recipe=$(sha256sum "$0" | cut -c1-12)
+recipe=r1  # bump when what goes into the root filesystem below changes: the cached tarball is then remade
 tarball="$cache/debian-12-minbase-$recipe.tar"
 if [ ! -s "$tarball" ]; then
   start=$(date +%s)
@@ -70,7 +70,8 @@ if [ "$engine" = buildah ]; then
   buildah config --env "PATH=$path" --cmd bash --label "org.opencontainers.image.description=$description" "$container"
   buildah commit --rm "$container" "$image" >/dev/null
 else
-  "$engine" import --change "ENV PATH=$path" --change 'CMD ["bash"]' \
+  quiet=""; [ "$engine" = podman ] && quiet=--quiet
+  "$engine" import $quiet --change "ENV PATH=$path" --change 'CMD ["bash"]' \
     --change "LABEL org.opencontainers.image.description=\"$description\"" "$tarball" "$image" >/dev/null
 fi
 echo "base image $image: imported from $tarball"
