@@ -43,13 +43,19 @@ if [ -z "$base" ]; then
   [ -n "${DRY_RUN:-}" ] || BASE_IMAGE=docker.io/library/debian:12 sh images/base.sh
 fi
 
-inspect() {  # inspect IMAGE FORMAT: print a field, nothing when the image is missing
+inspect() {  # inspect IMAGE FIELD (id or label): print it, nothing when the image is missing
+  case "$engine:$2" in
+    buildah:id) format='{{.FromImageID}}' ;;
+    buildah:label) format='{{ index .OCIv1.Config.Labels "miniclusters.content-hash" }}' ;;
+    *:id) format='{{.Id}}' ;;
+    *:label) format='{{ index .Config.Labels "miniclusters.content-hash" }}' ;;
+  esac
   case "$engine" in
-    docker) docker image inspect --format "$2" "$1" 2>/dev/null || true ;;
-    *) "$engine" inspect --type image --format "$2" "$1" 2>/dev/null || true ;;
+    docker) docker image inspect --format "$format" "$1" 2>/dev/null || true ;;
+    *) "$engine" inspect --type image --format "$format" "$1" 2>/dev/null || true ;;
   esac
 }
-base_id=$(inspect "$base" '{{.Id}}')
+base_id=$(inspect "$base" id)
 [ -n "$base_id" ] || { echo "build.sh: base image $base is not in $engine's store" >&2; exit 1; }
 
 flux_tarball="${FLUX_CORE_TARBALL:-$root/../shared/peers/flux-core-0.88.0.tar.gz}"
@@ -76,7 +82,7 @@ for dir in ${IMAGES:-broker openmpi-openfoam flux-view}; do
   esac
   image="$registry/$name:$tag"
   hash=$( (echo "$base $base_id"; content_hash $inputs) | sha256sum | cut -c1-16)
-  if [ -z "${FORCE:-}" ] && [ "$(inspect "$image" '{{ index .Labels "miniclusters.content-hash" }}')" = "$hash" ]; then
+  if [ -z "${FORCE:-}" ] && [ "$(inspect "$image" label)" = "$hash" ]; then
     echo "$image: up to date ($hash)"
     echo "$hash" >"$cache/$dir.hash"
   elif [ -n "${DRY_RUN:-}" ]; then
