@@ -22,7 +22,13 @@ FLUX_CORE_PACKAGES := autoconf automake libtool make pkg-config gcc g++ libc6-de
   libjansson-dev liblz4-dev libarchive-dev libhwloc-dev libsqlite3-dev lua5.1 liblua5.1-0-dev lua-posix python3-dev \
   python3-cffi python3-ply python3-setuptools python3-yaml jq libncurses-dev libsodium-dev
 
-.PHONY: all setup system-deps venv pmpi demo test lint format crds clean flux-core flux-core-deps
+# Our images (images/build.sh): built with podman (runc; our images/containers.conf) from registry packages only,
+# FROM a debian:12 made with debootstrap when no image registry answers. Each is rebuilt only when its content
+# changed (a hash label, also in $(IMAGES_CACHE)/NAME.hash); podman's store and layer cache keep the rest.
+IMAGES_CACHE ?= $(FLUX_CORE_CACHE)/images
+IMAGES_PACKAGES := podman buildah runc catatonit debootstrap
+
+.PHONY: all setup system-deps venv pmpi demo test lint format crds clean flux-core flux-core-deps images images-deps
 
 all: test
 
@@ -62,6 +68,16 @@ $(FLUX_CORE_STAMP):
 	cd / && rm -rf "$$build" && touch "$(FLUX_CORE_STAMP)" && \
 	echo "flux-core $(FLUX_CORE_VERSION): built in $$(( $$(date +%s) - start ))s"
 
+images-deps:
+	@$(MAKE) --no-print-directory system-deps SYSTEM_PACKAGES="$(IMAGES_PACKAGES)"
+
+# flock: two checkouts sharing podman's store build one at a time. Cold on 2 cores: see README (Images).
+images: images-deps
+	@mkdir -p "$(IMAGES_CACHE)" && start=$$(date +%s) && \
+	MINICLUSTERS_IMAGES_CACHE="$(IMAGES_CACHE)" FLUX_CORE_TARBALL="$(FLUX_CORE_TARBALL)" \
+	  flock "$(IMAGES_CACHE)/.lock" sh images/build.sh && \
+	echo "images: ready in $$(( $$(date +%s) - start ))s"
+
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -88,7 +104,7 @@ format: venv
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: setup lint flux-core
+test: setup lint flux-core images
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 

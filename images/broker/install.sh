@@ -1,7 +1,8 @@
 #!/bin/sh
 # Copy the self-contained broker environment into DEST (the pod's shared volume, /mnt/miniclusters).
-# Afterwards DEST/bin/flux is our built-in broker's CLI and DEST/bin/minicluster our command; both run the
-# bundled interpreter in DEST/python, so the application image needs neither Python nor Flux.
+# Afterwards DEST/bin/flux is our built-in broker's CLI, DEST/bin/minicluster our command and DEST/bin/python3
+# the bundle's interpreter for its own modules: one PyInstaller bundle (see Dockerfile), so the application
+# image needs neither Python nor Flux, only glibc. Symlinks inside it are relative: cp -a keeps them working.
 set -eu
 dest="${1:?usage: install.sh DEST (e.g. /mnt/miniclusters)}"
 source_dir="${MINICLUSTERS_ENV:-/opt/miniclusters/env}"

@@ -1,0 +1,139 @@
+"""The broker image's one frozen executable (a PyInstaller bundle), which is several commands at once.
+
+The bundle under /opt/miniclusters/env holds one program and, in env/bin, the names it answers to: `flux` (our
+built-in broker's CLI), `minicluster` and `python3`. Code all over the tree starts helpers as
+`[sys.executable, "-m", "broker.subinstance", ...]`, finds `flux` beside `sys.executable`, and the rendered
+entrypoint runs `$MINICLUSTER_BROKER_DIR/bin/python3 -m bursting.service`: so, frozen, `sys.executable` is made
+env/bin/python3 and that name understands the interpreter's own command line (-m MODULE, -c CODE, SCRIPT),
+running the bundled modules. One executable for all three saves the space and build time of three bundles.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PYTHON_VERSION = "{}.{}.{}".format(*sys.version_info[:3])
+# The interpreter's one-letter options that take no value (-I, -S, -u, ...): accepted and mostly ignored, since
+# a frozen program has no site directories or environment-driven start-up to skip.
+NO_VALUE_FLAGS = frozenset("bBdEiIOPqsSuvVx")
+VALUE_FLAGS = frozenset("WX")
+
+
+class UsageError(Exception):
+    """An interpreter command line this front end cannot run (it says what is missing, like python3 does)."""
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What `python3 ARGS` asked for: run a module, a code string, a script, or print the version."""
+
+    kind: str  # "module", "code", "script", "version"
+    target: str = ""
+    args: list[str] = field(default_factory=list)
+    flags: frozenset[str] = frozenset()
+
+
+def parse_interpreter_args(argv: list[str]) -> Invocation:
+    """Split a python3 command line (without argv[0]) as CPython does: options, then -m/-c/SCRIPT, then args."""
+    flags: set[str] = set()
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        index += 1
+        if arg == "--version":
+            return Invocation("version")
+        if arg == "--":
+            break
+        if arg == "-" or not arg.startswith("-"):
+            return Invocation("script", arg, argv[index:], frozenset(flags))
+        letters = arg[1:]
+        for position, letter in enumerate(letters):
+            rest = letters[position + 1 :]
+            if letter in ("m", "c"):
+                if rest:
+                    target = rest
+                elif index < len(argv):
+                    target = argv[index]
+                    index += 1
+                else:
+                    raise UsageError(f"Argument expected for the -{letter} option")
+                return Invocation("module" if letter == "m" else "code", target, argv[index:], frozenset(flags))
+            if letter in VALUE_FLAGS:
+                if not rest:
+                    if index >= len(argv):
+                        raise UsageError(f"Argument expected for the -{letter} option")
+                    index += 1
+                break
+            if letter not in NO_VALUE_FLAGS:
+                raise UsageError(f"Unknown option: -{letter}")
+            if letter == "V":
+                return Invocation("version")
+            flags.add(letter)
+    if index < len(argv):
+        return Invocation("script", argv[index], argv[index + 1 :], frozenset(flags))
+    raise UsageError("no interactive interpreter in this bundle: give -m MODULE, -c CODE or a SCRIPT")
+
+
+def command_for(program: str) -> str:
+    """Which command a name stands for: `flux`, `minicluster`, anything else is the interpreter."""
+    name = os.path.basename(program)
+    return name if name in ("flux", "minicluster") else "python3"
+
+
+def run_interpreter(argv: list[str]) -> None:
+    """Behave as `python3 argv...` for the modules inside the bundle (PYTHONPATH adds more, unless -E/-I)."""
+    invocation = parse_interpreter_args(argv)
+    if invocation.kind == "version":
+        print(f"Python {PYTHON_VERSION}")
+        return
+    if "u" in invocation.flags or os.environ.get("PYTHONUNBUFFERED"):
+        for stream in (sys.stdout, sys.stderr):
+            stream.reconfigure(write_through=True)  # type: ignore[union-attr]
+    if not invocation.flags & {"E", "I"}:
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[0:0] = extra
+    if invocation.kind == "module":
+        sys.argv = [invocation.target, *invocation.args]
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(invocation.target, run_name="__main__", alter_sys=True)
+    elif invocation.kind == "code":
+        sys.argv = ["-c", *invocation.args]
+        sys.path.insert(0, "")
+        exec(compile(invocation.target, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+    else:
+        script = invocation.target
+        sys.argv = [script, *invocation.args]
+        if script == "-":
+            exec(compile(sys.stdin.read(), "<stdin>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+            return
+        sys.path.insert(0, str(Path(script).resolve().parent))
+        runpy.run_path(script, run_name="__main__")
+
+
+def main() -> None:
+    """The bundle's entry point (images/broker/bundle.py): dispatch on the name it was run as."""
+    command = command_for(sys.argv[0])
+    if getattr(sys, "frozen", False):
+        # helpers are started as sys.executable -m ...: make that this bundle's python3, beside flux
+        bundle = Path(getattr(sys, "_MEIPASS", Path(sys.executable).parent)).parent
+        sys.executable = str(bundle / "bin" / "python3")
+    if command == "flux":
+        from broker.cli.flux import main as flux_main
+
+        sys.argv[0] = "flux"
+        flux_main()
+    elif command == "minicluster":
+        from miniclusters.cli import main as minicluster_main
+
+        sys.argv[0] = "minicluster"
+        minicluster_main()
+    else:
+        try:
+            run_interpreter(sys.argv[1:])
+        except UsageError as error:
+            print(f"python3: {error}", file=sys.stderr)
+            sys.exit(2)
