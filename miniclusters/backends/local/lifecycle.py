@@ -164,11 +164,19 @@ class Lifecycle(Bursts):
             )
         mode = "netns" if self.privileged else "process"
         if mode == "netns":
-            clash = next((n for n in netns.list_namespaces() if n.startswith(f"mc-{name}-")), None)
+            leftovers = sorted(n for n in netns.list_namespaces() if n.startswith(f"mc-{name}-"))
+            clash = next((n for n in leftovers if netns.namespace_in_use(n)), None)
             if clash:
                 raise InvalidRequestError(
-                    f"MiniCluster {name!r}: network namespace {clash!r} already exists on this machine "
-                    f"(another state directory, or a crashed run: remove it with `ip netns del {clash}`)"
+                    f"MiniCluster {name!r}: network namespace {clash!r} already exists on this machine with "
+                    f"processes in it (a cluster of this name from another state directory is running: "
+                    f"`ip netns pids {clash}` lists them); choose another metadata.name"
+                )
+            for stale in leftovers:  # empty namespaces: a crashed run's leftovers, nobody lives there
+                netns.delete_namespace(stale)
+            if leftovers:
+                self.notify(
+                    f"removed {len(leftovers)} empty network namespace(s) left by a crashed run: {', '.join(leftovers)}"
                 )
         latency_method: str | None = None
         if self.latency:

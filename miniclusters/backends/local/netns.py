@@ -56,6 +56,19 @@ def list_namespaces() -> set[str]:
     return {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
 
 
+def namespace_in_use(name: str) -> bool:
+    """True while any process runs inside the namespace (a live pod); an empty one is a crashed run's leftover."""
+    result = _ip("netns", "pids", name, check=False)
+    return result.returncode != 0 or bool(result.stdout.strip())
+
+
+def delete_namespace(name: str) -> None:
+    """Remove a namespace and its /etc/netns entries; its veth end goes with it, which takes the host end too."""
+    latency.stop_delay_lines(name)
+    _ip("netns", "del", name, check=False)
+    shutil.rmtree(NETNS_ETC / name, ignore_errors=True)
+
+
 def link_exists(name: str) -> bool:
     return _ip("link", "show", "dev", name, check=False).returncode == 0
 
