@@ -119,8 +119,10 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     ),
     (
         "burst clusters with the flux flavour",
-        lambda data: data["spec"].setdefault("flux", {}).update(
-            {"flavour": "flux", "bursting": {"clusters": [{"name": "local", "size": 1}]}}
+        lambda data: (
+            data["spec"]
+            .setdefault("flux", {})
+            .update({"flavour": "flux", "bursting": {"clusters": [{"name": "local", "size": 1}]}})
         ),
         "spec.flux.bursting.clusters",
         "builtin broker only",
