@@ -1,12 +1,13 @@
 """docs/benchmarks.md from bench/results.toml: the recorded runs as tables, notes and figures.
 
-    .venv/bin/python -m docsgen.benchmarks            # rewrite docs/benchmarks.md
-    .venv/bin/python -m docsgen.benchmarks --check    # exit 1 when it is stale (the docs build checks this too)
+.venv/bin/python -m docsgen.benchmarks            # rewrite docs/benchmarks.md
+.venv/bin/python -m docsgen.benchmarks --check    # exit 1 when it is stale (the docs build checks this too)
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import tomllib
@@ -99,6 +100,32 @@ def render(benches: list[Bench]) -> str:
             lines.append(f"![{bench.figure_caption or bench.title}]({bench.figure})\n")
         lines += [note + "\n" for note in bench.notes]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def record_result(bench_id: str, figures: dict[str, Any], path: Path = RESULTS, page: Path | None = PAGE) -> None:
+    """A bench script's `--record`: its JSON line becomes the entry's `result`, and the page is regenerated.
+
+    Edits the one line in place (the file's comments and layout are kept); the tables and notes stay as they
+    were, to be brought up to date by hand from the same run's printed figures."""
+    line = json.dumps(figures)
+    value = f"result = {json.dumps(line)}"  # a TOML basic string is a JSON string
+    lines = path.read_text().splitlines()
+    starts = [i for i, text in enumerate(lines) if text.strip() == "[[bench]]"] + [len(lines)]
+    for start, end in itertools.pairwise(starts):
+        if f'id = "{bench_id}"' not in lines[start:end]:
+            continue
+        at = next((i for i in range(start, end) if lines[i].startswith("result = ")), None)
+        if at is None:
+            at = next(i for i in range(start, end) if lines[i].startswith("id = ")) + 1
+            lines.insert(at, value)
+        else:
+            lines[at] = value
+        path.write_text("\n".join(lines) + "\n")
+        benches = load(path)  # refuses what it cannot read back
+        if page is not None:
+            page.write_text(render(benches))
+        return
+    raise ValueError(f"{path.name}: no bench {bench_id!r}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,11 +72,8 @@ def _flux_help(args: list[str]) -> str:
     from broker.cli import flux
 
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        try:
-            flux._dispatch([*args, "--help"])
-        except SystemExit:
-            pass
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), contextlib.suppress(SystemExit):
+        flux._dispatch([*args, "--help"])
     return out.getvalue().rstrip()
 
 

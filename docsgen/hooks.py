@@ -30,5 +30,7 @@ def on_files(files: Files, config: Any) -> Files:
         files.append(File.generated(config, uri, content=build()))
     page = benchmarks.render(benchmarks.load())
     if benchmarks.PAGE.read_text() != page:
-        raise PluginError("docs/benchmarks.md is stale (bench/results.toml changed): run .venv/bin/python -m docsgen.benchmarks")
+        raise PluginError(
+            "docs/benchmarks.md is stale (bench/results.toml changed): run .venv/bin/python -m docsgen.benchmarks"
+        )
     return files

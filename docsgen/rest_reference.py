@@ -60,7 +60,9 @@ def _operation(path: str, method: str, operation: dict[str, Any]) -> list[str]:
         for p in parameters:
             required = "yes" if p.get("required") else "no"
             schema = _type(p.get("schema", {}))
-            lines.append(f"| `{p['name']}` | {p['in']} | {required} | {_cell(schema)} | {_cell(p.get('description', ''))} |")
+            lines.append(
+                f"| `{p['name']}` | {p['in']} | {required} | {_cell(schema)} | {_cell(p.get('description', ''))} |"
+            )
         lines.append("")
     body = operation.get("requestBody")
     if body:
@@ -84,7 +86,9 @@ def _schema(name: str, schema: dict[str, Any]) -> list[str]:
         lines += ["| field | type | required | meaning |", "|---|---|---|---|"]
         for field, spec in properties.items():
             meaning = spec.get("description", "")
-            lines.append(f"| `{field}` | {_cell(_type(spec))} | {'yes' if field in required else 'no'} | {_cell(meaning)} |")
+            lines.append(
+                f"| `{field}` | {_cell(_type(spec))} | {'yes' if field in required else 'no'} | {_cell(meaning)} |"
+            )
     else:
         lines.append("`" + json.dumps({k: v for k, v in schema.items() if k != "title"}) + "`")
     lines.append("")
