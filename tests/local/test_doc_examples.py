@@ -62,7 +62,16 @@ def runnable_blocks(path: Path, page: str = "") -> list[Block]:
     page = page or str(path.relative_to(ROOT))
     lines = path.read_text().splitlines()
     blocks = []
+    fence_open = ""  # the backticks of the fence we are inside (an example of the marker is not a marker)
     for index, line in enumerate(lines):
+        ticks = re.match(r"^\s*(`{3,})", line)
+        if fence_open:
+            if ticks and ticks.group(1).startswith(fence_open) and not line.strip()[len(ticks.group(1)) :]:
+                fence_open = ""
+            continue
+        if ticks:
+            fence_open = ticks.group(1)
+            continue
         if line.strip() != MARKER:
             continue
         fence = index + 1
@@ -98,6 +107,8 @@ def test_a_misplaced_marker_is_named(tmp_path: Path) -> None:
         runnable_blocks(page, "docs/probe.md")
     page.write_text(f"{MARKER}\n```sh\necho one\n```\n\n```bash\nnot marked\n```\n")
     assert runnable_blocks(page, "docs/probe.md") == [Block("docs/probe.md", 2, "echo one\n")]
+    page.write_text(f"````markdown\n{MARKER}\n```bash\nan example of the marker\n```\n````\n")
+    assert runnable_blocks(page, "docs/probe.md") == []
 
 
 @pytest.mark.needs_root
