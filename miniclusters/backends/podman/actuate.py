@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 
 from elasticity.control.ports import PodResize, ScaleResult
 from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.backends.base import ClusterStatus, InvalidRequestError, ResizeOutcome, ResizeResult
 from miniclusters.backends.podman.core import PodmanCore
-from miniclusters.backends.podman.observe import millicores_to_shares, read_pods, shares_to_millicores
-from miniclusters.backends.podman.pods import container_name
+from miniclusters.backends.podman.observe import read_pods, shares_to_millicores
 from miniclusters.backends.policy import check_scale
 
 
@@ -37,9 +37,12 @@ class PodmanActuator(PodmanCore):
         gone = sorted(i for i in present if i >= size)
         if gone:
             self._remove_pods(rendered, gone)
+            kept = {k: v for k, v in record.cpu.items() if int(k) < size}
+            record = replace(record, cpu=kept)
+            self.store.save(record)
         new = [i for i in range(size) if i not in present]
         if new:
-            self._play(record, rendered, new, lead_restarts=True)
+            self._play(record, rendered, new, self._runner(mc), lead_restarts=True)
         return ScaleResult(name, previous, size)
 
     def resize(self, name: str, index: int, cpu: str) -> ResizeResult:
@@ -55,7 +58,7 @@ class PodmanActuator(PodmanCore):
     def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]:
         """One `podman update` per pod; a request above this machine's CPUs is Infeasible (as the kubelet says
         of more than the node's capacity) and changes nothing."""
-        _, mc = self._load(name)
+        record, mc = self._load(name)
         for index, milli in requests.items():
             self._require_index(name, mc, index)
             if milli < 0:
@@ -72,11 +75,9 @@ class PodmanActuator(PodmanCore):
                     milli,
                 )
                 continue
-            container = container_name(name, index, self._runner(mc))
-            self.podman.run(
-                ["update", "--cpu-shares", str(millicores_to_shares(milli)), container],
-                f"resizing pod {name}-{index} (index {index}) to cpu {format_millicores(milli)}",
-            )
+            self._set_shares(name, index, self._runner(mc), milli)
+            record = replace(record, cpu={**record.cpu, str(index): milli})
+            self.store.save(record)
             answers[index] = PodResize(index, ResizeOutcome.DONE, "cpu.shares updated in place", milli)
         pods = {p.index: p for p in read_pods(self.podman, name, self._runner(mc))}
         out = {}

@@ -96,7 +96,7 @@ class PodmanBackend(PodmanActuator):
             pod_address(subnet, registered - 1)
             self.store.save(record)
             rendered = self._rendered(record, mc)
-            self._play(record, rendered, range(mc.spec.size), lead_restarts=mc.spec.interactive)
+            self._play(record, rendered, range(mc.spec.size), self._runner(mc), lead_restarts=mc.spec.interactive)
         except ValueError as exc:
             self._teardown(mc.name)
             raise InvalidRequestError(f"spec.maxSize: {exc}") from None
@@ -116,8 +116,8 @@ class PodmanBackend(PodmanActuator):
 
     def status(self, name: str) -> ClusterStatus:
         record, mc = self._load(name)
-        pods = self._pods(name, mc)
-        statuses = tuple(pod_status(p) for p in pods)
+        pods = self._synced(record, mc)
+        statuses = tuple(pod_status(p, record.cpu_of(p.index)) for p in pods)
         lead = next((p for p in statuses if p.index == 0), None)
         finished = lead is not None and lead.phase in ("Succeeded", "Failed") and not mc.spec.interactive
         ranks_up = ranks_down = None
@@ -157,10 +157,10 @@ class PodmanBackend(PodmanActuator):
 
     def observe(self, name: str) -> ClusterView:
         """The Observer port: one `pod ps` and one `container inspect` (no exec into the lead)."""
-        _, mc = self._load(name)
+        record, mc = self._load(name)
         views = []
-        for pod in self._pods(name, mc):
-            status = pod_status(pod)
+        for pod in self._synced(record, mc):
+            status = pod_status(pod, record.cpu_of(pod.index))
             views.append(
                 PodView(
                     index=status.index,

@@ -18,6 +18,7 @@ import yaml
 
 from broker.curve_cert import parse_zcert
 from miniclusters.api import SpecError, load_minicluster
+from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
     BackendError,
@@ -26,10 +27,13 @@ from miniclusters.backends.base import (
     NotFoundError,
 )
 from miniclusters.backends.podman.engine import Podman, PodmanError
-from miniclusters.backends.podman.observe import PodmanPod, read_pods
+from miniclusters.backends.podman.observe import PodmanPod, millicores_to_shares, read_pods
 from miniclusters.backends.podman.pods import (
     CLUSTER_LABEL,
     Rendered,
+    container_name,
+    cpu_request,
+    network_name,
     owned_volumes,
     play_documents,
     pod_address,
@@ -138,8 +142,6 @@ class PodmanCore:
         volumes = self.podman.run(["volume", "ls", "-q", *labels], "listing volumes").stdout.split()
         if volumes:
             self.podman.run(["volume", "rm", "--force", *volumes], f"removing the volumes of {name}")
-        from miniclusters.backends.podman.pods import network_name
-
         self._remove_network(network_name(name))
 
     # ------------------------------------------------------------------ playing and removing pods
@@ -167,7 +169,9 @@ class PodmanCore:
                 handle.write(data)
             os.chmod(target, mode)
 
-    def _play(self, record: PodmanRecord, rendered: Rendered, indexes: Iterable[int], lead_restarts: bool) -> None:
+    def _play(
+        self, record: PodmanRecord, rendered: Rendered, indexes: Iterable[int], runner: str, lead_restarts: bool
+    ) -> None:
         """`podman kube play` each pod (all at once); on any failure remove the pods of this call and raise."""
         indexes = sorted(indexes)
         registered = int(record.spec["spec"]["maxSize"])
@@ -194,6 +198,42 @@ class PodmanCore:
         if failures:
             self._remove_pods(rendered, indexes)
             raise BackendError(f"`podman kube play` failed for {len(failures)} pod(s): {'; '.join(failures)}")
+        self._apply_requests(record, rendered, indexes, runner)
+
+    def _apply_requests(self, record: PodmanRecord, rendered: Rendered, indexes: Iterable[int], runner: str) -> None:
+        """cpu.shares from the template's CPU request, as the kubelet sets them (podman 4.3's kube play maps only
+        limits), recorded as each pod's request; a container that already finished has nothing left to weigh."""
+        cpu = cpu_request(rendered, runner)
+        if cpu is None:
+            return
+        milli = cpu_millicores(cpu)
+        requests = {**record.cpu, **{str(i): milli for i in indexes}}
+        self.store.save(replace(record, cpu=requests))
+        for index in indexes:
+            self._set_shares(rendered.name, index, runner, milli, check=False)
+
+    def _set_shares(self, name: str, index: int, runner: str, milli: int, check: bool = True) -> None:
+        self.podman.run(
+            ["update", "--cpu-shares", str(millicores_to_shares(milli)), container_name(name, index, runner)],
+            f"setting the CPU of pod {name}-{index} (index {index}) to {format_millicores(milli)}",
+            check=check,
+        )
+
+    def _synced(self, record: PodmanRecord, mc: MiniCluster) -> list[PodmanPod]:
+        """The pods, after giving any restarted container its recorded request back (a new container starts
+        with podman's default weight; the kubelet re-applies a pod's request on restart the same way)."""
+        pods = self._pods(record.name, mc)
+        stale = [
+            p
+            for p in pods
+            if p.pid is not None
+            and (want := record.cpu_of(p.index)) is not None
+            and p.cpu_shares is not None
+            and p.cpu_shares != millicores_to_shares(want)
+        ]
+        for pod in stale:
+            self._set_shares(record.name, pod.index, self._runner(mc), record.cpu_of(pod.index) or 0, check=False)
+        return self._pods(record.name, mc) if stale else pods
 
     def _remove_pods(self, rendered: Rendered, indexes: Iterable[int]) -> None:
         """Remove pods with their containers and every volume they own (missing ones are fine)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from miniclusters.api.quantity import format_millicores
@@ -17,6 +18,7 @@ from miniclusters.backends.podman.pods import CLUSTER_LABEL, cluster_of, contain
 from miniclusters.render.layout import NAME_LABEL
 
 CPU_SHARES_MIN = 2
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,30 @@ class PodmanPod:
 
     @property
     def cpu_shares(self) -> int | None:
-        shares = (self.container or {}).get("HostConfig", {}).get("CpuShares")
-        return int(shares) if shares else None
+        """The container's CPU weight as the kernel holds it (podman 4.3's inspect keeps the creation value
+        after `podman update`): cgroup v1 cpu.shares, or v2 cpu.weight mapped back to shares."""
+        path = (self.container or {}).get("State", {}).get("CgroupPath")
+        if not path or self.pid is None:
+            return None
+        return read_cpu_shares(str(path))
+
+
+def read_cpu_shares(cgroup_path: str, root: Path = CGROUP_ROOT) -> int | None:
+    v1 = root / "cpu" / cgroup_path.lstrip("/") / "cpu.shares"
+    v2 = root / cgroup_path.lstrip("/") / "cpu.weight"
+    try:
+        if v1.exists():
+            return int(v1.read_text())
+        if v2.exists():
+            return weight_to_shares(int(v2.read_text()))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def weight_to_shares(weight: int) -> int:
+    """cgroup v2 cpu.weight back to shares (the inverse of the linear mapping runc and crun used before 1.3.2)."""
+    return 2 + (weight - 1) * 262142 // 9999
 
 
 def shares_to_millicores(shares: int) -> int:
@@ -66,17 +90,19 @@ def phase_of(pod: PodmanPod) -> tuple[str, int | None, str | None]:
     return "Unknown", None, status
 
 
-def pod_status(pod: PodmanPod) -> PodStatus:
+def pod_status(pod: PodmanPod, desired: int | None = None) -> PodStatus:
+    """`desired`: the pod's recorded CPU request in millicores (None: none recorded)."""
     phase, code, reason = phase_of(pod)
     shares = pod.cpu_shares
     cpu = format_millicores(shares_to_millicores(shares)) if shares else None
+    want = format_millicores(desired) if desired is not None else None
     return PodStatus(
         index=pod.index,
         name=pod.name,
         phase=phase,
         ready=phase == "Running",
-        cpu_desired=cpu,
-        cpu_allocated=cpu,
+        cpu_desired=want,
+        cpu_allocated=want if cpu is not None else None,
         cpu_actual=cpu,
         node="podman",
         exit_code=code,

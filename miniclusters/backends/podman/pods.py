@@ -179,6 +179,15 @@ def secret_files(rendered: Rendered) -> dict[str, tuple[bytes, int]]:
     return {key: (value, mode) for key, value in data.items()}
 
 
+def cpu_request(rendered: Rendered, container: str) -> str | None:
+    """The CPU request of the pod template's `container` (the kubelet turns it into cpu.shares)."""
+    for spec in rendered.job["spec"]["template"]["spec"]["containers"]:
+        if spec["name"] == container:
+            cpu = spec.get("resources", {}).get("requests", {}).get("cpu")
+            return str(cpu) if cpu is not None else None
+    return None
+
+
 def registered_hosts(rendered: Rendered) -> int:
     """Hosts the broker config lists (MINICLUSTER_MAX_SIZE in the pod template): the ceiling of any scale."""
     for container in rendered.job["spec"]["template"]["spec"]["containers"]:

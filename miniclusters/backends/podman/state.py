@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,12 @@ class PodmanRecord:
     """The zcert text every pod's Secret carries (scale-ups reuse it: a new keypair would lock them out)."""
     network: str
     subnet: str
+    cpu: dict[str, int] = field(default_factory=dict)
+    """Each pod's CPU request now (millicores by index, as text: JSON keys), after any resize: what a restarted
+    container gets back, as the kubelet gives a restarted container its pod's request."""
+
+    def cpu_of(self, index: int) -> int | None:
+        return self.cpu.get(str(index))
 
 
 class PodmanStore:
