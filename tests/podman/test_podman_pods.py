@@ -117,7 +117,9 @@ def test_secret_files_are_decoded_with_the_template_mode() -> None:
 
 
 def test_rendered_needs_every_object() -> None:
-    objects = render_minicluster(load_minicluster({"metadata": {"name": "x"}, "spec": {"containers": [{"image": "a"}]}}))
+    objects = render_minicluster(
+        load_minicluster({"metadata": {"name": "x"}, "spec": {"containers": [{"image": "a"}]}})
+    )
     with pytest.raises(ValueError, match="Job"):
         Rendered.from_objects([o for o in objects if o["kind"] != "Job"])
 

@@ -48,6 +48,9 @@ from miniclusters.render.layout import NAME_LABEL
 
 PLAY_TIMEOUT = 300.0
 """Seconds one `podman kube play` may take (it returns once the init container has copied the broker in)."""
+STOP_GRACE_S = 1
+"""Seconds between SIGTERM and SIGKILL when pods are removed: the entrypoint's bash is PID 1 and ignores SIGTERM,
+so a longer grace only delays `down` (the brokers keep nothing that needs a clean exit)."""
 
 
 def runner_container(mc: MiniCluster) -> str:
@@ -138,7 +141,9 @@ class PodmanCore:
         labels = ["--filter", f"label={NAME_LABEL}={name}", "--filter", f"label={CLUSTER_LABEL}=podman"]
         pods = self.podman.run(["pod", "ps", "-q", *labels], "listing pods").stdout.split()
         if pods:
-            self.podman.run(["pod", "rm", "--force", "--ignore", *pods], f"removing the pods of {name}")
+            self.podman.run(
+                ["pod", "rm", "--force", "--ignore", "--time", str(STOP_GRACE_S), *pods], f"removing the pods of {name}"
+            )
         volumes = self.podman.run(["volume", "ls", "-q", *labels], "listing volumes").stdout.split()
         if volumes:
             self.podman.run(["volume", "rm", "--force", *volumes], f"removing the volumes of {name}")
@@ -240,7 +245,10 @@ class PodmanCore:
         indexes = list(indexes)
         pods = [pod_name(rendered.name, i) for i in indexes]
         if pods:
-            self.podman.run(["pod", "rm", "--force", "--ignore", *pods], f"removing pods {', '.join(pods)}")
+            self.podman.run(
+                ["pod", "rm", "--force", "--ignore", "--time", str(STOP_GRACE_S), *pods],
+                f"removing pods {', '.join(pods)}",
+            )
         volumes = [v for i in indexes for v in owned_volumes(rendered, i)]
         existing = self.podman.run(["volume", "ls", "--format", "{{.Name}}"], "listing volumes").stdout.split()
         doomed = [v for v in volumes if v in existing]
