@@ -215,3 +215,36 @@ def test_logs_and_down_leave_nothing(elastic: tuple[PodmanBackend, str]) -> None
     backend.delete(name)
     assert leftovers(name) == []
     assert not backend.store.exists(name)
+
+
+def test_flux_flavour_runs_real_flux_core_across_containers(images: None, tmp_path: Path) -> None:
+    """The `flux` flavour: the flux-view init container copies flux-core 0.88 in; the brokers are real Flux."""
+    view = f"{OPTIONS.registry}/miniclusters-flux-view:{OPTIONS.tag}"
+    if podman("image", "exists", view).returncode != 0:
+        _unavailable(f"image {view} is not built (make images)")
+    name = f"pmt-fx-{uuid.uuid4().hex[:6]}"
+    backend = PodmanBackend(store=PodmanStore(tmp_path))
+    mc = load_minicluster(
+        {
+            "apiVersion": "miniclusters.dev/v1alpha1",
+            "kind": "MiniCluster",
+            "metadata": {"name": name},
+            "spec": {
+                "size": 2,
+                "tasks": 2,
+                "flux": {"flavour": "flux", "container": {"image": view}},
+                "containers": [{"image": view, "command": "hostname"}],
+            },
+        }
+    )
+    try:
+        backend.create(mc, CreateOptions(timeout=300))
+        status = wait_for(lambda: s if (s := backend.status(name)).finished else None, "the lead to finish")
+        assert status.succeeded and status.pod(0).exit_code == 0  # type: ignore[union-attr]
+        lines = list(backend.logs(name, 0))
+        assert {f"{name}-0", f"{name}-1"} <= {line.strip() for line in lines}, lines
+        assert any(f"online: {name}-[0-1] (ranks 0-1)" in line for line in lines), lines  # flux-core's broker
+    finally:
+        if backend.store.exists(name):
+            backend.delete(name)
+    assert leftovers(name) == []
