@@ -1,4 +1,5 @@
-"""Backends by name: "local" (the default), "podman" and "kubernetes" (`get_backend("kubernetes", context=..., namespace=...)`).
+"""Backends by name: "local" (the default), "podman" and "kubernetes"
+(`get_backend("kubernetes", context=..., namespace=...)`).
 
 A backend module is imported only when asked for, so `minicluster validate` never loads the Kubernetes client.
 """
