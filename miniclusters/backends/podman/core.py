@@ -48,6 +48,7 @@ from miniclusters.render.layout import NAME_LABEL
 
 PLAY_TIMEOUT = 300.0
 """Seconds one `podman kube play` may take (it returns once the init container has copied the broker in)."""
+PULL_FAILURES = ("initializing source", "pinging container registry", "image not known")
 STOP_GRACE_S = 1
 """Seconds between SIGTERM and SIGKILL when pods are removed: the entrypoint's bash is PID 1 and ignores SIGTERM,
 so a longer grace only delays `down` (the brokers keep nothing that needs a clean exit)."""
@@ -202,7 +203,10 @@ class PodmanCore:
                 failures.append(f"pod {pod_name(record.name, index)}: {' '.join(words) or process.returncode}")
         if failures:
             self._remove_pods(rendered, indexes)
-            raise BackendError(f"`podman kube play` failed for {len(failures)} pod(s): {'; '.join(failures)}")
+            hint = ""
+            if any(word in f for f in failures for word in PULL_FAILURES):
+                hint = " (an image could not be pulled: build ours with `make images`; see `podman images`)"
+            raise BackendError(f"`podman kube play` failed for {len(failures)} pod(s): {'; '.join(failures)}{hint}")
         self._apply_requests(record, rendered, indexes, runner)
 
     def _apply_requests(self, record: PodmanRecord, rendered: Rendered, indexes: Iterable[int], runner: str) -> None:
