@@ -185,6 +185,9 @@ def test_resize_in_place_keeps_the_processes(elastic: tuple[PodmanBackend, str])
     assert _shares(name, 1) == 256 and _pid(name, 1) == before
     status = backend.status(name)
     assert status.pod(1).cpu_actual == "250m" and status.pod(1).restarts == 0  # type: ignore[union-attr]
+    view = backend.observe(name)  # the Observer port the loops read
+    assert [(p.index, p.cpu_request, p.cpu_actual) for p in view.pods] == [(0, 500, 500), (1, 250, 250)]
+    assert view.max_size == 4 and view.size == 2
     refused = backend.resize(name, 1, "64")
     assert refused.outcome == ResizeOutcome.INFEASIBLE and _shares(name, 1) == 256
 

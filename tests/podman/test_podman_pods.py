@@ -152,5 +152,15 @@ def test_container_states_become_pod_phases(state: dict[str, Any], phase: str, c
     assert phase_of(PodmanPod(0, "pm-0", "Running", {"State": state}))[:2] == (phase, code)
 
 
+def test_a_failed_container_podman_will_restart_is_not_a_failed_pod() -> None:
+    container = {
+        "State": {"Status": "exited", "ExitCode": 137},
+        "HostConfig": {"RestartPolicy": {"Name": "on-failure"}},
+    }
+    assert phase_of(PodmanPod(1, "pm-1", "Running", container)) == ("Running", None, "CrashLoopBackOff")
+    container["HostConfig"] = {"RestartPolicy": {"Name": ""}}
+    assert phase_of(PodmanPod(0, "pm-0", "Running", container)) == ("Failed", 137, "Error")
+
+
 def test_a_pod_without_its_container_is_initialising() -> None:
     assert phase_of(PodmanPod(0, "pm-0", "Running", None)) == ("Pending", None, "PodInitializing")

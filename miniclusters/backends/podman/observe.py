@@ -84,7 +84,11 @@ def phase_of(pod: PodmanPod) -> tuple[str, int | None, str | None]:
         return "Running", None, None
     if status in ("exited", "stopped"):
         code = int(state.get("ExitCode", 0))
-        return ("Succeeded", 0, None) if code == 0 else ("Failed", code, "Error")
+        if code == 0:
+            return "Succeeded", 0, None
+        if pod.container.get("HostConfig", {}).get("RestartPolicy", {}).get("Name") == "on-failure":
+            return "Running", None, "CrashLoopBackOff"  # podman restarts it: the pod is not done (OnFailure)
+        return "Failed", code, "Error"
     if status in ("created", "configured", "initialized"):
         return "Pending", None, "ContainerCreating"
     return "Unknown", None, status
@@ -100,7 +104,7 @@ def pod_status(pod: PodmanPod, desired: int | None = None) -> PodStatus:
         index=pod.index,
         name=pod.name,
         phase=phase,
-        ready=phase == "Running",
+        ready=phase == "Running" and reason is None,
         cpu_desired=want,
         cpu_allocated=want if cpu is not None else None,
         cpu_actual=cpu,
