@@ -225,4 +225,6 @@ class PodmanBackend(PodmanActuator):
             except BackendError:
                 continue
             out.append(ClusterSummary(name, self.namespace, status.size, status.ready_pods, cluster_state(status)))
+        for name in sorted(set(cluster_names(self.podman)) - set(self.store.names())):
+            out.append(ClusterSummary(name, self.namespace, 0, 0, "Unknown"))  # its record is in another state dir
         return out
