@@ -331,12 +331,12 @@ def _exclusive_resources(mc: MiniCluster) -> Iterator[Problem]:
             if not is_runner and "cpu" not in requests:
                 yield Problem(f"{path}.requests.cpu", "required with spec.placement.cpus: exclusive (Guaranteed QoS)")
             cpu = requests.get("cpu")
-            if is_runner and cpu is not None and mc.spec.placement.policy == "none":
-                if parse_quantity(cpu) != int(parse_quantity(cpu)) or parse_quantity(cpu) < 1:
-                    yield Problem(
-                        f"{path}.requests.cpu",
-                        f"{cpu!r}: exclusive CPUs are whole cores (the static CPU manager pins integer requests)",
-                    )
+            whole = cpu is None or (parse_quantity(cpu) == int(parse_quantity(cpu)) and parse_quantity(cpu) >= 1)
+            if is_runner and mc.spec.placement.policy == "none" and not whole:
+                yield Problem(
+                    f"{path}.requests.cpu",
+                    f"{cpu!r}: exclusive CPUs are whole cores (the static CPU manager pins integer requests)",
+                )
 
 
 def _archive(mc: MiniCluster) -> Iterator[Problem]:

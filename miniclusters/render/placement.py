@@ -142,7 +142,9 @@ def task_group_rules(mc: MiniCluster) -> dict[str, Any]:
     per_group = -(-pods // groups)
     return {
         "affinity": {
-            "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": own}]}
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": own}]
+            }
         },
         "topologySpreadConstraints": [
             {

@@ -86,7 +86,9 @@ def test_no_policy_keeps_the_shape_and_the_default_anti_affinity() -> None:
 
 def test_user_groups_of_one_pack_every_pod_on_one_node() -> None:
     job = _job(_spec(groups=1))
-    required = job["spec"]["template"]["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    required = job["spec"]["template"]["spec"]["affinity"]["podAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
     assert required[0]["topologyKey"] == "kubernetes.io/hostname"
 
 
@@ -169,5 +171,5 @@ def test_the_multiplexing_controller_refuses_exclusive_pods() -> None:
     from miniclusters.backends.base import ClusterStatus, PodStatus
 
     status = ClusterStatus("placed", "hpc", 2, 2, 2, pods=(PodStatus(0, "placed-0", "Running"),))
-    with pytest.raises(ValueError, match="spec.placement.cpus is exclusive.*pinning forbids"):
+    with pytest.raises(ValueError, match=r"spec\.placement\.cpus is exclusive.*pinning forbids"):
         multiplex_config(status, {"placementCpus": "exclusive"}, 4, 2000)

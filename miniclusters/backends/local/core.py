@@ -15,7 +15,7 @@ from pathlib import Path
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import BackendError, ClusterStatus, ExecResult, InvalidRequestError, NotFoundError
-from miniclusters.backends.local import cgroups, netns, plan, process
+from miniclusters.backends.local import cgroups, cpusets, netns, plan, process
 from miniclusters.backends.local import latency as delays
 from miniclusters.backends.local.state import ClusterRecord, PodRecord, StateStore
 from miniclusters.backends.wait import ProgressCallback
@@ -105,6 +105,12 @@ class LocalCore:
         if record.cgroup_version is None or record.cgroup_root is None:
             return None
         return cgroups.CgroupDriver(record.cgroup_version, Path(record.cgroup_root), record.weight_formula)
+
+    def _cpuset_driver(self, record: ClusterRecord) -> cpusets.CpusetDriver | None:
+        """The pods' cpusets when the spec pins them (exclusive CPUs)."""
+        if not record.exclusive_cores or record.cpuset_version is None or record.cpuset_root is None:
+            return None
+        return cpusets.CpusetDriver(record.cpuset_version, Path(record.cpuset_root))
 
     def _addressing(self, record: ClusterRecord) -> plan.Addressing:
         return plan.addressing_for(record.slot, loopback=record.mode != "netns")

@@ -49,6 +49,8 @@ class Launch:
     hostname: str | None = None
     """Set in a fresh UTS namespace (netns mode); None leaves the machine's hostname (process mode)."""
     cgroup_procs: Path | None = None
+    cpuset_procs: Path | None = None
+    """The pod's cpuset (exclusive CPUs), joined like its CPU cgroup; the same file on cgroup v2."""
     nice: int | None = None
     restart: str | None = None
     """The supervisor's RestartPolicy (JSON); None never restarts."""
@@ -70,6 +72,8 @@ def pod_argv(launch: Launch) -> list[str]:
         argv = ["ip", "netns", "exec", launch.netns, "unshare", "--uts", *argv]
     if launch.cgroup_procs is not None:
         argv = ["sh", "-c", JOIN_CGROUP, str(launch.cgroup_procs), *argv]
+    if launch.cpuset_procs is not None and launch.cpuset_procs != launch.cgroup_procs:
+        argv = ["sh", "-c", JOIN_CGROUP, str(launch.cpuset_procs), *argv]
     return argv
 
 
