@@ -88,6 +88,9 @@ def test_profile_overrides_the_spec_only_on_communication() -> None:
     assert profile_class("memory", quiet) == "memory"
     assert profile_class("memory", None) == "memory"
     assert profile_class("cpu", CommunicationProfile(0.05, bytes_per_second=2e9)) == "network"
+    # waiting in MPI without moving data is imbalance, not network; moving data while waiting is
+    assert profile_class("cpu", CommunicationProfile(0.45, bytes_per_second=0.0)) == "cpu"
+    assert profile_class("cpu", CommunicationProfile(0.45, bytes_per_second=20e6)) == "network"
     assert mpi_fraction_from_duty([0.4, 0.6]) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="mpi_fraction"):
         CommunicationProfile(mpi_fraction=1.5)

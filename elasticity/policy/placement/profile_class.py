@@ -15,9 +15,9 @@ ProfileClass = Literal["cpu", "memory", "network"]
 PROFILE_CLASSES: tuple[ProfileClass, ...] = ("cpu", "memory", "network")
 
 MPI_FRACTION_NETWORK = 0.30
-"""A job whose ranks spend at least this share of their time in MPI calls is network intensive."""
+"""A job whose ranks spend at least this share of their time in MPI calls is network intensive..."""
 BYTES_PER_SECOND_NETWORK = 100e6
-"""...or one that moves at least this many bytes per second per rank (when the rate is known)."""
+"""...as is one that moves at least this many bytes per second per rank (when the rate is known)."""
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,13 @@ def is_network_intensive(
     mpi_fraction: float = MPI_FRACTION_NETWORK,
     bytes_per_second: float = BYTES_PER_SECOND_NETWORK,
 ) -> bool:
-    if profile.mpi_fraction >= mpi_fraction:
-        return True
-    return profile.bytes_per_second is not None and profile.bytes_per_second >= bytes_per_second
+    """Without a byte rate the MPI time fraction decides. With one, a job moving at least `bytes_per_second` is
+    network bound, and one spending `mpi_fraction` in MPI is only if it moves a tenth of that: time waiting in
+    MPI without moving data is load imbalance (or a busy machine), not communication."""
+    rate = profile.bytes_per_second
+    if rate is None:
+        return profile.mpi_fraction >= mpi_fraction
+    return rate >= bytes_per_second or (profile.mpi_fraction >= mpi_fraction and rate >= bytes_per_second / 10)
 
 
 def profile_class(declared: ProfileClass, measured: CommunicationProfile | None = None) -> ProfileClass:
