@@ -158,9 +158,26 @@ def task_group_rules(mc: MiniCluster) -> dict[str, Any]:
     }
 
 
+def placement_summary(mc: MiniCluster) -> str:
+    """One line saying what spec.placement makes of the spec (empty when it asks for nothing)."""
+    placement = mc.spec.placement
+    if placement.policy == "none" and placement.cpus == "shared" and not placement.groups:
+        return ""
+    shaped = shape_for_placement(mc)
+    runner = shaped.spec.containers[shaped.spec.flux_runner_index].resources
+    requests = ", ".join(f"{k} {v}" for k, v in runner.requests.items()) or "no requests"
+    groups = shaped.spec.placement.groups
+    return (
+        f"{placement.policy} ({placement.profile}): {shaped.spec.tasks} ranks in {shaped.spec.size} pod(s) of "
+        f"{requests}; {groups or 'no'} task group(s); CPUs {placement.cpus}"
+        + (" (limits = requests, Guaranteed)" if placement.cpus == "exclusive" else "")
+    )
+
+
 __all__ = [
     "exclusive_cores_per_pod",
     "placement_granularity",
+    "placement_summary",
     "shape_for_placement",
     "task_group_rules",
 ]

@@ -173,3 +173,13 @@ def test_the_multiplexing_controller_refuses_exclusive_pods() -> None:
     status = ClusterStatus("placed", "hpc", 2, 2, 2, pods=(PodStatus(0, "placed-0", "Running"),))
     with pytest.raises(ValueError, match=r"spec\.placement\.cpus is exclusive.*pinning forbids"):
         multiplex_config(status, {"placementCpus": "exclusive"}, 4, 2000)
+
+
+def test_validate_says_what_the_placement_makes_of_the_spec(tmp_path: Path) -> None:
+    spec_file = tmp_path / "placed.yaml"
+    spec_file.write_text(yaml.safe_dump(_spec(profile="memory", policy="granularity", cpus="exclusive")))
+    result = CliRunner().invoke(main, ["validate", str(spec_file)])
+    assert result.exit_code == 0, result.output
+    assert "placement: granularity (memory): 16 ranks in 16 pod(s) of memory 512Mi, cpu 1; 4 task group(s)" in (
+        result.stdout
+    )
