@@ -7,10 +7,11 @@
  *   ring   N ITER   network bound: each rank sends N bytes to its right neighbour and receives N from its left,
  *                   ITER times (RandomRing bandwidth's natural ring)
  *
- * Every iteration ends with MPI_Barrier (the PMPI duty-cycle boundary). At the end every rank reads its own
- * scheduler counters - context switches (voluntary + involuntary, /proc/self/status) and CPU migrations
- * (se.nr_migrations, /proc/self/sched) - and rank 0 prints one JSON line with them, the wall time, the time
- * spent in MPI and the bytes each rank sent, so a caller can classify the job and compare placements.
+ * Every iteration ends with MPI_Barrier (the PMPI duty-cycle boundary). Every rank reads its own scheduler
+ * counters - context switches (voluntary + involuntary, /proc/self/status) and CPU migrations (se.nr_migrations,
+ * /proc/self/sched) - before and after the timed loop, so start-up (MPI_Init's wire-up) is not counted, and
+ * rank 0 prints one JSON line with the differences, the wall time, the time spent in MPI and the bytes each
+ * rank sent, so a caller can classify the job and compare placements.
  */
 #include <mpi.h>
 
@@ -94,6 +95,11 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Barrier(MPI_COMM_WORLD);
+    long before[3] = {
+        status_field("/proc/self/status", "voluntary_ctxt_switches"),
+        status_field("/proc/self/status", "nonvoluntary_ctxt_switches"),
+        status_field("/proc/self/sched", "se.nr_migrations"),
+    };
     double start = MPI_Wtime();
     for (int it = 0; it < iterations; it++) {
         if (!strcmp(kind, "dgemm")) {
@@ -117,9 +123,9 @@ int main(int argc, char **argv)
     }
     double elapsed = MPI_Wtime() - start;
     long counters[3] = {
-        status_field("/proc/self/status", "voluntary_ctxt_switches"),
-        status_field("/proc/self/status", "nonvoluntary_ctxt_switches"),
-        status_field("/proc/self/sched", "se.nr_migrations"),
+        status_field("/proc/self/status", "voluntary_ctxt_switches") - before[0],
+        status_field("/proc/self/status", "nonvoluntary_ctxt_switches") - before[1],
+        status_field("/proc/self/sched", "se.nr_migrations") - before[2],
     };
     double mine[3] = {elapsed, mpi_time, sent};
     long *all_counters = rank == 0 ? malloc(sizeof(long) * 3 * (size_t)size) : NULL;

@@ -1,7 +1,8 @@
 """The placement kernels (placement_kernels.c): one small MPI program per profile class, and their reports.
 
 `dgemm` is CPU bound, `triad` memory bound, `ring` network bound. Each rank reports its own context switches
-and CPU migrations from /proc at the end; rank 0 prints them as one JSON line, read back by `parse_report`.
+and CPU migrations during the timed loop (from /proc/self/status and /proc/self/sched); rank 0 prints them as one
+JSON line, read back by `parse_report`.
 """
 
 from __future__ import annotations
