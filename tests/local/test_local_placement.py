@@ -57,6 +57,10 @@ def test_exclusive_pods_run_only_on_their_own_cores(
         pids = [int(p) for p in driver.procs_file("pinned", index).read_text().split()]
         assert pids
         assert {_allowed(pid) for pid in pids} == {cores[index]}
+    # a command run in a pod runs on its cores too
+    inside = mc("exec", "pinned", "--index", "1", "--", "grep", "Cpus_allowed_list", "/proc/self/status")
+    assert inside.returncode == 0, inside.stderr
+    assert parse_cpu_list(inside.stdout.split(":", 1)[1]) == cores[1]
     # an MPI-style job's ranks inherit their pod's cores
     ran = mc("exec", "pinned", "--", "flux", "run", "-N", "2", "-n", "2", "sh", "-c",
              "echo $(hostname) $(grep Cpus_allowed_list /proc/self/status | cut -f2)")  # fmt: skip

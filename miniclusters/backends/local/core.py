@@ -161,8 +161,12 @@ class LocalCore:
         env["PATH"] = f"{record.broker_dir}/bin{os.pathsep}{env.get('PATH', '')}"
         driver = self._driver(record)
         procs = driver.procs_file(record.name, index) if driver else None
+        pinned = self._cpuset_driver(record)
+        pinned_procs = pinned.procs_file(record.name, index) if pinned else None
         try:
-            done = process.run_in_pod(argv, env, record.cwd, pod.pid, record.mode == "netns", procs, timeout)
+            done = process.run_in_pod(
+                argv, env, record.cwd, pod.pid, record.mode == "netns", procs, timeout, cpuset_procs=pinned_procs
+            )
         except FileNotFoundError as exc:
             return ExecResult(127, "", f"{exc.filename}: command not found\n")
         except OSError as exc:

@@ -220,14 +220,18 @@ def run_in_pod(
     netns: bool,
     cgroup_procs: Path | None,
     timeout: float,
+    cpuset_procs: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a command inside a running pod: its namespaces (entered through the pod's first process) and cgroup."""
+    """Run a command inside a running pod: its namespaces (entered through the pod's first process), its cgroup
+    and, for a pinned pod, its cpuset (so what it starts runs on the pod's cores only)."""
     command = list(argv)
     if netns and pid is not None:
         # nsenter resets the working directory to / when it enters the mount namespace: keep the pod's
         command = ["nsenter", "-t", str(pid), "-m", "-u", "-n", f"--wd={cwd}", "--", *command]
     if cgroup_procs is not None and cgroup_procs.exists():
         command = ["sh", "-c", JOIN_CGROUP, str(cgroup_procs), *command]
+    if cpuset_procs is not None and cpuset_procs != cgroup_procs and cpuset_procs.exists():
+        command = ["sh", "-c", JOIN_CGROUP, str(cpuset_procs), *command]
     return subprocess.run(
         command,
         env=environment,
