@@ -183,3 +183,21 @@ def test_validate_says_what_the_placement_makes_of_the_spec(tmp_path: Path) -> N
     assert "placement: granularity (memory): 16 ranks in 16 pod(s) of memory 512Mi, cpu 1; 4 task group(s)" in (
         result.stdout
     )
+
+
+@pytest.mark.parametrize(
+    ("placement", "pods"),
+    [
+        ({"profile": "memory", "policy": "granularity", "cpus": "exclusive"}, 16),
+        ({"profile": "network", "policy": "scale"}, 1),
+        ({"groups": 1}, 4),
+        ({"groups": 2, "cpus": "exclusive"}, 4),
+    ],
+)
+def test_the_fake_api_server_accepts_every_placement_rule(placement: dict[str, Any], pods: int) -> None:
+    mc = load_minicluster(_spec(**placement))
+    fake = FakeKube(namespace="hpc")
+    owner = fake.create(custom_resource(mc, "hpc"))
+    for obj in desired_objects(mc, "hpc", owner, RenderOptions()):
+        fake.apply(obj, field_manager="miniclusters")  # schema-checked (kubernetes-validate 1.33) by the fake
+    assert len(fake.pods_of("placed")) == pods
