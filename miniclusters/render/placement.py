@@ -75,10 +75,11 @@ def shape_for_placement(mc: MiniCluster, measured: CommunicationProfile | None =
     if placement.policy != "none":
         shape = placement_granularity(mc, measured)
         cpu_total, memory_total = _job_totals(mc)
-        largest = mpi_aware_layout(spec.tasks, shape.workers, cpu_total, memory_total).workers[0]
-        requests["cpu"] = format_millicores(largest.cpu_milli)
+        workers = mpi_aware_layout(spec.tasks, shape.workers, cpu_total, memory_total).workers
+        # one pod template: every pod asks what the largest worker needs (rounding may favour any worker by a unit)
+        requests["cpu"] = format_millicores(max(w.cpu_milli for w in workers))
         if memory_total:
-            requests["memory"] = _bytes_quantity(largest.memory_bytes)
+            requests["memory"] = _bytes_quantity(max(w.memory_bytes for w in workers))
         size, groups = shape.workers, shape.groups
     if placement.cpus == "exclusive":
         given = requests.get("cpu")

@@ -10,14 +10,17 @@ import kubernetes_validate
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
+from elasticity.model.resources import cpu_millicores, parse_quantity
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.backends.kubernetes.api import JOB
 from miniclusters.backends.kubernetes.objects import custom_resource, desired_objects
 from miniclusters.cli import main
 from miniclusters.multiplex.settings import multiplex_config
 from miniclusters.render import RenderOptions, render_minicluster
-from miniclusters.render.placement import shape_for_placement
+from miniclusters.render.placement import placement_granularity, shape_for_placement
 from miniclusters.testing.fake_kube import FakeKube
 
 BASE: dict[str, Any] = {
@@ -201,3 +204,31 @@ def test_the_fake_api_server_accepts_every_placement_rule(placement: dict[str, A
     for obj in desired_objects(mc, "hpc", owner, RenderOptions()):
         fake.apply(obj, field_manager="miniclusters")  # schema-checked (kubernetes-validate 1.33) by the fake
     assert len(fake.pods_of("placed")) == pods
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(1, 12),
+    tasks=st.integers(1, 48),
+    profile=st.sampled_from(["cpu", "memory", "network"]),
+    policy=st.sampled_from(["none", "scale", "granularity"]),
+    cpus=st.sampled_from(["shared", "exclusive"]),
+)
+def test_shaped_specs_are_valid_idempotent_and_cover_the_job(
+    size: int, tasks: int, profile: str, policy: str, cpus: str
+) -> None:
+    assume(policy != "granularity" or tasks >= size)
+    data = _spec(profile=profile, policy=policy, cpus=cpus)
+    data["spec"].update({"size": size, "tasks": tasks})
+    mc = load_minicluster(data)
+    shaped = shape_for_placement(mc)
+    assert shape_for_placement(shaped) == shaped
+    assert load_minicluster(shaped.to_dict()) == shaped
+    requests = shaped.spec.containers[0].resources.requests
+    if policy != "none":
+        assert shaped.spec.size == placement_granularity(mc).workers
+        assert cpu_millicores(requests["cpu"]) * shaped.spec.size >= tasks * 1000  # a core per rank, at least
+        assert parse_quantity(requests["memory"]) * shaped.spec.size >= parse_quantity("2Gi") * size
+    if cpus == "exclusive":
+        assert shaped.spec.containers[0].resources.limits == requests
+        assert cpu_millicores(requests["cpu"]) % 1000 == 0
