@@ -183,6 +183,17 @@ def run_local_scenario(
         "ctx_switches": round(sum(r.ctx_switches for r in ranks) / len(ranks), 1) if ranks else None,
         "migrations": round(sum(r.migrations for r in ranks) / len(ranks), 2) if ranks else None,
         "failed": len(failed),
+        "by_class": {
+            job.profile: {
+                "kernel": job.kind,
+                "voluntary": sum(r.voluntary_ctxt_switches for r in job.report.ranks) / len(job.report.ranks),
+                "nonvoluntary": sum(r.nonvoluntary_ctxt_switches for r in job.report.ranks) / len(job.report.ranks),
+                "migrations": sum(r.migrations for r in job.report.ranks) / len(job.report.ranks),
+                "pods": len({r.host for r in job.report.ranks}),
+            }
+            for job in jobs
+            if job.report
+        },
     }
     for job in jobs:
         if job.report:
@@ -204,8 +215,26 @@ def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return round(statistics.median(values), 3) if values else None
 
     figures = {key: median(key) for key in ("response_time", "makespan", "ctx_switches", "migrations")}
+    by_class: dict[str, dict[str, Any]] = {}
+    for cls in {c for r in rows for c in r["by_class"]}:
+        seen = [r["by_class"][cls] for r in rows if cls in r["by_class"]]
+        by_class[cls] = {"kernel": seen[0]["kernel"], "pods": seen[0]["pods"]} | {
+            key: round(statistics.median(x[key] for x in seen), 1)
+            for key in ("voluntary", "nonvoluntary", "migrations")
+        }
     return {"scenario": rows[0]["scenario"], "cluster": "local", **figures, "passes": len(rows),
-            "failed": sum(r["failed"] for r in rows)}  # fmt: skip
+            "failed": sum(r["failed"] for r in rows), "by_class": by_class}  # fmt: skip
+
+
+def class_table(rows: list[dict[str, Any]]) -> None:
+    """Per class: which counters pinning moves (and which the machine's other work does)."""
+    say("  per rank, median over passes: voluntary / involuntary context switches, migrations (pods per job)")
+    for row in rows:
+        parts = [
+            f"{cls}: {c['voluntary']:.0f}/{c['nonvoluntary']:.0f}, {c['migrations']:.1f} ({c['pods']} pod)"
+            for cls, c in sorted(row["by_class"].items())
+        ]
+        say(f"  {row['scenario']:9s} " + "; ".join(parts))
 
 
 # ------------------------------------------------------------------ simulated cluster
@@ -300,6 +329,7 @@ def main() -> None:
         local = [median_row(runs[s.name]) for s in chosen]
         say(f"\nlocal backend, median of {opts.repeat} pass(es) (this machine's other work counts against all alike):")
         table(local)
+        class_table(local)
         rows += local
         panels["local backend (2 ranks per job)"] = [(r["scenario"], r["response_time"], r["makespan"]) for r in local]
     simulated = [
