@@ -77,3 +77,26 @@ def test_exclusive_pods_run_only_on_their_own_cores(
 
     assert mc("down", "pinned", timeout=60).returncode == 0
     assert not driver.cluster_dir("pinned").exists()
+
+
+@pytest.mark.needs_root
+def test_a_placement_policy_shapes_the_local_cluster(
+    mc: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """network + scale: the job's ranks stay in one pod however many nodes it may use; granularity: a pod each."""
+    for name, profile, policy, pods in (("placenet", "network", "scale", 1), ("placegran", "cpu", "granularity", 2)):
+        path = _spec(tmp_path, name, size=2, tasks=2)
+        data = yaml.safe_load(path.read_text())
+        data["spec"]["placement"] = {"profile": profile, "policy": policy}
+        data["spec"]["containers"][0]["resources"] = {}
+        path.write_text(yaml.safe_dump(data))
+        up = mc("up", str(path), "--detach", timeout=120)
+        assert up.returncode == 0, up.stderr
+        try:
+            ran = mc("exec", name, "--", "flux", "run", "-N", str(pods), "-n", "2", "hostname")
+            assert ran.returncode == 0, ran.stderr
+            assert sorted(set(ran.stdout.split())) == [f"{name}-{i}" for i in range(pods)]
+            beyond = mc("exec", name, "--", "flux", "run", "-N", str(pods + 1), "-n", "2", "hostname")
+            assert beyond.returncode != 0 and "unsatisfiable" in beyond.stderr  # no more pods than the shape
+        finally:
+            assert mc("down", name, timeout=60).returncode == 0
