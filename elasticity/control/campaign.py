@@ -99,21 +99,29 @@ class Disagreement:
     why: str
 
 
-def pod_needs(ensembles: tuple[EnsembleView, ...], pods: tuple[int, ...], knobs: MultiplexKnobs) -> dict[int, int]:
+def pod_needs(
+    ensembles: tuple[EnsembleView, ...], pods: tuple[int, ...], knobs: MultiplexKnobs, waiting: bool = False
+) -> dict[int, int]:
     """Per pod: what its ensembles' ranks need (profiled) or hold (rigid, unprofiled), plus the broker overhead.
+
+    An idle pod needs only its broker, unless ensembles wait (`waiting`): it is about to get one, so it keeps
+    the rigid request rather than being shrunk and grown again a moment later.
 
     A profiled rank needs duty x share x headroom, where its share is the pod's rigid request divided among the
     ranks that ran there while it was profiled (the equal allocation the duty cycle was measured under).
     """
     need: dict[int, float] = {p: 0.0 for p in pods}
     rigid: set[int] = set()
+    busy = {p for e in ensembles if e.state == "running" for p in e.pods}
     for ensemble in ensembles:
         if ensemble.state != "running":
             continue
+        running = [m for m in ensemble.members if m.state == "running"]
+        if not running and all(m.state != "pending" for m in ensemble.members):
+            continue  # every member ended: only the sub-instance's broker is left until the batch job ends
         if not ensemble.profiled:
             rigid.update(p for p in ensemble.pods if p in need)
             continue
-        running = [m for m in ensemble.members if m.state == "running"]
         ranks_on: dict[int, int] = {}
         for member in running:
             for pod in member.rank_pods or ():
@@ -125,7 +133,7 @@ def pod_needs(ensembles: tuple[EnsembleView, ...], pods: tuple[int, ...], knobs:
                     need[pod] += duty * share * knobs.headroom
     out = {}
     for pod in pods:
-        if pod in rigid:
+        if pod in rigid or (waiting and pod not in busy):
             out[pod] = knobs.rigid_m
         else:
             out[pod] = max(knobs.floor_m, math.ceil(knobs.overhead_m + need[pod]))
@@ -149,9 +157,13 @@ def arbitrate(
         for pod in sorted(p for p in out_cpu if p >= size):
             if out_cpu[pod] != current.get(pod):
                 said.append(
-                    Disagreement(pod, f"remove pod {pod} (size {view.size} -> {size})", f"resize pod {pod} to "
-                                 f"{out_cpu[pod]}m", "autoscale", "the pod is drained and idle: a request on a pod "
-                                 "about to go is moot")  # fmt: skip
+                    Disagreement(
+                        pod,
+                        f"remove pod {pod} (size {view.size} -> {size})",
+                        f"resize pod {pod} to {out_cpu[pod]}m",
+                        "autoscale",
+                        "the pod is drained and idle: a request on a pod about to go is moot",
+                    )
                 )
             del out_cpu[pod]
     allocatable = obs.allocatable_m
@@ -160,9 +172,13 @@ def arbitrate(
         need = kept + (size - view.size) * knobs.rigid_m
         if need > allocatable:
             said.append(
-                Disagreement(None, f"grow to {size} pods for {len(obs.queue.pending)} waiting ensemble(s)",
-                             f"no headroom: {need}m requested > {allocatable}m allocatable", "autoscale",
-                             "ensembles wait and requests are not limits; the new pods are resized once profiled")  # fmt: skip
+                Disagreement(
+                    None,
+                    f"grow to {size} pods for {len(obs.queue.pending)} waiting ensemble(s)",
+                    f"no headroom: {need}m requested > {allocatable}m allocatable",
+                    "autoscale",
+                    "ensembles wait and requests are not limits; the new pods are resized once profiled",
+                )
             )
     if knobs is not None and allocatable and out_cpu:
         total = sum(out_cpu.get(p, current.get(p, 0)) for p in current if size is None or p < size)
@@ -173,9 +189,14 @@ def arbitrate(
                 cut = min(excess, max(0, out_cpu[pod] - knobs.floor_m))
                 if cut:
                     said.append(
-                        Disagreement(pod, "keep the pods it has", f"pod {pod} at {out_cpu[pod]}m (rigid, unprofiled)",
-                                     "autoscale", f"requests would exceed {allocatable}m allocatable: lowered by "
-                                     f"{cut}m until the pod is profiled")  # fmt: skip
+                        Disagreement(
+                            pod,
+                            "keep the pods it has",
+                            f"pod {pod} at {out_cpu[pod]}m (rigid, unprofiled)",
+                            "autoscale",
+                            f"requests would exceed {allocatable}m allocatable: lowered by "
+                            f"{cut}m until the pod is profiled",
+                        )
                     )
                     out_cpu[pod] -= cut
                     excess -= cut
@@ -201,12 +222,20 @@ class CampaignPlanner:
             scale = plan_autoscale(obs.queue, view.size, view.sizes, self.autoscale, self.memory, obs.now)
             self.memory = scale.memory
         pods = tuple(p.index for p in view.pods if p.phase == "Running")
-        cpu = pod_needs(obs.ensembles, pods, self.multiplex) if self.multiplex is not None else {}
+        waiting = bool(obs.queue.pending) or any(e.state == "queued" for e in obs.ensembles)
+        cpu = pod_needs(obs.ensembles, pods, self.multiplex, waiting) if self.multiplex is not None else {}
         profiled = frozenset(p for e in obs.ensembles if e.state == "running" and e.profiled for p in e.pods)
         decision, said = arbitrate(scale, cpu, obs, self.multiplex, profiled)
         for d in said:
             self.events.append(
-                {"t": round(obs.now, 3), "event": "disagreement", "pod": d.pod, "autoscale": d.autoscale,
-                 "multiplex": d.multiplex, "winner": d.winner, "why": d.why}  # fmt: skip
+                {
+                    "t": round(obs.now, 3),
+                    "event": "disagreement",
+                    "pod": d.pod,
+                    "autoscale": d.autoscale,
+                    "multiplex": d.multiplex,
+                    "winner": d.winner,
+                    "why": d.why,
+                }
             )
         return decision

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -213,8 +212,3 @@ def final_coefficients(case: Path) -> Coefficients:
         raise FoamError(f"{path}: no coefficient rows")
     return rows[-1]
 
-
-def parameter_label(parameter: str, values: Mapping[str, float] | float) -> str:
-    """"alpha = 4 deg" / "Mach = 0.6" for tables and plots."""
-    value = values if isinstance(values, int | float) else values[parameter]
-    return f"{'alpha' if parameter == 'angleOfAttack' else 'Mach'} = {value:g}{' ' + UNITS[parameter] if UNITS[parameter] else ''}"

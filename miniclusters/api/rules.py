@@ -305,7 +305,9 @@ def _campaign(mc: MiniCluster) -> Iterator[Problem]:
         limits = (-30.0, 30.0) if ensemble.parameter == "angleOfAttack" else (0.05, 0.95)
         for j, value in enumerate(ensemble.values):
             if not limits[0] <= value <= limits[1]:
-                yield Problem(f"{path}.values[{j}]", f"{value} is outside [{limits[0]:g}, {limits[1]:g}] for {ensemble.parameter}")
+                yield Problem(
+                    f"{path}.values[{j}]", f"{value} is outside [{limits[0]:g}, {limits[1]:g}] for {ensemble.parameter}"
+                )
     if campaign.weights and len(campaign.weights) != campaign.ranks:
         yield Problem("spec.campaign.weights", f"{len(campaign.weights)} weights for {campaign.ranks} ranks per member")
     if campaign.weights and campaign.decomposition != "concentric":

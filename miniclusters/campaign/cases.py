@@ -50,9 +50,7 @@ def prepare_member(base: Case, member: Member, iterations: int) -> Path:
     return case.path
 
 
-def prepare_members(
-    plan: CampaignPlan, base: Case, say: Callable[[str], None], workers: int = 2
-) -> list[Path]:
+def prepare_members(plan: CampaignPlan, base: Case, say: Callable[[str], None], workers: int = 2) -> list[Path]:
     """Every member's case, `workers` at a time (decomposePar is single-threaded)."""
 
     def one(member: Member) -> Path:

@@ -62,14 +62,25 @@ def plot_timeline(events: Sequence[dict[str, Any]], members: Sequence[MemberResu
     state_of = {m.member: m.state for m in members}
     ensembles = [e["ensemble"] for e in events if e.get("kind") == "submitted"]
     for ensemble in dict.fromkeys(ensembles):
-        start = next((float(e["t"]) for e in events if e.get("kind") == "ensemble-running" and e.get("ensemble") == ensemble), None)
-        end = next((float(e["t"]) for e in events if e.get("kind") in ("ensemble-done", "ensemble-cancelled")
-                    and e.get("ensemble") == ensemble), end_t)  # fmt: skip
+        start = next(
+            (float(e["t"]) for e in events if e.get("kind") == "ensemble-running" and e.get("ensemble") == ensemble),
+            None,
+        )
+        end = next(
+            (
+                float(e["t"])
+                for e in events
+                if e.get("kind") in ("ensemble-done", "ensemble-cancelled") and e.get("ensemble") == ensemble
+            ),
+            end_t,
+        )
         lanes.append(f"ensemble {ensemble}")
         y = len(lanes) - 1
         if start is not None:
             top.barh(y, end - start, left=start, color="tab:purple", alpha=0.5, height=0.6)
-        for member in dict.fromkeys(str(e["member"]) for e in events if e.get("kind") == "member" and e.get("ensemble") == ensemble):
+        for member in dict.fromkeys(
+            str(e["member"]) for e in events if e.get("kind") == "member" and e.get("ensemble") == ensemble
+        ):
             marks = [e for e in events if e.get("kind") == "member" and e.get("member") == member]
             m_start = next((float(e["t"]) for e in marks if e.get("state") == "running"), None)
             m_end = next((float(e["t"]) for e in marks if e.get("state") in ("done", "failed", "cancelled")), end_t)
@@ -90,9 +101,17 @@ def plot_timeline(events: Sequence[dict[str, Any]], members: Sequence[MemberResu
     top.set_title("ensembles and members (| profiled; orange: resize; cyan: scale)")
     top.grid(axis="x", alpha=0.3)
     times = [float(s["t"]) for s in samples]
-    bottom.step(times, [s["requested_m"] / 1000 for s in samples], where="post", label="CPU requested", color="tab:orange")
-    bottom.step(times, [s["allocatable_m"] / 1000 for s in samples], where="post", label="CPU allocatable",
-                color="black", linestyle="--")  # fmt: skip
+    bottom.step(
+        times, [s["requested_m"] / 1000 for s in samples], where="post", label="CPU requested", color="tab:orange"
+    )
+    bottom.step(
+        times,
+        [s["allocatable_m"] / 1000 for s in samples],
+        where="post",
+        label="CPU allocatable",
+        color="black",
+        linestyle="--",
+    )
     bottom.step(times, [s["size"] for s in samples], where="post", label="size (pods)", color="tab:cyan")
     bottom.set_ylabel("CPUs / pods")
     bottom.set_xlabel("time (s)")

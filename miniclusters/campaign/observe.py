@@ -73,7 +73,8 @@ class Profiles:
         return self.found[member.name]
 
 
-def member_view(member: Member, profiles: Profiles, cancelled: bool) -> MemberView:
+def member_view(member: Member, profiles: Profiles, cancelled: bool, orphaned: bool = False) -> MemberView:
+    """`orphaned`: its ensemble's sub-instance has ended, so a member without an end record will never get one."""
     submitted = read_stamp(member.directory / SUBMITTED)
     ended = read_stamp(member.directory / ENDED)
     try:
@@ -85,6 +86,8 @@ def member_view(member: Member, profiles: Profiles, cancelled: bool) -> MemberVi
         state = "done" if ended.word == "0" else ("cancelled" if cancelled else "failed")
     elif cancelled:
         state = "cancelled"
+    elif orphaned:
+        state = "failed"
     elif submitted is not None:
         state = "running"
     else:
@@ -104,13 +107,11 @@ def ensemble_state(info: JobInfo | None, cancelled: bool) -> EnsembleState:
     return "queued"
 
 
-def ensemble_view(
-    ensemble: Ensemble, info: JobInfo | None, profiles: Profiles, cancelled: bool
-) -> EnsembleView:
+def ensemble_view(ensemble: Ensemble, info: JobInfo | None, profiles: Profiles, cancelled: bool) -> EnsembleView:
     state = ensemble_state(info, cancelled)
     pods = tuple(idset.decode(info.ranks)) if info is not None and info.ranks and state == "running" else ()
     gone = cancelled or state in ("cancelled",)
-    members = tuple(member_view(m, profiles, gone) for m in ensemble.members)
+    members = tuple(member_view(m, profiles, gone, state == "done") for m in ensemble.members)
     return EnsembleView(ensemble.name, state, pods, members)
 
 
@@ -124,9 +125,12 @@ def lead_jobs(uri: str) -> dict[int, JobInfo] | None:
 
 
 def observe_ensembles(
-    plan: CampaignPlan, jobs: Mapping[str, int], infos: Mapping[int, JobInfo], profiles: Profiles,
+    plan: CampaignPlan,
+    jobs: Mapping[str, int],
+    infos: Mapping[int, JobInfo],
+    profiles: Profiles,
     cancelled: frozenset[str],
-) -> tuple[EnsembleView, ...]:  # fmt: skip
+) -> tuple[EnsembleView, ...]:
     """Every ensemble: `jobs` maps an ensemble to its batch job id (absent: not submitted yet)."""
     views = []
     for ensemble in plan.ensembles:

@@ -73,21 +73,45 @@ def plan_campaign(spec: CampaignSpec, workdir: Path) -> CampaignPlan:
     ensembles = []
     for e in spec.ensembles:
         folder = workdir / e.name
-        members = tuple(Member(e.name, i, e.parameter, float(v), folder / f"{e.name}-{i}") for i, v in enumerate(e.values))
+        members = tuple(
+            Member(e.name, i, e.parameter, float(v), folder / f"{e.name}-{i}") for i, v in enumerate(e.values)
+        )
         ensembles.append(Ensemble(e.name, e.parameter, e.nodes, members, folder))
-    return CampaignPlan(spec.ranks, spec.iterations, spec.profile_iterations, spec.sequential, workdir, tuple(ensembles))
+    return CampaignPlan(
+        spec.ranks, spec.iterations, spec.profile_iterations, spec.sequential, workdir, tuple(ensembles)
+    )
 
 
 def member_submit(member: Member, ranks: int, nodes: int, profile_iterations: int) -> list[str]:
     """`flux submit` of one member inside its ensemble's sub-instance, profiled by PMPI after K windows."""
     d = member.directory
     return [
-        "flux", "submit", "-N", str(min(nodes, ranks)), "-n", str(ranks), "-o", "mpi=openmpi", "-o", "mpi-wait=sleep",
-        "-o", f"pmpi={profile_iterations}", "-o", f"pmpi-dir={d / 'pmpi'}", "-o", f"pmpi-boundary={BOUNDARY}",
-        f"--job-name={member.name}", f"--output={d / ('log.' + SOLVER)}", f"--error={d / 'error.txt'}", f"--cwd={d}",
+        "flux",
+        "submit",
+        "-N",
+        str(min(nodes, ranks)),
+        "-n",
+        str(ranks),
+        "-o",
+        "mpi=openmpi",
+        "-o",
+        "mpi-wait=sleep",
+        "-o",
+        f"pmpi={profile_iterations}",
+        "-o",
+        f"pmpi-dir={d / 'pmpi'}",
+        "-o",
+        f"pmpi-boundary={BOUNDARY}",
+        f"--job-name={member.name}",
+        f"--output={d / ('log.' + SOLVER)}",
+        f"--error={d / 'error.txt'}",
+        f"--cwd={d}",
         f"--env=MC_PROGRESS_FILE={d / 'progress.log'}",
-        SOLVER, "-parallel", "-case", str(d),
-    ]  # fmt: skip
+        SOLVER,
+        "-parallel",
+        "-case",
+        str(d),
+    ]
 
 
 def batch_script(ensemble: Ensemble, ranks: int, profile_iterations: int, env: Mapping[str, str]) -> str:
@@ -102,7 +126,7 @@ def batch_script(ensemble: Ensemble, ranks: int, profile_iterations: int, env: M
     for m in ensemble.members:
         d = shlex.quote(str(m.directory))
         submit = shlex.join(member_submit(m, ranks, ensemble.nodes, profile_iterations))
-        lines.append(f"id_{m.index}=$({submit}) && echo \"$id_{m.index} $(date +%s.%N)\" > {d}/{SUBMITTED}")
+        lines.append(f'id_{m.index}=$({submit}) && echo "$id_{m.index} $(date +%s.%N)" > {d}/{SUBMITTED}')
     for m in ensemble.members:
         d = shlex.quote(str(m.directory))
         lines.append(

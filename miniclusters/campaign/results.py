@@ -62,8 +62,15 @@ def _cancelled(events: Sequence[dict[str, Any]]) -> set[str]:
     return {str(e["ensemble"]) for e in events if e.get("kind") == "ensemble-cancelled"}
 
 
-def member_result(member: Member, duty: Sequence[float] | None, cancelled: bool) -> MemberResult:
-    """done: the job exited 0 and forceCoeffs wrote coefficients; failed: why, in the solver's words."""
+def _ended(events: Sequence[dict[str, Any]]) -> set[str]:
+    return {str(e["ensemble"]) for e in events if e.get("kind") == "ensemble-done"}
+
+
+def member_result(
+    member: Member, duty: Sequence[float] | None, cancelled: bool, orphaned: bool = False
+) -> MemberResult:
+    """done: the job exited 0 and forceCoeffs wrote coefficients; failed: why, in the solver's words (or, when
+    `orphaned`, because its sub-instance ended first: a lost node); never left "running" once its ensemble ended."""
     submitted = read_stamp(member.directory / SUBMITTED)
     ended = read_stamp(member.directory / ENDED)
     log = member.directory / f"log.{SOLVER}"
@@ -73,7 +80,12 @@ def member_result(member: Member, duty: Sequence[float] | None, cancelled: bool)
         iterations = None
     cl = cd = None
     reason = ""
-    if ended is None:
+    if ended is None and orphaned and not cancelled:
+        state = "failed"
+        reason = "its ensemble's sub-instance ended before it did (a lost pod?)" + (
+            "" if submitted else "; it was never submitted"
+        )
+    elif ended is None:
         state = "cancelled" if cancelled else ("running" if submitted else "pending")
     elif ended.word == "0":
         try:
@@ -87,13 +99,14 @@ def member_result(member: Member, duty: Sequence[float] | None, cancelled: bool)
         reason = f"exit {ended.word}" + (f": {' | '.join(tail.splitlines())}" if tail else "")
     makespan = round(ended.at - submitted.at, 2) if ended and submitted else None
     mean = round(sum(duty) / len(duty), 4) if duty else None
-    return MemberResult(member.ensemble, member.name, member.parameter, member.value, state, cl, cd, iterations,
-                        makespan, mean, reason)  # fmt: skip
+    return MemberResult(
+        member.ensemble, member.name, member.parameter, member.value, state, cl, cd, iterations, makespan, mean, reason
+    )
 
 
 def member_results(plan: CampaignPlan, events: Sequence[dict[str, Any]]) -> list[MemberResult]:
-    duties, cancelled = _duties(events), _cancelled(events)
-    return [member_result(m, duties.get(m.name), m.ensemble in cancelled) for m in plan.members]
+    duties, cancelled, ended = _duties(events), _cancelled(events), _ended(events)
+    return [member_result(m, duties.get(m.name), m.ensemble in cancelled, m.ensemble in ended) for m in plan.members]
 
 
 def ensemble_results(
@@ -104,29 +117,54 @@ def ensemble_results(
     samples = [e for e in events if e.get("kind") == "sample"]
     for ensemble in plan.ensembles:
         mine = [m for m in members if m.ensemble == ensemble.name]
-        start = next((e for e in events if e.get("kind") == "ensemble-running" and e.get("ensemble") == ensemble.name), None)
-        end = next((e for e in events if e.get("kind") in ("ensemble-done", "ensemble-cancelled")
-                    and e.get("ensemble") == ensemble.name), None)  # fmt: skip
+        start = next(
+            (e for e in events if e.get("kind") == "ensemble-running" and e.get("ensemble") == ensemble.name), None
+        )
+        end = next(
+            (
+                e
+                for e in events
+                if e.get("kind") in ("ensemble-done", "ensemble-cancelled") and e.get("ensemble") == ensemble.name
+            ),
+            None,
+        )
         pods = [int(p) for p in (start or {}).get("pods", [])]
         t0 = float(start["t"]) if start else None
         t1 = float(end["t"]) if end else None
         window = [s for s in samples if t0 is not None and t0 <= float(s["t"]) <= (t1 if t1 is not None else 1e18)]
         per_sample = [sum(int(s["pods"].get(str(p), s["pods"].get(p, 0))) for p in pods) for s in window]
-        resizes = sum(1 for e in events if e.get("kind") == "resize" and e.get("pod") in pods and t0 is not None
-                      and t0 <= float(e["t"]) <= (t1 if t1 is not None else 1e18) and e.get("outcome") != "deferred")  # fmt: skip
+        resizes = sum(
+            1
+            for e in events
+            if e.get("kind") == "resize"
+            and e.get("pod") in pods
+            and t0 is not None
+            and t0 <= float(e["t"]) <= (t1 if t1 is not None else 1e18)
+            and e.get("outcome") != "deferred"
+        )
         restarts = max((int(s.get("restarts", 0)) for s in window), default=0) - min(
             (int(s.get("restarts", 0)) for s in window), default=0
         )
         duties = [m.mean_duty for m in mine if m.mean_duty is not None]
-        state = "cancelled" if end and end.get("kind") == "ensemble-cancelled" else ("done" if end else "running" if start else "queued")
+        state = (
+            "cancelled"
+            if end and end.get("kind") == "ensemble-cancelled"
+            else ("done" if end else "running" if start else "queued")
+        )
         rows.append(
             EnsembleResult(
-                ensemble.name, state, len(mine), sum(1 for m in mine if m.state == "done"), pods,
+                ensemble.name,
+                state,
+                len(mine),
+                sum(1 for m in mine if m.state == "done"),
+                pods,
                 round(t1 - t0, 2) if t0 is not None and t1 is not None else None,
                 round(sum(duties) / len(duties), 4) if duties else None,
                 round(sum(per_sample) / len(per_sample), 1) if per_sample else None,
-                max(per_sample) if per_sample else None, resizes, restarts,
-            )  # fmt: skip
+                max(per_sample) if per_sample else None,
+                resizes,
+                restarts,
+            )
         )
     return rows
 
@@ -137,11 +175,37 @@ def write_tables(folder: Path, members: Iterable[MemberResult], ensembles: Itera
     csv_path = folder / "results.csv"
     with csv_path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["ensemble", "member", "parameter", "value", "state", "Cl", "Cd", "iterations", "makespan_s",
-                         "mean_duty", "reason"])  # fmt: skip
+        writer.writerow(
+            [
+                "ensemble",
+                "member",
+                "parameter",
+                "value",
+                "state",
+                "Cl",
+                "Cd",
+                "iterations",
+                "makespan_s",
+                "mean_duty",
+                "reason",
+            ]
+        )
         for m in members:
-            writer.writerow([m.ensemble, m.member, m.parameter, m.value, m.state, m.cl, m.cd, m.iterations,
-                             m.makespan, m.mean_duty, m.reason])  # fmt: skip
+            writer.writerow(
+                [
+                    m.ensemble,
+                    m.member,
+                    m.parameter,
+                    m.value,
+                    m.state,
+                    m.cl,
+                    m.cd,
+                    m.iterations,
+                    m.makespan,
+                    m.mean_duty,
+                    m.reason,
+                ]
+            )
     json_path = folder / "report.json"
     json_path.write_text(
         json.dumps({"members": [asdict(m) for m in members], "ensembles": [asdict(e) for e in ensembles]}, indent=2)

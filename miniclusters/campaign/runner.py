@@ -155,8 +155,13 @@ class CampaignRunner:
             for pod, answer in sorted(answers.items()):
                 if answer.ok:
                     self.resizes += 1
-                self.event("resize", pod=pod, outcome=answer.outcome.value, cpu_requested=answer.cpu_requested,
-                           reason=answer.reason)  # fmt: skip
+                self.event(
+                    "resize",
+                    pod=pod,
+                    outcome=answer.outcome.value,
+                    cpu_requested=answer.cpu_requested,
+                    reason=answer.reason,
+                )
             shown = ", ".join(f"pod {p} {m}m" for p, m in sorted(decision.cpu.items()))
             self.say(f"{self._clock()} resize {shown}")
 
@@ -189,8 +194,10 @@ class CampaignRunner:
                 if ensemble.state in ("done", "cancelled"):
                     self.ended_at[ensemble.name] = now
                 self.event(f"ensemble-{ensemble.state}", ensemble=ensemble.name, pods=list(ensemble.pods))
-                self.say(f"{self._clock()} ensemble {ensemble.name}: {ensemble.state}"
-                         + (f" on pods {list(ensemble.pods)}" if ensemble.pods else ""))  # fmt: skip
+                self.say(
+                    f"{self._clock()} ensemble {ensemble.name}: {ensemble.state}"
+                    + (f" on pods {list(ensemble.pods)}" if ensemble.pods else "")
+                )
             for member in ensemble.members:
                 key = f"{ensemble.name}/{member.name}"
                 state = member.state + ("+profiled" if member.duty is not None else "")
@@ -210,21 +217,26 @@ class CampaignRunner:
             self.cpu_seconds += self._last_requested / 1000.0 * (now - self._last_sample)
         self._last_sample, self._last_requested = now, requested
         self.event(
-            "sample", size=view.size, requested_m=requested,
+            "sample",
+            size=view.size,
+            requested_m=requested,
             allocatable_m=sum(n.allocatable_millicores for n in view.nodes),
             pods={p.index: p.cpu_request or 0 for p in view.pods if p.phase == "Running"},
-            pending=len(queue.pending), running=len(queue.running),
+            pending=len(queue.pending),
+            running=len(queue.running),
             restarts=sum(p.restarts for p in view.pods),
-        )  # fmt: skip
+        )
 
     def _clock(self) -> str:
         return f"[{self.now():6.1f}s]"
 
     # ------------------------------------------------------------------ the loop
     def finished(self) -> bool:
-        return bool(self.views) and all(
-            e.state in ("done", "cancelled") or e.name in self.cancelled for e in self.views
-        ) and len(self.jobs) + len([c for c in self.cancelled if c not in self.jobs]) >= len(self.plan.ensembles)
+        return (
+            bool(self.views)
+            and all(e.state in ("done", "cancelled") or e.name in self.cancelled for e in self.views)
+            and len(self.jobs) + len([c for c in self.cancelled if c not in self.jobs]) >= len(self.plan.ensembles)
+        )
 
     def step(self) -> None:
         self.submit_due()
@@ -236,9 +248,12 @@ class CampaignRunner:
 
     def run(self, timeout: float | None = None) -> str:
         """Tick until every ensemble ended ("done"), or the timeout ("timeout"); Ctrl-C/SIGTERM cancel ("cancelled")."""
-        self.event("campaign-start", ensembles=[e.name for e in self.plan.ensembles],
-                   members=len(self.plan.members), loops={"autoscale": self.loops.autoscale is not None,
-                                                           "multiplex": self.loops.multiplex is not None})  # fmt: skip
+        self.event(
+            "campaign-start",
+            ensembles=[e.name for e in self.plan.ensembles],
+            members=len(self.plan.members),
+            loops={"autoscale": self.loops.autoscale is not None, "multiplex": self.loops.multiplex is not None},
+        )
         try:
             while True:
                 self.step()

@@ -65,7 +65,7 @@ def rigid_request_m(mc: MiniCluster) -> int:
     """The runner container's CPU request (what every pod holds before profiling)."""
     container = mc.spec.containers[mc.spec.flux_runner_index]
     cpu = container.resources.requests.get("cpu")
-    return int(round(parse_quantity(str(cpu)) * 1000)) if cpu is not None else DEFAULT_RIGID_M
+    return round(parse_quantity(str(cpu)) * 1000) if cpu is not None else DEFAULT_RIGID_M
 
 
 def loops_of(mc: MiniCluster) -> Loops:
@@ -76,9 +76,7 @@ def loops_of(mc: MiniCluster) -> Loops:
         else None
     )
     multiplex = (
-        MultiplexKnobs(rigid_request_m(mc), headroom=spec.multiplexing.headroom)
-        if spec.multiplexing.enabled
-        else None
+        MultiplexKnobs(rigid_request_m(mc), headroom=spec.multiplexing.headroom) if spec.multiplexing.enabled else None
     )
     interval = min(spec.autoscale.interval_seconds, 2.0) if spec.autoscale.enabled else 1.0
     return Loops(autoscale, multiplex, interval)
@@ -110,8 +108,9 @@ def save_state(name: str, fields: dict[str, Any]) -> None:
     path = state_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"cluster": name, "pid": os.getpid(), "updated": time.time(), **fields}, indent=2,
-                              default=str))  # fmt: skip
+    tmp.write_text(
+        json.dumps({"cluster": name, "pid": os.getpid(), "updated": time.time(), **fields}, indent=2, default=str)
+    )
     tmp.replace(path)
 
 
@@ -138,11 +137,22 @@ def live_fields(runner: CampaignRunner) -> dict[str, Any]:
         "resizes": runner.resizes,
         "scale_events": runner.scale_events,
         "ensembles": [
-            {"ensemble": e.name, "state": e.state, "pods": list(e.pods),
-             "members": [{"member": m.name, "state": m.state, "iterations": m.iterations,
-                          "mean_duty": round(sum(m.duty) / len(m.duty), 4) if m.duty else None} for m in e.members]}
+            {
+                "ensemble": e.name,
+                "state": e.state,
+                "pods": list(e.pods),
+                "members": [
+                    {
+                        "member": m.name,
+                        "state": m.state,
+                        "iterations": m.iterations,
+                        "mean_duty": round(sum(m.duty) / len(m.duty), 4) if m.duty else None,
+                    }
+                    for m in e.members
+                ],
+            }
             for e in runner.views
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -173,8 +183,12 @@ def run(
 
     loops = loops_of(mc)
     events = plan.workdir / "events.jsonl"
-    common = {"workdir": str(plan.workdir), "events": str(events), "campaign": _spec_json(mc.spec.campaign),
-              "loops": {"autoscale": loops.autoscale is not None, "multiplex": loops.multiplex is not None}}  # fmt: skip
+    common = {
+        "workdir": str(plan.workdir),
+        "events": str(events),
+        "campaign": _spec_json(mc.spec.campaign),
+        "loops": {"autoscale": loops.autoscale is not None, "multiplex": loops.multiplex is not None},
+    }
     with EventLog(events, "campaign", time.monotonic) as log:
         runner = CampaignRunner(backend, mc.name, plan, loops, log, local_flux(), backend.lead_uri(mc.name), say=say)
         last = [0.0]

@@ -23,8 +23,9 @@ EXIT_INVALID = 2
 
 
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> list[str]:
-    cells = [[str(h) for h in header]] + [["-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
-                                          for v in row] for row in rows]  # fmt: skip
+    cells = [[str(h) for h in header]] + [
+        ["-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)) for v in row] for row in rows
+    ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
 
@@ -36,8 +37,21 @@ def result_lines(state: dict[str, Any]) -> list[str]:
     lines += [
         "  " + line
         for line in _table(
-            [[m["ensemble"], m["member"], m["parameter"], m["value"], m["state"], m["cl"], m["cd"], m["iterations"],
-              m["makespan"], m["mean_duty"]] for m in members],  # fmt: skip
+            [
+                [
+                    m["ensemble"],
+                    m["member"],
+                    m["parameter"],
+                    m["value"],
+                    m["state"],
+                    m["cl"],
+                    m["cd"],
+                    m["iterations"],
+                    m["makespan"],
+                    m["mean_duty"],
+                ]
+                for m in members
+            ],
             ["ENSEMBLE", "MEMBER", "PARAMETER", "VALUE", "STATE", "CL", "CD", "ITER", "MAKESPAN_S", "MEAN_DUTY"],
         )
     ]
@@ -49,11 +63,33 @@ def result_lines(state: dict[str, Any]) -> list[str]:
     lines += [
         "  " + line
         for line in _table(
-            [[e["ensemble"], e["state"], f"{e['members_ok']}/{e['members']}", ",".join(map(str, e["pods"])),
-              e["makespan"], e["mean_duty"], e["cpu_requested_mean_m"], e["cpu_requested_peak_m"], e["resizes"],
-              e["restarts"]] for e in rows],  # fmt: skip
-            ["ENSEMBLE", "STATE", "OK", "PODS", "MAKESPAN_S", "MEAN_DUTY", "CPU_MEAN_M", "CPU_PEAK_M", "RESIZES",
-             "RESTARTS"],  # fmt: skip
+            [
+                [
+                    e["ensemble"],
+                    e["state"],
+                    f"{e['members_ok']}/{e['members']}",
+                    ",".join(map(str, e["pods"])),
+                    e["makespan"],
+                    e["mean_duty"],
+                    e["cpu_requested_mean_m"],
+                    e["cpu_requested_peak_m"],
+                    e["resizes"],
+                    e["restarts"],
+                ]
+                for e in rows
+            ],
+            [
+                "ENSEMBLE",
+                "STATE",
+                "OK",
+                "PODS",
+                "MAKESPAN_S",
+                "MEAN_DUTY",
+                "CPU_MEAN_M",
+                "CPU_PEAK_M",
+                "RESIZES",
+                "RESTARTS",
+            ],
         )
     ]
     lines.append(
@@ -70,15 +106,27 @@ def live_lines(state: dict[str, Any]) -> list[str]:
     where = "running" if state.get("running") else f"stopped ({state.get('outcome') or state.get('stopped', '?')})"
     lines = [
         f"campaign: {where}, t={state.get('t')}s, size {state.get('size')}, requested {state.get('requested_m')}m, "
-        f"{state.get('resizes')} resizes, {state.get('scale_events')} scale events; work directory {state.get('workdir')}"
+        f"{state.get('resizes')} resizes, {state.get('scale_events')} scale events",
+        f"  work directory {state.get('workdir')}",
     ]
     rows = []
     for e in state.get("ensembles") or []:
         for m in e["members"]:
-            rows.append([e["ensemble"], e["state"], ",".join(map(str, e["pods"])), m["member"], m["state"],
-                         m["iterations"], m["mean_duty"]])  # fmt: skip
-    lines += ["  " + line for line in _table(rows, ["ENSEMBLE", "STATE", "PODS", "MEMBER", "MEMBER_STATE", "ITER",
-                                                     "MEAN_DUTY"])]  # fmt: skip
+            rows.append(
+                [
+                    e["ensemble"],
+                    e["state"],
+                    ",".join(map(str, e["pods"])),
+                    m["member"],
+                    m["state"],
+                    m["iterations"],
+                    m["mean_duty"],
+                ]
+            )
+    lines += [
+        "  " + line
+        for line in _table(rows, ["ENSEMBLE", "STATE", "PODS", "MEMBER", "MEMBER_STATE", "ITER", "MEAN_DUTY"])
+    ]
     return lines
 
 
@@ -119,9 +167,14 @@ def up_campaign(target: Backend, mc: MiniCluster, options: CreateOptions, keep: 
 
 
 def _run_on_cluster(
-    target: Backend, mc: MiniCluster, options: CreateOptions, plan: Any, keep: bool, timeout: float | None,
+    target: Backend,
+    mc: MiniCluster,
+    options: CreateOptions,
+    plan: Any,
+    keep: bool,
+    timeout: float | None,
     say: Callable[[str], None],
-) -> int:  # fmt: skip
+) -> int:
     from miniclusters.campaign import session
 
     created = False
@@ -136,8 +189,10 @@ def _run_on_cluster(
                 say(line)
             members = state.get("members") or []
             ok = outcome == "done" and members and all(m["state"] == "done" for m in members)
-            say(f"campaign {outcome}: {sum(1 for m in members if m['state'] == 'done')}/{len(members)} members "
-                "completed with Cl/Cd")  # fmt: skip
+            say(
+                f"campaign {outcome}: {sum(1 for m in members if m['state'] == 'done')}/{len(members)} members "
+                "completed with Cl/Cd"
+            )
             return 0 if ok else 1
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED

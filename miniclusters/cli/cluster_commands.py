@@ -360,12 +360,12 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
       minicluster status restful -o jsonpath='{.rest_url}'
     """
     from miniclusters.autoscaling.state import load_state as load_autoscaler
+    from miniclusters.campaign.session import load_state as load_campaign
     from miniclusters.cli.autoscale_status import drain_report, print_autoscaler_state, print_drains
     from miniclusters.cli.burst_status import burst_report, print_bursts
+    from miniclusters.cli.campaign_commands import print_campaign_state
     from miniclusters.cli.status_view import render_jsonpath, status_document
     from miniclusters.multiplex.report import print_controller_state
-    from miniclusters.campaign.session import load_state as load_campaign
-    from miniclusters.cli.campaign_commands import print_campaign_state
     from miniclusters.multiplex.session import load_state
 
     template = output.partition("=")[2] if output.startswith("jsonpath=") else None
