@@ -30,7 +30,8 @@ from miniclusters.backends.base import Backend, BackendError
 from miniclusters.campaign.observe import Profiles, lead_jobs, observe_ensembles
 from miniclusters.campaign.plan import CampaignPlan, batch_submit
 
-DRAIN_REASON = "autoscaler: draining for a scale-down"
+SETTLE_GRACE = 20.0
+"""Seconds past idle + cool-down the campaign waits, once done, for the cluster to shrink back to its floor."""
 
 
 @dataclass
@@ -254,12 +255,15 @@ class CampaignRunner:
             members=len(self.plan.members),
             loops={"autoscale": self.loops.autoscale is not None, "multiplex": self.loops.multiplex is not None},
         )
+        done_at: float | None = None
         try:
             while True:
                 self.step()
                 if self.finished():
-                    self.event("campaign-end", state="done", cpu_seconds=round(self.cpu_seconds, 1))
-                    return "done"
+                    done_at = self.now() if done_at is None else done_at
+                    if self._settled(done_at):
+                        self.event("campaign-end", state="done", cpu_seconds=round(self.cpu_seconds, 1))
+                        return "done"
                 if timeout is not None and self.now() > timeout:
                     self.cancel(f"campaign timeout after {timeout:g}s")
                     return "timeout"
@@ -267,6 +271,15 @@ class CampaignRunner:
         except KeyboardInterrupt:
             self.cancel("interrupted (Ctrl-C, `minicluster campaign cancel` or `minicluster down`)")
             raise
+
+    def _settled(self, done_at: float) -> bool:
+        """With the autoscaler on, the campaign ends once the cluster has shrunk back to its floor (drained, then
+        scaled down), or after idleSeconds + cooldownSeconds + SETTLE_GRACE seconds if it cannot."""
+        options = self.loops.autoscale
+        view = self.last_view
+        if options is None or view is None or view.size <= view.sizes.minimum:
+            return True
+        return self.now() - done_at > options.idle_seconds + options.cooldown_seconds + SETTLE_GRACE
 
     def cancel(self, reason: str) -> None:
         """Cancel every ensemble not ended (its sub-instance and members with it) and record why."""
