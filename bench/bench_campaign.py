@@ -98,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{'scale':>7}{'restarts':>10}", file=sys.stderr)  # fmt: skip
     for mode in ("rigid", "loops"):
         r = results[mode]
-        print(f"{mode:8}{r['rc']:>4}{r['members_ok']:>6}/{r['members']:<5}{r['makespan']:>12.1f}{r['wall']:>9.1f}"
-              f"{r['cpu_seconds']:>11.1f}{r['resizes']:>9}{r['scale_events']:>7}{r['restarts']:>10}", file=sys.stderr)  # fmt: skip
+        row = f"{mode:8}{r['rc']:>4}{r['members_ok']:>6}/{r['members']:<5}{r['makespan']:>12.1f}{r['wall']:>9.1f}"
+        row += f"{r['cpu_seconds']:>11.1f}{r['resizes']:>9}{r['scale_events']:>7}{r['restarts']:>10}"
+        print(row, file=sys.stderr)
     for path in loops["files"]:
         print(f"loops run wrote {path}", file=sys.stderr)
     speedup = rigid["makespan"] / loops["makespan"] if loops["makespan"] else float("nan")

@@ -211,4 +211,3 @@ def final_coefficients(case: Path) -> Coefficients:
     if not rows:
         raise FoamError(f"{path}: no coefficient rows")
     return rows[-1]
-

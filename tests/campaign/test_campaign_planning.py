@@ -87,8 +87,8 @@ def _view(size: int, requests: dict[int, int], allocatable: int = 2000) -> Clust
     return ClusterView("c", size, 0, 3, pods, (Node("host", allocatable),))
 
 
-def _obs(view: ClusterView, queue: QueueView = QueueView(), ensembles=()) -> CampaignObservation:
-    return CampaignObservation(10.0, view, queue, tuple(ensembles))
+def _obs(view: ClusterView, queue: QueueView | None = None, ensembles=()) -> CampaignObservation:
+    return CampaignObservation(10.0, view, queue or QueueView(), tuple(ensembles))
 
 
 def test_shrink_wins_over_a_resize_of_the_pod_it_removes() -> None:

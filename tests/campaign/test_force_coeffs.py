@@ -49,7 +49,7 @@ def test_no_header_is_an_error() -> None:
 
 
 def test_final_coefficients_of_a_case_and_of_one_that_never_ran(tmp_path: Path) -> None:
-    with pytest.raises(FoamError, match="coefficient.dat"):
+    with pytest.raises(FoamError, match=r"coefficient\.dat"):
         final_coefficients(tmp_path)
     out = tmp_path / "postProcessing" / "forceCoeffs" / "0"
     out.mkdir(parents=True)
