@@ -18,6 +18,7 @@ from typing import Any
 
 from elasticity.control.campaign import MultiplexKnobs
 from elasticity.control.events import EventLog, read_events
+from elasticity.figures.campaign import plot_campaign_timeline
 from elasticity.policy.autoscale import AutoscaleOptions
 from elasticity.workloads.foam import foam_variables
 from miniclusters import pidlock
@@ -25,7 +26,7 @@ from miniclusters.api.campaign import CampaignSpec
 from miniclusters.api.quantity import parse_quantity
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.local.state import state_root
-from miniclusters.campaign.figures import plot_polar, plot_timeline
+from miniclusters.campaign.figures import plot_polar
 from miniclusters.campaign.plan import CampaignPlan, batch_script, plan_campaign
 from miniclusters.campaign.results import ensemble_results, member_results, write_tables
 from miniclusters.campaign.runner import CampaignRunner, Loops, workdir_for
@@ -167,7 +168,7 @@ def report(plan: CampaignPlan, title: str) -> dict[str, Any]:
     if any(m.cl is not None for m in members):
         files.append(plot_polar(members, polar, f"{title}: force coefficients"))
     if any(e.get("kind") == "sample" for e in events):
-        files.append(plot_timeline(events, members, plan.workdir / "timeline.png", f"{title}: timeline"))
+        files.append(plot_campaign_timeline(events, plan.workdir / "timeline.png", f"{title}: timeline"))
     return {
         "members": [asdict(m) for m in members],
         "ensemble_rows": [asdict(e) for e in ensembles],
@@ -189,7 +190,8 @@ def run(
         "campaign": _spec_json(mc.spec.campaign),
         "loops": {"autoscale": loops.autoscale is not None, "multiplex": loops.multiplex is not None},
     }
-    with EventLog(events, "campaign", time.monotonic) as log:
+    mirror = _lead_copy(backend, mc.name)
+    with _Tee(events, mirror) as stream, EventLog(stream, "campaign", time.monotonic) as log:
         runner = CampaignRunner(backend, mc.name, plan, loops, log, local_flux(), backend.lead_uri(mc.name), say=say)
         last = [0.0]
 
@@ -208,6 +210,42 @@ def run(
     summary = report(plan, mc.name)
     save_state(mc.name, {**common, **live_fields(runner), **summary, "running": False, "outcome": outcome})
     return outcome, runner
+
+
+class _Tee:
+    """The event log written to the work directory and, on a local cluster, to the lead's copy for /cluster."""
+
+    def __init__(self, *paths: Path | None) -> None:
+        self.paths = [p for p in paths if p is not None]
+        self.files: list[Any] = []
+
+    def __enter__(self) -> Any:
+        for path in self.paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.files.append(open(path, "a", encoding="utf-8"))
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for handle in self.files:
+            handle.close()
+
+    def write(self, text: str) -> int:
+        for handle in self.files:
+            handle.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for handle in self.files:
+            handle.flush()
+
+
+def _lead_copy(backend: Any, name: str) -> Path | None:
+    """`<lead REST state dir>/controllers/campaign.jsonl` on a local cluster (where /cluster looks), else None."""
+    if not getattr(backend, "ephemeral", False):
+        return None
+    from miniclusters.backends.local.state import StateStore
+
+    return StateStore().lead_rest_state_dir(name) / "controllers" / "campaign.jsonl"
 
 
 def _spec_json(spec: CampaignSpec | None) -> dict[str, Any]:
