@@ -137,6 +137,21 @@ def batch_script(ensemble: Ensemble, ranks: int, profile_iterations: int, env: M
     return "\n".join(lines) + "\n"
 
 
+RESULT_FILES = (SUBMITTED, ENDED, f"log.{SOLVER}", "error.txt", "progress.log")
+RESULT_DIRS = ("pmpi", "postProcessing")
+
+
+def reset_member(member: Member) -> None:
+    """Forget a run of the member (its records, log, traces, coefficients) so it can run again; the case stays."""
+    import shutil
+
+    for name in RESULT_FILES:
+        (member.directory / name).unlink(missing_ok=True)
+    for name in RESULT_DIRS:
+        shutil.rmtree(member.directory / name, ignore_errors=True)
+    (member.directory / "pmpi").mkdir(exist_ok=True)
+
+
 def batch_submit(ensemble: Ensemble, flux: Sequence[str]) -> list[str]:
     """`flux batch -N nodes` of the ensemble's script."""
     argv = [*flux, "batch", "-N", str(ensemble.nodes), f"--job-name={ensemble.name}"]

@@ -120,14 +120,12 @@ def ensemble_results(
         start = next(
             (e for e in events if e.get("kind") == "ensemble-running" and e.get("ensemble") == ensemble.name), None
         )
-        end = next(
-            (
-                e
-                for e in events
-                if e.get("kind") in ("ensemble-done", "ensemble-cancelled") and e.get("ensemble") == ensemble.name
-            ),
-            None,
-        )
+        ends = [
+            e
+            for e in events
+            if e.get("kind") in ("ensemble-done", "ensemble-cancelled") and e.get("ensemble") == ensemble.name
+        ]
+        end = ends[-1] if ends else None  # the last: a rerun of lost members ends later
         pods = [int(p) for p in (start or {}).get("pods", [])]
         t0 = float(start["t"]) if start else None
         t1 = float(end["t"]) if end else None

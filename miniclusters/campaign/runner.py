@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,10 @@ from elasticity.policy.autoscale import AutoscaleOptions, QueueView
 from miniclusters.autoscaling.queue import ExecQueue
 from miniclusters.backends.base import Backend, BackendError
 from miniclusters.campaign.observe import Profiles, lead_jobs, observe_ensembles
-from miniclusters.campaign.plan import CampaignPlan, batch_submit
+from miniclusters.campaign.plan import ENDED, CampaignPlan, batch_script, batch_submit, reset_member
 
+MAX_RERUNS = 1
+"""How often an ensemble's lost members (their sub-instance died under them) are run again."""
 SETTLE_GRACE = 20.0
 """Seconds past idle + cool-down the campaign waits, once done, for the cluster to shrink back to its floor."""
 
@@ -71,6 +73,9 @@ class CampaignRunner:
     _last_requested: int = 0
     _states: dict[str, str] = field(default_factory=dict)
     on_tick: Callable[[CampaignRunner], None] | None = None
+    script_env: dict[str, str] = field(default_factory=dict)
+    """The environment the batch scripts export (OpenFOAM's variables, the MPI settings)."""
+    reruns: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.observer is None or self.actuator is None:
@@ -195,6 +200,8 @@ class CampaignRunner:
                 if ensemble.state in ("done", "cancelled"):
                     self.ended_at[ensemble.name] = now
                 self.event(f"ensemble-{ensemble.state}", ensemble=ensemble.name, pods=list(ensemble.pods))
+                if ensemble.state == "done" and self._rerun_lost(ensemble.name):
+                    continue  # its lost members run again: not failed
                 self.say(
                     f"{self._clock()} ensemble {ensemble.name}: {ensemble.state}"
                     + (f" on pods {list(ensemble.pods)}" if ensemble.pods else "")
@@ -211,6 +218,43 @@ class CampaignRunner:
                     self.event("member", **fields)
                     if member.state in ("done", "failed"):
                         self.say(f"{self._clock()} member {member.name}: {member.state}")
+
+    def _rerun_lost(self, name: str) -> bool:
+        """Members whose sub-instance ended under them (no end record: a lost pod, not a failed solver) run again
+        in a new sub-instance, at most MAX_RERUNS times; after that they are reported failed with the reason."""
+        ensemble = self.plan.ensemble(name)
+        lost = tuple(m for m in ensemble.members if not (m.directory / ENDED).exists())
+        if not lost or name in self.cancelled:
+            return False
+        if self.reruns.get(name, 0) >= MAX_RERUNS:
+            self.event(
+                "rerun-refused",
+                ensemble=name,
+                members=[m.name for m in lost],
+                reason=f"already rerun {MAX_RERUNS} time(s): reported failed",
+            )
+            return False
+        self.reruns[name] = self.reruns.get(name, 0) + 1
+        for member in lost:
+            reset_member(member)
+            self.profiles.found.pop(member.name, None)
+        again = replace(ensemble, members=lost)
+        again.script.write_text(batch_script(again, self.plan.ranks, self.plan.profile_iterations, self.script_env))
+        self.event(
+            "ensemble-rerun",
+            ensemble=name,
+            members=[m.name for m in lost],
+            attempt=self.reruns[name] + 1,
+            reason="its sub-instance ended before these members did (a lost pod)",
+        )
+        self.say(f"{self._clock()} ensemble {name}: rerunning {', '.join(m.name for m in lost)} (a pod was lost)")
+        index = self.plan.ensembles.index(ensemble)
+        del self.jobs[name]
+        if not self.submit(index):
+            return False
+        self._states[name] = "queued"
+        self.views = tuple(replace(v, state="queued", pods=()) if v.name == name else v for v in self.views)
+        return True
 
     def _sample(self, view: ClusterView, queue: QueueView, now: float) -> None:
         requested = sum(p.cpu_request or 0 for p in view.pods if p.phase == "Running")

@@ -97,12 +97,17 @@ def prepare(mc: MiniCluster, say: Callable[[str], None]) -> CampaignPlan:
     say(f"preparing {len(plan.members)} members of {len(plan.ensembles)} ensembles in {plan.workdir}")
     base = prepare_base(plan, spec.decomposition, spec.weights)
     prepare_members(plan, base, say)
-    env = {**foam_variables(), **MPI_SETTINGS}
+    env = script_env()
     for ensemble in plan.ensembles:
         ensemble.script.write_text(batch_script(ensemble, plan.ranks, plan.profile_iterations, env))
         ensemble.script.chmod(0o755)
     say(f"cases ready in {time.monotonic() - started:.1f}s")
     return plan
+
+
+def script_env() -> dict[str, str]:
+    """What a batch script exports for its members: OpenFOAM's variables and the MPI settings."""
+    return {**foam_variables(), **MPI_SETTINGS}
 
 
 def save_state(name: str, fields: dict[str, Any]) -> None:
@@ -193,6 +198,7 @@ def run(
     mirror = _lead_copy(backend, mc.name)
     with _Tee(events, mirror) as stream, EventLog(stream, "campaign", time.monotonic) as log:
         runner = CampaignRunner(backend, mc.name, plan, loops, log, local_flux(), backend.lead_uri(mc.name), say=say)
+        runner.script_env = script_env()
         last = [0.0]
 
         def tick(r: CampaignRunner) -> None:

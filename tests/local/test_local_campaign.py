@@ -147,3 +147,59 @@ def test_down_mid_campaign_cancels_everything(
     assert {e["ensemble"] for e in events if e["kind"] == "ensemble-cancelled"} == {"alpha", "mach"}
     assert events[-1]["kind"] == "campaign-end" and events[-1]["state"] == "cancelled"
     # the machine fixture fails the test if any process (broker, mpirun, rhoSimpleFoam) was left behind
+
+
+def _broker_of(supervisor: int) -> int | None:
+    """The broker process (`flux start`) in a pod's session."""
+    import os
+
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat[3]) == supervisor and "flux start" in cmdline and stat[0] not in ("Z", "X"):
+            return int(entry)
+    return None
+
+
+def test_killing_a_follower_mid_campaign_loses_no_member(
+    machine: Any, backend: Any, waiter: Callable[..., Any], tmp_path: Path
+) -> None:
+    import os
+
+    spec = _write(tmp_path, _spec(tmp_path, "camp-kill", iterations=40))
+    env = {**os.environ, "MINICLUSTERS_LOCAL_RESTART_DELAY": "0.2"}
+    up = subprocess.Popen(
+        [MINICLUSTER, "up", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    try:
+
+        def on_follower() -> bool:
+            state = session.load_state("camp-kill") or {}
+            return any(
+                e["pods"] == [1] and any(m["state"] == "running" for m in e["members"])
+                for e in state.get("ensembles", [])
+            )
+
+        assert waiter(on_follower, timeout=180), "no ensemble ran on the follower"
+        supervisor = backend.store.load("camp-kill").pods[1].pid
+        broker = _broker_of(supervisor)
+        assert broker is not None
+        os.kill(broker, signal.SIGKILL)
+        output, _ = up.communicate(timeout=400)
+    finally:
+        if up.poll() is None:
+            up.send_signal(signal.SIGKILL)
+    events = list(read_events(tmp_path / "work" / "events.jsonl"))
+    reruns = [e for e in events if e["kind"] == "ensemble-rerun"]
+    report = json.loads((tmp_path / "work" / "report.json").read_text())
+    states = {m["member"]: m["state"] for m in report["members"]}
+    assert reruns and reruns[0]["ensemble"] == "mach", output[-3000:]
+    assert set(reruns[0]["members"]) <= {"mach-0", "mach-1"}
+    # every member either completed (rerun) or is reported failed with its reason: none is dropped
+    assert states == {"alpha-0": "done", "alpha-1": "done", "mach-0": "done", "mach-1": "done"}, output[-3000:]
+    assert up.returncode == 0, output[-3000:]
