@@ -144,3 +144,30 @@ def test_idle_cluster_shrinks_after_idle_seconds(count: int) -> None:
     assert drain.size is None and drain.drain == leaving  # drained first: no new ensemble lands there
     shrink = planner.decide(CampaignObservation(7.0, view, QueueView(draining=leaving, owned=leaving), ()))
     assert shrink.size == 1 and shrink.cpu == {0: 100}  # the idle lead keeps only its broker's CPU
+
+
+def test_reset_member_forgets_a_run_but_keeps_the_case(tmp_path: Path) -> None:
+    from miniclusters.campaign.plan import reset_member
+
+    member = plan_campaign(SPEC, tmp_path).members[0]
+    (member.directory / "pmpi").mkdir(parents=True)
+    (member.directory / "pmpi" / "pmpi.1.0.bin").write_bytes(b"x")
+    (member.directory / "postProcessing" / "forceCoeffs").mkdir(parents=True)
+    (member.directory / "processor0").mkdir()
+    for name in (SUBMITTED, ENDED, "log.rhoSimpleFoam", "error.txt"):
+        (member.directory / name).write_text("1 2\n")
+    reset_member(member)
+    assert sorted(p.name for p in member.directory.iterdir()) == ["pmpi", "processor0"]
+    assert not any((member.directory / "pmpi").iterdir())
+
+
+def test_campaign_commands_on_a_cluster_without_a_campaign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from miniclusters.cli import main
+
+    monkeypatch.setenv("MINICLUSTERS_STATE_DIR", str(tmp_path))
+    for verb in ("status", "results", "cancel"):
+        result = CliRunner().invoke(main, ["campaign", verb, "nothing-here"])
+        assert result.exit_code == 1, (verb, result.output)
+        assert "nothing-here" in result.output
