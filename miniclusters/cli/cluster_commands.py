@@ -185,6 +185,13 @@ def up(
         if mc.spec.campaign is not None:  # the whole campaign in the foreground (docs/campaign.md)
             from miniclusters.cli.campaign_commands import up_campaign
 
+            if detach:
+                click.echo(
+                    "error: --detach: a campaign runs in the foreground (follow it from another shell with "
+                    f"`minicluster campaign status {mc.name}`)",
+                    err=True,
+                )
+                sys.exit(EXIT_INVALID)
             up_campaign(target, mc, CreateOptions(render=render, timeout=timeout), keep, None)
         if target.ephemeral:
             _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)

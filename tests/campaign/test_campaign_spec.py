@@ -97,3 +97,14 @@ def test_up_with_a_bad_campaign_exits_2_before_anything_starts(tmp_path: Path, m
     assert "spec.campaign.ensembles[0].parameter" in result.output
     assert not (tmp_path / "work").exists()  # no case was prepared
     assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())  # no cluster
+
+
+def test_up_refuses_detach_for_a_campaign(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("MINICLUSTERS_STATE_DIR", str(tmp_path / "state"))
+    data = example()
+    data["spec"]["campaign"]["workdir"] = str(tmp_path / "work")
+    spec = tmp_path / "c.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["up", str(spec), "--detach"])
+    assert result.exit_code == 2 and "--detach" in result.output
+    assert not (tmp_path / "work").exists()
