@@ -83,12 +83,6 @@ def cluster_router(context: WebContext) -> APIRouter:
     @router.get("/cluster/profile/{jobid}.png")
     def profile_png(request: Request, jobid: str) -> Response:
         user = require_user(request, context)
-        campaign: list[dict[str, Any]] = []
-        if controller_log(state_dir, "campaign").is_file():
-            from elasticity.control.events import read_events
-            from elasticity.figures.campaign import member_rows
-
-            campaign = member_rows(list(read_events(controller_log(state_dir, "campaign"))))
         jobs = context.visible_jobs(user, False)
         profile = latest_profile(state_dir, jobs, trace_dir)
         if profile is None or jobid not in (profile.job.f58, str(profile.job.id)):
