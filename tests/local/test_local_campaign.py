@@ -32,7 +32,9 @@ MINICLUSTER = str(Path(sys.executable).with_name("minicluster"))
 pytestmark = pytest.mark.needs_root
 
 
-def _spec(directory: Path, name: str, members: int = 2, iterations: int = 2, loops: bool = True) -> dict[str, Any]:
+def _spec(
+    directory: Path, name: str, members: int = 2, iterations: int = 2, loops: bool = True, cpu: str = "1"
+) -> dict[str, Any]:
     data: dict[str, Any] = {
         "apiVersion": "miniclusters.dev/v1alpha1",
         "kind": "MiniCluster",
@@ -40,7 +42,7 @@ def _spec(directory: Path, name: str, members: int = 2, iterations: int = 2, loo
         "spec": {
             "size": 1,
             "maxSize": 2,
-            "containers": [{"image": "local", "resources": {"requests": {"cpu": "1"}}}],
+            "containers": [{"image": "local", "resources": {"requests": {"cpu": cpu}}}],
             "autoscale": {"enabled": loops, "idleSeconds": 2, "cooldownSeconds": 1, "intervalSeconds": 1},
             "multiplexing": {"enabled": loops},
             "campaign": {
@@ -73,7 +75,8 @@ def _openfoam() -> None:
 def test_campaign_grows_resizes_and_reports_cl_cd(
     machine: Any, mc: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
-    spec = _write(tmp_path, _spec(tmp_path, "camp-e2e"))
+    # 1500m per pod: two pods would request more than the machine's 2 CPUs, so the loops disagree on growing
+    spec = _write(tmp_path, _spec(tmp_path, "camp-e2e", cpu="1500m"))
     result = mc("up", str(spec), timeout=400)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     assert "campaign done: 4/4 members completed with Cl/Cd" in result.stdout
@@ -93,7 +96,11 @@ def test_campaign_grows_resizes_and_reports_cl_cd(
     scaled = [e for e in events if e["kind"] == "scaled"]
     assert scaled[0]["previous"] == 1 and scaled[0]["size"] == 2  # started at 1, grew for the waiting ensemble
     resized = [e for e in events if e["kind"] == "resize" and e["outcome"] != "deferred"]
-    assert any(e["cpu_requested"] < 1000 for e in resized)  # a profiled pod was given less than its rigid 1000m
+    assert any(e["cpu_requested"] < 1000 for e in resized)  # a profiled pod was given less than its rigid 1500m
+    disagreements = [e for e in events if e["kind"] == "disagreement"]
+    assert disagreements, "growing to 2 pods of 1500m on 2 CPUs is a disagreement the plan must settle"
+    assert disagreements[0]["winner"] == "autoscale" and "allocatable" in disagreements[0]["multiplex"]
+    assert disagreements[0]["why"]
     assert (work / "polar.png").stat().st_size > 10_000 and (work / "timeline.png").stat().st_size > 10_000
     assert "alpha-1" in (work / "results.csv").read_text()
     results = mc("campaign", "results", "camp-e2e")
