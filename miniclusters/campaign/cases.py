@@ -6,6 +6,7 @@ and applied to every member through decomposePar's `manual` method: the mesh is 
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -17,18 +18,22 @@ from elasticity.workloads.openfoam import Case, copy_case, decompose, prepare_na
 from miniclusters.campaign.plan import CampaignPlan, Member
 
 BASE = "base"
+SPLIT_STAMP = "campaign-split.json"
+"""How the base case was split (ranks, method, weights): a base split another way is prepared again."""
 
 
 def prepare_base(plan: CampaignPlan, method: str, weights: Sequence[float]) -> Case:
     """`<workdir>/base`: the tutorial meshed, bounded and decomposed once (reused when already there)."""
     path = plan.workdir / BASE
-    done = path / "constant" / "polyMesh" / "owner"
-    if path.exists() and not (path / "processor0").exists():
-        shutil.rmtree(path)  # an earlier run stopped half-way
-    if not path.exists() or not done.exists():
+    split = json.dumps({"ranks": plan.ranks, "method": method, "weights": list(weights)})
+    stamp = path / SPLIT_STAMP
+    if path.exists() and (not stamp.exists() or stamp.read_text() != split):
+        shutil.rmtree(path)  # an earlier run stopped half-way, or split the mesh another way
+    if not path.exists():
         case = prepare_naca0012(path)
         set_end_time(case, plan.iterations)
         decompose(case, plan.ranks, method, weights=list(weights) if weights and method == "concentric" else None)  # type: ignore[arg-type]
+        stamp.write_text(split)
         return case
     from elasticity.workloads.foam import mesh_cell_count
 
