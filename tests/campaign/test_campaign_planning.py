@@ -65,7 +65,9 @@ def test_batch_script_submits_every_member_then_records_each_end(tmp_path: Path)
     assert shlex.split(submits[0].split("$(", 1)[1].split(")", 1)[0]) == argv
 
 
-def _member(name: str, state: str = "running", duty: tuple[float, ...] | None = None, pods=(0, 0)) -> MemberView:
+def _member(
+    name: str, state: str = "running", duty: tuple[float, ...] | None = None, pods: tuple[int, ...] = (0, 0)
+) -> MemberView:
     return MemberView(name, state, 3, duty, pods if duty is not None else None)  # type: ignore[arg-type]
 
 
@@ -87,7 +89,9 @@ def _view(size: int, requests: dict[int, int], allocatable: int = 2000) -> Clust
     return ClusterView("c", size, 0, 3, pods, (Node("host", allocatable),))
 
 
-def _obs(view: ClusterView, queue: QueueView | None = None, ensembles=()) -> CampaignObservation:
+def _obs(
+    view: ClusterView, queue: QueueView | None = None, ensembles: tuple[EnsembleView, ...] = ()
+) -> CampaignObservation:
     return CampaignObservation(10.0, view, queue or QueueView(), tuple(ensembles))
 
 
