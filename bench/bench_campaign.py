@@ -25,6 +25,7 @@ import argparse
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="mcbench-campaign-"))
     state = Path(tempfile.mkdtemp(prefix="mcb", dir="/tmp"))  # short: broker sockets live below it
     modes = ["rigid", "loops"] if args.order == "rigid-first" else ["loops", "rigid"]
-    results = {mode: run(variant(base, mode, folder), folder, state) for mode in modes}
+    try:
+        results = {mode: run(variant(base, mode, folder), folder, state) for mode in modes}
+    finally:
+        shutil.rmtree(state, ignore_errors=True)  # the clusters are gone; the work folder keeps the results
     rigid, loops = results["rigid"], results["loops"]
     print(f"{'':8}{'rc':>4}{'members ok':>12}{'makespan s':>12}{'wall s':>9}{'CPU-s req':>11}{'resizes':>9}"
           f"{'scale':>7}{'restarts':>10}", file=sys.stderr)  # fmt: skip
