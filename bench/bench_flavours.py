@@ -34,6 +34,7 @@ from bench_rest import requests_per_second, submit_latencies
 
 from broker.rest.client import RestClient
 from broker.rest.testing import SECRET_KEY, SIGNING_KEY, SUPERUSER, free_port
+from docsgen.benchmarks import record_result
 from miniclusters.backends.local.flux_view import find_flux_core
 
 IDLE = 'echo "$FLUX_URI" > "$0"; exec sleep 3600'
@@ -177,6 +178,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--submits", type=int, default=100)
+    parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     args = parser.parse_args()
     core = find_flux_core()
     ours = measure(Path(sys.executable).with_name("flux"), None, "builtin", args)
@@ -188,7 +190,10 @@ def main() -> None:
         text = label.format(size=args.size, jobs=args.jobs)
         print(f"{text:<46} {ours[key]:>10.3f} {real[key]:>10.3f} {ours[key] / real[key]:>7.2f}")
     ratios = {key: round(ours[key] / real[key], 3) for key, _ in ROWS}
-    print(json.dumps({"builtin": ours, "flux-core": real, "ratio_builtin_over_flux_core": ratios}))
+    figures = {"builtin": ours, "flux-core": real, "ratio_builtin_over_flux_core": ratios}
+    print(json.dumps(figures))
+    if args.record:
+        record_result("flavours", figures)
 
 
 if __name__ == "__main__":

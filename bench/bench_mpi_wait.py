@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from broker.testing import LOOPBACK_MPI_ENV
+from docsgen.benchmarks import record_result
 from elasticity.pmpi.build import build_pmpi_library
 from elasticity.pmpi.env import wait_environment
 from elasticity.workloads.proxy import build_proxy_solver, proxy_arguments
@@ -138,6 +139,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=600)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--cpu", type=int, default=1, help="the core everything is pinned to")
+    parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     opts = parser.parse_args()
 
     solver = build_proxy_solver()
@@ -181,7 +183,10 @@ def main() -> None:
             f"of its alone rate",
             flush=True,
         )
-    print(json.dumps({"iterations": opts.iterations, "cpu": opts.cpu, **results}))
+    figures = {"iterations": opts.iterations, "cpu": opts.cpu, **results}
+    print(json.dumps(figures))
+    if opts.record:
+        record_result("mpi_wait", figures)
 
 
 if __name__ == "__main__":

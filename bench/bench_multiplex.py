@@ -3,7 +3,7 @@
 One MiniCluster of 2 pods (1 CPU requested each, the rigid "equal" allocation) runs the proxy solver with a
 weighted band decomposition 1,1,1,60 of 192-row bands, 2048 cells wide (4 ranks, 2 per pod; one dense rank,
 three sparse ones waiting in MPI; mean duty cycle about 24%; about 27 ms per iteration alone, the grain of a
-small CFD case; at --rows 48, 8 ms iterations, message latency dominates, see README "Measured"):
+small CFD case; at --rows 48, 8 ms iterations, message latency dominates, see docs/benchmarks.md):
   1. T_1: one simulation alone, equal allocation, no controller;
   2. two simulations at once with equal allocation (no controller): Theta(2)_equal = 2 T_1 / their makespan;
   3. `minicluster multiplex --max 2 --total 2`: the controller profiles, resizes in place and packs the second
@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from docsgen.benchmarks import record_result
 from elasticity.control.events import read_events
 from elasticity.model.throughput import Geometry, fit_beta
 from elasticity.workloads.proxy import build_proxy_solver
@@ -161,9 +162,10 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=1500)
     parser.add_argument("--rows", type=int, default=ROWS_PER_WEIGHT, help="rows per unit of band weight (the grain)")
     parser.add_argument("--weights", default=WEIGHTS, help="the band decomposition, one weight per rank")
-    parser.add_argument("--save-timeline", type=Path, help="copy the N=2 run's timeline PNG here (the README's)")
+    parser.add_argument("--save-timeline", type=Path, help="copy the N=2 run's timeline PNG here (the docs' one)")
     parser.add_argument("--skip-n3", action="store_true", help="do not run N=3 (theta3_measured is then null)")
     parser.add_argument("--pod-overhead", default="200m", help="the controller's --pod-overhead (broker CPU per pod)")
+    parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     opts = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench_multiplex needs root (per-pod network namespaces and cgroups)")
@@ -244,26 +246,24 @@ def main() -> None:
         if opts.save_timeline is not None:
             shutil.copyfile(ctl2["timeline"], opts.save_timeline)
             say(f"N=2 timeline copied to {opts.save_timeline}")
-        print(
-            json.dumps(
-                {
-                    "t1": round(t1, 3),
-                    "t1_sleep": round(t1_sleep, 3),
-                    "t1_poll": round(t1_poll, 3),
-                    "makespan2": round(ctl2["makespan"], 3),
-                    "theta2": round(theta2, 4),
-                    "theta2_equal": round(theta2_equal, 4),
-                    "cpu_proportional_m": ctl2["requested_m"],
-                    "cpu_equal_m": cpu_equal,
-                    "beta": round(model.beta, 5),
-                    "theta3_predicted": round(theta3_predicted, 4),
-                    "theta3_measured": None if theta3_measured is None else round(theta3_measured, 4),
-                    "resizes": resizes,
-                    "restarts": restarts,
-                }
-            ),
-            flush=True,
-        )
+        figures = {
+            "t1": round(t1, 3),
+            "t1_sleep": round(t1_sleep, 3),
+            "t1_poll": round(t1_poll, 3),
+            "makespan2": round(ctl2["makespan"], 3),
+            "theta2": round(theta2, 4),
+            "theta2_equal": round(theta2_equal, 4),
+            "cpu_proportional_m": ctl2["requested_m"],
+            "cpu_equal_m": cpu_equal,
+            "beta": round(model.beta, 5),
+            "theta3_predicted": round(theta3_predicted, 4),
+            "theta3_measured": None if theta3_measured is None else round(theta3_measured, 4),
+            "resizes": resizes,
+            "restarts": restarts,
+        }
+        print(json.dumps(figures), flush=True)
+        if opts.record:
+            record_result("multiplex", figures)
     finally:
         cli("down", NAME)
         shutil.rmtree(state_dir, ignore_errors=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from broker.jobs.api import JobClient
 from broker.jobs.jobspec import build_jobspec
 from broker.testing import Instance, kill_orphans, render_instance
+from docsgen.benchmarks import record_result
 
 
 def _start(inst: Instance, ranks: int, *extra: str) -> JobClient:
@@ -41,6 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--done", type=int, default=1000)
     parser.add_argument("--pending", type=int, default=1000)
+    parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bsr", dir="/tmp"))
     archive = root / "queue.tar.gz"
@@ -83,6 +85,8 @@ def main() -> None:
     figures = {"jobs": saved["jobs"], "save_ms": round(save_s * 1000), "archive_kib": round(size_kb)}
     figures |= {"restore_online_s": round(online_s, 2), "drain_s": round(drain_s, 2)}
     print(json.dumps({"bench": "save_restore", **figures}))
+    if args.record:
+        record_result("save_restore", {"bench": "save_restore", **figures})
 
 
 if __name__ == "__main__":

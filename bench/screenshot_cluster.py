@@ -1,4 +1,4 @@
-"""A screenshot of the web interface's /cluster page during a multiplexing run, for the README.
+"""A screenshot of the web interface's /cluster page during a multiplexing run, for the docs (docs/cluster.png).
 
 Starts a local MiniCluster from a spec (default examples/multiplex.yaml) with the lead's REST server (and so the
 pages) on, runs `minicluster multiplex` on it (which mirrors its event log to the lead's

@@ -35,6 +35,12 @@ class Server:
     statedir: Path
     process: subprocess.Popen[bytes]
 
+    @property
+    def flux_command(self) -> list[str]:
+        """`flux` talking to this instance (as a user inside it would: FLUX_URI), for commands the REST API lacks."""
+        uri = (self.statedir.parent / "uri").read_text().strip()
+        return ["env", f"FLUX_URI={uri}", FLUX]
+
 
 def start_server(tmp: Path, size: int = 2, **env_extra: str) -> Iterator[Server]:
     port = free_port()
@@ -50,7 +56,7 @@ def start_server(tmp: Path, size: int = 2, **env_extra: str) -> Iterator[Server]
     options = f"-Srestful.port={port},-Srestful.host=127.0.0.1,-Sstatedir={statedir}"
     log = open(tmp / "instance.log", "wb")  # noqa: SIM115 - kept for the instance's lifetime
     process = subprocess.Popen(
-        [FLUX, "start", f"--test-size={size}", "-o", options, "sleep", "3600"],
+        [FLUX, "start", f"--test-size={size}", "-o", options, "sh", "-c", f'echo "$FLUX_URI" > {tmp}/uri; sleep 3600'],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

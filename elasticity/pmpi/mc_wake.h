@@ -17,7 +17,7 @@
  * A woken rank must also get a core. MC_MPI_WAIT_SLICE_US=N asks for an N us EEVDF slice for the waiting thread
  * (sched_setattr's sched_runtime, Linux 6.12+; older kernels ignore it): a task with a shorter slice preempts on
  * wake-up. Off by default: on bench_multiplex it changed nothing measurable, and on one shared core it cost the
- * MPI job 10% (README, "How MPI waits decide what can be reclaimed").
+ * MPI job 10% (docs/multiplexing.md, "How MPI waits decide what can be reclaimed").
  *
  * MC_MPI_WAIT_EVENTS=0 turns the socket wake-ups off (timed naps only).
  */

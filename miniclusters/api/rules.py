@@ -194,6 +194,12 @@ def _flux(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.flux.bursting", "give either a custom hostlist or clusters to burst to, not both")
     if flux.flavour == "builtin":  # the burst service's plugins (the flux flavour bursts with a static hostlist)
         yield from _burst_plugins(flux.bursting.clusters)
+    elif flux.bursting.clusters:  # accepted and then ignored would leave burstable jobs pending for ever
+        yield Problem(
+            "spec.flux.bursting.clusters",
+            "the burst service runs beside the builtin broker only; with flavour 'flux' burst to a static "
+            "spec.flux.bursting.hostlist (flux-core's own way), or use flavour 'builtin'",
+        )
     if flux.flavour == "builtin" and flux.scheduler.queue_policy not in BUILTIN_QUEUE_POLICIES:
         yield Problem(
             "spec.flux.scheduler.queuePolicy",

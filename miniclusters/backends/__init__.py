@@ -1,4 +1,5 @@
-"""Backends by name: "local" (the default) and "kubernetes" (`get_backend("kubernetes", context=..., namespace=...)`).
+"""Backends by name: "local" (the default), "podman" and "kubernetes"
+(`get_backend("kubernetes", context=..., namespace=...)`).
 
 A backend module is imported only when asked for, so `minicluster validate` never loads the Kubernetes client.
 """
@@ -28,6 +29,7 @@ BackendFactory = Callable[..., Backend]
 _REGISTRY: dict[str, str | BackendFactory] = {
     "kubernetes": "miniclusters.backends.kubernetes.backend:KubernetesBackend",
     "local": "miniclusters.backends.local.backend:LocalBackend",
+    "podman": "miniclusters.backends.podman.backend:PodmanBackend",
 }
 DEFAULT_BACKEND = "local"
 """Used when neither --backend nor $MINICLUSTER_BACKEND chooses: the embedded backend needs no cluster."""

@@ -1,4 +1,4 @@
-"""The one interface every backend offers (kubernetes, local), so controllers are written once.
+"""The one interface every backend offers (kubernetes, local, podman), so controllers are written once.
 
 Plain frozen dataclasses cross the boundary: no Kubernetes objects, no broker handles. Errors are
 BackendError subclasses carrying the exit code the CLI should use, so bad input never becomes a traceback.

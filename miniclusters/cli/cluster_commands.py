@@ -258,7 +258,8 @@ def _print_restful(target: Backend, mc: Any, status: Any) -> None:
     if endpoint.url is None:
         click.echo(f"REST API: {endpoint.hint}")
     elif _answers(f"{endpoint.url}/openapi.json", timeout=20.0):
-        click.echo(f"REST API: {endpoint.url}   (e.g. minicluster jobs --url {endpoint.url})")
+        if getattr(status, "rest_url", None) != endpoint.url:  # the status block above shows it already
+            click.echo(f"REST API: {endpoint.url}   (e.g. minicluster jobs --url {endpoint.url})")
     else:
         click.echo(f"REST API: {endpoint.url} is not answering yet ({endpoint.hint})", err=True)
 

@@ -23,7 +23,7 @@ from elasticity.profiling.trace import TraceFormatError, read_job_traces
 from miniclusters.backends.base import Backend, BackendError
 
 PROGRESS = re.compile(r"^(?:iteration|Time =)\s*(\d+)\s*$")
-#: What the controller applies to every job it launches (bench/bench_mpi_wait.py, README "MPI waits"): ranks
+#: What the controller applies to every job it launches (bench/bench_mpi_wait.py, docs/multiplexing.md): ranks
 #: waiting in MPI sleep (`-o mpi-wait=sleep`, WAIT_MODE) instead of busy-polling the core, calls the wait mode
 #: does not cover at least yield it, and separate jobs never meet in shared memory.
 MPI_SETTINGS = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_btl": "tcp,self"}

@@ -118,6 +118,16 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "'gcp' is not an installed burst plugin (local, kubernetes)",
     ),
     (
+        "burst clusters with the flux flavour",
+        lambda data: (
+            data["spec"]
+            .setdefault("flux", {})
+            .update({"flavour": "flux", "bursting": {"clusters": [{"name": "local", "size": 1}]}})
+        ),
+        "spec.flux.bursting.clusters",
+        "builtin broker only",
+    ),
+    (
         "unnamed burst plugin",
         _set("spec.flux.bursting", {"clusters": [{"size": 1}]}),
         "spec.flux.bursting.clusters[0].name",

@@ -1,7 +1,7 @@
 """End-to-end on a real cluster (kind or k3s, Kubernetes >= 1.33). Skipped unless KUBECONFIG is set.
 
 Needs our images where the cluster can pull them: set MINICLUSTERS_REGISTRY / MINICLUSTERS_TAG (or load them
-into kind with `kind load docker-image`). See README, "End-to-end tests".
+into kind with `kind load docker-image`). See docs/development.md, "End-to-end tests".
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def test_profile_rejects_both_or_neither_source(tmp_path: Path) -> None:
 def test_profile_writes_traces_where_asked_and_runs_as_root_without_opt_ins(
     tmp_path: Path, spin_program: Path, mpi_environment: dict[str, str]
 ) -> None:
-    """The README's profiling block: one run into --traces DIR, then a second analysis of the same DIR; as root
+    """docs/profiling.md's first block: one run into --traces DIR, then a second analysis of the same DIR; as root
     mpirun needs Open MPI's opt-in, which `profile` gives it as the application image does."""
     env = {k: v for k, v in mpi_environment.items() if not k.startswith("OMPI_ALLOW_RUN_AS_ROOT")}
     traces = tmp_path / "traces"

@@ -220,7 +220,7 @@ def test_unreachable_cluster_is_a_clear_error(tmp_path, monkeypatch) -> None:
 
 
 def test_unknown_backend_names_the_available_ones() -> None:
-    with pytest.raises(InvalidRequestError, match=r"'nope' is not available \(available: kubernetes, local\)"):
+    with pytest.raises(InvalidRequestError, match=r"'nope' is not available \(available: kubernetes, local, podman\)"):
         get_backend("nope")
 
 

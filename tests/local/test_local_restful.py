@@ -33,7 +33,7 @@ def test_rest_api_from_spec_to_host(
     path.write_text(yaml.safe_dump(spec))
     up = mc("up", str(path), "--detach", "--flavour", flavour, env=CREDENTIALS)
     assert up.returncode == 0, up.stderr
-    found = re.search(r"REST API: (http://[0-9.]+:5000)", up.stdout)
+    found = re.search(r"REST API:\s+(http://[0-9.]+:5000)", up.stdout)
     assert found, up.stdout + up.stderr
     url = found[1]
     try:

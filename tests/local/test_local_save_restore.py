@@ -75,7 +75,7 @@ def _spec(directory: Path, size: int) -> Path:
 def _up(mc: Run, spec: Path, *extra: str) -> str:
     up = mc("up", str(spec), "--detach", *extra, env=CREDENTIALS, timeout=120)
     assert up.returncode == 0, up.stdout + up.stderr
-    found = re.search(r"REST API: (http://[0-9.]+:5000)", up.stdout)
+    found = re.search(r"REST API:\s+(http://[0-9.]+:5000)", up.stdout)
     assert found, up.stdout
     return found[1]
 

@@ -2,7 +2,7 @@
 and against ours (both flavours); status codes, field names and field types must agree, so drift fails here.
 
 Ours may answer with more fields than the reference (a superset is what clients that parse the answer need);
-the deliberate differences are listed in the README's REST section and in DIFFERENT below.
+the deliberate differences are listed in docs/rest.md and in DIFFERENT below.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from broker.rest.testing import SECRET_KEY, SUPERUSER, start_server
 from broker.rest.tokens import encode_handshake
 from miniclusters.backends.local.flux_view import FluxCore
 
-# Steps whose answers differ on purpose (README, "REST API: differences from flux-restful-api")
+# Steps whose answers differ on purpose (docs/rest.md, where we differ on purpose)
 DIFFERENT = {
     "list with detail=true": "the 0.2.1 client sends detail=true; the reference reads only details and lists ids",
 }

@@ -152,3 +152,20 @@ def test_a_rank_that_cannot_answer_is_named_not_fatal() -> None:
     rows = reader.rows()
     assert rows[0].request_m == weight_to_milli(100) and rows[0].used_m == 0  # cgroup v2's default weight
     assert "no such service" in rows[1].note
+
+
+def test_a_drained_rank_shows_as_drained_with_its_reason(server: Server, browser_like: httpx.Client) -> None:
+    drain = subprocess.run(
+        [*server.flux_command, "resource", "drain", "1", "maintenance window"], capture_output=True, text=True
+    )
+    assert drain.returncode == 0, drain.stderr
+    try:
+        page = browser_like.get("/cluster").text
+        rows = dict(re.findall(r'<tr data-rank="(\d)">(.*?)</tr>', page, re.S))
+        assert "drained" in rows["1"] and "maintenance window" in rows["1"]
+        assert "drained" not in rows["0"]
+        assert "1 drained" in _text(page)
+    finally:
+        subprocess.run([*server.flux_command, "resource", "undrain", "1"], capture_output=True, text=True)
+    rows = dict(re.findall(r'<tr data-rank="(\d)">(.*?)</tr>', browser_like.get("/cluster").text, re.S))
+    assert "drained" not in rows["1"]

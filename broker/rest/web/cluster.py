@@ -59,6 +59,7 @@ def cluster_router(context: WebContext) -> APIRouter:
             "used": used,
             "scale": scale,
             "up": sum(r.up for r in rows) if rows else len(nodes),
+            "drained": sum(r.drained is not None for r in rows),
             "burst_service": burst_service_line(context.service),
         }
 

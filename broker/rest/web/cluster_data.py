@@ -31,6 +31,8 @@ class RankRow:
     used_m: int | None = None
     cgroup: str = ""
     note: str = ""
+    drained: str | None = None
+    """The drain reason when the rank takes no new jobs (`flux resource drain`, the autoscaler), else None."""
 
 
 def request_millicores(report: Mapping[str, Any], v2_formula: str = "nonlinear") -> int | None:
@@ -56,9 +58,14 @@ def used_millicores(before: Mapping[str, Any], after: Mapping[str, Any]) -> int 
 
 
 def rank_rows(
-    status: Mapping[str, Any], now: Mapping[int, Mapping[str, Any]], before: Mapping[int, Mapping[str, Any]]
+    status: Mapping[str, Any],
+    now: Mapping[int, Mapping[str, Any]],
+    before: Mapping[int, Mapping[str, Any]],
+    drains: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[RankRow]:
-    """One row per rank of the instance, from `resource.status` and two rounds of `resource.cpu` (pure)."""
+    """One row per rank of the instance, from `resource.status`, two rounds of `resource.cpu` and the drain table
+    (`job-manager.queue-state`'s `drain`: {"<rank>": {"reason", "timestamp"}}) (pure)."""
+    drains = drains or {}
     hostnames = list(status.get("hostnames", []))
     up = set(idset.decode(str(status.get("up", ""))))
     reports = {int(rank): report for rank, report in dict(status.get("reports", {})).items()}
@@ -76,6 +83,7 @@ def rank_rows(
                 used_m=used_millicores(before[rank], report) if rank in before else None,
                 cgroup=str(report.get("cgroup", "")),
                 note=error or ("" if report.get("cgroup") or rank not in up else "no CPU cgroup readable"),
+                drained=str(drains[str(rank)].get("reason", "")) if str(rank) in drains else None,
             )
         )
     return rows
@@ -84,9 +92,16 @@ def rank_rows(
 class ClusterReader:
     """Reads the instance through `rpc`; keeps each rank's last CPU report between page loads."""
 
-    def __init__(self, status: Callable[[], dict[str, Any]], rpc: Rpc, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        status: Callable[[], dict[str, Any]],
+        rpc: Rpc,
+        clock: Callable[[], float] = time.monotonic,
+        drains: Callable[[], dict[str, Any]] = dict,
+    ):
         self.status = status
         self.rpc = rpc
+        self.drains = drains
         self.clock = clock
         self._last: dict[int, tuple[float, dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -114,7 +129,11 @@ class ClusterReader:
         with self._lock:
             stamp = self.clock()
             self._last = {r: (stamp, report) for r, report in current.items() if "error" not in report}
-        return rank_rows(status, current, before)
+        try:
+            drains = self.drains()
+        except Exception:  # an instance without a drain table (the flux flavour): no row is drained here
+            drains = {}
+        return rank_rows(status, current, before, drains)
 
 
 def broker_reader(service: Any) -> ClusterReader | None:
@@ -129,7 +148,10 @@ def broker_reader(service: Any) -> ClusterReader | None:
     def rpc(topic: str, rank: int) -> dict[str, Any]:
         return dict(service.client.handle.rpc(topic, {}, rank, 5.0))
 
-    return ClusterReader(status, rpc)
+    def drains() -> dict[str, Any]:
+        return dict(dict(service.client.handle.rpc("job-manager.queue-state", {}, 0, 5.0)).get("drain", {}))
+
+    return ClusterReader(status, rpc, drains=drains)
 
 
 def burst_service_line(service: Any) -> str | None:

@@ -1,0 +1,36 @@
+"""MkDocs hooks (mkdocs.yml `hooks:`): the generated pages, built fresh on every `mkdocs build`.
+
+reference/cli.md and reference/flux.md come from the commands, reference/rest-api.md from the REST app's OpenAPI
+document; none of them is kept in the checkout, so they cannot go stale. docs/benchmarks.md is kept (it reads on
+GitHub too) and must match bench/results.toml: a stale one fails the build."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # mkdocs loads this file by path; its siblings import as `docsgen.*`
+
+from docsgen import benchmarks, cli_reference, rest_reference  # noqa: E402
+
+
+def on_files(files: Files, config: Any) -> Files:
+    generated = {
+        "reference/cli.md": cli_reference.minicluster_page,
+        "reference/flux.md": cli_reference.flux_page,
+        "reference/rest-api.md": rest_reference.rest_page,
+    }
+    for uri, build in generated.items():
+        files.append(File.generated(config, uri, content=build()))
+    page = benchmarks.render(benchmarks.load())
+    if benchmarks.PAGE.read_text() != page:
+        raise PluginError(
+            "docs/benchmarks.md is stale (bench/results.toml changed): run .venv/bin/python -m docsgen.benchmarks"
+        )
+    return files

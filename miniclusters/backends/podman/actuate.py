@@ -1,0 +1,88 @@
+"""The podman actuator: the one writer of a podman cluster's size (its record, then its pods) and of its pods'
+CPU (`podman update --cpu-shares` of the running container: the cgroup's weight changes, the processes stay)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+
+from elasticity.control.ports import PodResize, ScaleResult
+from miniclusters.api.quantity import cpu_millicores, format_millicores
+from miniclusters.backends.base import ClusterStatus, InvalidRequestError, ResizeOutcome, ResizeResult
+from miniclusters.backends.podman.core import PodmanCore
+from miniclusters.backends.podman.observe import read_pods, shares_to_millicores
+from miniclusters.backends.policy import check_scale
+
+
+class PodmanActuator(PodmanCore):
+    """scale and resize."""
+
+    def scale(self, name: str, size: int) -> ClusterStatus:
+        """Add pods for the new indexes (they join as the ranks the broker config registered) or remove the
+        highest ones; the lead (index 0) is never removed."""
+        self.scale_to(name, size)
+        return self.status(name)
+
+    def scale_to(self, name: str, size: int) -> ScaleResult:
+        record, mc = self._load(name)
+        registered = int(record.spec["spec"]["maxSize"])
+        check_scale(mc.spec.min_size, registered, size, name)
+        previous = mc.spec.size
+        present = {p.index for p in self._pods(name, mc)}
+        record = self._with_size(record, size)
+        self.store.save(record)
+        record, mc = self._load(name)
+        rendered = self._rendered(record, mc)
+        gone = sorted(i for i in present if i >= size)
+        if gone:
+            self._remove_pods(rendered, gone)
+            kept = {k: v for k, v in record.cpu.items() if int(k) < size}
+            record = replace(record, cpu=kept)
+            self.store.save(record)
+        new = [i for i in range(size) if i not in present]
+        if new:
+            self._play(record, rendered, new, self._runner(mc), lead_restarts=True)
+        return ScaleResult(name, previous, size)
+
+    def resize(self, name: str, index: int, cpu: str) -> ResizeResult:
+        """Change pod `index`'s CPU request in place: its container's cpu.shares; never restarts it."""
+        try:
+            milli = cpu_millicores(cpu)
+        except ValueError as exc:
+            raise InvalidRequestError(f"--cpu: {exc}") from None
+        answer = self.resize_many(name, {index: milli})[index]
+        actual = format_millicores(answer.cpu_actual) if answer.cpu_actual is not None else None
+        return ResizeResult(index, f"{name}-{index}", answer.outcome, answer.reason, cpu, actual)
+
+    def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]:
+        """One `podman update` per pod; a request above this machine's CPUs is Infeasible (as the kubelet says
+        of more than the node's capacity) and changes nothing."""
+        record, mc = self._load(name)
+        for index, milli in requests.items():
+            self._require_index(name, mc, index)
+            if milli < 0:
+                raise InvalidRequestError(f"pod index {index}: negative CPU request {milli}m")
+        capacity = (os.cpu_count() or 1) * 1000
+        answers: dict[int, PodResize] = {}
+        for index in sorted(requests):
+            milli = requests[index]
+            if milli > capacity:
+                answers[index] = PodResize(
+                    index,
+                    ResizeOutcome.INFEASIBLE,
+                    f"Node didn't have enough capacity: cpu, requested: {milli}m, capacity: {capacity}m",
+                    milli,
+                )
+                continue
+            self._set_shares(name, index, self._runner(mc), milli)
+            record = replace(record, cpu={**record.cpu, str(index): milli})
+            self.store.save(record)
+            answers[index] = PodResize(index, ResizeOutcome.DONE, "cpu.shares updated in place", milli)
+        pods = {p.index: p for p in read_pods(self.podman, name, self._runner(mc))}
+        out = {}
+        for index, answer in answers.items():
+            shares = pods[index].cpu_shares if index in pods else None
+            actual = shares_to_millicores(shares) if shares else None
+            out[index] = PodResize(index, answer.outcome, answer.reason, answer.cpu_requested, actual)
+        return out

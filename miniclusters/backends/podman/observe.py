@@ -1,0 +1,154 @@
+"""Reading a podman cluster's pods: one `podman pod ps`, one `podman container inspect`, as PodStatus values.
+
+Pure apart from the Podman handle: the mapping from podman's container state to Kubernetes' pod phases is
+`phase_of`, tested without podman.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from miniclusters.api.quantity import format_millicores
+from miniclusters.backends.base import PodStatus
+from miniclusters.backends.podman.engine import Podman
+from miniclusters.backends.podman.pods import CLUSTER_LABEL, cluster_of, container_name, pod_name
+from miniclusters.render.layout import NAME_LABEL
+
+CPU_SHARES_MIN = 2
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class PodmanPod:
+    """One pod as podman reports it; `container` is the application container's inspect document (None while
+    the init container still runs: `kube play` creates the application container after it)."""
+
+    index: int
+    name: str
+    pod_state: str
+    container: dict[str, Any] | None
+
+    @property
+    def pid(self) -> int | None:
+        state = (self.container or {}).get("State", {})
+        return int(state["Pid"]) if state.get("Pid") else None
+
+    @property
+    def cpu_shares(self) -> int | None:
+        """The container's CPU weight as the kernel holds it (podman 4.3's inspect keeps the creation value
+        after `podman update`): cgroup v1 cpu.shares, or v2 cpu.weight mapped back to shares."""
+        path = (self.container or {}).get("State", {}).get("CgroupPath")
+        if not path or self.pid is None:
+            return None
+        return read_cpu_shares(str(path))
+
+
+def read_cpu_shares(cgroup_path: str, root: Path = CGROUP_ROOT) -> int | None:
+    v1 = root / "cpu" / cgroup_path.lstrip("/") / "cpu.shares"
+    v2 = root / cgroup_path.lstrip("/") / "cpu.weight"
+    try:
+        if v1.exists():
+            return int(v1.read_text())
+        if v2.exists():
+            return weight_to_shares(int(v2.read_text()))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def weight_to_shares(weight: int) -> int:
+    """cgroup v2 cpu.weight back to shares (the inverse of the linear mapping runc and crun used before 1.3.2)."""
+    return 2 + (weight - 1) * 262142 // 9999
+
+
+def shares_to_millicores(shares: int) -> int:
+    """The kubelet's cgroup v1 mapping inverted: shares = milli * 1024 / 1000."""
+    return (shares * 1000 + 1023) // 1024 if shares > CPU_SHARES_MIN else 0
+
+
+def millicores_to_shares(milli: int) -> int:
+    """cpu.shares for a CPU request, as the kubelet writes it (min 2, max 262144)."""
+    return max(CPU_SHARES_MIN, min(262144, milli * 1024 // 1000))
+
+
+def phase_of(pod: PodmanPod) -> tuple[str, int | None, str | None]:
+    """(Kubernetes pod phase, exit code, reason) of a podman pod."""
+    if pod.container is None:
+        return "Pending", None, "PodInitializing"
+    state = pod.container.get("State", {})
+    status = str(state.get("Status", "unknown"))
+    if status in ("running", "paused"):
+        return "Running", None, None
+    if status in ("exited", "stopped"):
+        code = int(state.get("ExitCode", 0))
+        if code == 0:
+            return "Succeeded", 0, None
+        if pod.container.get("HostConfig", {}).get("RestartPolicy", {}).get("Name") == "on-failure":
+            return "Running", None, "CrashLoopBackOff"  # podman restarts it: the pod is not done (OnFailure)
+        return "Failed", code, "Error"
+    if status in ("created", "configured", "initialized"):
+        return "Pending", None, "ContainerCreating"
+    return "Unknown", None, status
+
+
+def pod_status(pod: PodmanPod, desired: int | None = None) -> PodStatus:
+    """`desired`: the pod's recorded CPU request in millicores (None: none recorded)."""
+    phase, code, reason = phase_of(pod)
+    shares = pod.cpu_shares
+    cpu = format_millicores(shares_to_millicores(shares)) if shares else None
+    want = format_millicores(desired) if desired is not None else None
+    return PodStatus(
+        index=pod.index,
+        name=pod.name,
+        phase=phase,
+        ready=phase == "Running" and reason is None,
+        cpu_desired=want,
+        cpu_allocated=want if cpu is not None else None,
+        cpu_actual=cpu,
+        node="podman",
+        exit_code=code,
+        restarts=int((pod.container or {}).get("RestartCount", 0)),
+        reason=reason,
+    )
+
+
+def read_pods(podman: Podman, cluster: str, runner: str) -> list[PodmanPod]:
+    """Every pod of `cluster`, by index, with its application container's inspect document."""
+    listed = podman.json(
+        [
+            "pod",
+            "ps",
+            "--filter",
+            f"label={NAME_LABEL}={cluster}",
+            "--filter",
+            f"label={CLUSTER_LABEL}=podman",
+            "--format",
+            "json",
+        ],
+        f"listing the pods of MiniCluster {cluster!r}",
+    )
+    indexes: dict[int, str] = {}
+    for pod in listed or []:
+        found = cluster_of(pod.get("Labels") or {})
+        if found is not None and found[0] == cluster:
+            indexes[found[1]] = str(pod.get("Status", ""))
+    names = [container_name(cluster, i, runner) for i in sorted(indexes)]
+    inspected: dict[str, dict[str, Any]] = {}
+    if names:
+        # Containers may be missing (still initialising): inspect does not stop at the first unknown name.
+        answer = podman.run(["container", "inspect", *names], "inspecting containers", check=False)
+        for doc in json.loads(answer.stdout or "[]"):
+            inspected[str(doc.get("Name", "")).lstrip("/")] = doc
+    return [
+        PodmanPod(i, pod_name(cluster, i), indexes[i], inspected.get(container_name(cluster, i, runner)))
+        for i in sorted(indexes)
+    ]
+
+
+def cluster_names(podman: Podman) -> list[str]:
+    """Clusters that have pods in podman (whatever the state directory knows)."""
+    listed = podman.json(["pod", "ps", "--filter", f"label={CLUSTER_LABEL}=podman", "--format", "json"], "listing pods")
+    return sorted({found[0] for pod in listed or [] if (found := cluster_of(pod.get("Labels") or {}))})

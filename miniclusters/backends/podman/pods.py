@@ -1,0 +1,204 @@
+"""From what `minicluster render` emits to what `podman kube play` runs: one Pod per Job index. Pure functions.
+
+The rendered objects stay the one template: each pod is the Indexed Job's pod template with what the Job
+controller and the kubelet would add (hostname `<name>-<i>`, `JOB_COMPLETION_INDEX`, the completion-index
+label), what the headless Service's DNS would answer (podman's CNI network here has no DNS plugin, so every
+registered host's name goes into each pod's /etc/hosts through `hostAliases`, at the address the pod is given
+with `--ip`), minus the fields podman does not know (subdomain, affinity, resizePolicy).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from miniclusters.render.layout import INDEX_LABEL, NAME_LABEL
+
+POD_FIELDS_PODMAN_IGNORES = ("subdomain", "affinity")
+CONTAINER_FIELDS_PODMAN_IGNORES = ("resizePolicy",)
+FIRST_HOST_OFFSET = 2
+"""Pod i gets the network's address `first + FIRST_HOST_OFFSET + i` (`.1` is the bridge's gateway)."""
+CLUSTER_LABEL = "miniclusters.dev/backend"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The objects `render_minicluster` returned, by kind."""
+
+    secret: dict[str, Any]
+    config_map: dict[str, Any]
+    service: dict[str, Any]
+    job: dict[str, Any]
+
+    @classmethod
+    def from_objects(cls, objects: Sequence[Mapping[str, Any]]) -> Rendered:
+        by_kind: dict[str, dict[str, Any]] = {}
+        for obj in objects:
+            if obj["kind"] == "Service" and obj["spec"].get("clusterIP") != "None":
+                continue  # the REST Service: reached through the lead's address instead
+            by_kind.setdefault(obj["kind"], dict(obj))
+        missing = [k for k in ("Secret", "ConfigMap", "Service", "Job") if k not in by_kind]
+        if missing:
+            raise ValueError(f"rendered objects lack {', '.join(missing)}")
+        return cls(by_kind["Secret"], by_kind["ConfigMap"], by_kind["Service"], by_kind["Job"])
+
+    @property
+    def name(self) -> str:
+        return str(self.job["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.job["metadata"].get("namespace", "default"))
+
+
+def network_name(cluster: str) -> str:
+    return f"minicluster-{cluster}"
+
+
+def pod_name(cluster: str, index: int) -> str:
+    return f"{cluster}-{index}"
+
+
+def container_name(cluster: str, index: int, container: str) -> str:
+    """How `podman kube play` names a pod's container: `<pod>-<container>`."""
+    return f"{pod_name(cluster, index)}-{container}"
+
+
+def pod_address(subnet: str, index: int) -> str:
+    """The fixed address of pod `index` on the cluster's network (`--ip`), so /etc/hosts can name it in advance."""
+    network = ipaddress.ip_network(subnet)
+    if FIRST_HOST_OFFSET + index >= network.num_addresses - 1:
+        raise ValueError(f"subnet {subnet} has no address for pod index {index}")
+    return str(network.network_address + FIRST_HOST_OFFSET + index)
+
+
+def host_names(rendered: Rendered, index: int, cluster_domain: str = "cluster.local") -> list[str]:
+    """The names the headless Service's DNS gives pod `index`: short, `<pod>.<svc>`, the FQDN."""
+    host = pod_name(rendered.name, index)
+    service = rendered.service["metadata"]["name"]
+    return [host, f"{host}.{service}", f"{host}.{service}.{rendered.namespace}.svc.{cluster_domain}"]
+
+
+def host_aliases(rendered: Rendered, subnet: str, max_size: int) -> list[dict[str, Any]]:
+    """/etc/hosts lines for every registered host (up to maxSize): pods added by a scale-up are already named."""
+    return [{"ip": pod_address(subnet, i), "hostnames": host_names(rendered, i)} for i in range(max_size)]
+
+
+def owned_name(cluster: str, index: int, name: str) -> str:
+    """A volume, Secret or ConfigMap name made private to pod `index`: podman 4.3 turns an emptyDir into a
+    *named* volume (`mc-run` would be one directory shared by every pod on the machine) and a ConfigMap or
+    Secret volume into a volume named after the object, rewritten by every `kube play` that carries it."""
+    return f"{pod_name(cluster, index)}-{name}"
+
+
+def _private_volumes(spec: dict[str, Any], cluster: str, index: int) -> None:
+    """Rename the pod's emptyDir, ConfigMap and Secret volumes to pod-private names (and their mounts)."""
+    renamed: dict[str, str] = {}
+    for volume in spec.get("volumes", []):
+        if "emptyDir" in volume:
+            renamed[volume["name"]] = owned_name(cluster, index, volume["name"])
+            volume["name"] = renamed[volume["name"]]
+        elif "configMap" in volume:
+            volume["configMap"]["name"] = owned_name(cluster, index, volume["configMap"]["name"])
+        elif "secret" in volume:
+            # podman 4.3 writes a Secret volume's files still base64-encoded: the backend fills a named volume
+            # with the decoded Secret (secret_files) and the pod mounts that volume, where the template says.
+            claim = owned_name(cluster, index, volume["secret"]["secretName"])
+            del volume["secret"]
+            volume["persistentVolumeClaim"] = {"claimName": claim, "readOnly": True}
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        for mount in container.get("volumeMounts", []):
+            mount["name"] = renamed.get(mount["name"], mount["name"])
+
+
+def _renamed(obj: Mapping[str, Any], cluster: str, index: int) -> dict[str, Any]:
+    out = copy.deepcopy(dict(obj))
+    out["metadata"] = {**out["metadata"], "name": owned_name(cluster, index, out["metadata"]["name"])}
+    return out
+
+
+def owned_volumes(rendered: Rendered, index: int) -> list[str]:
+    """The podman volumes pod `index` owns, for `down` to remove: its emptyDirs, its Secret and ConfigMap."""
+    cluster = rendered.name
+    spec = rendered.job["spec"]["template"]["spec"]
+    volumes = [owned_name(cluster, index, v["name"]) for v in spec.get("volumes", []) if "emptyDir" in v]
+    secret = owned_name(cluster, index, rendered.secret["metadata"]["name"])
+    config = owned_name(cluster, index, rendered.config_map["metadata"]["name"])
+    return [*volumes, secret, config]
+
+
+def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) -> dict[str, Any]:
+    """The Pod the Indexed Job controller would create for `index`, as podman kube play accepts it."""
+    template = copy.deepcopy(rendered.job["spec"]["template"])
+    spec = template["spec"]
+    for key in POD_FIELDS_PODMAN_IGNORES:
+        spec.pop(key, None)
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        for key in CONTAINER_FIELDS_PODMAN_IGNORES:
+            container.pop(key, None)
+    for container in spec["containers"]:
+        env = [e for e in container.get("env", []) if e.get("name") != "JOB_COMPLETION_INDEX"]
+        container["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": str(index)}, *env]
+    _private_volumes(spec, rendered.name, index)
+    spec["hostname"] = pod_name(rendered.name, index)
+    spec["hostAliases"] = host_aliases(rendered, subnet, max_size)
+    labels = dict(template.get("metadata", {}).get("labels", {}))
+    labels.update({INDEX_LABEL: str(index), CLUSTER_LABEL: "podman", "job-name": rendered.name})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod_name(rendered.name, index), "labels": labels},
+        "spec": spec,
+    }
+
+
+def play_documents(rendered: Rendered, index: int, subnet: str, max_size: int) -> list[dict[str, Any]]:
+    """What one `podman kube play` of pod `index` reads: the Secret and ConfigMap it mounts, then the Pod."""
+    return [_renamed(rendered.config_map, rendered.name, index), pod_for_index(rendered, index, subnet, max_size)]
+
+
+def secret_volume(rendered: Rendered, index: int) -> str:
+    """The named volume holding pod `index`'s copy of the Secret (filled by the backend before `kube play`)."""
+    return owned_name(rendered.name, index, rendered.secret["metadata"]["name"])
+
+
+def secret_files(rendered: Rendered) -> dict[str, tuple[bytes, int]]:
+    """The files a Secret volume of the pod template shows: {path: (decoded bytes, mode)} (`defaultMode`, items)."""
+    spec = rendered.job["spec"]["template"]["spec"]
+    wanted = rendered.secret["metadata"]["name"]
+    volumes = spec.get("volumes", [])
+    source: dict[str, Any] = next((v["secret"] for v in volumes if v.get("secret", {}).get("secretName") == wanted), {})
+    mode = int(source.get("defaultMode", 0o644))
+    data = {key: base64.b64decode(value) for key, value in rendered.secret.get("data", {}).items()}
+    if "items" in source:
+        return {item["path"]: (data[item["key"]], int(item.get("mode", mode))) for item in source["items"]}
+    return {key: (value, mode) for key, value in data.items()}
+
+
+def cpu_request(rendered: Rendered, container: str) -> str | None:
+    """The CPU request of the pod template's `container` (the kubelet turns it into cpu.shares)."""
+    for spec in rendered.job["spec"]["template"]["spec"]["containers"]:
+        if spec["name"] == container:
+            cpu = spec.get("resources", {}).get("requests", {}).get("cpu")
+            return str(cpu) if cpu is not None else None
+    return None
+
+
+def registered_hosts(rendered: Rendered) -> int:
+    """Hosts the broker config lists (MINICLUSTER_MAX_SIZE in the pod template): the ceiling of any scale."""
+    for container in rendered.job["spec"]["template"]["spec"]["containers"]:
+        for env in container.get("env", []):
+            if env.get("name") == "MINICLUSTER_MAX_SIZE":
+                return int(env["value"])
+    return int(rendered.job["spec"]["parallelism"])
+
+
+def cluster_of(labels: Mapping[str, str]) -> tuple[str, int] | None:
+    """(cluster, index) of a podman pod we created, from its labels; None for anyone else's pod."""
+    if labels.get(CLUSTER_LABEL) != "podman" or NAME_LABEL not in labels or INDEX_LABEL not in labels:
+        return None
+    return labels[NAME_LABEL], int(labels[INDEX_LABEL])

@@ -1,0 +1,79 @@
+"""What a podman cluster was created from, kept on disk beside the local backend's clusters.
+
+podman holds the pods, their containers, volumes and network; this file holds what podman cannot: the spec
+(its size is the one writer's record of the wanted size), the image registry/tag and the CURVE keypair, so a
+scale-up renders pods that join the same instance. One JSON file per cluster, replaced atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+RECORD_FILE = "podman.json"
+
+
+def state_root() -> Path:
+    """The local backend's root ($MINICLUSTERS_STATE_DIR, else $XDG_STATE_HOME/miniclusters, else
+    ~/.local/state/miniclusters); podman clusters live under its `podman/` (backends never import each other)."""
+    explicit = os.environ.get("MINICLUSTERS_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "miniclusters"
+
+
+@dataclass(frozen=True)
+class PodmanRecord:
+    name: str
+    spec: dict[str, Any]
+    """The MiniCluster (to_dict), spec.size kept at the wanted size and maxSize pinned to the registered hosts."""
+    registry: str
+    tag: str
+    certificate: str
+    """The zcert text every pod's Secret carries (scale-ups reuse it: a new keypair would lock them out)."""
+    network: str
+    subnet: str
+    cpu: dict[str, int] = field(default_factory=dict)
+    """Each pod's CPU request now (millicores by index, as text: JSON keys), after any resize: what a restarted
+    container gets back, as the kubelet gives a restarted container its pod's request."""
+
+    def cpu_of(self, index: int) -> int | None:
+        return self.cpu.get(str(index))
+
+
+class PodmanStore:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = (root or state_root()) / "podman"
+
+    def path(self, name: str) -> Path:
+        return self.root / name / RECORD_FILE
+
+    def exists(self, name: str) -> bool:
+        return self.path(name).is_file()
+
+    def names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / RECORD_FILE).is_file())
+
+    def load(self, name: str) -> PodmanRecord:
+        return PodmanRecord(**json.loads(self.path(name).read_text()))
+
+    def save(self, record: PodmanRecord) -> None:
+        path = self.path(record.name)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        temporary = path.with_name(f".{RECORD_FILE}.{os.getpid()}")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds a private key
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(json.dumps(asdict(record), indent=2))
+        temporary.replace(path)
+
+    def remove(self, name: str) -> None:
+        shutil.rmtree(self.root / name, ignore_errors=True)
+        if self.root.is_dir() and not any(self.root.iterdir()):
+            self.root.rmdir()

@@ -1,0 +1,113 @@
+"""The README stays a front door whose links and figures hold; the generated reference pages cover every command
+and endpoint; docs/benchmarks.md matches bench/results.toml. (`make docs` builds the whole site strictly.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from docsgen import benchmarks, cli_reference, rest_reference
+from miniclusters.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_readme_is_a_front_door() -> None:
+    assert len(README.splitlines()) < 250
+    assert "make demo" in README and "make test" in README
+
+
+def test_every_relative_link_in_the_readme_names_a_file_that_exists() -> None:
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README)
+    local = [t for t in targets if "://" not in t]
+    assert local, "the README links to the docs"
+    missing = [t for t in local if not (ROOT / t).exists()]
+    assert not missing, f"README links to missing files: {missing}"
+
+
+def test_the_readme_headline_figures_are_the_recorded_ones() -> None:
+    """Each headline in bench/results.toml is quoted as is, and every figure line the README lists is one of them."""
+    headlines = {bench.headline for bench in benchmarks.load() if bench.headline}
+    assert headlines
+    section = README[README.index("## Headline figures") :]
+    section = section[: section.index("\n## ", 1)]
+    listed = {line[2:] for line in section.splitlines() if line.startswith("- ")}
+    assert listed == headlines
+
+
+def test_the_benchmarks_page_is_generated_from_the_recorded_runs() -> None:
+    assert benchmarks.main(["--check"]) == 0
+    page = benchmarks.PAGE.read_text()
+    for bench in benchmarks.load():
+        assert f"## {bench.title}" in page
+        for table in bench.tables:
+            for row in table.rows:
+                assert "| " + " | ".join(row) + " |" in page
+
+
+def test_a_ragged_table_is_refused_naming_the_bench(tmp_path: Path) -> None:
+    path = tmp_path / "results.toml"
+    path.write_text(
+        '[[bench]]\nid = "x"\ntitle = "t"\nscript = "s"\ncommand = "c"\nconditions = "q"\nsummary = "m"\n'
+        '[[bench.table]]\ncolumns = ["a", "b"]\nrows = [["1"]]\n'
+    )
+    try:
+        benchmarks.load(path)
+    except ValueError as exc:
+        assert "bench 'x'" in str(exc) and "row 0" in str(exc)
+    else:
+        raise AssertionError("a row with too few cells was accepted")
+
+
+def _commands(group: click.Group, path: str) -> list[str]:
+    found = []
+    for name, command in group.commands.items():
+        if command.hidden:
+            continue
+        found.append(f"{path} {name}")
+        if isinstance(command, click.Group):
+            found += _commands(command, f"{path} {name}")
+    return found
+
+
+def test_the_cli_reference_has_every_command_with_its_options() -> None:
+    page = cli_reference.minicluster_page()
+    for command in _commands(main, "minicluster"):
+        assert f"`{command}`\n" in page, command
+    assert "| `--restore ARCHIVE` | Restore the queue" in page  # options come through, with metavars and help
+    flux = cli_reference.flux_page()
+    for name in ("submit", "jobs", "resource", "resource list", "start", "restful users"):
+        assert f"## `flux {name}`" in flux or f"### `flux {name}`" in flux, name
+    assert "Usage: flux submit" in flux
+
+
+def test_the_rest_reference_has_every_path_of_the_openapi_document() -> None:
+    document = rest_reference.openapi_document()
+    page = rest_reference.rest_page(document)
+    for path, item in document["paths"].items():
+        for method in item:
+            assert f"### `{method.upper()} {path}`" in page
+    for name in document["components"]["schemas"]:
+        assert f"### {name} {{#" in page
+
+
+def test_a_recorded_run_replaces_the_result_line_and_regenerates_the_page(tmp_path: Path) -> None:
+    results = tmp_path / "results.toml"
+    page = tmp_path / "benchmarks.md"
+    results.write_text(benchmarks.RESULTS.read_text())
+    benchmarks.record_result("multiplex", {"theta2": 1.7, "note": "it's"}, results, page)
+    benchmarks.record_result("jobs", {"jobs_per_s": 600}, results, page)  # an entry without a result yet
+    recorded = {bench.id: bench.result for bench in benchmarks.load(results)}
+    assert recorded["multiplex"] == '{"theta2": 1.7, "note": "it\'s"}'
+    assert recorded["jobs"] == '{"jobs_per_s": 600}'
+    assert '{"jobs_per_s": 600}' in page.read_text()
+    assert results.read_text().startswith("# Recorded benchmark runs")  # comments kept
+    try:
+        benchmarks.record_result("nonesuch", {}, results, None)
+    except ValueError as exc:
+        assert "nonesuch" in str(exc)
+    else:
+        raise AssertionError("an unknown bench was recorded")

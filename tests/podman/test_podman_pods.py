@@ -1,0 +1,166 @@
+"""The podman backend's pure part: rendered objects -> the pods `podman kube play` runs (no podman needed)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.curve_cert import parse_zcert
+from miniclusters.api import load_minicluster
+from miniclusters.backends.podman.observe import (
+    PodmanPod,
+    millicores_to_shares,
+    phase_of,
+    read_cpu_shares,
+    shares_to_millicores,
+)
+from miniclusters.backends.podman.pods import (
+    Rendered,
+    host_aliases,
+    owned_volumes,
+    play_documents,
+    pod_address,
+    pod_for_index,
+    registered_hosts,
+    secret_files,
+)
+from miniclusters.render import render_minicluster
+from miniclusters.render.layout import INDEX_LABEL
+
+
+def _rendered(size: int = 2, max_size: int = 4) -> Rendered:
+    mc = load_minicluster(
+        {
+            "apiVersion": "miniclusters.dev/v1alpha1",
+            "kind": "MiniCluster",
+            "metadata": {"name": "pm"},
+            "spec": {
+                "size": size,
+                "maxSize": max_size,
+                "containers": [{"image": "app:1", "command": "hostname", "resources": {"requests": {"cpu": "500m"}}}],
+            },
+        }
+    )
+    return Rendered.from_objects(render_minicluster(mc))
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def test_each_index_is_the_job_template_with_hostname_index_and_labels() -> None:
+    rendered = _rendered()
+    pod = pod_for_index(rendered, 1, "10.89.3.0/24", 4)
+    spec = pod["spec"]
+    assert pod["metadata"]["name"] == "pm-1" and spec["hostname"] == "pm-1"
+    assert pod["metadata"]["labels"][INDEX_LABEL] == "1"
+    assert _env(spec["containers"][0])["JOB_COMPLETION_INDEX"] == "1"
+    assert "subdomain" not in spec and "affinity" not in spec
+    assert all("resizePolicy" not in c for c in spec["containers"])
+    template = rendered.job["spec"]["template"]["spec"]
+    assert spec["containers"][0]["command"] == template["containers"][0]["command"]
+    assert spec["initContainers"][0]["image"] == template["initContainers"][0]["image"]
+    assert [m["mountPath"] for m in spec["containers"][0]["volumeMounts"]] == [
+        m["mountPath"] for m in template["containers"][0]["volumeMounts"]
+    ]
+    assert "JOB_COMPLETION_INDEX" not in _env(template["containers"][0])  # the template is not changed
+
+
+def test_every_registered_host_is_named_at_its_fixed_address() -> None:
+    rendered = _rendered(size=2, max_size=4)
+    aliases = host_aliases(rendered, "10.89.3.0/24", registered_hosts(rendered))
+    assert [a["ip"] for a in aliases] == ["10.89.3.2", "10.89.3.3", "10.89.3.4", "10.89.3.5"]
+    assert aliases[3]["hostnames"] == ["pm-3", "pm-3.pm", "pm-3.pm.default.svc.cluster.local"]
+    toml = rendered.config_map["data"]["broker.toml"]
+    assert 'default_connect = "tcp://%h.pm.default.svc.cluster.local:%p"' in toml  # the name the alias answers
+
+
+def test_pod_address_refuses_a_subnet_too_small() -> None:
+    assert pod_address("10.89.0.0/29", 3) == "10.89.0.5"
+    with pytest.raises(ValueError, match="no address for pod index 5"):
+        pod_address("10.89.0.0/29", 5)
+
+
+def test_volumes_are_private_to_the_pod_and_mounts_follow() -> None:
+    rendered = _rendered()
+    spec = pod_for_index(rendered, 0, "10.89.3.0/24", 4)["spec"]
+    names = {v["name"] for v in spec["volumes"]}
+    assert {"pm-0-mc-run", "pm-0-mc-broker"} <= names and "mc-run" not in names
+    for container in [*spec["initContainers"], *spec["containers"]]:
+        assert {m["name"] for m in container["volumeMounts"]} <= names
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v]
+    assert claims == ["pm-0-pm-curve-cert"]
+    configs = {v["configMap"]["name"] for v in spec["volumes"] if "configMap" in v}
+    assert configs == {"pm-0-pm-flux-config"}
+    documents = play_documents(rendered, 0, "10.89.3.0/24", 4)
+    assert [d["kind"] for d in documents] == ["ConfigMap", "Pod"]
+    assert documents[0]["metadata"]["name"] == "pm-0-pm-flux-config"
+    assert documents[0]["data"] == rendered.config_map["data"]
+    assert set(owned_volumes(rendered, 0)) == {
+        "pm-0-mc-run",
+        "pm-0-mc-broker",
+        "pm-0-pm-curve-cert",
+        "pm-0-pm-flux-config",
+    }
+
+
+def test_secret_files_are_decoded_with_the_template_mode() -> None:
+    rendered = _rendered()
+    files = secret_files(rendered)
+    data, mode = files["curve.cert"]
+    assert data == base64.b64decode(rendered.secret["data"]["curve.cert"])
+    assert parse_zcert(data.decode()).public_key  # a real zcert, not its base64 text
+    assert mode == 0o400
+
+
+def test_rendered_needs_every_object() -> None:
+    objects = render_minicluster(
+        load_minicluster({"metadata": {"name": "x"}, "spec": {"containers": [{"image": "a"}]}})
+    )
+    with pytest.raises(ValueError, match="Job"):
+        Rendered.from_objects([o for o in objects if o["kind"] != "Job"])
+
+
+def test_cpu_shares_follow_the_kubelet_mapping() -> None:
+    assert millicores_to_shares(500) == 512 and millicores_to_shares(1000) == 1024 and millicores_to_shares(0) == 2
+    assert shares_to_millicores(512) == 500 and shares_to_millicores(256) == 250 and shares_to_millicores(2) == 0
+
+
+def test_cpu_shares_are_read_from_the_cgroup(tmp_path: Path) -> None:
+    (tmp_path / "cpu" / "libpod_parent" / "c1").mkdir(parents=True)
+    (tmp_path / "cpu" / "libpod_parent" / "c1" / "cpu.shares").write_text("256\n")
+    assert read_cpu_shares("/libpod_parent/c1", tmp_path) == 256
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "cpu.weight").write_text("100\n")
+    assert read_cpu_shares("/v2", tmp_path) == 2 + 99 * 262142 // 9999
+    assert read_cpu_shares("/missing", tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("state", "phase", "code"),
+    [
+        ({"Status": "running"}, "Running", None),
+        ({"Status": "exited", "ExitCode": 0}, "Succeeded", 0),
+        ({"Status": "exited", "ExitCode": 3}, "Failed", 3),
+        ({"Status": "created"}, "Pending", None),
+    ],
+)
+def test_container_states_become_pod_phases(state: dict[str, Any], phase: str, code: int | None) -> None:
+    assert phase_of(PodmanPod(0, "pm-0", "Running", {"State": state}))[:2] == (phase, code)
+
+
+def test_a_failed_container_podman_will_restart_is_not_a_failed_pod() -> None:
+    container = {
+        "State": {"Status": "exited", "ExitCode": 137},
+        "HostConfig": {"RestartPolicy": {"Name": "on-failure"}},
+    }
+    assert phase_of(PodmanPod(1, "pm-1", "Running", container)) == ("Running", None, "CrashLoopBackOff")
+    container["HostConfig"] = {"RestartPolicy": {"Name": ""}}
+    assert phase_of(PodmanPod(0, "pm-0", "Running", container)) == ("Failed", 137, "Error")
+
+
+def test_a_pod_without_its_container_is_initialising() -> None:
+    assert phase_of(PodmanPod(0, "pm-0", "Running", None)) == ("Pending", None, "PodInitializing")
