@@ -13,7 +13,7 @@ to one pod). Prints a table, then one JSON line:
  "cpu_seconds_requested_loops", "resizes", "scale_events", "restarts"}
 
     .venv/bin/python bench/bench_campaign.py [--spec examples/naca0012-campaign.yaml] [--iterations N]
-        [--order rigid-first|loops-first]
+        [--order rigid-first|loops-first] [--record]
 
 Needs root (the local backend's network namespaces and cgroups) and Debian's openfoam + openfoam-examples. The
 machine is shared: run-to-run noise from other processes is large, so the figures are one measurement each.
@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", type=Path, default=ROOT / "examples" / "naca0012-campaign.yaml")
     parser.add_argument("--iterations", type=int, help="override spec.campaign.iterations")
     parser.add_argument("--order", choices=("rigid-first", "loops-first"), default="rigid-first")
+    parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     args = parser.parse_args(argv)
     base = yaml.safe_load(args.spec.read_text())
     if args.iterations:
@@ -124,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         "restarts": loops["restarts"] + rigid["restarts"],
     }
     print(json.dumps(line))
+    if args.record:
+        from docsgen.benchmarks import record_result
+
+        record_result("campaign", line)
     return 0 if rigid["rc"] == 0 and loops["rc"] == 0 else 1
 
 
