@@ -22,6 +22,7 @@ EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (
     ("autoscale",),
     ("multiplexing",),
     ("campaign",),
+    ("placement",),
     ("archive", "claimName"),
     ("archive", "unfit"),
 )

@@ -328,6 +328,69 @@ def _campaign(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.containers[0].command", "a campaign runs its own members; leave the command empty")
 
 
+def _placement(mc: MiniCluster) -> Iterator[Problem]:
+    """spec.placement: contradictions with the shape, multiplexing and autoscaling; what exclusive CPUs need."""
+    spec, placement = mc.spec, mc.spec.placement
+    if placement.policy == "granularity" and spec.tasks < spec.size:
+        yield Problem(
+            "spec.placement.policy",
+            f"granularity gives each node at least one rank, but tasks ({spec.tasks}) is below size ({spec.size}, "
+            "the nodes the job may use); raise tasks or lower size",
+        )
+    if placement.policy != "none":
+        if spec.autoscale.enabled or spec.effective_max_size != spec.size:
+            yield Problem(
+                "spec.placement.policy",
+                f"{placement.policy!r} fixes the job's shape from its ranks and nodes; it cannot be combined with "
+                "autoscaling or a maxSize other than size",
+            )
+        if spec.multiplexing.enabled:
+            yield Problem(
+                "spec.placement.policy",
+                "the multiplexing controller shapes the pods' CPU itself; use placement policy none with it",
+            )
+        if placement.groups:
+            yield Problem("spec.placement.groups", f"set by the {placement.policy!r} policy; leave it 0")
+    elif placement.groups > spec.size:
+        yield Problem("spec.placement.groups", f"{placement.groups} task groups for {spec.size} pod(s): one is empty")
+    if placement.cpus == "exclusive":
+        if spec.multiplexing.enabled:
+            yield Problem(
+                "spec.placement.cpus",
+                "exclusive CPUs pin each pod to its own cores, while multiplexing shares and resizes them in place; "
+                "choose one (cpus: shared, or multiplexing disabled)",
+            )
+        yield from _exclusive_resources(mc)
+
+
+def _exclusive_resources(mc: MiniCluster) -> Iterator[Problem]:
+    """Guaranteed QoS needs a memory request on every container, whole cores for the broker's, no other limits."""
+    runner = mc.spec.flux_runner_index
+    groups = (("containers", mc.spec.containers), ("services", mc.spec.services))
+    for group, items in groups:
+        for index, container in enumerate(items):
+            path = join_path("spec", group, index, "resources")
+            requests, limits = container.resources.requests, container.resources.limits
+            if "memory" not in requests:
+                yield Problem(
+                    f"{path}.requests.memory",
+                    "required with spec.placement.cpus: exclusive (Guaranteed QoS: memory limit = request)",
+                )
+            for name, limit in limits.items():
+                if name in requests and parse_quantity(limit) != parse_quantity(requests[name]):
+                    yield Problem(f"{path}.limits.{name}", "with exclusive CPUs limits equal requests; drop the limit")
+            is_runner = group == "containers" and index == runner
+            if not is_runner and "cpu" not in requests:
+                yield Problem(f"{path}.requests.cpu", "required with spec.placement.cpus: exclusive (Guaranteed QoS)")
+            cpu = requests.get("cpu")
+            whole = cpu is None or (parse_quantity(cpu) == int(parse_quantity(cpu)) and parse_quantity(cpu) >= 1)
+            if is_runner and mc.spec.placement.policy == "none" and not whole:
+                yield Problem(
+                    f"{path}.requests.cpu",
+                    f"{cpu!r}: exclusive CPUs are whole cores (the static CPU manager pins integer requests)",
+                )
+
+
 def _archive(mc: MiniCluster) -> Iterator[Problem]:
     archive = mc.spec.archive
     if archive.path and not archive.path.startswith("/"):
@@ -355,6 +418,7 @@ RULES: tuple[Rule, ...] = (
     _profiling,
     _multiplexing,
     _campaign,
+    _placement,
     _archive,
 )
 

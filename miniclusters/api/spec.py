@@ -287,6 +287,24 @@ class AutoscaleSpec(SpecModel):
     """How often the loop looks at the queue."""
 
 
+class PlacementSpec(SpecModel):
+    """Fine-grained placement of the spec's MPI job (a miniclusters extension; Liu and Guitart; docs/placement.md).
+
+    With a policy, `size` is the number of nodes the job may use and `tasks` its ranks: the pods (workers), their
+    requests and their affinity follow from the policy and the profile class instead of being one pod per node.
+    """
+
+    profile: Literal["cpu", "memory", "network"] = "cpu"
+    """The job's class where no PMPI profile says otherwise: network-bound jobs stay in one worker."""
+    policy: Literal["none", "scale", "granularity"] = "none"
+    """none: the shape as typed; scale: one worker per node; granularity: one worker per rank."""
+    cpus: Literal["shared", "exclusive"] = "shared"
+    """exclusive: whole cores with limits equal to requests (Guaranteed QoS), pinned by the kubelet's static CPU
+    manager on Kubernetes and by a cpuset on the local backend."""
+    groups: int = Field(default=0, ge=0)
+    """Task groups of the pods (one node each): 0 lets the policy choose (none: no grouping)."""
+
+
 class MiniClusterSpec(SpecModel):
     containers: list[Container] = Field(min_length=1)
     resource_claims: list[dict[str, Any]] = Field(default_factory=list)
@@ -315,6 +333,7 @@ class MiniClusterSpec(SpecModel):
     autoscale: AutoscaleSpec = Field(default_factory=AutoscaleSpec)
     campaign: CampaignSpec | None = None
     """Ensembles of OpenFOAM cases, each a Flux sub-instance (`minicluster up` runs the campaign; docs/campaign.md)."""
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
 
     @property
     def effective_max_size(self) -> int:

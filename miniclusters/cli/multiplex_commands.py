@@ -61,6 +61,7 @@ def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
     mux["podCpuM"] = runner_cpu_m(whole)  # the rigid allocation profiling starts from
     mux.setdefault("tasks", spec.get("tasks", 1))
     mux["flavour"] = (spec.get("flux") or {}).get("flavour") or "builtin"
+    mux["placementCpus"] = (spec.get("placement") or {}).get("cpus") or "shared"
     return mux
 
 

@@ -13,6 +13,7 @@ import yaml
 
 from miniclusters.api import MiniCluster, SpecError, load_minicluster_file
 from miniclusters.render import RenderOptions, render_minicluster
+from miniclusters.render.placement import placement_summary
 
 EXIT_INVALID = 2
 
@@ -98,6 +99,9 @@ def validate(files: tuple[str, ...], kubernetes_version: str) -> None:
             f"{name}: valid MiniCluster {mc.name!r} (size {spec.size}, maxSize {spec.effective_max_size}, "
             f"flavour {spec.flux.flavour}, {mc.api_version})"
         )
+        placed = placement_summary(mc)
+        if placed:
+            click.echo(f"  placement: {placed}")
     if failed:
         sys.exit(EXIT_INVALID)
 

@@ -95,7 +95,12 @@ def kubernetes_multiplex_starter(
         ranks = mux.ranks or mc.spec.tasks
         equal = max(1, (budget - overhead * mc.spec.size) // ranks)
         config = multiplex_config(
-            status, mux.model_dump(by_alias=True), mc.spec.tasks, budget, overhead_m=overhead, equal_m=equal
+            status,
+            {**mux.model_dump(by_alias=True), "placementCpus": mc.spec.placement.cpus},
+            mc.spec.tasks,
+            budget,
+            overhead_m=overhead,
+            equal_m=equal,
         )
         # the view names no nodes here, so the runner's capacity is cores_per_node x nodes: the budget exactly
         config = dataclasses.replace(config, cores_per_node=budget / 1000 / config.nodes)

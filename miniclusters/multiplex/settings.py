@@ -60,6 +60,12 @@ def multiplex_config(
 ) -> MultiplexConfig:
     """The config for `status`'s pods from spec.multiplexing in its wire form (camelCase keys; unset or 0 means
     the default). Raises ValueError naming the field for values the planner cannot work with."""
+    if mux.get("placementCpus") == "exclusive":
+        raise ValueError(
+            "spec.placement.cpus is exclusive: these pods are pinned to their own whole cores (Guaranteed QoS), "
+            "and multiplexing resizes and shares CPU in place, which pinning forbids; recreate the MiniCluster "
+            "with cpus: shared to multiplex it"
+        )
     ranks = int(mux.get("ranks") or tasks or status.size)
     max_n = int(mux.get("max") or DEFAULT_MAX)
     total = int(mux.get("total") or max_n)

@@ -14,6 +14,7 @@ from miniclusters.render.objects import (
     certificate_for,
 )
 from miniclusters.render.options import RenderOptions
+from miniclusters.render.placement import shape_for_placement
 
 __all__ = ["RenderOptions", "render_minicluster", "with_flavour"]
 
@@ -29,7 +30,7 @@ def with_flavour(mc: MiniCluster, flavour: str | None) -> MiniCluster:
 def render_minicluster(mc: MiniCluster, options: RenderOptions | None = None) -> list[dict[str, Any]]:
     """Every object, in the order they should be applied (config before the pods that mount it)."""
     options = options or RenderOptions()
-    mc = with_flavour(mc, options.flavour)
+    mc = shape_for_placement(with_flavour(mc, options.flavour))
     namespace = options.namespace or mc.namespace
     objects = [
         build_curve_secret(mc, namespace, certificate_for(mc, options.certificate)),

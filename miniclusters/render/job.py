@@ -30,6 +30,7 @@ from miniclusters.render.layout import (
     selector_labels,
 )
 from miniclusters.render.options import RenderOptions
+from miniclusters.render.placement import guaranteed_init_resources, task_group_rules
 
 CPU_RESIZE_POLICY = [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]
 
@@ -233,16 +234,18 @@ def build_containers(mc: MiniCluster, namespace: str) -> list[dict[str, Any]]:
 def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[dict[str, Any]]:
     """What brings the broker into an application image that does not contain it."""
     spec = mc.spec
+    exclusive = spec.placement.cpus == "exclusive"
     if spec.flux.flavour == "builtin":
-        return [
-            {
-                "name": "miniclusters-broker",
-                "image": options.broker_image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["/opt/miniclusters/install.sh", BROKER_INSTALL_DIR],
-                "volumeMounts": [{"name": VOLUME_BROKER, "mountPath": BROKER_INSTALL_DIR}],
-            }
-        ]
+        installer: dict[str, Any] = {
+            "name": "miniclusters-broker",
+            "image": options.broker_image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["/opt/miniclusters/install.sh", BROKER_INSTALL_DIR],
+            "volumeMounts": [{"name": VOLUME_BROKER, "mountPath": BROKER_INSTALL_DIR}],
+        }
+        if exclusive:
+            installer["resources"] = guaranteed_init_resources()
+        return [installer]
     view = spec.flux.container
     if view.disable:
         return []
@@ -261,7 +264,7 @@ def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[dict[
     }
     if view.working_dir:
         init["workingDir"] = view.working_dir
-    resources = _resources(view.resources)
+    resources = guaranteed_init_resources(view.resources) if exclusive else _resources(view.resources)
     if resources:
         init["resources"] = resources
     if view.security_context:
@@ -296,8 +299,8 @@ def build_volumes(mc: MiniCluster) -> list[dict[str, Any]]:
 
 
 def build_affinity(mc: MiniCluster) -> dict[str, Any]:
-    affinity: dict[str, Any] = {}
-    if not mc.spec.network.disable_affinity:
+    affinity: dict[str, Any] = dict(task_group_rules(mc).get("affinity", {}))
+    if not affinity and not mc.spec.network.disable_affinity:
         affinity["podAntiAffinity"] = {
             "preferredDuringSchedulingIgnoredDuringExecution": [
                 {
@@ -338,6 +341,9 @@ def build_pod_spec(mc: MiniCluster, namespace: str, options: RenderOptions) -> d
     affinity = build_affinity(mc)
     if affinity:
         spec["affinity"] = affinity
+    spread = task_group_rules(mc).get("topologySpreadConstraints")
+    if spread:
+        spec["topologySpreadConstraints"] = spread
     optional: dict[str, Any] = {
         "serviceAccountName": pod.service_account_name,
         "runtimeClassName": pod.runtime_class_name,

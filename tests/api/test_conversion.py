@@ -98,6 +98,8 @@ def _everything_set() -> dict[str, Any]:
         "policy": "fcfs",
         "intervalSeconds": 2.5,
     }
+    # groups with policy none (a policy would reshape it, and multiplexing is on here, so CPUs stay shared)
+    spec["placement"] = {"profile": "network", "policy": "none", "cpus": "shared", "groups": 2}
     spec["archive"] = {"path": "/archive/queue.tar.gz", "claimName": "queue-archive", "unfit": "reject"}
     spec["campaign"] = {
         "case": "naca0012", "iterations": 9, "ranks": 3, "decomposition": "concentric", "weights": [1, 2, 4],

@@ -15,7 +15,7 @@ from pathlib import Path
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import BackendError, ClusterStatus, ExecResult, InvalidRequestError, NotFoundError
-from miniclusters.backends.local import cgroups, netns, plan, process
+from miniclusters.backends.local import cgroups, cpusets, netns, plan, process
 from miniclusters.backends.local import latency as delays
 from miniclusters.backends.local.state import ClusterRecord, PodRecord, StateStore
 from miniclusters.backends.wait import ProgressCallback
@@ -106,6 +106,12 @@ class LocalCore:
             return None
         return cgroups.CgroupDriver(record.cgroup_version, Path(record.cgroup_root), record.weight_formula)
 
+    def _cpuset_driver(self, record: ClusterRecord) -> cpusets.CpusetDriver | None:
+        """The pods' cpusets when the spec pins them (exclusive CPUs)."""
+        if not record.exclusive_cores or record.cpuset_version is None or record.cpuset_root is None:
+            return None
+        return cpusets.CpusetDriver(record.cpuset_version, Path(record.cpuset_root))
+
     def _addressing(self, record: ClusterRecord) -> plan.Addressing:
         return plan.addressing_for(record.slot, loopback=record.mode != "netns")
 
@@ -155,8 +161,12 @@ class LocalCore:
         env["PATH"] = f"{record.broker_dir}/bin{os.pathsep}{env.get('PATH', '')}"
         driver = self._driver(record)
         procs = driver.procs_file(record.name, index) if driver else None
+        pinned = self._cpuset_driver(record)
+        pinned_procs = pinned.procs_file(record.name, index) if pinned else None
         try:
-            done = process.run_in_pod(argv, env, record.cwd, pod.pid, record.mode == "netns", procs, timeout)
+            done = process.run_in_pod(
+                argv, env, record.cwd, pod.pid, record.mode == "netns", procs, timeout, cpuset_procs=pinned_procs
+            )
         except FileNotFoundError as exc:
             return ExecResult(127, "", f"{exc.filename}: command not found\n")
         except OSError as exc:

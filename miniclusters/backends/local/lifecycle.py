@@ -19,6 +19,7 @@ from typing import Any
 
 from broker.curve_cert import render_zcert
 from elasticity.model import cpu as cpu_model
+from elasticity.policy.placement import NotEnoughCores, assign_cores, format_cpu_list
 from miniclusters.api.hosts import HostRegistry, pod_hostname, registry_for
 from miniclusters.api.quantity import cpu_millicores
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
@@ -31,6 +32,7 @@ from miniclusters.backends.base import (
 )
 from miniclusters.backends.local import (
     cgroups,
+    cpusets,
     flux_view,
     latency,
     netns,
@@ -49,6 +51,7 @@ from miniclusters.render.broker_config import render_broker_toml
 from miniclusters.render.entrypoint import render_entrypoint
 from miniclusters.render.layout import BROKER_TOML, CURVE_FILE, ENTRYPOINT
 from miniclusters.render.objects import certificate_for
+from miniclusters.render.placement import exclusive_cores_per_pod, shape_for_placement
 
 # In process mode every broker shares the machine's hostname: this `flux` tells `flux start` which pod it is
 # (the built-in broker takes --hostname; flux-core takes the `hostname` broker attribute).
@@ -103,6 +106,17 @@ class Lifecycle(Bursts):
             )
         if spec.flux.bursting.clusters and spec.flux.flavour == "builtin":
             burst_idle_period()  # the burst service's setting, refused now rather than by the service later
+        if spec.placement.cpus == "exclusive":
+            if not self.privileged:
+                raise InvalidRequestError(
+                    "spec.placement.cpus: exclusive pins each pod to its own cores with a cpuset cgroup, which "
+                    "needs root (netns mode); use cpus: shared, or run as root"
+                )
+            if cpusets.detect() is None:
+                raise InvalidRequestError(
+                    "spec.placement.cpus: exclusive needs a writable cpuset cgroup (v1 cpuset hierarchy or the v2 "
+                    "cpuset controller), and this machine offers none; use cpus: shared"
+                )
         if spec.effective_max_size > plan.MAX_LOCAL_PODS:
             raise InvalidRequestError(
                 f"spec.maxSize={spec.effective_max_size}: the local backend runs at most {plan.MAX_LOCAL_PODS} pods"
@@ -117,7 +131,7 @@ class Lifecycle(Bursts):
     def create(self, mc: MiniCluster, options: CreateOptions | None = None) -> ClusterStatus:
         """Write the rendered config, start pods 0..size-1, wait until every broker has joined the lead."""
         options = options or CreateOptions()
-        mc = with_flavour(mc, options.render.flavour)
+        mc = shape_for_placement(with_flavour(mc, options.render.flavour))  # spec.placement: workers, requests
         self._check_supported(mc)
         with self.store.lock():
             self._finish_teardown(mc.name)
@@ -230,6 +244,17 @@ class Lifecycle(Bursts):
                 "notice: not root (or unprivileged mode): pods are plain processes on 127.213.x addresses sharing "
                 "this machine's network, hostname and CPU cgroup (CPU weight approximated with nice levels)"
             )
+        pinning = cpusets.detect() if mc.spec.placement.cpus == "exclusive" else None
+        if pinning is not None:
+            cores = exclusive_cores_per_pod(mc)
+            try:
+                assign_cores(pinning.machine_cpus(), pinning.taken(), [cores] * mc.spec.size)
+            except NotEnoughCores as exc:
+                raise InvalidRequestError(
+                    f"spec.placement.cpus: exclusive gives each of the {mc.spec.size} pods {cores} core(s) of its "
+                    f"own: {exc}; nothing shares a pinned core, so lower size, tasks or the CPU request, or stop "
+                    "other pinned MiniClusters"
+                ) from None
         flavour = mc.spec.flux.flavour
         environment = image_environment | dict(runner.environment) | restful_credentials(mc)
         if flavour == "flux":
@@ -271,6 +296,9 @@ class Lifecycle(Bursts):
             latency_method=latency_method,
             cpu_milli=cpu,
             cpu_limit_milli=cpu_limit,
+            exclusive_cores=exclusive_cores_per_pod(mc) if mc.spec.placement.cpus == "exclusive" else 0,
+            cpuset_version=pinning.version if pinning else None,
+            cpuset_root=str(pinning.root) if pinning else None,
             restart_policy=restart_policy,
             interactive=mc.spec.interactive,
             backoff_limit=backoff_limit,
@@ -354,6 +382,18 @@ class Lifecycle(Bursts):
                 nice = cpu_model.milli_to_nice(pod.cpu_milli)
                 if os.geteuid() != 0:
                     nice = max(nice, os.getpriority(os.PRIO_PROCESS, 0))
+            pinned = self._cpuset_driver(record)
+            cpuset_procs = None
+            if pinned is not None:
+                try:
+                    cores = cpusets.choose_cores(pinned, record.name, index, record.exclusive_cores)
+                except NotEnoughCores as exc:
+                    raise InvalidRequestError(
+                        f"pod {pod.hostname} (index {index}): spec.placement.cpus exclusive: {exc}; nothing shares "
+                        "a pinned core, so lower the pods' CPU or stop other pinned MiniClusters"
+                    ) from None
+                cpuset_procs = pinned.create(record.name, index, cores)
+                pod.cpus = format_cpu_list(cores)
             policy = restart.policy_for(
                 index,
                 record.restart_policy,
@@ -373,6 +413,7 @@ class Lifecycle(Bursts):
                 netns=pod.netns if record.mode == "netns" else None,
                 hostname=pod.hostname,
                 cgroup_procs=procs,
+                cpuset_procs=cpuset_procs,
                 nice=nice,
                 restart=policy.to_env(),
             )
@@ -391,6 +432,9 @@ class Lifecycle(Bursts):
         driver = self._driver(record)
         if driver is not None:
             driver.remove(record.name, index)
+        pinned = self._cpuset_driver(record)
+        if pinned is not None:
+            pinned.remove(record.name, index)
         if record.mode == "netns" and self._owns_slot(record):
             netns.delete_pod_network(plan.netns_name(record.name, index), record.slot, index)
 
@@ -417,6 +461,9 @@ class Lifecycle(Bursts):
         driver = self._driver(record)
         if driver is not None:
             driver.remove_cluster(record.name)
+        pinned = self._cpuset_driver(record)
+        if pinned is not None:
+            pinned.remove_cluster(record.name)
         if record.mode == "netns" and self._owns_slot(record):
             netns.delete_bridge(record.slot)
         slots.release(self.store.cluster_dir(record.name))

@@ -49,6 +49,8 @@ class Launch:
     hostname: str | None = None
     """Set in a fresh UTS namespace (netns mode); None leaves the machine's hostname (process mode)."""
     cgroup_procs: Path | None = None
+    cpuset_procs: Path | None = None
+    """The pod's cpuset (exclusive CPUs), joined like its CPU cgroup; the same file on cgroup v2."""
     nice: int | None = None
     restart: str | None = None
     """The supervisor's RestartPolicy (JSON); None never restarts."""
@@ -70,6 +72,8 @@ def pod_argv(launch: Launch) -> list[str]:
         argv = ["ip", "netns", "exec", launch.netns, "unshare", "--uts", *argv]
     if launch.cgroup_procs is not None:
         argv = ["sh", "-c", JOIN_CGROUP, str(launch.cgroup_procs), *argv]
+    if launch.cpuset_procs is not None and launch.cpuset_procs != launch.cgroup_procs:
+        argv = ["sh", "-c", JOIN_CGROUP, str(launch.cpuset_procs), *argv]
     return argv
 
 
@@ -216,14 +220,18 @@ def run_in_pod(
     netns: bool,
     cgroup_procs: Path | None,
     timeout: float,
+    cpuset_procs: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a command inside a running pod: its namespaces (entered through the pod's first process) and cgroup."""
+    """Run a command inside a running pod: its namespaces (entered through the pod's first process), its cgroup
+    and, for a pinned pod, its cpuset (so what it starts runs on the pod's cores only)."""
     command = list(argv)
     if netns and pid is not None:
         # nsenter resets the working directory to / when it enters the mount namespace: keep the pod's
         command = ["nsenter", "-t", str(pid), "-m", "-u", "-n", f"--wd={cwd}", "--", *command]
     if cgroup_procs is not None and cgroup_procs.exists():
         command = ["sh", "-c", JOIN_CGROUP, str(cgroup_procs), *command]
+    if cpuset_procs is not None and cpuset_procs != cgroup_procs and cpuset_procs.exists():
+        command = ["sh", "-c", JOIN_CGROUP, str(cpuset_procs), *command]
     return subprocess.run(
         command,
         env=environment,

@@ -50,6 +50,8 @@ class PodRecord:
     resize_outcome: str = ""
     """"deferred" or "infeasible" while resize_desired is pending (the PodResizePending condition)."""
     resize_message: str = ""
+    cpus: str | None = None
+    """The cores this pod is pinned to (kernel list format) when the spec asks for exclusive CPUs."""
 
 
 @dataclass
@@ -75,6 +77,10 @@ class ClusterRecord:
     cpu_milli: int = 0
     """The spec's CPU request for every pod (pods added by scale-up start with it)."""
     cpu_limit_milli: int | None = None
+    exclusive_cores: int = 0
+    """spec.placement.cpus exclusive: whole cores each pod is pinned to (0: shared CPUs)."""
+    cpuset_version: int | None = None
+    cpuset_root: str | None = None
     program_path: str | None = None
     """The image's programs built for this machine (programs.py), first on every pod's PATH."""
     interactive: bool = False
