@@ -21,6 +21,7 @@ EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (
     ("profiling",),
     ("autoscale",),
     ("multiplexing",),
+    ("campaign",),
     ("placement",),
     ("archive", "claimName"),
     ("archive", "unfit"),

@@ -260,7 +260,7 @@ def _profiling(mc: MiniCluster) -> Iterator[Problem]:
 
 def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
     mux = mc.spec.multiplexing
-    if mux.enabled and not mux.command.strip():
+    if mux.enabled and not mux.command.strip() and mc.spec.campaign is None:
         yield Problem("spec.multiplexing.command", "required when multiplexing is enabled (the simulation to run)")
     if mux.boundary and not re.match(r"^MPI_[A-Z][a-z_]+$", mux.boundary):
         yield Problem("spec.multiplexing.boundary", f"{mux.boundary!r} is not an MPI call name (e.g. MPI_Allreduce)")
@@ -269,7 +269,7 @@ def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
     if mux.total and mux.total < mux.max:
         yield Problem("spec.multiplexing.total", f"{mux.total} is below max ({mux.max}); use 0 for 'as many as max'")
     ranks = mux.ranks or mc.spec.tasks
-    if (mux.enabled or mux.ranks) and ranks < mc.spec.size:
+    if (mux.enabled or mux.ranks) and ranks < mc.spec.size and mc.spec.campaign is None:
         yield Problem(
             "spec.multiplexing.ranks",
             f"{ranks} rank(s) per simulation cannot span the {mc.spec.size} pods (flux submit -N {mc.spec.size} "
@@ -280,6 +280,52 @@ def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
             "spec.multiplexing.enabled",
             "the brokers must stay up for the controller's jobs: set interactive: true or leave the command empty",
         )
+
+
+def _campaign(mc: MiniCluster) -> Iterator[Problem]:
+    """Ensembles that can run here: unique names, sizes within maxSize (or bursting), weights per rank."""
+    campaign = mc.spec.campaign
+    if campaign is None:
+        return
+    seen: set[str] = set()
+    max_size = mc.spec.effective_max_size
+    bursts = bool(mc.spec.flux.bursting.clusters)
+    for i, ensemble in enumerate(campaign.ensembles):
+        path = f"spec.campaign.ensembles[{i}]"
+        error = dns1123_label_error(ensemble.name)
+        if error:
+            yield Problem(f"{path}.name", error)
+        elif ensemble.name in seen:
+            yield Problem(f"{path}.name", f"{ensemble.name!r} names another ensemble too; names must be unique")
+        seen.add(ensemble.name)
+        if ensemble.nodes > max_size and not bursts:
+            yield Problem(
+                f"{path}.nodes",
+                f"{ensemble.nodes} nodes is larger than maxSize ({max_size}) and spec.flux.bursting has no clusters "
+                "to burst to; lower nodes or raise maxSize",
+            )
+        if ensemble.nodes > campaign.ranks:
+            yield Problem(f"{path}.nodes", f"{ensemble.nodes} nodes for members of {campaign.ranks} rank(s) each")
+        if len(set(ensemble.values)) != len(ensemble.values):
+            yield Problem(f"{path}.values", f"{ensemble.values} repeats a value; one member per value")
+        limits = (-30.0, 30.0) if ensemble.parameter == "angleOfAttack" else (0.05, 0.95)
+        for j, value in enumerate(ensemble.values):
+            if not limits[0] <= value <= limits[1]:
+                yield Problem(
+                    f"{path}.values[{j}]", f"{value} is outside [{limits[0]:g}, {limits[1]:g}] for {ensemble.parameter}"
+                )
+    if campaign.weights and len(campaign.weights) != campaign.ranks:
+        yield Problem("spec.campaign.weights", f"{len(campaign.weights)} weights for {campaign.ranks} ranks per member")
+    if campaign.weights and campaign.decomposition != "concentric":
+        yield Problem("spec.campaign.weights", "weights apply to the concentric decomposition only")
+    if any(w <= 0 for w in campaign.weights):
+        yield Problem("spec.campaign.weights", "weights must be positive")
+    if campaign.workdir and not campaign.workdir.startswith("/"):
+        yield Problem("spec.campaign.workdir", f"{campaign.workdir!r} must be an absolute path")
+    if mc.spec.multiplexing.command.strip():
+        yield Problem("spec.multiplexing.command", "a campaign runs its own members; leave the command empty")
+    if any(c.command for c in mc.spec.containers):
+        yield Problem("spec.containers[0].command", "a campaign runs its own members; leave the command empty")
 
 
 def _placement(mc: MiniCluster) -> Iterator[Problem]:
@@ -371,6 +417,7 @@ RULES: tuple[Rule, ...] = (
     _restful,
     _profiling,
     _multiplexing,
+    _campaign,
     _placement,
     _archive,
 )

@@ -13,7 +13,9 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from miniclusters.api.campaign import CampaignSpec
 from miniclusters.api.quantity import Quantity
+from miniclusters.api.spec_base import SpecModel
 
 API_GROUP = "miniclusters.dev"
 API_VERSION = "v1alpha1"
@@ -29,18 +31,6 @@ DEFAULT_BACKOFF_LIMIT = 100
 DEFAULT_BROKER_PORT = 8050
 
 Flavour = Literal["builtin", "flux"]
-
-
-class SpecModel(BaseModel):
-    """Base for every spec section: camelCase on the wire, unknown fields rejected."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        validate_default=False,
-        use_attribute_docstrings=True,
-    )
 
 
 class Network(SpecModel):
@@ -341,6 +331,8 @@ class MiniClusterSpec(SpecModel):
     profiling: ProfilingSpec = Field(default_factory=ProfilingSpec)
     multiplexing: MultiplexingSpec = Field(default_factory=MultiplexingSpec)
     autoscale: AutoscaleSpec = Field(default_factory=AutoscaleSpec)
+    campaign: CampaignSpec | None = None
+    """Ensembles of OpenFOAM cases, each a Flux sub-instance (`minicluster up` runs the campaign; docs/campaign.md)."""
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
 
     @property

@@ -8,6 +8,7 @@ from miniclusters import __version__
 from miniclusters.cli import (
     autoscale_commands,
     burst_commands,
+    campaign_commands,
     cluster_commands,
     model_commands,
     multiplex_commands,
@@ -48,5 +49,6 @@ main.add_command(autoscale_commands.autoscale)
 for command in (rest_commands.jobs, rest_commands.submit, rest_commands.cancel):
     main.add_command(command)
 main.add_command(users_commands.users)
+main.add_command(campaign_commands.campaign)
 
 __all__ = ["main"]

@@ -182,6 +182,17 @@ def up(
         if restore:
             refuse_restore_into_existing(mc.name, target.exists(mc))  # before the archive is read
             mc = restore_spec(mc, restore, restore_unfit, target.ephemeral)
+        if mc.spec.campaign is not None:  # the whole campaign in the foreground (docs/campaign.md)
+            from miniclusters.cli.campaign_commands import up_campaign
+
+            if detach:
+                click.echo(
+                    "error: --detach: a campaign runs in the foreground (follow it from another shell with "
+                    f"`minicluster campaign status {mc.name}`)",
+                    err=True,
+                )
+                sys.exit(EXIT_INVALID)
+            up_campaign(target, mc, CreateOptions(render=render, timeout=timeout), keep, None)
         if target.ephemeral:
             _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
             if mc.spec.autoscale.enabled:  # still up (detached or interactive): its queue now drives its size
@@ -320,6 +331,16 @@ def down(name: str, backend: str, context: str | None, namespace: str | None) ->
 
             for line in stop_controllers(name):
                 click.echo(line)
+            from miniclusters.campaign.session import stop as stop_campaign
+
+            stopped = stop_campaign(name)
+            if stopped is not None:  # it cancelled its ensembles and tore the cluster down itself
+                click.echo(f"cancelled the campaign (pid {stopped})")
+                try:
+                    target.status(name)
+                except NotFoundError:
+                    click.echo(f"deleted MiniCluster {name}")
+                    return
         target.delete(name)
         if target.ephemeral:  # and what the run kept outside the cluster's directory
             from miniclusters.cli.run_files import remove_run_files
@@ -347,8 +368,10 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
       minicluster status restful -o jsonpath='{.rest_url}'
     """
     from miniclusters.autoscaling.state import load_state as load_autoscaler
+    from miniclusters.campaign.session import load_state as load_campaign
     from miniclusters.cli.autoscale_status import drain_report, print_autoscaler_state, print_drains
     from miniclusters.cli.burst_status import burst_report, print_bursts
+    from miniclusters.cli.campaign_commands import print_campaign_state
     from miniclusters.cli.status_view import render_jsonpath, status_document
     from miniclusters.multiplex.report import print_controller_state
     from miniclusters.multiplex.session import load_state
@@ -368,6 +391,9 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
         document["bursts"] = bursts
         autoscaler, drains = load_autoscaler(backend, name), drain_report(opened, result)
         document["autoscaling"], document["drained"] = autoscaler, drains
+        campaign = load_campaign(name) if opened.ephemeral else None
+        if campaign is not None:
+            document["campaign"] = campaign
         if output == "json":
             click.echo(json.dumps(document, indent=2))
         elif template is not None:
@@ -386,6 +412,8 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
                 print_drains(drains)
             if autoscaler is not None:
                 print_autoscaler_state(autoscaler)
+            if campaign is not None:
+                print_campaign_state(campaign)
 
 
 @click.command()

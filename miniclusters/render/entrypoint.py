@@ -80,6 +80,10 @@ def multiplexing_slots(mc: MiniCluster) -> int:
     """
     spec = mc.spec
     mux = spec.multiplexing
+    if spec.campaign is not None and spec.flux.flavour == "builtin":
+        # every member of an ensemble runs at once in its sub-instance, on the ensemble's nodes
+        campaign = spec.campaign
+        return max(-(-len(e.values) * campaign.ranks // e.nodes) for e in campaign.ensembles)
     if not mux.enabled or spec.flux.flavour != "builtin":
         return 0
     ranks = mux.ranks or spec.tasks

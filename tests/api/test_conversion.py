@@ -101,6 +101,14 @@ def _everything_set() -> dict[str, Any]:
     # groups with policy none (a policy would reshape it, and multiplexing is on here, so CPUs stay shared)
     spec["placement"] = {"profile": "network", "policy": "none", "cpus": "shared", "groups": 2}
     spec["archive"] = {"path": "/archive/queue.tar.gz", "claimName": "queue-archive", "unfit": "reject"}
+    spec["campaign"] = {
+        "case": "naca0012", "iterations": 9, "ranks": 3, "decomposition": "concentric", "weights": [1, 2, 4],
+        "profileIterations": 300, "sequential": True, "workdir": "/shared/campaign",
+        "ensembles": [{"name": "alpha", "parameter": "angleOfAttack", "values": [0, 2], "nodes": 2}],
+    }  # fmt: skip
+    # a campaign runs its own members: the runner has no command of its own, nor the multiplexer
+    container["command"] = ""
+    spec["multiplexing"]["command"] = ""
     return {
         "apiVersion": "miniclusters.dev/v1alpha1",
         "kind": "MiniCluster",

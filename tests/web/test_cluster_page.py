@@ -84,7 +84,7 @@ def test_the_last_pmpi_profile_is_found_through_the_job_s_options_and_drawn(
 
 
 def test_controller_timelines_show_when_their_event_logs_exist(server: Server, browser_like: httpx.Client) -> None:
-    assert "No multiplexing or autoscaling controller" in browser_like.get("/cluster").text
+    assert "No multiplexing, autoscaling or campaign controller" in browser_like.get("/cluster").text
     assert browser_like.get("/cluster/figures/autoscale.png").status_code == 404
     controllers = server.statedir / "restful" / "controllers"
     clock = iter(range(100)).__next__
@@ -101,6 +101,30 @@ def test_controller_timelines_show_when_their_event_logs_exist(server: Server, b
         png = browser_like.get(f"/cluster/figures/{name}.png")
         assert png.status_code == 200 and png.content.startswith(b"\x89PNG"), name
     assert browser_like.get("/cluster/figures/other.png").status_code == 404
+
+
+def test_a_campaign_shows_its_members_and_timeline(server: Server, browser_like: httpx.Client) -> None:
+    controllers = server.statedir / "restful" / "controllers"
+    clock = iter(range(100)).__next__
+    with EventLog(controllers / "campaign.jsonl", "campaign", lambda: float(clock())) as log:
+        log.write("submitted", "c", t=0.0, ensemble="alpha", job="f1", members=2)
+        log.write("ensemble-running", "c", t=1.0, ensemble="alpha", pods=[0])
+        log.write("member", "c", t=2.0, ensemble="alpha", member="alpha-0", state="running")
+        log.write(
+            "member", "c", t=4.0, ensemble="alpha", member="alpha-0", state="running", duty=[0.1, 0.3], pods=[0, 0]
+        )
+        log.write("member", "c", t=2.5, ensemble="alpha", member="alpha-1", state="running")
+        log.write("member", "c", t=6.0, ensemble="alpha", member="alpha-1", state="failed")
+        for t, requested in ((1.0, 1000), (5.0, 300)):
+            log.write("sample", "c", t=t, size=1, requested_m=requested, allocatable_m=2000, pods={"0": requested})
+        log.write("resize", "c", t=4.5, pod=0, outcome="done", cpu_requested=300)
+    page = browser_like.get("/cluster").text
+    rows = dict(re.findall(r'<tr data-member="([^"]+)">(.*?)</tr>', page, re.S))
+    assert sorted(rows) == ["alpha-0", "alpha-1"]
+    assert "<td>running</td><td>0.2</td><td>0</td>" in rows["alpha-0"]  # mean of the ranks' duty cycles, its pod
+    assert "<td>failed</td>" in rows["alpha-1"]
+    png = browser_like.get("/cluster/figures/campaign.png")
+    assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
 
 
 def test_cpu_in_use_is_a_rate_between_two_reports() -> None:

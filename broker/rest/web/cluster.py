@@ -38,6 +38,12 @@ def cluster_router(context: WebContext) -> APIRouter:
             for name in CONTROLLERS
             if controller_log(state_dir, name).is_file()
         ]
+        campaign: list[dict[str, Any]] = []
+        if controller_log(state_dir, "campaign").is_file():
+            from elasticity.control.events import read_events
+            from elasticity.figures.campaign import member_rows
+
+            campaign = member_rows(list(read_events(controller_log(state_dir, "campaign"))))
         jobs = context.visible_jobs(user, False)
         profile = latest_profile(state_dir, jobs, trace_dir)
         requested = sum(r.request_m or 0 for r in rows if r.up)
@@ -47,6 +53,7 @@ def cluster_router(context: WebContext) -> APIRouter:
             "rows": rows,
             "nodes": nodes,
             "controllers": controllers,
+            "campaign": campaign,
             "profile": profile,
             "requested": requested,
             "used": used,

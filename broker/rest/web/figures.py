@@ -1,7 +1,7 @@
 """The cluster page's figures, drawn by the existing pure plotting functions and cached as PNGs.
 
 Controller timelines: by convention each controller writes its JSON-lines event log to
-`<REST state dir>/controllers/<name>.jsonl` (autoscale, multiplex). The last duty-cycle profile: the newest
+`<REST state dir>/controllers/<name>.jsonl` (autoscale, multiplex, campaign). The last duty-cycle profile: the newest
 job that ran with `-o pmpi`, whose traces are where the job shell put them (`pmpi-dir`, else `<cwd>/pmpi-<id>`).
 A PNG is redrawn only when its source changed; matplotlib is not thread-safe, so one figure is drawn at a time.
 """
@@ -19,7 +19,7 @@ from broker.jobs.api import JobInfo
 if TYPE_CHECKING:
     from elasticity.profiling.duty_cycle import DutyCycleAnalysis
 
-CONTROLLERS = ("multiplex", "autoscale")
+CONTROLLERS = ("multiplex", "autoscale", "campaign")
 PROFILE_SCAN = 50  # newest jobs looked at for traces
 _draw_lock = threading.Lock()
 
@@ -65,6 +65,10 @@ def controller_figure(state_dir: Path, name: str) -> Path | None:
             from elasticity.control.timeline import plot_autoscale_timeline
 
             plot_autoscale_timeline(events, path, title="autoscaling")
+        elif name == "campaign":
+            from elasticity.figures.campaign import plot_campaign_timeline
+
+            plot_campaign_timeline(events, path, title="campaign")
         else:
             from elasticity.figures.timeline import write_timeline
 

@@ -1,0 +1,51 @@
+"""spec.campaign: ensembles of OpenFOAM cases run as Flux sub-instances (a miniclusters extension; off when absent).
+
+A campaign is a list of ensembles; each ensemble is a parameter sweep of one case (NACA0012, rhoSimpleFoam)
+and runs as a `flux batch -N nodes` sub-instance whose members (one per swept value) are Flux jobs inside it.
+Sizes and CPU follow the spec's own `autoscale` and `multiplexing` sections, so the loops keep their field names.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from miniclusters.api.spec_base import SpecModel
+
+CASES: tuple[str, ...] = ("naca0012",)
+PARAMETERS: tuple[str, ...] = ("angleOfAttack", "mach")
+
+
+class EnsembleSpec(SpecModel):
+    """One parameter sweep: a member per value, all members one sub-instance."""
+
+    name: str
+    """A DNS-1123 label, unique in the campaign (names the sub-instance job and its directory)."""
+    parameter: Literal["angleOfAttack", "mach"]
+    """What the members vary: the angle of attack (degrees) or the free-stream Mach number."""
+    values: list[float] = Field(min_length=1)
+    """One member per value."""
+    nodes: int = Field(default=1, ge=1)
+    """Pods of the ensemble's sub-instance (`flux batch -N nodes`)."""
+
+
+class CampaignSpec(SpecModel):
+    """The ensembles and how every member runs."""
+
+    case: Literal["naca0012"] = "naca0012"
+    """The case every member starts from (Debian's openfoam-examples aerofoilNACA0012, rhoSimpleFoam)."""
+    iterations: int = Field(default=20, ge=1)
+    """SIMPLE iterations per member (the bound that keeps a campaign short; coefficients are not converged)."""
+    ranks: int = Field(default=2, ge=1)
+    """MPI ranks per member."""
+    decomposition: Literal["concentric", "simple", "hierarchical"] = "concentric"
+    weights: list[float] = Field(default_factory=list)
+    """Concentric ring weights, innermost (near-wall) last; default: equal."""
+    profile_iterations: int = Field(default=1500, ge=1)
+    """PMPI windows (MPI_Allreduce calls; rhoSimpleFoam makes hundreds per iteration) before traces are written."""
+    sequential: bool = False
+    """Run the ensembles one after the other (the rigid baseline); default: all are queued at once."""
+    workdir: str = ""
+    """Where cases, logs, traces and results go (default: a directory in the state directory)."""
+    ensembles: list[EnsembleSpec] = Field(min_length=1)

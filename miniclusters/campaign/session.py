@@ -1,0 +1,263 @@
+"""A whole campaign for `minicluster up`: prepare the cases, bring the cluster up at its size, run, report, tear down.
+
+One campaign per cluster on this machine: a lock (`<state>/.campaign/<name>.lock`, holding the pid) tells
+`minicluster campaign cancel` and `minicluster down` whom to stop; its state file (`<name>.json`) feeds
+`minicluster status` and `minicluster campaign status`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from elasticity.control.campaign import MultiplexKnobs
+from elasticity.control.events import EventLog, read_events
+from elasticity.figures.campaign import plot_campaign_timeline
+from elasticity.policy.autoscale import AutoscaleOptions
+from elasticity.workloads.foam import foam_variables
+from miniclusters import pidlock
+from miniclusters.api.campaign import CampaignSpec
+from miniclusters.api.quantity import parse_quantity
+from miniclusters.api.spec import MiniCluster
+from miniclusters.backends.local.state import state_root
+from miniclusters.campaign.figures import plot_polar
+from miniclusters.campaign.plan import CampaignPlan, batch_script, plan_campaign
+from miniclusters.campaign.results import ensemble_results, member_results, write_tables
+from miniclusters.campaign.runner import CampaignRunner, Loops, workdir_for
+
+MPI_SETTINGS = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_btl": "tcp,self"}
+DEFAULT_RIGID_M = 1000
+
+
+def campaign_dir() -> Path:
+    return state_root() / ".campaign"  # not a cluster name (names cannot start with a dot)
+
+
+def lock_path(name: str) -> Path:
+    return campaign_dir() / f"{name}.lock"
+
+
+def state_path(name: str) -> Path:
+    return campaign_dir() / f"{name}.json"
+
+
+def exclusive(name: str) -> contextlib.AbstractContextManager[Path]:
+    return pidlock.exclusive(lock_path(name), f"MiniCluster {name!r} already runs a campaign")
+
+
+def stop(name: str, timeout: float = 60.0) -> int | None:
+    """SIGTERM the process running the cluster's campaign (it cancels every ensemble, then tears down)."""
+    return pidlock.stop_holder(lock_path(name), timeout)
+
+
+def plan_of(mc: MiniCluster) -> CampaignPlan:
+    spec = mc.spec.campaign
+    assert spec is not None
+    return plan_campaign(spec, workdir_for(mc.name, spec.workdir))
+
+
+def rigid_request_m(mc: MiniCluster) -> int:
+    """The runner container's CPU request (what every pod holds before profiling)."""
+    container = mc.spec.containers[mc.spec.flux_runner_index]
+    cpu = container.resources.requests.get("cpu")
+    return round(parse_quantity(str(cpu)) * 1000) if cpu is not None else DEFAULT_RIGID_M
+
+
+def loops_of(mc: MiniCluster) -> Loops:
+    spec = mc.spec
+    autoscale = (
+        AutoscaleOptions(spec.autoscale.idle_seconds, spec.autoscale.cooldown_seconds, spec.autoscale.policy)
+        if spec.autoscale.enabled
+        else None
+    )
+    multiplex = (
+        MultiplexKnobs(rigid_request_m(mc), headroom=spec.multiplexing.headroom) if spec.multiplexing.enabled else None
+    )
+    interval = min(spec.autoscale.interval_seconds, 2.0) if spec.autoscale.enabled else 1.0
+    return Loops(autoscale, multiplex, interval)
+
+
+def prepare(mc: MiniCluster, say: Callable[[str], None]) -> CampaignPlan:
+    """Cases and batch scripts on disk (before the cluster starts: a broken OpenFOAM install stops nothing)."""
+    from miniclusters.campaign.cases import prepare_base, prepare_members
+
+    spec = mc.spec.campaign
+    assert spec is not None
+    plan = plan_of(mc)
+    plan.workdir.mkdir(parents=True, exist_ok=True)
+    for stale in ("events.jsonl", "polar.png", "timeline.png", "results.csv", "report.json"):
+        (plan.workdir / stale).unlink(missing_ok=True)
+    started = time.monotonic()
+    say(f"preparing {len(plan.members)} members of {len(plan.ensembles)} ensembles in {plan.workdir}")
+    base = prepare_base(plan, spec.decomposition, spec.weights)
+    prepare_members(plan, base, say)
+    env = script_env()
+    for ensemble in plan.ensembles:
+        ensemble.script.write_text(batch_script(ensemble, plan.ranks, plan.profile_iterations, env))
+        ensemble.script.chmod(0o755)
+    say(f"cases ready in {time.monotonic() - started:.1f}s")
+    return plan
+
+
+def script_env() -> dict[str, str]:
+    """What a batch script exports for its members: OpenFOAM's variables and the MPI settings."""
+    return {**foam_variables(), **MPI_SETTINGS}
+
+
+def save_state(name: str, fields: dict[str, Any]) -> None:
+    path = state_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(
+        json.dumps({"cluster": name, "pid": os.getpid(), "updated": time.time(), **fields}, indent=2, default=str)
+    )
+    tmp.replace(path)
+
+
+def load_state(name: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(state_path(name).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("running") and pidlock.holder(lock_path(name)) is None:
+        data.update(running=False, stopped="its process is gone")
+    return data
+
+
+def live_fields(runner: CampaignRunner) -> dict[str, Any]:
+    """What status shows while the campaign runs."""
+    return {
+        "running": True,
+        "t": round(runner.now(), 1),
+        "size": runner.last_view.size if runner.last_view else None,
+        "requested_m": runner._last_requested,
+        "cpu_seconds_requested": round(runner.cpu_seconds, 1),
+        "resizes": runner.resizes,
+        "scale_events": runner.scale_events,
+        "ensembles": [
+            {
+                "ensemble": e.name,
+                "state": e.state,
+                "pods": list(e.pods),
+                "members": [
+                    {
+                        "member": m.name,
+                        "state": m.state,
+                        "iterations": m.iterations,
+                        "mean_duty": round(sum(m.duty) / len(m.duty), 4) if m.duty else None,
+                    }
+                    for m in e.members
+                ],
+            }
+            for e in runner.views
+        ],
+    }
+
+
+def report(plan: CampaignPlan, title: str) -> dict[str, Any]:
+    """Results from the files (tables and both PNGs in the work directory); the summary for the state file."""
+    events_path = plan.workdir / "events.jsonl"
+    events = list(read_events(events_path)) if events_path.exists() else []
+    members = member_results(plan, events)
+    ensembles = ensemble_results(plan, events, members)
+    files = write_tables(plan.workdir, members, ensembles)
+    polar = plan.workdir / "polar.png"
+    if any(m.cl is not None for m in members):
+        files.append(plot_polar(members, polar, f"{title}: force coefficients"))
+    if any(e.get("kind") == "sample" for e in events):
+        files.append(plot_campaign_timeline(events, plan.workdir / "timeline.png", f"{title}: timeline"))
+    return {
+        "members": [asdict(m) for m in members],
+        "ensemble_rows": [asdict(e) for e in ensembles],
+        "files": [str(f) for f in files],
+    }
+
+
+def run(
+    backend: Any, mc: MiniCluster, plan: CampaignPlan, say: Callable[[str], None], timeout: float | None
+) -> tuple[str, CampaignRunner]:
+    """Run the campaign on the cluster that is up; the state file follows it."""
+    from miniclusters.autoscaling.queue import local_flux
+
+    loops = loops_of(mc)
+    events = plan.workdir / "events.jsonl"
+    common = {
+        "workdir": str(plan.workdir),
+        "events": str(events),
+        "campaign": _spec_json(mc.spec.campaign),
+        "loops": {"autoscale": loops.autoscale is not None, "multiplex": loops.multiplex is not None},
+    }
+    mirror = _lead_copy(backend, mc.name)
+    with _Tee(events, mirror) as stream, EventLog(stream, "campaign", time.monotonic) as log:
+        runner = CampaignRunner(backend, mc.name, plan, loops, log, local_flux(), backend.lead_uri(mc.name), say=say)
+        runner.script_env = script_env()
+        last = [0.0]
+
+        def tick(r: CampaignRunner) -> None:
+            if time.monotonic() - last[0] >= 2.0:
+                last[0] = time.monotonic()
+                with contextlib.suppress(OSError):
+                    save_state(mc.name, {**common, **live_fields(r)})
+
+        runner.on_tick = tick
+        try:
+            outcome = runner.run(timeout)
+        except KeyboardInterrupt:
+            save_state(mc.name, {**common, **live_fields(runner), "running": False, "outcome": "cancelled"})
+            raise
+    summary = report(plan, mc.name)
+    save_state(mc.name, {**common, **live_fields(runner), **summary, "running": False, "outcome": outcome})
+    return outcome, runner
+
+
+class _Tee:
+    """The event log written to the work directory and, on a local cluster, to the lead's copy for /cluster."""
+
+    def __init__(self, *paths: Path | None) -> None:
+        self.paths = [p for p in paths if p is not None]
+        self.files: list[Any] = []
+
+    def __enter__(self) -> Any:
+        for path in self.paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.files.append(open(path, "a", encoding="utf-8"))
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for handle in self.files:
+            handle.close()
+
+    def write(self, text: str) -> int:
+        for handle in self.files:
+            handle.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for handle in self.files:
+            handle.flush()
+
+
+def _lead_copy(backend: Any, name: str) -> Path | None:
+    """`<lead REST state dir>/controllers/campaign.jsonl` on a local cluster (where /cluster looks), else None."""
+    if not getattr(backend, "ephemeral", False):
+        return None
+    from miniclusters.backends.local.state import StateStore
+
+    return StateStore().lead_rest_state_dir(name) / "controllers" / "campaign.jsonl"
+
+
+def _spec_json(spec: CampaignSpec | None) -> dict[str, Any]:
+    return spec.model_dump(by_alias=True) if spec is not None else {}
+
+
+def plan_from_state(state: dict[str, Any]) -> CampaignPlan:
+    spec = CampaignSpec.model_validate(state["campaign"])
+    return plan_campaign(spec, Path(state["workdir"]))

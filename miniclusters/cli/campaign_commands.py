@@ -1,0 +1,260 @@
+"""`minicluster up SPEC` for a spec with a campaign, and `minicluster campaign status|cancel|results NAME`.
+
+`up` prepares every member's case, brings the cluster up at spec.size, runs the campaign in the foreground (the
+autoscaler and the multiplexer of spec.autoscale / spec.multiplexing act through one plan), prints the results
+and the operational report, writes the PNGs, and tears the cluster down unless --keep. Its exit code is 0 only
+when every member completed with its coefficients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from miniclusters.api.spec import MiniCluster
+from miniclusters.backends.base import Backend, CreateOptions, NotFoundError
+from miniclusters.cli.interrupts import EXIT_INTERRUPTED, TeardownOnInterrupt
+
+EXIT_INVALID = 2
+
+
+def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> list[str]:
+    cells = [[str(h) for h in header]] + [
+        ["-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)) for v in row] for row in rows
+    ]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+
+
+def result_lines(state: dict[str, Any]) -> list[str]:
+    """The science table and the operational report, as `up`, `campaign results` and `status` print them."""
+    lines = ["results (forceCoeffs at the last iteration):"]
+    members = state.get("members") or []
+    lines += [
+        "  " + line
+        for line in _table(
+            [
+                [
+                    m["ensemble"],
+                    m["member"],
+                    m["parameter"],
+                    m["value"],
+                    m["state"],
+                    m["cl"],
+                    m["cd"],
+                    m["iterations"],
+                    m["makespan"],
+                    m["mean_duty"],
+                ]
+                for m in members
+            ],
+            ["ENSEMBLE", "MEMBER", "PARAMETER", "VALUE", "STATE", "CL", "CD", "ITER", "MAKESPAN_S", "MEAN_DUTY"],
+        )
+    ]
+    for m in members:
+        if m.get("reason"):
+            lines.append(f"  {m['member']}: {m['reason']}")
+    rows = state.get("ensemble_rows") or []
+    lines.append("operations:")
+    lines += [
+        "  " + line
+        for line in _table(
+            [
+                [
+                    e["ensemble"],
+                    e["state"],
+                    f"{e['members_ok']}/{e['members']}",
+                    ",".join(map(str, e["pods"])),
+                    e["makespan"],
+                    e["mean_duty"],
+                    e["cpu_requested_mean_m"],
+                    e["cpu_requested_peak_m"],
+                    e["resizes"],
+                    e["restarts"],
+                ]
+                for e in rows
+            ],
+            [
+                "ENSEMBLE",
+                "STATE",
+                "OK",
+                "PODS",
+                "MAKESPAN_S",
+                "MEAN_DUTY",
+                "CPU_MEAN_M",
+                "CPU_PEAK_M",
+                "RESIZES",
+                "RESTARTS",
+            ],
+        )
+    ]
+    lines.append(
+        f"  cluster: {state.get('cpu_seconds_requested')} CPU-seconds requested, {state.get('resizes')} resizes, "
+        f"{state.get('scale_events')} scale events"
+    )
+    for path in state.get("files") or []:
+        lines.append(f"  wrote {path}")
+    return lines
+
+
+def live_lines(state: dict[str, Any]) -> list[str]:
+    """What runs now (while the campaign is not finished)."""
+    where = "running" if state.get("running") else f"stopped ({state.get('outcome') or state.get('stopped', '?')})"
+    lines = [
+        f"campaign: {where}, t={state.get('t')}s, size {state.get('size')}, requested {state.get('requested_m')}m, "
+        f"{state.get('resizes')} resizes, {state.get('scale_events')} scale events",
+        f"  work directory {state.get('workdir')}",
+    ]
+    rows = []
+    for e in state.get("ensembles") or []:
+        for m in e["members"]:
+            rows.append(
+                [
+                    e["ensemble"],
+                    e["state"],
+                    ",".join(map(str, e["pods"])),
+                    m["member"],
+                    m["state"],
+                    m["iterations"],
+                    m["mean_duty"],
+                ]
+            )
+    lines += [
+        "  " + line
+        for line in _table(rows, ["ENSEMBLE", "STATE", "PODS", "MEMBER", "MEMBER_STATE", "ITER", "MEAN_DUTY"])
+    ]
+    return lines
+
+
+def print_campaign_state(state: dict[str, Any]) -> None:
+    lines = live_lines(state)
+    if state.get("members"):
+        lines += result_lines(state)
+    for line in lines:
+        click.echo(line)
+
+
+def up_campaign(target: Backend, mc: MiniCluster, options: CreateOptions, keep: bool, timeout: float | None) -> None:
+    """The whole campaign in the foreground; exits with its code."""
+    from elasticity.workloads.foam import FoamError
+    from miniclusters.campaign import session
+    from miniclusters.pidlock import AlreadyRunning
+
+    if not target.ephemeral:
+        click.echo("error: campaigns run on the local backend for now (spec.campaign)", err=True)
+        sys.exit(EXIT_INVALID)
+    if target.exists(mc):
+        click.echo(f"error: MiniCluster {mc.name} exists; remove it with `minicluster down {mc.name}`", err=True)
+        sys.exit(1)
+    say: Callable[[str], None] = click.echo
+    interactive = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
+    try:
+        with session.exclusive(mc.name):
+            try:
+                plan = session.prepare(mc, say)
+            except (FoamError, FileExistsError, OSError) as exc:
+                click.echo(f"error: preparing the cases: {exc}", err=True)
+                sys.exit(1)
+            code = _run_on_cluster(target, interactive, options, plan, keep, timeout, say)
+    except AlreadyRunning as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    sys.exit(code)
+
+
+def _run_on_cluster(
+    target: Backend,
+    mc: MiniCluster,
+    options: CreateOptions,
+    plan: Any,
+    keep: bool,
+    timeout: float | None,
+    say: Callable[[str], None],
+) -> int:
+    from miniclusters.campaign import session
+
+    created = False
+    with TeardownOnInterrupt(f"cancelling the campaign and tearing down MiniCluster {mc.name}"):
+        try:
+            status = target.create(mc, options)
+            created = True
+            say(f"MiniCluster {mc.name} up: size {status.size} (maxSize {mc.spec.effective_max_size})")
+            outcome, _runner = session.run(target, mc, plan, say, timeout)
+            state = session.load_state(mc.name) or {}
+            for line in result_lines(state):
+                say(line)
+            members = state.get("members") or []
+            ok = outcome == "done" and members and all(m["state"] == "done" for m in members)
+            say(
+                f"campaign {outcome}: {sum(1 for m in members if m['state'] == 'done')}/{len(members)} members "
+                "completed with Cl/Cd"
+            )
+            return 0 if ok else 1
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+        finally:
+            if created and not keep:
+                with contextlib.suppress(NotFoundError):
+                    target.delete(mc.name)
+                say(f"deleted MiniCluster {mc.name}")
+            elif created:
+                say(f"kept MiniCluster {mc.name} (--keep): remove it with `minicluster down {mc.name}`")
+
+
+@click.group()
+def campaign() -> None:
+    """A campaign's progress, results, or its cancellation (spec.campaign; see docs/campaign.md).
+
+    \b
+    Example:
+      minicluster up examples/naca0012-campaign.yaml       # runs it in the foreground
+      minicluster campaign status naca0012-campaign         # from another shell
+      minicluster campaign results naca0012-campaign        # the Cl/Cd table, the report and the PNGs
+      minicluster campaign cancel naca0012-campaign         # cancels every ensemble, tears the cluster down
+    """
+
+
+def _state_or_exit(name: str) -> dict[str, Any]:
+    from miniclusters.campaign import session
+
+    state = session.load_state(name)
+    if state is None:
+        click.echo(f"error: no campaign has run on MiniCluster {name!r} here (no {session.state_path(name)})", err=True)
+        sys.exit(1)
+    return state
+
+
+@campaign.command()
+@click.argument("name")
+def status(name: str) -> None:
+    """Ensembles and members now: state, pods, iterations, duty cycles; the results once done."""
+    print_campaign_state(_state_or_exit(name))
+
+
+@campaign.command()
+@click.argument("name")
+def results(name: str) -> None:
+    """The Cl/Cd table and the operational report, rebuilt from the work directory (also writes the PNGs)."""
+    from miniclusters.campaign import session
+
+    state = _state_or_exit(name)
+    summary = session.report(session.plan_from_state(state), name)
+    for line in result_lines({**state, **summary}):
+        click.echo(line)
+
+
+@campaign.command()
+@click.argument("name")
+def cancel(name: str) -> None:
+    """Cancel every ensemble (their sub-instances and members) and stop the campaign's `up`."""
+    from miniclusters.campaign import session
+
+    pid = session.stop(name)
+    if pid is None:
+        click.echo(f"no campaign runs on MiniCluster {name!r}")
+        sys.exit(1)
+    click.echo(f"cancelled the campaign of {name} (pid {pid})")

@@ -1,0 +1,110 @@
+"""spec.campaign validation: bad input exits 2 naming the field, before anything is prepared or started."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from miniclusters.api import SpecError, load_minicluster
+from miniclusters.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "naca0012-campaign.yaml"
+
+
+def example() -> dict[str, Any]:
+    return copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+
+
+def test_example_is_valid_and_registers_slots_for_a_whole_ensemble() -> None:
+    from miniclusters.render.entrypoint import broker_options
+
+    mc = load_minicluster(example())
+    assert mc.spec.campaign is not None
+    assert [e.name for e in mc.spec.campaign.ensembles] == ["alpha", "mach"]
+    assert [len(e.values) for e in mc.spec.campaign.ensembles] == [3, 3]
+    # three members of two ranks at once on one pod: six task slots per broker
+    assert "-Sresource.cores=0-5" in broker_options(mc)
+
+
+def _problems(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_minicluster(data)
+    return [str(p) for p in info.value.problems]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "words"),
+    [
+        (lambda d: d["spec"]["campaign"]["ensembles"][0].update(parameter="reynolds"),
+         "spec.campaign.ensembles[0].parameter", "angleOfAttack"),
+        (lambda d: d["spec"]["campaign"]["ensembles"][1].update(values=[]),
+         "spec.campaign.ensembles[1].values", "at least 1"),
+        (lambda d: d["spec"]["campaign"]["ensembles"][0].update(nodes=3),
+         "spec.campaign.ensembles[0].nodes", "larger than maxSize (2)"),
+        (lambda d: d["spec"]["campaign"]["ensembles"][1].update(name="alpha"),
+         "spec.campaign.ensembles[1].name", "unique"),
+        (lambda d: d["spec"]["campaign"]["ensembles"][1].update(values=[0.5, 1.5]),
+         "spec.campaign.ensembles[1].values[1]", "outside"),
+        (lambda d: d["spec"]["campaign"].update(weights=[1, 2, 3]), "spec.campaign.weights", "3 weights for 2 ranks"),
+        (lambda d: d["spec"]["campaign"].update(ensembles=[]), "spec.campaign.ensembles", "at least 1"),
+        (lambda d: d["spec"]["campaign"].update(turbulence="kOmega"), "spec.campaign.turbulence", "unknown field"),
+    ],
+)  # fmt: skip
+def test_bad_campaign_names_the_field(mutate: Any, field: str, words: str) -> None:
+    data = example()
+    mutate(data)
+    problems = _problems(data)
+    assert any(p.startswith(f"{field}:") and words in p for p in problems), problems
+
+
+def test_a_burst_target_lets_an_ensemble_exceed_max_size() -> None:
+    data = example()
+    data["spec"]["campaign"]["ensembles"][0]["nodes"] = 2
+    data["spec"]["campaign"]["ensembles"][0]["values"] = [0, 4, 8, 12]
+    load_minicluster(data)  # within maxSize: fine
+    data["spec"]["campaign"]["ensembles"][0]["nodes"] = 3
+    data["spec"]["campaign"]["ranks"] = 3
+    data["spec"]["campaign"]["weights"] = [1, 1, 3]
+    assert any("nodes" in p for p in _problems(data))
+    data["spec"]["flux"] = {"bursting": {"clusters": [{"name": "burst-local", "size": 2}]}}
+    assert not any("ensembles[0].nodes" in p for p in _problems_or_none(data))
+
+
+def _problems_or_none(data: dict[str, Any]) -> list[str]:
+    try:
+        load_minicluster(data)
+    except SpecError as exc:
+        return [str(p) for p in exc.problems]
+    return []
+
+
+def test_up_with_a_bad_campaign_exits_2_before_anything_starts(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("MINICLUSTERS_STATE_DIR", str(tmp_path / "state"))
+    data = example()
+    data["metadata"]["name"] = "campaign-bad"
+    data["spec"]["campaign"]["workdir"] = str(tmp_path / "work")
+    data["spec"]["campaign"]["ensembles"][0]["parameter"] = "reynolds"
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["up", str(spec)])
+    assert result.exit_code == 2, result.output
+    assert "spec.campaign.ensembles[0].parameter" in result.output
+    assert not (tmp_path / "work").exists()  # no case was prepared
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())  # no cluster
+
+
+def test_up_refuses_detach_for_a_campaign(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("MINICLUSTERS_STATE_DIR", str(tmp_path / "state"))
+    data = example()
+    data["spec"]["campaign"]["workdir"] = str(tmp_path / "work")
+    spec = tmp_path / "c.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["up", str(spec), "--detach"])
+    assert result.exit_code == 2 and "--detach" in result.output
+    assert not (tmp_path / "work").exists()
