@@ -113,7 +113,9 @@ def test_scale_up_and_down_while_a_job_runs(
 ) -> None:
     spec = spec_writer(machine.state_dir, "ela", size=2, max_size=4, min_size=1)
     assert mc("up", str(spec), "--detach").returncode == 0
-    submit = mc("exec", "ela", "--", "flux", "submit", "-N", "1", "sleep", "20")
+    release = machine.state_dir / "release-ela"  # the job runs until the test says so: no race with a slow machine
+    wait = f"while [ ! -e {release} ]; do sleep 0.2; done"
+    submit = mc("exec", "ela", "--", "flux", "submit", "-N", "1", "sh", "-c", wait)
     assert submit.returncode == 0, submit.stderr
     jobid = submit.stdout.strip().splitlines()[-1]
     assert waiter(lambda: _job(mc, "ela", jobid)[0] == "R", timeout=10)
@@ -140,6 +142,8 @@ def test_scale_up_and_down_while_a_job_runs(
     assert mc("scale", "ela", "3").returncode == 0
     assert waiter(lambda: (_status(mc, "ela")["ranks_up"] or [])[:3] == [0, 1, 2], timeout=20)
 
+    assert _job(mc, "ela", jobid)[0] == "R"
+    release.touch()
     assert waiter(lambda: _job(mc, "ela", jobid)[0] == "CD", timeout=25)  # completed, not failed or lost
     assert mc("down", "ela").returncode == 0
 
