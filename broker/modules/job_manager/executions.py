@@ -4,9 +4,10 @@ on ranks that are lost or return."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ...jobs.jobid import encode_f58
@@ -17,6 +18,7 @@ from ...jobs.states import PENDING, JobState
 from ...membership import UP
 from ...protocol import EHOSTUNREACH, EINVAL, Message
 from ...service import Request, ServiceError
+from ..exec_request import ExecRequest, Launch
 from ..mpi import wants_openmpi
 
 if TYPE_CHECKING:
@@ -92,40 +94,44 @@ class Executions:
         spec = table.spec(record)
         counts = _task_counts(spec, allocation)
         hostnames = self._b.config.hostnames
-        launch = "tasks"
+        launch: Launch = "tasks"
         if spec.command[:2] == ["flux", "broker"]:
             launch = "broker"
         elif wants_openmpi(spec.shell_options):
             launch = "mpi"
         system = record.jobspec.get("attributes", {}).get("system", {})
-        common = {
-            "command": spec.command,
-            "userid": record.userid,
-            "env": spec.environment,
-            "cwd": spec.cwd,
-            "size": spec.resources.ntasks,
-            "nnodes": len(ranks),
-            "launch": launch,
-            "hosts": [[hostnames[r], counts[r]] for r in ranks],
-            "ranks": ranks,
-            "cores": {str(r): allocation[r] for r in ranks},
-            "batch": system.get("batch", {}),
-            "level": int(self._b.attrs.get("instance-level") or 0),
-            "mpirun_args": spec.shell_options.get("mpirun-args", []),
-            "shell_options": spec.shell_options,
-        }
+        batch = system.get("batch")
+        script = batch.get("script") if isinstance(batch, dict) else None
+        request = ExecRequest(
+            jobid=record.jobid,
+            gen=record.requeues,
+            tasks=(),
+            command=tuple(spec.command),
+            userid=record.userid,
+            launch=launch,
+            size=spec.resources.ntasks,
+            ranks=tuple(ranks),
+            hosts=tuple((hostnames[r], counts[r]) for r in ranks),
+            cores={r: tuple(allocation[r]) for r in ranks},
+            env=spec.environment,
+            cwd=spec.cwd,
+            batch_script=script if isinstance(script, str) else None,
+            level=int(self._b.attrs.get("instance-level") or 0),
+            mpirun_args=_words(spec.shell_options.get("mpirun-args")),
+            shell_options=spec.shell_options,
+        )
         targets = ranks[:1] if launch == "mpi" else ranks
         ex = Execution(spec=spec, gen=record.requeues, ranks_left=set(targets))
         self._execs[record.jobid] = ex
         first = 0
         for rank in ranks:
-            taskranks = list(range(first, first + counts[rank]))
+            taskranks = tuple(range(first, first + counts[rank]))
             first += counts[rank]
             if rank not in targets:
                 continue
             if launch == "broker":
-                taskranks = [ranks.index(rank)]
-            payload = {"id": record.jobid, "gen": ex.gen, "spec": common, "tasks": taskranks}
+                taskranks = (ranks.index(rank),)
+            payload = replace(request, tasks=taskranks).to_payload()
             self._b.rpc("job-exec.start", payload, rank, self._on_started(record.jobid, rank))
         if spec.duration > 0:
             ex.timers.append(self._b.loop.call_later(spec.duration, lambda: self._expire(record.jobid, ex.gen)))
@@ -359,6 +365,15 @@ def _task_counts(spec: JobSpec, allocation: dict[int, list[int]]) -> dict[int, i
         shares = sorted(request.tasks_per_node(), reverse=True)
         return {rank: shares[i] for i, rank in enumerate(ranks)}
     return {rank: len(allocation[rank]) // request.cores_per_task for rank in ranks}
+
+
+def _words(value: object) -> tuple[str, ...]:
+    """The `mpirun-args` shell option: a list of words, or one string split as a shell would."""
+    if isinstance(value, str):
+        return tuple(shlex.split(value))
+    if isinstance(value, list):
+        return tuple(str(word) for word in value)
+    return ()
 
 
 def _ignore(_msg: Message) -> None:
