@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker import atomic
 from broker.burst_service import FAILED, RUNNING, STOPPED
 from broker.fsd import parse_fsd
 from bursting.lead import HandleLead, LeadPort, NodesView
@@ -121,9 +122,7 @@ class StateFile:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             state = self.read()
             yield state
-            temporary = self.path.with_suffix(".tmp")
-            temporary.write_text(json.dumps(state.to_json(), indent=2))
-            temporary.replace(self.path)
+            atomic.write_json(self.path, state.to_json())
 
 
 class BurstService:
