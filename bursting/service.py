@@ -59,7 +59,7 @@ class BurstRefused(BurstError):
     """A burst asked for by hand that its plugin says it cannot bring (over its limit, no quota, ...)."""
 
 
-class UnknownBurst(LookupError):
+class UnknownBurst(BurstError, LookupError):
     """A burst name that is not one of the cluster's bursts."""
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from broker import atomic
+from broker.errors import InputError
 from broker.jobs.journal import JobEvent
 from broker.jobs.record import replay
 from broker.jobs.store import INSTANCE, JOURNAL_FILE, OUTPUT_DIR, JobStore, QueueState
@@ -46,7 +47,7 @@ RESTORED = "restored"
 """The instance record a restore leaves in the journal: a restarted lead finds it and does not restore twice."""
 
 
-class ArchiveError(ValueError):
+class ArchiveError(InputError):
     """The archive cannot be restored (damaged, foreign, another version) or written; the message says why."""
 
 

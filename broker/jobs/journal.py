@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from broker import atomic
+from broker.errors import BrokerFailure
 
 
-class JournalError(RuntimeError):
+class JournalError(BrokerFailure):
     """The journal cannot be read or written; names the file and the line."""
 
 

@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from broker.errors import InputError
+
 Launch = Literal["tasks", "mpi", "broker"]
 LAUNCHES: tuple[Launch, ...] = ("tasks", "mpi", "broker")
 
 
-class ExecRequestError(ValueError):
+class ExecRequestError(InputError):
     """A `job-exec.start` payload that is not a valid request (names the field)."""
 
 
