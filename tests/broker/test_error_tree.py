@@ -1,5 +1,6 @@
-"""One root per package: every exception class the broker package defines is a BrokerBaseError of one kind,
-and keeps the builtin base it had (so existing `except ValueError` / `except RuntimeError` still catch it)."""
+"""One root per package: every exception class the broker package defines is a BrokerBaseError of one kind
+and keeps the builtin base it had (so existing `except ValueError` / `except RuntimeError` still catch it); the
+elasticity, miniclusters and bursting packages each have their root too."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import bursting
 from broker.errors import BrokerBaseError, BrokerFailure, FluxError, InputError
 
 
-def _exceptions(package: object) -> dict[str, type[BaseException]]:
+def _exceptions(package: object) -> dict[str, type[Exception]]:
+    """Errors (not signals such as a KeyboardInterrupt subclass) defined in the package's modules."""
     found = {}
     path = package.__path__  # type: ignore[attr-defined]
     for info in pkgutil.walk_packages(path, prefix=f"{package.__name__}."):  # type: ignore[attr-defined]
@@ -22,7 +24,7 @@ def _exceptions(package: object) -> dict[str, type[BaseException]]:
             continue
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
-            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == info.name:
+            if inspect.isclass(value) and issubclass(value, Exception) and value.__module__ == info.name:
                 found[f"{info.name}.{name}"] = value
     return found
 
@@ -54,7 +56,7 @@ def test_kinds_keep_their_builtin_base(name: str, kind: type, builtin: type) -> 
 def test_catch_by_kind() -> None:
     from broker.attributes import Attributes
 
-    with pytest.raises(InputError, match="sched.queue-depth"):
+    with pytest.raises(InputError, match=r"sched\.queue-depth"):
         Attributes([("sched.queue-depth", "many")]).integer("sched.queue-depth", 1)
     error = FluxError(2, "unknown job id")
     assert isinstance(error, BrokerBaseError) and error.errno == 2 and str(error) == "unknown job id"
@@ -65,3 +67,19 @@ def test_every_bursting_exception_is_a_burst_error() -> None:
 
     classes = _exceptions(bursting)
     assert [name for name, cls in classes.items() if not issubclass(cls, BurstError)] == []
+
+
+def test_every_elasticity_and_miniclusters_exception_has_its_package_root() -> None:
+    import elasticity
+    import miniclusters
+    from elasticity.control.ports import ActuatorError
+    from elasticity.errors import ElasticityError
+    from miniclusters.backends.base import BackendError
+    from miniclusters.errors import MiniclustersError
+
+    for package, root in ((elasticity, ElasticityError), (miniclusters, MiniclustersError)):
+        classes = _exceptions(package)
+        assert len(classes) >= 6
+        assert [name for name, cls in classes.items() if not issubclass(cls, root)] == []
+    # a backend's error is the product's, and what the decision layer's ports raise, so controllers catch it
+    assert issubclass(BackendError, MiniclustersError) and issubclass(BackendError, ActuatorError)

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker import atomic
+from miniclusters.errors import MiniclustersError
 
 IMAGES_DIR = Path(__file__).resolve().parents[3] / "images"
 CACHE_ENV = "MINICLUSTERS_CACHE_DIR"
 MPI_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"]mpi\.h[>\"]", re.MULTILINE)
 
 
-class ProgramBuildError(RuntimeError):
+class ProgramBuildError(MiniclustersError, RuntimeError):
     """A program of the image could not be built (missing compiler, compile error)."""
 
 
