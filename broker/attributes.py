@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from .errors import InputError
 from .fsd import parse_fsd
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-class AttrError(ValueError):
+class AttrError(InputError):
     """A malformed `-S` option or attribute value."""
 
 

@@ -14,11 +14,13 @@ from typing import Any
 
 import hostlist
 
+from broker.errors import InputError
+
 _HOST_KEYS = {"host", "bind", "connect", "parent"}
 _BOOTSTRAP_KEYS = {"curve_cert", "default_port", "default_bind", "default_connect", "hosts", "enable_ipv6"}
 
 
-class BootstrapError(ValueError):
+class BootstrapError(InputError):
     """A bootstrap configuration problem; the message names the file and field."""
 
 

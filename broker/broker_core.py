@@ -24,6 +24,7 @@ from .attributes import AttrError, Attributes
 from .bootstrap import BootstrapConfig, BootstrapError
 from .burst_service import ServiceReport
 from .curve_cert import CurveCertificate
+from .errors import BrokerFailure
 from .loop import Loop, Timer
 from .membership import Membership, Quorum, QuorumError
 from .overlay import Overlay
@@ -51,7 +52,7 @@ EventCallback = Callable[[Message], None]
 Module = Callable[["Broker"], None]
 
 
-class BrokerError(RuntimeError):
+class BrokerError(BrokerFailure):
     """A start-up problem; the message says what is wrong (config field, file, address)."""
 
 

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import zmq
 
+from broker.errors import InputError
+
 Z85_KEY = re.compile(r"^[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}$")
 
 
-class CurveCertError(ValueError):
+class CurveCertError(InputError):
     """A certificate that cannot be read or does not hold a valid CURVE keypair."""
 
 

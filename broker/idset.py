@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from broker.errors import InputError
 
-class IdsetError(ValueError):
+
+class IdsetError(InputError):
     """An idset string that does not parse."""
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import idset
+from .errors import InputError
 from .topology import Topology
 
 UP = "up"
@@ -18,7 +19,7 @@ LOST = "lost"  # was up, then vanished without saying goodbye
 STATES = (UP, DOWN, LOST)
 
 
-class QuorumError(ValueError):
+class QuorumError(InputError):
     """A broker.quorum value that cannot be satisfied or parsed."""
 
 

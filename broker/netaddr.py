@@ -7,10 +7,12 @@ import ipaddress
 import socket
 import struct
 
+from broker.errors import InputError
+
 _SIOCGIFADDR = 0x8915
 
 
-class AddressError(ValueError):
+class AddressError(InputError):
     """A bind/connect URI that does not name a usable address."""
 
 

@@ -12,6 +12,7 @@ import zmq
 from zmq.utils import z85
 
 from .curve_cert import CurveCertificate
+from .errors import BrokerFailure
 from .netaddr import AddressError, resolve_bind
 from .protocol import Message, ProtocolError
 
@@ -21,7 +22,7 @@ ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"flux"
 
 
-class OverlayError(RuntimeError):
+class OverlayError(BrokerFailure):
     """A socket that cannot be set up (bind failure, bad address)."""
 
 

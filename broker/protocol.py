@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.errors import InputError
+
 REQUEST = "req"
 RESPONSE = "rsp"
 EVENT = "evt"
@@ -27,7 +29,7 @@ EHOSTUNREACH = 113
 ETIMEDOUT = 110
 
 
-class ProtocolError(ValueError):
+class ProtocolError(InputError):
     """A frame that is not a valid message."""
 
 

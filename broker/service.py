@@ -11,10 +11,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .errors import BrokerBaseError
 from .protocol import EINVAL, EPROTO, Message
 
 
-class ServiceError(Exception):
+class ServiceError(BrokerBaseError):
     """Raise from a handler to answer with errnum/message."""
 
     def __init__(self, errnum: int, message: str) -> None:

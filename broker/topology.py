@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from broker.errors import InputError
+
 DEFAULT_FANOUT = 32  # Flux's default k-ary fanout
 
 
-class TopologyError(ValueError):
+class TopologyError(InputError):
     """A topology specification that cannot describe a tree over the instance's ranks."""
 
 

@@ -14,7 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 
 class BurstError(RuntimeError):
-    """A plugin could not do what was asked; the message says why (shown as the job's pending reason)."""
+    """The root of bursting's errors (BurstRefused, UnknownBurst, manual.UnknownPlugin are kinds of it); raised
+    as such, a plugin could not do what was asked and the message says why (shown as the job's pending reason)."""
 
 
 @dataclass(frozen=True)

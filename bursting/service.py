@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker import atomic
 from broker.burst_service import FAILED, RUNNING, STOPPED
 from broker.fsd import parse_fsd
 from bursting.lead import HandleLead, LeadPort, NodesView
@@ -58,7 +59,7 @@ class BurstRefused(BurstError):
     """A burst asked for by hand that its plugin says it cannot bring (over its limit, no quota, ...)."""
 
 
-class UnknownBurst(LookupError):
+class UnknownBurst(BurstError, LookupError):
     """A burst name that is not one of the cluster's bursts."""
 
 
@@ -121,9 +122,7 @@ class StateFile:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             state = self.read()
             yield state
-            temporary = self.path.with_suffix(".tmp")
-            temporary.write_text(json.dumps(state.to_json(), indent=2))
-            temporary.replace(self.path)
+            atomic.write_json(self.path, state.to_json())
 
 
 class BurstService:

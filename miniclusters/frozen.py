@@ -16,6 +16,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from miniclusters.errors import MiniclustersError
+
 PYTHON_VERSION = "{}.{}.{}".format(*sys.version_info[:3])
 # The interpreter's one-letter options that take no value (-I, -S, -u, ...): accepted and mostly ignored, since
 # a frozen program has no site directories or environment-driven start-up to skip.
@@ -23,7 +25,7 @@ NO_VALUE_FLAGS = frozenset("bBdEiIOPqsSuvVx")
 VALUE_FLAGS = frozenset("WX")
 
 
-class UsageError(Exception):
+class UsageError(MiniclustersError):
     """An interpreter command line this front end cannot run (it says what is missing, like python3 does)."""
 
 

@@ -14,8 +14,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from miniclusters.errors import MiniclustersError
 
-class LockBusy(Exception):
+
+class LockBusy(MiniclustersError):
     """The lock is held by another process (a non-blocking take, or the timeout passed)."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..errors import BrokerBaseError
 from ..jobs.api import JobClient, JobInfo, OutputLine, as_jobid
 from ..jobs.jobid import JobIdError
 from .options import OptionError
@@ -12,7 +13,7 @@ from .options import OptionError
 EXIT_USAGE = 2
 
 
-class CommandError(Exception):
+class CommandError(BrokerBaseError):
     """A failure to report as `flux-CMD: message` with exit code 1."""
 
 

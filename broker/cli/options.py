@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from broker.errors import InputError
 
-class OptionError(ValueError):
+
+class OptionError(InputError):
     """Bad usage; the message is printed after the command name."""
 
 

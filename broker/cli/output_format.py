@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from broker.errors import InputError
+
 SENTINELS = ("?+:", "?:", "+:")  # longest first: `?+:` also ends with `+:`
 _FILTER = ("?+:", "?:")
 _EXPAND = ("?+:", "+:")
@@ -24,7 +26,7 @@ _SPEC = re.compile(
 )
 
 
-class FormatError(ValueError):
+class FormatError(InputError):
     """A format string naming a field the command does not have, or not parseable at all."""
 
 

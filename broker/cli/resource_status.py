@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InputError
 from .output_format import OutputFormat
 
 FORMATS = {
@@ -58,7 +59,7 @@ HEADINGS = {
 _GREEN, _RED, _OFF = "\033[01;32m", "\033[01;31m", "\033[0;0m"
 
 
-class StatusError(ValueError):
+class StatusError(InputError):
     """Bad --states or --format; `hint` is a second line (flux-core logs it at INFO)."""
 
     def __init__(self, message: str, hint: str = "") -> None:

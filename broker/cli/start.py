@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import hostlist
 
 from ..attributes import AttrError, parse_setattr
+from ..errors import InputError
 
 START_USAGE = """\
 Usage: flux start [OPTIONS] [COMMAND...]
@@ -39,7 +40,7 @@ Options:
 """
 
 
-class UsageError(ValueError):
+class UsageError(InputError):
     """Bad command-line usage."""
 
 

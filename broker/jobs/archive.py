@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker import atomic
+from broker.errors import InputError
 from broker.jobs.journal import JobEvent
 from broker.jobs.record import replay
 from broker.jobs.store import INSTANCE, JOURNAL_FILE, OUTPUT_DIR, JobStore, QueueState
@@ -45,7 +47,7 @@ RESTORED = "restored"
 """The instance record a restore leaves in the journal: a restarted lead finds it and does not restore twice."""
 
 
-class ArchiveError(ValueError):
+class ArchiveError(InputError):
     """The archive cannot be restored (damaged, foreign, another version) or written; the message says why."""
 
 
@@ -124,16 +126,15 @@ def write_archive(
     manifest = Manifest(FORMAT_VERSION, time.time(), source, jobs, {name: _sha(data) for name, data in members.items()})
     target = Path(path)
     try:  # into a directory that exists: a mistyped path is an error, not a new directory tree
-        temporary = target.with_name(target.name + ".tmp")
-        with open(temporary, "wb") as handle:
-            with tarfile.open(fileobj=handle, mode="w:gz") as tar:
-                for name, data in [(MANIFEST, manifest.to_json().encode()), *members.items()]:
-                    info = tarfile.TarInfo(name)
-                    info.size, info.mtime, info.mode = len(data), int(manifest.created), 0o600
-                    tar.addfile(info, io.BytesIO(data))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
+        with (
+            atomic.replacing(target, fsync=True) as temporary,
+            open(temporary, "wb") as handle,
+            tarfile.open(fileobj=handle, mode="w:gz") as tar,
+        ):
+            for name, data in [(MANIFEST, manifest.to_json().encode()), *members.items()]:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = len(data), int(manifest.created), 0o600
+                tar.addfile(info, io.BytesIO(data))
     except OSError as exc:
         raise ArchiveError(f"{target}: cannot write the archive: {exc.strerror or exc}") from None
     return manifest

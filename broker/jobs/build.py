@@ -8,8 +8,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from broker.errors import InputError
 
-class JobspecError(ValueError):
+
+class JobspecError(InputError):
     """A jobspec that cannot be run; the message names the offending field."""
 
 

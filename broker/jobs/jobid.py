@@ -10,6 +10,8 @@ import re
 import threading
 import time
 
+from broker.errors import InputError
+
 F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 F58_PREFIX = "ƒ"
 F58_ASCII_PREFIX = "f"
@@ -17,7 +19,7 @@ _TIMESTAMP_BITS, _GENERATOR_BITS, _SEQUENCE_BITS = 40, 14, 10
 _MAX_SEQUENCE = (1 << _SEQUENCE_BITS) - 1
 
 
-class JobIdError(ValueError):
+class JobIdError(InputError):
     """Text that is not a job id in any Flux spelling."""
 
 

@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker import atomic
+from broker.errors import BrokerFailure
 
-class JournalError(RuntimeError):
+
+class JournalError(BrokerFailure):
     """The journal cannot be read or written; names the file and the line."""
 
 
@@ -83,19 +86,11 @@ class Journal:
 
     def rewrite(self, events: list[JobEvent]) -> None:
         """Atomically replace the journal (compaction): write aside, fsync, rename, fsync the directory."""
-        temporary = self.path.with_suffix(self.path.suffix + ".tmp")
         with self._lock:
-            with open(temporary, "w", encoding="utf-8") as handle:
-                handle.writelines(event.to_json() + "\n" for event in events)
-                handle.flush()
-                os.fsync(handle.fileno())
-            self._file.close()
-            os.replace(temporary, self.path)
-            directory = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
+            with atomic.replacing(self.path, fsync=True) as temporary:
+                with open(temporary, "w", encoding="utf-8") as handle:
+                    handle.writelines(event.to_json() + "\n" for event in events)
+                self._file.close()
             self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
 
     def close(self) -> None:

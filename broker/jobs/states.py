@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 
+from broker.errors import BrokerFailure
+
 
 class JobState(enum.IntFlag):
     """Flux's state bits (flux_job_state_t), so state masks work as in `flux jobs --filter`."""
@@ -57,7 +59,7 @@ _NEXT: dict[JobState, frozenset[JobState]] = {
 }
 
 
-class TransitionError(RuntimeError):
+class TransitionError(BrokerFailure):
     pass
 
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker import atomic
 from broker.jobs.journal import JobEvent, Journal
 
 INSTANCE = 0
@@ -136,9 +136,7 @@ class JobStore:
 
     @staticmethod
     def _write_lines(path: Path, lines: list[list[Any]]) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic.write_text(path, "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
 
     def close(self) -> None:
         self.journal.close()

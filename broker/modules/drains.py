@@ -12,11 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from broker.errors import InputError
+
 DrainMode = Literal["exact", "drain", "force", "update", "undrain", "replace"]
 DRAIN_MODES: tuple[DrainMode, ...] = ("exact", "drain", "force", "update", "undrain", "replace")
 
 
-class DrainError(ValueError):
+class DrainError(InputError):
     """The request would drain a drained rank or undrain one that is not; nothing was changed."""
 
 

@@ -19,12 +19,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError
 from . import job_tree, mpi, pmpi, subinstance
+from .exec_request import ExecRequest, ExecRequestError
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -115,32 +116,33 @@ class JobExec:
     # ------------------------------------------------------------------ starting tasks
     def start(self, req: Request) -> dict[str, Any]:
         """Start this rank's tasks of a job (as the job's user when the broker runs as root)."""
-        jobid = req.get("id", int)
-        spec = req.get("spec", dict)
-        taskranks: list[int] = req.get("tasks", list)
+        try:
+            request = ExecRequest.from_payload(req.payload)
+        except ExecRequestError as exc:
+            raise ServiceError(EINVAL, f"job-exec.start: {exc}") from None
+        jobid = request.jobid
         job = self.jobs.get(jobid)
         if job is not None and not job.done:
             raise ServiceError(EINVAL, f"job {jobid} already has tasks on rank {self.b.rank}")
-        job = LocalJob(jobid, int(req.payload.get("gen", 0)))
+        job = LocalJob(jobid, request.gen)
         self.jobs[jobid] = job
         job.tmpdir = os.path.join(self.b.rundir, "jobtmp", str(jobid))
         os.makedirs(job.tmpdir, exist_ok=True)
-        env = self._environment(jobid, spec, job.tmpdir)
-        launch = spec.get("launch", "tasks")
-        profiling = pmpi.pmpi_settings(spec.get("shell_options") or {}, jobid, spec.get("cwd") or os.getcwd())
-        profiler = pmpi.pmpi_variables(profiling, jobid, env) if profiling and launch != "broker" else {}
+        env = self._environment(request, job.tmpdir)
+        profiling = pmpi.pmpi_settings(dict(request.shell_options), jobid, request.cwd or os.getcwd())
+        profiler = pmpi.pmpi_variables(profiling, jobid, env) if profiling and request.launch != "broker" else {}
         if "MC_PMPI_DIR" in profiler:
             os.makedirs(profiler["MC_PMPI_DIR"], exist_ok=True)
-        if launch == "mpi":
+        if request.launch == "mpi":
             env.update(mpi.MPI_ENV)
-            spec = dict(spec, mpirun_args=[*pmpi.mpirun_exports(profiler), *(spec.get("mpirun_args") or [])])
-            commands = [(0, mpi.mpirun_command(spec, job.tmpdir, self.b.rank))]
-        elif launch == "broker":
-            commands = [(taskranks[0], subinstance.launch_command(spec, job.tmpdir, self.b))]
+            request = replace(request, mpirun_args=(*pmpi.mpirun_exports(profiler), *request.mpirun_args))
+            commands = [(0, mpi.mpirun_command(request, job.tmpdir, self.b.rank))]
+        elif request.launch == "broker":
+            commands = [(request.tasks[0], subinstance.launch_command(request, job.tmpdir, self.b))]
         else:
             env.update(profiler)
-            commands = [(rank, list(spec["command"])) for rank in taskranks]
-        account = run_as(int(spec.get("userid", os.getuid())))
+            commands = [(rank, list(request.command)) for rank in request.tasks]
+        account = run_as(request.userid)
         if account is not None:
             os.chown(job.tmpdir, account.pw_uid, account.pw_gid)
             if "MC_PMPI_DIR" in profiler:
@@ -148,24 +150,24 @@ class JobExec:
             env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
         for local_id, (taskrank, command) in enumerate(commands):
             task_env = dict(env, FLUX_TASK_RANK=str(taskrank), FLUX_TASK_LOCAL_ID=str(local_id))
-            job.tasks.append(self._spawn(job, taskrank, command, task_env, spec.get("cwd") or None, account))
+            job.tasks.append(self._spawn(job, taskrank, command, task_env, request.cwd or None, account))
         self._check_done(job)
         return {"rank": self.b.rank, "ntasks": len(job.tasks)}
 
-    def _environment(self, jobid: int, spec: dict[str, Any], tmpdir: str) -> dict[str, str]:
-        env = dict(spec.get("env") or os.environ)
+    def _environment(self, request: ExecRequest, tmpdir: str) -> dict[str, str]:
+        env = dict(request.env or os.environ)
         bindir = os.path.dirname(sys.executable)  # where `flux` is, for jobs that call it
         if bindir not in env.get("PATH", "").split(os.pathsep):
             env["PATH"] = env.get("PATH", "") + os.pathsep + bindir if env.get("PATH") else bindir
         env.update(
-            FLUX_JOB_ID=str(jobid),
-            FLUX_JOB_SIZE=str(spec.get("size", 1)),
-            FLUX_JOB_NNODES=str(spec.get("nnodes", 1)),
+            FLUX_JOB_ID=str(request.jobid),
+            FLUX_JOB_SIZE=str(request.size),
+            FLUX_JOB_NNODES=str(request.nnodes),
             FLUX_JOB_TMPDIR=tmpdir,
             FLUX_URI=self.b.local_uri,
-            FLUX_KVS_NAMESPACE=f"job-{jobid}",
+            FLUX_KVS_NAMESPACE=f"job-{request.jobid}",
         )
-        env[job_tree.TREE_VARIABLE] = job_tree.tree_value(os.environ, job_tree.job_tag(self.tree_key, jobid))
+        env[job_tree.TREE_VARIABLE] = job_tree.tree_value(os.environ, job_tree.job_tag(self.tree_key, request.jobid))
         return env
 
     def _spawn(

@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .exec_request import ExecRequest
 
 AGENT = f"{sys.executable} -m broker.mpi_rsh"
 # FLUX_JOB_ID in the environment makes Open MPI 4.1 pick its "flux" PMI component, which needs flux-core's
@@ -27,16 +30,16 @@ def wants_openmpi(shell_options: dict[str, Any]) -> bool:
     return value in ("openmpi", "ompi", "openmpi@5", "openmpi@4")
 
 
-def mpirun_command(spec: dict[str, Any], tmpdir: str, rank: int) -> list[str]:
+def mpirun_command(request: ExecRequest, tmpdir: str, rank: int) -> list[str]:
     """The mpirun command line for this job (run by the job's first rank)."""
-    hosts: list[list[Any]] = spec["hosts"]
+    hosts = request.hosts
     hostfile = os.path.join(tmpdir, "hostfile")
     with open(hostfile, "w", encoding="utf-8") as handle:
         handle.writelines(f"{name} slots={count}\n" for name, count in hosts)
     command = [
         "mpirun",
         "-np",
-        str(spec["size"]),
+        str(request.size),
         "--hostfile",
         hostfile,
         "--leave-session-attached",  # orteds stay children of the agent, so job kill reaches them
@@ -52,8 +55,7 @@ def mpirun_command(spec: dict[str, Any], tmpdir: str, rank: int) -> list[str]:
     ]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
-    extra = spec.get("mpirun_args") or []
-    return [*command, *[str(a) for a in extra], *spec["command"]]
+    return [*command, *request.mpirun_args, *request.command]
 
 
 def describe(command: list[str]) -> str:

@@ -9,36 +9,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
 from errno import EINVAL
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..service import Request, ServiceError
 from .drains import DRAIN_MODES, DrainError, DrainMode
-from .scheduler import Scheduler
 
-
-class JobManager(Protocol):
-    """What these services read of the job manager (a Protocol: the job manager imports this module)."""
-
-    @property
-    def sched(self) -> Scheduler: ...
-
-    @property
-    def queue(self) -> set[int]: ...
-
-    @property
-    def jobs(self) -> Mapping[int, Any]: ...
-
-    @property
-    def execs(self) -> Mapping[int, Any]: ...
-
-    @property
-    def b(self) -> Any: ...
-
-    def kick_sched(self) -> None: ...
-
-    def _spec(self, record: Any) -> Any: ...
+if TYPE_CHECKING:
+    from .job_manager import JobManager
 
 
 def node_need(nnodes: int | None, total_cores: int, cores_per_node: int) -> int:
@@ -49,27 +27,29 @@ def node_need(nnodes: int | None, total_cores: int, cores_per_node: int) -> int:
 
 
 def register(jm: JobManager) -> None:
+    table, queue, executions, broker = jm.table, jm.queue, jm.executions, jm.broker
+
     def queue_state(req: Request) -> dict[str, Any]:
-        nodes = jm.sched.nodes()
+        nodes = queue.sched.nodes()
         per_node = max((len(n.cores) for n in nodes.values()), default=1)
         pending = []
-        for jobid in sorted(jm.queue, key=lambda j: (-jm.jobs[j].priority, j)):
-            spec = jm._spec(jm.jobs[jobid])
+        for jobid in sorted(queue.pending(), key=lambda j: (-table[j].priority, j)):
+            spec = table.spec(table[jobid])
             need = node_need(spec.resources.nnodes, spec.resources.total_cores, per_node)
             pending.append({"id": jobid, "nnodes": need, "duration": spec.duration})
         running = [
             {
                 "id": jobid,
-                "ranks": sorted(jm.jobs[jobid].ranks),
-                "cores": {str(rank): len(cores) for rank, cores in jm.jobs[jobid].cores.items()},
+                "ranks": sorted(table[jobid].ranks),
+                "cores": {str(rank): len(cores) for rank, cores in table[jobid].cores.items()},
             }
-            for jobid in jm.execs
+            for jobid in executions.running()
         ]
         return {
             "pending": pending,
             "running": running,
-            "drained": sorted(jm.sched.drained),
-            "drain": jm.sched.drains.as_json(),
+            "drained": sorted(queue.sched.drained),
+            "drain": queue.sched.drains.as_json(),
         }
 
     def drain(req: Request) -> dict[str, Any]:
@@ -83,16 +63,16 @@ def register(jm: JobManager) -> None:
             raise ServiceError(EINVAL, "job-manager.drain: 'ranks' must be a list of integers")
         if 0 in ranks and mode != "undrain":
             raise ServiceError(EINVAL, "job-manager.drain: rank 0 (the lead) is never drained")
-        bad = [r for r in ranks if not 0 <= r < jm.b.size]
+        bad = [r for r in ranks if not 0 <= r < broker.size]
         if bad:
-            raise ServiceError(EINVAL, f"job-manager.drain: no such rank {bad[0]} (instance size {jm.b.size})")
+            raise ServiceError(EINVAL, f"job-manager.drain: no such rank {bad[0]} (instance size {broker.size})")
         try:
-            jm.sched.drains.apply(cast(DrainMode, mode), ranks, reason, time.time())
+            queue.sched.drains.apply(cast(DrainMode, mode), ranks, reason, time.time())
         except DrainError as exc:
             raise ServiceError(EINVAL, f"job-manager.drain: {exc}") from None
-        jm.kick_sched()
-        busy = sorted({r for jobid in jm.execs for r in jm.jobs[jobid].ranks} & set(ranks))
-        return {"drained": sorted(jm.sched.drained), "busy": busy}
+        queue.kick()
+        busy = sorted({r for jobid in executions.running() for r in table[jobid].ranks} & set(ranks))
+        return {"drained": sorted(queue.sched.drained), "busy": busy}
 
-    jm.b.register("job-manager.queue-state", queue_state)
-    jm.b.register("job-manager.drain", drain)
+    broker.register("job-manager.queue-state", queue_state)
+    broker.register("job-manager.drain", drain)

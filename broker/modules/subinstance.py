@@ -13,10 +13,11 @@ import json
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from .exec_request import ExecRequest
 
 _HOST_OF_URI = re.compile(r"^tcp://(\[[^\]]+\]|[^:/]+)")
 
@@ -27,25 +28,25 @@ def uri_host(uri: str | None, fallback: str) -> str:
     return match.group(1) if match else fallback
 
 
-def launch_command(spec: dict[str, Any], tmpdir: str, broker: Broker) -> list[str]:
+def launch_command(request: ExecRequest, tmpdir: str, broker: Broker) -> list[str]:
     """Write this rank's plan and the batch script into the job's tmpdir; return the launcher command."""
-    ranks: list[int] = spec["ranks"]
+    ranks = list(request.ranks)
     config = broker.config
     hosts = [[config.hostnames[r], uri_host(config.connect_uri(r), config.hostnames[r])] for r in ranks]
-    script = spec.get("batch", {}).get("script")
-    if isinstance(script, str):
+    script = request.batch_script
+    if script is not None:
         path = os.path.join(tmpdir, "script")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(script)
         os.chmod(path, 0o755)
-    command = [word.replace("{{tmpdir}}", tmpdir) for word in spec["command"][2:]]
+    command = [word.replace("{{tmpdir}}", tmpdir) for word in request.command[2:]]
     plan = {
         "index": ranks.index(broker.rank),
         "hosts": hosts,
-        "cores": spec["cores"][str(broker.rank)],
+        "cores": list(request.cores[broker.rank]),
         "cert": config.curve_cert,
         "command": command,
-        "level": int(spec.get("level", 0)) + 1,
+        "level": request.level + 1,
         "rundir": os.path.join(tmpdir, "instance"),
         "attrs": {
             k: v

@@ -19,6 +19,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker.client import FluxError
+from broker.errors import BrokerBaseError
 from broker.jobs.api import JobInfo
 from broker.rest import access
 from broker.rest.auth import issue_token, token_principal
@@ -32,7 +33,7 @@ from broker.rest.users_api import users_router
 from broker.rest.web import WebContext, mount_web
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(BrokerBaseError):
     """A body (sent without a Content-Length, in chunks) grew past the limit while being read."""
 
 

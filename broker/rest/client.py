@@ -9,10 +9,11 @@ from urllib.parse import quote
 
 import httpx
 
+from broker.errors import BrokerFailure
 from broker.rest.tokens import encode_handshake, short_key_warning
 
 
-class RestError(RuntimeError):
+class RestError(BrokerFailure):
     """An error answer from the server (status and its message) or an unreachable server."""
 
     def __init__(self, status: int, message: str) -> None:

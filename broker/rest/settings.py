@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from broker.errors import InputError
 from broker.rest.tokens import MIN_KEY_BYTES, short_key_warning
 
 ServerMode = Literal["single-user", "multi-user"]
@@ -20,7 +21,7 @@ DEFAULT_PORT = 5000
 DEFAULT_TOKEN_MINUTES = 600
 
 
-class SettingsError(ValueError):
+class SettingsError(InputError):
     """A setting that cannot be used; names the variable."""
 
 

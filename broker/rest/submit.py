@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
+from broker.errors import InputError
 from broker.rest.messages import error_lines
 
 MAX_COMMAND_CHARS = 65536
@@ -41,7 +42,7 @@ class SubmitRequest:
     owner: str = ""  # the authenticated REST user, set by the app (never a submit parameter)
 
 
-class SubmitError(ValueError):
+class SubmitError(InputError):
     """Invalid submit parameters; `errors` are "field: reason" lines."""
 
     def __init__(self, errors: list[str]) -> None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import jwt
 from jwt.warnings import InsecureKeyLengthWarning
 
+from broker.errors import InputError
+
 ALGORITHM = "HS256"
 HANDSHAKE_SCOPE = "token"
 MIN_KEY_BYTES = 32  # RFC 7518 section 3.2: an HS256 key at least as long as the hash
@@ -34,7 +36,7 @@ def short_key_warning(variable: str, key: str) -> str | None:
     return message
 
 
-class TokenError(ValueError):
+class TokenError(InputError):
     """Malformed, expired, tampered or foreign token (the message says which, for the server log)."""
 
 

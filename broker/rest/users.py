@@ -16,6 +16,8 @@ from pathlib import Path
 
 import bcrypt
 
+from broker.errors import InputError
+
 # Checked against when the user does not exist, so a wrong name costs as much time as a wrong password.
 _DUMMY_HASH = bcrypt.hashpw(b"not-a-password", bcrypt.gensalt(rounds=10))
 MAX_PASSWORD_BYTES = 72  # bcrypt's limit; longer passwords would be silently truncated
@@ -25,7 +27,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]*")
 NAME_RULE = f"1-{MAX_NAME_CHARS} characters: letters, digits, '_', '.', '@', '-', not starting with '.', '@' or '-'"
 
 
-class UserError(ValueError):
+class UserError(InputError):
     """A user operation that cannot be done; `field` names the input at fault and `reason` says why in words."""
 
     def __init__(self, message: str, field: str = "name", reason: str = "invalid") -> None:

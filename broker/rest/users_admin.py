@@ -21,13 +21,14 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from broker.errors import BrokerBaseError
 from broker.rest.users import UserError, UserStore, check_name, check_password
 
 PROG = "python3 -m broker.rest.users_admin"
 DATABASE = "users.db"
 
 
-class AdminError(Exception):
+class AdminError(BrokerBaseError):
     """Ends the command with a message and an exit code (2: invalid input, 1: the operation failed)."""
 
     def __init__(self, message: str, code: int = 2) -> None:

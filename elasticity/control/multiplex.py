@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from elasticity.control.multiplex_types import (
     TERMINAL,
@@ -59,6 +59,9 @@ from elasticity.policy.multiplex_requests import (
     plan_pods,
     pod_need_from_ranks,
 )
+
+if TYPE_CHECKING:
+    from elasticity.control.multiplex_ports import SharesResult
 
 
 @dataclass
@@ -176,10 +179,21 @@ class MultiplexPlanner:
         rec.submitted_at, rec.restarts_at_submit, rec.pod_down = now, self.restarts, False
 
     # ------------------------------------------------------------------ the answers to our actions
-    def simulation_started(self, sim: str, now: float, ok: bool, reason: str = "") -> None:
+    def simulation_started(self, sim: str, now: float, ok: bool, reason: str = "", job_id: str = "") -> None:
         rec = self.sims[sim]
-        if not ok:
+        if ok:
+            self._event(now, "submitted", sim=sim, job=job_id)
+        else:
             self._end(rec, "failed", now, f"could not be submitted: {reason}")
+
+    def shares_answered(self, now: float, level: str, results: list[SharesResult]) -> None:
+        """What became of the per-job shares of the last SetJobShares, pod by pod."""
+        for result in results:
+            self._event(now, "job-shares", pod=result.pod, applied=result.applied, detail=result.detail, level=level)
+
+    def cancel_failed(self, now: float, sim: str, reason: str) -> None:
+        """A simulation ended by stop() whose job could not be cancelled: it may still run."""
+        self._event(now, "cancel-failed", sim=sim, reason=reason)
 
     def resize_answered(self, now: float, answers: Mapping[int, tuple[ResizeAnswer, str]]) -> None:
         """Per-pod answers to the last ResizePods: Deferred -> back off and retry; Infeasible -> cap the plan."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from elasticity.control.events import EventLog
 from elasticity.control.multiplex import MultiplexPlanner
 from elasticity.control.multiplex_ports import JobShares, Simulations
 from elasticity.control.multiplex_types import (
+    Action,
     CancelSimulation,
     Observation,
     ResizePods,
@@ -93,15 +93,13 @@ class MultiplexRunner:
             self.on_progress(progress)
         return progress
 
-    def _act(self, action: Any, now: float) -> None:
+    def _act(self, action: Action, now: float) -> None:
         planner = self.planner
         if isinstance(action, StartSimulation):
             answer = self.simulations.submit(action.sim, action.profile_iterations)
             if answer.ok:
                 self.job_ids[action.sim] = answer.job_id
-                planner.events.append({"t": round(now, 3), "event": "submitted", "sim": action.sim,
-                                       "job": answer.job_id})  # fmt: skip
-            planner.simulation_started(action.sim, now, answer.ok, answer.reason)
+            planner.simulation_started(action.sim, now, answer.ok, answer.reason, answer.job_id)
         elif isinstance(action, CancelSimulation):
             self.simulations.cancel(action.sim, action.reason)
         elif isinstance(action, ResizePods):
@@ -115,10 +113,7 @@ class MultiplexRunner:
                 return
             planner.resize_answered(now, {p: (a.outcome.value, a.reason) for p, a in answers.items()})
         elif isinstance(action, SetJobShares) and self.shares is not None:
-            for result in self.shares.set_shares(action.shares_m):
-                planner.events.append({"t": round(now, 3), "event": "job-shares", "pod": result.pod,
-                                       "applied": result.applied, "detail": result.detail,
-                                       "level": self.shares.level})  # fmt: skip
+            planner.shares_answered(now, self.shares.level, self.shares.set_shares(action.shares_m))
 
     def _flush(self) -> None:
         """Write the planner's new events to the JSON-lines log."""
@@ -156,8 +151,7 @@ class MultiplexRunner:
             try:
                 self.simulations.cancel(cancel.sim, cancel.reason)
             except Exception as exc:  # the end is recorded already; say that the job may still run
-                self.planner.events.append({"t": round(now, 3), "event": "cancel-failed", "sim": cancel.sim,
-                                            "reason": str(exc) or type(exc).__name__})  # fmt: skip
+                self.planner.cancel_failed(now, cancel.sim, str(exc) or type(exc).__name__)
         self._flush()
 
     def run(

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
+from elasticity.errors import ElasticityError
 from elasticity.model.node import Node
 from elasticity.model.size import SizeRange, size_range
 
 
-class ActuatorError(Exception):
+class ActuatorError(ElasticityError):
     """Acting failed (backend unreachable, refused, timed out); `str()` is the whole message for a user."""
 
 

@@ -16,13 +16,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+from elasticity.errors import ElasticityError
+
 SOURCE = Path(__file__).with_name("mc_pmpi.c")
 LIBRARY_NAME = "libmcpmpi.so"
 CFLAGS = ("-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror")
 LDLIBS = ("-lpthread",)
 
 
-class PmpiBuildError(RuntimeError):
+class PmpiBuildError(ElasticityError, RuntimeError):
     """The MPI compiler wrapper is missing or failed; the message says which and why."""
 
 

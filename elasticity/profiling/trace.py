@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from elasticity.errors import ElasticityError
+
 MAGIC = b"MCPMPITR"
 VERSION = 1
 NAME_BYTES = 24
@@ -40,7 +42,7 @@ FLAG_ITERATIONS = 0x80  # written after MC_PMPI_ITERATIONS boundary calls, not a
 _FILE_RE = re.compile(r"^pmpi\.(?P<job>[A-Za-z0-9._-]+)\.(?P<rank>\d+)\.bin$")
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(ElasticityError, ValueError):
     """A trace file is truncated, corrupt, of another version, or inconsistent with its job."""
 
 

@@ -15,6 +15,7 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
+from elasticity.errors import ElasticityError
 from elasticity.policy.scheduling.registry import SchedulingPolicy
 from elasticity.policy.scheduling.types import RunningJob, Snapshot, WaitingJob
 from elasticity.sim.workload import SimJob, Workload
@@ -22,7 +23,7 @@ from elasticity.sim.workload import SimJob, Workload
 _COMPLETION, _ARRIVAL = 0, 1
 
 
-class PolicyError(RuntimeError):
+class PolicyError(ElasticityError, RuntimeError):
     pass
 
 

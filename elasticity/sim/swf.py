@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from elasticity.errors import ElasticityError
+
 FIELDS = (
     "job",
     "submit",
@@ -32,7 +34,7 @@ FIELDS = (
 UNKNOWN = -1
 
 
-class SWFError(ValueError):
+class SWFError(ElasticityError, ValueError):
     pass
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from elasticity.errors import ElasticityError
+
 DEFAULT_BASHRC = Path("/usr/share/openfoam/etc/bashrc")
 #: Override the bashrc location without code changes (e.g. a Docker image with /opt/openfoam).
 BASHRC_VARIABLE = "MC_OPENFOAM_BASHRC"
@@ -40,7 +42,7 @@ FoamFile
 """
 
 
-class FoamError(RuntimeError):
+class FoamError(ElasticityError, RuntimeError):
     """OpenFOAM is missing or one of its tools failed; the message names the tool and shows its log."""
 
 

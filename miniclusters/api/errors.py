@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from miniclusters.errors import MiniclustersError
+
 
 @dataclass(frozen=True, order=True)
 class Problem:
@@ -15,7 +17,7 @@ class Problem:
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
-class SpecError(ValueError):
+class SpecError(MiniclustersError, ValueError):
     """A MiniCluster that cannot be accepted; lists every problem found, each with its field path."""
 
     def __init__(self, problems: Iterable[Problem], source: str | None = None) -> None:

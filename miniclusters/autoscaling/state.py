@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from broker import atomic
 from miniclusters.backends.local.state import state_root
 
 
@@ -26,9 +27,7 @@ def save_state(path: Path, fields: dict[str, Any]) -> None:
     if not path.parent.is_dir():
         return
     state = {"pid": os.getpid(), "updated": time.time(), **fields}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, default=str))
-    tmp.replace(path)
+    atomic.write_json(path, state, default=str)
 
 
 def load_state(backend: str, name: str) -> dict[str, Any] | None:

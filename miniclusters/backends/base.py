@@ -13,13 +13,14 @@ from typing import NamedTuple, Protocol, runtime_checkable
 # ResizeOutcome is the ports' enum (one vocabulary for resize outcomes); backend errors are actuator errors.
 from elasticity.control.ports import ActuatorError, ClusterView, PodResize, Rejected, ResizeOutcome, ScaleResult
 from miniclusters.api.spec import MiniCluster
+from miniclusters.errors import MiniclustersError
 from miniclusters.render.options import RenderOptions
 
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
 
 
-class BackendError(ActuatorError):
+class BackendError(MiniclustersError, ActuatorError):
     """Something the user can act on; `str(error)` is the whole message."""
 
     exit_code = EXIT_FAILURE

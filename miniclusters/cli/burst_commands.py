@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
-from pathlib import Path
 
 import click
 
@@ -36,10 +34,7 @@ def burst(
       minicluster burst burst --plugin local --nodes 2
       minicluster burst burst --release burst-b1
     """
-    from bursting.discovery import plugin_factories
-    from bursting.lead import HandleLead
-    from bursting.plugin import BurstError, LeadContext
-    from bursting.service import BurstRefused, BurstService, StateFile, UnknownBurst
+    from bursting import manual  # only when bursting: the other commands need not load it
 
     if release_name is None and (nodes is None or nodes < 1):
         click.echo("error: --nodes: give a number of nodes >= 1 (or --release BURST)", err=True)
@@ -54,39 +49,25 @@ def burst(
             )
         lead = lead_context(name)
         try:
-            factory = plugin_factories([plugin])[plugin]
-        except LookupError as exc:
+            if release_name is not None:
+                manual.release(name, lead, plugin, release_name)
+                click.echo(f"released burst {release_name}")
+                return
+            assert nodes is not None
+            joined = manual.burst(name, lead, plugin, nodes)
+        except manual.UnknownPlugin as exc:
             click.echo(f"error: --plugin: {exc}", err=True)
             sys.exit(EXIT_INVALID)
-        ctx = LeadContext(**lead["context"])
-        service = BurstService(
-            name, HandleLead(lead["lead_uri"]), {plugin: factory(ctx)}, StateFile(Path(lead["state_file"]))
-        )
-        if release_name is not None:
-            try:
-                service.release(release_name)
-            except UnknownBurst as exc:
-                click.echo(f"error: --release: {exc.args[0]}", err=True)
-                sys.exit(EXIT_INVALID)
-            click.echo(f"released burst {release_name}")
-            return
-        assert nodes is not None
-        try:
-            record = service.burst(plugin, nodes, manual=True)
-        except BurstRefused as exc:  # the limit the burst service obeys too (e.g. spec.flux.bursting.clusters size)
+        except manual.UnknownBurst as exc:
+            click.echo(f"error: --release: {exc.args[0]}", err=True)
+            sys.exit(EXIT_INVALID)
+        except manual.BurstRefused as exc:  # the limit the burst service obeys too (spec.flux.bursting.clusters size)
             click.echo(f"error: --nodes {nodes}: {exc}", err=True)
             sys.exit(EXIT_INVALID)
-        except BurstError as exc:
+        except manual.BurstError as exc:
             raise BackendError(str(exc)) from None
-        if record.state == "failed":
-            raise BackendError(f"burst {record.name} via {plugin} failed: {record.reason}")
-        hosts = ", ".join(record.burst().hosts)
-        deadline = time.monotonic() + 180
-        while not set(record.ranks) <= service.lead.nodes().burst_ranks_up:
-            if time.monotonic() > deadline:
-                raise BackendError(f"burst {record.name}: its brokers did not join the lead within 180 s")
-            time.sleep(0.3)
-        click.echo(f"burst {record.name}: {nodes} node(s) via {plugin} joined as ranks {record.ranks} ({hosts})")
+        hosts = ", ".join(joined.hosts)
+        click.echo(f"burst {joined.name}: {nodes} node(s) via {plugin} joined as ranks {list(joined.ranks)} ({hosts})")
 
 
 COMMANDS = (burst,)

@@ -12,12 +12,13 @@ import click
 
 from broker.jobs.archive import ArchiveError, read_archive, summary
 from miniclusters.api.spec import MiniCluster
+from miniclusters.errors import MiniclustersError
 
 EXIT_INVALID = 2
 UNFIT_CHOICES = ("wait", "reject")
 
 
-class RestoreRefused(click.ClickException):
+class RestoreRefused(MiniclustersError, click.ClickException):
     exit_code = EXIT_INVALID
 
     def show(self, file: Any = None) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker import atomic
 from elasticity.control.multiplex import MultiplexPlanner, summary_rows
 from elasticity.control.multiplex_ports import JobShares
 from elasticity.control.multiplex_types import MultiplexConfig
@@ -137,9 +138,7 @@ def save_state(path: Path, name: str, session: Session, running: bool, extra: di
         **(extra or {}),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, default=str))
-    tmp.replace(path)
+    atomic.write_json(path, state, default=str)
 
 
 def load_state(backend: str, name: str) -> dict[str, Any] | None:

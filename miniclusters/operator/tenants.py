@@ -17,6 +17,7 @@ from typing import Any
 
 from miniclusters.api.crd import PLURAL
 from miniclusters.api.spec import API_GROUP
+from miniclusters.errors import MiniclustersError
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
 TENANT_ROLE = "miniclusters-tenant"
@@ -24,7 +25,7 @@ TENANT_ROLE = "miniclusters-tenant"
 NAMESPACE_PATTERN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
-class TenantError(ValueError):
+class TenantError(MiniclustersError, ValueError):
     """A tenant that cannot be rendered (names the flag and the value)."""
 
 

@@ -1,170 +1,250 @@
-"""The queue: priority order, the scheduling pass over the pure queue policies (elasticity/policy/queue.py),
-urgency, and `flux queue` (start/stop/enable/disable/policy, idle waits)."""
+"""The queue: submission, priority order, the scheduling pass over the pure queue policies
+(elasticity/policy/queue.py), urgency, and `flux queue` (start/stop/enable/disable/policy)."""
 
 from __future__ import annotations
 
 import contextlib
-import time
-from typing import Any
+import os
+from collections.abc import Set
+from typing import TYPE_CHECKING, Any
 
 from elasticity.policy.queue import Waiting
 
 from ...jobs.jobid import encode_f58
+from ...jobs.jobspec import JobspecError, parse_jobspec
+from ...jobs.save_policy import save_policy
 from ...jobs.states import JobState
 from ...jobs.store import QueueState
-from ...protocol import EINVAL
+from ...protocol import EINVAL, EPERM
 from ...service import Request, ServiceError
 from ..drains import describe
 from ..scheduler import Scheduler
-from .core import JobManagerCore
+
+if TYPE_CHECKING:
+    from ...broker import Broker
+    from . import JobManager
+
+ENOSPC = 28
 
 
-class Queue(JobManagerCore):
+def priority(urgency: int) -> int:
+    """Flux's default priority plugin: priority = urgency, 0 = held, 31 = expedite (highest)."""
+    return 2**32 - 1 if urgency == 31 else urgency
+
+
+class JobQueue:
+    """The pending jobs in order, the scheduler, whether the queue runs and takes submissions, and the
+    "waiting for drained ranks" reasons it gave."""
+
+    def __init__(self, jm: JobManager, broker: Broker, saved: QueueState) -> None:
+        self._jm = jm
+        self._b = broker
+        self._sched = Scheduler(broker, broker.attrs.get("sched.queue-policy", "fcfs") or "fcfs")
+        self._pending: set[int] = set()  # jobs in SCHED
+        self._order: list[int] | None = None  # the queue sorted by priority, then submission
+        self._depth = broker.attrs.integer("sched.queue-depth", 256, minimum=1) or 256
+        self._dirty = False
+        self._started = True
+        self._stop_reason = ""
+        self._enabled = True
+        self._enable_reason = ""
+        self._drain_noted: dict[int, str] = {}
+        """Pending jobs given "waiting for drained ranks" as their reason, and the words given."""
+        # A stopped or disabled queue stays so across a lead restart (as in Flux).
+        self._started, self._stop_reason = saved.started, saved.stop_reason
+        self._enabled, self._enable_reason = saved.enabled, saved.enable_reason
+        if saved.policy:
+            with contextlib.suppress(ValueError):
+                self._sched = Scheduler(broker, saved.policy, self._sched.drains)
+
+    # ------------------------------------------------------------------ what others read and ask
+    @property
+    def sched(self) -> Scheduler:
+        return self._sched
+
+    def pending(self) -> Set[int]:
+        return self._pending
+
+    def enqueue(self, jobid: int) -> None:
+        self._pending.add(jobid)
+        self._order = None
+
+    def dequeue(self, jobid: int) -> None:
+        self._pending.discard(jobid)
+
+    def mark_dirty(self) -> None:
+        """Run a scheduling pass after the next commit."""
+        self._dirty = True
+
+    def kick(self) -> None:
+        """Run a scheduling pass soon."""
+        self._dirty = True
+        self._jm.table.schedule_flush()
+
+    def take_drain_note(self, jobid: int) -> bool:
+        """Forget the drained-ranks reason given to a job; whether there was one."""
+        return bool(self._drain_noted.pop(jobid, None))
+
+    def interrupted_by(self, reason: str) -> bool:
+        return reason in (self._stop_reason, self._enable_reason)
+
+    def stop(self, reason: str) -> None:
+        """Stop scheduling and submissions (kept across a restart)."""
+        self._started, self._stop_reason = False, reason
+        self._enabled, self._enable_reason = False, reason
+        self._save_state()
+
+    def resume(self) -> None:
+        self._started, self._stop_reason = True, ""
+        self._enabled, self._enable_reason = True, ""
+        self._save_state()
+
+    def _save_state(self) -> None:
+        state = QueueState(
+            started=self._started,
+            stop_reason=self._stop_reason,
+            enabled=self._enabled,
+            enable_reason=self._enable_reason,
+            policy=self._sched.policy,
+        )
+        self._jm.table.save_queue(state)
+
+    # ------------------------------------------------------------------ scheduling
+    def schedule_if_dirty(self) -> None:
+        if self._dirty:
+            self.schedule()
+
     def schedule(self) -> None:
-        self.sched_dirty = False
-        if not self.sched_started or not self.queue or not self.b.online:
+        self._dirty = False
+        if not self._started or not self._pending or not self._b.online:
             return
-        if self._order is None or len(self._order) > 2 * len(self.queue) + 64:
-            self._order = sorted(self.queue, key=lambda j: (-self.jobs[j].priority, j))
+        table = self._jm.table
+        if self._order is None or len(self._order) > 2 * len(self._pending) + 64:
+            self._order = sorted(self._pending, key=lambda j: (-table[j].priority, j))
         self._order = (
-            [j for j in self._order if j in self.queue] if len(self._order) != len(self.queue) else self._order
+            [j for j in self._order if j in self._pending] if len(self._order) != len(self._pending) else self._order
         )
         # Like Flux's queue-depth: only the head of the queue is considered in one pass (FCFS can start at
         # most one job per free core; EASY looks further for backfill candidates).
-        free_cores = sum(len(n.cores) for n in self.sched.nodes().values() if n.up)
-        depth = self.queue_depth if self.sched.policy == "easy" else min(self.queue_depth, free_cores + 1)
+        free_cores = sum(len(n.cores) for n in self._sched.nodes().values() if n.up)
+        depth = self._depth if self._sched.policy == "easy" else min(self._depth, free_cores + 1)
         waiting = []
         for jobid in self._order:
-            record = self.jobs[jobid]
+            record = table[jobid]
             if record.priority <= 0:
                 continue  # held
-            spec = self._spec(record)
+            spec = table.spec(record)
             waiting.append(Waiting(jobid, spec.resources, spec.duration))
             if len(waiting) >= depth:
                 break
         if not waiting:
             return
         started = set()
-        for jobid, allocation in self.sched.plan(waiting, self._holding()).start:
-            self._start(self.jobs[jobid], allocation)
+        for jobid, allocation in self._sched.plan(waiting, self._jm.executions.holding()).start:
+            self._pending.discard(jobid)
+            self._jm.executions.start(table[jobid], allocation)
             started.add(jobid)
         self._note_drains([w for w in waiting if w.jobid not in started])
-
-    def _holding(self) -> list[tuple[int, dict[int, list[int]], float, float]]:
-        """(jobid, allocation, t_run, duration) of every job holding resources."""
-        return [
-            (jobid, self.jobs[jobid].cores, self.jobs[jobid].t_run, ex.spec.duration)
-            for jobid, ex in self.execs.items()
-        ]
 
     def _note_drains(self, waiting: list[Waiting]) -> None:
         """Give the jobs that wait for drained ranks that reason (`flux jobs` INFO, sched.reason_pending), and take
         it back once they no longer do. A reason someone else set (a burst) is left alone."""
-        held = self.sched.held_by_drains(waiting, self._holding())
+        held = self._sched.held_by_drains(waiting, self._jm.executions.holding())
         text = ""
         if held:
-            drains = self.sched.drains.entries
+            drains = self._sched.drains.entries
             text = "waiting for drained ranks " + describe({r: d.reason for r, d in drains.items()})
         for job in waiting:
             want = text if job.jobid in held else ""
-            noted = self.drain_noted.get(job.jobid, "")
+            noted = self._drain_noted.get(job.jobid, "")
             if want == noted:
                 continue
-            record = self.jobs[job.jobid]
+            record = self._jm.table[job.jobid]
             current = str((record.extra.get("sched") or {}).get("reason_pending") or "")
             if current != noted:  # another reason came since: not ours to change
-                self.drain_noted.pop(job.jobid, None)
+                self._drain_noted.pop(job.jobid, None)
                 if current:
                     continue
-            self.post(record, "annotate", {"sched": {"reason_pending": want}})
+            self._jm.table.post(record, "annotate", {"sched": {"reason_pending": want}})
             if want:
-                self.drain_noted[job.jobid] = want
+                self._drain_noted[job.jobid] = want
             else:
-                self.drain_noted.pop(job.jobid, None)
+                self._drain_noted.pop(job.jobid, None)
 
-    def _enqueue(self, jobid: int) -> None:
-        self.queue.add(jobid)
-        self._order = None
+    # ------------------------------------------------------------------ services
+    def svc_submit(self, req: Request) -> None:
+        """Validate, assign a FLUID, journal, and acknowledge only after the group commit."""
+        if not self._enabled:
+            raise ServiceError(EPERM, f"job submission is disabled: {self._enable_reason or 'queue disabled'}")
+        jobspec = req.get("jobspec", dict)
+        urgency = req.get("urgency", int, required=False, default=16)
+        if not 0 <= urgency <= 31:
+            raise ServiceError(EINVAL, f"urgency: must be between 0 and 31 (got {urgency})")
+        try:
+            spec = parse_jobspec(jobspec)
+        except JobspecError as exc:
+            raise ServiceError(EINVAL, f"invalid jobspec: {exc}") from None
+        try:
+            save_policy(jobspec)
+        except ValueError as exc:
+            raise ServiceError(EINVAL, f"invalid jobspec: {exc}") from None
+        # A burstable job may need more nodes than the instance has: the burst service brings them (bursting/).
+        burstable = bool(jobspec.get("attributes", {}).get("system", {}).get("burstable"))
+        reason = None if burstable else self._sched.unsatisfiable(spec.resources)
+        if reason is not None:
+            raise ServiceError(ENOSPC, f"unsatisfiable request: {reason}")
+        userid = req.get("userid", int, required=False, default=os.getuid())
+        table = self._jm.table
+        record = table.create(jobspec, spec, userid, urgency, req.payload.get("flags", 0))
+        table.post(record, "depend")
+        table.post(record, "priority", {"priority": priority(urgency)})
+        self.enqueue(record.jobid)
+        self._dirty = True
+        table.ack_after_commit(req, {"id": record.jobid})
+        return None
 
     def svc_urgency(self, req: Request) -> dict[str, Any]:
-        record = self._record(req)
+        record = self._jm.table.record(req)
         urgency = req.get("urgency", int)
         if not 0 <= urgency <= 31:
             raise ServiceError(EINVAL, f"urgency: must be between 0 and 31 (got {urgency})")
         if not record.state & (JobState.DEPEND | JobState.PRIORITY | JobState.SCHED):
             raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: urgency cannot be changed once running")
         old = record.urgency
-        self.post(record, "urgency", {"urgency": urgency})
-        self.post(record, "priority", {"priority": self._priority(urgency)})
+        self._jm.table.post(record, "urgency", {"urgency": urgency})
+        self._jm.table.post(record, "priority", {"priority": priority(urgency)})
         self._order = None
-        self.kick_sched()
+        self.kick()
         return {"old_urgency": old}
-
-    def _apply_queue_state(self, state: QueueState) -> None:
-        """A stopped or disabled queue stays so across a lead restart (as in Flux)."""
-        self.sched_started, self.sched_reason = state.started, state.stop_reason
-        self.submit_enabled, self.submit_reason = state.enabled, state.enable_reason
-        if state.policy:
-            with contextlib.suppress(ValueError):
-                self.sched = Scheduler(self.b, state.policy, self.sched.drains)
-
-    def _save_queue_state(self) -> None:
-        state = QueueState(
-            started=self.sched_started,
-            stop_reason=self.sched_reason,
-            enabled=self.submit_enabled,
-            enable_reason=self.submit_reason,
-            policy=self.sched.policy,
-        )
-        self.store.save_queue(state, time.time())
 
     def svc_queue(self, req: Request) -> dict[str, Any]:
         action = req.get("action", str, required=False, default="status")
         reason = req.get("reason", str, required=False, default="")
         if action == "start":
-            self.sched_started, self.sched_reason = True, ""
-            self.kick_sched()
+            self._started, self._stop_reason = True, ""
+            self.kick()
         elif action == "stop":
-            self.sched_started, self.sched_reason = False, reason
+            self._started, self._stop_reason = False, reason
         elif action == "enable":
-            self.submit_enabled, self.submit_reason = True, ""
+            self._enabled, self._enable_reason = True, ""
         elif action == "disable":
-            self.submit_enabled, self.submit_reason = False, reason
+            self._enabled, self._enable_reason = False, reason
         elif action == "policy":
             try:
-                self.sched = Scheduler(self.b, reason, self.sched.drains)
+                self._sched = Scheduler(self._b, reason, self._sched.drains)
             except ValueError as exc:
                 raise ServiceError(EINVAL, str(exc)) from None
-            self.kick_sched()
+            self.kick()
         elif action != "status":
             raise ServiceError(EINVAL, f"unknown queue action {action!r}")
         if action != "status":
-            self._save_queue_state()
+            self._save_state()
         return {
-            "enabled": self.submit_enabled,
-            "enable_reason": self.submit_reason,
-            "started": self.sched_started,
-            "stop_reason": self.sched_reason,
-            "policy": self.sched.policy,
-            "pending": len(self.queue),
-            "running": len(self.execs),
+            "enabled": self._enabled,
+            "enable_reason": self._enable_reason,
+            "started": self._started,
+            "stop_reason": self._stop_reason,
+            "policy": self._sched.policy,
+            "pending": len(self._pending),
+            "running": self._jm.executions.count(),
         }
-
-    def svc_queue_idle(self, req: Request) -> None:
-        mode = req.get("mode", str, required=False, default="idle")
-        self.idle_watch.append((req, mode))
-        self._check_idle()
-        return None
-
-    def _check_idle(self) -> None:
-        if not self.idle_watch:
-            return
-        active = self.active_count
-        keep = []
-        for req, mode in self.idle_watch:
-            done = not self.execs if mode == "idle" else active == 0
-            if done:
-                req.respond({"pending": len(self.queue), "running": len(self.execs)})
-            else:
-                keep.append((req, mode))
-        self.idle_watch = keep

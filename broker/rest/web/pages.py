@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
+from broker.errors import BrokerBaseError
 from broker.rest.users import Principal
 from broker.rest.web.context import WebContext
 from broker.rest.web.session import CSRF_FIELD, csrf_token, remember_csrf, session_user
@@ -19,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
 
 
-class LoginRequired(Exception):
+class LoginRequired(BrokerBaseError):
     """No session: pages redirect to the login form, fragments answer 401 (the script then reloads)."""
 
     def __init__(self, target: str, fragment: bool) -> None:
@@ -28,7 +29,7 @@ class LoginRequired(Exception):
         self.fragment = fragment
 
 
-class PageError(Exception):
+class PageError(BrokerBaseError):
     """A page that cannot be shown (404 for a job that is missing or not the user's), answered as HTML."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from fastapi import HTTPException, Request
 from starlette.responses import Response
 
+from broker.errors import BrokerBaseError
 from broker.rest.auth import issue_token
 from broker.rest.users import Principal
 from broker.rest.web.context import WebContext
@@ -23,7 +24,7 @@ CSRF_COOKIE = "mc_csrf"
 CSRF_FIELD = "csrf_token"
 
 
-class CsrfError(Exception):
+class CsrfError(BrokerBaseError):
     """A state-changing form without the matching CSRF token (or from another origin)."""
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 from miniclusters.api.crd import PLURAL
 from miniclusters.api.spec import API_GROUP, API_VERSION, FLUX_OPERATOR_API_VERSION
 from miniclusters.backends.base import ExecResult
+from miniclusters.errors import MiniclustersError
 
 PatchType = Literal["merge", "strategic", "json"]
 CONTENT_TYPES: Mapping[str, str] = {
@@ -93,7 +94,7 @@ def kind_of(obj: Mapping[str, Any]) -> Kind:
     raise ValueError(f"unsupported kind {obj.get('apiVersion')}/{obj.get('kind')}")
 
 
-class ApiError(Exception):
+class ApiError(MiniclustersError):
     """A failed API call: the HTTP status and the server's reason and message (a metav1.Status)."""
 
     def __init__(self, status: int, reason: str, message: str) -> None:

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticity.model import cpu as cpu_model
+from miniclusters.errors import MiniclustersError
 
 GROUP = "miniclusters"
 
 
-class CgroupError(RuntimeError):
+class CgroupError(MiniclustersError, RuntimeError):
     """A cgroup could not be created, written or removed."""
 
 

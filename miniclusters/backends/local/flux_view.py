@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from miniclusters.errors import MiniclustersError
+
 PREFIX_ENV = "FLUX_CORE_PREFIX"
 CACHE_ENV = "FLUX_CORE_CACHE"
 VERSION = "0.88.0"
@@ -18,7 +20,7 @@ DEFAULT_CACHE = "/var/cache/miniclusters"
 BUILT_STAMP = ".miniclusters-installed"  # written by `make flux-core` only after `make install` succeeded
 
 
-class FluxCoreNotFound(LookupError):
+class FluxCoreNotFound(MiniclustersError, LookupError):
     """No usable flux-core install; the message says where we looked and how to get one."""
 
 

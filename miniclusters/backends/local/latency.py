@@ -20,6 +20,7 @@ from pathlib import Path
 
 from elasticity.pmpi.build import PmpiBuildError, compile_with_mpicc
 from miniclusters.backends.local.programs import cache_root
+from miniclusters.errors import MiniclustersError
 
 DELAY_LINE_SOURCE = Path(__file__).with_name("delayline.c")
 DELAY_LINE_NAME = "mc-delayline"
@@ -33,7 +34,7 @@ READY_TIMEOUT = 10.0
 MAX_DELAY_US = 10_000_000  # delayline.c refuses more
 
 
-class LatencyError(RuntimeError):
+class LatencyError(MiniclustersError, RuntimeError):
     """Latency could not be added to a pod; the message names the step and carries its stderr."""
 
 

@@ -14,11 +14,12 @@ import subprocess
 from pathlib import Path
 
 from miniclusters.backends.local import latency, plan
+from miniclusters.errors import MiniclustersError
 
 NETNS_ETC = Path("/etc/netns")
 
 
-class NetworkError(RuntimeError):
+class NetworkError(MiniclustersError, RuntimeError):
     """An `ip`/`tc` command failed; the message carries its stderr."""
 
 

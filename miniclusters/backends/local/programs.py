@@ -19,12 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker import atomic
+from miniclusters.errors import MiniclustersError
+
 IMAGES_DIR = Path(__file__).resolve().parents[3] / "images"
 CACHE_ENV = "MINICLUSTERS_CACHE_DIR"
 MPI_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"]mpi\.h[>\"]", re.MULTILINE)
 
 
-class ProgramBuildError(RuntimeError):
+class ProgramBuildError(MiniclustersError, RuntimeError):
     """A program of the image could not be built (missing compiler, compile error)."""
 
 
@@ -121,16 +124,14 @@ def build_programs(recipe: ImageRecipe, cache: Path, notify: Callable[[str], Non
             continue
         bindir.mkdir(parents=True, exist_ok=True)
         notify(f"building {source.stem} (image {recipe.name}'s program, from {source}) into {bindir} ...")
-        temporary = bindir / f".{source.stem}.{os.getpid()}"
-        result = subprocess.run(
-            [compiler, "-O2", "-o", str(temporary), str(source)], capture_output=True, text=True, timeout=300
-        )
-        if result.returncode != 0:
-            temporary.unlink(missing_ok=True)
-            raise ProgramBuildError(
-                f"image {recipe.name}: `{Path(compiler).name} {source}` failed:\n{result.stderr.strip()}"
+        with atomic.replacing(target) as temporary:
+            result = subprocess.run(
+                [compiler, "-O2", "-o", str(temporary), str(source)], capture_output=True, text=True, timeout=300
             )
-        temporary.replace(target)
+            if result.returncode != 0:
+                raise ProgramBuildError(
+                    f"image {recipe.name}: `{Path(compiler).name} {source}` failed:\n{result.stderr.strip()}"
+                )
     return bindir
 
 

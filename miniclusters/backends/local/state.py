@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker import atomic
 from miniclusters import lockfile
 
 STATE_FILE = "state.json"
@@ -146,15 +147,12 @@ class StateStore:
     def save(self, record: ClusterRecord) -> None:
         directory = self.cluster_dir(record.name)
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temporary = directory / f".{STATE_FILE}.{os.getpid()}"
         # private: the record may carry the REST API's credentials for the lead pod
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(json.dumps(record.to_json(), indent=2))
-        temporary.replace(directory / STATE_FILE)
+        atomic.write_json(directory / STATE_FILE, record.to_json(), mode=0o600)
 
     def save_spec(self, name: str, spec: dict[str, Any]) -> None:
-        (self.cluster_dir(name) / SPEC_FILE).write_text(json.dumps(spec, indent=2))
+        """The spec (it holds the size a scale changes): written whole, so a reader never sees half of it."""
+        atomic.write_json(self.cluster_dir(name) / SPEC_FILE, spec)
 
     def load_spec(self, name: str) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.cluster_dir(name) / SPEC_FILE).read_text())

@@ -90,10 +90,16 @@ def claim_failure(path: Path, backoff_limit: int) -> tuple[bool, int]:
         return True, failures
 
 
-def write_state(path: Path, **state: object) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    temporary.write_text(json.dumps(state))
+def replace_text(path: Path, text: str) -> None:
+    """Write a file whole (beside it, then rename). This process runs with the standard library only (see the
+    module doc), so it keeps this one copy of broker/atomic.py's write_text."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text)
     temporary.replace(path)
+
+
+def write_state(path: Path, **state: object) -> None:
+    replace_text(path, json.dumps(state))
 
 
 def read_state(path: Path) -> dict[str, object]:
@@ -234,9 +240,7 @@ class Supervisor:
     def _finish(self, rc: int, reason: str | None) -> int:
         if reason is not None:
             self._record(rc, reason)
-        temporary = self.exit_file.with_name(self.exit_file.name + ".tmp")
-        temporary.write_text(f"{rc}\n")
-        temporary.replace(self.exit_file)
+        replace_text(self.exit_file, f"{rc}\n")
         return rc
 
 

@@ -1,0 +1,99 @@
+"""Queries: what `flux jobs`, `flux job info` and the REST API read (list, info, stats), and annotations.
+Holds no state of its own: it reads the job table, the queue and the executions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...bootstrap import compress_hosts
+from ...burst_service import pending_note
+from ...jobs.info import job_info
+from ...jobs.jobspec import JobspecError
+from ...jobs.record import JobRecord
+from ...jobs.states import ACTIVE, JobState
+from ...service import Request
+
+if TYPE_CHECKING:
+    from ...broker import Broker
+    from . import JobManager
+
+
+class Queries:
+    def __init__(self, jm: JobManager, broker: Broker) -> None:
+        self._jm = jm
+        self._b = broker
+
+    def info(self, record: JobRecord) -> dict[str, Any]:
+        hostnames = self._b.config.hostnames
+        nodelist = compress_hosts([hostnames[r] for r in record.ranks if r < len(hostnames)]) if record.ranks else ""
+        try:
+            ntasks = self._jm.table.spec(record).resources.ntasks if record.state != JobState.INACTIVE else -1
+        except JobspecError:
+            ntasks = 1
+        if ntasks < 0:
+            tasks = record.jobspec.get("tasks", [{}])[0].get("count", {})
+            resources = record.jobspec.get("resources", [{}])[0]
+            ntasks = int(tasks.get("total", 0)) or _slots(resources)
+        info = job_info(record, nodelist, ntasks)
+        note = self._burst_note(record)
+        if note is not None:  # shown instead of the last reason a service (now gone) gave; never journaled
+            info["annotations"]["sched"] = {**(info["annotations"].get("sched") or {}), "reason_pending": note}
+        return info
+
+    def _burst_note(self, record: JobRecord) -> str | None:
+        """Why a burstable job too big for the instance waits when no burst service is running to say more."""
+        if record.state != JobState.SCHED or not record.jobspec.get("attributes", {}).get("system", {}).get(
+            "burstable"
+        ):
+            return None
+        note = pending_note(self._b.burst_service_view())
+        if note is None or self._jm.queue.sched.unsatisfiable(self._jm.table.spec(record).resources) is None:
+            return None
+        return note
+
+    def svc_list(self, req: Request) -> dict[str, Any]:
+        table = self._jm.table
+        mask = req.get("states", int, required=False, default=int(ACTIVE | JobState.INACTIVE))
+        count = req.get("max_entries", int, required=False, default=0)
+        userid = req.get("userid", int, required=False, default=-1)
+        ids = req.get("ids", list, required=False, default=None)
+        records = [table[i] for i in ids if i in table] if ids is not None else list(table.records())
+        chosen = [r for r in records if r.state & mask and (userid < 0 or r.userid == userid)]
+        pending = sorted((r for r in chosen if r.state & ACTIVE and not r.t_run), key=lambda r: (-r.priority, r.jobid))
+        running = sorted((r for r in chosen if r.state & ACTIVE and r.t_run), key=lambda r: -r.t_run)
+        done = sorted((r for r in chosen if r.state == JobState.INACTIVE), key=lambda r: -r.t_inactive)
+        ordered = [*pending, *running, *done]
+        if count > 0:
+            ordered = ordered[:count]
+        return {"jobs": [self.info(r) for r in ordered]}
+
+    def svc_info(self, req: Request) -> dict[str, Any]:
+        record = self._jm.table.record(req)
+        info = self.info(record)
+        if req.payload.get("jobspec"):
+            info["jobspec"] = record.jobspec
+        return info
+
+    def svc_stats(self, req: Request) -> dict[str, Any]:
+        counts = {str(state.name).lower(): 0 for state in JobState}
+        for record in self._jm.table.records():
+            counts[str(record.state.name).lower()] += 1
+        return {
+            "states": counts,
+            "queue_length": len(self._jm.queue.pending()),
+            "running": self._jm.executions.count(),
+        }
+
+    def svc_annotate(self, req: Request) -> dict[str, Any]:
+        record = self._jm.table.record(req)
+        self._jm.table.post(record, "annotate", req.get("annotations", dict))
+        return {}
+
+
+def _slots(resource: dict[str, Any]) -> int:
+    count = resource.get("count", 1)
+    count = count if isinstance(count, int) else 1
+    if resource.get("type") == "node":
+        inner = resource.get("with", [{}])[0]
+        return count * _slots(inner)
+    return count

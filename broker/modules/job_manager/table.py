@@ -1,0 +1,167 @@
+"""The job table: every job's record and eventlog, the journal's group commit, and the job store.
+
+The only writer of job records. Every change to a job is an event applied here to its record and appended to the
+journal with a group commit (one write and fsync per loop batch) before any submission is acknowledged; after
+each commit the job manager tells the other parts what changed (JobManager.committed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ...jobs.jobid import FluidGenerator, encode_f58
+from ...jobs.jobspec import JobSpec, parse_jobspec
+from ...jobs.journal import JobEvent
+from ...jobs.record import JobRecord, replay
+from ...jobs.states import JobState
+from ...jobs.store import JobStore, QueueState
+from ...protocol import ENOENT
+from ...service import Request, ServiceError
+
+if TYPE_CHECKING:
+    from ...broker import Broker
+    from . import JobManager
+
+
+class JobTable:
+    """Records, eventlogs, parsed jobspecs, the unflushed journal batch and the store."""
+
+    def __init__(self, jm: JobManager, broker: Broker, store: JobStore, epoch_ms: int) -> None:
+        self._jm = jm
+        self._b = broker
+        self._store = store
+        self._fluids = FluidGenerator(0, epoch_ms=epoch_ms)
+        self._jobs: dict[int, JobRecord] = {}
+        self._eventlogs: dict[int, list[JobEvent]] = {}
+        self._specs: dict[int, JobSpec] = {}
+        self._buffer: list[JobEvent] = []
+        self._acks: list[tuple[Request, dict[str, Any]]] = []
+        self._flush_scheduled = False
+        self._active_count = 0
+        self._last_id = 0
+
+    # ------------------------------------------------------------------ reading
+    def get(self, jobid: int) -> JobRecord | None:
+        return self._jobs.get(jobid)
+
+    def __getitem__(self, jobid: int) -> JobRecord:
+        return self._jobs[jobid]
+
+    def __contains__(self, jobid: object) -> bool:
+        return jobid in self._jobs
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._jobs)
+
+    def records(self) -> Iterable[JobRecord]:
+        return self._jobs.values()
+
+    def record(self, req: Request) -> JobRecord:
+        """The job a request names by `id`, or ENOENT."""
+        jobid = req.get("id", int)
+        record = self._jobs.get(jobid)
+        if record is None:
+            raise ServiceError(ENOENT, f"{encode_f58(jobid)}: unknown job id")
+        return record
+
+    def spec(self, record: JobRecord) -> JobSpec:
+        """The job's parsed jobspec (kept while the job is active)."""
+        spec = self._specs.get(record.jobid)
+        if spec is None:
+            spec = self._specs[record.jobid] = parse_jobspec(record.jobspec)
+        return spec
+
+    def eventlog(self, jobid: int) -> list[JobEvent]:
+        return self._eventlogs.get(jobid, [])
+
+    def unflushed(self, jobid: int | None = None) -> int:
+        """Events not yet on disk (of one job, or of all)."""
+        if jobid is None:
+            return len(self._buffer)
+        return sum(1 for e in self._buffer if e.jobid == jobid)
+
+    @property
+    def active_count(self) -> int:
+        return self._active_count
+
+    @property
+    def store(self) -> JobStore:
+        """The store, for readers of saved files (the archive writer); written only through this table."""
+        return self._store
+
+    # ------------------------------------------------------------------ writing
+    def create(self, jobspec: dict[str, Any], spec: JobSpec, userid: int, urgency: int, flags: int) -> JobRecord:
+        """A new job: a FLUID, its record, and its submit event in the next commit."""
+        jobid = self._fluids.next(self._last_id)
+        self._last_id = jobid
+        record = JobRecord(jobid=jobid, jobspec=jobspec, userid=userid, urgency=urgency, t_submit=time.time())
+        self._jobs[jobid] = record
+        self._active_count += 1
+        self._specs[jobid] = spec
+        context = {"jobspec": jobspec, "userid": userid, "urgency": urgency, "flags": flags}
+        event = JobEvent(jobid, "submit", record.t_submit, context)
+        record.apply(event)
+        self._eventlogs[jobid] = [event]
+        self._buffer.append(event)
+        return record
+
+    def post(self, record: JobRecord, name: str, context: dict[str, Any] | None = None) -> JobEvent:
+        """Apply an event to a job's record and journal it in the next commit."""
+        event = JobEvent(record.jobid, name, time.time(), context or {})
+        record.apply(event)
+        self._eventlogs.setdefault(record.jobid, []).append(event)
+        self._buffer.append(event)
+        self.schedule_flush()
+        return event
+
+    def ack_after_commit(self, req: Request, payload: dict[str, Any]) -> None:
+        """Answer `req` once what it changed is on disk."""
+        self._acks.append((req, payload))
+        self.schedule_flush()
+
+    def retire(self, jobid: int) -> None:
+        """The job became inactive: it no longer counts as active, and its parsed jobspec is dropped."""
+        self._active_count -= 1
+        self._specs.pop(jobid, None)
+
+    def recover(self, events: list[JobEvent]) -> None:
+        """Rebuild every job from its saved events (the one restore path; restart.py settles them)."""
+        self._jobs = replay(events)
+        for event in events:
+            if event.jobid in self._jobs:
+                self._eventlogs.setdefault(event.jobid, []).append(event)
+        self._active_count = sum(1 for r in self._jobs.values() if r.state != JobState.INACTIVE)
+        self._last_id = max([self._last_id, *self._jobs])
+
+    def schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._b.loop.call_later(0, self.flush)
+
+    def flush(self) -> None:
+        """Group commit: one write + fsync for everything since the last flush, then acknowledge and notify."""
+        self._flush_scheduled = False
+        events, self._buffer = self._buffer, []
+        self._store.append(*events)
+        acks, self._acks = self._acks, []
+        for req, payload in acks:
+            req.respond(payload)
+        self._jm.committed({e.jobid for e in events})
+
+    # ------------------------------------------------------------------ saved files
+    def save_output(self, jobid: int, lines: list[list[Any]]) -> None:
+        self._store.save_output(jobid, lines)
+
+    def save_attempt_output(self, jobid: int, attempt: int, lines: list[list[Any]]) -> None:
+        self._store.save_attempt_output(jobid, attempt, lines)
+
+    def load_output(self, jobid: int) -> list[list[Any]] | None:
+        return self._store.load_output(jobid)
+
+    def save_queue(self, state: QueueState) -> None:
+        self._store.save_queue(state, time.time())
+
+    def close(self) -> None:
+        self._store.close()

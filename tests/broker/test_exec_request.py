@@ -1,0 +1,65 @@
+"""The typed hand-off from the job manager to job-exec (broker/modules/exec_request.py)."""
+
+from __future__ import annotations
+
+from dataclasses import FrozenInstanceError, replace
+from typing import Any
+
+import pytest
+
+from broker.modules.exec_request import ExecRequest, ExecRequestError
+from broker.modules.mpi import mpirun_command
+
+REQUEST = ExecRequest(
+    jobid=42,
+    gen=1,
+    tasks=(2, 3),
+    command=("hostname",),
+    userid=1000,
+    launch="mpi",
+    size=4,
+    ranks=(0, 1),
+    hosts=(("demo-0", 2), ("demo-1", 2)),
+    cores={0: (0, 1), 1: (0, 1)},
+    env={"PATH": "/bin"},
+    cwd="/work",
+    batch_script="#!/bin/sh\nhostname\n",
+    level=1,
+    mpirun_args=("--bind-to", "none"),
+    shell_options={"mpi": "openmpi"},
+)
+
+
+def test_the_wire_form_reads_back_as_the_same_request() -> None:
+    payload = REQUEST.to_payload()
+    assert payload["id"] == 42 and payload["tasks"] == [2, 3] and payload["spec"]["cores"] == {"0": [0, 1], "1": [0, 1]}
+    assert payload["spec"]["nnodes"] == 2 and payload["spec"]["batch"] == {"script": "#!/bin/sh\nhostname\n"}
+    assert ExecRequest.from_payload(payload) == REQUEST
+    with pytest.raises(FrozenInstanceError):
+        REQUEST.size = 8  # type: ignore[misc]
+
+
+def test_the_exec_side_reads_attributes(tmp_path: Any) -> None:
+    command = mpirun_command(REQUEST, str(tmp_path), 0)
+    assert command[:3] == ["mpirun", "-np", "4"] and command[-3:] == ["--bind-to", "none", "hostname"]
+    assert (tmp_path / "hostfile").read_text() == "demo-0 slots=2\ndemo-1 slots=2\n"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda p: p.pop("id"), "id: expected int"),
+        (lambda p: p.update(tasks=["0"]), "tasks: expected a list of integers"),
+        (lambda p: p["spec"].update(launch="ssh"), "spec.launch: 'ssh' is not one of tasks, mpi, broker"),
+        (lambda p: p["spec"].update(command=[]), "spec.command: must not be empty"),
+        (lambda p: p["spec"].update(hosts=[["demo-0"]]), "spec.hosts: ['demo-0'] is not [hostname, task count]"),
+        (lambda p: p["spec"].update(cores={"zero": [0]}), "spec.cores: 'zero'"),
+        (lambda p: p["spec"].update(env={"A": 1}), "spec.env: must map names to strings"),
+        (lambda p: p["spec"].update(userid="root"), "spec.userid: expected int"),
+    ],
+)
+def test_a_bad_payload_names_the_field(change: Any, field: str) -> None:
+    payload = replace(REQUEST).to_payload()
+    change(payload)
+    with pytest.raises(ExecRequestError, match="^" + field.replace("[", r"\[").replace("]", r"\]")):
+        ExecRequest.from_payload(payload)
