@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ...jobs.jobid import FluidGenerator, encode_f58
 from ...jobs.jobspec import JobSpec, parse_jobspec
 from ...jobs.journal import JobEvent
+from ...jobs.journal_writer import JournalWriter
 from ...jobs.output_files import OutputFiles
 from ...jobs.record import JobRecord
 from ...jobs.store import JobStore, QueueState
@@ -63,6 +64,7 @@ class JobManagerCore:
         self.b = broker
         statedir = Path(broker.attrs.get("statedir") or f"{broker.rundir}/state")
         self.store = JobStore(statedir, fsync=broker.attrs.boolean("job-manager.fsync", True))
+        self.writer = JournalWriter(self.store.journal, broker.loop)
         saved = self.store.restore(now_ms=int(broker.starttime * 1000))
         self.kill_grace = broker.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
         self.restart_policy = broker.attrs.get("job-manager.restart-policy") or "fail"
@@ -99,7 +101,12 @@ class JobManagerCore:
         self._recover(saved.events)
         broker.subscribe("membership.update", self.on_membership)
         broker.on_online(self.kick_sched)
-        broker.on_close(self.store.close)
+        broker.on_close(self._close_store)
+
+    def _close_store(self) -> None:
+        """At shutdown: the batch in flight reaches the disk, then the files close."""
+        self.writer.close()
+        self.store.close()
 
     def post(self, record: JobRecord, name: str, context: dict[str, Any] | None = None) -> JobEvent:
         event = JobEvent(record.jobid, name, time.time(), context or {})
@@ -115,11 +122,24 @@ class JobManagerCore:
             self.b.loop.call_later(0, self.flush)
 
     def flush(self) -> None:
-        """Group commit: one write + fsync for everything since the last flush, then acknowledge and notify."""
+        """Group commit: one write + fsync for everything since the last flush, then acknowledge and notify.
+
+        The write and fsync run on the journal writer's thread (broker/jobs/journal_writer.py), so the loop
+        answers other requests meanwhile; what follows the write runs in `_flushed`, once the batch is on disk.
+        Events stay in `buffer` (and acks in `acks`) until then: to everything else they are not yet written.
+        While a batch is in flight the next one gathers, and goes when it lands."""
         self.flush_scheduled = False
-        events, self.buffer = self.buffer, []
-        self.store.append(*events)
-        acks, self.acks = self.acks, []
+        if self.writer.busy:
+            return  # _flushed flushes again
+        events, acks = len(self.buffer), len(self.acks)
+        if not events:
+            self._flushed(0, acks)  # nothing to write (a scheduling kick): no fsync to wait for
+            return
+        self.writer.append(self.buffer[:events], lambda: self._flushed(events, acks))
+
+    def _flushed(self, count: int, nacks: int) -> None:
+        events, acks = self.buffer[:count], self.acks[:nacks]
+        del self.buffer[:count], self.acks[:nacks]
         for req, payload in acks:
             req.respond(payload)
         touched = {e.jobid for e in events}
@@ -131,6 +151,8 @@ class JobManagerCore:
             self.schedule()
         self._check_idle()
         self._check_save()
+        if self.buffer or self.acks:
+            self._schedule_flush()
 
     def kick_sched(self) -> None:
         self.sched_dirty = True

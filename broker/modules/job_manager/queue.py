@@ -3,6 +3,7 @@ urgency, and `flux queue` (start/stop/enable/disable/policy, idle waits)."""
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import time
 from typing import Any
@@ -83,8 +84,14 @@ class Queue(JobManagerCore):
                 self.drain_noted.pop(job.jobid, None)
 
     def _enqueue(self, jobid: int) -> None:
+        """Into the queue, and into its kept order at its place: re-sorting the whole queue at each submit made
+        every submit cost O(n log n) in the queue's length (submits slowed as the queue filled, issue 27)."""
+        in_step = self._order is not None and jobid not in self.queue and len(self._order) == len(self.queue)
         self.queue.add(jobid)
-        self._order = None
+        if in_step and self._order is not None:  # the order holds exactly the queue: no stale entry, no twin
+            bisect.insort(self._order, jobid, key=lambda j: (-self.jobs[j].priority, j))
+        else:
+            self._order = None
 
     def svc_urgency(self, req: Request) -> dict[str, Any]:
         record = self._record(req)
