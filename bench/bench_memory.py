@@ -156,7 +156,8 @@ def main() -> None:
         f"{'REST server':<16}{text['rest_rss_mb']:>10}{text['reference_rest_rss_mb']:>10}"
         f"{ratio(figures['rest_rss_mb'], figures['reference_rest_rss_mb']):>14}{REST_TARGET_MB:>10g}"
     )
-    for name, key, target in (("broker", "broker_rss_mb", BROKER_TARGET_MB), ("REST server", "rest_rss_mb", REST_TARGET_MB)):
+    targets = (("broker", "broker_rss_mb", BROKER_TARGET_MB), ("REST server", "rest_rss_mb", REST_TARGET_MB))
+    for name, key, target in targets:
         value = figures[key]
         print(f"issue 27: {name} {value:g} MiB: {'met' if value <= target else 'NOT met'} (<= {target:g})")
     print(json.dumps(figures))

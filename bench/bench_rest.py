@@ -381,7 +381,8 @@ def issue_27_verdicts(by_name: dict[str, dict[str, Any]]) -> list[str]:
     theirs = by_name.get("reference")
     if theirs:
         ratio = ours["get_rps_1"] / theirs["get_rps_1"] if theirs["get_rps_1"] else 0.0
-        out.append(f"issue 27: builtin GET rate {ratio:.2f}x the reference's: {'met' if ratio >= 4 else 'NOT met'} (>= 4x)")
+        verdict = "met" if ratio >= 4 else "NOT met"
+        out.append(f"issue 27: builtin GET rate {ratio:.2f}x the reference's: {verdict} (>= 4x)")
     p50s = [ours["submit_p50_ms"], ours.get("submit_p50_scale_ms")]
     shown = " -> ".join(f"{v:g}" for v in p50s if v is not None)
     scale = ours.get("scale_jobs")

@@ -16,7 +16,6 @@ from .protocol import (
 )
 from .service import Request
 
-
 READS_FIRST = frozenset({"job-manager.info", "job-manager.list", "job-manager.stats", "attr.get"})
 """Requests that only read, answered ahead of the others that arrived with them (see Routing._on_client)."""
 

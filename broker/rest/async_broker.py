@@ -81,7 +81,7 @@ class AsyncHandle:
         try:
             await sock.send(Message(REQUEST, topic, payload or {}, nodeid=NODEID_ANY, matchtag=tag).encode())
             msg = await asyncio.wait_for(waiter, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise FluxError(ETIMEDOUT, f"timed out after {timeout}s waiting for a response from {self.uri}") from None
         finally:
             self._pending.pop(tag, None)

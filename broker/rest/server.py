@@ -7,7 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-
 FLAVOURS = ("builtin", "flux")
 UNUSED_PACKAGES = ("cryptography",)
 
