@@ -14,9 +14,11 @@ same queue.
 
 Prints progress on stderr, a table with each of our servers' ratio to the reference, and one JSON line per server
 (keys: server, get_rps_1, get_rps_8, submit_p50_ms, submit_p95_ms, submit_p50_1000_ms, submit_threads_per_s,
-get_p50_idle_ms, get_p50_during_submits_ms, listing_1000_ms, rss_mb). Issue 30's bar: our flux flavour's
-4-thread submit throughput at least the reference's, and in both flavours GET p50 during submits at most twice
-its idle value.
+get_p50_idle_ms, get_p50_during_submits_ms, listing_1000_ms, rss_mb; with --scale N also scale_jobs,
+submit_p50_scale_ms, listing_scale_ms, listing_scale_count). Issue 30's bar: our flux flavour's 4-thread submit
+throughput at least the reference's, and in both flavours GET p50 during submits at most twice its idle value.
+Issue 27's REST targets (built-in flavour): GET rate at least 4x the reference's, submit p50 at most 3 ms from an
+empty queue to 5,000 jobs (`--scale 5000`), the detailed listing of those jobs within 100 ms.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ KEYS = (
     "get_p50_during_submits_ms",
     "listing_1000_ms",
     "rss_mb",
+    "submit_p50_scale_ms",
+    "listing_scale_ms",
 )
 HIGHER_IS_BETTER = {"get_rps_1", "get_rps_8", "submit_threads_per_s"}
 STARTED = time.monotonic()
@@ -72,6 +76,7 @@ class Counts:
     threaded: int = 400  # submits from 4 client threads, while one more client reads
     jobs: int = 1000  # jobs in the queue before the late submits and the listing
     late: int = 50  # submits one at a time with the queue full
+    scale: int = 0  # issue 27: then fill the queue to this many and measure submits and the listing again
 
 
 class Connection:
@@ -250,9 +255,29 @@ def measure(name: str, url: str, counts: Counts) -> dict[str, Any]:
     listing_ms = (time.perf_counter() - started) * 1000
     if status != 200 or not isinstance(listing, list):
         raise SystemExit(f"{name}: the detailed listing failed: {status} {str(listing)[:300]}")
+    progress(f"{name}: listed {len(listing)} jobs in {listing_ms:.0f} ms")
+    scaled: dict[str, Any] = {}
+    if counts.scale > counts.jobs:
+        queued = max(counts.jobs, submitted) + counts.late
+        fill = counts.scale - queued
+        progress(f"{name}: {fill} more submits to hold {counts.scale} jobs (issue 27: flat from 0 to {counts.scale})")
+        in_threads(SUBMIT_THREADS, submitter(-(-fill // SUBMIT_THREADS)))
+        at_scale = [main.timed("POST", "/v1/jobs/submit", {"command": "true"}) for _ in range(counts.late)]
+        started = time.perf_counter()
+        params = {"details": "true", "listing": "true", "limit": str(counts.scale + counts.late + 8)}
+        status, big = main.call("GET", "/v1/jobs", params)
+        big_ms = (time.perf_counter() - started) * 1000
+        if status != 200 or not isinstance(big, list):
+            raise SystemExit(f"{name}: the detailed listing at scale failed: {status} {str(big)[:300]}")
+        progress(f"{name}: listed {len(big)} jobs in {big_ms:.0f} ms")
+        scaled = {
+            "scale_jobs": counts.scale,
+            "submit_p50_scale_ms": round(statistics.median(at_scale), 2),
+            "listing_scale_ms": round(big_ms, 1),
+            "listing_scale_count": len(big),
+        }
     pid = testing.listening_pid(int(urlsplit(url).port or 0))
     main.close()
-    progress(f"{name}: listed {len(listing)} jobs in {listing_ms:.0f} ms")
     return {
         "server": name,
         "get_rps_1": round(rps_1, 1),
@@ -265,6 +290,7 @@ def measure(name: str, url: str, counts: Counts) -> dict[str, Any]:
         "get_p50_during_submits_ms": round(statistics.median(during), 2) if during else None,
         "listing_1000_ms": round(listing_ms, 1),
         "rss_mb": round(testing.rss_mb(pid), 1) if pid else None,
+        **scaled,
     }
 
 
@@ -341,6 +367,34 @@ def verdicts(results: list[dict[str, Any]]) -> list[str]:
                 f"{name}: GET p50 during submits {_text(during)} ms vs idle {idle:g} ms: "
                 f"{'met' if met else 'NOT met'} (<= 2x)"
             )
+    out.extend(issue_27_verdicts(by_name))
+    return out
+
+
+def issue_27_verdicts(by_name: dict[str, dict[str, Any]]) -> list[str]:
+    """Issue 27's REST targets for the built-in flavour: GET rate >= 4x the reference's (same run), submit p50
+    <= 3 ms from an empty queue to a full one (--scale), the detailed listing of that many jobs <= 100 ms."""
+    ours = by_name.get("builtin")
+    if ours is None:
+        return []
+    out = []
+    theirs = by_name.get("reference")
+    if theirs:
+        ratio = ours["get_rps_1"] / theirs["get_rps_1"] if theirs["get_rps_1"] else 0.0
+        verdict = "met" if ratio >= 4 else "NOT met"
+        out.append(f"issue 27: builtin GET rate {ratio:.2f}x the reference's: {verdict} (>= 4x)")
+    p50s = [ours["submit_p50_ms"], ours.get("submit_p50_scale_ms")]
+    shown = " -> ".join(f"{v:g}" for v in p50s if v is not None)
+    scale = ours.get("scale_jobs")
+    met = all(v is not None and v <= 3 for v in p50s)
+    where = f"empty queue -> {scale} jobs" if scale else "empty queue only (pass --scale 5000)"
+    out.append(f"issue 27: builtin submit p50 {shown} ms ({where}): {'met' if met else 'NOT met'} (<= 3 ms)")
+    if scale:
+        listing = ours["listing_scale_ms"]
+        out.append(
+            f"issue 27: builtin detailed listing of {ours['listing_scale_count']} jobs {listing:g} ms: "
+            f"{'met' if listing <= 100 else 'NOT met'} (<= 100 ms)"
+        )
     return out
 
 
@@ -354,6 +408,9 @@ def main() -> None:
     parser.add_argument("--threaded", type=int, default=Counts.threaded, help="submits from 4 threads, in all")
     parser.add_argument("--jobs", type=int, default=Counts.jobs, help="jobs in the queue for the late figures")
     parser.add_argument("--late", type=int, default=Counts.late, help="submits one at a time, queue full")
+    parser.add_argument(
+        "--scale", type=int, default=Counts.scale, help="then fill the queue to this many jobs (issue 27: 5000)"
+    )
     args = parser.parse_args()
     if args.servers:
         names = [n.strip() for n in args.servers.split(",") if n.strip()]
@@ -365,7 +422,7 @@ def main() -> None:
     for flag, least in (("gets", 1), ("gets_8", 8), ("submits", 1), ("threaded", SUBMIT_THREADS), ("late", 1)):
         if getattr(args, flag) < least:
             parser.error(f"--{flag.replace('_', '-')}: at least {least}")
-    counts = Counts(args.gets, args.gets_8, args.submits, args.threaded, args.jobs, args.late)
+    counts = Counts(args.gets, args.gets_8, args.submits, args.threaded, args.jobs, args.late, args.scale)
     results = []
     for name in names:
         with tempfile.TemporaryDirectory(prefix=f"bench-rest-{name}-") as tmp:

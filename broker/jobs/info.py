@@ -58,8 +58,17 @@ def _annotations(record: JobRecord) -> dict[str, Any]:
     return annotations
 
 
-def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = None) -> dict[str, Any]:
-    """The fields the Flux RESTful API returns for a job, plus Flux's own names for the same things."""
+def _requested_nodes(record: JobRecord, known: int | None) -> int | None:
+    return known if known is not None else request_shape(record.jobspec)[1]
+
+
+def job_info(
+    record: JobRecord, nodelist: str, ntasks: int, now: float | None = None, requested_nodes: int | None = None
+) -> dict[str, Any]:
+    """The fields the Flux RESTful API returns for a job, plus Flux's own names for the same things.
+
+    `requested_nodes`: the node count its jobspec asks for (None: none asked), when the caller already parsed
+    the jobspec (the job manager keeps each parsed); otherwise it is read here, a full parse per job."""
     now = time.time() if now is None else now
     state = record.state
     if record.t_run and state in (JobState.RUN, JobState.CLEANUP):
@@ -84,7 +93,7 @@ def job_info(record: JobRecord, nodelist: str, ntasks: int, now: float | None = 
         "waitstatus": record.waitstatus,
         "success": record.result is not None and record.result.value == "COMPLETED",
         # before it runs, the node count it asked for (as Flux's job-list reads it from the jobspec)
-        "nnodes": len(record.ranks) if record.ranks else (request_shape(record.jobspec)[1] or 0),
+        "nnodes": len(record.ranks) if record.ranks else (_requested_nodes(record, requested_nodes) or 0),
         "ntasks": ntasks,
         "ranks": list(record.ranks),
         "nodelist": nodelist,

@@ -62,9 +62,11 @@ class Journal:
                 handle.truncate(data.rfind(b"\n") + 1)
 
     def append(self, *events: JobEvent) -> None:
-        if not events:
-            return
-        text = "".join(event.to_json() + "\n" for event in events)
+        if events:
+            self.append_text("".join(event.to_json() + "\n" for event in events))
+
+    def append_text(self, text: str) -> None:
+        """Lines already encoded (JobEvent.to_json, one per line); on stable storage when this returns."""
         with self._lock:
             try:
                 self._file.write(text)

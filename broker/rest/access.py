@@ -19,11 +19,12 @@ import pwd
 from dataclasses import replace
 
 from fastapi import HTTPException
+from starlette.concurrency import run_in_threadpool
 
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.jobid import JobIdError, parse_jobid
-from broker.rest.jobs import JOB_LIST_LIMIT, JobService, SubmitRequest
+from broker.rest.jobs import JOB_LIST_LIMIT, AsyncJobService, JobService, SubmitRequest
 from broker.rest.settings import RestSettings
 from broker.rest.users import Principal
 
@@ -74,22 +75,54 @@ def not_found(jobid: str) -> HTTPException:
     return HTTPException(404, f"there is no job {jobid}")
 
 
+def job_number(jobid: str) -> int:
+    """The id as a number, or HTTPException 400 naming it."""
+    try:
+        return parse_jobid(jobid)
+    except JobIdError as exc:
+        raise HTTPException(400, f"jobid: {exc}") from exc
+
+
+def lookup_failed(jobid: str, exc: FluxError) -> HTTPException:
+    """404 for a job the instance does not know, 502 when the instance does not answer."""
+    if exc.errnum == ENOENT:
+        return not_found(jobid)
+    return HTTPException(502, f"the instance did not answer: {exc}")
+
+
 def lookup(service: JobService, jobid: str, principal: Principal, settings: RestSettings) -> JobInfo:
     """The job, or HTTPException: 400 for a malformed id, 404 for a missing or invisible one, 502 when the
     instance does not answer."""
-    try:
-        number = parse_jobid(jobid)
-    except JobIdError as exc:
-        raise HTTPException(400, f"jobid: {exc}") from exc
+    number = job_number(jobid)
     try:
         job = service.info(number)
     except FluxError as exc:
-        if exc.errnum == ENOENT:
-            raise not_found(jobid) from None
-        raise HTTPException(502, f"the instance did not answer: {exc}") from exc
+        raise lookup_failed(jobid, exc) from None
     if not visible(principal, job, settings):
         raise not_found(jobid)
     return job
+
+
+async def lookup_async(jobs: AsyncJobService, jobid: str, principal: Principal, settings: RestSettings) -> JobInfo:
+    """`lookup`, awaited (the routes that answer from the event loop)."""
+    number = job_number(jobid)
+    try:
+        job = await jobs.info(number)
+    except FluxError as exc:
+        raise lookup_failed(jobid, exc) from None
+    if not (sees_everything(principal, settings) or await run_in_threadpool(visible, principal, job, settings)):
+        raise not_found(jobid)  # (the rule may read the account database: in a thread)
+    return job
+
+
+async def visible_jobs_async(
+    jobs: AsyncJobService, principal: Principal, settings: RestSettings, limit: int = JOB_LIST_LIMIT
+) -> list[JobInfo]:
+    """`visible_jobs`, awaited."""
+    if sees_everything(principal, settings):
+        return await jobs.jobs(limit=limit, owners=False)
+    listed = await jobs.jobs(limit=limit)
+    return await run_in_threadpool(lambda: [job for job in listed if visible(principal, job, settings)])
 
 
 def run_as(principal: Principal, settings: RestSettings) -> int:
@@ -109,3 +142,12 @@ def submit_as(service: JobService, request: SubmitRequest, principal: Principal,
     """Submit on the principal's behalf: as run_as's uid, with the principal recorded as the job's owner (so that
     `visible` finds it). Every submission from the API or the pages goes through here."""
     return service.submit(replace(request, owner=principal.name), run_as(principal, settings))
+
+
+async def submit_as_async(
+    jobs: AsyncJobService, request: SubmitRequest, principal: Principal, settings: RestSettings
+) -> int:
+    """`submit_as`, awaited; run_as reads the account database (in a thread) unless every job runs as us."""
+    own = settings.mode == "single-user" or not settings.require_auth
+    userid = os.getuid() if own else await run_in_threadpool(run_as, principal, settings)
+    return await jobs.submit(replace(request, owner=principal.name), userid)

@@ -23,7 +23,8 @@ from broker.errors import BrokerBaseError
 from broker.jobs.api import JobInfo
 from broker.rest import access
 from broker.rest.auth import issue_token, token_principal
-from broker.rest.jobs import JOB_LIST_LIMIT, JobService, SubmitError, parse_submit, stream_lines
+from broker.rest.jobs import JOB_LIST_LIMIT, JobService, SubmitError, asynchronous, parse_submit, stream_lines
+from broker.rest.reads_first import ReadsFirst
 from broker.rest.records import detail_record, listing_record
 from broker.rest.schemas import BAD_ID, DENIED, PROTECTED, Detail, Invalid, Submitted, submit_openapi
 from broker.rest.settings import RestSettings
@@ -94,11 +95,12 @@ def _basic(header: str) -> tuple[str, str] | None:
 def create_app(settings: RestSettings, service: JobService, users: UserStore | None = None) -> FastAPI:
     """One app per lead broker. `service` talks to the instance; `users` is the bcrypt user database.
 
-    Nothing that blocks runs on the event loop: routes that call the instance or the user database are plain
-    `def` (FastAPI runs them in its worker threads), and the few `async def` ones (they read a body in several
-    formats) hand their blocking part to a worker thread. The job routes make one trip to a worker each: they
-    authenticate there (not in a separate dependency) and return a ready JSONResponse (no validation and
-    encoding back on the event loop), so under load a request waits for one thread handover, not three."""
+    Nothing that blocks runs on the event loop. The hot routes (one job, submit) are `async def` and await the
+    instance through `asynchronous(service)`: on the built-in broker, an RPC awaited on the loop itself (no
+    thread hand-off: broker/rest/async_broker.py says why), on flux-core a call in a worker thread. The other
+    routes that call the instance or the user database are plain `def` (FastAPI runs them in its worker
+    threads); they authenticate there and return a ready JSONResponse, so a request waits for one thread
+    handover, not three."""
     users = users or UserStore(settings.database)
     if settings.superuser:
         users.ensure(settings.superuser, settings.superuser_password, superuser=True)
@@ -115,6 +117,8 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
     app.add_exception_handler(BodyTooLarge, body_too_large)
     app.state.users = users
     app.state.service = service
+    jobs = asynchronous(service)  # what the hot routes await on the loop (broker/rest/jobs.py)
+    reads_first = ReadsFirst()
     app.state.settings = settings
 
     anonymous = Principal(name=pwd.getpwuid(os.getuid()).pw_name, is_superuser=True)
@@ -136,6 +140,14 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
                 raise _unauthorized(request, "incorrect user or password")
             return principal
         raise _unauthorized(request, "authentication required")
+
+    async def current_user_async(request: Request) -> Principal:
+        """current_user from the event loop: a bearer token is checked there (an HMAC and one read of the user
+        database by its key, microseconds); a password (bcrypt: tens of ms of CPU) is checked in a thread."""
+        scheme = request.headers.get("authorization", "").partition(" ")[0].lower()
+        if not settings.require_auth or scheme == "bearer":
+            return current_user(request)
+        return await run_in_threadpool(current_user, request)
 
     def lookup(jobid: str, principal: Principal) -> JobInfo:
         return access.lookup(service, jobid, principal, settings)
@@ -271,16 +283,12 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             problem = "body: not UTF-8"
         except ValueError:
             problem = "body: not valid JSON"
-        return await run_in_threadpool(submit_now, request, params, problem)
-
-    def submit_now(request: Request, params: dict[str, Any], problem: str) -> JSONResponse:
-        """Authenticate, validate and submit, in a worker thread: the instance call blocks (tens of ms on a
-        busy flux-core), and nothing may hold up the event loop that serves every other request."""
-        user = current_user(request)
+        await reads_first.turn()  # a read of a job in progress goes first (broker/rest/reads_first.py)
+        user = await current_user_async(request)
         try:
             if problem:
                 raise SubmitError([problem])
-            jobid = access.submit_as(service, parse_submit(params), user, settings)
+            jobid = await access.submit_as_async(jobs, parse_submit(params), user, settings)
         except SubmitError as exc:  # the parameters, or the cluster cannot meet them (GPUs it does not have)
             return JSONResponse({"Message": "Invalid submit request", "Errors": exc.errors}, status_code=400)
         except FluxError as exc:
@@ -290,9 +298,11 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         return JSONResponse({"Message": "Job submit.", "id": jobid})
 
     @app.get("/v1/jobs/{jobid}", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
-    def get_job(jobid: str, request: Request) -> JSONResponse:
+    async def get_job(jobid: str, request: Request) -> JSONResponse:
         """One job: attributes, state, result, returncode, nnodes, nodelist, runtime, exception."""
-        return JSONResponse(restful(lookup(jobid, current_user(request))))
+        async with reads_first.read():
+            user = await current_user_async(request)
+            return JSONResponse(restful(await access.lookup_async(jobs, jobid, user, settings)))
 
     @app.get("/v1/jobs/{jobid}/output", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
     def get_output(jobid: str, request: Request) -> JSONResponse:

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from broker import idset
 from broker.jobs.api import JobClient, JobInfo
+from broker.jobs.build import build_jobspec
 from broker.rest.per_thread import PerThread
 from broker.rest.submit import SubmitError as SubmitError  # re-exported: services and tests import them from here
 from broker.rest.submit import SubmitRequest as SubmitRequest
@@ -68,32 +69,90 @@ class JobService(Protocol):
     def shutdown(self) -> None: ...
 
 
+def broker_jobspec(request: SubmitRequest) -> dict[str, Any]:
+    """The jobspec the built-in broker gets for a REST submit (both of BrokerJobService's paths build it here)."""
+    check_gpus(request, 0)  # the built-in broker schedules no GPUs: refuse rather than ignore the request
+    return build_jobspec(
+        request.command,
+        ntasks=max(request.num_tasks, request.num_nodes or 1),
+        nnodes=request.num_nodes,
+        cores_per_task=request.cores_per_task,
+        exclusive=request.exclusive,
+        duration=request.runtime,
+        cwd=request.workdir,
+        environment=job_environment(request.envars),
+        shell_options=request.option_flags or None,
+        system_attributes=system_attributes(request) or None,
+    )
+
+
+class AsyncJobService(Protocol):
+    """The calls the hot routes (one job, the listing, submit) await on the event loop: BrokerJobs awaits the
+    built-in broker there (broker/rest/async_broker.py says why); InThreads runs any JobService's blocking
+    calls in worker threads (the flux flavour, whose handles block)."""
+
+    async def submit(self, request: SubmitRequest, userid: int) -> int: ...
+    async def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]: ...
+    async def info(self, jobid: int) -> JobInfo: ...
+
+
+class InThreads:
+    """AsyncJobService over a blocking JobService: each call in a worker thread, never on the loop."""
+
+    def __init__(self, service: JobService) -> None:
+        self.service = service
+
+    async def submit(self, request: SubmitRequest, userid: int) -> int:
+        return await run_in_threadpool(self.service.submit, request, userid)
+
+    async def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]:
+        return await run_in_threadpool(self.service.jobs, limit, owners)
+
+    async def info(self, jobid: int) -> JobInfo:
+        return await run_in_threadpool(self.service.info, jobid)
+
+
+class BrokerJobs:
+    """AsyncJobService over the built-in broker: RPCs awaited on the event loop, no worker thread."""
+
+    def __init__(self, uri: str) -> None:
+        from broker.rest.async_broker import AsyncBrokerJobs
+
+        self.broker = AsyncBrokerJobs(uri)
+
+    async def submit(self, request: SubmitRequest, userid: int) -> int:
+        return await self.broker.submit_jobspec(broker_jobspec(request), userid)
+
+    async def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]:
+        return await self.broker.jobs(limit, owners)
+
+    async def info(self, jobid: int) -> JobInfo:
+        return await self.broker.info(jobid)
+
+    def close(self) -> None:
+        self.broker.close()
+
+
+def asynchronous(service: JobService) -> AsyncJobService:
+    """The service's own event-loop calls when it has them (the built-in broker), else its calls in threads."""
+    own = getattr(service, "asynchronous", None)
+    return own if own is not None else InThreads(service)
+
+
 class BrokerJobService:
-    """JobService over the built-in broker, one JobClient per thread."""
+    """JobService over the built-in broker, one JobClient per thread; `asynchronous` awaits it on the loop."""
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self._clients: PerThread[JobClient] = PerThread(lambda: JobClient(self.uri), JobClient.close)
+        self.asynchronous = BrokerJobs(uri)
 
     @property
     def client(self) -> JobClient:
         return self._clients.get()
 
     def submit(self, request: SubmitRequest, userid: int) -> int:
-        check_gpus(request, 0)  # the built-in broker schedules no GPUs: refuse rather than ignore the request
-        return self.client.submit(
-            command=request.command,
-            ntasks=max(request.num_tasks, request.num_nodes or 1),
-            nnodes=request.num_nodes,
-            cores_per_task=request.cores_per_task,
-            exclusive=request.exclusive,
-            duration=request.runtime,
-            environment=job_environment(request.envars),
-            cwd=request.workdir,
-            shell_options=request.option_flags or None,
-            system_attributes=system_attributes(request) or None,
-            userid=userid,
-        )
+        return self.client.submit(broker_jobspec(request), userid=userid)
 
     def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]:
         return self.client.jobs("all", max_entries=limit)  # the owner comes with each job here, at no cost
@@ -126,6 +185,7 @@ class BrokerJobService:
 
     def close(self) -> None:
         self._clients.close()
+        self.asynchronous.close()
 
 
 async def stream_lines(service: JobService, jobid: int) -> AsyncIterator[str]:

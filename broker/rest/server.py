@@ -7,9 +7,26 @@ import os
 import sys
 from pathlib import Path
 
-from broker.rest.settings import RestSettings, SettingsError
-
 FLAVOURS = ("builtin", "flux")
+UNUSED_PACKAGES = ("cryptography",)
+
+
+class _Unused:
+    """Declines to import packages this process never uses, where a dependency would load them just in case.
+
+    PyJWT imports `cryptography` (about 9 MB resident: its own OpenSSL) only to offer RSA and EC keys when it is
+    installed; our tokens are HS256 (the standard library's hmac), so without it PyJWT works the same and the
+    server is that much smaller (issue 27's memory target; bench/bench_memory.py measures it)."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.split(".", 1)[0] in UNUSED_PACKAGES:
+            raise ModuleNotFoundError(f"{name} is not used by the REST server", name=name)
+        return None
+
+
+def decline_unused_imports() -> None:
+    if not any(isinstance(finder, _Unused) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _Unused())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         "(default $MINICLUSTER_FLAVOUR or builtin)",
     )
     args = parser.parse_args(argv)
+    decline_unused_imports()  # before anything imports PyJWT (the settings do)
+    from broker.rest.settings import RestSettings, SettingsError
 
     flavour = args.flavour or os.environ.get("MINICLUSTER_FLAVOUR") or "builtin"
     if flavour not in FLAVOURS:

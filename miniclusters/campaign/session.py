@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from broker import atomic
 from elasticity.control.campaign import MultiplexKnobs
 from elasticity.control.events import EventLog, read_events
 from elasticity.figures.campaign import plot_campaign_timeline
@@ -113,11 +114,9 @@ def script_env() -> dict[str, str]:
 def save_state(name: str, fields: dict[str, Any]) -> None:
     path = state_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(
-        json.dumps({"cluster": name, "pid": os.getpid(), "updated": time.time(), **fields}, indent=2, default=str)
+    atomic.write_text(
+        path, json.dumps({"cluster": name, "pid": os.getpid(), "updated": time.time(), **fields}, indent=2, default=str)
     )
-    tmp.replace(path)
 
 
 def load_state(name: str) -> dict[str, Any] | None:

@@ -26,15 +26,20 @@ class Queries:
     def info(self, record: JobRecord) -> dict[str, Any]:
         hostnames = self._b.config.hostnames
         nodelist = compress_hosts([hostnames[r] for r in record.ranks if r < len(hostnames)]) if record.ranks else ""
+        requested: int | None = None
         try:
-            ntasks = self._jm.table.spec(record).resources.ntasks if record.state != JobState.INACTIVE else -1
+            if record.state != JobState.INACTIVE:
+                resources = self._jm.table.spec(record).resources  # parsed once per job, kept (a listing reads all)
+                ntasks, requested = resources.ntasks, (resources.nnodes or 0)
+            else:
+                ntasks = -1
         except JobspecError:
             ntasks = 1
         if ntasks < 0:
             tasks = record.jobspec.get("tasks", [{}])[0].get("count", {})
-            resources = record.jobspec.get("resources", [{}])[0]
-            ntasks = int(tasks.get("total", 0)) or _slots(resources)
-        info = job_info(record, nodelist, ntasks)
+            first = record.jobspec.get("resources", [{}])[0]
+            ntasks = int(tasks.get("total", 0)) or _slots(first)
+        info = job_info(record, nodelist, ntasks, requested_nodes=requested)
         note = self._burst_note(record)
         if note is not None:  # shown instead of the last reason a service (now gone) gave; never journaled
             info["annotations"]["sched"] = {**(info["annotations"].get("sched") or {}), "reason_pending": note}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 from collections.abc import Set
@@ -66,8 +67,15 @@ class JobQueue:
         return self._pending
 
     def enqueue(self, jobid: int) -> None:
+        """Into the queue, and into its kept order at its place: re-sorting the whole queue at each submit made
+        every submit cost O(n log n) in the queue's length (submits slowed as the queue filled, issue 27)."""
+        in_step = self._order is not None and jobid not in self._pending and len(self._order) == len(self._pending)
         self._pending.add(jobid)
-        self._order = None
+        if in_step and self._order is not None:  # the order holds exactly the queue: no stale entry, no twin
+            table = self._jm.table
+            bisect.insort(self._order, jobid, key=lambda j: (-table[j].priority, j))
+        else:
+            self._order = None
 
     def dequeue(self, jobid: int) -> None:
         self._pending.discard(jobid)

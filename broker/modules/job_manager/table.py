@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ...jobs.jobid import FluidGenerator, encode_f58
 from ...jobs.jobspec import JobSpec, parse_jobspec
 from ...jobs.journal import JobEvent
+from ...jobs.journal_writer import JournalWriter
 from ...jobs.record import JobRecord, replay
 from ...jobs.states import JobState
 from ...jobs.store import JobStore, QueueState
@@ -32,6 +33,7 @@ class JobTable:
         self._jm = jm
         self._b = broker
         self._store = store
+        self._writer = JournalWriter(store.journal, broker.loop)
         self._fluids = FluidGenerator(0, epoch_ms=epoch_ms)
         self._jobs: dict[int, JobRecord] = {}
         self._eventlogs: dict[int, list[JobEvent]] = {}
@@ -141,14 +143,29 @@ class JobTable:
             self._b.loop.call_later(0, self.flush)
 
     def flush(self) -> None:
-        """Group commit: one write + fsync for everything since the last flush, then acknowledge and notify."""
+        """Group commit: one write + fsync for everything since the last flush, then acknowledge and notify.
+
+        The write and fsync run on the journal writer's thread (broker/jobs/journal_writer.py), so the loop
+        answers other requests meanwhile; what follows the write runs in `_flushed`, once the batch is on disk.
+        Events stay in the buffer (and acks in theirs) until then: to everything else they are not yet written.
+        While a batch is in flight the next one gathers, and goes when it lands."""
         self._flush_scheduled = False
-        events, self._buffer = self._buffer, []
-        self._store.append(*events)
-        acks, self._acks = self._acks, []
+        if self._writer.busy:
+            return  # _flushed flushes again
+        events, acks = len(self._buffer), len(self._acks)
+        if not events:
+            self._flushed(0, acks)  # nothing to write (a scheduling kick): no fsync to wait for
+            return
+        self._writer.append(self._buffer[:events], lambda: self._flushed(events, acks))
+
+    def _flushed(self, count: int, nacks: int) -> None:
+        events, acks = self._buffer[:count], self._acks[:nacks]
+        del self._buffer[:count], self._acks[:nacks]
         for req, payload in acks:
             req.respond(payload)
         self._jm.committed({e.jobid for e in events})
+        if self._buffer or self._acks:
+            self.schedule_flush()
 
     # ------------------------------------------------------------------ saved files
     def save_output(self, jobid: int, lines: list[list[Any]]) -> None:
@@ -164,4 +181,6 @@ class JobTable:
         self._store.save_queue(state, time.time())
 
     def close(self) -> None:
+        """At shutdown: the batch in flight reaches the disk, then the files close."""
+        self._writer.close()
         self._store.close()

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker import atomic
+
 RECORD_FILE = "podman.json"
 
 
@@ -67,11 +69,7 @@ class PodmanStore:
     def save(self, record: PodmanRecord) -> None:
         path = self.path(record.name)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temporary = path.with_name(f".{RECORD_FILE}.{os.getpid()}")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds a private key
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(json.dumps(asdict(record), indent=2))
-        temporary.replace(path)
+        atomic.write_text(path, json.dumps(asdict(record), indent=2), mode=0o600)  # holds a private key
 
     def remove(self, name: str) -> None:
         shutil.rmtree(self.root / name, ignore_errors=True)

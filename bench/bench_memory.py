@@ -1,0 +1,167 @@
+"""Resident memory, ours beside the real thing, measured in one run on this machine (issue 27's memory targets).
+
+    .venv/bin/python bench/bench_memory.py
+
+- idle broker: our built-in broker (`flux start --test-size=1`, the forked broker process) beside real flux-core's
+  `flux-broker` (/var/cache/miniclusters/flux-core-*), each idle with no job, a few seconds after start;
+- REST server: ours (builtin flavour, started by the lead) beside flux-restful 1.1.0 (the reference, a dev
+  dependency) on real flux-core, each after a login and one listing.
+
+Prints a table (MiB; ratio ours / theirs) and one JSON line with the keys broker_rss_mb, flux_broker_rss_mb,
+rest_rss_mb, reference_rest_rss_mb, and the targets: broker <= 20 MB, REST server <= 45 MB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from broker.rest import testing
+
+SETTLE_SECONDS = 3.0
+BROKER_TARGET_MB = 20.0
+REST_TARGET_MB = 45.0
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def session_processes(sid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every process in a session."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:
+                found.append((int(pid), Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()))
+    return found
+
+
+@contextlib.contextmanager
+def started(command: list[str], cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
+    log = open(cwd / "instance.log", "wb")  # noqa: SIM115 - kept for the instance's lifetime
+    process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield process
+    finally:
+        testing.kill_group(process)
+        log.close()
+
+
+def our_broker(tmp: Path) -> float:
+    """RSS of the built-in broker process (the forked one; its parent only supervises) when idle."""
+    command = [testing.FLUX, "start", "--test-size=1", "-o", f"-Sstatedir={tmp / 'state'}", "sleep", "3600"]
+    with started(command, tmp) as process:
+        time.sleep(SETTLE_SECONDS)
+        brokers = [pid for pid, line in session_processes(process.pid) if pid != process.pid and "flux" in line]
+        if not brokers:
+            raise SystemExit(f"our broker did not start:\n{(tmp / 'instance.log').read_text()[-2000:]}")
+        return max(testing.rss_mb(pid) for pid in brokers)
+
+
+def flux_core_broker(tmp: Path) -> float | None:
+    from miniclusters.backends.local.flux_view import FluxCoreNotFound, find_flux_core
+
+    try:
+        core = find_flux_core()
+    except FluxCoreNotFound as exc:
+        progress(f"real flux-core not found ({exc}): its column stays empty")
+        return None
+    with started([str(core.flux), "start", "--test-size=1", "sleep", "3600"], tmp) as process:
+        time.sleep(SETTLE_SECONDS)
+        brokers = [pid for pid, line in session_processes(process.pid) if "flux-broker" in line]
+        if not brokers:
+            raise SystemExit(f"flux-core's broker did not start:\n{(tmp / 'instance.log').read_text()[-2000:]}")
+        return max(testing.rss_mb(pid) for pid in brokers)
+
+
+def warm(url: str) -> float:
+    """A login and one listing (what a first client does), then the server's RSS."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_rest import Connection, login
+
+    conn = Connection(url, login(url))
+    conn.timed("GET", "/v1/jobs")
+    conn.close()
+    time.sleep(1.0)
+    pid = testing.listening_pid(int(url.rsplit(":", 1)[1]))
+    return testing.rss_mb(pid) if pid else 0.0
+
+
+def our_rest(tmp: Path) -> float:
+    servers = testing.start_server(tmp, size=1)
+    server = next(servers)
+    try:
+        return warm(server.url)
+    finally:
+        for _ in servers:
+            pass
+
+
+def reference_rest(tmp: Path) -> float | None:
+    from miniclusters.backends.local.flux_view import FluxCoreNotFound, find_flux_core
+
+    try:
+        import flux_restful  # noqa: F401 - only to know it is installed
+    except ImportError:
+        progress("flux-restful is not installed (pip install -e .[dev]): the reference column stays empty")
+        return None
+    try:
+        core = find_flux_core()
+    except FluxCoreNotFound as exc:
+        progress(f"real flux-core not found ({exc}): the reference column stays empty")
+        return None
+    if core.python_path is None:
+        return None
+    with testing.real_flux(core.flux, core.python_path, tmp, size=1) as env, testing.reference_server(env, tmp) as url:
+        return warm(url)
+
+
+def ratio(ours: float | None, theirs: float | None) -> str:
+    return f"{ours / theirs:.2f}x" if ours and theirs else "-"
+
+
+def main() -> None:
+    if len(sys.argv) > 1:
+        print(__doc__)
+        raise SystemExit(0 if sys.argv[1] in ("-h", "--help") else 2)
+    figures: dict[str, Any] = {}
+    for key, measure in (
+        ("broker_rss_mb", our_broker),
+        ("flux_broker_rss_mb", flux_core_broker),
+        ("rest_rss_mb", our_rest),
+        ("reference_rest_rss_mb", reference_rest),
+    ):
+        progress(f"measuring {key} ...")
+        with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
+            value = measure(Path(tmp))
+        figures[key] = round(value, 1) if value is not None else None
+    text = {k: "-" if v is None else f"{v:g}" for k, v in figures.items()}
+    print(f"resident memory (MiB), idle; {os.cpu_count()} CPUs")
+    print(f"{'':<16}{'ours':>10}{'theirs':>10}{'ours/theirs':>14}{'target':>10}")
+    print(
+        f"{'broker':<16}{text['broker_rss_mb']:>10}{text['flux_broker_rss_mb']:>10}"
+        f"{ratio(figures['broker_rss_mb'], figures['flux_broker_rss_mb']):>14}{BROKER_TARGET_MB:>10g}"
+    )
+    print(
+        f"{'REST server':<16}{text['rest_rss_mb']:>10}{text['reference_rest_rss_mb']:>10}"
+        f"{ratio(figures['rest_rss_mb'], figures['reference_rest_rss_mb']):>14}{REST_TARGET_MB:>10g}"
+    )
+    targets = (("broker", "broker_rss_mb", BROKER_TARGET_MB), ("REST server", "rest_rss_mb", REST_TARGET_MB))
+    for name, key, target in targets:
+        value = figures[key]
+        print(f"issue 27: {name} {value:g} MiB: {'met' if value <= target else 'NOT met'} (<= {target:g})")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
