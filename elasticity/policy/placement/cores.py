@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from elasticity.errors import ElasticityError
 
-class NotEnoughCores(Exception):
+
+class NotEnoughCores(ElasticityError):
     """The free CPUs cannot give every pod its own cores."""
 
 

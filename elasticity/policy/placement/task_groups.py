@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from elasticity.errors import ElasticityError
+
 
 @dataclass(frozen=True)
 class NodeRoom:
@@ -33,7 +35,7 @@ class WorkerRequest:
     memory_bytes: int
 
 
-class Unschedulable(Exception):
+class Unschedulable(ElasticityError):
     """Some worker fits on no node; the job waits (no worker is bound: gang semantics)."""
 
 
