@@ -71,7 +71,13 @@ openmpi-openfoam image builds both from our C sources), so neither is compiled h
 
 
 def _in_containers(
-    backend: Backend, name: str, argv: list[str], ranks: int, nodes: int, workdir: Path, pod_of_host: dict[str, int],
+    backend: Backend,
+    name: str,
+    argv: list[str],
+    ranks: int,
+    nodes: int,
+    workdir: Path,
+    pod_of_host: dict[str, int],
     **options: Any,
 ) -> FluxSimulations:
     """Simulations writing under `<run dir>/multiplex/<workdir's name>` in the pods (the run volume), their traces
@@ -127,6 +133,9 @@ def open_session(
             simulations.lead_uri = lead_uri(name)
         if driver is not None:
             shares = LocalJobShares(driver, name, simulations.pids_of, leaf_m=max(1, config.pod_overhead_m))
+    if in_containers:
+        identity = getattr(backend, "runner_identity", None)
+        note = "pod level only: each pod's CPU request is its container's cpu.shares (`podman update`)"
     observer, actuator = ports_for(backend)
     first = identity(name) if identity is not None else {}
     return Session(

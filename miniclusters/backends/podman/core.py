@@ -142,6 +142,12 @@ class PodmanCore:
     def _runner(mc: MiniCluster) -> str:
         return runner_container(mc)
 
+    def runner_identity(self, name: str) -> dict[int, object]:
+        """Pod index -> (its application container's PID, start time): what a resize in place leaves alone and a
+        recreated pod or restarted container changes (the multiplexing controller's same-PIDs check)."""
+        _, mc = self._load(name)
+        return {p.index: (p.pid, (p.container or {}).get("State", {}).get("StartedAt")) for p in self._pods(name, mc)}
+
     def _require_index(self, name: str, mc: MiniCluster, index: int) -> PodmanPod:
         pods = {p.index: p for p in self._pods(name, mc)}
         if index not in pods:
