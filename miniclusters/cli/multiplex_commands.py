@@ -45,15 +45,15 @@ def _lock(backend: str, name: str) -> Iterator[None]:
 
 
 def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
-    """spec.multiplexing, spec.tasks and the runner's CPU request of a local cluster (the Kubernetes path takes
-    flags only)."""
+    """spec.multiplexing, spec.tasks and the runner's CPU request of a cluster on this machine (local: its store's
+    spec file; podman: the spec its record keeps); the Kubernetes path takes flags only."""
     from miniclusters.multiplex.settings import runner_cpu_m
 
     store = getattr(backend, "store", None)
     if store is None:
         return {}
     try:
-        whole = store.load_spec(name)
+        whole = store.load_spec(name) if hasattr(store, "load_spec") else backend.stored_spec(name)
         spec = whole.get("spec", {})
     except (OSError, ValueError, KeyError, AttributeError):
         return {}
