@@ -96,10 +96,10 @@ def test_multiplex_example_runs_once(images: None, tmp_path: Path) -> None:
         )  # fmt: skip
         assert up.returncode == 0, up.stdout + up.stderr
         run = subprocess.run(
-            [MINICLUSTER, "multiplex", name, "--backend", "podman", "--command", "proxy_solver 400 256 8 1,1,1,8",
+            [MINICLUSTER, "multiplex", name, "--backend", "podman", "--command", "proxy_solver 3000 256 8 1,1,1,8",
              "--max", "2", "--total", "2", "--profile-iterations", "30", "--workdir", str(workdir),
-             "--timeout", "150", "--json"],
-            capture_output=True, text=True, timeout=400, env=env,
+             "--timeout", "300", "--json"],
+            capture_output=True, text=True, timeout=500, env=env,
         )  # fmt: skip
         summary = json.loads(run.stdout.strip().splitlines()[-1])
         events = [json.loads(line) for line in (workdir / "timeline.jsonl").read_text().splitlines()]
