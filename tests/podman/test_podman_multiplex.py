@@ -118,10 +118,7 @@ def test_multiplex_example_runs_once(images: None, tmp_path: Path) -> None:
         assert sorted(requests) == [0, 1] and any(m != 1000 for m in requests.values()), requests
         for index, milli in requests.items():
             assert shares(name, index) == millicores_to_shares(milli), (index, requests)
-        states = [row["state"] for row in summary["simulations"]]
-        if states != ["done", "done"]:  # known: see docs/podman.md (2 ranks per pod under mpirun in containers)
-            reasons = [row["reason"] for row in summary["simulations"]]
-            pytest.xfail(f"simulations {states}: {reasons}")
+        assert [row["state"] for row in summary["simulations"]] == ["done", "done"], summary
         assert run.returncode == 0, run.stdout + run.stderr
     finally:
         subprocess.run([MINICLUSTER, "down", name, "--backend", "podman"], env=env, timeout=300, capture_output=True)
