@@ -69,7 +69,9 @@ content_hash() {  # content_hash PATH...: one hash of every file's path and byte
 for dir in ${IMAGES:-broker openmpi-openfoam flux-view}; do
   case "$dir" in
     broker) name=miniclusters-broker; inputs="images/broker $package" ;;
-    openmpi-openfoam) name=openmpi-openfoam; inputs="images/openmpi-openfoam" ;;
+    openmpi-openfoam)
+      name=openmpi-openfoam
+      inputs="images/openmpi-openfoam elasticity/workloads/proxy_solver.c elasticity/pmpi/mc_pmpi.c elasticity/pmpi/mc_wait.h elasticity/pmpi/mc_wake.h" ;;
     flux-view)
       name=miniclusters-flux-view; inputs="images/flux-view $package"
       staged="images/flux-view/$(basename "$flux_tarball")"

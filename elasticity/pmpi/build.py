@@ -43,10 +43,20 @@ def _fingerprint(source: bytes, compiler: str, flags: tuple[str, ...], libs: tup
     return h.hexdigest()
 
 
+PREBUILT_VARIABLE = "MC_PMPI_LIBRARY"
+"""Names a library built with the image's MPI (the openmpi-openfoam image sets it): used instead of compiling,
+since an application image carries MPI's run time but no compiler."""
+
+
 def build_pmpi_library(
     output_dir: Path | str | None = None, mpicc: str = "mpicc", force: bool = False, timeout: float = 120.0
 ) -> Path:
-    """Compile mc_pmpi.c into <output_dir>/libmcpmpi.so and return its path (cached; see compile_with_mpicc)."""
+    """Compile mc_pmpi.c into <output_dir>/libmcpmpi.so and return its path (cached; see compile_with_mpicc).
+
+    $MC_PMPI_LIBRARY naming an existing file is returned as is (unless output_dir or force ask for a build)."""
+    prebuilt = os.environ.get(PREBUILT_VARIABLE, "")
+    if prebuilt and output_dir is None and not force and Path(prebuilt).is_file():
+        return Path(prebuilt)
     return compile_with_mpicc(SOURCE, LIBRARY_NAME, CFLAGS, LDLIBS, output_dir, mpicc, force, timeout)
 
 

@@ -45,15 +45,15 @@ def _lock(backend: str, name: str) -> Iterator[None]:
 
 
 def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
-    """spec.multiplexing, spec.tasks and the runner's CPU request of a local cluster (the Kubernetes path takes
-    flags only)."""
+    """spec.multiplexing, spec.tasks and the runner's CPU request of a cluster on this machine (local: its store's
+    spec file; podman: the spec its record keeps); the Kubernetes path takes flags only."""
     from miniclusters.multiplex.settings import runner_cpu_m
 
     store = getattr(backend, "store", None)
     if store is None:
         return {}
     try:
-        whole = store.load_spec(name)
+        whole = store.load_spec(name) if hasattr(store, "load_spec") else backend.stored_spec(name)
         spec = whole.get("spec", {})
     except (OSError, ValueError, KeyError, AttributeError):
         return {}
@@ -94,7 +94,7 @@ def _write_timeline(log_path: Path, timeline: Path, allocatable_m: int) -> None:
     "--equal-cpu",
     help="CPU per rank before profiling [the spec's CPU request per pod, less --pod-overhead, shared by the ranks].",
 )
-@click.option("--allocatable", help="The nodes' CPU for these pods [this machine's CPUs on local].")
+@click.option("--allocatable", help="The nodes' CPU for these pods [this machine's CPUs on local and podman].")
 @click.option("--boundary", help="MPI call that ends an iteration [MPI_Barrier].")
 @click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0.05), help="Seconds per step.")
 @click.option("--fairness-interval", default=5.0, show_default=True, type=click.FloatRange(min=0.1))
@@ -149,7 +149,7 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None
         if allocatable is None:
-            if backend != "local":
+            if not target.ephemeral:  # local and podman pods share this machine's CPUs
                 raise click.UsageError("--allocatable is required on Kubernetes (the nodes' CPU for these pods)")
             allocatable = (len(os.sched_getaffinity(0)) or 1) * 1000
         flags = {"max": opts["max_n"], "total": opts["total"], "ranks": opts["ranks"],

@@ -65,6 +65,31 @@ def _local_extras(backend: Backend, name: str) -> tuple[Any, Any, str]:
     return identity, driver, f"per-job child cgroups (cgroup v{driver.version}, {driver.knob})"
 
 
+CONTAINER_BACKENDS = ("podman",)
+"""Backends whose pods are containers of this machine: they share no file system with this process (simulations'
+files are reached through exec), and the image carries the built-in `proxy_solver` and the PMPI library (the
+openmpi-openfoam image builds both from our C sources), so neither is compiled here for them."""
+
+
+def _in_containers(
+    backend: Backend,
+    name: str,
+    argv: list[str],
+    ranks: int,
+    nodes: int,
+    workdir: Path,
+    pod_of_host: dict[str, int],
+    **options: Any,
+) -> FluxSimulations:
+    """Simulations writing under `<run dir>/multiplex/<workdir's name>` in the pods (the run volume), their traces
+    and notes copied into `workdir` here."""
+    from miniclusters.multiplex.exec_simulations import ExecSimulations
+    from miniclusters.render.layout import RUN_DIR
+
+    in_pods = Path(RUN_DIR) / "multiplex" / workdir.name
+    return ExecSimulations(backend, name, argv, ranks, nodes, in_pods, pod_of_host, cache=workdir, **options)
+
+
 def open_session(
     backend: Backend,
     backend_name: str,
@@ -77,7 +102,8 @@ def open_session(
     argv = shlex.split(command)
     if not argv:
         raise InvalidRequestError("--command: empty; give the simulation's MPI program and its arguments")
-    if argv[0] == "proxy_solver" and shutil.which("proxy_solver") is None:
+    in_containers = backend_name in CONTAINER_BACKENDS
+    if argv[0] == "proxy_solver" and not in_containers and shutil.which("proxy_solver") is None:
         from elasticity.workloads.proxy import build_proxy_solver
 
         argv[0] = str(build_proxy_solver())  # the built-in proxy (elasticity/workloads/proxy_solver.c)
@@ -88,7 +114,7 @@ def open_session(
     shares: JobShares | None = None
     note = "pod level only: Kubernetes pods' cgroups are not delegated to the controller"
     workdir.mkdir(parents=True, exist_ok=True)
-    simulations = FluxSimulations(
+    simulations = (FluxSimulations if not in_containers else _in_containers)(
         backend,
         name,
         argv,
@@ -108,6 +134,9 @@ def open_session(
             simulations.lead_uri = lead_uri(name)
         if driver is not None:
             shares = LocalJobShares(driver, name, simulations.pids_of, leaf_m=max(1, config.pod_overhead_m))
+    if in_containers:
+        identity = getattr(backend, "runner_identity", None)
+        note = "pod level only: each pod's CPU request is its container's cpu.shares (`podman update`)"
     observer, actuator = ports_for(backend)
     first = identity(name) if identity is not None else {}
     return Session(

@@ -156,6 +156,16 @@ def _flavour_setup(mc: MiniCluster) -> list[str]:
         f'export PATH="{VIEW}/bin:$PATH"',
         f'export LD_LIBRARY_PATH="{VIEW}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
     ]
+    # flux-core's compiled-in paths point into /opt/software, as the Flux Operator's view images' do: in a
+    # container (not a local pod), link each tree the init container copied to MOUNT/software there, unless the
+    # application image has it already (the view image itself does).
+    software = shlex.quote(f"{container.mount_path}/software")
+    lines += [
+        f'if [ -d {software} ] && [ -z "${{MINICLUSTERS_LOCAL_POD:-}}" ]; then',
+        f'  mkdir -p /opt/software && for d in {software}/*; do [ -e "/opt/software/${{d##*/}}" ] '
+        '|| ln -s "$d" /opt/software/; done',
+        "fi",
+    ]
     if container.python_path:
         lines.append(f"export PYTHONPATH={shlex.quote(container.python_path)}")
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(mc.spec.flux.environment.items())]

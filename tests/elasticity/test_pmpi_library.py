@@ -48,6 +48,18 @@ def test_build_names_a_missing_compiler(tmp_path: Path) -> None:
         build_pmpi_library(tmp_path, mpicc="no-such-mpicc")
 
 
+def test_a_library_the_image_built_is_used_without_a_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$MC_PMPI_LIBRARY (set by the openmpi-openfoam image) is returned as is: no mpicc is needed in the pod."""
+    prebuilt = tmp_path / LIBRARY_NAME
+    prebuilt.write_bytes(b"\x7fELF")
+    monkeypatch.setenv("MC_PMPI_LIBRARY", str(prebuilt))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mpicc anywhere
+    assert build_pmpi_library() == prebuilt
+    monkeypatch.setenv("MC_PMPI_LIBRARY", str(tmp_path / "gone.so"))  # a stale name: compile, and say why not
+    with pytest.raises(PmpiBuildError, match="not found on PATH"):
+        build_pmpi_library()
+
+
 def test_build_reports_the_compilers_stderr(tmp_path: Path) -> None:
     fake = tmp_path / "broken-mpicc"
     fake.write_text("#!/bin/sh\necho 'fatal: mpi.h: no such file' >&2\nexit 3\n")

@@ -251,3 +251,32 @@ def test_flux_flavour_runs_real_flux_core_across_containers(images: None, tmp_pa
         if backend.store.exists(name):
             backend.delete(name)
     assert leftovers(name) == []
+
+
+def test_flux_flavour_runs_mpi_across_four_application_containers(images: None, tmp_path: Path) -> None:
+    """`--flavour flux` on examples/hello.yaml: the application image (openmpi-openfoam: no Python, none of
+    flux-core's libraries) runs real flux-core from the view the init container copied in (our flux-view image,
+    in place of the Flux Operator's default), and MPI across the 4 containers prints 4 distinct pod hostnames."""
+    view = f"{OPTIONS.registry}/miniclusters-flux-view:{OPTIONS.tag}"
+    if podman("image", "exists", view).returncode != 0:
+        _unavailable(f"image {view} is not built (make images)")
+    name = f"pmt-fxmpi-{uuid.uuid4().hex[:6]}"
+    spec = yaml.safe_load((ROOT / "examples" / "hello.yaml").read_text())
+    spec["metadata"]["name"] = name
+    (tmp_path / "hello.yaml").write_text(yaml.safe_dump(spec))
+    env = {**os.environ, "MINICLUSTERS_STATE_DIR": str(tmp_path / "state")}
+    try:
+        done = subprocess.run(
+            [MINICLUSTER, "up", str(tmp_path / "hello.yaml"), "--backend", "podman", "--flavour", "flux"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        hosts = re.findall(rf"hello from rank (\d) of 4 on ({name}-\d)", done.stdout)
+        assert sorted(hosts) == [(str(i), f"{name}-{i}") for i in range(4)], done.stdout + done.stderr
+        assert leftovers(name) == []
+    finally:
+        if leftovers(name):
+            subprocess.run([MINICLUSTER, "down", name, "--backend", "podman"], env=env, timeout=300)

@@ -164,3 +164,31 @@ def test_a_failed_container_podman_will_restart_is_not_a_failed_pod() -> None:
 
 def test_a_pod_without_its_container_is_initialising() -> None:
     assert phase_of(PodmanPod(0, "pm-0", "Running", None)) == ("Pending", None, "PodInitializing")
+
+
+def test_the_flux_flavour_defaults_to_our_view_image_on_podman() -> None:
+    """The default view (the Flux Operator's image) cannot be pulled here: the podman backend plays ours."""
+    from miniclusters.api.spec import DEFAULT_FLUX_VIEW_IMAGE
+    from miniclusters.backends.podman.core import with_view_image
+
+    def spec(flux: dict[str, Any]) -> Any:
+        return load_minicluster({"metadata": {"name": "v"}, "spec": {"flux": flux, "containers": [{"image": "a"}]}})
+
+    default = with_view_image(spec({"flavour": "flux"}), "reg.example", "9.9")
+    assert default.spec.flux.container.image == "reg.example/miniclusters-flux-view:9.9"
+    chosen = with_view_image(spec({"flavour": "flux", "container": {"image": "mine:1"}}), "reg.example", "9.9")
+    assert chosen.spec.flux.container.image == "mine:1"
+    builtin = with_view_image(spec({}), "reg.example", "9.9")
+    assert builtin.spec.flux.container.image == DEFAULT_FLUX_VIEW_IMAGE
+
+
+def test_the_flux_flavour_links_the_copied_software_where_flux_core_looks() -> None:
+    """flux-core's paths point into /opt/software: in a container the entrypoint links the view's copy there."""
+    mc = load_minicluster(
+        {"metadata": {"name": "v"}, "spec": {"flux": {"flavour": "flux"}, "containers": [{"image": "a"}]}}
+    )
+    script = next(o for o in render_minicluster(mc) if o["kind"] == "ConfigMap")["data"]["entrypoint.sh"]
+    assert (
+        'for d in /mnt/flux/software/*; do [ -e "/opt/software/${d##*/}" ] || ln -s "$d" /opt/software/; done' in script
+    )
+    assert 'if [ -d /mnt/flux/software ] && [ -z "${MINICLUSTERS_LOCAL_POD:-}" ]; then' in script

@@ -27,6 +27,7 @@ from miniclusters.backends.base import (
 )
 from miniclusters.backends.overlay import overlay_argv, parse_overlay
 from miniclusters.backends.podman.actuate import PodmanActuator
+from miniclusters.backends.podman.core import with_view_image
 from miniclusters.backends.podman.observe import cluster_names, pod_status
 from miniclusters.backends.podman.pods import container_name, network_name, pod_address
 from miniclusters.backends.podman.state import PodmanRecord
@@ -73,7 +74,7 @@ class PodmanBackend(PodmanActuator):
     def create(self, mc: MiniCluster, options: CreateOptions | None = None) -> ClusterStatus:
         """Network, then every pod of the first `size` indexes at once; wait for pods and brokers."""
         options = options or CreateOptions()
-        mc = with_flavour(mc, options.render.flavour)
+        mc = with_view_image(with_flavour(mc, options.render.flavour), options.render.registry, options.render.tag)
         if self.exists(mc):
             raise InvalidRequestError(
                 f"MiniCluster {mc.name!r} already exists on the podman backend; remove it with "

@@ -19,7 +19,7 @@ import yaml
 from broker.curve_cert import parse_zcert
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.quantity import cpu_millicores, format_millicores
-from miniclusters.api.spec import MiniCluster
+from miniclusters.api.spec import DEFAULT_FLUX_VIEW_IMAGE, MiniCluster
 from miniclusters.backends.base import (
     BackendError,
     ClusterStatus,
@@ -57,6 +57,21 @@ so a longer grace only delays `down` (the brokers keep nothing that needs a clea
 def runner_container(mc: MiniCluster) -> str:
     """Name of the container that runs the broker (as the renderer names it)."""
     return mc.spec.containers[mc.spec.flux_runner_index].name or mc.name
+
+
+VIEW_IMAGE = "miniclusters-flux-view"
+"""Our flux view image (images/flux-view): what the `flux` flavour's init container runs here."""
+
+
+def with_view_image(mc: MiniCluster, registry: str, tag: str) -> MiniCluster:
+    """The spec with the default flux view image (the Flux Operator's, which no registry reachable here serves)
+    replaced by ours, REGISTRY/miniclusters-flux-view:TAG, built by `make images`; a view the spec names is kept."""
+    view = mc.spec.flux.container
+    if mc.spec.flux.flavour != "flux" or view.image != DEFAULT_FLUX_VIEW_IMAGE:
+        return mc
+    container = view.model_copy(update={"image": f"{registry}/{VIEW_IMAGE}:{tag}"})
+    flux = mc.spec.flux.model_copy(update={"container": container})
+    return mc.model_copy(update={"spec": mc.spec.model_copy(update={"flux": flux})})
 
 
 class PodmanCore:
@@ -126,6 +141,12 @@ class PodmanCore:
     @staticmethod
     def _runner(mc: MiniCluster) -> str:
         return runner_container(mc)
+
+    def runner_identity(self, name: str) -> dict[int, object]:
+        """Pod index -> (its application container's PID, start time): what a resize in place leaves alone and a
+        recreated pod or restarted container changes (the multiplexing controller's same-PIDs check)."""
+        _, mc = self._load(name)
+        return {p.index: (p.pid, (p.container or {}).get("State", {}).get("StartedAt")) for p in self._pods(name, mc)}
 
     def _require_index(self, name: str, mc: MiniCluster, index: int) -> PodmanPod:
         pods = {p.index: p for p in self._pods(name, mc)}
