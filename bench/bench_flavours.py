@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_rest import requests_per_second, submit_latencies
+from bench_rest import Connection, in_threads
 
 from broker.rest.client import RestClient
 from broker.rest.testing import SECRET_KEY, SIGNING_KEY, SUPERUSER, free_port
@@ -146,6 +146,30 @@ def rest(flavour: str, env: dict[str, str], tmp: Path, python_path: Path | None,
         "submit_median_ms": statistics.median(latencies),
         "submit_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
     }
+
+
+def requests_per_second(url: str, token: str, jobid: int, total: int, clients: int) -> float:
+    """GET /v1/jobs/{id} from `clients` keep-alive connections at once, `total` in all."""
+    per_client = total // clients
+
+    def work(_index: int) -> None:
+        conn = Connection(url, token)
+        try:
+            for _ in range(per_client):
+                conn.timed("GET", f"/v1/jobs/{jobid}")
+        finally:
+            conn.close()
+
+    return per_client * clients / in_threads(clients, work)
+
+
+def submit_latencies(url: str, token: str, count: int) -> list[float]:
+    """Milliseconds per submit of `true`, one at a time."""
+    conn = Connection(url, token)
+    try:
+        return [conn.timed("POST", "/v1/jobs/submit", {"command": "true"}) for _ in range(count)]
+    finally:
+        conn.close()
 
 
 def measure(flux: Path, python_path: Path | None, flavour: str, args: argparse.Namespace) -> dict[str, float]:

@@ -13,6 +13,7 @@ rest_rss_mb, reference_rest_rss_mb, and the targets: broker <= 20 MB, REST serve
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -131,9 +132,7 @@ def ratio(ours: float | None, theirs: float | None) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) > 1:
-        print(__doc__)
-        raise SystemExit(0 if sys.argv[1] in ("-h", "--help") else 2)
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     figures: dict[str, Any] = {}
     for key, measure in (
         ("broker_rss_mb", our_broker),
