@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from broker.jobs.api import JobInfo
 from broker.jobs.jobid import parse_jobid
 from elasticity.control.campaign import (
     CampaignObservation,
@@ -76,6 +77,9 @@ class CampaignRunner:
     script_env: dict[str, str] = field(default_factory=dict)
     """The environment the batch scripts export (OpenFOAM's variables, the MPI settings)."""
     reruns: dict[str, int] = field(default_factory=dict)
+    jobs_of: Callable[[], Mapping[int, JobInfo] | None] | None = None
+    """Every job of the lead by id (None: no answer this time); default: the lead's socket at `lead_uri`."""
+    done_at: float | None = None
 
     def __post_init__(self) -> None:
         if self.observer is None or self.actuator is None:
@@ -174,7 +178,7 @@ class CampaignRunner:
     # ------------------------------------------------------------------ observing
     def observe(self) -> CampaignObservation | None:
         assert self.observer is not None
-        infos = lead_jobs(self.lead_uri)
+        infos = self.jobs_of() if self.jobs_of is not None else lead_jobs(self.lead_uri)
         if infos is None:
             return None
         view = self.observer.observe(self.name)
@@ -291,23 +295,33 @@ class CampaignRunner:
         if self.on_tick is not None:
             self.on_tick(self)
 
-    def run(self, timeout: float | None = None) -> str:
-        """Tick until every ensemble ended ("done"), or the timeout ("timeout"); Ctrl-C/SIGTERM cancel ("cancelled")."""
+    def begin(self) -> None:
         self.event(
             "campaign-start",
             ensembles=[e.name for e in self.plan.ensembles],
             members=len(self.plan.members),
             loops={"autoscale": self.loops.autoscale is not None, "multiplex": self.loops.multiplex is not None},
         )
-        done_at: float | None = None
+
+    def over(self) -> bool:
+        """After a step: True (and the campaign-end event written) once every ensemble ended and the cluster
+        settled back to its floor."""
+        if not self.finished():
+            return False
+        self.done_at = self.now() if self.done_at is None else self.done_at
+        if not self._settled(self.done_at):
+            return False
+        self.event("campaign-end", state="done", cpu_seconds=round(self.cpu_seconds, 1))
+        return True
+
+    def run(self, timeout: float | None = None) -> str:
+        """Tick until every ensemble ended ("done"), or the timeout ("timeout"); Ctrl-C/SIGTERM cancel ("cancelled")."""
+        self.begin()
         try:
             while True:
                 self.step()
-                if self.finished():
-                    done_at = self.now() if done_at is None else done_at
-                    if self._settled(done_at):
-                        self.event("campaign-end", state="done", cpu_seconds=round(self.cpu_seconds, 1))
-                        return "done"
+                if self.over():
+                    return "done"
                 if timeout is not None and self.now() > timeout:
                     self.cancel(f"campaign timeout after {timeout:g}s")
                     return "timeout"

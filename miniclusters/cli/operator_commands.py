@@ -61,6 +61,7 @@ def operator(
     with _errors():
         api = RealKubeApi.from_kubeconfig(context, namespaces[0] if namespaces else None)
         from miniclusters.backends.kubernetes.backend import KubernetesBackend
+        from miniclusters.campaign.kube import kubernetes_campaign_starter
         from miniclusters.multiplex.kube_loop import kubernetes_multiplex_starter
 
         KubernetesBackend(api=api).check_crd()
@@ -74,6 +75,7 @@ def operator(
                 accept_flux_kind=accept_flux_operator_kind,
                 autoscale_ports=kubernetes_autoscale_ports(api),
                 multiplex_start=kubernetes_multiplex_starter(api),
+                campaign_start=kubernetes_campaign_starter(api),
             )
             for scope in scopes
         ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.kubernetes.api import (
     CONFIG_MAP,
     EVENT,
@@ -30,6 +31,7 @@ from miniclusters.backends.kubernetes.api import (
 )
 from miniclusters.operator import conditions as cond
 from miniclusters.operator.autoscaling import AutoscaleSupervisor, Decision, PortsFor
+from miniclusters.operator.campaign import CampaignStarter, CampaignSupervisor
 from miniclusters.operator.multiplexing import MultiplexStarter, MultiplexSupervisor
 from miniclusters.operator.queue import WorkQueue
 from miniclusters.operator.reconcile import Apply, DeleteCluster, EventSpec, Observed, Plan, ScaleJob, plan
@@ -74,10 +76,12 @@ class Controller:
         instance: str = "miniclusters-operator",
         autoscale_ports: PortsFor | None = None,
         multiplex_start: MultiplexStarter | None = None,
+        campaign_start: CampaignStarter | None = None,
     ) -> None:
         """``autoscale_ports``: how to reach a namespace's clusters and queues; without it no cluster is
         autoscaled (spec.autoscale is then left to `minicluster autoscale`). ``multiplex_start``: how to build
-        a cluster's multiplexing runner; without it spec.multiplexing is left to `minicluster multiplex`."""
+        a cluster's multiplexing runner; without it spec.multiplexing is left to `minicluster multiplex`.
+        ``campaign_start``: how to build a cluster's campaign runner; without it spec.campaign is not run."""
         self.api = api
         self.namespace = namespace
         self.options = options or RenderOptions()
@@ -93,6 +97,7 @@ class Controller:
         self.multiplexers = (
             MultiplexSupervisor(multiplex_start, clock, self._report_multiplexing) if multiplex_start else None
         )
+        self.campaigns = CampaignSupervisor(campaign_start, clock, self._report_campaign) if campaign_start else None
         self.watchers = [Watcher(self, kind, None) for kind in self.kinds] + [
             Watcher(self, JOB, NAME_LABEL),
             Watcher(self, POD, NAME_LABEL),
@@ -155,14 +160,21 @@ class Controller:
                 self.autoscalers.sync(key, None, gone=True)
             if self.multiplexers is not None:
                 self.multiplexers.sync(key, None, gone=True)
+            if self.campaigns is not None:
+                self.campaigns.sync(key, None, gone=True)
             return None
         now = _rfc3339(self.wall())
         result = plan(observed, self.options, now)
+        # a campaign's runner carries both loops through one plan: the standalone loops leave its cluster alone
+        loops_mc = None if self._runs_campaign(result.mc) else result.mc
         if self.autoscalers is not None:
-            self.autoscalers.sync(key, result.mc.spec.autoscale if result.mc is not None else None)
+            self.autoscalers.sync(key, loops_mc.spec.autoscale if loops_mc is not None else None)
         if self.multiplexers is not None:  # its first step profiles a simulation: only once every pod is ready
             ready = cond.is_true(list(result.status.get("conditions") or []), cond.READY)
-            self.multiplexers.sync(key, result.mc, ready)
+            self.multiplexers.sync(key, loops_mc, ready)
+        if self.campaigns is not None:  # its ensembles need the pods the spec starts with
+            ready = cond.is_true(list(result.status.get("conditions") or []), cond.READY)
+            self.campaigns.sync(key, result.mc, ready)
         for action in result.actions:
             self._act(key, action)
         for event in result.events:
@@ -173,6 +185,9 @@ class Controller:
             body = {**observed.cluster, "status": result.status}
             self.api.replace(body, subresource="status")
         return result
+
+    def _runs_campaign(self, mc: MiniCluster | None) -> bool:
+        return self.campaigns is not None and mc is not None and mc.spec.campaign is not None
 
     def _act(self, key: ClusterKey, action: Apply | ScaleJob | DeleteCluster) -> None:
         if isinstance(action, Apply):
@@ -220,6 +235,9 @@ class Controller:
 
     def _report_multiplexing(self, key: ClusterKey, decision: Decision, set_condition: bool) -> None:
         self._report_loop(key, decision, cond.MULTIPLEXING if set_condition else None, "Multiplex")
+
+    def _report_campaign(self, key: ClusterKey, decision: Decision, set_condition: bool) -> None:
+        self._report_loop(key, decision, cond.CAMPAIGN if set_condition else None, "Campaign")
 
     def _report_loop(self, key: ClusterKey, decision: Decision, condition: str | None, action: str) -> None:
         """Set a loop's condition (when given and changed) and record the decision's Event; never raises."""
@@ -297,6 +315,8 @@ class Controller:
             threads.append(threading.Thread(target=self._autoscale, args=(stop,), name="autoscale", daemon=True))
         if self.multiplexers is not None:  # and its own: a multiplexing step execs in the lead several times
             threads.append(threading.Thread(target=self._multiplex, args=(stop,), name="multiplex", daemon=True))
+        if self.campaigns is not None:  # a campaign step execs in the lead several times too
+            threads.append(threading.Thread(target=self._campaign, args=(stop,), name="campaign", daemon=True))
         for thread in threads:
             thread.start()
         last_resync = self.clock()
@@ -323,6 +343,14 @@ class Controller:
         while not stop.is_set():
             self.multiplexers.step_due()
             due = self.multiplexers.next_due()
+            stop.wait(1.0 if due is None else min(1.0, max(0.05, due - self.clock())))
+
+    def _campaign(self, stop: threading.Event) -> None:
+        """Step the due campaigns until stop is set (steps never raise; see CampaignSupervisor)."""
+        assert self.campaigns is not None
+        while not stop.is_set():
+            self.campaigns.step_due()
+            due = self.campaigns.next_due()
             stop.wait(1.0 if due is None else min(1.0, max(0.05, due - self.clock())))
 
 

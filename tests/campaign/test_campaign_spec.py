@@ -84,17 +84,27 @@ def _problems_or_none(data: dict[str, Any]) -> list[str]:
     return []
 
 
-def test_up_with_a_bad_campaign_exits_2_before_anything_starts(tmp_path: Path, monkeypatch: Any) -> None:
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda e: e.update(parameter="reynolds"), "spec.campaign.ensembles[0].parameter"),  # unknown parameter
+        (lambda e: e.update(values=[]), "spec.campaign.ensembles[0].values"),  # empty sweep
+        (lambda e: e.update(nodes=3), "spec.campaign.ensembles[0].nodes"),  # larger than maxSize, no burst
+    ],
+)
+def test_up_with_a_bad_campaign_exits_2_before_anything_starts(
+    tmp_path: Path, monkeypatch: Any, mutate: Any, field: str
+) -> None:
     monkeypatch.setenv("MINICLUSTERS_STATE_DIR", str(tmp_path / "state"))
     data = example()
     data["metadata"]["name"] = "campaign-bad"
     data["spec"]["campaign"]["workdir"] = str(tmp_path / "work")
-    data["spec"]["campaign"]["ensembles"][0]["parameter"] = "reynolds"
+    mutate(data["spec"]["campaign"]["ensembles"][0])
     spec = tmp_path / "bad.yaml"
     spec.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["up", str(spec)])
     assert result.exit_code == 2, result.output
-    assert "spec.campaign.ensembles[0].parameter" in result.output
+    assert f"{field}:" in result.output
     assert not (tmp_path / "work").exists()  # no case was prepared
     assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())  # no cluster
 

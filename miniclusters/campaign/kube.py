@@ -1,0 +1,110 @@
+"""The operator's campaign for one MiniCluster on Kubernetes: the same plan, runner and loops as `minicluster up`,
+wired to the Kubernetes backend's control ports (the Indexed Job's parallelism, the pods' `resize` subresource)
+and to Flux in the lead pod through exec (`flux batch`, `flux jobs`, `flux resource demand|drain`, `flux cancel`).
+
+The members' cases, records and traces live in `spec.campaign.workdir`, which must be a volume the pods and the
+operator share (a ReadWriteMany claim, or a hostPath on a one-node cluster): the batch scripts write each
+member's records there and the runner reads them, as on the local backend.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import hostlist
+
+from broker.jobs.api import JobInfo
+from elasticity.control.events import EventLog
+from miniclusters.api.spec import MiniCluster
+from miniclusters.backends.base import Backend, BackendError, InvalidRequestError
+from miniclusters.backends.kubernetes.api import KubeApi
+from miniclusters.backends.kubernetes.backend import KubernetesBackend
+from miniclusters.backends.ports import ports_for
+from miniclusters.campaign.plan import CampaignPlan, plan_campaign
+from miniclusters.campaign.runner import CampaignRunner
+from miniclusters.operator.campaign import CampaignStarter
+
+Prepare = Callable[[MiniCluster, Callable[[str], None]], CampaignPlan]
+
+
+def exec_jobs(backend: Backend, name: str, flux: list[str]) -> Callable[[], dict[int, JobInfo] | None]:
+    """`flux jobs -a --json` in the lead pod: every job by id, its ranks from the pods named in its nodelist."""
+
+    def jobs() -> dict[int, JobInfo] | None:
+        try:
+            result = backend.exec(name, 0, [*flux, "jobs", "-a", "--json"])
+            if result.rc != 0:
+                return None
+            records = json.loads(result.stdout)["jobs"]
+            out = {}
+            for record in records:
+                info = JobInfo.from_dict(record)
+                if not info.ranks and info.nodelist:
+                    ranks = [_pod_index(name, host) for host in hostlist.expand_hostlist(info.nodelist)]
+                    info = info._replace(ranks=",".join(str(r) for r in sorted(r for r in ranks if r is not None)))
+                out[info.id] = info
+            return out
+        except (BackendError, ValueError, KeyError, TypeError):
+            return None  # a lead that does not answer, or half a line: next tick
+
+    return jobs
+
+
+def _pod_index(cluster: str, host: str) -> int | None:
+    prefix = f"{cluster}-"
+    tail = host.split(".", 1)[0][len(prefix) :] if host.startswith(prefix) else ""
+    return int(tail) if tail.isdigit() else None
+
+
+def shared_workdir(mc: MiniCluster) -> Path:
+    spec = mc.spec.campaign
+    assert spec is not None
+    if not spec.workdir:
+        raise InvalidRequestError(
+            "spec.campaign.workdir: on Kubernetes the cases live on a volume the pods and the operator share; set "
+            "it to where that volume is mounted"
+        )
+    return Path(spec.workdir)
+
+
+def kubernetes_campaign_starter(
+    api: KubeApi,
+    prepare: Prepare | None = None,
+    backend_for: Callable[[str], KubernetesBackend] | None = None,
+    flux: list[str] | None = None,
+) -> CampaignStarter:
+    """(namespace, MiniCluster, clock) -> its CampaignRunner, the cases prepared in the shared work directory.
+    ``prepare`` defaults to `session.prepare` (OpenFOAM where the operator runs); tests pass a lighter one."""
+
+    def start(namespace: str, mc: MiniCluster, clock: Callable[[], float]) -> CampaignRunner:
+        from miniclusters.autoscaling.queue import lead_flux
+        from miniclusters.campaign import session
+
+        spec = mc.spec.campaign
+        assert spec is not None
+        workdir = shared_workdir(mc)
+        plan = (prepare or session.prepare)(mc, lambda _line: None)
+        assert plan.workdir == plan_campaign(spec, workdir).workdir
+        backend = backend_for(namespace) if backend_for is not None else KubernetesBackend(api=api, namespace=namespace)
+        observer, actuator = ports_for(backend)
+        argv = flux if flux is not None else lead_flux()
+        runner = CampaignRunner(
+            backend,
+            mc.name,
+            plan,
+            session.loops_of(mc),
+            EventLog(workdir / "events.jsonl", "campaign", clock),  # closed by the supervisor when it stops
+            argv,
+            "",
+            say=lambda _line: None,
+            clock=clock,
+            observer=observer,
+            actuator=actuator,
+            jobs_of=exec_jobs(backend, mc.name, argv),
+        )
+        runner.script_env = session.script_env()
+        return runner
+
+    return start

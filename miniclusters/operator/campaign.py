@@ -1,0 +1,191 @@
+"""The operator's campaigns: one CampaignRunner per MiniCluster with a ``spec.campaign``, started once every pod is
+ready and stepped every ``interval`` seconds (on the operator's campaign thread).
+
+The runner is the one `minicluster up` runs (one plan for the autoscaler and the multiplexer, acting through the
+control ports: the Indexed Job grows and shrinks, pods are resized in place); the caller's ``start`` builds it
+(the CLI wires the Kubernetes backend and Flux in the lead pod), so the operator stays free of backends. This
+module starts and stops runners as specs change and turns each step into a :class:`Decision`: the ``Campaign``
+condition (every ensemble's state and pods, members completed, size, requested CPU) and an Event whenever an
+ensemble or member changes state. A failing step is a decision too; a removed campaign is cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from miniclusters.api.campaign import CampaignSpec
+from miniclusters.api.spec import MiniCluster
+from miniclusters.operator.autoscaling import Decision
+
+if TYPE_CHECKING:
+    from miniclusters.campaign.runner import CampaignRunner
+    from miniclusters.operator.controller import ClusterKey
+
+log = logging.getLogger("miniclusters.operator.campaign")
+DEFAULT_INTERVAL = 2.0
+
+CampaignStarter = Callable[[str, MiniCluster, Callable[[], float]], "CampaignRunner"]
+"""(namespace, the MiniCluster, clock) -> its campaign's runner (cases prepared); raises when it cannot be built."""
+
+
+def summary(runner: CampaignRunner) -> str:
+    """The condition's message: each ensemble's state, pods and members done, then the cluster's size and CPU."""
+    parts = []
+    for e in runner.views:
+        done = sum(1 for m in e.members if m.state == "done")
+        failed = sum(1 for m in e.members if m.state == "failed")
+        where = f" on pods {list(e.pods)}" if e.pods else ""
+        parts.append(
+            f"{e.name} {e.state}{where} ({done}/{len(e.members)} done" + (f", {failed} failed)" if failed else ")")
+        )
+    size = runner.last_view.size if runner.last_view is not None else "?"
+    return (
+        "; ".join(parts) + f"; size {size}, requested {runner._last_requested}m, {runner.resizes} resizes, "
+        f"{runner.scale_events} scale events"
+    )
+
+
+def members_done(runner: CampaignRunner) -> tuple[int, int]:
+    members = [m for e in runner.views for m in e.members]
+    return sum(1 for m in members if m.state == "done"), len(runner.plan.members)
+
+
+@dataclass
+class CampaignLoop:
+    spec: CampaignSpec
+    runner: CampaignRunner
+    due: float
+    states: dict[str, str] = field(default_factory=dict)
+    """Ensemble and member states already turned into Events."""
+    outcome: Literal["done", "cancelled"] | None = None
+    last: Decision | None = None
+
+    def step(self, now: float, interval: float) -> tuple[list[Decision], Decision]:
+        """One runner step: (an Event per ensemble/member that changed state, the condition's decision)."""
+        self.due = now + interval
+        try:
+            self.runner.step()
+            over = self.runner.over()
+        except Exception as exc:  # a lead that does not answer, an API error: say so, try again next interval
+            message = str(exc) or type(exc).__name__
+            repeated = self.last is not None and self.last.condition == (False, "LoopFailed", message)
+            return [], Decision(False, "LoopFailed", message, None if repeated else "Warning")
+        changes = self._changes()
+        if over:
+            self.outcome = "done"
+            self.runner.log.close()
+            ok, total = members_done(self.runner)
+            reason = "Done" if ok == total else "DoneWithFailures"
+            return changes, Decision(ok == total, reason, f"{ok}/{total} members completed: {summary(self.runner)}")
+        return changes, Decision(True, "Running", summary(self.runner))
+
+    def _changes(self) -> list[Decision]:
+        out = []
+        for e in self.runner.views:
+            if self.states.get(e.name) != e.state:
+                self.states[e.name] = e.state
+                where = f" on pods {list(e.pods)}" if e.pods else ""
+                reason = f"Ensemble{e.state.capitalize()}"
+                out.append(Decision(True, reason, f"ensemble {e.name} {e.state}{where}", "Normal"))
+            for m in e.members:
+                key = f"{e.name}/{m.name}"
+                if m.state in ("done", "failed") and self.states.get(key) != m.state:
+                    self.states[key] = m.state
+                    word: Literal["Normal", "Warning"] = "Normal" if m.state == "done" else "Warning"
+                    out.append(
+                        Decision(m.state == "done", f"Member{m.state.capitalize()}", f"member {m.name} {m.state}", word)
+                    )
+        return out
+
+
+class CampaignSupervisor:
+    """Starts, steps and stops the runners; every decision goes to ``report(key, decision, set_condition)``
+    (which never raises)."""
+
+    def __init__(
+        self,
+        start: CampaignStarter,
+        clock: Callable[[], float],
+        report: Callable[[ClusterKey, Decision, bool], None],
+        interval: float = DEFAULT_INTERVAL,
+    ) -> None:
+        self.start = start
+        self.clock = clock
+        self.report = report
+        self.interval = interval
+        self.loops: dict[ClusterKey, CampaignLoop] = {}
+        self.failed: dict[ClusterKey, str] = {}
+
+    def sync(self, key: ClusterKey, mc: MiniCluster | None, ready: bool = True, gone: bool = False) -> None:
+        """Start the campaign of ``key`` once every pod is ready; cancel it when its spec.campaign goes or changes.
+        A finished campaign stays finished (its condition says how it ended) until its spec changes."""
+        running = self.loops.get(key)
+        wanted = mc.spec.campaign if mc is not None else None
+        if running is not None and wanted == running.spec:
+            return
+        if running is not None:
+            del self.loops[key]
+            if running.outcome is None:
+                self._stop(key, running, gone)
+        if wanted is None:
+            self.failed.pop(key, None)
+            return
+        if mc is not None and ready:
+            self._start(key, mc, wanted)
+
+    def _start(self, key: ClusterKey, mc: MiniCluster, spec: CampaignSpec) -> None:
+        try:
+            runner = self.start(key.namespace, mc, self.clock)
+            runner.begin()
+        except Exception as exc:  # reported once per reason, not at every reconcile of the cluster
+            message = f"could not start the campaign: {exc}"
+            if self.failed.get(key) != message:
+                self.failed[key] = message
+                self.report(key, Decision(False, "LoopFailed", message, "Warning"), True)
+            return
+        self.failed.pop(key, None)
+        self.loops[key] = CampaignLoop(spec, runner, due=self.clock())
+        members = len(runner.plan.members)
+        message = (
+            f"every {self.interval:g}s: {len(runner.plan.ensembles)} ensembles, {members} members "
+            f"in {runner.plan.workdir}"
+        )
+        self.report(key, Decision(True, "Started", message, "Normal"), True)
+
+    def _stop(self, key: ClusterKey, loop: CampaignLoop, gone: bool) -> None:
+        """A removed campaign is cancelled (its sub-instances and members with it); a deleted cluster's pods go
+        with it, so there is nothing to cancel there, only the event log to close."""
+        why = "the MiniCluster was deleted" if gone else "spec.campaign was removed or changed"
+        try:
+            if not gone:
+                loop.runner.cancel(why)
+        except Exception as exc:
+            log.warning("%s: could not cancel its campaign: %s", key, exc)
+        finally:
+            with contextlib.suppress(Exception):
+                loop.runner.log.close()
+        if not gone:
+            self.report(key, Decision(False, "Cancelled", why, "Warning"), True)
+
+    def step_due(self) -> int:
+        """Step every unfinished runner whose interval has passed; returns how many stepped."""
+        stepped = 0
+        for key, loop in list(self.loops.items()):
+            now = self.clock()
+            if loop.outcome is not None or loop.due > now:
+                continue
+            changes, condition = loop.step(now, self.interval)
+            stepped += 1
+            for decision in changes:
+                self.report(key, decision, False)
+            if loop.last is None or loop.last.condition != condition.condition or condition.event_type is not None:
+                self.report(key, condition, True)
+            loop.last = condition
+        return stepped
+
+    def next_due(self) -> float | None:
+        return min((loop.due for loop in self.loops.values() if loop.outcome is None), default=None)
