@@ -2,10 +2,10 @@
 
 rigid: the cluster at maxSize from the start, every pod holding the container's CPU request throughout, no
 autoscaler, no multiplexer, one ensemble after the other (what a user provisioning for the peak does). "Equal
-CPU" (the issue's words) is `rigid`: each pod pinned to exactly its request (spec.placement.cpus: exclusive, as
-Guaranteed pods on the kubelet's static CPU manager, or pods on nodes of that size), so the running ensemble
-cannot borrow the idle pod's CPU. `rigid-shared` is the same run with requests only: on this one machine the
-running ensemble then also uses the idle pod's core, which a rigid cluster of separate nodes cannot do.
+CPU" (the issue's words) is `rigid`: each pod gets exactly its request (a CPU limit equal to it: Guaranteed QoS,
+the pod cgroup's CFS quota; as pods on nodes of that size), so the running ensemble cannot borrow the idle pod's
+CPU. `rigid-shared` is the same run with requests only: on this one machine the running ensemble then also uses
+the idle pod's core, which a rigid cluster of separate nodes cannot do.
 loops: examples/naca0012-campaign.yaml as written: size 1, growing when an ensemble waits and shrinking when
 done (autoscale), pods resized in place from the members' PMPI duty cycles (multiplexing), ensembles queued at once.
 
@@ -19,11 +19,10 @@ to one pod). Prints a table, then one JSON line (the issue's keys against the fi
  "cpu_seconds_requested_loops", "resizes", "scale_events", "restarts", ...}
 
     .venv/bin/python bench/bench_campaign.py [--spec examples/naca0012-campaign.yaml] [--iterations N]
-        [--order rigid-first|loops-first] [--rigid both|exclusive|shared] [--record]
+        [--order rigid-first|loops-first] [--rigid both|limited|shared] [--record]
 
-Needs root (the local backend's network namespaces, cgroups and cpusets: exclusive needs 2 cores no other
-cluster has pinned) and Debian's openfoam + openfoam-examples. The machine is shared: run-to-run noise from
-other processes is large, so the figures are one measurement each.
+Needs root (the local backend's network namespaces and cgroups) and Debian's openfoam + openfoam-examples. The
+machine is shared: run-to-run noise from other processes is large, so the figures are one measurement each.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MINICLUSTER = str(Path(sys.executable).with_name("minicluster"))
 
 
-RIGID_MODES = {"rigid": "exclusive", "rigid-shared": "shared"}
+RIGID_MODES = {"rigid": "limited", "rigid-shared": "shared"}
 """The two rigid baselines and how their pods hold CPU (spec.placement.cpus)."""
 
 
@@ -60,13 +59,13 @@ def variant(base: dict[str, Any], mode: str, workdir: Path) -> dict[str, Any]:
         spec["autoscale"] = {"enabled": False}
         spec["multiplexing"] = {"enabled": False}
         spec["campaign"]["sequential"] = True
-        if RIGID_MODES[mode] == "exclusive":
-            # equal CPU: each pod holds exactly its request, pinned to its own cores (Guaranteed QoS, the
-            # kubelet's static CPU manager), so the running ensemble cannot borrow the idle pod's CPU, as on
-            # nodes of the request's size
-            spec["placement"] = {"cpus": "exclusive"}
-            requests = spec["containers"][0].setdefault("resources", {}).setdefault("requests", {})
-            requests.setdefault("memory", "1Gi")
+        if RIGID_MODES[mode] == "limited":
+            # equal CPU: each pod gets exactly its request (a CPU limit equal to it, Guaranteed QoS, enforced by
+            # the pod cgroup's CFS quota), so the running ensemble cannot borrow the idle pod's CPU, as on nodes
+            # of the request's size
+            resources = spec["containers"][0].setdefault("resources", {})
+            cpu = resources.get("requests", {}).get("cpu", "1")
+            resources.setdefault("limits", {})["cpu"] = cpu
     return data
 
 
@@ -80,7 +79,10 @@ def run(data: dict[str, Any], folder: Path, state: Path) -> dict[str, Any]:
     result = subprocess.run([MINICLUSTER, "up", str(spec)], env=env, text=True, stdout=sys.stderr, timeout=1800)
     wall = time.monotonic() - started
     name = data["metadata"]["name"]
-    saved = json.loads((state / ".campaign" / f"{name}.json").read_text())
+    try:
+        saved = json.loads((state / ".campaign" / f"{name}.json").read_text())
+    except OSError:
+        raise SystemExit(f"{name}: `minicluster up` exited {result.returncode} before its campaign ran (see above)") from None
     events = [json.loads(line) for line in (Path(saved["events"])).read_text().splitlines() if line.strip()]
     submitted = [e["t"] for e in events if e["kind"] == "submitted"]
     ended = [e["t"] for e in events if e["kind"] in ("ensemble-done", "ensemble-cancelled")]
@@ -113,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--order", choices=("rigid-first", "loops-first"), default="rigid-first")
     parser.add_argument(
         "--rigid",
-        choices=("both", "exclusive", "shared"),
+        choices=("both", "limited", "shared"),
         default="both",
-        help="the rigid baseline(s): pods pinned to their request (exclusive, the issue's equal CPU), sharing "
+        help="the rigid baseline(s): pods limited to their request (limited, the issue's equal CPU), sharing "
         "the machine's cores (shared: the running ensemble borrows the idle pod's CPU), or both (default)",
     )
     parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         base["spec"]["campaign"]["iterations"] = args.iterations
     folder = Path(tempfile.mkdtemp(prefix="mcbench-campaign-"))
     state = Path(tempfile.mkdtemp(prefix="mcb", dir="/tmp"))  # short: broker sockets live below it
-    rigid_modes = {"both": ["rigid", "rigid-shared"], "exclusive": ["rigid"], "shared": ["rigid-shared"]}[args.rigid]
+    rigid_modes = {"both": ["rigid", "rigid-shared"], "limited": ["rigid"], "shared": ["rigid-shared"]}[args.rigid]
     modes = [*rigid_modes, "loops"] if args.order == "rigid-first" else ["loops", *rigid_modes]
     try:
         results = {mode: run(variant(base, mode, folder), folder, state) for mode in modes}
