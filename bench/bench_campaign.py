@@ -82,7 +82,8 @@ def run(data: dict[str, Any], folder: Path, state: Path) -> dict[str, Any]:
     try:
         saved = json.loads((state / ".campaign" / f"{name}.json").read_text())
     except OSError:
-        raise SystemExit(f"{name}: `minicluster up` exited {result.returncode} before its campaign ran (see above)") from None
+        why = f"{name}: `minicluster up` exited {result.returncode} before its campaign ran (see above)"
+        raise SystemExit(why) from None
     events = [json.loads(line) for line in (Path(saved["events"])).read_text().splitlines() if line.strip()]
     submitted = [e["t"] for e in events if e["kind"] == "submitted"]
     ended = [e["t"] for e in events if e["kind"] in ("ensemble-done", "ensemble-cancelled")]
