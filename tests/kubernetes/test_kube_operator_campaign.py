@@ -128,6 +128,12 @@ class CampaignLead:
             return ExecResult(0, "{}", "")
         return ExecResult(1, "", f"unscripted: {words}")
 
+    def lose(self, pod: int) -> None:
+        """The pod's broker died: its batch job ends failed, its members without an end record."""
+        for job in self.jobs.values():
+            if job.state == "RUN" and pod in job.ranks:
+                job.state, job.result = "INACTIVE", "FAILED"
+
     def advance(self, fake: FakeKube) -> None:
         """Start waiting jobs on free running pods; write the members' records as their batch scripts would."""
         now = self.clock()
@@ -269,3 +275,25 @@ def test_a_failed_member_is_reported_and_removing_the_campaign_cancels_it(
     _settle(operator, clock)
     assert running[0].result == "CANCELED"
     assert _condition(fake)[:2] == ("False", "Cancelled") and KEY not in operator.campaigns.loops  # type: ignore[union-attr]
+
+
+def test_members_of_a_lost_sub_instance_run_again_not_dropped(
+    fake: FakeKube, operator: Controller, clock, make_mc, lead: CampaignLead, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    data = campaign(tmp_path / "work")
+    data["ensembles"] = data["ensembles"][:1]
+    fake.create(custom_resource(make_mc(size=1, minSize=1, maxSize=1, campaign=data), "hpc"))
+    operator.start()
+    _settle(operator, clock)
+    _tick(operator, clock)
+    _tick(operator, clock)
+    lead.lose(0)  # mid-run: the members were submitted, none ended
+    for _ in range(30):
+        _tick(operator, clock)
+        if _condition(fake)[1] not in ("Started", "Running"):
+            break
+    assert _condition(fake)[:2] == ("True", "Done"), _condition(fake)
+    assert [j.result for j in lead.jobs.values()] == ["FAILED", "COMPLETED"], "the ensemble ran again"
+    events = list(read_events(tmp_path / "work" / "events.jsonl"))
+    (rerun,) = [e for e in events if e["kind"] == "ensemble-rerun"]
+    assert rerun["ensemble"] == "alpha" and rerun["members"] == ["alpha-0", "alpha-1", "alpha-2"]
