@@ -207,8 +207,8 @@ def _requests(fake: FakeKube) -> dict[int, str]:
 
 
 def test_the_operator_runs_a_campaign_growing_the_job_and_reporting_in_status(
-    fake: FakeKube, operator: Controller, clock, make_mc, lead: CampaignLead, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    fake: FakeKube, operator: Controller, clock: Any, make_mc: Any, lead: CampaignLead, tmp_path: Path
+) -> None:
     fake.node_cpu = "4"
     autoscale = {"enabled": True, "idleSeconds": 4, "cooldownSeconds": 0, "intervalSeconds": 2}
     mc = make_mc(
@@ -248,8 +248,8 @@ def test_the_operator_runs_a_campaign_growing_the_job_and_reporting_in_status(
 
 
 def test_a_failed_member_is_reported_and_removing_the_campaign_cancels_it(
-    fake: FakeKube, operator: Controller, clock, make_mc, lead: CampaignLead, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    fake: FakeKube, operator: Controller, clock: Any, make_mc: Any, lead: CampaignLead, tmp_path: Path
+) -> None:
     lead.fail = {"alpha-1"}
     data = campaign(tmp_path / "work")
     data["ensembles"] = data["ensembles"][:1]
@@ -278,8 +278,8 @@ def test_a_failed_member_is_reported_and_removing_the_campaign_cancels_it(
 
 
 def test_members_of_a_lost_sub_instance_run_again_not_dropped(
-    fake: FakeKube, operator: Controller, clock, make_mc, lead: CampaignLead, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    fake: FakeKube, operator: Controller, clock: Any, make_mc: Any, lead: CampaignLead, tmp_path: Path
+) -> None:
     data = campaign(tmp_path / "work")
     data["ensembles"] = data["ensembles"][:1]
     fake.create(custom_resource(make_mc(size=1, minSize=1, maxSize=1, campaign=data), "hpc"))
