@@ -433,7 +433,12 @@ class MultiplexPlanner:
             return None  # one settle time to let rates settle at this N, one to measure them (beta's refit)
         estimate = self._estimate()
         if estimate is None:
-            return None
+            if running:
+                return None  # the running one's profile will say what the next one needs
+            # every earlier simulation ended before its profile was read: start the next one as the first was
+            # (its equal, rigid CPU; no headroom test) so that it is profiled, instead of waiting for ever
+            self._event(now, "unprofiled", reason="no simulation was profiled before it ended: the next starts rigid")
+            return self._start(now, equal_demand("", cfg.block_placement(), cfg.equal_per_rank_m))
         n_next = len(self.active()) + 1
         need = plan.total_m + math.ceil(estimate.total_m)
         if need > obs.allocatable_m:
@@ -448,9 +453,12 @@ class MultiplexPlanner:
                 f"(< {cfg.efficiency_threshold:.0%}, beta={model.beta:.3f})",
             )
             return None
+        return self._start(now, estimate)
+
+    def _start(self, now: float, demand: SimulationDemand) -> StartSimulation:
         name = self._next_name()
         actions: list[Action] = []
-        self._submit(name, now, replace(estimate, sim=name, scale=1.0), actions)
+        self._submit(name, now, replace(demand, sim=name, scale=1.0), actions)
         self.last_change_at = now
         start = actions[0]
         assert isinstance(start, StartSimulation)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -94,6 +96,8 @@ class FakeKube(Controllers):
     pod_logs: dict[str, list[str]] = field(default_factory=dict)
     _history: list[tuple[int, str, str, dict[str, Any]]] = field(default_factory=list)
     _compacted: int = 0
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    """Notified on every write: an open watch waits on it, as a real watch stream waits for the next event."""
     _rv: int = 100
     _uid: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _before_write: list[Callable[[FakeKube], None]] = field(default_factory=list)
@@ -233,6 +237,8 @@ class FakeKube(Controllers):
     def _touch(self, obj: dict[str, Any], event: str) -> None:
         obj["metadata"]["resourceVersion"] = self._next_rv()
         self._history.append((self._rv, event, self._key(kind_of(obj)), copy.deepcopy(obj)))
+        with self._changed:
+            self._changed.notify_all()
 
     def _missing(self, kind: Kind, name: str) -> ApiError:
         # A deleted (or never created) object answers 404 NotFound (DOCS_STATUS_CODES).
@@ -287,7 +293,9 @@ class FakeKube(Controllers):
         timeout_seconds: int = 60,
         label_selector: str | None = None,
     ) -> Iterator[WatchEvent]:
-        """Events after resource_version, then the stream ends (as a watch does at its timeout)."""
+        """Events after resource_version as they happen, until ``timeout_seconds`` pass (0: only those already
+        recorded). A real watch stays open until its timeout (DOCS_WATCH); one that returned at once would make
+        a watching thread spin, taking the interpreter from every other thread."""
         self._record("watch", kind, namespace, None)
         since = int(resource_version or 0)
         if since < self._compacted:
@@ -295,14 +303,25 @@ class FakeKube(Controllers):
             yield WatchEvent("ERROR", {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"})
             return
         key = self._key(kind)
-        for rv, event, obj_key, obj in list(self._history):
-            if rv <= since or obj_key != key:
-                continue
-            if namespace and kind.namespaced and obj["metadata"].get("namespace") != namespace:
-                continue
-            if not _selector_matches(obj["metadata"].get("labels", {}), label_selector):
-                continue
-            yield WatchEvent(event, copy.deepcopy(obj))
+        deadline = time.monotonic() + max(0, timeout_seconds)
+        while True:
+            for rv, event, obj_key, obj in list(self._history):
+                if rv <= since:
+                    continue
+                since = rv
+                if obj_key != key:
+                    continue
+                if namespace and kind.namespaced and obj["metadata"].get("namespace") != namespace:
+                    continue
+                if not _selector_matches(obj["metadata"].get("labels", {}), label_selector):
+                    continue
+                yield WatchEvent(event, copy.deepcopy(obj))
+            with self._changed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                if not self._history or self._history[-1][0] <= since:
+                    self._changed.wait(left)
 
     def served_resources(self, api_version: str) -> set[str]:
         served = {kind.api_version for kind in KINDS if kind not in (MINICLUSTER, FLUX_MINICLUSTER)}

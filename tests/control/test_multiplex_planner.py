@@ -238,6 +238,25 @@ def test_an_idle_cluster_starts_the_next_simulation_at_once() -> None:
     assert starts(world) == ["sim1", "sim2"]
 
 
+def test_a_simulation_that_ends_before_its_profile_is_read_does_not_stall_the_next() -> None:
+    """Short simulations can finish before their 50 profiled iterations are seen: the next one must still
+    start (rigid, like the first, and profiled in its turn) instead of the controller waiting for its timeout."""
+    world = World(MultiplexPlanner(config(max_simulations=2, total_simulations=3)))
+    world.tick()
+    world.tick()
+    assert starts(world) == ["sim1"] and not world.planner.sims["sim1"].profiled
+    world.state["sim1"] = "done"  # it finished after 10 iterations
+    for _ in range(4):
+        world.tick()
+    assert starts(world) == ["sim1", "sim2"]
+    assert world.requests == {0: 1000, 1: 1000}  # rigid: the equal allocation, as for sim1
+    assert any(e["event"] == "unprofiled" for e in world.planner.events)
+    until_profiled(world, "sim2")
+    world.run(40)
+    assert starts(world) == ["sim1", "sim2", "sim3"]
+    assert world.planner.phase != "done" or all(s.state == "done" for s in world.planner.sims.values())
+
+
 def test_fairness_moves_cpu_to_the_slow_one_in_bounded_steps() -> None:
     world = World(MultiplexPlanner(config(max_simulations=2)))
     world.run(30)

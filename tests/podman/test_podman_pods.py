@@ -20,6 +20,7 @@ from miniclusters.backends.podman.observe import (
 from miniclusters.backends.podman.pods import (
     Rendered,
     host_aliases,
+    orphan_volumes,
     owned_volumes,
     play_documents,
     pod_address,
@@ -192,3 +193,10 @@ def test_the_flux_flavour_links_the_copied_software_where_flux_core_looks() -> N
         'for d in /mnt/flux/software/*; do [ -e "/opt/software/${d##*/}" ] || ln -s "$d" /opt/software/; done' in script
     )
     assert 'if [ -d /mnt/flux/software ] && [ -z "${MINICLUSTERS_LOCAL_POD:-}" ]; then' in script
+
+
+def test_a_lost_record_s_volumes_are_found_by_name_and_no_other_cluster_s() -> None:
+    volumes = ["hello-0-mc-run", "hello-3-hello-flux-config", "hello-1-0-mc-run", "hello-x-y", "hellos-0-a", "other"]
+    assert orphan_volumes("hello", volumes, ["hello", "hello-1"]) == ["hello-0-mc-run", "hello-3-hello-flux-config"]
+    # without hello-1 known, its volumes look like hello's pod 1's: podman refuses those still in use
+    assert "hello-1-0-mc-run" in orphan_volumes("hello", volumes, [])

@@ -27,13 +27,14 @@ from miniclusters.backends.base import (
     NotFoundError,
 )
 from miniclusters.backends.podman.engine import Podman, PodmanError
-from miniclusters.backends.podman.observe import PodmanPod, millicores_to_shares, read_pods
+from miniclusters.backends.podman.observe import PodmanPod, cluster_names, millicores_to_shares, read_pods
 from miniclusters.backends.podman.pods import (
     CLUSTER_LABEL,
     Rendered,
     container_name,
     cpu_request,
     network_name,
+    orphan_volumes,
     owned_volumes,
     play_documents,
     pod_address,
@@ -169,6 +170,10 @@ class PodmanCore:
         volumes = self.podman.run(["volume", "ls", "-q", *labels], "listing volumes").stdout.split()
         if volumes:
             self.podman.run(["volume", "rm", "--force", *volumes], f"removing the volumes of {name}")
+        every = self.podman.run(["volume", "ls", "--format", "{{.Name}}"], "listing volumes").stdout.split()
+        known = {*self.store.names(), *cluster_names(self.podman)}
+        for volume in orphan_volumes(name, every, known):  # one at a time, unforced: one still in use stays
+            self.podman.run(["volume", "rm", volume], f"removing volume {volume}", check=False)
         self._remove_network(network_name(name))
 
     # ------------------------------------------------------------------ playing and removing pods

@@ -12,7 +12,8 @@ from __future__ import annotations
 import base64
 import copy
 import ipaddress
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,6 +130,15 @@ def owned_volumes(rendered: Rendered, index: int) -> list[str]:
     secret = owned_name(cluster, index, rendered.secret["metadata"]["name"])
     config = owned_name(cluster, index, rendered.config_map["metadata"]["name"])
     return [*volumes, secret, config]
+
+
+def orphan_volumes(cluster: str, volumes: Iterable[str], others: Iterable[str]) -> list[str]:
+    """The volumes named as `cluster`'s pods own them (``CLUSTER-INDEX-...``) when its record is lost: podman
+    labels the emptyDirs we create, not the ConfigMap volumes `kube play` makes. A volume that another known
+    cluster's name explains better (``hello-1`` owns ``hello-1-0-x``, not ``hello``) is left alone."""
+    mine = re.compile(rf"^{re.escape(cluster)}-\d+-.")
+    longer = [o for o in others if o != cluster and o.startswith(f"{cluster}-")]
+    return [v for v in volumes if mine.match(v) and not any(v.startswith(f"{o}-") for o in longer)]
 
 
 def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) -> dict[str, Any]:
