@@ -9,53 +9,21 @@ member's records there and the runner reads them, as on the local backend.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
-import hostlist
-
-from broker.jobs.api import JobInfo
 from elasticity.control.events import EventLog
 from miniclusters.api.spec import MiniCluster
-from miniclusters.backends.base import Backend, BackendError, InvalidRequestError
+from miniclusters.backends.base import InvalidRequestError
 from miniclusters.backends.kubernetes.api import KubeApi
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.backends.ports import ports_for
+from miniclusters.campaign.observe import exec_jobs
 from miniclusters.campaign.plan import CampaignPlan, plan_campaign
 from miniclusters.campaign.runner import CampaignRunner
 from miniclusters.operator.campaign import CampaignStarter
 
 Prepare = Callable[[MiniCluster, Callable[[str], None]], CampaignPlan]
-
-
-def exec_jobs(backend: Backend, name: str, flux: list[str]) -> Callable[[], dict[int, JobInfo] | None]:
-    """`flux jobs -a --json` in the lead pod: every job by id, its ranks from the pods named in its nodelist."""
-
-    def jobs() -> dict[int, JobInfo] | None:
-        try:
-            result = backend.exec(name, 0, [*flux, "jobs", "-a", "--json"])
-            if result.rc != 0:
-                return None
-            records = json.loads(result.stdout)["jobs"]
-            out = {}
-            for record in records:
-                info = JobInfo.from_dict(record)
-                if not info.ranks and info.nodelist:
-                    ranks = [_pod_index(name, host) for host in hostlist.expand_hostlist(info.nodelist)]
-                    info = info._replace(ranks=",".join(str(r) for r in sorted(r for r in ranks if r is not None)))
-                out[info.id] = info
-            return out
-        except (BackendError, ValueError, KeyError, TypeError):
-            return None  # a lead that does not answer, or half a line: next tick
-
-    return jobs
-
-
-def _pod_index(cluster: str, host: str) -> int | None:
-    prefix = f"{cluster}-"
-    tail = host.split(".", 1)[0][len(prefix) :] if host.startswith(prefix) else ""
-    return int(tail) if tail.isdigit() else None
 
 
 def shared_workdir(mc: MiniCluster) -> Path:

@@ -7,10 +7,13 @@ and, from their hostnames, its pod.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import hostlist
 
 from broker import idset
 from broker.errors import FluxError
@@ -18,6 +21,7 @@ from broker.jobs.api import JobClient, JobInfo
 from elasticity.control.campaign import EnsembleState, EnsembleView, MemberState, MemberView
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.trace import TraceFormatError, read_job_traces
+from miniclusters.backends.base import Backend, BackendError
 from miniclusters.campaign.plan import BOUNDARY, ENDED, SOLVER, SUBMITTED, CampaignPlan, Ensemble, Member
 
 _TIME = re.compile(r"^Time = (\d+)\s*$", re.MULTILINE)
@@ -122,6 +126,35 @@ def lead_jobs(uri: str) -> dict[int, JobInfo] | None:
             return {info.id: info for info in client.jobs("all")}
     except (FluxError, OSError):
         return None
+
+
+def exec_jobs(backend: Backend, name: str, flux: list[str]) -> Callable[[], dict[int, JobInfo] | None]:
+    """`flux jobs -a --json` in the lead pod: every job by id, its ranks from the pods named in its nodelist."""
+
+    def jobs() -> dict[int, JobInfo] | None:
+        try:
+            result = backend.exec(name, 0, [*flux, "jobs", "-a", "--json"])
+            if result.rc != 0:
+                return None
+            records = json.loads(result.stdout)["jobs"]
+            out = {}
+            for record in records:
+                info = JobInfo.from_dict(record)
+                if not info.ranks and info.nodelist:
+                    ranks = [_pod_index(name, host) for host in hostlist.expand_hostlist(info.nodelist)]
+                    info = info._replace(ranks=",".join(str(r) for r in sorted(r for r in ranks if r is not None)))
+                out[info.id] = info
+            return out
+        except (BackendError, ValueError, KeyError, TypeError):
+            return None  # a lead that does not answer, or half a line: next tick
+
+    return jobs
+
+
+def _pod_index(cluster: str, host: str) -> int | None:
+    prefix = f"{cluster}-"
+    tail = host.split(".", 1)[0][len(prefix) :] if host.startswith(prefix) else ""
+    return int(tail) if tail.isdigit() else None
 
 
 def observe_ensembles(

@@ -25,9 +25,10 @@ from elasticity.workloads.foam import foam_variables
 from miniclusters import pidlock
 from miniclusters.api.campaign import CampaignSpec
 from miniclusters.api.quantity import parse_quantity
-from miniclusters.api.spec import MiniCluster
+from miniclusters.api.spec import ContainerVolume, MiniCluster
 from miniclusters.backends.local.state import state_root
 from miniclusters.campaign.figures import plot_polar
+from miniclusters.campaign.observe import exec_jobs
 from miniclusters.campaign.plan import CampaignPlan, batch_script, plan_campaign
 from miniclusters.campaign.results import ensemble_results, member_results, write_tables
 from miniclusters.campaign.runner import CampaignRunner, Loops, workdir_for
@@ -104,6 +105,23 @@ def prepare(mc: MiniCluster, say: Callable[[str], None]) -> CampaignPlan:
         ensemble.script.chmod(0o755)
     say(f"cases ready in {time.monotonic() - started:.1f}s")
     return plan
+
+
+WORKDIR_VOLUME = "campaign-workdir"
+
+
+def with_shared_workdir(mc: MiniCluster, workdir: Path) -> MiniCluster:
+    """The spec with the work directory mounted at the same path in every pod (a hostPath volume on the runner
+    container): in containers (podman) the batch scripts write each member's records and traces where the runner
+    reads them. A spec that already mounts that path is left as it is."""
+    index = mc.spec.flux_runner_index
+    runner = mc.spec.containers[index]
+    if any(v.path == str(workdir) for v in runner.volumes.values()):
+        return mc
+    volume = ContainerVolume(path=str(workdir), host_path=str(workdir))
+    runner = runner.model_copy(update={"volumes": {**runner.volumes, WORKDIR_VOLUME: volume}})
+    containers = [*mc.spec.containers[:index], runner, *mc.spec.containers[index + 1 :]]
+    return mc.model_copy(update={"spec": mc.spec.model_copy(update={"containers": containers})})
 
 
 def script_env() -> dict[str, str]:
@@ -195,8 +213,12 @@ def run(
         "loops": {"autoscale": loops.autoscale is not None, "multiplex": loops.multiplex is not None},
     }
     mirror = _lead_copy(backend, mc.name)
+    lead_uri = getattr(backend, "lead_uri", None)  # the local backend's lead socket on this machine
+    flux, jobs_of = (local_flux(), None) if lead_uri is not None else (["flux"], exec_jobs(backend, mc.name, ["flux"]))
     with _Tee(events, mirror) as stream, EventLog(stream, "campaign", time.monotonic) as log:
-        runner = CampaignRunner(backend, mc.name, plan, loops, log, local_flux(), backend.lead_uri(mc.name), say=say)
+        runner = CampaignRunner(
+            backend, mc.name, plan, loops, log, flux, lead_uri(mc.name) if lead_uri else "", say=say, jobs_of=jobs_of
+        )
         runner.script_env = script_env()
         last = [0.0]
 

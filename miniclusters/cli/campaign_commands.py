@@ -152,6 +152,7 @@ def up_campaign(target: Backend, mc: MiniCluster, options: CreateOptions, keep: 
         sys.exit(1)
     say: Callable[[str], None] = click.echo
     interactive = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
+    interactive = session.with_shared_workdir(interactive, session.plan_of(mc).workdir)
     try:
         with session.exclusive(mc.name):
             try:
