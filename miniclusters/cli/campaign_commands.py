@@ -145,7 +145,11 @@ def up_campaign(target: Backend, mc: MiniCluster, options: CreateOptions, keep: 
     from miniclusters.pidlock import AlreadyRunning
 
     if not target.ephemeral:
-        click.echo("error: campaigns run on the local backend for now (spec.campaign)", err=True)
+        click.echo(
+            "error: `minicluster up` runs campaigns on the local and podman backends; on Kubernetes the operator "
+            "runs them (spec.campaign)",
+            err=True,
+        )
         sys.exit(EXIT_INVALID)
     if target.exists(mc):
         click.echo(f"error: MiniCluster {mc.name} exists; remove it with `minicluster down {mc.name}`", err=True)

@@ -175,3 +175,27 @@ def test_campaign_commands_on_a_cluster_without_a_campaign(tmp_path: Path, monke
         result = CliRunner().invoke(main, ["campaign", verb, "nothing-here"])
         assert result.exit_code == 1, (verb, result.output)
         assert "nothing-here" in result.output
+
+
+def test_work_directory_is_mounted_at_the_same_path_in_every_pod(tmp_path: Path) -> None:
+    """In containers (podman) the batch scripts write the members' records where the runner reads them."""
+    from miniclusters.api import load_minicluster
+    from miniclusters.campaign.session import with_shared_workdir
+    from miniclusters.render import RenderOptions, render_minicluster
+
+    mc = load_minicluster(
+        {
+            "apiVersion": "miniclusters.dev/v1alpha1",
+            "kind": "MiniCluster",
+            "metadata": {"name": "camp"},
+            "spec": {"size": 2, "containers": [{"image": "x"}], "campaign": SPEC.model_dump(by_alias=True)},
+        }
+    )
+    work = tmp_path / "work"
+    shared = with_shared_workdir(mc, work)
+    job = next(o for o in render_minicluster(shared, RenderOptions()) if o["kind"] == "Job")
+    pod = job["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v.get("hostPath") == {"path": str(work)})
+    runner = next(c for c in pod["containers"] if c["name"] == "camp")
+    assert {"name": volume["name"], "mountPath": str(work)} in runner["volumeMounts"]
+    assert with_shared_workdir(shared, work) == shared  # already mounted there: left as it is
