@@ -1,9 +1,10 @@
 """examples/naca0012-campaign.yaml on real containers: `minicluster up --backend podman` prepares the cases here,
-mounts the work directory into the pod at the same path (a hostPath volume), runs the ensemble as a `flux batch`
-sub-instance in the openmpi-openfoam container (OpenFOAM v1912) and reports each member's Cl/Cd.
+mounts the work directory into every pod at the same path (a hostPath volume, pods played by a scale-up too),
+runs each ensemble as a `flux batch` sub-instance in the openmpi-openfoam containers (OpenFOAM v1912) with the
+autoscaler and the multiplexer on, and reports each member's Cl/Cd.
 
-Short: the example's alpha sweep cut to 2 members on one pod (no autoscaling: a podman pod takes ~30 s to join).
-Without podman, the images or OpenFOAM here (the cases are prepared on this machine) these skip; under CI they fail.
+Short: the example's two sweeps cut to 2 + 1 members. Without podman, the images or OpenFOAM here (the cases are
+prepared on this machine) these skip; under CI they fail.
 """
 
 from __future__ import annotations
@@ -69,12 +70,11 @@ def test_naca0012_campaign_runs_in_containers(images: None, tmp_path: Path) -> N
     name = f"pmt-camp-{uuid.uuid4().hex[:6]}"
     spec = yaml.safe_load((ROOT / "examples" / "naca0012-campaign.yaml").read_text())
     spec["metadata"]["name"] = name
-    spec["spec"].update(size=1, maxSize=1)
-    spec["spec"]["autoscale"]["enabled"] = False
     workdir = tmp_path / "work"
     campaign = spec["spec"]["campaign"]
     campaign["workdir"] = str(workdir)
-    campaign["ensembles"] = [{**campaign["ensembles"][0], "values": [0, 8]}]
+    alpha, mach = campaign["ensembles"]
+    campaign["ensembles"] = [{**alpha, "values": [0, 8]}, {**mach, "values": [0.5]}]
     (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(spec))
     env = {**os.environ, "MINICLUSTERS_STATE_DIR": str(tmp_path / "state")}
     try:
@@ -84,29 +84,33 @@ def test_naca0012_campaign_runs_in_containers(images: None, tmp_path: Path) -> N
         )  # fmt: skip
         out = up.stdout + up.stderr
         assert up.returncode == 0, out
-        assert "campaign done: 2/2 members completed with Cl/Cd" in out, out
+        assert "campaign done: 3/3 members completed with Cl/Cd" in out, out
     finally:
         subprocess.run([MINICLUSTER, "down", name, "--backend", "podman"], env=env, timeout=300, capture_output=True)
-    # the ensemble was a flux batch job of the lead; its members Flux jobs inside it (their ids recorded by the
-    # batch script in the container, through the mounted work directory)
+    # each ensemble a flux batch job of the lead; its members Flux jobs inside it (their ids recorded by the batch
+    # script in the container, through the mounted work directory)
     events = [json.loads(line) for line in (workdir / "events.jsonl").read_text().splitlines()]
-    assert [e["ensemble"] for e in events if e["kind"] == "submitted"] == ["alpha"], events
+    assert [e["ensemble"] for e in events if e["kind"] == "submitted"] == ["alpha", "mach"], events
+    pods = {e["ensemble"]: e["pods"] for e in events if e["kind"] == "ensemble-running"}
     report = json.loads((workdir / "report.json").read_text())
     members = {m["member"]: m for m in report["members"]}
-    assert sorted(members) == ["alpha-0", "alpha-1"], report
+    assert sorted(members) == ["alpha-0", "alpha-1", "mach-0"], report
     for member in members.values():
         assert member["state"] == "done" and member["iterations"] == campaign["iterations"], member
         assert 0 < member["cd"] < 1, member
-        directory = workdir / "alpha" / member["member"]
+        directory = workdir / member["ensemble"] / member["member"]
         assert (directory / "submitted").read_text().split()[0].startswith("ƒ"), member
-        # the solver ran in the pod's container: OpenFOAM's banner names the pod as its host
+        # the solver ran in its ensemble's pod (pod 1 only exists after a scale-up): OpenFOAM's banner names it
         log = (directory / "log.rhoSimpleFoam").read_text()
-        assert f"Host   : {name}-0" in log and "nProcs : 2" in log, log[:2000]
+        (pod,) = pods[member["ensemble"]]
+        assert f"Host   : {name}-{pod}" in log and "nProcs : 2" in log, log[:2000]
         # each rank's PMPI trace (the image's library) landed in the mounted directory
         assert len(list((directory / "pmpi").glob("pmpi.*.bin"))) == 2, member
     # physics, not copies: 8 degrees lifts more than 0
     assert members["alpha-1"]["cl"] > members["alpha-0"]["cl"] + 0.1, members
-    assert report["ensembles"][0]["restarts"] == 0 and (workdir / "polar.png").stat().st_size > 0, report
+    assert all(e["restarts"] == 0 for e in report["ensembles"]) and (workdir / "polar.png").stat().st_size > 0
     resizes = [e for e in events if e["kind"] == "resize"]
-    assert all(e["outcome"] == "done" for e in resizes), resizes  # through podman update, when profiled in time
+    assert all(e["outcome"] == "done" for e in resizes), resizes  # podman update, when profiled in time
+    scaled = [(e["previous"], e["size"]) for e in events if e["kind"] == "scaled"]
+    assert scaled in ([], [(1, 2), (2, 1)]), scaled  # grown for the waiting ensemble, shrunk back once done
     assert leftovers(name) == []

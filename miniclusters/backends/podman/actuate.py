@@ -3,7 +3,6 @@ CPU (`podman update --cpu-shares` of the running container: the cgroup's weight 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -11,7 +10,7 @@ from elasticity.control.ports import PodResize, ScaleResult
 from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.backends.base import ClusterStatus, InvalidRequestError, ResizeOutcome, ResizeResult
 from miniclusters.backends.podman.core import PodmanCore
-from miniclusters.backends.podman.observe import read_pods, shares_to_millicores
+from miniclusters.backends.podman.observe import read_pods, shares_to_millicores, this_machine
 from miniclusters.backends.policy import check_scale
 
 
@@ -63,7 +62,7 @@ class PodmanActuator(PodmanCore):
             self._require_index(name, mc, index)
             if milli < 0:
                 raise InvalidRequestError(f"pod index {index}: negative CPU request {milli}m")
-        capacity = (os.cpu_count() or 1) * 1000
+        capacity = this_machine().allocatable_millicores
         answers: dict[int, PodResize] = {}
         for index in sorted(requests):
             milli = requests[index]

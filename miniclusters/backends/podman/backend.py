@@ -28,7 +28,7 @@ from miniclusters.backends.base import (
 from miniclusters.backends.overlay import overlay_argv, parse_overlay
 from miniclusters.backends.podman.actuate import PodmanActuator
 from miniclusters.backends.podman.core import with_view_image
-from miniclusters.backends.podman.observe import cluster_names, pod_status
+from miniclusters.backends.podman.observe import cluster_names, pod_status, this_machine
 from miniclusters.backends.podman.pods import container_name, network_name, pod_address
 from miniclusters.backends.podman.state import PodmanRecord
 from miniclusters.backends.states import cluster_state
@@ -180,6 +180,7 @@ class PodmanBackend(PodmanActuator):
             min_size=mc.spec.min_size,
             max_size=mc.spec.effective_max_size,
             pods=tuple(views),
+            nodes=(this_machine(),),
             observed_at=self.clock(),
         )
 

@@ -7,15 +7,26 @@ Pure apart from the Podman handle: the mapping from podman's container state to 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elasticity.model.node import Node
 from miniclusters.api.quantity import format_millicores
 from miniclusters.backends.base import PodStatus
 from miniclusters.backends.podman.engine import Podman
 from miniclusters.backends.podman.pods import CLUSTER_LABEL, cluster_of, container_name, pod_name
 from miniclusters.render.layout import NAME_LABEL
+
+NODE_NAME = "podman"
+
+
+def this_machine() -> Node:
+    """The one node every pod runs on: this machine's CPUs (what a resize is checked against, as the kubelet
+    checks a node's capacity)."""
+    return Node(NODE_NAME, (os.cpu_count() or 1) * 1000)
+
 
 CPU_SHARES_MIN = 2
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -108,7 +119,7 @@ def pod_status(pod: PodmanPod, desired: int | None = None) -> PodStatus:
         cpu_desired=want,
         cpu_allocated=want if cpu is not None else None,
         cpu_actual=cpu,
-        node="podman",
+        node=NODE_NAME,
         exit_code=code,
         restarts=int((pod.container or {}).get("RestartCount", 0)),
         reason=reason,
