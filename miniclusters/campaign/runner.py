@@ -106,16 +106,20 @@ class CampaignRunner:
         try:
             result = self.backend.exec(self.name, 0, argv)
         except BackendError as exc:
-            self.event("submit-failed", ensemble=ensemble.name, reason=str(exc))
-            return False
+            return self._submit_failed(ensemble.name, str(exc))
         words = result.stdout.split()
         if result.rc != 0 or not words:
-            self.event("submit-failed", ensemble=ensemble.name, reason=(result.stderr or result.stdout).strip())
-            return False
+            return self._submit_failed(ensemble.name, (result.stderr or result.stdout).strip())
         self.jobs[ensemble.name] = parse_jobid(words[-1])
         self.event("submitted", ensemble=ensemble.name, job=words[-1], members=len(ensemble.members))
         self.say(f"ensemble {ensemble.name}: flux batch -N {ensemble.nodes} -> job {words[-1]}")
         return True
+
+    def _submit_failed(self, ensemble: str, reason: str) -> bool:
+        """Said, not only logged: a script the lead cannot read (a work directory the pods do not see) shows here."""
+        self.event("submit-failed", ensemble=ensemble, reason=reason)
+        self.say(f"ensemble {ensemble}: flux batch failed: {reason}")
+        return False
 
     def submit_due(self) -> None:
         """All at once, or (sequential) the next one once every earlier one ended."""
