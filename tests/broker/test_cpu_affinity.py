@@ -14,9 +14,9 @@ from broker.modules.cpu_affinity import AffinityError, decode_cores, encode_core
 from broker.task_bind import format_cpus, parse_cpus, task_cpus
 from broker.testing import LOOPBACK_MPI_ENV
 from elasticity.profiling.trace import read_job_traces
+from elasticity.workloads.placement_kernels import build_placement_kernels, parse_report
 
 FLUX = str(Path(sys.executable).with_name("flux"))
-SPIN = Path(__file__).resolve().parents[1] / "elasticity" / "data" / "spin_mpi.c"
 SHOW = "echo $FLUX_TASK_RANK.$OMPI_COMM_WORLD_RANK $(hostname) $(grep Cpus_allowed_list /proc/self/status | cut -f2)"
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
 
@@ -104,10 +104,14 @@ def test_mpi_ranks_bound_through_mpirun_and_the_orteds(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="needs two CPUs to give two ranks one each")
-def test_profiler_still_reaches_ranks_run_through_the_binder(tmp_path: Path) -> None:
-    spin = tmp_path / "spin_mpi"
-    subprocess.run(["mpicc", "-O2", "-o", str(spin), str(SPIN)], check=True, timeout=120)
-    proc = _instance(1, f"flux run -n2 -o pmpi -o cpu-affinity=per-task {spin} 5 500", tmp_path)
+def test_real_mpi_ranks_pinned_and_still_profiled(tmp_path: Path) -> None:
+    """The placement kernel reports each rank's own Cpus_allowed_list and its broker's CPU time; the PMPI
+    profiler still loads into ranks run through the binder (its LD_PRELOAD carried past the interpreter)."""
+    kernels = build_placement_kernels(tmp_path)
+    proc = _instance(1, f"flux run -n2 -o pmpi -o cpu-affinity=per-task {kernels} dgemm 60 5", tmp_path)
     assert proc.returncode == 0, proc.stderr
+    report = parse_report(proc.stdout)
+    assert sorted(parse_cpus(r.cpus) for r in report.ranks) == [(c,) for c in sorted(os.sched_getaffinity(0))[:2]]
+    assert all(r.broker_cpu_ms >= 0 for r in report.ranks)  # the pod's broker found among the rank's ancestors
     (directory,) = tmp_path.glob("pmpi-*")
     assert sorted(t.rank for t in read_job_traces(directory, jobid=directory.name.removeprefix("pmpi-"))) == [0, 1]
