@@ -83,6 +83,25 @@ def parse_affinity(value: object, where: str = f"-o {OPTION}") -> Affinity:
     return Affinity(mode, verbose, dry_run or False)
 
 
+def instance_default(value: str | None, reported: set[int], allowed: set[int]) -> tuple[Affinity, str]:
+    """The instance's default binding from the attribute, and a note when it cannot apply (else "").
+
+    It binds only if this broker owns what it reports: its cores are exactly the CPUs it may run on. A pod
+    limited by CPU quota but not by a cpuset (Kubernetes without the static CPU manager, podman) reports the
+    first cores of the node, the same as every such pod beside it; binding there would stack them all on
+    those cores, so the default falls back to off.
+    """
+    configured = parse_affinity(value or "off", f"attribute {ATTRIBUTE}")
+    if configured.binds and reported != allowed:
+        shown = task_bind.format_cpus(sorted(reported)) or "none"
+        note = (
+            f"{ATTRIBUTE}={value} ignored: this broker reports cores {shown} but may run on "
+            f"{task_bind.format_cpus(sorted(allowed))} (a CPU quota, not a cpuset): not its own to bind to"
+        )
+        return Affinity("off"), note
+    return configured, ""
+
+
 def job_affinity(shell_options: Mapping[str, Any], default: Affinity) -> Affinity:
     """The job's own option if it set one, else the instance's default."""
     if OPTION in shell_options:

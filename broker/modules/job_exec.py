@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .. import idset
 from ..attributes import AttrError
 from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError
@@ -103,12 +104,15 @@ class JobExec:
         self.jobs: dict[int, LocalJob] = {}  # by job id; rsh-started orteds under negative keys
         self._rsh_seq = 0
         self.kill_grace = broker.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
+        reported = set(idset.decode(str(broker.resources.get("cores", ""))))
         try:
-            self.default_affinity = cpu_affinity.parse_affinity(
-                broker.attrs.get(cpu_affinity.ATTRIBUTE) or "off", f"attribute {cpu_affinity.ATTRIBUTE}"
+            self.default_affinity, note = cpu_affinity.instance_default(
+                broker.attrs.get(cpu_affinity.ATTRIBUTE), reported, os.sched_getaffinity(0)
             )
         except cpu_affinity.AffinityError as exc:
             raise AttrError(str(exc)) from None
+        if note:
+            print(f"flux-job-exec[{broker.rank}]: {note}", flush=True)
         broker.register("job-exec.start", self.start)
         broker.register("job-exec.kill", self.kill)
         broker.register("job-exec.rsh", self.rsh)

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.modules.cpu_affinity import AffinityError, decode_cores, encode_cores, parse_affinity
+from broker.modules.cpu_affinity import (
+    AffinityError,
+    decode_cores,
+    encode_cores,
+    instance_default,
+    parse_affinity,
+)
 from broker.task_bind import format_cpus, parse_cpus, task_cpus
 from broker.testing import LOOPBACK_MPI_ENV
 from elasticity.profiling.trace import read_job_traces
@@ -31,6 +37,17 @@ def test_option_forms_follow_flux_core() -> None:
     for bad in ("sometimes", "map:0-x", "per-task,verbose"):
         with pytest.raises(AffinityError, match="cpu-affinity"):
             parse_affinity(bad)
+
+
+def test_the_instance_default_binds_only_cores_the_broker_owns() -> None:
+    # a cpuset pod (local exclusive, the kubelet's static CPU manager): it reports what it may run on
+    assert instance_default("per-task", {2, 3}, {2, 3}) == (parse_affinity("per-task"), "")
+    # a quota-limited pod on a 4-core node reports core 0 like every pod beside it: binding would stack them
+    default, note = instance_default("per-task", {0}, {0, 1, 2, 3})
+    assert not default.binds and "ignored" in note and "0-3" in note
+    assert instance_default(None, {0}, {0, 1}) == (parse_affinity("off"), "")
+    with pytest.raises(AffinityError, match=r"attribute job-exec\.cpu-affinity"):
+        instance_default("always", {0}, {0})
 
 
 def test_per_task_shares_are_even_and_contiguous() -> None:
