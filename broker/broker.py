@@ -30,7 +30,6 @@ from .broker_core import (  # re-exported: modules and the CLI import them from 
     _log,
 )
 from .builtin_services import BuiltinServices
-from .burst_ranks import BurstRanks
 from .curve_cert import CurveCertError, load_zcert
 from .membership import UP
 from .overlay import Overlay, OverlayError
@@ -54,7 +53,7 @@ __all__ = [
 ]
 
 
-class Broker(TreeLink, Routing, BurstRanks):
+class Broker(TreeLink, Routing):
     """A broker of the instance described by the bootstrap config, at the rank its hostname selects."""
 
     def setup(self) -> None:
@@ -115,7 +114,7 @@ class Broker(TreeLink, Routing, BurstRanks):
             self.attrs.set("tbon.parent-endpoint", uri)
         self._set_attributes()
         BuiltinServices(self)
-        self._register_burst_services()
+        self.bursts.register_services()
         for module in self.options.modules:
             module(self)
         self.membership.set(self.rank, UP, resources=self.resources, uuid=self.uuid)

@@ -2,12 +2,15 @@
 
 The broker is one event loop split by concern: broker_core.py (state and module API), tree_link.py (the parent
 link, children, membership and heartbeats), routing.py (local clients, request/response/event routing),
-builtin_services.py, and broker.py (start-up, the initial program, shutdown). Methods one concern calls in
-another are declared at the end of BrokerCore and defined where they belong.
+and broker.py (start-up, the initial program, shutdown). Methods one concern calls in another are declared at
+the end of BrokerCore and defined where they belong. builtin_services.py and burst_ranks.py are parts, not
+mixins: composed into the broker, each owning its state and changing the broker's only through its methods
+(`register`, `publish`, `set_hosts`, `release_rank`; tests/broker/test_broker_parts.py checks it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import subprocess
@@ -21,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from .attributes import AttrError, Attributes
-from .bootstrap import BootstrapConfig, BootstrapError
-from .burst_service import ServiceReport
+from .bootstrap import BootstrapConfig, BootstrapError, HostEntry
+from .burst_ranks import BurstRanks
 from .curve_cert import CurveCertificate
 from .errors import BrokerFailure
 from .loop import Loop, Timer
-from .membership import Membership, Quorum, QuorumError
+from .membership import Membership, Quorum, QuorumError, RankInfo
 from .overlay import Overlay
 from .protocol import (
     ETIMEDOUT,
@@ -125,8 +128,7 @@ class BrokerCore:
         self.services = ServiceRegistry()
         self.membership = Membership(self.config.hostnames)
         self.children: dict[int, _Child] = {}
-        self.burst_ranks: dict[int, str] = {}  # rank -> burst prefix, for ranks registered at run time
-        self.burst_service: ServiceReport | None = None  # the burst service's last report (rank 0)
+        self.bursts = BurstRanks(self)
         self.joined = self.rank == 0
         self.parent_last_seen = 0.0
         self._join_started = 0.0
@@ -154,6 +156,21 @@ class BrokerCore:
         self.client_sock: zmq.Socket | None = None
         self.rundir = ""
         self.resources: dict[str, Any] = {}
+
+    def set_hosts(self, hosts: tuple[HostEntry, ...]) -> None:
+        """The instance's hosts become `hosts` (a burst's appended, released trailing ones dropped): config,
+        topology (new ranks hang off rank 0), membership, size."""
+        first, size = self.size, len(hosts)
+        parents = list(self.topology.parents[:size]) + [0] * max(0, size - self.topology.size)
+        self.config = dataclasses.replace(self.config, hosts=hosts)
+        self.topology = Topology(tuple(parents), name=self.topology.name)
+        del self.membership.ranks[size:]
+        self.membership.ranks += [RankInfo(rank, e.host) for rank, e in enumerate(hosts[first:], start=first)]
+        self.size = size
+        self.child_ranks = self.topology.children(self.rank)
+        self.subtree = self.topology.descendants(self.rank)
+        self.attrs.set("size", self.size)
+        self.attrs.set("hostlist", self.config.hostlist())
 
     @property
     def bootstrap_size(self) -> int:
@@ -221,6 +238,10 @@ class BrokerCore:
     def local_uri(self) -> str:
         return f"local://{self.rundir}/local"
 
+    def log(self, text: str) -> None:
+        """A line on stderr, as flux-broker[rank] (always; _debug only with -v)."""
+        _log(self.rank, text)
+
     def _debug(self, text: str) -> None:
         if self.verbose:
             _log(self.rank, text)
@@ -245,4 +266,7 @@ class BrokerCore:
         raise NotImplementedError
 
     def _send_response(self, msg: Message) -> None:
+        raise NotImplementedError
+
+    def release_rank(self, rank: int, reason: str) -> bool:
         raise NotImplementedError

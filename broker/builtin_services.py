@@ -122,11 +122,11 @@ class BuiltinServices:
                     "status": self.b.membership.subtree_status(self.b.topology, info.rank),
                     "parent": self.b.topology.parent(info.rank),
                     "since": info.since,
-                    "burst": self.b.burst_ranks.get(info.rank, "").rstrip("-"),
+                    "burst": self.b.bursts.prefix_of(info.rank).rstrip("-"),
                 }
                 for info in self.b.membership.ranks
             ],
-            "burst_service": self.b.burst_service_view(),
+            "burst_service": self.b.bursts.service_view(),
         }
 
     def _svc_resource_status(self, req: Request) -> dict[str, Any]:

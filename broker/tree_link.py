@@ -152,6 +152,17 @@ class TreeLink(BrokerCore):
             self._mark_subtree(rank, DOWN)
             self._maybe_finish_shutdown()
 
+    def release_rank(self, rank: int, reason: str) -> bool:
+        """Let a rank go (a released burst's): tell its broker to stop, forget the link, mark it down and drop
+        its resources. True when that changed its state (for the membership event)."""
+        assert self.overlay is not None
+        if rank in self.children:
+            self.overlay.send_child(rank, control("overlay.shutdown", {"reason": reason}))
+            del self.children[rank]
+        changed = self.membership.state(rank) == UP and self.membership.set(rank, DOWN)
+        self.membership.ranks[rank].resources = None
+        return changed
+
     def _child_hello(self, rank: int, payload: dict[str, Any]) -> None:
         assert self.overlay is not None
         reason = None
@@ -159,7 +170,7 @@ class TreeLink(BrokerCore):
             reason = f"rank {rank} ({payload.get('hostname')!r}) is not a registered host (size {self.size})"
         elif rank not in self.child_ranks:
             reason = f"rank {rank} is not a child of rank {self.rank} in topology {self.topology.name}"
-        elif payload.get("size") != self.bootstrap_size and rank not in self.burst_ranks:
+        elif payload.get("size") != self.bootstrap_size and not self.bursts.prefix_of(rank):
             # the configured hosts, not the size bursts grew the lead to: a pod's config never names a burst
             reason = f"size mismatch: parent has {self.bootstrap_size} ranks, child has {payload.get('size')}"
         elif payload.get("hostname") != self.config.hostnames[rank]:
