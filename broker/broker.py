@@ -38,7 +38,6 @@ from .protocol import (
 )
 from .refused import EXIT_REFUSED, refusal_line
 from .resources import local_resources
-from .routing import Routing
 from .tree_link import TreeLink
 
 __all__ = [
@@ -53,7 +52,7 @@ __all__ = [
 ]
 
 
-class Broker(TreeLink, Routing):
+class Broker(TreeLink):
     """A broker of the instance described by the bootstrap config, at the rank its hostname selects."""
 
     def setup(self) -> None:
@@ -118,7 +117,7 @@ class Broker(TreeLink, Routing):
         for module in self.options.modules:
             module(self)
         self.membership.set(self.rank, UP, resources=self.resources, uuid=self.uuid)
-        self.loop.add_reader(self.client_sock, self._on_client)
+        self.loop.add_reader(self.client_sock, self.router.on_client)
         if self.overlay.child_sock is not None:
             self.loop.add_reader(self.overlay.child_sock, self._on_children)
         if self.overlay.zap_sock is not None:

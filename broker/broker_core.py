@@ -1,11 +1,11 @@
 """The broker's state and the API modules use (register, rpc, publish, subscribe, hooks).
 
 The broker is one event loop split by concern: broker_core.py (state and module API), tree_link.py (the parent
-link, children, membership and heartbeats), routing.py (local clients, request/response/event routing),
-and broker.py (start-up, the initial program, shutdown). Methods one concern calls in another are declared at
-the end of BrokerCore and defined where they belong. builtin_services.py and burst_ranks.py are parts, not
-mixins: composed into the broker, each owning its state and changing the broker's only through its methods
-(`register`, `publish`, `set_hosts`, `release_rank`; tests/broker/test_broker_parts.py checks it).
+link, children, membership and heartbeats) and broker.py (start-up, the initial program, shutdown); methods one
+concern calls in another are declared at the end of BrokerCore and defined where they belong. routing.py (local
+clients, request/response/event routing), builtin_services.py and burst_ranks.py are parts, not mixins: composed
+into the broker, each owning its state and changing the broker's only through its methods (`register`,
+`publish`, `set_hosts`, `release_rank`; tests/broker/test_broker_parts.py checks it).
 """
 
 from __future__ import annotations
@@ -32,12 +32,10 @@ from .loop import Loop, Timer
 from .membership import Membership, Quorum, QuorumError, RankInfo
 from .overlay import Overlay
 from .protocol import (
-    ETIMEDOUT,
     EVENT,
-    REQUEST,
-    RESPONSE,
     Message,
 )
+from .routing import Router
 from .service import Handler, ServiceRegistry
 from .topology import Topology, TopologyError, build
 
@@ -134,11 +132,7 @@ class BrokerCore:
         self._join_started = 0.0
         self._join_warned = 0.0
         self.online = False
-        self._matchtag = 0
-        self._pending: dict[int, ResponseCallback] = {}
-        self._event_seq = 0
-        self._subscribers: list[tuple[str, EventCallback]] = []
-        self._client_subs: dict[bytes, set[str]] = {}
+        self.router = Router(self)
         self._online_hooks: list[Callable[[], None]] = []
         self._close_hooks: list[Callable[[], None]] = []
         self._membership_dirty: set[int] = set()
@@ -194,34 +188,20 @@ class BrokerCore:
         With a timeout, a request still unanswered after `timeout` seconds (e.g. its target was lost on
         the way) gets an ETIMEDOUT error response instead, and a late real response is dropped.
         """
-        self._matchtag += 1
-        tag = self._matchtag
-        self._pending[tag] = callback
-        if timeout is not None:
-
-            def expire() -> None:
-                if tag in self._pending:
-                    reason = f"{topic}: no response from rank {nodeid} within {timeout}s"
-                    error = Message(RESPONSE, topic, matchtag=tag, route=["l"], errnum=ETIMEDOUT, errstr=reason)
-                    self._send_response(error)
-
-            self.loop.call_later(timeout, expire)
-        msg = Message(REQUEST, topic, payload or {}, nodeid=nodeid, matchtag=tag, route=["l"], sender=self.rank)
-        self._route_request(msg)
-        return tag
+        return self.router.rpc(topic, payload, nodeid, callback, timeout)
 
     def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None:
         """Publish an event to every broker of the instance (sequenced by rank 0)."""
         msg = Message(EVENT, topic, payload or {}, sender=self.rank)
         if self.rank == 0:
-            self._distribute_event(msg)
+            self.router.distribute_event(msg)
         else:
             assert self.overlay is not None
             self.overlay.send_parent(msg)
 
     def subscribe(self, prefix: str, callback: EventCallback) -> None:
         """Call `callback` for every event whose topic starts with `prefix`."""
-        self._subscribers.append((prefix, callback))
+        self.router.subscribe(prefix, callback)
 
     def on_online(self, callback: Callable[[], None]) -> None:
         """Run `callback` on rank 0 once the quorum has joined (immediately if it already has)."""
@@ -257,15 +237,6 @@ class BrokerCore:
         raise NotImplementedError
 
     def shutdown(self, reason: str) -> None:
-        raise NotImplementedError
-
-    def _distribute_event(self, msg: Message) -> None:
-        raise NotImplementedError
-
-    def _route_request(self, msg: Message) -> None:
-        raise NotImplementedError
-
-    def _send_response(self, msg: Message) -> None:
         raise NotImplementedError
 
     def release_rank(self, rank: int, reason: str) -> bool:

@@ -85,13 +85,13 @@ class BuiltinServices:
         topic = req.get("topic", str)
         if req.client_id is None:
             raise ServiceError(EINVAL, "event.subscribe: only local clients may subscribe")
-        self.b._client_subs.setdefault(bytes.fromhex(req.client_id), set()).add(topic)
+        self.b.router.client_subscribe(bytes.fromhex(req.client_id), topic)
         return {}
 
     def _svc_unsubscribe(self, req: Request) -> dict[str, Any]:
         topic = req.get("topic", str)
         if req.client_id is not None:
-            self.b._client_subs.get(bytes.fromhex(req.client_id), set()).discard(topic)
+            self.b.router.client_unsubscribe(bytes.fromhex(req.client_id), topic)
         return {}
 
     def _svc_publish(self, req: Request) -> dict[str, Any]:

@@ -60,11 +60,11 @@ class TreeLink(BrokerCore):
                 self._parent_control(msg)
             elif msg.type == REQUEST:
                 msg.route.append("p")
-                self._route_request(msg)
+                self.router.route_request(msg)
             elif msg.type == RESPONSE:
-                self._send_response(msg)
+                self.router.send_response(msg)
             elif msg.type == EVENT:
-                self._distribute_event(msg)
+                self.router.distribute_event(msg)
 
     def _parent_control(self, msg: Message) -> None:
         if msg.topic == "overlay.welcome":
@@ -121,12 +121,12 @@ class TreeLink(BrokerCore):
             child.last_seen = time.monotonic()
             if msg.type == REQUEST:
                 msg.route.append(f"r:{rank}")
-                self._route_request(msg)
+                self.router.route_request(msg)
             elif msg.type == RESPONSE:
-                self._send_response(msg)
+                self.router.send_response(msg)
             elif msg.type == EVENT:
                 if self.rank == 0:
-                    self._distribute_event(msg)
+                    self.router.distribute_event(msg)
                 else:
                     self.overlay.send_parent(msg)
 
