@@ -51,7 +51,7 @@ class Queries:
             "burstable"
         ):
             return None
-        note = pending_note(self._b.burst_service_view())
+        note = pending_note(self._b.bursts.service_view())
         if note is None or self._jm.queue.sched.unsatisfiable(self._jm.table.spec(record).resources) is None:
             return None
         return note
