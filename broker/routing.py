@@ -100,7 +100,7 @@ class Routing(BrokerCore):
         if hop == "l":
             callback = self._pending.pop(msg.matchtag, None)
             if callback is not None:
-                callback(msg)
+                callback(msg.decoded())
         elif hop == "p":
             self.overlay.send_parent(msg)
         elif hop.startswith("r:"):
