@@ -67,7 +67,9 @@ class Queries:
         ids = req.get("ids", list, required=False, default=None)
         records = [table[i] for i in ids if i in table] if ids is not None else list(table.records())
         active, inactive = int(ACTIVE), int(JobState.INACTIVE)
-        pending, running, done = [], [], []
+        pending: list[JobRecord] = []
+        running: list[JobRecord] = []
+        done: list[JobRecord] = []
         for r in records:
             state = r.state.value
             if not state & mask or (userid >= 0 and r.userid != userid):
