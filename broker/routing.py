@@ -153,7 +153,7 @@ class Router:
         if hop == "l":
             callback = self._pending.pop(msg.matchtag, None)
             if callback is not None:
-                callback(msg)
+                callback(msg.decoded())
         elif hop == "p":
             self._b.overlay.send_parent(msg)
         elif hop.startswith("r:"):
