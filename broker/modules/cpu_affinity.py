@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import task_bind
+from ..errors import InputError
 
 ATTRIBUTE = "job-exec.cpu-affinity"
 OPTION = "cpu-affinity"
@@ -35,7 +36,7 @@ CORES_VARIABLE = "MC_JOB_CORES"
 """In mpirun's environment (and so in every orted's rsh request): the job's cores per broker rank, 'r:0-1 r2:2'."""
 
 
-class AffinityError(ValueError):
+class AffinityError(InputError):
     """A cpu-affinity value that is not one of the known forms (the message names the option)."""
 
 
