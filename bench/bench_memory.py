@@ -132,7 +132,9 @@ def ratio(ours: float | None, theirs: float | None) -> str:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
+    args = parser.parse_args()
     figures: dict[str, Any] = {}
     for key, measure in (
         ("broker_rss_mb", our_broker),
@@ -160,6 +162,10 @@ def main() -> None:
         value = figures[key]
         print(f"issue 27: {name} {value:g} MiB: {'met' if value <= target else 'NOT met'} (<= {target:g})")
     print(json.dumps(figures))
+    if args.record:
+        from docsgen.benchmarks import record_result
+
+        record_result("memory", {"bench": "memory", **figures})
 
 
 if __name__ == "__main__":

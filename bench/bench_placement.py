@@ -10,7 +10,11 @@ Every job is submitted at t=0; a small gang queue (this script: the scheduler's 
 pods' CPU requests fit this machine's free cores, in submission order. Response time = finish - submit, summed
 over the jobs; makespan = last finish. Context switches and CPU migrations are each rank's own counters
 (/proc/self/status voluntary+nonvoluntary_ctxt_switches, /proc/self/sched se.nr_migrations, read by the rank at
-its end), averaged per rank. On one machine nodes are pods on the same cores, so task groups change nothing
+its end), averaged per rank, voluntary and involuntary also apart (involuntary ones are preemptions, mostly by
+this machine's other work, so they are also given per second of the rank's loop, next to the load average of
+each pass). Each rank also reports its Cpus_allowed_list (the `pinned` column: the share of ranks allowed on
+one core only) and the CPU time its pod's broker used meanwhile (broker %: of the loop's wall time). On one
+machine nodes are pods on the same cores, so task groups change nothing
 locally (TG rows measure the same shape again: a repeat, and a view of the noise).
 
 Simulated: elasticity/sim/placement.py, the same placement functions on 4+ simulated nodes, a 20-job mix of
@@ -18,8 +22,8 @@ the three classes, run times from its stated model. Also a sweep over seeds and 
 is best.
 
 Run: .venv/bin/python bench/bench_placement.py [--scenarios NONE,CM_G] [--repeat 3] [--skip-local] [--png placement.png]
-Prints tables; the last line is JSON {"scenarios": [{"scenario", "cluster", "response_time", "makespan",
-"ctx_switches", "migrations"}, ...]} (simulated rows have no counters: null). Not a test: nothing asserted.
+[--record]. Prints tables; the last line is JSON {"scenarios": [{"scenario", "cluster", "response_time", "makespan",
+"ctx_switches", "migrations", ...}, ...]} (simulated rows have no counters: null). Not a test: nothing asserted.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any
 import yaml
 
 from elasticity.figures.placement import write_placement_figure
-from elasticity.policy.placement import mpi_fraction_from_duty, profile_class
+from elasticity.policy.placement import mpi_fraction_from_duty, parse_cpu_list, profile_class
 from elasticity.policy.placement.profile_class import CommunicationProfile, ProfileClass
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.profile import run_profiled
@@ -50,6 +54,7 @@ from elasticity.workloads.placement_kernels import (
     DECLARED_CLASS,
     Kernel,
     KernelReport,
+    RankReport,
     build_placement_kernels,
     parse_report,
 )
@@ -145,10 +150,33 @@ def run_job(job: LocalJob, t0: float, lock: threading.Lock, free: list[int]) -> 
         free[0] += job.cores
 
 
+def rank_figures(ranks: list[RankReport]) -> dict[str, float | None]:
+    """Per-rank means of the counters (None without ranks): what pinning changes, and what preempts the ranks."""
+    if not ranks:
+        return dict.fromkeys(COUNTERS)
+    seconds = [max(r.seconds, 1e-9) for r in ranks]
+    brokers = [r.broker_cpu_ms / (1000 * s) for r, s in zip(ranks, seconds, strict=True) if r.broker_cpu_ms >= 0]
+    return {
+        "ctx_switches": round(statistics.fmean(r.ctx_switches for r in ranks), 1),
+        "voluntary": round(statistics.fmean(r.voluntary_ctxt_switches for r in ranks), 1),
+        "nonvoluntary": round(statistics.fmean(r.nonvoluntary_ctxt_switches for r in ranks), 1),
+        "nonvoluntary_per_s": round(
+            statistics.fmean(r.nonvoluntary_ctxt_switches / s for r, s in zip(ranks, seconds, strict=True)), 1
+        ),
+        "migrations": round(statistics.fmean(r.migrations for r in ranks), 2),
+        "pinned": round(sum(len(parse_cpu_list(r.cpus)) == 1 for r in ranks if r.cpus) / len(ranks), 2),
+        "broker_share": round(statistics.fmean(brokers), 4) if brokers else None,
+    }
+
+
+COUNTERS = ("ctx_switches", "voluntary", "nonvoluntary", "nonvoluntary_per_s", "migrations", "pinned", "broker_share")
+
+
 def run_local_scenario(
     scenario: Scenario, classes: dict[Kernel, ProfileClass], program: Path, workdir: Path
 ) -> dict[str, Any]:
     jobs = [job_spec(scenario, kind, classes[kind], program, workdir) for kind in MIX]
+    load_before = os.getloadavg()[0]
     machine = len(os.sched_getaffinity(0))
     free = [machine]
     lock = threading.Lock()
@@ -180,8 +208,8 @@ def run_local_scenario(
         "cluster": "local",
         "response_time": round(sum(ends), 3),
         "makespan": round(max(ends), 3),
-        "ctx_switches": round(sum(r.ctx_switches for r in ranks) / len(ranks), 1) if ranks else None,
-        "migrations": round(sum(r.migrations for r in ranks) / len(ranks), 2) if ranks else None,
+        **rank_figures(ranks),
+        "load": round((load_before + os.getloadavg()[0]) / 2, 1),
         "failed": len(failed),
         "by_class": {
             job.profile: {
@@ -190,6 +218,7 @@ def run_local_scenario(
                 "nonvoluntary": sum(r.nonvoluntary_ctxt_switches for r in job.report.ranks) / len(job.report.ranks),
                 "migrations": sum(r.migrations for r in job.report.ranks) / len(job.report.ranks),
                 "pods": len({r.host for r in job.report.ranks}),
+                "cpus": " ".join(r.cpus for r in job.report.ranks),
             }
             for job in jobs
             if job.report
@@ -202,7 +231,8 @@ def run_local_scenario(
                 f"end={job.ended:6.1f}s kernel={job.report.seconds:5.2f}s "
                 f"ctx/rank={sum(r.ctx_switches for r in job.report.ranks) / len(job.report.ranks):7.0f} "
                 f"migrations/rank={sum(r.migrations for r in job.report.ranks) / len(job.report.ranks):5.1f} "
-                f"hosts={','.join(r.host for r in job.report.ranks)}"
+                f"hosts={','.join(r.host for r in job.report.ranks)} "
+                f"cpus={' '.join(r.cpus for r in job.report.ranks)}"
             )
     return row
 
@@ -214,11 +244,11 @@ def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
         values = [r[key] for r in rows if r[key] is not None]
         return round(statistics.median(values), 3) if values else None
 
-    figures = {key: median(key) for key in ("response_time", "makespan", "ctx_switches", "migrations")}
+    figures = {key: median(key) for key in ("response_time", "makespan", *COUNTERS, "load")}
     by_class: dict[str, dict[str, Any]] = {}
     for cls in {c for r in rows for c in r["by_class"]}:
         seen = [r["by_class"][cls] for r in rows if cls in r["by_class"]]
-        by_class[cls] = {"kernel": seen[0]["kernel"], "pods": seen[0]["pods"]} | {
+        by_class[cls] = {"kernel": seen[0]["kernel"], "pods": seen[0]["pods"], "cpus": seen[-1]["cpus"]} | {
             key: round(statistics.median(x[key] for x in seen), 1)
             for key in ("voluntary", "nonvoluntary", "migrations")
         }
@@ -231,7 +261,8 @@ def class_table(rows: list[dict[str, Any]]) -> None:
     say("  per rank, median over passes: voluntary / involuntary context switches, migrations (pods per job)")
     for row in rows:
         parts = [
-            f"{cls}: {c['voluntary']:.0f}/{c['nonvoluntary']:.0f}, {c['migrations']:.1f} ({c['pods']} pod)"
+            f"{cls}: {c['voluntary']:.0f}/{c['nonvoluntary']:.0f}, {c['migrations']:.1f} ({c['pods']} pod, "
+            f"cpus {c['cpus']})"
             for cls, c in sorted(row["by_class"].items())
         ]
         say(f"  {row['scenario']:9s} " + "; ".join(parts))
@@ -274,12 +305,25 @@ def sweep(seeds: int = 8) -> None:
 
 def table(rows: list[dict[str, Any]]) -> None:
     base = rows[0]["response_time"] if rows else 0
-    say(f"  {'scenario':9s} {'response':>10s} {'vs NONE':>8s} {'makespan':>9s} {'ctx/rank':>9s} {'migr/rank':>9s}")
+    counters = any(row.get("voluntary") is not None for row in rows)
+    extra = (
+        f" {'vol':>6s} {'invol':>6s} {'invol/s':>7s} {'pinned':>6s} {'broker%':>7s} {'load':>5s}" if counters else ""
+    )
+    say(
+        f"  {'scenario':9s} {'response':>10s} {'vs NONE':>8s} {'makespan':>9s} {'ctx/rank':>9s} "
+        f"{'migr/rank':>9s}{extra}"
+    )
     for row in rows:
         change = f"{100 * (row['response_time'] - base) / base:+.1f}%" if base else "-"
         ctx = "-" if row["ctx_switches"] is None else f"{row['ctx_switches']:.0f}"
         mig = "-" if row["migrations"] is None else f"{row['migrations']:.1f}"
         figures = f"{row['response_time']:10.1f} {change:>8s} {row['makespan']:9.1f} {ctx:>9s} {mig:>9s}"
+        if counters:
+            broker = "-" if row.get("broker_share") is None else f"{100 * row['broker_share']:.2f}"
+            figures += (
+                f" {row['voluntary']:6.0f} {row['nonvoluntary']:6.0f} {row['nonvoluntary_per_s']:7.1f}"
+                f" {row['pinned']:6.2f} {broker:>7s} {row['load']:5.1f}"
+            )
         say(f"  {row['scenario']:9s} {figures}")
 
 
@@ -292,6 +336,7 @@ def main() -> None:
     parser.add_argument("--gap", type=float, default=20.0, help="simulated mean seconds between submissions")
     parser.add_argument("--png", default="placement.png")
     parser.add_argument("--repeat", type=int, default=1, help="local passes over the scenarios (medians reported)")
+    parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     opts = parser.parse_args()
     chosen = [s for s in SCENARIOS if s.name in opts.scenarios.split(",")]
     unknown = set(opts.scenarios.split(",")) - {s.name for s in SCENARIOS}
@@ -344,7 +389,12 @@ def main() -> None:
     sweep()
     png = write_placement_figure(panels, opts.png)
     say(f"\nfigure: {png}")
-    print(json.dumps({"scenarios": rows}), flush=True)
+    line = {"scenarios": rows}
+    print(json.dumps(line), flush=True)
+    if opts.record:
+        from docsgen.benchmarks import record_result
+
+        record_result("placement", line)
 
 
 if __name__ == "__main__":

@@ -411,6 +411,7 @@ def main() -> None:
     parser.add_argument(
         "--scale", type=int, default=Counts.scale, help="then fill the queue to this many jobs (issue 27: 5000)"
     )
+    parser.add_argument("--record", action="store_true", help="write the run's figures into bench/results.toml")
     args = parser.parse_args()
     if args.servers:
         names = [n.strip() for n in args.servers.split(",") if n.strip()]
@@ -436,6 +437,10 @@ def main() -> None:
         print(line)
     for result in results:
         print(json.dumps(result))
+    if args.record:
+        from docsgen.benchmarks import record_result
+
+        record_result("rest", {"bench": "rest", "load_average": round(load[0], 1), "servers": results})
 
 
 if __name__ == "__main__":

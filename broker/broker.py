@@ -30,7 +30,6 @@ from .broker_core import (  # re-exported: modules and the CLI import them from 
     _log,
 )
 from .builtin_services import BuiltinServices
-from .burst_ranks import BurstRanks
 from .curve_cert import CurveCertError, load_zcert
 from .membership import UP
 from .overlay import Overlay, OverlayError
@@ -39,7 +38,6 @@ from .protocol import (
 )
 from .refused import EXIT_REFUSED, refusal_line
 from .resources import local_resources
-from .routing import Routing
 from .tree_link import TreeLink
 
 __all__ = [
@@ -54,7 +52,7 @@ __all__ = [
 ]
 
 
-class Broker(TreeLink, Routing, BurstRanks):
+class Broker(TreeLink):
     """A broker of the instance described by the bootstrap config, at the rank its hostname selects."""
 
     def setup(self) -> None:
@@ -115,11 +113,11 @@ class Broker(TreeLink, Routing, BurstRanks):
             self.attrs.set("tbon.parent-endpoint", uri)
         self._set_attributes()
         BuiltinServices(self)
-        self._register_burst_services()
+        self.bursts.register_services()
         for module in self.options.modules:
             module(self)
         self.membership.set(self.rank, UP, resources=self.resources, uuid=self.uuid)
-        self.loop.add_reader(self.client_sock, self._on_client)
+        self.loop.add_reader(self.client_sock, self.router.on_client)
         if self.overlay.child_sock is not None:
             self.loop.add_reader(self.overlay.child_sock, self._on_children)
         if self.overlay.zap_sock is not None:

@@ -1,13 +1,16 @@
 """The broker's state and the API modules use (register, rpc, publish, subscribe, hooks).
 
 The broker is one event loop split by concern: broker_core.py (state and module API), tree_link.py (the parent
-link, children, membership and heartbeats), routing.py (local clients, request/response/event routing),
-builtin_services.py, and broker.py (start-up, the initial program, shutdown). Methods one concern calls in
-another are declared at the end of BrokerCore and defined where they belong.
+link, children, membership and heartbeats) and broker.py (start-up, the initial program, shutdown); methods one
+concern calls in another are declared at the end of BrokerCore and defined where they belong. routing.py (local
+clients, request/response/event routing), builtin_services.py and burst_ranks.py are parts, not mixins: composed
+into the broker, each owning its state and changing the broker's only through its methods (`register`,
+`publish`, `set_hosts`, `release_rank`; tests/broker/test_broker_parts.py checks it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import subprocess
@@ -21,20 +24,18 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from .attributes import AttrError, Attributes
-from .bootstrap import BootstrapConfig, BootstrapError
-from .burst_service import ServiceReport
+from .bootstrap import BootstrapConfig, BootstrapError, HostEntry
+from .burst_ranks import BurstRanks
 from .curve_cert import CurveCertificate
 from .errors import BrokerFailure
 from .loop import Loop, Timer
-from .membership import Membership, Quorum, QuorumError
+from .membership import Membership, Quorum, QuorumError, RankInfo
 from .overlay import Overlay
 from .protocol import (
-    ETIMEDOUT,
     EVENT,
-    REQUEST,
-    RESPONSE,
     Message,
 )
+from .routing import Router
 from .service import Handler, ServiceRegistry
 from .topology import Topology, TopologyError, build
 
@@ -125,18 +126,13 @@ class BrokerCore:
         self.services = ServiceRegistry()
         self.membership = Membership(self.config.hostnames)
         self.children: dict[int, _Child] = {}
-        self.burst_ranks: dict[int, str] = {}  # rank -> burst prefix, for ranks registered at run time
-        self.burst_service: ServiceReport | None = None  # the burst service's last report (rank 0)
+        self.bursts = BurstRanks(self)
         self.joined = self.rank == 0
         self.parent_last_seen = 0.0
         self._join_started = 0.0
         self._join_warned = 0.0
         self.online = False
-        self._matchtag = 0
-        self._pending: dict[int, ResponseCallback] = {}
-        self._event_seq = 0
-        self._subscribers: list[tuple[str, EventCallback]] = []
-        self._client_subs: dict[bytes, set[str]] = {}
+        self.router = Router(self)
         self._online_hooks: list[Callable[[], None]] = []
         self._close_hooks: list[Callable[[], None]] = []
         self._membership_dirty: set[int] = set()
@@ -154,6 +150,21 @@ class BrokerCore:
         self.client_sock: zmq.Socket | None = None
         self.rundir = ""
         self.resources: dict[str, Any] = {}
+
+    def set_hosts(self, hosts: tuple[HostEntry, ...]) -> None:
+        """The instance's hosts become `hosts` (a burst's appended, released trailing ones dropped): config,
+        topology (new ranks hang off rank 0), membership, size."""
+        first, size = self.size, len(hosts)
+        parents = list(self.topology.parents[:size]) + [0] * max(0, size - self.topology.size)
+        self.config = dataclasses.replace(self.config, hosts=hosts)
+        self.topology = Topology(tuple(parents), name=self.topology.name)
+        del self.membership.ranks[size:]
+        self.membership.ranks += [RankInfo(rank, e.host) for rank, e in enumerate(hosts[first:], start=first)]
+        self.size = size
+        self.child_ranks = self.topology.children(self.rank)
+        self.subtree = self.topology.descendants(self.rank)
+        self.attrs.set("size", self.size)
+        self.attrs.set("hostlist", self.config.hostlist())
 
     @property
     def bootstrap_size(self) -> int:
@@ -177,34 +188,20 @@ class BrokerCore:
         With a timeout, a request still unanswered after `timeout` seconds (e.g. its target was lost on
         the way) gets an ETIMEDOUT error response instead, and a late real response is dropped.
         """
-        self._matchtag += 1
-        tag = self._matchtag
-        self._pending[tag] = callback
-        if timeout is not None:
-
-            def expire() -> None:
-                if tag in self._pending:
-                    reason = f"{topic}: no response from rank {nodeid} within {timeout}s"
-                    error = Message(RESPONSE, topic, matchtag=tag, route=["l"], errnum=ETIMEDOUT, errstr=reason)
-                    self._send_response(error)
-
-            self.loop.call_later(timeout, expire)
-        msg = Message(REQUEST, topic, payload or {}, nodeid=nodeid, matchtag=tag, route=["l"], sender=self.rank)
-        self._route_request(msg)
-        return tag
+        return self.router.rpc(topic, payload, nodeid, callback, timeout)
 
     def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None:
         """Publish an event to every broker of the instance (sequenced by rank 0)."""
         msg = Message(EVENT, topic, payload or {}, sender=self.rank)
         if self.rank == 0:
-            self._distribute_event(msg)
+            self.router.distribute_event(msg)
         else:
             assert self.overlay is not None
             self.overlay.send_parent(msg)
 
     def subscribe(self, prefix: str, callback: EventCallback) -> None:
         """Call `callback` for every event whose topic starts with `prefix`."""
-        self._subscribers.append((prefix, callback))
+        self.router.subscribe(prefix, callback)
 
     def on_online(self, callback: Callable[[], None]) -> None:
         """Run `callback` on rank 0 once the quorum has joined (immediately if it already has)."""
@@ -220,6 +217,10 @@ class BrokerCore:
     @property
     def local_uri(self) -> str:
         return f"local://{self.rundir}/local"
+
+    def log(self, text: str) -> None:
+        """A line on stderr, as flux-broker[rank] (always; _debug only with -v)."""
+        _log(self.rank, text)
 
     def _debug(self, text: str) -> None:
         if self.verbose:
@@ -238,11 +239,5 @@ class BrokerCore:
     def shutdown(self, reason: str) -> None:
         raise NotImplementedError
 
-    def _distribute_event(self, msg: Message) -> None:
-        raise NotImplementedError
-
-    def _route_request(self, msg: Message) -> None:
-        raise NotImplementedError
-
-    def _send_response(self, msg: Message) -> None:
+    def release_rank(self, rank: int, reason: str) -> bool:
         raise NotImplementedError

@@ -85,13 +85,13 @@ class BuiltinServices:
         topic = req.get("topic", str)
         if req.client_id is None:
             raise ServiceError(EINVAL, "event.subscribe: only local clients may subscribe")
-        self.b._client_subs.setdefault(bytes.fromhex(req.client_id), set()).add(topic)
+        self.b.router.client_subscribe(bytes.fromhex(req.client_id), topic)
         return {}
 
     def _svc_unsubscribe(self, req: Request) -> dict[str, Any]:
         topic = req.get("topic", str)
         if req.client_id is not None:
-            self.b._client_subs.get(bytes.fromhex(req.client_id), set()).discard(topic)
+            self.b.router.client_unsubscribe(bytes.fromhex(req.client_id), topic)
         return {}
 
     def _svc_publish(self, req: Request) -> dict[str, Any]:
@@ -122,11 +122,11 @@ class BuiltinServices:
                     "status": self.b.membership.subtree_status(self.b.topology, info.rank),
                     "parent": self.b.topology.parent(info.rank),
                     "since": info.since,
-                    "burst": self.b.burst_ranks.get(info.rank, "").rstrip("-"),
+                    "burst": self.b.bursts.prefix_of(info.rank).rstrip("-"),
                 }
                 for info in self.b.membership.ranks
             ],
-            "burst_service": self.b.burst_service_view(),
+            "burst_service": self.b.bursts.service_view(),
         }
 
     def _svc_resource_status(self, req: Request) -> dict[str, Any]:

@@ -8,31 +8,50 @@ at all (the overlay's ZAP handler refuses any other), then join with the hostnam
 report their resources like any follower. `overlay.burst-release` lets them go: their ranks are forgotten (the
 trailing ones removed, so the instance's size comes back down once every burst has gone). The service also
 reports its own state here (`overlay.burst-service`, see burst_service.py), so a dead service is seen.
+
+:class:`BurstRanks` is a part of the broker, not a mixin: it alone owns which ranks are a burst's and the burst
+service's last report, and it changes the instance's hosts and a rank's link only through the broker's
+`set_hosts` and `release_rank`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .bootstrap import HostEntry
-from .broker_core import BrokerCore, _log
 from .burst_service import DEFAULT_STALE_AFTER, REPORTED, ServiceReport, service_view
-from .membership import DOWN, UP, RankInfo
-from .protocol import EINVAL, control
+from .membership import DOWN
+from .protocol import EINVAL
 from .service import Request, ServiceError
-from .topology import Topology
+
+if TYPE_CHECKING:
+    from .broker_core import BrokerCore
 
 
-class BurstRanks(BrokerCore):
+class BurstRanks:
     """The lead's run-time ranks (see the module docstring)."""
 
-    def _register_burst_services(self) -> None:
-        if self.rank == 0:
-            self.register("overlay.burst-register", self._svc_burst_register)
-            self.register("overlay.burst-release", self._svc_burst_release)
-            self.register("overlay.burst-service", self._svc_burst_service)
+    def __init__(self, broker: BrokerCore) -> None:
+        self._b = broker
+        self._prefixes: dict[int, str] = {}
+        """rank -> burst prefix, for ranks registered at run time."""
+        self._service: ServiceReport | None = None
+        """The burst service's last report (rank 0)."""
+
+    def register_services(self) -> None:
+        if self._b.rank == 0:
+            self._b.register("overlay.burst-register", self._svc_burst_register)
+            self._b.register("overlay.burst-release", self._svc_burst_release)
+            self._b.register("overlay.burst-service", self._svc_burst_service)
+
+    def prefix_of(self, rank: int) -> str:
+        """The burst that registered `rank` ("" for a bootstrap host)."""
+        return self._prefixes.get(rank, "")
+
+    def service_view(self) -> dict[str, Any]:
+        """The burst service's state now (burst_service.service_view): what status and pending jobs show."""
+        return service_view(self._service, time.monotonic())
 
     def _svc_burst_service(self, req: Request) -> dict[str, Any]:
         """The burst service reports its state (burst_service.py): running, or failed/stopped and why."""
@@ -44,31 +63,27 @@ class BurstRanks(BrokerCore):
             raise ServiceError(EINVAL, f"burst-service: stale_after {stale_after!r} must be a positive number")
         reason = req.get("reason", str, required=False, default="")
         pid = req.get("pid", int, required=False, default=0)
-        self.burst_service = ServiceReport(state, reason, pid, time.monotonic(), float(stale_after))
+        self._service = ServiceReport(state, reason, pid, time.monotonic(), float(stale_after))
         return {}
-
-    def burst_service_view(self) -> dict[str, Any]:
-        """The burst service's state now (burst_service.service_view): what status and pending jobs show."""
-        return service_view(self.burst_service, time.monotonic())
 
     def _svc_burst_register(self, req: Request) -> dict[str, Any]:
         prefix = req.get("prefix", str)
         hosts = req.get("hosts", list)
-        ranks = self.register_burst(prefix, [str(h) for h in hosts])
-        return {"ranks": ranks, "size": self.size, "hostnames": self.config.hostnames}
+        ranks = self.register(prefix, [str(h) for h in hosts])
+        return {"ranks": ranks, "size": self._b.size, "hostnames": self._b.config.hostnames}
 
     def _svc_burst_release(self, req: Request) -> dict[str, Any]:
-        return {"released": self.release_burst(req.get("prefix", str)), "size": self.size}
+        return {"released": self.release(req.get("prefix", str)), "size": self._b.size}
 
-    def register_burst(self, prefix: str, hosts: list[str]) -> list[int]:
+    def register(self, prefix: str, hosts: list[str]) -> list[int]:
         """Append hosts of one burst as ranks (idempotent for hosts already registered under this prefix)."""
         if not prefix or not hosts:
             raise ServiceError(EINVAL, "burst-register: a prefix and at least one host are required")
-        known = self.config.hostnames
+        known = self._b.config.hostnames
         for host in hosts:
             if not host.startswith(prefix) or host == prefix:
                 raise ServiceError(EINVAL, f"burst-register: host {host!r} is not under the burst's prefix {prefix!r}")
-        pre_registered = [h for r, h in enumerate(known) if r not in self.burst_ranks]
+        pre_registered = [h for r, h in enumerate(known) if r not in self._prefixes]
         clash = next((h for h in pre_registered if h.startswith(prefix)), None)
         if clash is not None:
             raise ServiceError(EINVAL, f"burst-register: prefix {prefix!r} also names bootstrap host {clash!r}")
@@ -76,56 +91,31 @@ class BurstRanks(BrokerCore):
         for host in hosts:
             if host in known:
                 rank = known.index(host)
-                if self.burst_ranks.get(rank) != prefix:
+                if self._prefixes.get(rank) != prefix:
                     raise ServiceError(EINVAL, f"burst-register: host {host!r} is already rank {rank}")
             elif host not in new:
                 new.append(host)
-        first = self.size
+        first = self._b.size
         if new:
-            self._grow([HostEntry(host=h) for h in new])
-            for rank in range(first, self.size):
-                self.burst_ranks[rank] = prefix
-            _log(self.rank, f"burst {prefix}: registered {', '.join(new)} as ranks {first}-{self.size - 1}")
-        return [self.config.hostnames.index(h) for h in hosts]
+            self._b.set_hosts(self._b.config.hosts + tuple(HostEntry(host=h) for h in new))
+            for rank in range(first, self._b.size):
+                self._prefixes[rank] = prefix
+            self._b.log(f"burst {prefix}: registered {', '.join(new)} as ranks {first}-{self._b.size - 1}")
+        return [self._b.config.hostnames.index(h) for h in hosts]
 
-    def release_burst(self, prefix: str) -> list[int]:
+    def release(self, prefix: str) -> list[int]:
         """Forget a burst's ranks: tell their brokers to stop, mark them down, drop trailing ones."""
-        ranks = sorted(r for r, p in self.burst_ranks.items() if p == prefix)
-        assert self.overlay is not None
-        changed: list[int] = []
+        ranks = sorted(r for r, p in self._prefixes.items() if p == prefix)
+        changed = [rank for rank in ranks if self._b.release_rank(rank, "burst released")]
         for rank in ranks:
-            if rank in self.children:
-                self.overlay.send_child(rank, control("overlay.shutdown", {"reason": "burst released"}))
-                del self.children[rank]
-            if self.membership.state(rank) == UP and self.membership.set(rank, DOWN):
-                changed.append(rank)
-            self.membership.ranks[rank].resources = None
-            del self.burst_ranks[rank]
-        keep = self.size
-        while keep > self.bootstrap_size and keep - 1 not in self.burst_ranks:
+            del self._prefixes[rank]
+        keep = self._b.size
+        while keep > self._b.bootstrap_size and keep - 1 not in self._prefixes:
             keep -= 1  # every rank past the bootstrap hosts is a burst's: trailing released ones go
-        if keep < self.size:
-            self._resize_to(self.config.hosts[:keep])
+        if keep < self._b.size:
+            self._b.set_hosts(self._b.config.hosts[:keep])
         if changed:
-            self.publish("membership.update", {"ranks": {str(r): DOWN for r in changed}})
+            self._b.publish("membership.update", {"ranks": {str(r): DOWN for r in changed}})
         if ranks:
-            _log(self.rank, f"burst {prefix}: released ranks {ranks[0]}-{ranks[-1]} (size now {self.size})")
+            self._b.log(f"burst {prefix}: released ranks {ranks[0]}-{ranks[-1]} (size now {self._b.size})")
         return ranks
-
-    def _grow(self, entries: list[HostEntry]) -> None:
-        first = self.size
-        self._resize_to(self.config.hosts + tuple(entries))
-        self.membership.ranks += [RankInfo(rank, e.host) for rank, e in enumerate(entries, start=first)]
-
-    def _resize_to(self, hosts: tuple[HostEntry, ...]) -> None:
-        """New host list: config, topology (new ranks hang off rank 0), membership, size."""
-        size = len(hosts)
-        parents = list(self.topology.parents[:size]) + [0] * max(0, size - self.topology.size)
-        self.config = dataclasses.replace(self.config, hosts=hosts)
-        self.topology = Topology(tuple(parents), name=self.topology.name)
-        del self.membership.ranks[size:]
-        self.size = size
-        self.child_ranks = self.topology.children(self.rank)
-        self.subtree = self.topology.descendants(self.rank)
-        self.attrs.set("size", self.size)
-        self.attrs.set("hostlist", self.config.hostlist())

@@ -47,10 +47,13 @@ class Message:
     errstr: str = ""
     seq: int = 0
     sender: int = -1
+    encoded_payload: str = ""
+    """The payload as JSON text already (a JSON object), sent instead of `payload`: a large answer assembled
+    from pieces its service keeps encoded (job-manager.list) is not decoded and encoded again per message."""
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {"t": self.type, "topic": self.topic}
-        if self.payload:
+        if self.payload and not self.encoded_payload:
             body["p"] = self.payload
         if self.nodeid != NODEID_ANY:
             body["n"] = self.nodeid
@@ -65,7 +68,16 @@ class Message:
             body["s"] = self.seq
         if self.sender != -1:
             body["f"] = self.sender
-        return json.dumps(body, separators=(",", ":")).encode()
+        text = json.dumps(body, separators=(",", ":"))
+        if self.encoded_payload:  # spliced in as the last member: the body always has members, so ends in "}"
+            text = f'{text[:-1]},"p":{self.encoded_payload}}}'
+        return text.encode()
+
+    def decoded(self) -> Message:
+        """This message with an encoded payload turned back into `payload` (for a reader in this process)."""
+        if self.encoded_payload:
+            self.payload, self.encoded_payload = json.loads(self.encoded_payload), ""
+        return self
 
     @classmethod
     def decode(cls, frame: bytes) -> Message:

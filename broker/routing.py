@@ -1,40 +1,93 @@
-"""Routing: local clients on the ipc socket, requests up/down the tree, responses back, events to subscribers."""
+"""Routing: local clients on the ipc socket, requests up/down the tree, responses back, events to subscribers.
+
+:class:`Router` is a part of the broker, not a mixin: it alone owns the outstanding RPCs, the event sequence and
+the subscriptions (of modules and of local clients); it reads the broker's tree (rank, topology, children,
+overlay, client socket) and changes nothing of it.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import zmq
 
-from .broker_core import BrokerCore
 from .protocol import (
     CONTROL,
     EHOSTUNREACH,
     ENOSYS,
+    ETIMEDOUT,
     NODEID_ANY,
     REQUEST,
+    RESPONSE,
     Message,
     ProtocolError,
 )
 from .service import Request
 
+if TYPE_CHECKING:
+    from .broker_core import BrokerCore, EventCallback, ResponseCallback
+
 READS_FIRST = frozenset({"job-manager.info", "job-manager.list", "job-manager.stats", "attr.get"})
-"""Requests that only read, answered ahead of the others that arrived with them (see Routing._on_client)."""
+"""Requests that only read, answered ahead of the others that arrived with them (see Router.on_client)."""
 
 
-class Routing(BrokerCore):
-    """Clients and routing."""
+class Router:
+    """Clients and routing (see the module docstring)."""
 
-    def _on_client(self) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
+        self._b = broker
+        self._matchtag = 0
+        self._pending: dict[int, ResponseCallback] = {}
+        self._event_seq = 0
+        self._subscribers: list[tuple[str, EventCallback]] = []
+        self._client_subs: dict[bytes, set[str]] = {}
+
+    def rpc(
+        self,
+        topic: str,
+        payload: dict[str, Any] | None,
+        nodeid: int,
+        callback: ResponseCallback,
+        timeout: float | None = None,
+    ) -> int:
+        """See BrokerCore.rpc."""
+        self._matchtag += 1
+        tag = self._matchtag
+        self._pending[tag] = callback
+        if timeout is not None:
+
+            def expire() -> None:
+                if tag in self._pending:
+                    reason = f"{topic}: no response from rank {nodeid} within {timeout}s"
+                    error = Message(RESPONSE, topic, matchtag=tag, route=["l"], errnum=ETIMEDOUT, errstr=reason)
+                    self.send_response(error)
+
+            self._b.loop.call_later(timeout, expire)
+        msg = Message(REQUEST, topic, payload or {}, nodeid=nodeid, matchtag=tag, route=["l"], sender=self._b.rank)
+        self.route_request(msg)
+        return tag
+
+    def subscribe(self, prefix: str, callback: EventCallback) -> None:
+        self._subscribers.append((prefix, callback))
+
+    def client_subscribe(self, ident: bytes, topic: str) -> None:
+        self._client_subs.setdefault(ident, set()).add(topic)
+
+    def client_unsubscribe(self, ident: bytes, topic: str) -> None:
+        self._client_subs.get(ident, set()).discard(topic)
+
+    def on_client(self) -> None:
         """Everything the clients sent since the last look; reads (READS_FIRST) are answered before the rest.
 
         Why: a read of a job waited behind each submit that arrived just before it (each costs the job
         manager about a millisecond), which under a stream of submits is most of a read's delay. A client's
         own requests keep their order: a read goes first only when its client sent nothing before it here."""
-        assert self.client_sock is not None
+        assert self._b.client_sock is not None
         later: list[tuple[bytes, Message]] = []
         writers: set[bytes] = set()
         while True:
             try:
-                frames = self.client_sock.recv_multipart(zmq.NOBLOCK)
+                frames = self._b.client_sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
             if len(frames) != 2:
@@ -46,9 +99,9 @@ class Routing(BrokerCore):
                 continue
             if msg.type == REQUEST:
                 msg.route = [f"c:{ident.hex()}"]
-                msg.sender = self.rank
+                msg.sender = self._b.rank
                 if msg.topic in READS_FIRST and ident not in writers:
-                    self._route_request(msg)
+                    self.route_request(msg)
                 else:
                     writers.add(ident)
                     later.append((ident, msg))
@@ -56,61 +109,61 @@ class Routing(BrokerCore):
                 later.append((ident, msg))
         for ident, msg in later:
             if msg.type == REQUEST:
-                self._route_request(msg)
+                self.route_request(msg)
             else:
                 self._client_subs.pop(ident, None)
 
     def _send_client(self, ident: bytes, msg: Message) -> None:
-        assert self.client_sock is not None
+        assert self._b.client_sock is not None
         try:
-            self.client_sock.send_multipart([ident, msg.encode()], zmq.NOBLOCK)
+            self._b.client_sock.send_multipart([ident, msg.encode()], zmq.NOBLOCK)
         except zmq.ZMQError:
             self._client_subs.pop(ident, None)  # client went away
 
-    def _route_request(self, msg: Message) -> None:
+    def route_request(self, msg: Message) -> None:
         target = msg.nodeid
-        if target == NODEID_ANY or target == self.rank:
-            handler = self.services.lookup(msg.topic)
+        if target == NODEID_ANY or target == self._b.rank:
+            handler = self._b.services.lookup(msg.topic)
             if handler is not None:
-                self.services.dispatch(handler, Request(msg, self._send_response))
+                self._b.services.dispatch(handler, Request(msg, self.send_response))
                 return
-            if target == self.rank or self.rank == 0:
-                self._send_response(msg.error(ENOSYS, f"{msg.topic}: no such service on rank {self.rank}"))
+            if target == self._b.rank or self._b.rank == 0:
+                self.send_response(msg.error(ENOSYS, f"{msg.topic}: no such service on rank {self._b.rank}"))
                 return
-            hop = self.parent_rank
-        elif target < 0 or (target >= self.size and self.rank == 0):
-            self._send_response(msg.error(EHOSTUNREACH, f"rank {target} is not in this instance (size {self.size})"))
+            hop = self._b.parent_rank
+        elif target < 0 or (target >= self._b.size and self._b.rank == 0):
+            self.send_response(msg.error(EHOSTUNREACH, f"rank {target} is not in this instance (size {self._b.size})"))
             return
-        elif target >= self.size:
-            hop = self.parent_rank  # a rank the lead registered later (a burst): only the lead knows the way
+        elif target >= self._b.size:
+            hop = self._b.parent_rank  # a rank the lead registered later (a burst): only the lead knows the way
         else:
-            hop = self.topology.next_hop(self.rank, target)
-        assert self.overlay is not None
-        if hop == self.parent_rank:
-            if not self.joined or not self.overlay.send_parent(msg):
-                self._send_response(msg.error(EHOSTUNREACH, f"rank {self.rank} is not connected to its parent"))
-        elif hop not in self.children or not self.overlay.send_child(hop, msg):
-            self._send_response(msg.error(EHOSTUNREACH, f"rank {target} is unreachable: rank {hop} is down"))
+            hop = self._b.topology.next_hop(self._b.rank, target)
+        assert self._b.overlay is not None
+        if hop == self._b.parent_rank:
+            if not self._b.joined or not self._b.overlay.send_parent(msg):
+                self.send_response(msg.error(EHOSTUNREACH, f"rank {self._b.rank} is not connected to its parent"))
+        elif hop not in self._b.children or not self._b.overlay.send_child(hop, msg):
+            self.send_response(msg.error(EHOSTUNREACH, f"rank {target} is unreachable: rank {hop} is down"))
 
-    def _send_response(self, msg: Message) -> None:
+    def send_response(self, msg: Message) -> None:
         if not msg.route:
             return
         hop = msg.route.pop()
-        assert self.overlay is not None
+        assert self._b.overlay is not None
         if hop == "l":
             callback = self._pending.pop(msg.matchtag, None)
             if callback is not None:
-                callback(msg)
+                callback(msg.decoded())
         elif hop == "p":
-            self.overlay.send_parent(msg)
+            self._b.overlay.send_parent(msg)
         elif hop.startswith("r:"):
-            self.overlay.send_child(int(hop[2:]), msg)
+            self._b.overlay.send_child(int(hop[2:]), msg)
         elif hop.startswith("c:"):
             self._send_client(bytes.fromhex(hop[2:]), msg)
 
-    def _distribute_event(self, msg: Message) -> None:
+    def distribute_event(self, msg: Message) -> None:
         """Deliver an event here and pass it down the tree (rank 0 stamps the sequence number)."""
-        if self.rank == 0:
+        if self._b.rank == 0:
             self._event_seq += 1
             msg.seq = self._event_seq
         for prefix, callback in list(self._subscribers):
@@ -119,6 +172,6 @@ class Routing(BrokerCore):
         for ident, prefixes in list(self._client_subs.items()):
             if any(msg.topic.startswith(p) for p in prefixes):
                 self._send_client(ident, msg)
-        assert self.overlay is not None
-        for rank in list(self.children):
-            self.overlay.send_child(rank, msg)
+        assert self._b.overlay is not None
+        for rank in list(self._b.children):
+            self._b.overlay.send_child(rank, msg)

@@ -71,6 +71,14 @@ class Request:
             self.responded = True
             self._send(self.msg.response(payload))
 
+    def respond_encoded(self, payload: str) -> None:
+        """Respond with a payload that is JSON text already (a JSON object; see Message.encoded_payload)."""
+        if not self.responded:
+            self.responded = True
+            response = self.msg.response()
+            response.encoded_payload = payload
+            self._send(response)
+
     def error(self, errnum: int, errstr: str) -> None:
         if not self.responded:
             self.responded = True

@@ -60,11 +60,11 @@ class TreeLink(BrokerCore):
                 self._parent_control(msg)
             elif msg.type == REQUEST:
                 msg.route.append("p")
-                self._route_request(msg)
+                self.router.route_request(msg)
             elif msg.type == RESPONSE:
-                self._send_response(msg)
+                self.router.send_response(msg)
             elif msg.type == EVENT:
-                self._distribute_event(msg)
+                self.router.distribute_event(msg)
 
     def _parent_control(self, msg: Message) -> None:
         if msg.topic == "overlay.welcome":
@@ -121,12 +121,12 @@ class TreeLink(BrokerCore):
             child.last_seen = time.monotonic()
             if msg.type == REQUEST:
                 msg.route.append(f"r:{rank}")
-                self._route_request(msg)
+                self.router.route_request(msg)
             elif msg.type == RESPONSE:
-                self._send_response(msg)
+                self.router.send_response(msg)
             elif msg.type == EVENT:
                 if self.rank == 0:
-                    self._distribute_event(msg)
+                    self.router.distribute_event(msg)
                 else:
                     self.overlay.send_parent(msg)
 
@@ -152,6 +152,17 @@ class TreeLink(BrokerCore):
             self._mark_subtree(rank, DOWN)
             self._maybe_finish_shutdown()
 
+    def release_rank(self, rank: int, reason: str) -> bool:
+        """Let a rank go (a released burst's): tell its broker to stop, forget the link, mark it down and drop
+        its resources. True when that changed its state (for the membership event)."""
+        assert self.overlay is not None
+        if rank in self.children:
+            self.overlay.send_child(rank, control("overlay.shutdown", {"reason": reason}))
+            del self.children[rank]
+        changed = self.membership.state(rank) == UP and self.membership.set(rank, DOWN)
+        self.membership.ranks[rank].resources = None
+        return changed
+
     def _child_hello(self, rank: int, payload: dict[str, Any]) -> None:
         assert self.overlay is not None
         reason = None
@@ -159,7 +170,7 @@ class TreeLink(BrokerCore):
             reason = f"rank {rank} ({payload.get('hostname')!r}) is not a registered host (size {self.size})"
         elif rank not in self.child_ranks:
             reason = f"rank {rank} is not a child of rank {self.rank} in topology {self.topology.name}"
-        elif payload.get("size") != self.bootstrap_size and rank not in self.burst_ranks:
+        elif payload.get("size") != self.bootstrap_size and not self.bursts.prefix_of(rank):
             # the configured hosts, not the size bursts grew the lead to: a pod's config never names a burst
             reason = f"size mismatch: parent has {self.bootstrap_size} ranks, child has {payload.get('size')}"
         elif payload.get("hostname") != self.config.hostnames[rank]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import bz2
 import contextlib
 import gzip
-import hashlib
 import io
 import json
 import lzma
@@ -107,6 +106,8 @@ class QueueArchive:
 
 
 def _sha(data: bytes) -> str:
+    import hashlib  # here, not at the top: hashlib loads OpenSSL (about 3 MB), which an idle broker never needs
+
     return hashlib.sha256(data).hexdigest()
 
 
@@ -307,6 +308,8 @@ def _members(path: Path, max_bytes: int = MAX_BYTES, max_members: int = MAX_MEMB
         except _DECODING_ERRORS as exc:
             raise ArchiveError(f"{path}: truncated: the archive ends early ({_first_line(exc)})") from None
         raw.seek(0)
+        import hashlib  # see _sha
+
         return out, hashlib.file_digest(raw, "sha256").hexdigest()
 
 

@@ -22,9 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .. import idset
+from ..attributes import AttrError
 from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError
-from . import job_tree, mpi, pmpi, subinstance
+from . import cpu_affinity, job_tree, mpi, pmpi, subinstance
 from .exec_request import ExecRequest, ExecRequestError
 
 if TYPE_CHECKING:
@@ -102,6 +104,15 @@ class JobExec:
         self.jobs: dict[int, LocalJob] = {}  # by job id; rsh-started orteds under negative keys
         self._rsh_seq = 0
         self.kill_grace = broker.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
+        reported = set(idset.decode(str(broker.resources.get("cores", ""))))
+        try:
+            self.default_affinity, note = cpu_affinity.instance_default(
+                broker.attrs.get(cpu_affinity.ATTRIBUTE), reported, os.sched_getaffinity(0)
+            )
+        except cpu_affinity.AffinityError as exc:
+            raise AttrError(str(exc)) from None
+        if note:
+            print(f"flux-job-exec[{broker.rank}]: {note}", flush=True)
         broker.register("job-exec.start", self.start)
         broker.register("job-exec.kill", self.kill)
         broker.register("job-exec.rsh", self.rsh)
@@ -124,35 +135,76 @@ class JobExec:
         job = self.jobs.get(jobid)
         if job is not None and not job.done:
             raise ServiceError(EINVAL, f"job {jobid} already has tasks on rank {self.b.rank}")
+        affinity = self._affinity(request)
+        profiling = pmpi.pmpi_settings(dict(request.shell_options), jobid, request.cwd or os.getcwd())
         job = LocalJob(jobid, request.gen)
         self.jobs[jobid] = job
         job.tmpdir = os.path.join(self.b.rundir, "jobtmp", str(jobid))
         os.makedirs(job.tmpdir, exist_ok=True)
         env = self._environment(request, job.tmpdir)
-        profiling = pmpi.pmpi_settings(dict(request.shell_options), jobid, request.cwd or os.getcwd())
+        job_cpus = cpu_affinity.usable(request.cores.get(self.b.rank, ())) if affinity.binds else ()
+        if affinity.binds and not job_cpus:
+            note = f"flux-shell[{self.b.rank}]: cpu-affinity: this broker cannot use the job's cores: tasks unbound\n"
+            job.output.append(["stderr", request.tasks[0] if request.tasks else 0, note])
         profiler = pmpi.pmpi_variables(profiling, jobid, env) if profiling and request.launch != "broker" else {}
         if "MC_PMPI_DIR" in profiler:
             os.makedirs(profiler["MC_PMPI_DIR"], exist_ok=True)
+        binding: list[tuple[int, ...]] = []
         if request.launch == "mpi":
             env.update(mpi.MPI_ENV)
-            request = replace(request, mpirun_args=(*pmpi.mpirun_exports(profiler), *request.mpirun_args))
+            exports = profiler
+            if job_cpus and not affinity.dry_run:  # each orted binds to its rank's cores (job-exec.rsh)
+                env[cpu_affinity.CORES_VARIABLE] = cpu_affinity.encode_cores(request.cores)
+            if job_cpus and affinity.per_task:  # and each rank to its own share of them
+                request = replace(request, command=(*cpu_affinity.mpirun_wrapper(affinity), *request.command))
+                exports = cpu_affinity.carry_preload(profiler)
+            request = replace(request, mpirun_args=(*pmpi.mpirun_exports(exports), *request.mpirun_args))
             commands = [(0, mpi.mpirun_command(request, job.tmpdir, self.b.rank))]
+            binding = [job_cpus]
         elif request.launch == "broker":
             commands = [(request.tasks[0], subinstance.launch_command(request, job.tmpdir, self.b))]
+            binding = [job_cpus]
         else:
             env.update(profiler)
             commands = [(rank, list(request.command)) for rank in request.tasks]
+            binding = [
+                cpu_affinity.task_bind.task_cpus(affinity.mode, job_cpus, i, len(commands)) if job_cpus else ()
+                for i in range(len(commands))
+            ]
+        if affinity.verbose or affinity.dry_run:
+            for (taskrank, _command), cpus in zip(commands, binding, strict=True):
+                what = request.launch if request.launch != "tasks" else f"task {taskrank}"
+                line = cpu_affinity.describe(self.b.rank, what, cpus, affinity.dry_run)
+                job.output.append(["stderr", taskrank, line])
+        if affinity.dry_run:
+            binding = [() for _ in commands]
         account = run_as(request.userid)
         if account is not None:
             os.chown(job.tmpdir, account.pw_uid, account.pw_gid)
             if "MC_PMPI_DIR" in profiler:
                 os.chown(profiler["MC_PMPI_DIR"], account.pw_uid, account.pw_gid)
             env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
-        for local_id, (taskrank, command) in enumerate(commands):
+        for local_id, ((taskrank, command), cpus) in enumerate(zip(commands, binding, strict=True)):
             task_env = dict(env, FLUX_TASK_RANK=str(taskrank), FLUX_TASK_LOCAL_ID=str(local_id))
-            job.tasks.append(self._spawn(job, taskrank, command, task_env, request.cwd or None, account))
+            with cpu_affinity.forked_on(cpus):
+                job.tasks.append(self._spawn(job, taskrank, command, task_env, request.cwd or None, account))
         self._check_done(job)
         return {"rank": self.b.rank, "ntasks": len(job.tasks)}
+
+    def _affinity(self, request: ExecRequest) -> cpu_affinity.Affinity:
+        """The job's cpu-affinity (its option, else this instance's default); refused before anything starts."""
+        try:
+            affinity = cpu_affinity.job_affinity(request.shell_options, self.default_affinity)
+        except cpu_affinity.AffinityError as exc:
+            raise ServiceError(EINVAL, str(exc)) from None
+        entries = affinity.mode[4:].split(";") if affinity.mode.startswith("map:") else []
+        if entries and request.launch == "tasks" and len(entries) < len(request.tasks):
+            raise ServiceError(
+                EINVAL,
+                f"-o {cpu_affinity.OPTION}={affinity.mode}: {len(entries)} entries for {len(request.tasks)} tasks "
+                f"on rank {self.b.rank}",
+            )
+        return affinity
 
     def _environment(self, request: ExecRequest, tmpdir: str) -> dict[str, str]:
         env = dict(request.env or os.environ)
@@ -371,7 +423,12 @@ class JobExec:
         # the orted belongs to job `jobid` on this rank too: keep mpirun's tags, add ours
         own = job_tree.job_tag(self.tree_key, jobid)
         env[job_tree.TREE_VARIABLE] = " ".join([*str(env.get(job_tree.TREE_VARIABLE, "")).split(), own])
-        task = self._spawn(job, 0, ["/bin/sh", "-c", command], env, env.get("PWD"))
+        # the orted (and so the ranks it forks here) runs on the job's cores of this rank, if the job binds
+        cpus = cpu_affinity.usable(
+            cpu_affinity.decode_cores(str(env.get(cpu_affinity.CORES_VARIABLE, "")), self.b.rank)
+        )
+        with cpu_affinity.forked_on(cpus):
+            task = self._spawn(job, 0, ["/bin/sh", "-c", command], env, env.get("PWD"))
         task.reply = req
         job.tasks.append(task)
         self._check_done(job)

@@ -12,10 +12,10 @@ incarnation left running.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import signal
 import time
+from _blake2 import blake2b  # hashlib's own blake2b, without hashlib's OpenSSL (about 3 MB)
 from collections.abc import Iterator, Mapping
 
 TREE_VARIABLE = "MC_JOB_TREE"
@@ -24,7 +24,7 @@ SWEEP_ROUNDS = 20  # a process that forks while we sweep is caught in the next r
 
 def rank_key(rundir: str, rank: int) -> str:
     """Stable across restarts of one rank (same rundir), distinct between instances and ranks on one machine."""
-    return hashlib.blake2b(f"{os.path.realpath(rundir)}:{rank}".encode(), digest_size=6).hexdigest()
+    return blake2b(f"{os.path.realpath(rundir)}:{rank}".encode(), digest_size=6).hexdigest()
 
 
 def job_tag(key: str, jobid: int) -> str:

@@ -1,4 +1,5 @@
-"""The autoscaling loop of one MiniCluster: observe the cluster and its queue, plan, drain, scale.
+"""The autoscaling loop of one MiniCluster: observe the cluster and its queue, plan, drain, scale (on the
+:mod:`elasticity.control.loop` shape: each step returns a :class:`StepResult`).
 
 The plan is :func:`elasticity.policy.autoscale.plan_autoscale` (pure); this loop only carries its memory from
 step to step, tells the queue which ranks to drain, scales through the Actuator, and logs every decision and
@@ -19,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from elasticity.control.events import EventLog
-from elasticity.control.ports import Actuator, ActuatorError, Observer
+from elasticity.control.loop import StepResult, run, step
+from elasticity.control.ports import Actuator, ActuatorError, ClusterView, Observer, ScaleResult
 from elasticity.policy.autoscale import AutoscaleMemory, AutoscaleOptions, QueueView, ScalePlan, plan_autoscale
 
 DRAIN_REASON = "autoscaler: draining for a scale-down"
@@ -36,6 +38,27 @@ class QueuePort(Protocol):
         """The ranks drained by this controller become exactly these (empty: it undrains all of its own).
         Ranks drained for another reason keep their drain."""
         ...
+
+
+@dataclass(frozen=True)
+class AutoscaleSeen:
+    """One observation: the cluster and its queue."""
+
+    view: ClusterView
+    queue: QueueView
+
+
+@dataclass(frozen=True)
+class AutoscaleActed:
+    """What one step did: the ranks it (un)drained (None: the drain was left as it was), the scale the world
+    answered, or why the scale failed."""
+
+    drained: frozenset[int] | None = None
+    scaled: ScaleResult | None = None
+    error: str = ""
+
+
+AutoscaleStep = StepResult[AutoscaleSeen, ScalePlan, AutoscaleActed]
 
 
 @dataclass
@@ -56,44 +79,53 @@ class Autoscaler:
     last: dict[str, object] | None = None
     """The last event other than a sample (for status lines)."""
 
-    def step(self) -> ScalePlan:
+    def step(self) -> AutoscaleStep:
         """One observe -> plan -> act round; a refused or failed scale is logged and retried next step."""
-        view = self.observer.observe(self.name)
-        queue = self.queue.queue(self.name)
-        now = self.clock()
-        plan = plan_autoscale(queue, view.size, view.sizes, self.options, self.memory, now)
+        return step(self, self.clock)
+
+    def observe(self, now: float) -> AutoscaleSeen:
+        return AutoscaleSeen(self.observer.observe(self.name), self.queue.queue(self.name))
+
+    def plan(self, seen: AutoscaleSeen, now: float) -> ScalePlan:
+        return plan_autoscale(seen.queue, seen.view.size, seen.view.sizes, self.options, self.memory, now)
+
+    def act(self, plan: ScalePlan, seen: AutoscaleSeen, now: float) -> AutoscaleActed:
+        view, queue = seen.view, seen.queue
         self.size = view.size
         self._sample(view.size, queue, plan.wanted)
-        self._converge(queue, plan)
+        drained = self._converge(queue, plan)
+        scaled = None
         if plan.size is not None and plan.size != view.size:
             self._log("decision", size=plan.size, reason=plan.reason)
             try:
-                result = self.actuator.scale(self.name, plan.size)
+                scaled = self.actuator.scale(self.name, plan.size)
             except ActuatorError as exc:
                 self._log("error", error=str(exc))
-                return plan
-            self._log("scaled", previous=result.previous, size=result.size)
-            self.size = result.size
+                return AutoscaleActed(drained, None, str(exc))
+            self._log("scaled", previous=scaled.previous, size=scaled.size)
+            self.size = scaled.size
             if self.draining:
                 self.queue.drain(self.name, frozenset())  # the drained ranks are gone
                 self.draining = frozenset()
         self.memory = plan.memory
-        return plan
+        return AutoscaleActed(drained, scaled)
 
-    def _converge(self, queue: QueueView, plan: ScalePlan) -> None:
-        """Make the ranks the lead holds drained for this loop the plan's (less those drained by others)."""
+    def _converge(self, queue: QueueView, plan: ScalePlan) -> frozenset[int] | None:
+        """Make the ranks the lead holds drained for this loop the plan's (less those drained by others);
+        returns them when that changed the drain."""
         mine = plan.drain - (queue.draining - queue.owned)
         first = not self.stepped
         if mine != queue.owned:
             self.queue.drain(self.name, mine)
         self.draining, self.stepped = mine, True
         if mine == queue.owned:
-            return
+            return None
         left = queue.owned - mine
         if first and left:
             self._log("undrain", ranks=sorted(left), reason="drained by an earlier autoscaler of this cluster")
         if mine or not first:
             self._log("drain", ranks=sorted(mine), reason=plan.reason)
+        return mine
 
     def record(self) -> None:
         """Log one sample without acting (the final state, so the timeline ends where the cluster is)."""
@@ -120,12 +152,7 @@ class Autoscaler:
         max_steps: int | None = None,
     ) -> int:
         """Step every ``interval`` seconds until ``stop()`` or ``max_steps``; returns the steps taken."""
-        steps = 0
-        while not stop() and (max_steps is None or steps < max_steps):
-            self.step()
-            steps += 1
-            sleep(interval)
-        return steps
+        return len(run(self.step, interval, sleep, stop, max_steps))
 
     def _log(self, kind: str, **fields: object) -> None:
         if kind != "sample":

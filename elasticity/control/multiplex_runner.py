@@ -1,4 +1,6 @@
-"""The multiplexing loop: observe (cluster view + simulations) -> MultiplexPlanner.decide -> act, clock injected.
+"""The multiplexing loop: observe (cluster view + simulations) -> MultiplexPlanner.decide -> act, clock injected,
+on the :mod:`elasticity.control.loop` shape (each step returns a :class:`StepResult` whose ``acted`` carries
+the progress line and the planner events the step added, which is what the operator reads).
 
 Every decision and every answer from the world goes to the event log (JSON lines) so the CLI can show status,
 a summary table and the timeline figure; the loop never raises for a refused action, it logs it and the
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from elasticity.control.events import EventLog
+from elasticity.control.loop import StepResult, run, step
 from elasticity.control.multiplex import MultiplexPlanner
 from elasticity.control.multiplex_ports import JobShares, Simulations
 from elasticity.control.multiplex_types import (
@@ -37,6 +40,17 @@ class Progress:
     requested_m: int
     beta: float | None
     rates: dict[str, float]
+
+
+@dataclass(frozen=True)
+class MultiplexActed:
+    """What one step did: the progress after it, and the planner events it added (decisions and answers)."""
+
+    progress: Progress
+    events: tuple[dict[str, object], ...] = ()
+
+
+MultiplexStep = StepResult[Observation, list[Action], MultiplexActed]
 
 
 @dataclass
@@ -82,16 +96,24 @@ class MultiplexRunner:
         down += tuple(sorted(pods - {p.index for p in view.pods}))
         return Observation(now, self.simulations.observe(), requests, allocatable, restarts, down)
 
-    def step(self) -> Progress:
-        now = self._now()
-        obs = self.observation(now)
-        for action in self.planner.decide(obs):
+    def observe(self, now: float) -> Observation:
+        return self.observation(now)
+
+    def plan(self, seen: Observation, now: float) -> list[Action]:
+        return self.planner.decide(seen)
+
+    def act(self, plan: list[Action], seen: Observation, now: float) -> MultiplexActed:
+        for action in plan:
             self._act(action, now)
-        self._flush()
-        progress = self.progress(now, obs)
+        events = self._flush()
+        progress = self.progress(now, seen)
         if self.on_progress is not None:
             self.on_progress(progress)
-        return progress
+        return MultiplexActed(progress, events)
+
+    def step(self) -> MultiplexStep:
+        """One observe -> decide -> act round (time counted from the first step)."""
+        return step(self, self._now)
 
     def _act(self, action: Action, now: float) -> None:
         planner = self.planner
@@ -115,13 +137,15 @@ class MultiplexRunner:
         elif isinstance(action, SetJobShares) and self.shares is not None:
             planner.shares_answered(now, self.shares.level, self.shares.set_shares(action.shares_m))
 
-    def _flush(self) -> None:
-        """Write the planner's new events to the JSON-lines log."""
+    def _flush(self) -> tuple[dict[str, object], ...]:
+        """Write the planner's new events to the JSON-lines log; returns them."""
+        new = tuple(self.planner.events[self._logged :])
         if self.log is not None:
-            for event in self.planner.events[self._logged :]:
+            for event in new:
                 fields = {k: v for k, v in event.items() if k != "event"}
                 self.log.write(str(event["event"]), cluster=self.name, **fields)
-        self._logged = len(self.planner.events)
+        self._logged += len(new)
+        return new
 
     def progress(self, now: float, obs: Observation) -> Progress:
         since = self.planner.last_change_at + self.planner.config.settle_time
@@ -163,17 +187,21 @@ class MultiplexRunner:
     ) -> list[Progress]:
         """Step until every simulation is done and no more will start, `timeout` seconds pass (what runs ends
         as timeout), or `stopping()` gives a reason (what runs is cancelled with it)."""
-        history: list[Progress] = []
-        while True:
+        asked: list[str] = []
+
+        def stop() -> bool:
             why = stopping()
             if why:
-                self.stop("cancelled", why)
-                return history
-            progress = self.step()
-            history.append(progress)
-            if progress.phase == "done":
-                return history
-            if timeout is not None and progress.t > timeout:
-                self.stop("timeout", f"controller timeout after {timeout:g}s")
-                return history
-            sleep(interval)
+                asked.append(why)
+            return bool(why)
+
+        def until(result: MultiplexStep) -> bool:
+            progress = result.acted.progress
+            return progress.phase == "done" or (timeout is not None and progress.t > timeout)
+
+        history = [r.acted.progress for r in run(self.step, interval, sleep, stop, until=until)]
+        if asked:
+            self.stop("cancelled", asked[0])
+        elif history and history[-1].phase != "done":
+            self.stop("timeout", f"controller timeout after {timeout:g}s")
+        return history

@@ -5,7 +5,8 @@ step builds the same :class:`~elasticity.policy.scheduling.types.Snapshot` the s
 policy function (``policy_named("elastic")``, ``"min"``, ...), and carries out its decisions through the ports:
 a Start creates the member through the Launcher, a Resize scales it through the Actuator. A shrink first drains
 the ranks it removes (when the member has a queue port) and is retried on later steps until they are idle, so no
-running job is lost; grows and starts wait until the shrinks they depend on are done.
+running job is lost; grows and starts wait until the shrinks they depend on are done. It runs on the
+:mod:`elasticity.control.loop` shape: observe (the snapshot), plan (the policy), act (drain, scale, start).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Protocol
 
 from elasticity.control.autoscale import QueuePort
 from elasticity.control.events import EventLog
+from elasticity.control.loop import StepResult, step
 from elasticity.control.ports import Actuator, ActuatorError, Observer
 from elasticity.model.speedup import JobSize
 from elasticity.policy.scheduling.registry import SchedulingPolicy
-from elasticity.policy.scheduling.types import RunningJob, Snapshot, WaitingJob
+from elasticity.policy.scheduling.types import Decisions, RunningJob, Snapshot, WaitingJob
 
 
 class Launcher(Protocol):
@@ -36,6 +38,18 @@ class Member:
     size: JobSize
     priority: int = 1
     submit: float = 0.0
+
+
+@dataclass(frozen=True)
+class PoolSeen:
+    """The pool as the policy sees it, and which member each job index is."""
+
+    snapshot: Snapshot
+    names: tuple[str, ...]
+
+
+PoolStep = StepResult[PoolSeen, Decisions, list[str]]
+"""``acted``: what was done, in words (also in the event log)."""
 
 
 @dataclass
@@ -64,7 +78,7 @@ class Pool:
         self.members.pop(name, None)
         self.running.pop(name, None)
 
-    def snapshot(self) -> tuple[Snapshot, list[str]]:
+    def snapshot(self, now: float) -> tuple[Snapshot, list[str]]:
         names = sorted(self.members, key=lambda n: (self.members[n].submit, n))
         running, waiting = [], []
         for index, name in enumerate(names):
@@ -74,17 +88,25 @@ class Pool:
                 running.append(RunningJob(index, size, member.size, math.inf, member.priority, self.running[name]))
             else:
                 waiting.append(WaitingJob(index, member.submit, member.size, math.inf, member.priority))
-        return Snapshot(self.clock(), self.budget, tuple(running), tuple(waiting)), names
+        return Snapshot(now, self.budget, tuple(running), tuple(waiting)), names
 
-    def step(self) -> list[str]:
-        """One round: ask the policy, act. Returns what was done, in words (also in the event log)."""
-        snapshot, names = self.snapshot()
-        decisions = self.policy(snapshot)
-        now = snapshot.now
-        current = {names[r.job]: r.nodes for r in snapshot.running}
+    def step(self) -> PoolStep:
+        """One round: ask the policy, act."""
+        return step(self, self.clock)
+
+    def observe(self, now: float) -> PoolSeen:
+        snapshot, names = self.snapshot(now)
+        return PoolSeen(snapshot, tuple(names))
+
+    def plan(self, seen: PoolSeen, now: float) -> Decisions:
+        return self.policy(seen.snapshot)
+
+    def act(self, plan: Decisions, seen: PoolSeen, now: float) -> list[str]:
+        names = seen.names
+        current = {names[r.job]: r.nodes for r in seen.snapshot.running}
         done: list[str] = []
         pending_shrink = False
-        for resize in sorted(decisions.resizes, key=lambda r: r.nodes - current[names[r.job]]):
+        for resize in sorted(plan.resizes, key=lambda r: r.nodes - current[names[r.job]]):
             name = names[resize.job]
             before = current[name]
             if resize.nodes < before:
@@ -96,7 +118,7 @@ class Pool:
             if self._scale(name, resize.nodes, done):
                 self.running[name] = now
         if not pending_shrink:
-            for start in decisions.starts:
+            for start in plan.starts:
                 name = names[start.job]
                 self.launcher.launch(name, start.nodes)
                 self.running[name] = now

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from elasticity.figures.canvas import figure, save, step_panel
+
 STATE_COLOURS = {"done": "tab:green", "failed": "tab:red", "cancelled": "tab:gray", "running": "tab:blue"}
 
 
@@ -30,24 +32,15 @@ def member_rows(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_campaign_timeline(events: Sequence[dict[str, Any]], path: Path, title: str = "campaign") -> Path:
     """Top: a lane per ensemble and per member (bars from start to end, coloured by state), resizes and scaling
     marked. Bottom: requested vs allocatable CPU and the cluster size over time."""
-    plt = _pyplot()
     samples = [e for e in events if e.get("kind") == "sample"]
     if not samples:
         raise ValueError("the event log has no samples to plot")
     end_t = float(samples[-1]["t"])
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    fig = figure((11, 7))
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     lanes: list[str] = []
     state_of = member_states(events)
     ensembles = [e["ensemble"] for e in events if e.get("kind") == "submitted"]
@@ -91,24 +84,10 @@ def plot_campaign_timeline(events: Sequence[dict[str, Any]], path: Path, title: 
     top.set_title("ensembles and members (| profiled; orange: resize; cyan: scale)")
     top.grid(axis="x", alpha=0.3)
     times = [float(s["t"]) for s in samples]
-    bottom.step(
-        times, [s["requested_m"] / 1000 for s in samples], where="post", label="CPU requested", color="tab:orange"
-    )
-    bottom.step(
-        times,
-        [s["allocatable_m"] / 1000 for s in samples],
-        where="post",
-        label="CPU allocatable",
-        color="black",
-        linestyle="--",
-    )
-    bottom.step(times, [s["size"] for s in samples], where="post", label="size (pods)", color="tab:cyan")
-    bottom.set_ylabel("CPUs / pods")
-    bottom.set_xlabel("time (s)")
-    bottom.legend(loc="upper right")
-    bottom.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    cpu = [
+        ("CPU requested", [s["requested_m"] / 1000 for s in samples], {"color": "tab:orange"}),
+        ("CPU allocatable", [s["allocatable_m"] / 1000 for s in samples], {"color": "black", "linestyle": "--"}),
+        ("size (pods)", [s["size"] for s in samples], {"color": "tab:cyan"}),
+    ]
+    step_panel(bottom, times, cpu, "CPUs / pods", "time (s)")
+    return save(fig, path, title)

@@ -38,6 +38,10 @@ class RankReport:
     voluntary_ctxt_switches: int
     nonvoluntary_ctxt_switches: int
     migrations: int
+    cpus: str = ""
+    """The rank's Cpus_allowed_list: one core when pinned per rank."""
+    broker_cpu_ms: float = -1.0
+    """CPU time its pod's broker used during the timed loop (-1: broker not found among its ancestors)."""
 
     @property
     def ctx_switches(self) -> int:

@@ -159,7 +159,7 @@ def run_autoscaler(
         try:
             while deadline is None or time.monotonic() < deadline:
                 try:
-                    plan = scaler.step()
+                    plan = scaler.step().plan
                     status.write(scaler, True, wanted=plan.wanted, reason=plan.reason)
                     if plan.size is not None:
                         say(f"{time.strftime('%H:%M:%S')} {name}: size -> {plan.size} ({plan.reason})")

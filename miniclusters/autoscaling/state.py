@@ -2,7 +2,8 @@
 
 The loop rewrites `<state>/.autoscaler/<backend>-<name>.json` (atomically) at every step and once more when it
 stops, saying why. A loop that was killed writes nothing more: whoever reads the file finds its process gone and
-shows it stopped, so a dead loop never looks alive.
+shows it stopped, so a dead loop never looks alive. The multiplexing controller's state is read the same way
+(:func:`read_loop_state`).
 """
 
 from __future__ import annotations
@@ -32,13 +33,19 @@ def save_state(path: Path, fields: dict[str, Any]) -> None:
 
 def load_state(backend: str, name: str) -> dict[str, Any] | None:
     """The saved state; a loop that says it runs but whose process is gone (killed) is shown stopped."""
+    return read_loop_state(state_file(backend, name), pid_key="pid")
+
+
+def read_loop_state(path: Path, pid_key: str) -> dict[str, Any] | None:
+    """A loop's state file (the autoscaler's, the multiplexing controller's); None when missing or unreadable.
+    One that says it runs but whose process (``data[pid_key]``) is gone is shown stopped, saying so."""
     try:
-        data = json.loads(state_file(backend, name).read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
         return None
-    pid = data.get("pid")
+    pid = data.get(pid_key)
     if data.get("running") and isinstance(pid, int) and not alive(pid):
         data.update(running=False, stopped=f"its process {pid} is gone (killed?)")
     return data

@@ -6,12 +6,13 @@ BackendError subclasses carrying the exit code the CLI should use, so bad input 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
 # ResizeOutcome is the ports' enum (one vocabulary for resize outcomes); backend errors are actuator errors.
 from elasticity.control.ports import ActuatorError, ClusterView, PodResize, Rejected, ResizeOutcome, ScaleResult
+from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.errors import MiniclustersError
 from miniclusters.render.options import RenderOptions
@@ -161,6 +162,28 @@ class ResizeResult:
     @property
     def ok(self) -> bool:
         return self.outcome not in (ResizeOutcome.DEFERRED, ResizeOutcome.INFEASIBLE)
+
+    @classmethod
+    def answered(cls, index: int, pod: str, answer: PodResize, cpu: str) -> ResizeResult:
+        """The CLI's view of one pod's answer to a resize asked as ``cpu`` (a quantity string)."""
+        actual = format_millicores(answer.cpu_actual) if answer.cpu_actual is not None else None
+        return cls(index, pod, answer.outcome, answer.reason, cpu, actual)
+
+
+def requested_millicores(cpu: str) -> int:
+    """The ``--cpu`` quantity a resize asks, in millicores; a bad one is an InvalidRequestError naming the flag."""
+    try:
+        return cpu_millicores(cpu)
+    except ValueError as exc:
+        raise InvalidRequestError(f"--cpu: {exc}") from None
+
+
+def no_such_pod(name: str, index: int, present: Iterable[int], size: int) -> InvalidRequestError:
+    """The error for a pod index the cluster does not have, naming those it has."""
+    have = ", ".join(map(str, sorted(present))) or "none"
+    return InvalidRequestError(
+        f"MiniCluster {name!r} has no pod with index {index} (pod indexes present: {have}; size is {size})"
+    )
 
 
 class ExecResult(NamedTuple):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
+from miniclusters.backends.base import BackendError, ExecResult
 from miniclusters.render.layout import LOCAL_SOCKETS
 
 _TREE_LINE = re.compile(r"^[\s│├└─]*(\d+)\s+(\S+):\s+(\w+)")
@@ -34,6 +36,33 @@ def parse_overlay(stdout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if not up_list and not down_list:
         raise ValueError(f"cannot read `flux overlay status` output: {text[:120]!r}")
     return tuple(sorted(up_list)), tuple(sorted(down_list))
+
+
+Ranks = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def overlay_ranks(result: ExecResult) -> Ranks:
+    """(ranks up, ranks down) from the lead's answer to `flux overlay status`; a BackendError saying why not."""
+    if result.rc != 0:
+        raise BackendError(f"`flux overlay status` in the lead pod exited {result.rc}: {result.stderr.strip()}")
+    try:
+        return parse_overlay(result.stdout)
+    except (ValueError, KeyError) as exc:
+        raise BackendError(f"unexpected `flux overlay status` output: {exc}") from None
+
+
+def lead_ranks(
+    running: bool, finished: bool, ask: Callable[[], Ranks]
+) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None, str | None]:
+    """(ranks up, ranks down, lead error) for a status: asked of a running lead; a lead that cannot answer, or
+    one not running yet in a cluster that has not finished, is the error (the ranks then unknown)."""
+    if running:
+        try:
+            up, down = ask()
+        except BackendError as exc:
+            return None, None, str(exc)
+        return up, down, None
+    return None, None, None if finished else "the lead pod (index 0) is not running yet"
 
 
 def with_lead_socket(rundir: str, argv: list[str]) -> list[str]:

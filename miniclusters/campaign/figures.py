@@ -4,27 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from elasticity.figures.canvas import figure, save
 from miniclusters.campaign.results import MemberResult
 
 LABELS = {"angleOfAttack": "angle of attack (deg)", "mach": "Mach number"}
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_polar(members: Sequence[MemberResult], path: Path, title: str) -> Path:
     """One column per swept parameter: Cl (top) and Cd (bottom) against the value, one line per ensemble."""
-    plt = _pyplot()
     parameters = sorted({m.parameter for m in members})
-    fig, axes = plt.subplots(2, max(1, len(parameters)), figsize=(5 * max(1, len(parameters)), 6), squeeze=False)
+    fig = figure((5 * max(1, len(parameters)), 6))
+    axes = fig.subplots(2, max(1, len(parameters)), squeeze=False)
     for col, parameter in enumerate(parameters):
         for ensemble in sorted({m.ensemble for m in members if m.parameter == parameter}):
             rows = sorted((m for m in members if m.ensemble == ensemble and m.cl is not None), key=lambda m: m.value)
@@ -41,8 +32,4 @@ def plot_polar(members: Sequence[MemberResult], path: Path, title: str) -> Path:
         for ax in (axes[0][col], axes[1][col]):
             ax.grid(alpha=0.3)
             ax.legend(loc="best")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, title)

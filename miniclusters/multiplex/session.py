@@ -6,7 +6,6 @@ controller's state where `minicluster status` finds it.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -20,6 +19,7 @@ from elasticity.control.multiplex import MultiplexPlanner, summary_rows
 from elasticity.control.multiplex_ports import JobShares
 from elasticity.control.multiplex_types import MultiplexConfig
 from elasticity.control.ports import Actuator, Observer
+from miniclusters.autoscaling.state import read_loop_state
 from miniclusters.backends.base import Backend, InvalidRequestError
 from miniclusters.backends.local.state import state_root
 from miniclusters.backends.ports import ports_for
@@ -172,23 +172,4 @@ def save_state(path: Path, name: str, session: Session, running: bool, extra: di
 
 def load_state(backend: str, name: str) -> dict[str, Any] | None:
     """The saved state; a controller that says it runs but whose process is gone (killed) is shown stopped."""
-    try:
-        data = json.loads(state_file(backend, name).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    pid = data.get("controller_pid")
-    if data.get("running") and isinstance(pid, int) and not _alive(pid):
-        data.update(running=False, stopped=f"its process {pid} is gone")
-    return data
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return read_loop_state(state_file(backend, name), pid_key="controller_pid")

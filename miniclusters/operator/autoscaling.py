@@ -11,13 +11,13 @@ the CLI's backend. A failing step is a decision too: it never leaves this module
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from elasticity.control.autoscale import Autoscaler, QueuePort
-from elasticity.control.ports import Actuator, ActuatorError, ClusterView, Observer, PodResize, ScaleResult
-from elasticity.policy.autoscale import AutoscaleOptions, QueueView
+from elasticity.control.ports import Actuator, Observer
+from elasticity.policy.autoscale import AutoscaleOptions
 from miniclusters.api.spec import AutoscaleSpec
 
 if TYPE_CHECKING:
@@ -53,42 +53,6 @@ class Decision:
         return self.status, self.reason, self.message
 
 
-class _Watched:
-    """The ports, remembering what the loop saw and did in its last step (the loop itself is unchanged)."""
-
-    def __init__(self, ports: AutoscalePorts) -> None:
-        self.ports = ports
-        self.view: ClusterView | None = None
-        self.scaled: ScaleResult | None = None
-        self.refused: str | None = None
-        self.drained: frozenset[int] | None = None
-
-    def reset(self) -> None:
-        self.view, self.scaled, self.refused, self.drained = None, None, None, None
-
-    def observe(self, name: str) -> ClusterView:
-        self.view = self.ports.observer.observe(name)
-        return self.view
-
-    def scale(self, name: str, size: int) -> ScaleResult:
-        try:
-            self.scaled = self.ports.actuator.scale(name, size)
-        except ActuatorError as exc:
-            self.refused = str(exc)
-            raise
-        return self.scaled
-
-    def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]:
-        return self.ports.actuator.resize_many(name, requests)
-
-    def queue(self, name: str) -> QueueView:
-        return self.ports.queue.queue(name)
-
-    def drain(self, name: str, ranks: frozenset[int]) -> None:
-        self.ports.queue.drain(name, ranks)
-        self.drained = ranks
-
-
 def options_of(spec: AutoscaleSpec) -> AutoscaleOptions:
     return AutoscaleOptions(
         idle_seconds=float(spec.idle_seconds),
@@ -104,31 +68,29 @@ class ClusterLoop:
     name: str
     spec: AutoscaleSpec
     scaler: Autoscaler
-    watched: _Watched
+    ports: AutoscalePorts
     due: float
     last: Decision | None = field(default=None)
 
     def step(self, now: float) -> Decision:
         self.due = now + self.spec.interval_seconds
-        self.watched.reset()
         try:
-            plan = self.scaler.step()
+            result = self.scaler.step()
         except Exception as exc:  # a broken queue or API: say so on the cluster, try again next interval
             message = str(exc) or type(exc).__name__
             repeated = self.last is not None and self.last.condition == (False, "LoopFailed", message)
             return Decision(False, "LoopFailed", message, None if repeated else "Warning")
-        seen = self.watched
-        if seen.refused is not None:
-            return Decision(False, "ScaleFailed", f"scaling to {plan.size} failed: {seen.refused}", "Warning")
-        if seen.scaled is not None:
-            grew = seen.scaled.size > seen.scaled.previous
-            message = f"{seen.scaled.previous} -> {seen.scaled.size} pods: {plan.reason}"
+        plan, acted = result.plan, result.acted
+        if acted.error:
+            return Decision(False, "ScaleFailed", f"scaling to {plan.size} failed: {acted.error}", "Warning")
+        if acted.scaled is not None:
+            grew = acted.scaled.size > acted.scaled.previous
+            message = f"{acted.scaled.previous} -> {acted.scaled.size} pods: {plan.reason}"
             return Decision(True, "ScaledUp" if grew else "ScaledDown", message, "Normal")
-        if seen.drained:
-            ranks = ",".join(str(r) for r in sorted(seen.drained))
+        if acted.drained:
+            ranks = ",".join(str(r) for r in sorted(acted.drained))
             return Decision(True, "Draining", f"ranks {ranks} take no new jobs: {plan.reason}", "Normal")
-        size = seen.view.size if seen.view is not None else plan.wanted
-        return Decision(True, "Steady", f"{size} pods; the queue asks for {plan.wanted}")
+        return Decision(True, "Steady", f"{result.seen.view.size} pods; the queue asks for {plan.wanted}")
 
 
 class AutoscaleSupervisor:
@@ -167,12 +129,12 @@ class AutoscaleSupervisor:
 
     def _start(self, key: ClusterKey, spec: AutoscaleSpec) -> None:
         try:
-            watched = _Watched(self.ports_for(key.namespace))
+            ports = self.ports_for(key.namespace)
         except Exception as exc:
             self.report(key, Decision(False, "LoopFailed", f"could not start the autoscaler: {exc}", "Warning"))
             return
-        scaler = Autoscaler(key.name, watched, watched, watched, options_of(spec), clock=self.clock)
-        self.loops[key] = ClusterLoop(key.name, spec, scaler, watched, due=self.clock())
+        scaler = Autoscaler(key.name, ports.observer, ports.actuator, ports.queue, options_of(spec), clock=self.clock)
+        self.loops[key] = ClusterLoop(key.name, spec, scaler, ports, due=self.clock())
         self.report(
             key,
             Decision(
@@ -188,7 +150,7 @@ class AutoscaleSupervisor:
         """Give a stopped loop's drained ranks back to the queue (the cluster stays at its size); best effort."""
         if loop.scaler.draining:
             try:
-                loop.watched.ports.queue.drain(key.name, frozenset())
+                loop.ports.queue.drain(key.name, frozenset())
             except Exception as exc:
                 log.warning("%s: could not undrain ranks when stopping the autoscaler: %s", key, exc)
 

@@ -102,8 +102,6 @@ class ClusterLoop:
     started: StartedLoop
     due: float
     last: Decision | None = None
-    seen: int = 0
-    """Planner events already turned into Events."""
     done: bool = False
     last_notable: Decision | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -118,16 +116,15 @@ class ClusterLoop:
         """One runner step: (an Event for each notable planner event, the condition's decision)."""
         self.due = now + interval
         try:
-            progress = self.runner.step()
+            result = self.runner.step()
         except Exception as exc:  # a lead that does not answer, an API error: say so, try again next interval
             message = str(exc) or type(exc).__name__
             repeated = self.last is not None and self.last.condition == (False, "LoopFailed", message)
             return [], Decision(False, "LoopFailed", message, None if repeated else "Warning")
         with contextlib.suppress(Exception):  # the lead's copy is best effort: the Events carry the same
             self.started.flush()
-        events = self.runner.planner.events
-        notable = [d for e in events[self.seen :] for d in [event_decision(e)] if d is not None]
-        self.seen = len(events)
+        progress = result.acted.progress
+        notable = [d for e in result.acted.events for d in [event_decision(e)] if d is not None]
         self.done = progress.phase == "done"
         if notable:
             self.last_notable = notable[-1]

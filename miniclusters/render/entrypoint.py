@@ -59,6 +59,9 @@ def broker_options(mc: MiniCluster) -> list[str]:
         options.append(f"-Stbon.topo={spec.flux.topology}")
     if spec.logging.zeromq:
         options.append("-Stbon.zmqdebug=1")
+    if spec.placement.cpus == "exclusive" and spec.flux.flavour == "builtin":
+        # the pod owns its cores: each rank gets one of them (flux-core: -o cpu-affinity=per-task, see submit_words)
+        options.append(f"-S{EXCLUSIVE_AFFINITY}")
     slots = multiplexing_slots(mc)
     if slots:
         options.append(f"-Sresource.cores=0-{slots - 1}")
@@ -69,6 +72,7 @@ def broker_options(mc: MiniCluster) -> list[str]:
 
 
 MULTIPLEXING_HEARTBEAT_TIMEOUT = "30s"
+EXCLUSIVE_AFFINITY = "job-exec.cpu-affinity=per-task"
 
 
 def multiplexing_slots(mc: MiniCluster) -> int:
@@ -99,6 +103,12 @@ def submit_words(mc: MiniCluster) -> list[str]:
     else:
         words += ["-n", str(spec.tasks)]
     words += shlex.split(spec.flux.option_flags)
+    if (
+        spec.placement.cpus == "exclusive"
+        and spec.flux.flavour == "flux"
+        and "cpu-affinity" not in spec.flux.option_flags
+    ):
+        words += ["-o", "cpu-affinity=per-task"]  # the built-in broker has it as its default (broker_options)
     profiling = spec.profiling
     if profiling.enabled and spec.flux.flavour == "flux":
         words += _pmpi_environment_flags(mc)

@@ -79,3 +79,21 @@ def test_a_loop_never_drains_over_an_operators_drain_nor_undrains_it_when_it_sto
     queue.submit(2, nodes=3, duration=5.0)  # the queue wants every rank again: the loop lets go of its own
     run(scaler, queue, clock, 2)
     assert queue.drained == frozenset() and queue.foreign == {2}
+
+
+def test_each_step_hands_back_what_it_saw_planned_and_did() -> None:
+    """The operator reads the StepResult: the scale the world answered, then the ranks the loop drained."""
+    cluster, queue, clock = world()
+    scaler = loop(cluster, queue, clock, Log())
+    queue.submit(1, nodes=3, duration=2.0)
+    queue.advance(clock[0])
+    grew = scaler.step()
+    assert grew.now == 0.0 and grew.seen.view.size == 1 and grew.plan.size == 3
+    assert grew.acted.scaled is not None and (grew.acted.scaled.previous, grew.acted.scaled.size) == (1, 3)
+    assert not grew.acted.error and grew.acted.drained is None
+    drained = None
+    while drained is None and clock[0] < 60:
+        clock[0] += 1.0
+        queue.advance(clock[0])
+        drained = scaler.step().acted.drained
+    assert drained == frozenset({1, 2}) and queue.drained == {1, 2}, "idle after the job: ranks 1-2 drained"

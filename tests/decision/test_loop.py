@@ -46,7 +46,7 @@ def test_loop_scales_step_by_step_and_logs_with_the_injected_clock(tmp_path: Pat
     loop = Loop("demo", sim, sim, grow_until, 5, clock=clock, log=log)
     changed = loop.run(interval=10.0, sleep=clock.sleep, max_steps=6)
     log.close()
-    assert [r.scaled.size for r in changed if r.scaled] == [2, 3]  # clamped at maxSize=3, then nothing
+    assert [r.acted.scaled.size for r in changed if r.acted.scaled] == [2, 3]  # clamped at maxSize=3, then nothing
     assert sim.observe("demo").size == 3 and sim.observe("demo").observed_at == 160.0
     events = list(read_events(tmp_path / "events.jsonl"))
     # At maxSize the plan's clamped answer equals the size: a no-op, neither acted on nor logged.
@@ -91,6 +91,6 @@ def test_a_refused_action_is_logged_not_raised() -> None:
     loop = Loop("demo", sim, sim, lambda v, o, now: Decision(size=9), None, clock=clock)
     loop.log = EventLog(stream, loop="bad", clock=clock)
     result = loop.step()
-    assert "above spec.maxSize=2" in result.error
+    assert "above spec.maxSize=2" in result.acted.error
     kinds = [json.loads(line)["kind"] for line in stream.getvalue().splitlines()]
     assert kinds == ["decision", "error"]

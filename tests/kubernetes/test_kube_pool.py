@@ -28,16 +28,16 @@ def test_elastic_pool_in_a_namespace(backend: KubernetesBackend, fake: FakeKube,
     clock = [0.0]
     pool = Pool(8, policy_named("elastic", rescale_gap=0), observer, actuator, Launcher(), clock=lambda: clock[0])
     pool.add(Member("low", JobSize(1, 1, 8), priority=1, submit=0))
-    assert pool.step() == ["start low at 8"]
+    assert pool.step().acted == ["start low at 8"]
     clock[0] = 10.0
     pool.add(Member("high", JobSize(2, 2, 4), priority=5, submit=10))
     # The budget is full: the low-priority cluster gives the high-priority one its minimum.
-    assert pool.step() == ["scale low 8 -> 6", "start high at 2"]
+    assert pool.step().acted == ["scale low 8 -> 6", "start high at 2"]
     assert fake.stored(MINICLUSTER, "low")["spec"]["size"] == 6
     assert fake.stored(JOB, "low")["spec"]["parallelism"] == 6
     assert fake.stored(JOB, "high")["spec"]["parallelism"] == 2
-    assert pool.step() == []  # stable: nothing idle, nothing waiting
+    assert pool.step().acted == []  # stable: nothing idle, nothing waiting
     pool.remove("high")
     backend.delete("high")
     clock[0] = 20.0
-    assert pool.step() == ["scale low 6 -> 8"]
+    assert pool.step().acted == ["scale low 6 -> 8"]

@@ -62,7 +62,7 @@ def test_a_loop_runs_unchanged_over_the_kubernetes_ports(backend: KubernetesBack
 
     loop = Loop("demo", observer, actuator, plan, 4, clock=clock)
     result = loop.step()
-    assert result.scaled is not None and result.scaled.size == 4 and not result.error
-    assert result.resized[0].outcome == ResizeOutcome.DONE
+    assert result.acted.scaled is not None and result.acted.scaled.size == 4 and not result.acted.error
+    assert result.acted.resized[0].outcome == ResizeOutcome.DONE
     after = observer.observe("demo")
     assert after.size == 4 and after.pod(0).cpu_actual == 250  # type: ignore[union-attr]

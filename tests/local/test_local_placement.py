@@ -106,3 +106,32 @@ def test_a_placement_policy_shapes_the_local_cluster(
             assert beyond.returncode != 0 and "unsatisfiable" in beyond.stderr  # no more pods than the shape
         finally:
             assert mc("down", name, timeout=60).returncode == 0
+
+
+@pytest.mark.needs_root
+def test_ranks_of_an_exclusive_pod_each_get_a_core_of_its_own(
+    mc: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """Two ranks in one exclusive 2-core pod: its broker defaults to cpu-affinity=per-task, so each task and each
+    Open MPI rank (forked by mpirun, not by the broker) runs on one core of the pod's, not on both."""
+    driver = cpusets.detect()
+    free = len(set(driver.machine_cpus()) - driver.taken()) if driver else 0
+    if free < 2:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs as root on a machine with a cpuset cgroup and 2 free cores")
+        pytest.skip("needs a cpuset cgroup and two free cores")
+    up = mc("up", str(_spec(tmp_path, "pinpair", size=1, tasks=2)), "--detach", timeout=120)
+    assert up.returncode == 0, up.stderr
+    try:
+        cores = driver.cpus_of("pinpair", 0) if driver else None
+        assert cores is not None and len(cores) == 2
+        show = "echo $(grep Cpus_allowed_list /proc/self/status | cut -f2)"
+        for launch in ([], ["-o", "mpi=openmpi"]):
+            ran = mc("exec", "pinpair", "--", "flux", "run", "-n", "2", *launch, "sh", "-c", show)
+            assert ran.returncode == 0, ran.stderr
+            assert sorted(parse_cpu_list(line) for line in ran.stdout.split()) == [(c,) for c in cores], launch
+        # the job's own option wins over the pod's default
+        ran = mc("exec", "pinpair", "--", "flux", "run", "-n", "2", "-o", "cpu-affinity=on", "sh", "-c", show)
+        assert [parse_cpu_list(line) for line in ran.stdout.split()] == [cores, cores]
+    finally:
+        assert mc("down", "pinpair", timeout=60).returncode == 0

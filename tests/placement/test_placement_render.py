@@ -20,6 +20,7 @@ from miniclusters.backends.kubernetes.objects import custom_resource, desired_ob
 from miniclusters.cli import main
 from miniclusters.multiplex.settings import multiplex_config
 from miniclusters.render import RenderOptions, render_minicluster
+from miniclusters.render.entrypoint import render_entrypoint, submit_words
 from miniclusters.render.placement import placement_granularity, shape_for_placement
 from miniclusters.testing.fake_kube import FakeKube
 
@@ -123,6 +124,23 @@ def test_shared_pods_are_not_guaranteed() -> None:
     for obj in desired_objects(mc, "hpc", owner, RenderOptions()):
         fake.apply(obj, field_manager="miniclusters")
     assert {p["status"]["qosClass"] for p in fake.pods_of("placed").values()} == {"Burstable"}
+
+
+def test_exclusive_pods_bind_each_rank_to_a_core_of_its_own() -> None:
+    """The built-in broker of an exclusive pod defaults to cpu-affinity=per-task; flux-core gets the option on the
+    spec's command (the user's own cpu-affinity flag wins); shared pods get neither."""
+    builtin = render_entrypoint(load_minicluster(_spec(cpus="exclusive")))
+    assert "-Sjob-exec.cpu-affinity=per-task" in builtin and "cpu-affinity=per-task" not in submit_words(
+        load_minicluster(_spec(cpus="exclusive"))
+    )
+    flux = _spec(cpus="exclusive")
+    flux["spec"]["flux"] = {"flavour": "flux"}
+    assert submit_words(load_minicluster(flux))[-2:] == ["-o", "cpu-affinity=per-task"]
+    assert "job-exec.cpu-affinity" not in render_entrypoint(load_minicluster(flux))
+    flux["spec"]["flux"]["optionFlags"] = "-o cpu-affinity=on"
+    assert "cpu-affinity=per-task" not in submit_words(load_minicluster(flux))
+    shared = load_minicluster(_spec())
+    assert "cpu-affinity" not in render_entrypoint(shared) and "cpu-affinity" not in " ".join(submit_words(shared))
 
 
 @pytest.mark.parametrize(

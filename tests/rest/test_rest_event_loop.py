@@ -239,3 +239,84 @@ def test_the_builtin_service_closes_a_retired_thread_s_client(tmp_path: Path) ->
     worker.join()
     assert clients and clients[0].handle._sock.closed  # type: ignore[attr-defined]
     service.close()
+
+
+class HoldingBroker:
+    """A stand-in for the built-in broker on a real ZeroMQ ROUTER socket (the protocol the REST server speaks):
+    `job-manager.submit` is answered only once the test lets it go (a broker slow to acknowledge: a long
+    fsync, a busy loop), `job-manager.info` at once. Whatever path the REST server takes to the broker, on
+    the event loop or in a thread, the delay is where a real one would be."""
+
+    def __init__(self, path: Path, gate: Gate) -> None:
+        import zmq
+
+        self.gate = gate
+        self.uri = f"local://{path}"
+        path.touch()  # the blocking client checks the path exists; ZeroMQ binds over it
+        self.socket = zmq.Context.instance().socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.bind(f"ipc://{path}")
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, name="holding-broker", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import zmq
+
+        from broker.protocol import Message
+
+        held: list[tuple[bytes, Message]] = []
+        while not self.stop.is_set():
+            if held and self.gate.release.is_set():
+                for ident, msg in held:
+                    self.socket.send_multipart([ident, msg.response({"id": 4242}).encode()])
+                held.clear()
+            if not self.socket.poll(20):
+                continue
+            ident, frame = self.socket.recv_multipart(zmq.NOBLOCK)
+            msg = Message.decode(frame)
+            if msg.topic == "job-manager.submit":
+                self.gate.entered.set()
+                held.append((ident, msg))
+            elif msg.topic == "job-manager.info":
+                job = {"id": msg.payload["id"], "state": "RUN", "name": "other", "ntasks": 1, "nnodes": 1}
+                self.socket.send_multipart([ident, msg.response(job).encode()])
+            else:
+                self.socket.send_multipart([ident, msg.error(38, f"{msg.topic}: not in this stand-in").encode()])
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.socket.close(0)
+
+
+def test_a_submit_held_at_the_builtin_broker_does_not_delay_a_get(gate: Gate, tmp_path: Path) -> None:
+    """The built-in flavour (BrokerJobService, as `flux restful serve` makes it): its broker takes its time to
+    acknowledge a submit; a GET of another job, sent meanwhile, is answered at once."""
+    broker = HoldingBroker(tmp_path / "local-0", gate)
+    service = BrokerJobService(broker.uri)
+    settings = RestSettings(
+        state_dir=tmp_path, token_signing_key="k" * 40, superuser=ADMIN[0], superuser_password=ADMIN[1]
+    )
+    app = create_app(settings, service, UserStore(tmp_path / "users.db", rounds=4))
+    try:
+        with serve_app(app) as url:
+            token = httpx.post(f"{url}/v1/token", auth=ADMIN, timeout=30).json()["access_token"]
+            api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=HELD + 10)
+            answers: list[httpx.Response] = []
+            slow = threading.Thread(target=lambda: answers.append(api.post("/v1/jobs/submit", json={"command": "x"})))
+            slow.start()
+            assert gate.entered.wait(10), "the submit never reached the broker"
+            started = time.monotonic()
+            unrelated = api.get("/v1/jobs/77", timeout=PROMPT + 5)
+            waited = time.monotonic() - started
+            assert unrelated.status_code == 200 and unrelated.json()["id"] == 77
+            assert slow.is_alive() and not answers  # the submit is still waiting for its acknowledgement...
+            assert waited < PROMPT, f"a GET waited {waited:.1f}s behind a submit held at the broker"
+            gate.release.set()
+            slow.join(timeout=30)
+            assert answers and answers[0].status_code == 200 and answers[0].json()["id"] == 4242, answers
+            api.close()
+    finally:
+        service.close()
+        broker.close()

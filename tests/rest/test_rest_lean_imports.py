@@ -31,3 +31,4 @@ def test_the_rest_server_starts_without_plotting_or_unused_crypto(tmp_path) -> N
     assert report["claims"] == "ada"  # HS256 tokens still issue and verify without `cryptography`
     loaded = set(report["loaded"])
     assert not loaded & {"matplotlib", "numpy", "PIL", "cryptography", "kubernetes", "pandas"}, loaded
+    assert "jinja2" not in loaded  # the pages' templates load at the first page shown, not at start

@@ -49,9 +49,14 @@ def test_users_are_stored_hashed_and_checked(store: UserStore, tmp_path: Path) -
 
 def test_access_tokens_expire_and_cannot_be_forged() -> None:
     token = issue_access_token("ada", KEY, minutes=1)
-    assert decode_access_token(token, KEY).subject == "ada"
+    claims = decode_access_token(token, KEY)
+    assert claims.subject == "ada"
     with pytest.raises(TokenError, match="invalid"):
-        decode_access_token(token, OTHER)
+        decode_access_token(token, OTHER)  # a token checked with one key is not taken under another
+    # checked once and remembered, a token still expires: the remembered claims are refused at their expiry
+    with pytest.raises(TokenError, match="expired"):
+        decode_access_token(token, KEY, now=claims.expires)
+    assert decode_access_token(token, KEY, now=claims.expires - 1).subject == "ada"
     expired = issue_access_token("ada", KEY, minutes=1, now=time.time() - 120)
     with pytest.raises(TokenError, match="expired"):
         decode_access_token(expired, KEY)

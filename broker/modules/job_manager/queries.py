@@ -3,6 +3,7 @@ Holds no state of its own: it reads the job table, the queue and the executions.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from ...bootstrap import compress_hosts
@@ -51,26 +52,48 @@ class Queries:
             "burstable"
         ):
             return None
-        note = pending_note(self._b.burst_service_view())
+        note = pending_note(self._b.bursts.service_view())
         if note is None or self._jm.queue.sched.unsatisfiable(self._jm.table.spec(record).resources) is None:
             return None
         return note
 
-    def svc_list(self, req: Request) -> dict[str, Any]:
+    def svc_list(self, req: Request) -> None:
+        """Jobs newest first within pending (by priority), running, then inactive; answered as JSON assembled
+        from each job's encoded view (kept between listings: issue 27's listing of 5,000 jobs)."""
         table = self._jm.table
         mask = req.get("states", int, required=False, default=int(ACTIVE | JobState.INACTIVE))
         count = req.get("max_entries", int, required=False, default=0)
         userid = req.get("userid", int, required=False, default=-1)
         ids = req.get("ids", list, required=False, default=None)
         records = [table[i] for i in ids if i in table] if ids is not None else list(table.records())
-        chosen = [r for r in records if r.state & mask and (userid < 0 or r.userid == userid)]
-        pending = sorted((r for r in chosen if r.state & ACTIVE and not r.t_run), key=lambda r: (-r.priority, r.jobid))
-        running = sorted((r for r in chosen if r.state & ACTIVE and r.t_run), key=lambda r: -r.t_run)
-        done = sorted((r for r in chosen if r.state == JobState.INACTIVE), key=lambda r: -r.t_inactive)
+        active, inactive = int(ACTIVE), int(JobState.INACTIVE)
+        pending: list[JobRecord] = []
+        running: list[JobRecord] = []
+        done: list[JobRecord] = []
+        for r in records:
+            state = r.state.value
+            if not state & mask or (userid >= 0 and r.userid != userid):
+                continue
+            if state & active:
+                (running if r.t_run else pending).append(r)
+            elif state == inactive:
+                done.append(r)
+        pending.sort(key=lambda r: (-r.priority, r.jobid))
+        running.sort(key=lambda r: -r.t_run)
+        done.sort(key=lambda r: -r.t_inactive)
         ordered = [*pending, *running, *done]
         if count > 0:
             ordered = ordered[:count]
-        return {"jobs": [self.info(r) for r in ordered]}
+        views = [table.encoded_view(r, self._encoded, keep=self._changes_only_with_events(r)) for r in ordered]
+        req.respond_encoded('{"jobs":[' + ",".join(views) + "]}")
+
+    def _encoded(self, record: JobRecord) -> str:
+        return json.dumps(self.info(record), separators=(",", ":"))
+
+    def _changes_only_with_events(self, record: JobRecord) -> bool:
+        """Whether the job's view changes only with its events: not a running job's (its runtime grows) nor a
+        pending burstable job's while a note says why it waits (the burst service's view changes it)."""
+        return record.state != JobState.RUN and self._burst_note(record) is None
 
     def svc_info(self, req: Request) -> dict[str, Any]:
         record = self._jm.table.record(req)

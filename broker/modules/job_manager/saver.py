@@ -20,15 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...broker_core import BrokerError, StartRefused
-from ...jobs.archive import (
-    ArchiveError,
-    Source,
-    read_archive,
-    restore_into,
-    restored_before,
-    summary,
-    write_archive,
-)
 from ...jobs.save_policy import save_policy
 from ...jobs.states import JobState
 from ...protocol import EINVAL, ENOENT, Message
@@ -36,6 +27,7 @@ from ...service import Request, ServiceError
 
 if TYPE_CHECKING:
     from ...broker import Broker
+    from ...jobs.archive import Source
     from ...jobs.record import JobRecord
     from . import JobManager
 
@@ -125,6 +117,8 @@ class Saver:
             raise ServiceError(EEXIST, f"{path} exists: choose another path, or replace it with --force")
         timeout = req.get("timeout", float, required=False, default=600.0)
         hostnames = list(self._b.config.hostnames)
+        from ...jobs.archive import Source  # the archive module (tarfile, bz2, lzma) loads at the first save
+
         source = Source(req.get("cluster", str, required=False, default=""), hostnames, len(hostnames))
         self._saving = PendingSave(req, path, source, set())
         self._jm.queue.stop(SAVING)
@@ -182,6 +176,8 @@ class Saver:
         if pending is None or self._jm.executions.count() or self._jm.table.unflushed():
             return
         self._saving = None
+        from ...jobs.archive import ArchiveError, read_archive, summary, write_archive
+
         try:
             manifest = write_archive(self._jm.table.store, pending.path, pending.source, pending.requeued)
             read_archive(pending.path)  # read back: what was written restores
@@ -201,6 +197,8 @@ def _restore_archive(broker: Broker) -> bool:
     path = broker.attrs.get("content.restore")
     if not path:
         return False
+    from ...jobs.archive import ArchiveError, read_archive, restore_into, restored_before
+
     statedir = Path(broker.attrs.get("statedir") or f"{broker.rundir}/state")
     if restored_before(statedir):
         return True  # a restarted lead: the queue is in its journal (the archive may be gone)

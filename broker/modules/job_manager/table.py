@@ -8,7 +8,7 @@ each commit the job manager tells the other parts what changed (JobManager.commi
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...jobs.jobid import FluidGenerator, encode_f58
@@ -38,6 +38,7 @@ class JobTable:
         self._jobs: dict[int, JobRecord] = {}
         self._eventlogs: dict[int, list[JobEvent]] = {}
         self._specs: dict[int, JobSpec] = {}
+        self._views: dict[int, str] = {}  # listed jobs' views as JSON, each dropped at the job's next event
         self._buffer: list[JobEvent] = []
         self._acks: list[tuple[Request, dict[str, Any]]] = []
         self._flush_scheduled = False
@@ -74,6 +75,16 @@ class JobTable:
         if spec is None:
             spec = self._specs[record.jobid] = parse_jobspec(record.jobspec)
         return spec
+
+    def encoded_view(self, record: JobRecord, encode: Callable[[JobRecord], str], keep: bool) -> str:
+        """The job's view as JSON (`encode` makes it), kept until the job's next event when `keep` says the view
+        changes only with events: a listing of 5,000 jobs re-encodes only the ones that changed (issue 27)."""
+        if not keep:
+            return encode(record)
+        text = self._views.get(record.jobid)
+        if text is None:
+            text = self._views[record.jobid] = encode(record)
+        return text
 
     def eventlog(self, jobid: int) -> list[JobEvent]:
         return self._eventlogs.get(jobid, [])
@@ -113,6 +124,7 @@ class JobTable:
         """Apply an event to a job's record and journal it in the next commit."""
         event = JobEvent(record.jobid, name, time.time(), context or {})
         record.apply(event)
+        self._views.pop(record.jobid, None)
         self._eventlogs.setdefault(record.jobid, []).append(event)
         self._buffer.append(event)
         self.schedule_flush()
@@ -131,6 +143,7 @@ class JobTable:
     def recover(self, events: list[JobEvent]) -> None:
         """Rebuild every job from its saved events (the one restore path; restart.py settles them)."""
         self._jobs = replay(events)
+        self._views.clear()
         for event in events:
             if event.jobid in self._jobs:
                 self._eventlogs.setdefault(event.jobid, []).append(event)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
-from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
 from broker.errors import BrokerBaseError
@@ -17,7 +17,15 @@ from broker.rest.web.context import WebContext
 from broker.rest.web.session import CSRF_FIELD, csrf_token, remember_csrf, session_user
 
 HERE = Path(__file__).resolve().parent
-templates = Jinja2Templates(directory=HERE / "templates")
+
+
+@functools.cache
+def templates() -> Any:
+    """The pages' Jinja2 templates, loaded at the first page shown: a server only ever asked for its API never
+    imports Jinja2 (issue 27's memory target for the REST server)."""
+    from fastapi.templating import Jinja2Templates
+
+    return Jinja2Templates(directory=HERE / "templates")
 
 
 class LoginRequired(BrokerBaseError):
@@ -68,7 +76,7 @@ def render(
         "csrf_field": CSRF_FIELD,
         "mode": context.settings.mode,
     }
-    response = templates.TemplateResponse(request, name, {**shared, **values}, status_code=status)
+    response = templates().TemplateResponse(request, name, {**shared, **values}, status_code=status)
     response.headers["Cache-Control"] = "no-store"
     remember_csrf(request, response)
     return response

@@ -16,6 +16,8 @@ from miniclusters.backends.base import (
     NotFoundError,
     ResizeOutcome,
     ResizeResult,
+    no_such_pod,
+    requested_millicores,
 )
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, JOB, MINICLUSTER, POD, SECRET, ApiError
 from miniclusters.backends.kubernetes.core import KubernetesCore, explain, runner_container
@@ -88,13 +90,8 @@ class KubernetesActuator(KubernetesCore):
 
     def resize(self, name: str, index: int, cpu: str) -> ResizeResult:
         """Change pod `index`'s CPU request in place through the pod `resize` subresource; never restarts it."""
-        try:
-            milli = cpu_millicores(cpu)
-        except ValueError as exc:
-            raise InvalidRequestError(f"--cpu: {exc}") from None
-        answer, pod_name = self._resize_pods(name, {index: milli})[index]
-        actual = format_millicores(answer.cpu_actual) if answer.cpu_actual is not None else None
-        return ResizeResult(index, pod_name, answer.outcome, answer.reason, cpu, actual)
+        answer, pod_name = self._resize_pods(name, {index: requested_millicores(cpu)})[index]
+        return ResizeResult.answered(index, pod_name, answer, cpu)
 
     def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]:
         """The Actuator's resize: one observe (GET the MiniCluster, LIST its pods), one PATCH of the `resize`
@@ -107,11 +104,7 @@ class KubernetesActuator(KubernetesCore):
         pods = {pod_status(p).index: p for p in self._pods(name)}
         for index, milli in requests.items():
             if index not in pods:
-                have = ", ".join(map(str, sorted(pods))) or "none"
-                raise InvalidRequestError(
-                    f"MiniCluster {name!r} has no pod with index {index} (pod indexes present: {have}; "
-                    f"size is {mc.spec.size})"
-                )
+                raise no_such_pod(name, index, pods, mc.spec.size)
             if milli < 0:
                 raise InvalidRequestError(f"pod index {index}: negative CPU request {milli}m")
         names = {index: pods[index]["metadata"]["name"] for index in requests}

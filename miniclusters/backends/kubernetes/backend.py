@@ -16,7 +16,6 @@ from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
     RESIZE_IN_PROGRESS,
     RESIZE_PENDING,
-    BackendError,
     ClusterCondition,
     ClusterStatus,
     ClusterSummary,
@@ -41,7 +40,7 @@ from miniclusters.backends.kubernetes.objects import (
 )
 from miniclusters.backends.kubernetes.retry import with_retries
 from miniclusters.backends.kubernetes.status import live_pods, pod_status, restart_count
-from miniclusters.backends.overlay import parse_overlay
+from miniclusters.backends.overlay import lead_ranks, overlay_ranks
 from miniclusters.backends.wait import wait_until_ready
 from miniclusters.render.layout import FIELD_MANAGER, NAME_LABEL
 
@@ -122,16 +121,9 @@ class KubernetesBackend(KubernetesActuator):
             for c in (obj.get("status") or {}).get("conditions", [])
         ]
         finished, succeeded = job_outcome(job)
-        ranks_up = ranks_down = None
-        lead_error = None
         lead = next((p for p in pods if pod_status(p).index == 0), None)
-        if lead is not None and lead.get("status", {}).get("phase") == "Running":
-            try:
-                ranks_up, ranks_down = self._ask_lead(mc, lead)
-            except BackendError as exc:
-                lead_error = str(exc)
-        elif not finished:
-            lead_error = "the lead pod (index 0) is not running yet"
+        running = lead is not None and lead.get("status", {}).get("phase") == "Running"
+        ranks_up, ranks_down, lead_error = lead_ranks(running, finished, lambda: self._ask_lead(mc, lead or {}))
         return ClusterStatus(
             name=name,
             namespace=self.namespace,
@@ -189,12 +181,7 @@ class KubernetesBackend(KubernetesActuator):
             "asking the lead broker (pod index 0) for `flux overlay status`",
             lambda: self.api.exec(self.namespace, lead["metadata"]["name"], runner_container(mc), argv, 20.0),
         )
-        if result.rc != 0:
-            raise BackendError(f"`flux overlay status` in the lead pod exited {result.rc}: {result.stderr.strip()}")
-        try:
-            return parse_overlay(result.stdout)
-        except (ValueError, KeyError) as exc:
-            raise BackendError(f"unexpected `flux overlay status` output: {exc}") from None
+        return overlay_ranks(result)
 
     def exec(self, name: str, index: int, argv: list[str]) -> ExecResult:
         _, mc = self._load(name)

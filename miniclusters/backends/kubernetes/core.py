@@ -19,6 +19,7 @@ from miniclusters.backends.base import (
     InvalidRequestError,
     MissingAPIError,
     NotFoundError,
+    no_such_pod,
 )
 from miniclusters.backends.kubernetes.api import MINICLUSTER, POD, ApiError, KubeApi
 from miniclusters.backends.kubernetes.retry import with_retries
@@ -130,9 +131,5 @@ class KubernetesCore:
     def _pod(self, mc: MiniCluster, index: int) -> dict[str, Any]:
         pods = {pod_status(p).index: p for p in self._pods(mc.name)}
         if index not in pods:
-            have = ", ".join(map(str, sorted(pods))) or "none"
-            raise InvalidRequestError(
-                f"MiniCluster {mc.name!r} has no pod with index {index} (pod indexes present: {have}; "
-                f"size is {mc.spec.size})"
-            )
+            raise no_such_pod(mc.name, index, pods, mc.spec.size)
         return pods[index]

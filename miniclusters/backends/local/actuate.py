@@ -15,8 +15,13 @@ from collections.abc import Mapping
 from elasticity.control.ports import PodResize, ScaleResult
 from elasticity.model import cpu as cpu_model
 from elasticity.model.node import PodCpu, admit_resize
-from miniclusters.api.quantity import cpu_millicores, format_millicores
-from miniclusters.backends.base import ClusterStatus, InvalidRequestError, ResizeOutcome, ResizeResult
+from miniclusters.backends.base import (
+    ClusterStatus,
+    InvalidRequestError,
+    ResizeOutcome,
+    ResizeResult,
+    requested_millicores,
+)
 from miniclusters.backends.local import cgroups, process
 from miniclusters.backends.local.lifecycle import Lifecycle
 from miniclusters.backends.local.observe import Observing, this_node
@@ -67,14 +72,9 @@ class Actuating(Lifecycle, Observing):
     # ------------------------------------------------------------------ resize
     def resize(self, name: str, index: int, cpu: str) -> ResizeResult:
         """One pod's resize, as the CLI asks it (a quantity string); see resize_many."""
-        try:
-            milli = cpu_millicores(cpu)
-        except ValueError as exc:
-            raise InvalidRequestError(f"--cpu: {exc}") from None
-        answer = self.resize_many(name, {index: milli})[index]
+        answer = self.resize_many(name, {index: requested_millicores(cpu)})[index]
         record, _ = self._load(name)
-        actual = format_millicores(answer.cpu_actual) if answer.cpu_actual is not None else None
-        return ResizeResult(index, record.pods[index].hostname, answer.outcome, answer.reason, cpu, actual)
+        return ResizeResult.answered(index, record.pods[index].hostname, answer, cpu)
 
     def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]:
         """Rewrite the pods' kernel CPU weights in place (cgroup or nice), each admitted against this node first;

@@ -26,17 +26,13 @@ class CgroupError(MiniclustersError, RuntimeError):
 
 
 @dataclass(frozen=True)
-class CgroupDriver:
-    """Where pod cgroups live and which knob carries the CPU weight."""
+class PodGroups:
+    """Where the pods' cgroups of local clusters live in one hierarchy: ``<root>/miniclusters/<cluster>/<index>``
+    (the cpu one and the cpuset one are laid out alike)."""
 
     version: int
     root: Path
-    """The mount of the hierarchy holding the cpu controller."""
-    v2_formula: str = "nonlinear"
-
-    @property
-    def knob(self) -> str:
-        return "cpu.shares" if self.version == 1 else "cpu.weight"
+    """The mount of the hierarchy (v1: the controller's own; v2: the unified one)."""
 
     def cluster_dir(self, cluster: str) -> Path:
         return self.root / GROUP / cluster
@@ -46,6 +42,35 @@ class CgroupDriver:
 
     def procs_file(self, cluster: str, index: int) -> Path:
         return self.pod_dir(cluster, index) / "cgroup.procs"
+
+    def remove(self, cluster: str, index: int, timeout: float = 5.0) -> None:
+        """Kill whatever is left in the pod's cgroup (and its per-job cgroups, multiplexing) and remove it."""
+        directory = self.pod_dir(cluster, index)
+        if directory.exists():
+            remove_tree(directory, timeout)
+
+    def remove_cluster(self, cluster: str) -> None:
+        directory = self.cluster_dir(cluster)
+        if not directory.exists():
+            return
+        for child in directory.iterdir():
+            if child.is_dir() and child.name.isdigit():
+                self.remove(cluster, int(child.name))
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+        with contextlib.suppress(OSError):  # the shared parent goes too once no cluster is left in it
+            directory.parent.rmdir()
+
+
+@dataclass(frozen=True)
+class CgroupDriver(PodGroups):
+    """Where pod cgroups live and which knob carries the CPU weight."""
+
+    v2_formula: str = "nonlinear"
+
+    @property
+    def knob(self) -> str:
+        return "cpu.shares" if self.version == 1 else "cpu.weight"
 
     # ------------------------------------------------------------------ weights
     def weight_for(self, milli: int) -> int:
@@ -111,40 +136,6 @@ class CgroupDriver:
         except OSError:
             return []
         return [int(word) for word in text.split()]
-
-    def remove(self, cluster: str, index: int, timeout: float = 5.0) -> None:
-        """Kill whatever is left in the pod's cgroup and remove it (rmdir fails while tasks remain)."""
-        directory = self.pod_dir(cluster, index)
-        if not directory.exists():
-            return
-        for child in sorted(p for p in directory.iterdir() if p.is_dir()):  # per-job cgroups (multiplexing)
-            remove_tree(child, timeout)
-        deadline = time.monotonic() + timeout
-        while True:
-            for pid in self.pids(cluster, index):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            try:
-                directory.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError as exc:
-                if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
-                    raise CgroupError(f"cannot remove cgroup {directory}: {exc.strerror or exc}") from None
-                time.sleep(0.05)
-
-    def remove_cluster(self, cluster: str) -> None:
-        directory = self.cluster_dir(cluster)
-        if not directory.exists():
-            return
-        for child in directory.iterdir():
-            if child.is_dir() and child.name.isdigit():
-                self.remove(cluster, int(child.name))
-        with contextlib.suppress(OSError):
-            directory.rmdir()
-        with contextlib.suppress(OSError):  # the shared parent goes too once no cluster is left in it
-            directory.parent.rmdir()
 
 
 def remove_tree(directory: Path, timeout: float = 5.0) -> None:

@@ -14,7 +14,14 @@ from pathlib import Path
 
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import MiniCluster
-from miniclusters.backends.base import BackendError, ClusterStatus, ExecResult, InvalidRequestError, NotFoundError
+from miniclusters.backends.base import (
+    BackendError,
+    ClusterStatus,
+    ExecResult,
+    InvalidRequestError,
+    NotFoundError,
+    no_such_pod,
+)
 from miniclusters.backends.local import cgroups, cpusets, netns, plan, process
 from miniclusters.backends.local import latency as delays
 from miniclusters.backends.local.state import ClusterRecord, PodRecord, StateStore
@@ -144,11 +151,7 @@ class LocalCore:
     def _require_pod(self, record: ClusterRecord, index: int) -> PodRecord:
         pod = record.pods.get(index)
         if pod is None:
-            have = ", ".join(map(str, sorted(record.pods))) or "none"
-            raise InvalidRequestError(
-                f"MiniCluster {record.name!r} has no pod with index {index} (pod indexes present: {have}; "
-                f"size is {record.size})"
-            )
+            raise no_such_pod(record.name, index, record.pods, record.size)
         return pod
 
     def _run(self, record: ClusterRecord, index: int, argv: list[str], timeout: float) -> ExecResult:

@@ -15,23 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticity.policy.placement import assign_cores, format_cpu_list, parse_cpu_list
-from miniclusters.backends.local.cgroups import GROUP, CgroupError, remove_tree
+from miniclusters.backends.local.cgroups import GROUP, CgroupError, PodGroups
 
 
 @dataclass(frozen=True)
-class CpusetDriver:
-    version: int
-    root: Path
-    """v1: the cpuset hierarchy's mount; v2: the unified mount."""
-
-    def cluster_dir(self, cluster: str) -> Path:
-        return self.root / GROUP / cluster
-
-    def pod_dir(self, cluster: str, index: int) -> Path:
-        return self.cluster_dir(cluster) / str(index)
-
-    def procs_file(self, cluster: str, index: int) -> Path:
-        return self.pod_dir(cluster, index) / "cgroup.procs"
+class CpusetDriver(PodGroups):
+    """Pods' cpusets (``root``: v1, the cpuset hierarchy's mount; v2, the unified mount)."""
 
     def _cpus_file(self, directory: Path) -> Path:
         return directory / "cpuset.cpus"
@@ -97,23 +86,6 @@ class CpusetDriver:
             return parse_cpu_list(self._cpus_file(self.pod_dir(cluster, index)).read_text())
         except (OSError, ValueError):
             return None
-
-    def remove(self, cluster: str, index: int) -> None:
-        directory = self.pod_dir(cluster, index)
-        if directory.exists():
-            remove_tree(directory)
-
-    def remove_cluster(self, cluster: str) -> None:
-        directory = self.cluster_dir(cluster)
-        if not directory.exists():
-            return
-        for child in directory.iterdir():
-            if child.is_dir() and child.name.isdigit():
-                self.remove(cluster, int(child.name))
-        with contextlib.suppress(OSError):
-            directory.rmdir()
-        with contextlib.suppress(OSError):
-            directory.parent.rmdir()
 
 
 def choose_cores(driver: CpusetDriver, cluster: str, index: int, count: int) -> tuple[int, ...]:

@@ -27,7 +27,7 @@ from miniclusters.backends.local import process, restart
 from miniclusters.backends.local.conditions import isolation_condition, queue_condition
 from miniclusters.backends.local.core import LEAD_ASK_TIMEOUT, NAMESPACE, LocalCore, deleting_message
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
-from miniclusters.backends.overlay import overlay_argv, parse_overlay
+from miniclusters.backends.overlay import overlay_argv, overlay_ranks
 from miniclusters.backends.states import cluster_state
 from miniclusters.words import plural
 
@@ -223,12 +223,7 @@ class Observing(LocalCore):
             result = self._run(record, 0, overlay_argv(record.flavour), LEAD_ASK_TIMEOUT)
         except subprocess.TimeoutExpired as exc:
             raise BackendError(f"`flux overlay status` in the lead pod timed out: {exc}") from None
-        if result.rc != 0:
-            raise BackendError(f"`flux overlay status` in the lead pod exited {result.rc}: {result.stderr.strip()}")
-        try:
-            return parse_overlay(result.stdout)
-        except (ValueError, KeyError) as exc:
-            raise BackendError(f"unexpected `flux overlay status` output: {exc}") from None
+        return overlay_ranks(result)
 
     def _queue_summary(self, record: ClusterRecord) -> dict[str, int] | None:
         """Job counts by Flux state from the lead (`flux jobs -a`); None while the broker has no job manager."""

@@ -7,8 +7,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from elasticity.control.ports import PodResize, ScaleResult
-from miniclusters.api.quantity import cpu_millicores, format_millicores
-from miniclusters.backends.base import ClusterStatus, InvalidRequestError, ResizeOutcome, ResizeResult
+from miniclusters.backends.base import (
+    ClusterStatus,
+    InvalidRequestError,
+    ResizeOutcome,
+    ResizeResult,
+    requested_millicores,
+)
 from miniclusters.backends.podman.core import PodmanCore
 from miniclusters.backends.podman.observe import read_pods, shares_to_millicores, this_machine
 from miniclusters.backends.policy import check_scale
@@ -46,13 +51,8 @@ class PodmanActuator(PodmanCore):
 
     def resize(self, name: str, index: int, cpu: str) -> ResizeResult:
         """Change pod `index`'s CPU request in place: its container's cpu.shares; never restarts it."""
-        try:
-            milli = cpu_millicores(cpu)
-        except ValueError as exc:
-            raise InvalidRequestError(f"--cpu: {exc}") from None
-        answer = self.resize_many(name, {index: milli})[index]
-        actual = format_millicores(answer.cpu_actual) if answer.cpu_actual is not None else None
-        return ResizeResult(index, f"{name}-{index}", answer.outcome, answer.reason, cpu, actual)
+        answer = self.resize_many(name, {index: requested_millicores(cpu)})[index]
+        return ResizeResult.answered(index, f"{name}-{index}", answer, cpu)
 
     def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]:
         """One `podman update` per pod; a request above this machine's CPUs is Infeasible (as the kubelet says

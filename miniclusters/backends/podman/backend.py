@@ -25,7 +25,7 @@ from miniclusters.backends.base import (
     NotFoundError,
     RestEndpoint,
 )
-from miniclusters.backends.overlay import overlay_argv, parse_overlay
+from miniclusters.backends.overlay import lead_ranks, overlay_argv, overlay_ranks
 from miniclusters.backends.podman.actuate import PodmanActuator
 from miniclusters.backends.podman.core import with_view_image
 from miniclusters.backends.podman.observe import cluster_names, pod_status, this_machine
@@ -121,15 +121,8 @@ class PodmanBackend(PodmanActuator):
         statuses = tuple(pod_status(p, record.cpu_of(p.index)) for p in pods)
         lead = next((p for p in statuses if p.index == 0), None)
         finished = lead is not None and lead.phase in ("Succeeded", "Failed") and not mc.spec.interactive
-        ranks_up = ranks_down = None
-        lead_error = None
-        if lead is not None and lead.phase == "Running":
-            try:
-                ranks_up, ranks_down = self._ask_lead(name, mc)
-            except BackendError as exc:
-                lead_error = str(exc)
-        elif not finished:
-            lead_error = "the lead pod (index 0) is not running yet"
+        running = lead is not None and lead.phase == "Running"
+        ranks_up, ranks_down, lead_error = lead_ranks(running, finished, lambda: self._ask_lead(name, mc))
         return ClusterStatus(
             name=name,
             namespace=self.namespace,
@@ -149,12 +142,7 @@ class PodmanBackend(PodmanActuator):
 
     def _ask_lead(self, name: str, mc: MiniCluster) -> tuple[tuple[int, ...], tuple[int, ...]]:
         result = self._exec(name, mc, 0, overlay_argv(mc.spec.flux.flavour), timeout=20.0)
-        if result.rc != 0:
-            raise BackendError(f"`flux overlay status` in the lead pod exited {result.rc}: {result.stderr.strip()}")
-        try:
-            return parse_overlay(result.stdout)
-        except (ValueError, KeyError) as exc:
-            raise BackendError(f"unexpected `flux overlay status` output: {exc}") from None
+        return overlay_ranks(result)
 
     def observe(self, name: str) -> ClusterView:
         """The Observer port: one `pod ps` and one `container inspect` (no exec into the lead)."""

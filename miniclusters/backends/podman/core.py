@@ -25,6 +25,7 @@ from miniclusters.backends.base import (
     ClusterStatus,
     InvalidRequestError,
     NotFoundError,
+    no_such_pod,
 )
 from miniclusters.backends.podman.engine import Podman, PodmanError
 from miniclusters.backends.podman.observe import PodmanPod, cluster_names, millicores_to_shares, read_pods
@@ -152,11 +153,7 @@ class PodmanCore:
     def _require_index(self, name: str, mc: MiniCluster, index: int) -> PodmanPod:
         pods = {p.index: p for p in self._pods(name, mc)}
         if index not in pods:
-            have = ", ".join(map(str, sorted(pods))) or "none"
-            raise InvalidRequestError(
-                f"MiniCluster {name!r} has no pod with index {index} (pod indexes present: {have}; "
-                f"size is {mc.spec.size})"
-            )
+            raise no_such_pod(name, index, pods, mc.spec.size)
         return pods[index]
 
     def _remove_labelled(self, name: str) -> None:

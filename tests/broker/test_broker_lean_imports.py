@@ -1,0 +1,23 @@
+"""What a broker loads at start (issue 27's memory target for an idle broker, bench/bench_memory.py): neither
+OpenSSL (hashlib, about 3 MB resident) nor the archive's tarfile, which only a save or a restore needs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PROBE = """
+import json, sys
+import broker.broker, broker.cli.flux, broker.testsize
+from broker.modules import job_manager, job_exec, scheduler, restful, drains, queue_state, subinstance
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_broker_starts_without_openssl_or_tarfile() -> None:
+    result = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = set(json.loads(result.stdout.splitlines()[-1]))
+    assert "broker.modules.job_manager.saver" in loaded  # the probe did load the job manager
+    assert not loaded & {"hashlib", "_hashlib", "tarfile", "broker.jobs.archive"}, loaded & {"hashlib", "tarfile"}

@@ -1,0 +1,116 @@
+"""The broker's parts own their state (the job manager's rule, tests/broker/test_job_manager_parts.py, extended
+to the broker): the router and the burst ranks are parts composed into the broker, not mixins over its `self`.
+
+Checked by reading the source: a part's state is assigned only inside it; it never assigns an attribute of the
+broker it is given (it asks the broker's small methods: set_hosts, release_rank, register, publish); and no other
+broker module names the state that used to live on the broker's `self`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import broker
+from broker.broker import Broker
+from broker.burst_ranks import BurstRanks
+from broker.routing import Router
+
+PACKAGE = Path(broker.__file__).parent
+PARTS = {
+    "burst_ranks.py": (BurstRanks, {"self._prefixes", "self._service"}),
+    "routing.py": (
+        Router,
+        {"self._matchtag", "self._pending", "self._event_seq", "self._subscribers", "self._client_subs"},
+    ),
+}
+
+
+def _base(node: ast.expr) -> ast.expr:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node
+
+
+def _changed(node: ast.AST) -> list[ast.expr]:
+    """The expressions a statement or mutating call changes."""
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        return [node.target]
+    if isinstance(node, ast.Delete):
+        return list(node.targets)
+    mutators = {"append", "extend", "add", "discard", "pop", "clear", "update", "setdefault", "remove", "insert"}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in mutators:
+        return [node.func.value]
+    return []
+
+
+def assignments(source: str) -> list[tuple[str, str]]:
+    """(method, changed expression) for every change made inside the classes of `source`."""
+    found = []
+    for cls in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)):
+        for method in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
+            for node in ast.walk(method):
+                for target in _changed(node):
+                    if isinstance(target, (ast.Attribute, ast.Subscript)) and isinstance(_base(target), ast.Name):
+                        found.append((method.name, ast.unparse(target)))
+    return found
+
+
+def part_problems(source: str) -> list[str]:
+    """What breaks 'a part owns its state and changes the broker only through its methods'."""
+    problems = []
+    for method, target in assignments(source):
+        if target == "self._b" or target.startswith(("self._b.", "self._b[")):
+            if not (method == "__init__" and target == "self._b"):
+                problems.append(f"{method} changes {target}: the broker's state, not the part's")
+        elif target.startswith("msg."):
+            continue  # the message in flight: the router stamps its route, sender and sequence number
+        elif not target.startswith("self."):
+            problems.append(f"{method} changes {target}, which it does not own")
+        elif not target.startswith("self._"):
+            problems.append(f"{method} changes {target}: a part's state is private")
+    return problems
+
+
+def test_each_part_changes_the_broker_only_through_its_methods() -> None:
+    for module, (_, state) in PARTS.items():
+        source = (PACKAGE / module).read_text()
+        assert part_problems(source) == [], module
+        owned = {t.split("[")[0] for m, t in assignments(source) if t.startswith("self.") and t != "self._b"}
+        assert owned == state, module
+
+
+def test_the_broker_composes_its_parts_instead_of_inheriting_them() -> None:
+    private = {name.removeprefix("self.") for _, state in PARTS.values() for name in state}
+    for part, _ in PARTS.values():
+        assert part not in Broker.__mro__ and part.__bases__ == (object,), part
+    for path in sorted(PACKAGE.glob("*.py")):
+        if path.name in PARTS:
+            continue
+        text = path.read_text()
+        for gone in ("burst_ranks[", "burst_ranks.get", ".burst_service_view(", "self.burst_service ="):
+            assert gone not in text, f"{path.name} names {gone!r}, the burst part's own state"
+        names = {n.attr for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Attribute)}
+        assert not names & private, f"{path.name} reaches into a part: {sorted(names & private)}"
+
+
+def test_the_check_finds_a_part_that_writes_the_broker() -> None:
+    """The scan is not vacuous: a write through the broker reference, and a public attribute, are found."""
+    bad = """
+class Part:
+    def __init__(self, b):
+        self._b = b
+        self.ranks = {}
+    def grow(self):
+        self._b.size += 1
+        self._b.membership.ranks.append(1)
+        self._b = None
+        record.state = 0
+"""
+    problems = part_problems(bad)
+    assert len(problems) == 5, problems
+    assert any("record.state, which it does not own" in p for p in problems)
+    assert any("self._b.size" in p for p in problems) and any("self._b.membership.ranks" in p for p in problems)
+    assert any("self.ranks" in p for p in problems) and any("grow changes self._b:" in p for p in problems)
