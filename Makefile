@@ -110,8 +110,11 @@ DOCS_SITE ?= out/site
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(DOCS_SITE)
 
+# Every test's duration also goes to a JUnit report outside the checkout (kept between runs: where CI time goes).
+TEST_REPORT ?= $(FLUX_CORE_CACHE)/last-test-run.xml
 test: setup lint docs flux-core images
-	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@mkdir -p "$(dir $(TEST_REPORT))"
+	@$(PY) -m pytest --durations=25 --junitxml="$(TEST_REPORT)" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 crds: venv
