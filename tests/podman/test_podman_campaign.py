@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -38,19 +37,8 @@ def podman(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def images() -> None:
-    """As in test_podman_cluster.py: skip without podman, root or the images, fail under CI."""
-    reason = None
-    if shutil.which("podman") is None:
-        reason = "podman is not installed (Debian: apt-get install podman runc catatonit)"
-    elif os.geteuid() != 0:
-        reason = "the podman backend's tests run as root (rootful podman, cgroup cpu.shares)"
-    elif any(podman("image", "exists", i).returncode for i in (OPTIONS.broker_image, IMAGE)):
-        reason = "the images are not built (make images)"
-    if reason and os.environ.get("CI"):
-        pytest.fail(f"{reason}; `make test` installs podman and builds the images first (`make images`)")
-    if reason:
-        pytest.skip(reason)
+def openfoam(images: None) -> None:
+    """The cases are prepared on this machine: OpenFOAM is needed here too."""
     require_tool("rhoSimpleFoam", "openfoam openfoam-examples")
 
 
@@ -67,7 +55,7 @@ def leftovers(name: str) -> list[str]:
     return found
 
 
-def test_naca0012_campaign_runs_in_containers(images: None, tmp_path: Path) -> None:
+def test_naca0012_campaign_runs_in_containers(openfoam: None, tmp_path: Path) -> None:
     name = f"pmt-camp-{uuid.uuid4().hex[:6]}"
     spec = yaml.safe_load((ROOT / "examples" / "naca0012-campaign.yaml").read_text())
     spec["metadata"]["name"] = name

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
-import pytest
 import yaml
 
 from miniclusters.api.quantity import cpu_millicores
@@ -37,22 +35,6 @@ IMAGE = f"{OPTIONS.registry}/openmpi-openfoam:{OPTIONS.tag}"
 def podman(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(CONTAINERS_CONF))}
     return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=300, env=env)
-
-
-@pytest.fixture(scope="module")
-def images() -> None:
-    """As in test_podman_cluster.py: skip without podman, root or the images, fail under CI."""
-    reason = None
-    if shutil.which("podman") is None:
-        reason = "podman is not installed (Debian: apt-get install podman runc catatonit)"
-    elif os.geteuid() != 0:
-        reason = "the podman backend's tests run as root (rootful podman, cgroup cpu.shares)"
-    elif any(podman("image", "exists", i).returncode for i in (OPTIONS.broker_image, IMAGE)):
-        reason = "the images are not built (make images)"
-    if reason and os.environ.get("CI"):
-        pytest.fail(f"{reason}; `make test` installs podman and builds the images first (`make images`)")
-    if reason:
-        pytest.skip(reason)
 
 
 def shares(name: str, index: int) -> int | None:
