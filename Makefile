@@ -116,10 +116,19 @@ docs: venv
 
 # Every test's duration also goes to a JUnit report outside the checkout (kept between runs: where CI time goes).
 TEST_REPORT ?= $(FLUX_CORE_CACHE)/last-test-run.xml
+PYTEST_WORKERS ?= 2
+SERIAL_REPORT ?= $(basename $(TEST_REPORT))-serial.xml
+# Two parts: on PYTEST_WORKERS workers, everything but the tests marked `serial` (tests that make named local
+# clusters or containers stay on one worker each, one at a time: tests/conftest.py MACHINE_GROUPS); then the
+# `serial` ones (duty cycles, heartbeats, CPU shares) alone on the machine. Each part writes its own JUnit report.
 test: setup lint docs flux-core images
 	@mkdir -p "$(dir $(TEST_REPORT))"
-	@$(PY) -m pytest --durations=25 --junitxml="$(TEST_REPORT)" $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+	@$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" --durations=25 \
+	  --junitxml="$(TEST_REPORT)" $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -m serial --durations=5 --junitxml="$(SERIAL_REPORT)" $(PYTEST_ARGS); rc2=$$?; \
+	if [ $$rc -eq 5 ] && [ $$rc2 -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; \
+	[ $$rc -eq 5 ] && rc=0; [ $$rc2 -eq 5 ] && rc2=0; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$rc2
 
 crds: venv
 	$(BIN)/minicluster crd --output crds/miniclusters.dev_miniclusters.yaml

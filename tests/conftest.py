@@ -12,6 +12,26 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
+MACHINE_GROUPS = {
+    "local": "local-clusters",  # netns mc-<name>-<i>, cgroups miniclusters/<name>: two tests' "hello" would clash
+    "bursting": "local-clusters",
+    "podman": "containers",  # pods <name>-<i>, the images' build cache
+    "images": "containers",
+}
+"""Test folders whose tests make named things on this machine: under `make test`'s workers (pytest-xdist
+--dist loadgroup) each group runs on one worker, one test at a time, as before; everything else spreads."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = ROOT / "tests"
+    for item in items:
+        path = Path(item.path)
+        if not path.is_relative_to(tests):
+            continue
+        group = MACHINE_GROUPS.get(path.relative_to(tests).parts[0])
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture
 def minimal_spec() -> dict[str, Any]:

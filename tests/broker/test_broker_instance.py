@@ -140,6 +140,7 @@ def test_different_key_and_plaintext_are_rejected(make_instance: MakeInstance, t
     assert lead.stderr is not None and "rejected CURVE peer" in lead.stderr.read()
 
 
+@pytest.mark.serial
 def test_lost_follower_detected_and_rejoins(make_instance: MakeInstance) -> None:
     inst = make_instance(4)
     for rank in range(4):

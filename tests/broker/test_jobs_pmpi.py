@@ -34,6 +34,7 @@ def _instance(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.serial
 def test_pmpi_option_profiles_every_rank_across_brokers(spin: Path, tmp_path: Path) -> None:
     proc = _instance(f"flux run -N2 -n4 -o pmpi {spin} 12 2000", tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -62,6 +63,7 @@ def test_bad_pmpi_option_fails_the_job_with_its_name(spin: Path, tmp_path: Path)
     assert "pmpi" in proc.stderr
 
 
+@pytest.mark.serial
 def test_mpi_wait_option_makes_waiting_ranks_sleep_without_tracing(tmp_path: Path) -> None:
     """`-o mpi-wait=sleep` preloads the library for its wait mode only: low CPU while waiting, no trace files."""
     program = tmp_path / "wait_calls"

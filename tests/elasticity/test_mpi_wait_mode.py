@@ -39,6 +39,7 @@ def _run(program: Path, env: dict[str, str], np: int = 3) -> dict[int, tuple[flo
     return found
 
 
+@pytest.mark.serial
 def test_every_replaced_call_gives_the_right_result_and_a_waiting_rank_sleeps(
     wait_calls: Path, pmpi_library: Path, mpi_environment: dict[str, str]
 ) -> None:
@@ -54,6 +55,7 @@ def test_every_replaced_call_gives_the_right_result_and_a_waiting_rank_sleeps(
     assert sleep_cpu < poll_cpu / 3
 
 
+@pytest.mark.serial
 def test_an_explicit_poll_mode_leaves_waiting_to_open_mpi(
     wait_calls: Path, pmpi_library: Path, mpi_environment: dict[str, str]
 ) -> None:
@@ -62,6 +64,7 @@ def test_an_explicit_poll_mode_leaves_waiting_to_open_mpi(
     assert cpu > 0.3 * wall
 
 
+@pytest.mark.serial
 def test_sleeping_waits_are_still_profiled(
     spin_program: Path, pmpi_library: Path, tmp_path: Path, mpi_environment: dict[str, str]
 ) -> None:

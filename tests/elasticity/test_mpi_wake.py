@@ -50,6 +50,7 @@ def _kernel_slice_ns() -> int | None:
     return int(found.group(1)) if found else None
 
 
+@pytest.mark.serial
 def test_a_message_wakes_the_sleeping_rank_sooner_than_timed_naps(
     wake_latency: Path, pmpi_library: Path, mpi_environment: dict[str, str]
 ) -> None:
@@ -62,6 +63,7 @@ def test_a_message_wakes_the_sleeping_rank_sooner_than_timed_naps(
     assert woken["cpu_s"] < 0.15 * woken["wall_s"], woken
 
 
+@pytest.mark.serial
 def test_a_socket_nobody_reads_does_not_make_the_wait_spin(
     wake_latency: Path, pmpi_library: Path, mpi_environment: dict[str, str]
 ) -> None:

@@ -24,6 +24,7 @@ def kernels(tmp_path_factory: pytest.TempPathFactory, pmpi_library: Path) -> Pat
     ("kind", "n", "iterations", "expected"),
     [("dgemm", 96, 20, "cpu"), ("triad", 400_000, 30, "memory"), ("ring", 1_000_000, 100, "network")],
 )
+@pytest.mark.serial
 def test_each_kernel_profiles_into_its_class(
     kernels: Path, run_mpi: Callable[..., Any], tmp_path: Path, kind: str, n: int, iterations: int, expected: str
 ) -> None:

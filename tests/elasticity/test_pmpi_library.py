@@ -90,6 +90,7 @@ def test_library_exports_the_wrapped_calls(pmpi_library: Path) -> None:
         assert hasattr(lib, name), name
 
 
+@pytest.mark.serial
 def test_busy_ranks_one_trace_each_and_the_profiler_agrees_with_their_own_clocks(
     run_mpi: RunMpi, spin_program: Path, tmp_path: Path
 ) -> None:
@@ -125,6 +126,7 @@ def test_busy_ranks_one_trace_each_and_the_profiler_agrees_with_their_own_clocks
         assert abs(whole[r] - own[r]) < 0.03, (r, whole[r], own[r])
 
 
+@pytest.mark.serial
 def test_duty_cycles_follow_the_work_ratios(run_mpi: RunMpi, spin_program: Path, tmp_path: Path) -> None:
     proc = run_mpi([spin_program, ITERATIONS, BASE_US, -1, "sleep"], tmp_path, np=NP, jobid="ratio")
     assert proc.returncode == 0, proc.stderr

@@ -28,6 +28,7 @@ def test_proxy_runs_and_reports_its_decomposition(proxy: Path, run_mpi: Callable
     assert "rows per rank: 2 2 10 30" in result.stdout
 
 
+@pytest.mark.serial
 def test_profiled_proxy_shows_dense_ranks_busier_than_sparse(
     proxy: Path, run_mpi: Callable[..., Any], tmp_path: Path
 ) -> None:

@@ -122,8 +122,9 @@ def build_delay_line() -> Path:
 
 
 def _queue_rule(action: str, device: str) -> tuple[str, ...]:
+    """`-w`: iptables-legacy's lock is one file for every namespace; podman and other pods' rules may hold it."""
     return (
-        "-t", "mangle", action, "POSTROUTING", "-o", device,
+        "-w", "10", "-t", "mangle", action, "POSTROUTING", "-o", device,
         "-j", "NFQUEUE", "--queue-num", str(QUEUE_NUMBER), "--queue-bypass",
     )  # fmt: skip
 
