@@ -9,7 +9,6 @@ of the cluster may have freed room.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
 
 from elasticity.control.ports import PodResize, ScaleResult
@@ -55,9 +54,7 @@ class Actuator:
                     raise
             else:
                 for index in sorted(removed_indexes(current, size), reverse=True):
-                    self._pods.stop(record, index)
-                    record.pods.pop(index, None)
-                    shutil.rmtree(self._ctx.store.pod_dir(name, index), ignore_errors=True)
+                    self._pods.remove(record, index)
                     record.size = index
                     self._ctx.store.save(record)
             record.size = size

@@ -9,6 +9,7 @@ MINICLUSTERS_LOCAL_UNPRIVILEGED=1) pods are plain processes on 127.213.<slot>.x 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 from elasticity.model import cpu as cpu_model
@@ -132,6 +133,12 @@ class Pods:
             pinned.remove(record.name, index)
         if record.mode == "netns" and self.owns_slot(record):
             netns.delete_pod_network(plan.netns_name(record.name, index), record.slot, index)
+
+    def remove(self, record: ClusterRecord, index: int) -> None:
+        """A scale-down's pod: stopped, dropped from the record and its directory removed."""
+        self.stop(record, index)
+        record.pods.pop(index, None)
+        shutil.rmtree(self._ctx.store.pod_dir(record.name, index), ignore_errors=True)
 
     def owns_slot(self, record: ClusterRecord) -> bool:
         """False when another cluster holds this record's slot now: its bridge and veths are not ours."""

@@ -233,8 +233,20 @@ class Preparer:
                     (broker_dir / "lib").symlink_to(flux.parent.parent / "lib")
                 environment["MINICLUSTER_FLUX_VIEW"] = str(broker_dir)
 
+        pods = {
+            index: PodRecord(
+                index=index,
+                hostname=pod_hostname(name, index),
+                address=str(addressing.pod_address(index)),
+                cpu_milli=cpu,
+                cpu_limit_milli=cpu_limit,
+                netns=plan.netns_name(name, index) if mode == "netns" else None,
+            )
+            for index in range(mc.spec.size)
+        }
         record = ClusterRecord(
             name=name,
+            pods=pods,
             mode=mode,
             slot=addressing.slot,
             size=mc.spec.size,
@@ -260,15 +272,6 @@ class Preparer:
             backoff_limit=backoff_limit,
             restart_delay=restart_delay,
         )
-        for index in range(mc.spec.size):
-            record.pods[index] = PodRecord(
-                index=index,
-                hostname=pod_hostname(name, index),
-                address=str(addressing.pod_address(index)),
-                cpu_milli=cpu,
-                cpu_limit_milli=cpu_limit,
-                netns=plan.netns_name(name, index) if mode == "netns" else None,
-            )
         self._write_files(mc, record, addressing, options)
         store.save(record)
         return record
