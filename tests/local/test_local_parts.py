@@ -2,21 +2,21 @@
 composed by LocalBackend, not a stack of mixins over one `self` (the job manager's rule,
 tests/broker/test_job_manager_parts.py, applied to the local backend).
 
-Checked by reading the package's source: every `self._x` is assigned in exactly one class (the references a
-part keeps to the parts it uses aside), once, in its `__init__` (the parts are wired once; a cluster's state
-lives in the store, not on a part); no attribute is
-public state; no part reads another object's private attributes; and a cluster record's fields are changed
-only by the part that owns that concern (the actuator its size and CPU requests, the pods part its pods and
-their processes, the lifecycle its deleting mark).
+Checked by reading the package's source (broker/ownership.py): every `self._x` is assigned in exactly one class
+(the references a part keeps to the parts it uses aside), once, in its `__init__` (the parts are wired once; a
+cluster's state lives in the store, not on a part); no attribute is public state; no part reads another
+object's private attributes; and a cluster record's fields are changed only by the part that owns that concern
+(the actuator its size and CPU requests, the pods part its pods and their processes, the lifecycle its deleting
+mark).
 """
 
 from __future__ import annotations
 
-import ast
 from collections import defaultdict
 from pathlib import Path
 
 import miniclusters.backends.local as local
+from broker.ownership import Write, foreign_private_reads, writes
 from miniclusters.backends.local.actuate import Actuator
 from miniclusters.backends.local.backend import LocalBackend
 from miniclusters.backends.local.bursts import Bursts
@@ -28,7 +28,6 @@ from miniclusters.backends.local.prepare import Preparer
 
 PACKAGE = Path(local.__file__).parent
 PARTS = (LocalContext, Preparer, Pods, Lifecycle, Observer, Actuator, Bursts)
-MUTATORS = {"append", "extend", "add", "discard", "pop", "popitem", "clear", "update", "setdefault", "remove", "insert"}
 # Which part may change each field of a stored cluster record (ClusterRecord, PodRecord in state.py); a record is
 # otherwise built whole by the preparer and read by everyone.
 RECORD_WRITERS = {
@@ -48,54 +47,10 @@ WIRING = {"_ctx", "_preparer", "_pods", "_bursts", "_observer"}  # a part's refe
 FILES = ("core.py", "prepare.py", "pods.py", "lifecycle.py", "observe.py", "actuate.py", "bursts.py", "backend.py")
 
 
-def _root(node: ast.expr) -> tuple[str, str] | None:
-    """(root name, first attribute) of an expression like root.attr[...].more, or None if it is not one."""
-    first = None
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        if isinstance(node, ast.Attribute):
-            first = node.attr
-        node = node.value
-    if isinstance(node, ast.Name) and first is not None:
-        return node.id, first
-    return None
-
-
-def _targets(node: ast.AST) -> list[ast.expr]:
-    """The expressions a statement or a mutating call changes (tuples unpacked)."""
-    if isinstance(node, ast.Assign):
-        found = list(node.targets)
-    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-        found = [node.target]
-    elif isinstance(node, ast.Delete):
-        found = list(node.targets)
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
-        found = [node.func.value]
-    else:
-        return []
-    flat: list[ast.expr] = []
-    while found:
-        target = found.pop()
-        if isinstance(target, (ast.Tuple, ast.List)):
-            found.extend(target.elts)
-        else:
-            flat.append(target)
-    return flat
-
-
-def writes(source: str) -> list[tuple[str, str, str, str, int]]:
-    """(class, method, root, attribute, line) for every attribute changed inside the classes of a module."""
-    found = []
-    for cls in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)):
-        for method in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
-            for node in ast.walk(method):
-                for target in _targets(node):
-                    root = _root(target)
-                    if root is None:
-                        continue
-                    if isinstance(node, ast.Call) and root[0] == "self" and root[1] in WIRING:
-                        continue  # another part's method (self._pods.remove, self._ctx.store.remove): it decides
-                    found.append((cls.name, method.name, *root, getattr(node, "lineno", 0)))
-    return found
+def part_writes(source: str, module: str) -> list[Write]:
+    """The writes of a module's classes, but for calls of another part's methods (self._pods.remove(...),
+    self._ctx.store.remove(...)): that part decides what they change."""
+    return [w for w in writes(source, module) if not (w.by_call and w.root == "self" and w.attr in WIRING)]
 
 
 def ownership_problems(sources: dict[str, str]) -> list[str]:
@@ -103,21 +58,17 @@ def ownership_problems(sources: dict[str, str]) -> list[str]:
     problems = []
     owners: dict[str, set[str]] = defaultdict(set)
     for module, source in sources.items():
-        for node in ast.walk(ast.parse(source)):
-            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
-                continue
-            if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
-                problems.append(f"{module}:{node.lineno} reads {ast.unparse(node)}, another object's state")
-        for cls, method, root, attr, line in writes(source):
-            where = f"{module}:{line} {cls}.{method}"
-            if root == "self":
-                if not attr.startswith("_"):
-                    problems.append(f"{where} sets public self.{attr}: a part's state is private")
-                elif method != "__init__":
-                    problems.append(f"{where} changes self.{attr} after wiring (a cluster's state is the store's)")
-                owners[attr].add(cls)
-            elif RECORD_WRITERS.get((root, attr)) != cls:
-                problems.append(f"{where} changes {root}.{attr}, which {cls} does not own")
+        problems += [f"{module}: {where} reads another object's state" for where in foreign_private_reads(source)]
+        for w in part_writes(source, module):
+            where = f"{module}:{w.line} {w.cls}.{w.method}"
+            if w.root == "self":
+                if not w.attr.startswith("_"):
+                    problems.append(f"{where} sets public self.{w.attr}: a part's state is private")
+                elif w.method != "__init__":
+                    problems.append(f"{where} changes self.{w.attr} after wiring (a cluster's state is the store's)")
+                owners[w.attr].add(w.cls)
+            elif RECORD_WRITERS.get((w.root, w.attr)) != w.cls:
+                problems.append(f"{where} changes {w.root}.{w.attr}, which {w.cls} does not own")
     problems += [f"self.{a} is assigned in {sorted(o)}" for a, o in owners.items() if len(o) > 1 and a not in WIRING]
     return problems
 
@@ -130,10 +81,10 @@ def test_each_attribute_is_assigned_in_exactly_one_part() -> None:
     sources = package_sources()
     assert ownership_problems(sources) == []
     owned: dict[str, set[str]] = defaultdict(set)
-    for source in sources.values():
-        for cls, _method, root, attr, _line in writes(source):
-            if root == "self":
-                owned[cls].add(attr)
+    for module, source in sources.items():
+        for w in part_writes(source, module):
+            if w.root == "self":
+                owned[w.cls].add(w.attr)
     assert owned["LocalContext"] == {"_store", "_settings"}
     assert owned["LocalBackend"] == {"_ctx", "_observer", "_bursts", "_lifecycle", "_actuator"}
     assert owned["Lifecycle"] == {"_ctx", "_preparer", "_pods", "_bursts", "_observer"}
@@ -185,7 +136,7 @@ class Actuator:
     assert any("Observer.status changes self._seen after wiring" in p for p in problems), problems
     assert any("record.size, which Observer does not own" in p for p in problems), problems
     assert any("pod.pid, which Observer does not own" in p for p in problems), problems
-    assert any("reads self._ctx._store" in p for p in problems), problems
+    assert any("self._ctx._store reads another object" in p for p in problems), problems
     assert any("Observer.status changes self._ctx after wiring" in p for p in problems), problems
     assert any(p.startswith("self._seen is assigned in") for p in problems), problems
     assert not any(p.startswith("self._ctx is assigned in") for p in problems), problems  # wiring, not state
