@@ -8,6 +8,7 @@ that does it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -21,13 +22,22 @@ from miniclusters.backends.base import (
     ClusterSummary,
     CreateOptions,
     ExecResult,
+    InvalidRequestError,
     ResizeResult,
     RestEndpoint,
 )
+from miniclusters.backends.local import latency as delays
 from miniclusters.backends.local import netns
 from miniclusters.backends.local.actuate import Actuator
 from miniclusters.backends.local.bursts import Bursts
-from miniclusters.backends.local.core import BACKEND_NAME, LocalContext, notify_stderr
+from miniclusters.backends.local.core import (
+    BACKEND_NAME,
+    UNPRIVILEGED_ENV,
+    WEIGHT_FORMULA_ENV,
+    LocalContext,
+    LocalSettings,
+    notify_stderr,
+)
 from miniclusters.backends.local.lifecycle import Lifecycle
 from miniclusters.backends.local.observe import Observer
 from miniclusters.backends.local.pods import Pods
@@ -54,17 +64,31 @@ class LocalBackend:
         poll_interval: float = 0.3,
         context: str | None = None,
     ) -> None:
-        ctx = LocalContext(
-            namespace=namespace,
-            progress=progress,
+        if context:
+            raise BackendError(f"--context applies to the kubernetes backend only (backend is {BACKEND_NAME!r})")
+        if namespace:
+            raise InvalidRequestError(
+                f"--namespace {namespace!r}: the local backend has no namespaces (cluster names are per machine); "
+                "drop --namespace or use --backend kubernetes"
+            )
+        if latency is not None:
+            try:
+                delays.microseconds(latency)
+            except ValueError as exc:
+                raise InvalidRequestError(f"--latency {latency!r}: {exc}") from None
+        formula = weight_formula or os.environ.get(WEIGHT_FORMULA_ENV) or "nonlinear"
+        if formula not in ("linear", "nonlinear"):
+            raise InvalidRequestError(f"${WEIGHT_FORMULA_ENV}={formula!r}: expected linear or nonlinear")
+        forced = unprivileged if unprivileged is not None else os.environ.get(UNPRIVILEGED_ENV, "") not in ("", "0")
+        settings = LocalSettings(
+            privileged=os.geteuid() == 0 and not forced and netns.available(),
             latency=latency,
-            unprivileged=unprivileged,
-            state_dir=state_dir,
-            weight_formula=weight_formula,
-            notify=notify,
+            weight_formula=formula,
             poll_interval=poll_interval,
-            context=context,
+            progress=progress,
+            notify=notify,
         )
+        ctx = LocalContext(StateStore(Path(state_dir) if state_dir else None), settings)
         observer = Observer(ctx)
         pods = Pods(ctx)
         bursts = Bursts(ctx)

@@ -20,12 +20,10 @@ from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
     BackendError,
     ExecResult,
-    InvalidRequestError,
     NotFoundError,
     no_such_pod,
 )
-from miniclusters.backends.local import cgroups, cpusets, netns, plan, process
-from miniclusters.backends.local import latency as delays
+from miniclusters.backends.local import cgroups, cpusets, plan, process
 from miniclusters.backends.local.state import ClusterRecord, PodRecord, StateStore
 from miniclusters.backends.wait import ProgressCallback
 
@@ -65,43 +63,9 @@ class LocalContext:
     """The settings, the state store and the helpers every part of the local backend uses (it holds no cluster
     state of its own: that lives in the store)."""
 
-    def __init__(
-        self,
-        namespace: str | None = None,
-        progress: ProgressCallback | None = None,
-        latency: str | None = None,
-        unprivileged: bool | None = None,
-        state_dir: Path | str | None = None,
-        weight_formula: str | None = None,
-        notify: Callable[[str], None] = notify_stderr,
-        poll_interval: float = 0.3,
-        context: str | None = None,
-    ) -> None:
-        if context:
-            raise BackendError(f"--context applies to the kubernetes backend only (backend is {BACKEND_NAME!r})")
-        if namespace:
-            raise InvalidRequestError(
-                f"--namespace {namespace!r}: the local backend has no namespaces (cluster names are per machine); "
-                "drop --namespace or use --backend kubernetes"
-            )
-        if latency is not None:
-            try:
-                delays.microseconds(latency)
-            except ValueError as exc:
-                raise InvalidRequestError(f"--latency {latency!r}: {exc}") from None
-        formula = weight_formula or os.environ.get(WEIGHT_FORMULA_ENV) or "nonlinear"
-        if formula not in ("linear", "nonlinear"):
-            raise InvalidRequestError(f"${WEIGHT_FORMULA_ENV}={formula!r}: expected linear or nonlinear")
-        forced = unprivileged if unprivileged is not None else os.environ.get(UNPRIVILEGED_ENV, "") not in ("", "0")
-        self._store = StateStore(Path(state_dir) if state_dir else None)
-        self._settings = LocalSettings(
-            privileged=os.geteuid() == 0 and not forced and netns.available(),
-            latency=latency,
-            weight_formula=formula,
-            poll_interval=poll_interval,
-            progress=progress,
-            notify=notify,
-        )
+    def __init__(self, store: StateStore, settings: LocalSettings) -> None:
+        self._store = store
+        self._settings = settings
 
     @property
     def store(self) -> StateStore:
