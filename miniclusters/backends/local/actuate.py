@@ -14,12 +14,7 @@ from collections.abc import Mapping
 from elasticity.control.ports import PodResize, ScaleResult
 from elasticity.model import cpu as cpu_model
 from elasticity.model.node import PodCpu, admit_resize
-from miniclusters.backends.base import (
-    InvalidRequestError,
-    ResizeOutcome,
-    ResizeResult,
-    requested_millicores,
-)
+from miniclusters.backends.base import InvalidRequestError, ResizeOutcome, ResizeResult, requested_millicores
 from miniclusters.backends.local import cgroups, process
 from miniclusters.backends.local.core import LocalContext
 from miniclusters.backends.local.observe import Observer, this_node

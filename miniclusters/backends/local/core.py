@@ -17,12 +17,7 @@ from pathlib import Path
 
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import MiniCluster
-from miniclusters.backends.base import (
-    BackendError,
-    ExecResult,
-    NotFoundError,
-    no_such_pod,
-)
+from miniclusters.backends.base import BackendError, ExecResult, NotFoundError, no_such_pod
 from miniclusters.backends.local import cgroups, cpusets, plan, process
 from miniclusters.backends.local.state import ClusterRecord, PodRecord, StateStore
 from miniclusters.backends.wait import ProgressCallback

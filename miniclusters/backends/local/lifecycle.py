@@ -13,16 +13,8 @@ import time
 from typing import Any
 
 from miniclusters.api.spec import MiniCluster
-from miniclusters.backends.base import (
-    ClusterStatus,
-    CreateOptions,
-    NotFoundError,
-)
-from miniclusters.backends.local import (
-    netns,
-    process,
-    slots,
-)
+from miniclusters.backends.base import ClusterStatus, CreateOptions, NotFoundError
+from miniclusters.backends.local import netns, process, slots
 from miniclusters.backends.local.bursts import Bursts
 from miniclusters.backends.local.core import LocalContext
 from miniclusters.backends.local.observe import Observer

@@ -15,20 +15,8 @@ import time
 from elasticity.model import cpu as cpu_model
 from elasticity.policy.placement import NotEnoughCores, format_cpu_list
 from miniclusters.api.hosts import HostRegistry, pod_hostname
-from miniclusters.backends.base import (
-    BackendError,
-    InvalidRequestError,
-)
-from miniclusters.backends.local import (
-    cgroups,
-    cpusets,
-    latency,
-    netns,
-    plan,
-    process,
-    restart,
-    slots,
-)
+from miniclusters.backends.base import BackendError, InvalidRequestError
+from miniclusters.backends.local import cgroups, cpusets, latency, netns, plan, process, restart, slots
 from miniclusters.backends.local.core import LocalContext
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.render.layout import ENTRYPOINT

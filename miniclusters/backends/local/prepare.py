@@ -16,22 +16,8 @@ from elasticity.policy.placement import NotEnoughCores, assign_cores
 from miniclusters.api.hosts import pod_hostname, registry_for
 from miniclusters.api.quantity import cpu_millicores
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
-from miniclusters.backends.base import (
-    BackendError,
-    CreateOptions,
-    InvalidRequestError,
-)
-from miniclusters.backends.local import (
-    cgroups,
-    cpusets,
-    flux_view,
-    latency,
-    netns,
-    plan,
-    programs,
-    restart,
-    slots,
-)
+from miniclusters.backends.base import BackendError, CreateOptions, InvalidRequestError
+from miniclusters.backends.local import cgroups, cpusets, flux_view, latency, netns, plan, programs, restart, slots
 from miniclusters.backends.local.bursts import burst_idle_period
 from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX, LocalContext
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
