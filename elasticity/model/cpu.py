@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
+if TYPE_CHECKING:  # numpy only for the vectorized look-ups: the CLI and the backends import this module on every call
+    import numpy as np
 
 Formula = Literal["v1", "v2-linear", "v2-nonlinear"]
 """Which value the kernel compares: cpu.shares (v1) or cpu.weight under one of the two v2 conversions."""
@@ -122,6 +123,8 @@ def weight_table(formula: Formula) -> np.ndarray:
 
     Vectorized with the same float64 operations as the scalar functions (a test checks equality).
     """
+    import numpy as np
+
     m = np.arange(MAX_MILLICORES + 1, dtype=np.int64)
     shares = np.clip(m * SHARES_PER_CPU // MILLI_PER_CPU, MIN_SHARES, MAX_SHARES)
     if formula == "v1":
@@ -139,6 +142,8 @@ def weight_table(formula: Formula) -> np.ndarray:
 
 def kernel_weights(millicores: Sequence[int] | np.ndarray, formula: Formula) -> np.ndarray:
     """Vectorized kernel_weight."""
+    import numpy as np
+
     m = np.clip(np.asarray(millicores, dtype=np.int64), 0, MAX_MILLICORES)
     return weight_table(formula)[m]
 

@@ -23,17 +23,13 @@ from elasticity.control.timeline import plot_autoscale_timeline
 from elasticity.policy.autoscale import AutoscaleOptions
 from miniclusters import pidlock
 from miniclusters.autoscaling.queue import ExecQueue
-from miniclusters.autoscaling.state import save_state, state_file
+from miniclusters.autoscaling.state import autoscale_dir, save_state, state_file
 from miniclusters.backends.base import Backend, BackendError, NotFoundError
-from miniclusters.backends.local.state import StateStore, state_root
+from miniclusters.backends.local.state import StateStore
 from miniclusters.backends.ports import ports_for
 
 PLOT_EVERY = 10
 """Redraw the timeline every this many steps (and at the end)."""
-
-
-def autoscale_dir() -> Path:
-    return state_root() / ".autoscaler"  # not a cluster name (names cannot start with a dot)
 
 
 def lead_event_log(backend: Backend, name: str) -> Path | None:

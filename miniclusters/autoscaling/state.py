@@ -18,8 +18,13 @@ from broker import atomic
 from miniclusters.backends.local.state import state_root
 
 
+def autoscale_dir() -> Path:
+    """The autoscalers' locks and states on this machine."""
+    return state_root() / ".autoscaler"  # not a cluster name (names cannot start with a dot)
+
+
 def state_file(backend: str, name: str) -> Path:
-    return state_root() / ".autoscaler" / f"{backend}-{name}.json"  # no cluster is called ".autoscaler"
+    return autoscale_dir() / f"{backend}-{name}.json"
 
 
 def save_state(path: Path, fields: dict[str, Any]) -> None:

@@ -8,54 +8,29 @@ One campaign per cluster on this machine: a lock (`<state>/.campaign/<name>.lock
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from broker import atomic
 from elasticity.control.campaign import MultiplexKnobs
 from elasticity.control.events import EventLog, read_events
 from elasticity.figures.campaign import plot_campaign_timeline
 from elasticity.policy.autoscale import AutoscaleOptions
 from elasticity.workloads.foam import foam_variables
-from miniclusters import pidlock
 from miniclusters.api.campaign import CampaignSpec
 from miniclusters.api.quantity import parse_quantity
 from miniclusters.api.spec import ContainerVolume, MiniCluster
-from miniclusters.backends.local.state import state_root
 from miniclusters.campaign.figures import plot_polar
 from miniclusters.campaign.observe import exec_jobs
 from miniclusters.campaign.plan import CampaignPlan, batch_script, plan_campaign
 from miniclusters.campaign.results import ensemble_results, member_results, write_tables
 from miniclusters.campaign.runner import CampaignRunner, Loops, workdir_for
+from miniclusters.campaign.state_file import save_state
 
 MPI_SETTINGS = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_btl": "tcp,self"}
 DEFAULT_RIGID_M = 1000
-
-
-def campaign_dir() -> Path:
-    return state_root() / ".campaign"  # not a cluster name (names cannot start with a dot)
-
-
-def lock_path(name: str) -> Path:
-    return campaign_dir() / f"{name}.lock"
-
-
-def state_path(name: str) -> Path:
-    return campaign_dir() / f"{name}.json"
-
-
-def exclusive(name: str) -> contextlib.AbstractContextManager[Path]:
-    return pidlock.exclusive(lock_path(name), f"MiniCluster {name!r} already runs a campaign")
-
-
-def stop(name: str, timeout: float = 60.0) -> int | None:
-    """SIGTERM the process running the cluster's campaign (it cancels every ensemble, then tears down)."""
-    return pidlock.stop_holder(lock_path(name), timeout)
 
 
 def plan_of(mc: MiniCluster) -> CampaignPlan:
@@ -127,26 +102,6 @@ def with_shared_workdir(mc: MiniCluster, workdir: Path) -> MiniCluster:
 def script_env() -> dict[str, str]:
     """What a batch script exports for its members: OpenFOAM's variables and the MPI settings."""
     return {**foam_variables(), **MPI_SETTINGS}
-
-
-def save_state(name: str, fields: dict[str, Any]) -> None:
-    path = state_path(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(
-        path, json.dumps({"cluster": name, "pid": os.getpid(), "updated": time.time(), **fields}, indent=2, default=str)
-    )
-
-
-def load_state(name: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(state_path(name).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    if data.get("running") and pidlock.holder(lock_path(name)) is None:
-        data.update(running=False, stopped="its process is gone")
-    return data
 
 
 def live_fields(runner: CampaignRunner) -> dict[str, Any]:

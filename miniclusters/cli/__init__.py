@@ -1,29 +1,41 @@
-"""The `minicluster` command line. Each module adds one group of commands to `main`."""
+"""The `minicluster` command line. Each module holds one group of verbs; a verb's module is imported only when that
+verb runs (miniclusters/cli/lazy.py), so `minicluster status` does not pay for the simulator or the REST client."""
 
 from __future__ import annotations
 
 import click
 
 from miniclusters import __version__
-from miniclusters.cli import (
-    autoscale_commands,
-    burst_commands,
-    campaign_commands,
-    cluster_commands,
-    model_commands,
-    multiplex_commands,
-    operator_commands,
-    profile_commands,
-    rest_commands,
-    save_commands,
-    simulate_commands,
-    spec_commands,
-    users_commands,
+from miniclusters.cli.lazy import LazyGroup
+
+_CLI = "miniclusters.cli"
+VERBS: dict[str, str] = {
+    **{name: f"{_CLI}.spec_commands:{name}" for name in ("validate", "render", "convert", "crd")},
+    **{name: f"{_CLI}.cluster_commands:{name}" for name in ("up", "down", "status", "scale", "resize", "logs")},
+    "exec": f"{_CLI}.cluster_commands:exec_",
+    "list": f"{_CLI}.cluster_commands:list_",
+    "save": f"{_CLI}.save_commands:save",
+    "burst": f"{_CLI}.burst_commands:burst",
+    "operator": f"{_CLI}.operator_commands:operator",
+    "manifests": f"{_CLI}.operator_commands:manifests",
+    "pmpi": f"{_CLI}.profile_commands:pmpi",
+    "profile": f"{_CLI}.profile_commands:profile",
+    "model": f"{_CLI}.model_commands:model",
+    "multiplex": f"{_CLI}.multiplex_commands:multiplex",
+    "simulate": f"{_CLI}.simulate_commands:simulate",
+    "autoscale": f"{_CLI}.autoscale_commands:autoscale",
+    **{name: f"{_CLI}.rest_commands:{name}" for name in ("jobs", "submit", "cancel")},
+    "users": f"{_CLI}.users_commands:users",
+    "campaign": f"{_CLI}.campaign_commands:campaign",
+}
+"""Every verb of `minicluster`, by the module that defines it."""
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=VERBS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
 )
-from miniclusters.cli.interrupts import InterruptExits130
-
-
-@click.group(cls=InterruptExits130, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="minicluster")
 def main() -> None:
     """Run Flux MiniClusters on Kubernetes or on this machine.
@@ -35,20 +47,4 @@ def main() -> None:
     """
 
 
-for command in (spec_commands.validate, spec_commands.render, spec_commands.convert, spec_commands.crd):
-    main.add_command(command)
-for command in (*cluster_commands.COMMANDS, save_commands.save, *burst_commands.COMMANDS, *operator_commands.COMMANDS):
-    main.add_command(command)
-
-main.add_command(profile_commands.pmpi)
-main.add_command(profile_commands.profile)
-main.add_command(model_commands.model)
-main.add_command(multiplex_commands.multiplex)
-main.add_command(simulate_commands.simulate)
-main.add_command(autoscale_commands.autoscale)
-for command in (rest_commands.jobs, rest_commands.submit, rest_commands.cancel):
-    main.add_command(command)
-main.add_command(users_commands.users)
-main.add_command(campaign_commands.campaign)
-
-__all__ = ["main"]
+__all__ = ["VERBS", "main"]

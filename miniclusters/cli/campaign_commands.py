@@ -141,7 +141,7 @@ def print_campaign_state(state: dict[str, Any]) -> None:
 def up_campaign(target: Backend, mc: MiniCluster, options: CreateOptions, keep: bool, timeout: float | None) -> None:
     """The whole campaign in the foreground; exits with its code."""
     from elasticity.workloads.foam import FoamError
-    from miniclusters.campaign import session
+    from miniclusters.campaign import session, state_file
     from miniclusters.pidlock import AlreadyRunning
 
     if not target.ephemeral:
@@ -158,7 +158,7 @@ def up_campaign(target: Backend, mc: MiniCluster, options: CreateOptions, keep: 
     interactive = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
     interactive = session.with_shared_workdir(interactive, session.plan_of(mc).workdir)
     try:
-        with session.exclusive(mc.name):
+        with state_file.exclusive(mc.name):
             try:
                 plan = session.prepare(mc, say)
             except (FoamError, FileExistsError, OSError) as exc:
@@ -180,7 +180,7 @@ def _run_on_cluster(
     timeout: float | None,
     say: Callable[[str], None],
 ) -> int:
-    from miniclusters.campaign import session
+    from miniclusters.campaign import session, state_file
 
     created = False
     with TeardownOnInterrupt(f"cancelling the campaign and tearing down MiniCluster {mc.name}"):
@@ -189,7 +189,7 @@ def _run_on_cluster(
             created = True
             say(f"MiniCluster {mc.name} up: size {status.size} (maxSize {mc.spec.effective_max_size})")
             outcome, _runner = session.run(target, mc, plan, say, timeout)
-            state = session.load_state(mc.name) or {}
+            state = state_file.load_state(mc.name) or {}
             for line in result_lines(state):
                 say(line)
             members = state.get("members") or []
@@ -224,11 +224,13 @@ def campaign() -> None:
 
 
 def _state_or_exit(name: str) -> dict[str, Any]:
-    from miniclusters.campaign import session
+    from miniclusters.campaign import state_file
 
-    state = session.load_state(name)
+    state = state_file.load_state(name)
     if state is None:
-        click.echo(f"error: no campaign has run on MiniCluster {name!r} here (no {session.state_path(name)})", err=True)
+        click.echo(
+            f"error: no campaign has run on MiniCluster {name!r} here (no {state_file.state_path(name)})", err=True
+        )
         sys.exit(1)
     return state
 
@@ -256,9 +258,9 @@ def results(name: str) -> None:
 @click.argument("name")
 def cancel(name: str) -> None:
     """Cancel every ensemble (their sub-instances and members) and stop the campaign's `up`."""
-    from miniclusters.campaign import session
+    from miniclusters.campaign import state_file
 
-    pid = session.stop(name)
+    pid = state_file.stop(name)
     if pid is None:
         click.echo(f"no campaign runs on MiniCluster {name!r}")
         sys.exit(1)

@@ -331,7 +331,7 @@ def down(name: str, backend: str, context: str | None, namespace: str | None) ->
 
             for line in stop_controllers(name):
                 click.echo(line)
-            from miniclusters.campaign.session import stop as stop_campaign
+            from miniclusters.campaign.state_file import stop as stop_campaign
 
             stopped = stop_campaign(name)
             if stopped is not None:  # it cancelled its ensembles and tore the cluster down itself
@@ -368,13 +368,11 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
       minicluster status restful -o jsonpath='{.rest_url}'
     """
     from miniclusters.autoscaling.state import load_state as load_autoscaler
-    from miniclusters.campaign.session import load_state as load_campaign
+    from miniclusters.campaign.state_file import load_state as load_campaign
     from miniclusters.cli.autoscale_status import drain_report, print_autoscaler_state, print_drains
     from miniclusters.cli.burst_status import burst_report, print_bursts
-    from miniclusters.cli.campaign_commands import print_campaign_state
     from miniclusters.cli.status_view import render_jsonpath, status_document
-    from miniclusters.multiplex.report import print_controller_state
-    from miniclusters.multiplex.session import load_state
+    from miniclusters.multiplex.state_file import load_state
 
     template = output.partition("=")[2] if output.startswith("jsonpath=") else None
     if output not in ("text", "json") and template is None:
@@ -407,12 +405,16 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
             if bursts:
                 print_bursts(bursts)
             if controller is not None:
+                from miniclusters.multiplex.report import print_controller_state  # the planner: only when shown
+
                 print_controller_state(controller)
             if drains:
                 print_drains(drains)
             if autoscaler is not None:
                 print_autoscaler_state(autoscaler)
             if campaign is not None:
+                from miniclusters.cli.campaign_commands import print_campaign_state
+
                 print_campaign_state(campaign)
 
 

@@ -132,8 +132,9 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
     from elasticity.model.resources import cpu_millicores
     from miniclusters.multiplex.event_mirror import MirroredEventLog, mirror_for
     from miniclusters.multiplex.report import print_progress_line, print_summary, summary_json
-    from miniclusters.multiplex.session import open_session, save_state, state_file
+    from miniclusters.multiplex.session import open_session, save_state
     from miniclusters.multiplex.settings import multiplex_config
+    from miniclusters.multiplex.state_file import state_file
 
     with _errors():
         target = _open(backend, context, namespace)

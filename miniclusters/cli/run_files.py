@@ -13,7 +13,7 @@ from miniclusters import pidlock
 
 def stop_controllers(name: str) -> list[str]:
     """Stop the cluster's multiplexing controller (it cancels its simulations first) and autoscaler; what to say."""
-    from miniclusters.autoscaling.runner import autoscale_dir
+    from miniclusters.autoscaling.state import autoscale_dir
     from miniclusters.multiplex.background import stop
 
     said = []
@@ -39,7 +39,7 @@ def made_workdir(name: str, workdir: str | None) -> Path | None:
 
 def remove_run_files(name: str, backend: str) -> list[Path]:
     """After the cluster is deleted: the multiplexing controller's temporary work directory; what was removed."""
-    from miniclusters.multiplex.session import load_state
+    from miniclusters.multiplex.state_file import load_state
 
     state = load_state(backend, name) or {}
     workdir = made_workdir(name, state.get("workdir"))

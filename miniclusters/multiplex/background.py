@@ -47,7 +47,7 @@ def start_in_background(name: str, backend: str) -> tuple[int, Path, Path]:
     Returns (pid, event log, timeline PNG). It ends when its simulations are done, at `minicluster down`, or when
     the cluster is gone.
     """
-    from miniclusters.multiplex.session import state_file
+    from miniclusters.multiplex.state_file import state_file
 
     events, png, output = background_files(name)
     output.parent.mkdir(parents=True, exist_ok=True)

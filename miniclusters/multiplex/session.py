@@ -19,16 +19,9 @@ from elasticity.control.multiplex import MultiplexPlanner, summary_rows
 from elasticity.control.multiplex_ports import JobShares
 from elasticity.control.multiplex_types import MultiplexConfig
 from elasticity.control.ports import Actuator, Observer
-from miniclusters.autoscaling.state import read_loop_state
 from miniclusters.backends.base import Backend, InvalidRequestError
-from miniclusters.backends.local.state import state_root
 from miniclusters.backends.ports import ports_for
 from miniclusters.multiplex.flux_simulations import FluxSimulations
-
-
-def state_file(backend: str, name: str) -> Path:
-    """Where the controller's state for `minicluster status` lives."""
-    return state_root() / ".multiplexer" / f"{backend}-{name}.json"  # no cluster is called ".multiplexer"
 
 
 @dataclass
@@ -168,8 +161,3 @@ def save_state(path: Path, name: str, session: Session, running: bool, extra: di
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_json(path, state, default=str)
-
-
-def load_state(backend: str, name: str) -> dict[str, Any] | None:
-    """The saved state; a controller that says it runs but whose process is gone (killed) is shown stopped."""
-    return read_loop_state(state_file(backend, name), pid_key="controller_pid")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from miniclusters.multiplex.report import print_controller_state
-from miniclusters.multiplex.session import load_state, state_file
+from miniclusters.multiplex.state_file import load_state, state_file
 
 
 def _state(pid: int, **extra: object) -> dict[str, object]:

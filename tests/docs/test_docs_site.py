@@ -64,7 +64,9 @@ def test_a_ragged_table_is_refused_naming_the_bench(tmp_path: Path) -> None:
 
 def _commands(group: click.Group, path: str) -> list[str]:
     found = []
-    for name, command in group.commands.items():
+    for name in group.list_commands(click.Context(group)):
+        command = group.get_command(click.Context(group), name)
+        assert command is not None, name
         if command.hidden:
             continue
         found.append(f"{path} {name}")

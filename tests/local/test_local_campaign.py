@@ -24,7 +24,7 @@ from elasticity.control.events import read_events
 from miniclusters.api import load_minicluster
 from miniclusters.backends.base import CreateOptions
 from miniclusters.backends.local.backend import LocalBackend
-from miniclusters.campaign import session
+from miniclusters.campaign import session, state_file
 from miniclusters.render import RenderOptions
 
 MINICLUSTER = str(Path(sys.executable).with_name("minicluster"))
@@ -121,7 +121,7 @@ def test_a_broken_member_fails_alone(machine: Any, tmp_path: Path) -> None:
     options = CreateOptions(render=RenderOptions(), timeout=120)
     code = _run_on_cluster(backend, interactive, options, plan, False, 300, print)
     assert code == 1  # not every member completed
-    state = session.load_state("camp-fault") or {}
+    state = state_file.load_state("camp-fault") or {}
     members = {m["member"]: m for m in state["members"]}
     assert members["alpha-0"]["state"] == "done" and members["alpha-0"]["cl"] is not None
     assert members["alpha-1"]["state"] == "failed" and members["alpha-1"]["reason"].startswith("exit 1")
@@ -136,7 +136,7 @@ def test_down_mid_campaign_cancels_everything(
     try:
 
         def running() -> bool:
-            state = session.load_state("camp-down") or {}
+            state = state_file.load_state("camp-down") or {}
             return any(m["state"] == "running" for e in state.get("ensembles", []) for m in e["members"])
 
         assert waiter(running, timeout=180), "no member started"
@@ -186,7 +186,7 @@ def test_killing_a_follower_mid_campaign_loses_no_member(
     try:
 
         def on_follower() -> bool:
-            state = session.load_state("camp-kill") or {}
+            state = state_file.load_state("camp-kill") or {}
             return any(
                 e["pods"] == [1] and any(m["state"] == "running" for m in e["members"])
                 for e in state.get("ensembles", [])

@@ -19,7 +19,7 @@ from elasticity.control.events import read_events
 from elasticity.figures.timeline import timeline_rows
 from elasticity.workloads.proxy import build_proxy_solver
 from miniclusters.backends.local.backend import LocalBackend
-from miniclusters.multiplex.session import state_file
+from miniclusters.multiplex.state_file import state_file
 
 pytestmark = pytest.mark.needs_root
 
