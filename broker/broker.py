@@ -52,8 +52,12 @@ __all__ = [
 ]
 
 
-class Broker(TreeLink):
+class Broker(BrokerCore):
     """A broker of the instance described by the bootstrap config, at the rank its hostname selects."""
+
+    def __init__(self, options: BrokerOptions) -> None:
+        super().__init__(options)
+        self.tree = TreeLink(self)
 
     def setup(self) -> None:
         """Load the certificate, bind and connect sockets. Raises BrokerError; cleans up after itself."""
@@ -119,16 +123,16 @@ class Broker(TreeLink):
         self.membership.set(self.rank, UP, resources=self.resources, uuid=self.uuid)
         self.loop.add_reader(self.client_sock, self.router.on_client)
         if self.overlay.child_sock is not None:
-            self.loop.add_reader(self.overlay.child_sock, self._on_children)
+            self.loop.add_reader(self.overlay.child_sock, self.tree.on_children)
         if self.overlay.zap_sock is not None:
             self.loop.add_reader(self.overlay.zap_sock, self.overlay.handle_zap)
         if self.rank > 0:
-            self._connect_parent()
-        self.loop.call_every(self.hb_interval, self._heartbeat)
-        self.loop.call_every(max(0.01, self.hb_timeout / 10), self._check_liveness)
+            self.tree.connect_parent()
+        self.loop.call_every(self.hb_interval, self.tree.heartbeat)
+        self.loop.call_every(max(0.01, self.hb_timeout / 10), self.tree.check_liveness)
         self._install_signals()
         if self.rank == 0:
-            self._check_quorum()
+            self.tree.check_quorum()
 
     def _init_rundir(self) -> None:
         rundir = self.attrs.get("rundir")
@@ -174,7 +178,7 @@ class Broker(TreeLink):
             os.read(self._signal_r, 512)
         while self._pending_signals:
             signum = self._pending_signals.pop()
-            self._debug(f"signal {signum}: shutting down")
+            self.debug(f"signal {signum}: shutting down")
             self.shutdown(f"signal {signum}")
 
     def run(self) -> int:
@@ -213,7 +217,7 @@ class Broker(TreeLink):
             shutil.rmtree(self.rundir, ignore_errors=True)
             self._created_rundir = False
 
-    def _start_command(self) -> None:
+    def start_command(self) -> None:
         env = dict(os.environ, FLUX_URI=self.local_uri)
         bindir = os.path.dirname(sys.executable)  # where the `flux` console script is installed
         if shutil.which("flux", path=env.get("PATH")) is None and os.path.exists(os.path.join(bindir, "flux")):
@@ -236,7 +240,7 @@ class Broker(TreeLink):
         os.close(self._command_fd)
         self._command_fd = None
         self.exit_code = 128 - code if code < 0 else code
-        self._debug(f"initial program exited with {self.exit_code}")
+        self.debug(f"initial program exited with {self.exit_code}")
         self._command = None
         if self.state == "shutdown":
             self._shutdown_children("instance shutdown")
@@ -248,7 +252,7 @@ class Broker(TreeLink):
         if self.state == "shutdown":
             return
         self.state = "shutdown"
-        self._debug(f"shutdown: {reason}")
+        self.debug(f"shutdown: {reason}")
         if self._command is not None and self._command.poll() is None:
             self._signal_command(signal.SIGTERM)
             self.loop.call_later(SHUTDOWN_GRACE, self._kill_command)
@@ -266,18 +270,19 @@ class Broker(TreeLink):
 
     def _shutdown_children(self, reason: str) -> None:
         assert self.overlay is not None
-        for rank in self.children:
+        children = self.tree.connected_children()
+        for rank in children:
             self.overlay.send_child(rank, control("overlay.shutdown", {"reason": reason}, sender=self.rank))
-        if not self.children:
-            self._finish()
+        if not children:
+            self.finish()
         else:
-            self._shutdown_timer = self.loop.call_later(SHUTDOWN_GRACE, self._finish)
+            self._shutdown_timer = self.loop.call_later(SHUTDOWN_GRACE, self.finish)
 
-    def _maybe_finish_shutdown(self) -> None:
-        if self.state == "shutdown" and not self.children and self._command is None:
-            self._finish()
+    def maybe_finish_shutdown(self) -> None:
+        if self.state == "shutdown" and not self.tree.connected_children() and self._command is None:
+            self.finish()
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
         if self._finishing:
             return
         self._finishing = True

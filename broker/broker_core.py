@@ -1,11 +1,11 @@
 """The broker's state and the API modules use (register, rpc, publish, subscribe, hooks).
 
-The broker is one event loop split by concern: broker_core.py (state and module API), tree_link.py (the parent
-link, children, membership and heartbeats) and broker.py (start-up, the initial program, shutdown); methods one
-concern calls in another are declared at the end of BrokerCore and defined where they belong. routing.py (local
-clients, request/response/event routing), builtin_services.py and burst_ranks.py are parts, not mixins: composed
-into the broker, each owning its state and changing the broker's only through its methods (`register`,
-`publish`, `set_hosts`, `release_rank`; tests/broker/test_broker_parts.py checks it).
+The broker is one event loop: broker_core.py (state and module API) and broker.py (start-up, the initial program,
+shutdown; what the parts call there is declared at the end of BrokerCore). tree_link.py (the parent link,
+children, membership and quorum, heartbeats), routing.py (local clients, request/response/event routing),
+builtin_services.py and burst_ranks.py are parts, not mixins: composed into the broker, each owning its state and
+changing the broker's only through its methods (`register`, `publish`, `set_hosts`, `release_rank`, `set_state`,
+`set_exit_code`, `shutdown`; tests/broker/test_broker_parts.py checks it).
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ from .topology import Topology, TopologyError, build
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .tree_link import TreeLink
 
 DEFAULT_HEARTBEAT_INTERVAL = 1.0
 DEFAULT_HEARTBEAT_TIMEOUT = 5.0
 DEFAULT_CONNECT_TIMEOUT = 30.0  # Flux's tbon.connect_timeout default
 SHUTDOWN_GRACE = 5.0
-MEMBERSHIP_EVENT_DELAY = 0.05
 
 ResponseCallback = Callable[[Message], None]
 EventCallback = Callable[[Message], None]
@@ -60,12 +60,6 @@ class BrokerError(BrokerFailure):
 class StartRefused(BrokerError):
     """Input that can never work (a hostile or damaged `content.restore` archive): the broker exits with
     refused.EXIT_REFUSED so that nothing restarts it or waits for it (broker/refused.py)."""
-
-
-@dataclass
-class _Child:
-    uuid: str
-    last_seen: float
 
 
 @dataclass
@@ -88,6 +82,9 @@ def _log(rank: int, text: str) -> None:
 
 class BrokerCore:
     """A broker of the instance described by the bootstrap config, at the rank its hostname selects."""
+
+    tree: TreeLink
+    """The parent link, children, membership and quorum (tree_link.py): composed by Broker, which owns it."""
 
     def __init__(self, options: BrokerOptions) -> None:
         self.options = options
@@ -125,18 +122,9 @@ class BrokerCore:
         self.loop = Loop()
         self.services = ServiceRegistry()
         self.membership = Membership(self.config.hostnames)
-        self.children: dict[int, _Child] = {}
         self.bursts = BurstRanks(self)
-        self.joined = self.rank == 0
-        self.parent_last_seen = 0.0
-        self._join_started = 0.0
-        self._join_warned = 0.0
-        self.online = False
         self.router = Router(self)
-        self._online_hooks: list[Callable[[], None]] = []
         self._close_hooks: list[Callable[[], None]] = []
-        self._membership_dirty: set[int] = set()
-        self._membership_lost: set[int] = set()  # ranks lost since the last membership event
         self._command: subprocess.Popen[bytes] | None = None
         self._command_fd: int | None = None
         self._shutdown_timer: Timer | None = None
@@ -205,10 +193,7 @@ class BrokerCore:
 
     def on_online(self, callback: Callable[[], None]) -> None:
         """Run `callback` on rank 0 once the quorum has joined (immediately if it already has)."""
-        if self.online:
-            callback()
-        else:
-            self._online_hooks.append(callback)
+        self.tree.on_online(callback)
 
     def on_close(self, callback: Callable[[], None]) -> None:
         """Run `callback` when the broker closes (modules stop their processes, flush their files)."""
@@ -222,22 +207,31 @@ class BrokerCore:
         """A line on stderr, as flux-broker[rank] (always; _debug only with -v)."""
         _log(self.rank, text)
 
-    def _debug(self, text: str) -> None:
+    def debug(self, text: str) -> None:
+        """A line on stderr with -v only."""
         if self.verbose:
             _log(self.rank, text)
 
-    # ------------------------------------------------------------------ defined by the concerns (see the module doc)
-    def _finish(self) -> None:
+    def set_state(self, state: str) -> None:
+        """The broker moves to `state` (join, quorum, run); `shutdown` moves it to shutdown."""
+        self.state = state
+
+    def set_exit_code(self, code: int) -> None:
+        self.exit_code = code
+
+    def release_rank(self, rank: int, reason: str) -> bool:
+        """Let a rank go (a released burst's); True when its state changed (tree_link.TreeLink.release_rank)."""
+        return self.tree.release_rank(rank, reason)
+
+    # ------------------------------------------------------------------ defined by broker.py (see the module doc)
+    def finish(self) -> None:
         raise NotImplementedError
 
-    def _maybe_finish_shutdown(self) -> None:
+    def maybe_finish_shutdown(self) -> None:
         raise NotImplementedError
 
-    def _start_command(self) -> None:
+    def start_command(self) -> None:
         raise NotImplementedError
 
     def shutdown(self, reason: str) -> None:
-        raise NotImplementedError
-
-    def release_rank(self, rank: int, reason: str) -> bool:
         raise NotImplementedError

@@ -65,6 +65,10 @@ class Membership:
             changed = True
         return changed
 
+    def drop_resources(self, rank: int) -> None:
+        """A released rank's resources are gone (a broker joining at that rank again reports its own)."""
+        self.ranks[rank].resources = None
+
     def snapshot(self, ranks: list[int]) -> dict[str, dict[str, Any]]:
         """JSON-able view of some ranks (sent upstream in hello/update messages)."""
         return {str(r): self.ranks[r].as_dict() for r in ranks}

@@ -140,9 +140,9 @@ class Router:
             hop = self._b.topology.next_hop(self._b.rank, target)
         assert self._b.overlay is not None
         if hop == self._b.parent_rank:
-            if not self._b.joined or not self._b.overlay.send_parent(msg):
+            if not self._b.tree.joined or not self._b.overlay.send_parent(msg):
                 self.send_response(msg.error(EHOSTUNREACH, f"rank {self._b.rank} is not connected to its parent"))
-        elif hop not in self._b.children or not self._b.overlay.send_child(hop, msg):
+        elif not self._b.tree.has_child(hop) or not self._b.overlay.send_child(hop, msg):
             self.send_response(msg.error(EHOSTUNREACH, f"rank {target} is unreachable: rank {hop} is down"))
 
     def send_response(self, msg: Message) -> None:
@@ -173,5 +173,5 @@ class Router:
             if any(msg.topic.startswith(p) for p in prefixes):
                 self._send_client(ident, msg)
         assert self._b.overlay is not None
-        for rank in list(self._b.children):
+        for rank in self._b.tree.connected_children():
             self._b.overlay.send_child(rank, msg)

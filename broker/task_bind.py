@@ -19,7 +19,11 @@ PRELOAD_CARRIER = "MC_TASK_LD_PRELOAD"
 
 
 def parse_cpus(text: str) -> tuple[int, ...]:
-    """'0-2,5' -> (0, 1, 2, 5); ValueError on anything else."""
+    """'0-2,5' -> (0, 1, 2, 5); ValueError on anything else.
+
+    A copy of elasticity.policy.placement's CPU-list format kept on purpose: this file runs as
+    `python -I -S task_bind.py` in every MPI rank, where no package of ours is importable (and elasticity may not
+    import the broker)."""
     cpus: set[int] = set()
     for part in text.strip().split(","):
         low, _, high = part.strip().partition("-")

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Literal
 from miniclusters.api.campaign import CampaignSpec
 from miniclusters.api.spec import MiniCluster
 from miniclusters.operator.autoscaling import Decision
+from miniclusters.operator.runners import RunnerSupervisor
 
 if TYPE_CHECKING:
     from miniclusters.campaign.runner import CampaignRunner
     from miniclusters.operator.controller import ClusterKey
 
 log = logging.getLogger("miniclusters.operator.campaign")
-DEFAULT_INTERVAL = 2.0
 
 CampaignStarter = Callable[[str, MiniCluster, Callable[[], float]], "CampaignRunner"]
 """(namespace, the MiniCluster, clock) -> its campaign's runner (cases prepared); raises when it cannot be built."""
@@ -63,6 +63,10 @@ class CampaignLoop:
     """Ensemble and member states already turned into Events."""
     outcome: Literal["done", "cancelled"] | None = None
     last: Decision | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome is not None
 
     def step(self, now: float, interval: float) -> tuple[list[Decision], Decision]:
         """One runner step: (an Event per ensemble/member that changed state, the condition's decision)."""
@@ -102,23 +106,8 @@ class CampaignLoop:
         return out
 
 
-class CampaignSupervisor:
-    """Starts, steps and stops the runners; every decision goes to ``report(key, decision, set_condition)``
-    (which never raises)."""
-
-    def __init__(
-        self,
-        start: CampaignStarter,
-        clock: Callable[[], float],
-        report: Callable[[ClusterKey, Decision, bool], None],
-        interval: float = DEFAULT_INTERVAL,
-    ) -> None:
-        self.start = start
-        self.clock = clock
-        self.report = report
-        self.interval = interval
-        self.loops: dict[ClusterKey, CampaignLoop] = {}
-        self.failed: dict[ClusterKey, str] = {}
+class CampaignSupervisor(RunnerSupervisor[CampaignLoop, CampaignStarter]):
+    """Starts, steps and stops the campaigns' runners (runners.RunnerSupervisor)."""
 
     def sync(self, key: ClusterKey, mc: MiniCluster | None, ready: bool = True, gone: bool = False) -> None:
         """Start the campaign of ``key`` once every pod is ready; cancel it when its spec.campaign goes or changes.
@@ -141,20 +130,15 @@ class CampaignSupervisor:
         try:
             runner = self.start(key.namespace, mc, self.clock)
             runner.begin()
-        except Exception as exc:  # reported once per reason, not at every reconcile of the cluster
-            message = f"could not start the campaign: {exc}"
-            if self.failed.get(key) != message:
-                self.failed[key] = message
-                self.report(key, Decision(False, "LoopFailed", message, "Warning"), True)
+        except Exception as exc:
+            self._start_failed(key, f"could not start the campaign: {exc}")
             return
-        self.failed.pop(key, None)
-        self.loops[key] = CampaignLoop(spec, runner, due=self.clock())
         members = len(runner.plan.members)
         message = (
             f"every {self.interval:g}s: {len(runner.plan.ensembles)} ensembles, {members} members "
             f"in {runner.plan.workdir}"
         )
-        self.report(key, Decision(True, "Started", message, "Normal"), True)
+        self._started(key, CampaignLoop(spec, runner, due=self.clock()), message)
 
     def _stop(self, key: ClusterKey, loop: CampaignLoop, gone: bool) -> None:
         """A removed campaign is cancelled (its sub-instances and members with it); a deleted cluster's pods go
@@ -176,16 +160,9 @@ class CampaignSupervisor:
         stepped = 0
         for key, loop in list(self.loops.items()):
             now = self.clock()
-            if loop.outcome is not None or loop.due > now:
+            if loop.finished or loop.due > now:
                 continue
             changes, condition = loop.step(now, self.interval)
             stepped += 1
-            for decision in changes:
-                self.report(key, decision, False)
-            if loop.last is None or loop.last.condition != condition.condition or condition.event_type is not None:
-                self.report(key, condition, True)
-            loop.last = condition
+            self._report_step(key, loop, changes, condition)
         return stepped
-
-    def next_due(self) -> float | None:
-        return min((loop.due for loop in self.loops.values() if loop.outcome is None), default=None)

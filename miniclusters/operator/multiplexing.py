@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Literal
 from elasticity.control.multiplex_runner import MultiplexRunner, Progress
 from miniclusters.api.spec import MiniCluster, MultiplexingSpec
 from miniclusters.operator.autoscaling import Decision
+from miniclusters.operator.runners import RunnerSupervisor
 
 if TYPE_CHECKING:
     from miniclusters.operator.controller import ClusterKey
 
 log = logging.getLogger("miniclusters.operator.multiplexing")
-DEFAULT_INTERVAL = 2.0
 
 
 @dataclass
@@ -109,6 +109,10 @@ class ClusterLoop:
     stopped: bool = False
 
     @property
+    def finished(self) -> bool:
+        return self.done
+
+    @property
     def runner(self) -> MultiplexRunner:
         return self.started.runner
 
@@ -131,24 +135,9 @@ class ClusterLoop:
         return notable, progress_decision(progress, self.last_notable)
 
 
-class MultiplexSupervisor:
-    """Starts, steps and stops the runners; every decision goes to ``report(key, decision, set_condition)``
-    (which never raises): Events of notable planner events leave the condition alone."""
-
-    def __init__(
-        self,
-        start: MultiplexStarter,
-        clock: Callable[[], float],
-        report: Callable[[ClusterKey, Decision, bool], None],
-        interval: float = DEFAULT_INTERVAL,
-    ) -> None:
-        self.start = start
-        self.clock = clock
-        self.report = report
-        self.interval = interval
-        self.loops: dict[ClusterKey, ClusterLoop] = {}
-        self.failed: dict[ClusterKey, str] = {}
-        """The last reason a cluster's controller could not start (said once)."""
+class MultiplexSupervisor(RunnerSupervisor[ClusterLoop, MultiplexStarter]):
+    """Starts, steps and stops the multiplexing runners (runners.RunnerSupervisor): Events of notable planner
+    events leave the condition alone."""
 
     def sync(self, key: ClusterKey, mc: MiniCluster | None, ready: bool = True, gone: bool = False) -> None:
         """Make the runner of ``key`` match its spec: start it (once every pod is ready), or stop it. A changed
@@ -175,20 +164,15 @@ class MultiplexSupervisor:
     def _start(self, key: ClusterKey, mc: MiniCluster, spec: MultiplexingSpec) -> None:
         try:
             started = self.start(key.namespace, mc, self.clock)
-        except Exception as exc:  # reported once per reason, not at every reconcile of the cluster
-            message = f"could not start the controller: {exc}"
-            if self.failed.get(key) != message:
-                self.failed[key] = message
-                self.report(key, Decision(False, "LoopFailed", message, "Warning"), True)
+        except Exception as exc:
+            self._start_failed(key, f"could not start the controller: {exc}")
             return
-        self.failed.pop(key, None)
-        self.loops[key] = ClusterLoop(spec, started, due=self.clock())
         config = started.runner.planner.config
         message = (
             f"every {self.interval:g}s: {spec.command!r}, {config.ranks} ranks on {len(config.pods)} pods, up to "
             f"{config.max_simulations} at once ({config.total} in all)" + (f"; {started.note}" if started.note else "")
         )
-        self.report(key, Decision(True, "Started", message, "Normal"), True)
+        self._started(key, ClusterLoop(spec, started, due=self.clock()), message)
 
     @staticmethod
     def _cancel_running(key: ClusterKey, loop: ClusterLoop) -> None:
@@ -205,7 +189,7 @@ class MultiplexSupervisor:
         stepped = 0
         for key, loop in list(self.loops.items()):
             now = self.clock()
-            if loop.done or loop.due > now:
+            if loop.finished or loop.due > now:
                 continue
             with loop.lock:
                 if loop.stopped:
@@ -214,12 +198,5 @@ class MultiplexSupervisor:
             stepped += 1
             if self.loops.get(key) is not loop:
                 continue  # stopped while it stepped: its last word was "Disabled"
-            for decision in notable:
-                self.report(key, decision, False)
-            if loop.last is None or loop.last.condition != condition.condition or condition.event_type is not None:
-                self.report(key, condition, True)
-            loop.last = condition
+            self._report_step(key, loop, notable, condition)
         return stepped
-
-    def next_due(self) -> float | None:
-        return min((loop.due for loop in self.loops.values() if not loop.done), default=None)

@@ -1,9 +1,10 @@
 """The broker's parts own their state (the job manager's rule, tests/broker/test_job_manager_parts.py, extended
-to the broker): the router and the burst ranks are parts composed into the broker, not mixins over its `self`.
+to the broker): the tree link, the router and the burst ranks are parts composed into the broker, not mixins over
+its `self`.
 
 Checked by reading the source: a part's state is assigned only inside it; it never assigns an attribute of the
-broker it is given (it asks the broker's small methods: set_hosts, release_rank, register, publish); and no other
-broker module names the state that used to live on the broker's `self`.
+broker it is given (it asks the broker's small methods: set_hosts, release_rank, register, publish, set_state,
+set_exit_code, shutdown); and no other broker module names the state that used to live on the broker's `self`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,24 @@ import broker
 from broker.broker import Broker
 from broker.burst_ranks import BurstRanks
 from broker.routing import Router
+from broker.tree_link import TreeLink
 
 PACKAGE = Path(broker.__file__).parent
 PARTS = {
+    "tree_link.py": (
+        TreeLink,
+        {
+            "self._links",
+            "self._joined",
+            "self._parent_last_seen",
+            "self._join_started",
+            "self._join_warned",
+            "self._online",
+            "self._online_hooks",
+            "self._membership_dirty",
+            "self._membership_lost",
+        },
+    ),
     "burst_ranks.py": (BurstRanks, {"self._prefixes", "self._service"}),
     "routing.py": (
         Router,
@@ -92,6 +108,8 @@ def test_the_broker_composes_its_parts_instead_of_inheriting_them() -> None:
         text = path.read_text()
         for gone in ("burst_ranks[", "burst_ranks.get", ".burst_service_view(", "self.burst_service ="):
             assert gone not in text, f"{path.name} names {gone!r}, the burst part's own state"
+        for gone in ("self.children", "b.children", "self.joined", "b.joined", "self.online", "b.online"):
+            assert gone not in text, f"{path.name} names {gone!r}, the tree link's own state"
         names = {n.attr for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Attribute)}
         assert not names & private, f"{path.name} reaches into a part: {sorted(names & private)}"
 

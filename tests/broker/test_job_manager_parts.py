@@ -10,83 +10,14 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 import broker.modules.job_manager as job_manager
+from broker.ownership import foreign_private_reads, writes
 
 PACKAGE = Path(job_manager.__file__).parent
-MUTATORS = {"append", "extend", "add", "discard", "pop", "popitem", "clear", "update", "setdefault", "remove", "insert"}
 WIRING = {"_jm", "_b"}  # each part's references to the job manager and the broker: set once, never changed
 COMPOSER = "JobManager"  # holds the parts, set once in __init__
-
-
-@dataclass(frozen=True)
-class Write:
-    module: str
-    cls: str
-    method: str
-    root: str  # "self" or the name of another object
-    attr: str  # the first attribute under root that the write changes
-    line: int
-
-
-def _root(node: ast.expr) -> tuple[str, str] | None:
-    """(root name, first attribute) of an expression like root.attr[...].more, or None if it is not one."""
-    first = None
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        if isinstance(node, ast.Attribute):
-            first = node.attr
-        node = node.value
-    if isinstance(node, ast.Name) and first is not None:
-        return node.id, first
-    return None
-
-
-def _targets(node: ast.AST) -> list[ast.expr]:
-    if isinstance(node, ast.Assign):
-        found = list(node.targets)
-    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-        found = [node.target]
-    elif isinstance(node, ast.Delete):
-        found = list(node.targets)
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
-        found = [node.func.value]
-    else:
-        return []
-    flat: list[ast.expr] = []
-    while found:
-        target = found.pop()
-        if isinstance(target, (ast.Tuple, ast.List)):
-            found.extend(target.elts)
-        elif isinstance(target, (ast.Attribute, ast.Subscript)):
-            flat.append(target)
-    return flat
-
-
-def writes(source: str, module: str) -> list[Write]:
-    """Every write to an attribute (of self or of another object) inside the classes of a module."""
-    found = []
-    for cls in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)):
-        for method in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-            for node in ast.walk(method):
-                for target in _targets(node):
-                    root = _root(target)
-                    if root is not None:
-                        found.append(Write(module, cls.name, method.name, *root, getattr(node, "lineno", 0)))
-    return found
-
-
-def foreign_private_reads(source: str) -> list[str]:
-    """`x._name` where x is not self: one part reaching into another's state."""
-    return [
-        f"line {n.lineno}: {ast.unparse(n)}"
-        for n in ast.walk(ast.parse(source))
-        if isinstance(n, ast.Attribute)
-        and n.attr.startswith("_")
-        and not n.attr.startswith("__")
-        and not (isinstance(n.value, ast.Name) and n.value.id == "self")
-    ]
 
 
 def dataclass_fields(source: str) -> set[str]:

@@ -124,7 +124,7 @@ class JobQueue:
 
     def schedule(self) -> None:
         self._dirty = False
-        if not self._started or not self._pending or not self._b.online:
+        if not self._started or not self._pending or not self._b.tree.online:
             return
         table = self._jm.table
         if self._order is None or len(self._order) > 2 * len(self._pending) + 64:

@@ -1,23 +1,159 @@
 """The local backend: a MiniCluster on this machine from the same spec, rendered config and certificate.
 
 Each pod is a supervised process tree running the rendered entrypoint with JOB_COMPLETION_INDEX, as in an
-Indexed Job (see lifecycle.py for namespaces, cgroups and nice levels). Split by concern: core.py (settings,
-state, reaching into a pod), lifecycle.py (create, pods, delete), observe.py (status, the ClusterView),
-actuate.py (scale and resize: the actuator).
+Indexed Job (see pods.py for namespaces, cgroups and nice levels). The backend composes parts, each owning its
+own state (core.py lists them); this class builds them once and hands each Backend and port method to the part
+that does it.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
+from elasticity.control.ports import ClusterView, PodResize, ScaleResult
 from miniclusters.api.spec import MiniCluster
-from miniclusters.backends.base import BackendError, ClusterStatus, ExecResult, RestEndpoint
+from miniclusters.backends.base import (
+    BackendError,
+    ClusterStatus,
+    ClusterSummary,
+    CreateOptions,
+    ExecResult,
+    InvalidRequestError,
+    ResizeResult,
+    RestEndpoint,
+)
+from miniclusters.backends.local import latency as delays
 from miniclusters.backends.local import netns
-from miniclusters.backends.local.actuate import Actuating
+from miniclusters.backends.local.actuate import Actuator
+from miniclusters.backends.local.bursts import Bursts
+from miniclusters.backends.local.core import (
+    BACKEND_NAME,
+    UNPRIVILEGED_ENV,
+    WEIGHT_FORMULA_ENV,
+    LocalContext,
+    LocalSettings,
+    notify_stderr,
+)
+from miniclusters.backends.local.lifecycle import Lifecycle
+from miniclusters.backends.local.observe import Observer
+from miniclusters.backends.local.pods import Pods
+from miniclusters.backends.local.prepare import Preparer
+from miniclusters.backends.local.state import StateStore
+from miniclusters.backends.wait import ProgressCallback
 
 
-class LocalBackend(Actuating):
+class LocalBackend:
     """Backend running every pod on this machine (see the module docstring)."""
+
+    name = BACKEND_NAME
+    ephemeral = True
+
+    def __init__(
+        self,
+        namespace: str | None = None,
+        progress: ProgressCallback | None = None,
+        latency: str | None = None,
+        unprivileged: bool | None = None,
+        state_dir: Path | str | None = None,
+        weight_formula: str | None = None,
+        notify: Callable[[str], None] = notify_stderr,
+        poll_interval: float = 0.3,
+        context: str | None = None,
+    ) -> None:
+        if context:
+            raise BackendError(f"--context applies to the kubernetes backend only (backend is {BACKEND_NAME!r})")
+        if namespace:
+            raise InvalidRequestError(
+                f"--namespace {namespace!r}: the local backend has no namespaces (cluster names are per machine); "
+                "drop --namespace or use --backend kubernetes"
+            )
+        if latency is not None:
+            try:
+                delays.microseconds(latency)
+            except ValueError as exc:
+                raise InvalidRequestError(f"--latency {latency!r}: {exc}") from None
+        formula = weight_formula or os.environ.get(WEIGHT_FORMULA_ENV) or "nonlinear"
+        if formula not in ("linear", "nonlinear"):
+            raise InvalidRequestError(f"${WEIGHT_FORMULA_ENV}={formula!r}: expected linear or nonlinear")
+        forced = unprivileged if unprivileged is not None else os.environ.get(UNPRIVILEGED_ENV, "") not in ("", "0")
+        settings = LocalSettings(
+            privileged=os.geteuid() == 0 and not forced and netns.available(),
+            latency=latency,
+            weight_formula=formula,
+            poll_interval=poll_interval,
+            progress=progress,
+            notify=notify,
+        )
+        ctx = LocalContext(StateStore(Path(state_dir) if state_dir else None), settings)
+        observer = Observer(ctx)
+        pods = Pods(ctx)
+        bursts = Bursts(ctx)
+        self._ctx = ctx
+        self._observer = observer
+        self._bursts = bursts
+        self._lifecycle = Lifecycle(ctx, Preparer(ctx), pods, bursts, observer)
+        self._actuator = Actuator(ctx, pods, observer)
+
+    @property
+    def store(self) -> StateStore:
+        """The state directory's clusters (the CLI and the multiplexing session read specs and pod dirs from it)."""
+        return self._ctx.store
+
+    # ------------------------------------------------------------------ lifecycle
+    def create(self, mc: MiniCluster, options: CreateOptions | None = None) -> ClusterStatus:
+        return self._lifecycle.create(mc, options)
+
+    def exists(self, mc: MiniCluster) -> bool:
+        return self._lifecycle.exists(mc)
+
+    def delete(self, name: str) -> None:
+        self._lifecycle.delete(name)
+
+    def finish_teardown(self, name: str) -> bool:
+        return self._lifecycle.finish_teardown(name)
+
+    def stored_spec(self, name: str) -> dict[str, Any] | None:
+        return self._lifecycle.stored_spec(name)
+
+    # ------------------------------------------------------------------ observing
+    def status(self, name: str) -> ClusterStatus:
+        return self._observer.status(name)
+
+    def observe(self, name: str) -> ClusterView:
+        return self._observer.observe(name)
+
+    def logs(self, name: str, index: int = 0, follow: bool = False) -> Iterator[str]:
+        return self._observer.logs(name, index, follow)
+
+    def kernel_weight(self, name: str, index: int) -> tuple[str, int | None]:
+        return self._observer.kernel_weight(name, index)
+
+    # ------------------------------------------------------------------ acting
+    def scale(self, name: str, size: int) -> ClusterStatus:
+        """Start the missing indexes, or stop the highest ones; the lead (index 0) is never removed."""
+        self._actuator.scale_to(name, size)
+        return self._observer.status(name)
+
+    def scale_to(self, name: str, size: int) -> ScaleResult:
+        return self._actuator.scale_to(name, size)
+
+    def resize(self, name: str, index: int, cpu: str) -> ResizeResult:
+        return self._actuator.resize(name, index, cpu)
+
+    def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]:
+        return self._actuator.resize_many(name, requests)
+
+    # ------------------------------------------------------------------ bursts
+    def lead_context(self, name: str) -> dict[str, Any]:
+        return self._bursts.lead_context(name)
+
+    # ------------------------------------------------------------------ reaching a pod
+    def lead_uri(self, name: str) -> str:
+        return self._ctx.lead_uri(name)
 
     def rest_endpoint(self, mc: MiniCluster, status: ClusterStatus) -> RestEndpoint:
         """The lead pod's own address (netns mode) or its loopback address, at spec.restful.port."""
@@ -28,8 +164,8 @@ class LocalBackend(Actuating):
     def expose_lead(self, name: str, port: int) -> tuple[str, int]:
         """Where brokers on another local network reach this cluster's lead broker: the lead pod's address,
         routed by this machine between the clusters' bridges (IP forwarding on, as a node's CNI keeps it)."""
-        record, _ = self._load(name)
-        lead = self._require_pod(record, 0)
+        record, _ = self._ctx.load(name)
+        lead = self._ctx.require_pod(record, 0)
         if record.mode == "netns":
             try:
                 netns.enable_forwarding()
@@ -38,9 +174,12 @@ class LocalBackend(Actuating):
         return lead.address, port
 
     def exec(self, name: str, index: int, argv: list[str]) -> ExecResult:
-        record, _ = self._load(name)
-        self._require_pod(record, index)
+        record, _ = self._ctx.load(name)
+        self._ctx.require_pod(record, index)
         try:
-            return self._run(record, index, argv, 3600.0)
+            return self._ctx.run(record, index, argv, 3600.0)
         except subprocess.TimeoutExpired:
             raise BackendError(f"`{' '.join(argv)}` in pod index {index} did not finish within an hour") from None
+
+    def list(self) -> list[ClusterSummary]:  # last: in the class body, `list` names this method from here on
+        return self._observer.list()

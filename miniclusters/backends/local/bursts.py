@@ -18,7 +18,7 @@ from broker.fsd import parse_fsd
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
 from miniclusters.backends.base import InvalidRequestError
 from miniclusters.backends.local import process
-from miniclusters.backends.local.core import LocalCore
+from miniclusters.backends.local.core import LocalContext
 from miniclusters.backends.local.state import ClusterRecord
 from miniclusters.render.layout import CURVE_FILE
 
@@ -38,15 +38,18 @@ def burst_idle_period() -> str:
     return text
 
 
-class Bursts(LocalCore):
+class Bursts:
     """The bursts of local clusters (see the module docstring)."""
 
-    def _bursts_of(self, name: str) -> list[str]:
+    def __init__(self, context: LocalContext) -> None:
+        self._ctx = context
+
+    def bursts_of(self, name: str) -> list[str]:
         """Local MiniClusters whose brokers follow `name`'s lead (spec.flux.bursting.leadBroker.name)."""
         found = []
-        for other in self.store.names():
+        for other in self._ctx.store.names():
             with contextlib.suppress(OSError, ValueError, KeyError):
-                lead = self.store.load_spec(other).get("spec", {}).get("flux", {}).get("bursting", {})
+                lead = self._ctx.store.load_spec(other).get("spec", {}).get("flux", {}).get("bursting", {})
                 if other != name and (lead.get("leadBroker") or {}).get("name") == name:
                     found.append(other)
         return found
@@ -54,25 +57,25 @@ class Bursts(LocalCore):
     def lead_context(self, name: str) -> dict[str, Any]:
         """What the burst service and its plugins need about a cluster's lead (bursting.plugin.LeadContext),
         plus where its broker answers and where its bursts are recorded."""
-        _record, mc = self._load(name)
-        cluster_dir = self.store.cluster_dir(name)
+        _record, mc = self._ctx.load(name)
+        cluster_dir = self._ctx.store.cluster_dir(name)
         context = {
             "cluster": name,
             "spec": mc.to_dict(),
             "certificate": (cluster_dir / "curve" / CURVE_FILE).read_text(),
             "broker_port": DEFAULT_BROKER_PORT,
-            "options": {"state_dir": str(self.store.root)},
+            "options": {"state_dir": str(self._ctx.store.root)},
         }
         return {
             "context": context,
             # the built-in broker's socket (the service runs for that flavour only), known before it exists
-            "lead_uri": f"local://{self.store.pod_dir(name, 0) / 'run' / 'rundir' / 'local'}",
+            "lead_uri": f"local://{self._ctx.store.pod_dir(name, 0) / 'run' / 'rundir' / 'local'}",
             "state_file": str(cluster_dir / BURST_STATE),
         }
 
-    def _start_burst_service(self, mc: MiniCluster, record: ClusterRecord) -> None:
+    def start_burst_service(self, mc: MiniCluster, record: ClusterRecord) -> None:
         """spec.flux.bursting.clusters: the burst service runs beside the lead, on this machine's network."""
-        cluster_dir = self.store.cluster_dir(mc.name)
+        cluster_dir = self._ctx.store.cluster_dir(mc.name)
         lead = self.lead_context(mc.name)
         context_file = cluster_dir / "burst-context.json"
         context_file.write_text(json.dumps(lead["context"]))

@@ -25,7 +25,7 @@ from miniclusters.backends.base import (
 )
 from miniclusters.backends.local import process, restart
 from miniclusters.backends.local.conditions import isolation_condition, queue_condition
-from miniclusters.backends.local.core import LEAD_ASK_TIMEOUT, NAMESPACE, LocalCore, deleting_message
+from miniclusters.backends.local.core import LEAD_ASK_TIMEOUT, NAMESPACE, LocalContext, deleting_message
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
 from miniclusters.backends.overlay import overlay_argv, overlay_ranks
 from miniclusters.backends.states import cluster_state
@@ -41,14 +41,17 @@ def this_node() -> Node:
     return Node(NODE_NAME, len(os.sched_getaffinity(0)) * 1000)
 
 
-class Observing(LocalCore):
-    """status, list, logs and the kernel's view of a pod's CPU."""
+class Observer:
+    """status, list, logs and the kernel's view of a pod's CPU (it only reads: the store, processes, cgroups)."""
+
+    def __init__(self, context: LocalContext) -> None:
+        self._ctx = context
 
     def _phase(self, record: ClusterRecord, pod: PodRecord) -> tuple[str, int | None]:
         """(Kubernetes pod phase, exit code once ended)."""
         if process.alive(pod.pid, pod.start_ticks):
             return "Running", None
-        code = process.exit_code(self.store.pod_dir(record.name, pod.index))
+        code = process.exit_code(self._ctx.store.pod_dir(record.name, pod.index))
         if pod.pid is None:
             return "Pending", code
         return ("Succeeded" if code == 0 else "Failed"), code
@@ -56,7 +59,7 @@ class Observing(LocalCore):
     def _pod_status(self, record: ClusterRecord, pod: PodRecord, ranks_up: tuple[int, ...] | None) -> PodStatus:
         phase, code = self._phase(record, pod)
         running = phase == "Running"
-        restarted = restart.restart_info(self.store.pod_dir(record.name, pod.index))
+        restarted = restart.restart_info(self._ctx.store.pod_dir(record.name, pod.index))
         waiting = restarted.waiting if restarted.waiting == restart.CRASH_LOOP and running else None
         if phase == "Failed":
             waiting = restarted.waiting or "Error"
@@ -67,7 +70,7 @@ class Observing(LocalCore):
         if pod.resize_outcome:
             reason = pod.resize_outcome.capitalize()  # Deferred / Infeasible, as the kubelet words it
             conditions = (PodCondition(RESIZE_PENDING, "True", reason, pod.resize_message),)
-        actual = self._actual_milli(record, pod) if running else None
+        actual = self.actual_milli(record, pod) if running else None
         return PodStatus(
             index=pod.index,
             name=pod.hostname,
@@ -86,7 +89,7 @@ class Observing(LocalCore):
 
     def _refused(self, record: ClusterRecord, pod: PodRecord) -> str:
         """Why the pod's broker refused to start: its marked line at the end of the pod's log."""
-        path = self.store.pod_dir(record.name, pod.index) / process.LOG_FILE
+        path = self._ctx.store.pod_dir(record.name, pod.index) / process.LOG_FILE
         try:
             with open(path, "rb") as handle:
                 handle.seek(max(0, handle.seek(0, os.SEEK_END) - LOG_TAIL))
@@ -96,9 +99,9 @@ class Observing(LocalCore):
         found = refusal_reason(tail)
         return found or f"exit {EXIT_REFUSED}, see `minicluster logs {record.name} {pod.index}`"
 
-    def _actual_milli(self, record: ClusterRecord, pod: PodRecord) -> int | None:
+    def actual_milli(self, record: ClusterRecord, pod: PodRecord) -> int | None:
         """What the kernel applies now, converted back to a request (cgroup weight, or nice level)."""
-        driver = self._driver(record)
+        driver = self._ctx.driver(record)
         if driver is not None:
             value = driver.read_weight(record.name, pod.index)
             if value is None:
@@ -112,7 +115,7 @@ class Observing(LocalCore):
     def observe(self, name: str) -> ClusterView:
         """The Observer port: one view from the state file, process liveness and the kernel's CPU knobs (no broker
         round trip, so loops may call it often; `ready` means running here)."""
-        record, _ = self._load(name)
+        record, _ = self._ctx.load(name)
         pods = []
         for _, pod in sorted(record.pods.items()):
             phase, _code = self._phase(record, pod)
@@ -123,8 +126,8 @@ class Observing(LocalCore):
                     phase=phase,
                     ready=phase == "Running",
                     cpu_request=pod.resize_desired if pod.resize_desired is not None else pod.cpu_milli,
-                    cpu_actual=self._actual_milli(record, pod) if phase == "Running" else None,
-                    restarts=restart.restart_info(self.store.pod_dir(record.name, pod.index)).restarts,
+                    cpu_actual=self.actual_milli(record, pod) if phase == "Running" else None,
+                    restarts=restart.restart_info(self._ctx.store.pod_dir(record.name, pod.index)).restarts,
                     resize=ResizeOutcome(pod.resize_outcome) if pod.resize_outcome else None,
                     resize_reason=pod.resize_message,
                     node=NODE_NAME,
@@ -142,15 +145,15 @@ class Observing(LocalCore):
 
     def kernel_weight(self, name: str, index: int) -> tuple[str, int | None]:
         """(knob, value) the kernel holds for a pod now: ("cpu.shares", 512), ("cpu.weight", 59) or ("nice", 3)."""
-        record, _ = self._load(name)
-        pod = self._require_pod(record, index)
-        driver = self._driver(record)
+        record, _ = self._ctx.load(name)
+        pod = self._ctx.require_pod(record, index)
+        driver = self._ctx.driver(record)
         if driver is not None:
             return driver.knob, driver.read_weight(name, index)
         return "nice", process.current_nice(pod.pid)
 
     def status(self, name: str) -> ClusterStatus:
-        record, mc = self._load(name, deleting_ok=True)
+        record, mc = self._ctx.load(name, deleting_ok=True)
         return self._status_of(record, mc, queue=True)
 
     def _status_of(self, record: ClusterRecord, _mc: MiniCluster, queue: bool) -> ClusterStatus:
@@ -217,10 +220,10 @@ class Observing(LocalCore):
         )
 
     def _ask_lead(self, record: ClusterRecord) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        if not self._broker_socket(record, 0).exists():
+        if not self._ctx.broker_socket(record, 0).exists():
             raise BackendError("the lead broker is starting (its local socket is not open yet)")
         try:
-            result = self._run(record, 0, overlay_argv(record.flavour), LEAD_ASK_TIMEOUT)
+            result = self._ctx.run(record, 0, overlay_argv(record.flavour), LEAD_ASK_TIMEOUT)
         except subprocess.TimeoutExpired as exc:
             raise BackendError(f"`flux overlay status` in the lead pod timed out: {exc}") from None
         return overlay_ranks(result)
@@ -228,7 +231,7 @@ class Observing(LocalCore):
     def _queue_summary(self, record: ClusterRecord) -> dict[str, int] | None:
         """Job counts by Flux state from the lead (`flux jobs -a`); None while the broker has no job manager."""
         try:
-            result = self._run(record, 0, ["flux", "jobs", "-a", "--no-header", "-o", "{state}"], LEAD_ASK_TIMEOUT)
+            result = self._ctx.run(record, 0, ["flux", "jobs", "-a", "--no-header", "-o", "{state}"], LEAD_ASK_TIMEOUT)
         except (BackendError, subprocess.TimeoutExpired):
             return None
         if result.rc != 0:
@@ -239,9 +242,9 @@ class Observing(LocalCore):
         return counts
 
     def logs(self, name: str, index: int = 0, follow: bool = False) -> Iterator[str]:
-        record, _ = self._load(name)
-        pod = self._require_pod(record, index)
-        path = self.store.pod_dir(name, index) / process.LOG_FILE
+        record, _ = self._ctx.load(name)
+        pod = self._ctx.require_pod(record, index)
+        path = self._ctx.store.pod_dir(name, index) / process.LOG_FILE
         pending = ""
         offset = 0
         while True:
@@ -266,9 +269,9 @@ class Observing(LocalCore):
     def list(self) -> list[ClusterSummary]:
         """Every cluster with the state and ready pods `status` shows for it (the same function decides)."""
         out = []
-        for name in self.store.names():
+        for name in self._ctx.store.names():
             try:
-                record, mc = self._load(name, deleting_ok=True)
+                record, mc = self._ctx.load(name, deleting_ok=True)
             except (OSError, ValueError, BackendError):
                 continue
             status = self._status_of(record, mc, queue=False)
