@@ -136,10 +136,13 @@ class AsyncHandle:
 
     def close(self) -> None:
         if self._sock is not None:
-            if self._loop is not None and not self._loop.is_closed():
+            open_loop = self._loop is not None and not self._loop.is_closed()
+            if self._loop is not None and open_loop:
                 self._loop.remove_reader(self._fd)
             self._sock.close(0)
-            self._fail_all()
+            if open_loop:  # a waiter's callbacks run on its loop: none left to fail once that is closed
+                self._fail_all()
+            self._pending.clear()
         self._sock, self._loop = None, None
 
 
