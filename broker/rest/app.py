@@ -365,7 +365,20 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             visible_jobs=lambda principal, owners: access.visible_jobs(service, principal, settings, owners=owners),
         ),
     )
+    hot_routes_first(app, (search_jobs, submit, get_job))
     return app
+
+
+def hot_routes_first(app: FastAPI, endpoints: tuple[Callable[..., Any], ...]) -> None:
+    """Move the routes of `endpoints` to the front of the app's routes, in the order given.
+
+    Starlette tries routes in order, a path match each (about 8 us here); FastAPI's documentation routes and
+    ours registered before came ahead of a GET of one job, ten tries for every request. The paths moved do
+    not overlap with any route moved past (/v1/jobs/search stays ahead of /v1/jobs/{jobid})."""
+    hot = [
+        route for endpoint in endpoints for route in app.router.routes if getattr(route, "endpoint", None) is endpoint
+    ]
+    app.router.routes[:] = hot + [route for route in app.router.routes if route not in hot]
 
 
 AppFactory = Callable[[RestSettings, JobService], FastAPI]

@@ -163,6 +163,7 @@ class FluxJobService:
         self._handles: PerThread[Any] = PerThread(self._connect, lambda handle: None)
         self._owners: dict[int, str] = {}
         self._owners_lock = threading.Lock()
+        self.environment = dict(os.environ)  # what jobs are given (job_environment), read once
 
     def _connect(self) -> Any:
         try:
@@ -200,7 +201,7 @@ class FluxJobService:
             )
             jobspec.duration = request.runtime
             jobspec.cwd = request.workdir or os.getcwd()
-            jobspec.environment = job_environment(request.envars)
+            jobspec.environment = job_environment(request.envars, self.environment)
             for key, value in request.option_flags.items():
                 jobspec.setattr_shell_option(key, value)
             for key, value in system_attributes(request).items():

@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 FLAVOURS = ("builtin", "flux")
-UNUSED_PACKAGES = ("cryptography",)
+UNUSED_PACKAGES = ("cryptography", "pydantic.v1")
+SWITCH_INTERVAL = 0.0005
+"""Seconds a thread may hold the interpreter lock while another waits for it (CPython's default is 0.005).
+The event loop thread waits for the lock whenever a worker thread is running Python (the flux flavour builds
+each submit's jobspec in one, the pages render in them), and every wait was up to 5 ms added to whatever
+request the loop was serving; measured with 4 clients submitting to the flux flavour (bench/bench_rest.py),
+a GET's median during the submits went from about 2.1x its idle value to about 1.9x."""
 
 
 class _Unused:
@@ -16,10 +22,12 @@ class _Unused:
 
     PyJWT imports `cryptography` (about 9 MB resident: its own OpenSSL) only to offer RSA and EC keys when it is
     installed; our tokens are HS256 (the standard library's hmac), so without it PyJWT works the same and the
-    server is that much smaller (issue 27's memory target; bench/bench_memory.py measures it)."""
+    server is that much smaller (issue 27's memory target; bench/bench_memory.py measures it). Likewise FastAPI
+    imports `pydantic.v1` (1.4 MB resident) only to ask whether each route's types are pydantic v1 models, and
+    takes an ImportError as "no"; ours are all v2."""
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        if name.split(".", 1)[0] in UNUSED_PACKAGES:
+        if any(name == unused or name.startswith(unused + ".") for unused in UNUSED_PACKAGES):
             raise ModuleNotFoundError(f"{name} is not used by the REST server", name=name)
         return None
 
@@ -43,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         "(default $MINICLUSTER_FLAVOUR or builtin)",
     )
     args = parser.parse_args(argv)
+    sys.setswitchinterval(SWITCH_INTERVAL)
     decline_unused_imports()  # before anything imports PyJWT (the settings do)
     from broker.rest.settings import RestSettings, SettingsError
 

@@ -320,3 +320,65 @@ def test_a_submit_held_at_the_builtin_broker_does_not_delay_a_get(gate: Gate, tm
     finally:
         service.close()
         broker.close()
+
+
+WORK = 0.1  # seconds of a submit's work on the event loop, without a pause (parsing, the jobspec, encoding)
+
+
+class BusySubmits:
+    """The event-loop side of a service (`asynchronous`, as the built-in flavour's): each submit works WORK
+    seconds on the loop without a pause, as a real submit's CPU work does; reads answer at once."""
+
+    def __init__(self, service: SlowService) -> None:
+        self.service = service
+        self.started = threading.Event()
+
+    async def submit(self, request: SubmitRequest, userid: int) -> int:
+        self.started.set()
+        end = time.perf_counter() + WORK
+        while time.perf_counter() < end:
+            pass
+        return self.service.add(request.command[0]).id
+
+    async def jobs(self, limit: int = 1000, owners: bool = True) -> list[JobInfo]:
+        return self.service.jobs(limit, owners)
+
+    async def info(self, jobid: int) -> JobInfo:
+        return self.service.info(jobid)
+
+
+def test_a_get_waits_for_at_most_one_submit_s_work_not_for_every_submit_that_arrived(
+    gate: Gate, tmp_path: Path
+) -> None:
+    """Four submits arrive together, then a GET: the GET is answered after the submit already working, before
+    the other three (broker/rest/reads_first.py: submits take turns, and a request that arrived starts first).
+    Submits that ran back to back in one pass of the loop kept the GET waiting for all four."""
+    service = SlowService("", gate)
+    busy = BusySubmits(service)
+    service.asynchronous = busy  # type: ignore[attr-defined]
+    settings = RestSettings(state_dir=tmp_path, token_signing_key="k" * 40, require_auth=False)
+    app = create_app(settings, service, UserStore(tmp_path / "users.db", rounds=4))
+    other = service.add("other")
+    with serve_app(app) as url:
+        clients = [httpx.Client(base_url=url, timeout=30) for _ in range(5)]
+        for client in clients:
+            assert client.get(f"/v1/jobs/{other.id}").status_code == 200  # connections open before the race
+        answers: list[httpx.Response] = []
+        submits = [
+            threading.Thread(target=lambda c=c: answers.append(c.post("/v1/jobs/submit", json={"command": "x"})))
+            for c in clients[:4]
+        ]
+        for thread in submits:
+            thread.start()
+        assert busy.started.wait(10), "no submit reached the service"
+        time.sleep(WORK / 2)  # the other three have arrived while the first works
+        started = time.monotonic()
+        unrelated = clients[4].get(f"/v1/jobs/{other.id}")
+        waited = time.monotonic() - started
+        for thread in submits:
+            thread.join(timeout=30)
+        assert unrelated.status_code == 200 and unrelated.json()["id"] == other.id
+        assert len(answers) == 4 and all(a.status_code == 200 for a in answers), [a.text for a in answers]
+        assert waited < 2.5 * WORK, f"a GET waited {waited * 1000:.0f} ms behind submits of {WORK * 1000:.0f} ms"
+        for client in clients:
+            client.close()
