@@ -18,19 +18,30 @@ MACHINE_GROUPS = {
     "podman": "containers",  # pods <name>-<i>, the images' build cache
     "images": "containers",
 }
-"""Test folders whose tests make named things on this machine: under `make test`'s workers (pytest-xdist
---dist loadgroup) each group runs on one worker, one test at a time, as before; everything else spreads."""
+"""Test folders whose tests make named things on this machine: under `make test`'s workers each group runs on one
+worker, one test at a time, as in a plain run; every other test spreads over the workers on its own."""
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    tests = ROOT / "tests"
-    for item in items:
-        path = Path(item.path)
-        if not path.is_relative_to(tests):
-            continue
-        group = MACHINE_GROUPS.get(path.relative_to(tests).parts[0])
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+def machine_group(nodeid: str) -> str | None:
+    """The group of a test id relative to the repository (`tests/local/test_x.py::test_y` -> local-clusters)."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return MACHINE_GROUPS.get(parts[1]) if len(parts) > 2 and parts[0] == "tests" else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` by MACHINE_GROUPS. pytest-xdist's own loadgroup reads `xdist_group` marks into the test
+    ids, which pytest 9 no longer lets a plugin rewrite; scheduling by scope does the same without that. The biggest
+    group is handed out first (pytest-xdist orders scopes by size), so the longest part starts at once."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class MachineGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return machine_group(nodeid) or nodeid
+
+    return MachineGroupScheduling(config, log)
 
 
 @pytest.fixture
