@@ -348,6 +348,7 @@ class JobExec:
             self.b.rpc("job-manager.exec-done", payload, 0, _ignore)
         job.output = []
         self._sweep_leftovers(job, status)
+        subinstance.remove_child_rundir(job.tmpdir)
         shutil.rmtree(job.tmpdir, ignore_errors=True)
         if self.jobs.get(job.jobid) is job:
             del self.jobs[job.jobid]
@@ -403,6 +404,7 @@ class JobExec:
                 if task.proc is not None:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         task.proc.wait(timeout=1.0)
+            subinstance.remove_child_rundir(job.tmpdir)
             shutil.rmtree(job.tmpdir, ignore_errors=True)
         if self.jobs:
             job_tree.sweep(f"{self.tree_key}.", prefix=True)

@@ -9,10 +9,13 @@ the parent job's annotations (`subinstance`), and the other ranks wait for that 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -20,6 +23,37 @@ if TYPE_CHECKING:
     from .exec_request import ExecRequest
 
 _HOST_OF_URI = re.compile(r"^tcp://(\[[^\]]+\]|[^:/]+)")
+SOCKET_PATH_MAX = 107
+"""Linux's sun_path holds 108 bytes with the NUL: a child's `<rundir>/local` socket must fit."""
+RUNDIR = "instance"
+"""The child's run directory in the job's tmpdir, or a link there to a short one under $TMPDIR."""
+
+
+def child_rundir(tmpdir: str) -> str:
+    """Where the child broker runs. Each level nests in its parent's job tmpdir, so a batch two levels down
+    would name a socket past the 107-byte limit: then the rundir is a fresh short directory (as flux-core's
+    sub-instances use one under $TMPDIR), linked from the job's tmpdir so the job's clean-up finds it."""
+    nested = os.path.join(tmpdir, RUNDIR)
+    if len(os.fsencode(os.path.join(nested, "local"))) <= SOCKET_PATH_MAX:
+        return nested
+    if os.path.islink(nested):  # this rank's exec of the job was started before (a restarted broker)
+        return os.readlink(nested)
+    short = tempfile.mkdtemp(prefix="flux-sub-")
+    os.symlink(short, nested)
+    return short
+
+
+def remove_child_rundir(tmpdir: str) -> None:
+    """Remove the short run directories `child_rundir` made for this job's sub-instance and, depth first, for
+    its own batch jobs: a batch cancelled two levels down kills the brokers that would have removed theirs."""
+    link = os.path.join(tmpdir, RUNDIR)
+    rundir = os.readlink(link) if os.path.islink(link) else link
+    jobtmp = os.path.join(rundir, "jobtmp")
+    with contextlib.suppress(OSError):
+        for child in os.listdir(jobtmp):
+            remove_child_rundir(os.path.join(jobtmp, child))
+    if os.path.islink(link):
+        shutil.rmtree(rundir, ignore_errors=True)
 
 
 def uri_host(uri: str | None, fallback: str) -> str:
@@ -47,7 +81,7 @@ def launch_command(request: ExecRequest, tmpdir: str, broker: Broker) -> list[st
         "cert": config.curve_cert,
         "command": command,
         "level": request.level + 1,
-        "rundir": os.path.join(tmpdir, "instance"),
+        "rundir": child_rundir(tmpdir),
         "attrs": {
             k: v
             for k, v in broker.attrs.items()
