@@ -124,6 +124,10 @@ def test_a_teardown_cut_short_is_deleting_everywhere_and_the_next_up_finishes_it
 ) -> None:
     up = running_up
     _interrupt_into_teardown(up, waiter)
+    # the teardown has begun once its mark is on disk (the message comes first, from the signal handler; a loaded
+    # machine may take a moment to write the mark); it then waits for the stubborn process
+    assert waiter(lambda: backend.store.load(NAME).deleting, timeout=20, interval=0.05)
+    assert up.proc.poll() is None, "the teardown should still be waiting for the stubborn process"
     up.proc.kill()  # cut short: what a second Ctrl-C did before, or a closed terminal
     up.wait()
     assert _state_everywhere(mc, NAME) == ("Deleting", "Deleting")
