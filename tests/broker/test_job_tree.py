@@ -53,6 +53,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
     inst.cleanup()
 
 
+@pytest.mark.serial  # three levels of brokers on 1 s heartbeats (broker.testing.FAST)
 def test_cancelling_a_batch_two_levels_deep_leaves_nothing(pair: Instance, sleeper: str, tmp_path: Path) -> None:
     inner = tmp_path / "inner.sh"
     inner.write_text(

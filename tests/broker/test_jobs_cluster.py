@@ -92,6 +92,7 @@ def test_openmpi_allreduce_across_three_brokers(env: dict[str, str], mpi_program
     assert auto.returncode == 0 and auto.stdout.strip() == "sum=30 size=4", auto.stderr
 
 
+@pytest.mark.serial  # three levels of brokers on 1 s heartbeats (broker.testing.FAST)
 def test_nested_batch_two_levels_and_proxy(env: dict[str, str], cluster: Instance, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     inner = tmp_path / "inner.sh"
