@@ -61,6 +61,8 @@ class StartRefusedError(BackendError):
 
 # KEP-1287's pod conditions, which both backends report (the local backend in the kubelet's words too).
 RESIZE_PENDING = "PodResizePending"
+EXEC_TIMEOUT = 3600.0  # `minicluster exec`: a person's command may run long
+QUERY_TIMEOUT = 20.0  # a look at the lead (status, reports): a person is waiting for the answer
 RESIZE_IN_PROGRESS = "PodResizeInProgress"
 
 
@@ -239,7 +241,10 @@ class Backend(Protocol):
 
     def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]: ...
 
-    def exec(self, name: str, index: int, argv: list[str]) -> ExecResult: ...
+    def exec(self, name: str, index: int, argv: list[str], timeout: float = EXEC_TIMEOUT) -> ExecResult:
+        """Run argv in the pod's application container; a run past `timeout` seconds is killed and reported as a
+        BackendError (callers that answer a person pass a short one)."""
+        ...
 
     def logs(self, name: str, index: int = 0, follow: bool = False) -> Iterator[str]: ...
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from miniclusters.backends.base import Backend, BackendError, ClusterStatus
+from miniclusters.backends.base import QUERY_TIMEOUT, Backend, BackendError, ClusterStatus
 
 
 def drain_report(backend: Backend, status: ClusterStatus) -> list[dict[str, str]] | None:
@@ -45,7 +45,7 @@ def _queue_state(backend: Backend, name: str) -> dict[str, Any] | None:
         except (FluxError, OSError, BackendError):
             return None
     try:
-        answer = backend.exec(name, 0, ["flux", "resource", "demand"])
+        answer = backend.exec(name, 0, ["flux", "resource", "demand"], timeout=QUERY_TIMEOUT)
     except BackendError:
         return None
     try:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from broker.burst_service import ABSENT, service_words
-from miniclusters.backends.base import Backend, BackendError, ClusterStatus
+from miniclusters.backends.base import QUERY_TIMEOUT, Backend, BackendError, ClusterStatus
 
 
 def burst_report(backend: Backend, status: ClusterStatus) -> dict[str, Any] | None:
@@ -17,11 +17,12 @@ def burst_report(backend: Backend, status: ClusterStatus) -> dict[str, Any] | No
     if status.ranks_up is None or status.finished:
         return None
     try:
-        overlay = backend.exec(status.name, 0, ["flux", "overlay", "status", "--json"])
-        jobs = backend.exec(status.name, 0, ["flux", "jobs", "--format", "{id.f58}\t{state}\t{contextual_info}"])
+        overlay = backend.exec(status.name, 0, ["flux", "overlay", "status", "--json"], timeout=QUERY_TIMEOUT)
+        if overlay.rc != 0:  # flux-core's overlay status has no --json: no bursts there to report
+            return None
+        argv = ["flux", "jobs", "--format", "{id.f58}\t{state}\t{contextual_info}"]
+        jobs = backend.exec(status.name, 0, argv, timeout=QUERY_TIMEOUT)
     except BackendError:
-        return None
-    if overlay.rc != 0:
         return None
     try:
         document = json.loads(overlay.stdout)

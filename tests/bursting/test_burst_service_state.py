@@ -116,7 +116,7 @@ class _Backend:
     def __init__(self, service: dict[str, Any]) -> None:
         self.service = service
 
-    def exec(self, name: str, index: int, argv: list[str]) -> ExecResult:
+    def exec(self, name: str, index: int, argv: list[str], timeout: float = 3600.0) -> ExecResult:
         if argv[1] == "overlay":
             ranks = [{"rank": 0, "hostname": "c-0", "state": "up", "burst": ""}]
             return ExecResult(0, json.dumps({"ranks": ranks, "burst_service": self.service}), "")

@@ -81,10 +81,13 @@ def running_up(
             stubborn.wait()
 
 
-def _interrupt_into_teardown(up: Up, waiter: Callable[..., Any]) -> None:
-    """The first Ctrl-C, returning once `up` says it is tearing down."""
+def _interrupt_into_teardown(up: Up, waiter: Callable[..., Any], backend: LocalBackend) -> None:
+    """The first Ctrl-C, returning once `up` says it is tearing down and its deleting mark is on disk."""
     up.proc.send_signal(signal.SIGINT)
     assert waiter(lambda: "tearing down" in up.stderr(), timeout=20, interval=0.05), up.stderr()
+    # the teardown has begun once its mark is on disk (the message comes first, from the signal handler; a loaded
+    # machine may take a moment to write the mark); it then waits for the stubborn process
+    assert waiter(lambda: backend.store.load(NAME).deleting, timeout=20, interval=0.05)
 
 
 def _state_everywhere(mc: Callable[..., Any], name: str) -> tuple[str | None, str]:
@@ -102,7 +105,7 @@ def test_ctrl_c_twice_during_the_teardown_still_removes_everything(
     mc: Any, machine: Any, running_up: Up, waiter: Any, backend: LocalBackend, spec_writer: Any
 ) -> None:
     up = running_up
-    _interrupt_into_teardown(up, waiter)
+    _interrupt_into_teardown(up, waiter, backend)
     assert up.proc.poll() is None, "the teardown should still be waiting for the stubborn process"
     up.proc.send_signal(signal.SIGINT)  # the second Ctrl-C, while pods are being stopped
     code = up.wait()
@@ -123,10 +126,7 @@ def test_a_teardown_cut_short_is_deleting_everywhere_and_the_next_up_finishes_it
     mc: Any, machine: Any, running_up: Up, waiter: Any, backend: LocalBackend
 ) -> None:
     up = running_up
-    _interrupt_into_teardown(up, waiter)
-    # the teardown has begun once its mark is on disk (the message comes first, from the signal handler; a loaded
-    # machine may take a moment to write the mark); it then waits for the stubborn process
-    assert waiter(lambda: backend.store.load(NAME).deleting, timeout=20, interval=0.05)
+    _interrupt_into_teardown(up, waiter, backend)
     assert up.proc.poll() is None, "the teardown should still be waiting for the stubborn process"
     up.proc.kill()  # cut short: what a second Ctrl-C did before, or a closed terminal
     up.wait()
@@ -148,7 +148,7 @@ def test_a_teardown_cut_short_is_finished_by_down(
     mc: Any, machine: Any, running_up: Up, waiter: Any, backend: LocalBackend
 ) -> None:
     up = running_up
-    _interrupt_into_teardown(up, waiter)
+    _interrupt_into_teardown(up, waiter, backend)
     up.proc.kill()
     up.wait()
     assert _state_everywhere(mc, NAME) == ("Deleting", "Deleting")

@@ -200,3 +200,52 @@ def test_a_lost_record_s_volumes_are_found_by_name_and_no_other_cluster_s() -> N
     assert orphan_volumes("hello", volumes, ["hello", "hello-1"]) == ["hello-0-mc-run", "hello-3-hello-flux-config"]
     # without hello-1 known, its volumes look like hello's pod 1's: podman refuses those still in use
     assert "hello-1-0-mc-run" in orphan_volumes("hello", volumes, [])
+
+
+class _FlakyPodman:
+    """podman whose `pod rm` fails the first `failures` times the way a busy cgroup makes it fail."""
+
+    STDERR = (
+        "Error: 2 errors occurred:\n"
+        "\t* removing container abc from pod pm-0: unlinkat /sys/fs/cgroup/cpu/libpod/x: resource busy\n"
+        "\t* removing pod pm-0 cgroup: device or resource busy\n"
+    )
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: list[str], doing: str, **_kwargs: Any) -> Any:
+        import subprocess
+
+        from miniclusters.backends.podman.engine import PodmanError
+
+        self.calls.append(list(argv))
+        if argv[:2] == ["pod", "rm"] and self.failures > 0:
+            self.failures -= 1
+            raise PodmanError(doing, argv, 125, self.STDERR)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+
+def test_a_pod_removal_that_fails_while_cgroups_are_busy_is_tried_again() -> None:
+    from miniclusters.backends.podman.core import POD_RM_ATTEMPTS, PodmanCore
+
+    flaky = _FlakyPodman(failures=POD_RM_ATTEMPTS - 1)
+    naps: list[float] = []
+    core = PodmanCore(podman=flaky, sleep=naps.append)  # type: ignore[arg-type]
+    core._remove_pods(_rendered(), [0, 1])
+    removals = [call for call in flaky.calls if call[:2] == ["pod", "rm"]]
+    assert len(removals) == POD_RM_ATTEMPTS and len(naps) == POD_RM_ATTEMPTS - 1
+
+
+def test_a_pod_removal_that_keeps_failing_names_every_error() -> None:
+    from miniclusters.backends.podman.core import POD_RM_ATTEMPTS, PodmanCore
+    from miniclusters.backends.podman.engine import PodmanError
+
+    flaky = _FlakyPodman(failures=POD_RM_ATTEMPTS)
+    core = PodmanCore(podman=flaky, sleep=lambda _s: None)  # type: ignore[arg-type]
+    with pytest.raises(PodmanError) as raised:
+        core._remove_pods(_rendered(), [0])
+    message = str(raised.value)
+    assert "2 errors occurred:" in message
+    assert "removing container abc from pod pm-0" in message and "removing pod pm-0 cgroup" in message

@@ -14,6 +14,7 @@ from elasticity.control.ports import ClusterView, PodView
 from miniclusters.api.quantity import cpu_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
+    EXEC_TIMEOUT,
     RESIZE_IN_PROGRESS,
     RESIZE_PENDING,
     ClusterCondition,
@@ -183,12 +184,12 @@ class KubernetesBackend(KubernetesActuator):
         )
         return overlay_ranks(result)
 
-    def exec(self, name: str, index: int, argv: list[str]) -> ExecResult:
+    def exec(self, name: str, index: int, argv: list[str], timeout: float = EXEC_TIMEOUT) -> ExecResult:
         _, mc = self._load(name)
         pod = self._pod(mc, index)
         return self._call(
             f"running {argv[0] if argv else ''!r} in pod index {index}",
-            lambda: self.api.exec(self.namespace, pod["metadata"]["name"], runner_container(mc), argv, 3600.0),
+            lambda: self.api.exec(self.namespace, pod["metadata"]["name"], runner_container(mc), argv, timeout),
         )
 
     def logs(self, name: str, index: int = 0, follow: bool = False) -> Iterator[str]:

@@ -17,6 +17,7 @@ from typing import Any
 from elasticity.control.ports import ClusterView, PodResize, ScaleResult
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
+    EXEC_TIMEOUT,
     BackendError,
     ClusterStatus,
     ClusterSummary,
@@ -173,13 +174,14 @@ class LocalBackend:
                 raise BackendError(f"exposing the lead of {name!r}: cannot enable IP forwarding: {exc}") from None
         return lead.address, port
 
-    def exec(self, name: str, index: int, argv: list[str]) -> ExecResult:
+    def exec(self, name: str, index: int, argv: list[str], timeout: float = EXEC_TIMEOUT) -> ExecResult:
         record, _ = self._ctx.load(name)
         self._ctx.require_pod(record, index)
         try:
-            return self._ctx.run(record, index, argv, 3600.0)
+            return self._ctx.run(record, index, argv, timeout)
         except subprocess.TimeoutExpired:
-            raise BackendError(f"`{' '.join(argv)}` in pod index {index} did not finish within an hour") from None
+            msg = f"`{' '.join(argv)}` in pod index {index} did not finish within {timeout:.0f}s"
+            raise BackendError(msg) from None
 
     def list(self) -> list[ClusterSummary]:  # last: in the class body, `list` names this method from here on
         return self._observer.list()

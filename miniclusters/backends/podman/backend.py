@@ -16,6 +16,7 @@ from elasticity.control.ports import ClusterView, PodView
 from miniclusters.api.quantity import cpu_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
+    EXEC_TIMEOUT,
     BackendError,
     ClusterStatus,
     ClusterSummary,
@@ -179,10 +180,10 @@ class PodmanBackend(PodmanActuator):
             raise BackendError(f"pod {name}-{index} (index {index}) is not running; see `minicluster status {name}`")
         return ExecResult(done.returncode, done.stdout, done.stderr)
 
-    def exec(self, name: str, index: int, argv: list[str]) -> ExecResult:
+    def exec(self, name: str, index: int, argv: list[str], timeout: float = EXEC_TIMEOUT) -> ExecResult:
         _, mc = self._load(name)
         self._require_index(name, mc, index)
-        return self._exec(name, mc, index, argv, timeout=3600.0)
+        return self._exec(name, mc, index, argv, timeout=timeout)
 
     def logs(self, name: str, index: int = 0, follow: bool = False) -> Iterator[str]:
         _, mc = self._load(name)

@@ -52,6 +52,7 @@ PLAY_TIMEOUT = 300.0
 """Seconds one `podman kube play` may take (it returns once the init container has copied the broker in)."""
 PULL_FAILURES = ("initializing source", "pinging container registry", "image not known")
 STOP_GRACE_S = 1
+POD_RM_ATTEMPTS = 3
 """Seconds between SIGTERM and SIGKILL when pods are removed: the entrypoint's bash is PID 1 and ignores SIGTERM,
 so a longer grace only delays `down` (the brokers keep nothing that needs a clean exit)."""
 
@@ -272,15 +273,25 @@ class PodmanCore:
         indexes = list(indexes)
         pods = [pod_name(rendered.name, i) for i in indexes]
         if pods:
-            self.podman.run(
-                ["pod", "rm", "--force", "--ignore", "--time", str(STOP_GRACE_S), *pods],
-                f"removing pods {', '.join(pods)}",
-            )
+            self._remove_pod_list(pods)
         volumes = [v for i in indexes for v in owned_volumes(rendered, i)]
         existing = self.podman.run(["volume", "ls", "--format", "{{.Name}}"], "listing volumes").stdout.split()
         doomed = [v for v in volumes if v in existing]
         if doomed:
             self.podman.run(["volume", "rm", "--force", *doomed], f"removing volumes of {rendered.name}")
+
+    def _remove_pod_list(self, pods: list[str]) -> None:
+        """`podman pod rm --force`, tried again while it fails: on a loaded machine a container may still be
+        stopping, or its cgroup still busy, when the first removal reaches it; the last failure is raised."""
+        argv = ["pod", "rm", "--force", "--ignore", "--time", str(STOP_GRACE_S), *pods]
+        for attempt in range(POD_RM_ATTEMPTS):
+            try:
+                self.podman.run(argv, f"removing pods {', '.join(pods)}")
+                return
+            except PodmanError:
+                if attempt == POD_RM_ATTEMPTS - 1:
+                    raise
+                self.sleep(1.0 + attempt)
 
     def _network(self, name: str, network: str) -> str:
         """Create the cluster's network (reused if a crashed run left it with no pod) and return its subnet."""

@@ -35,8 +35,12 @@ class PodmanError(BackendError):
 def _last_error(stderr: str) -> str:
     """podman's own message (its `Error: ...` line), not the warnings before it."""
     lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("Error:")]
-    return (errors[-1] if errors else lines[-1] if lines else "no message").removeprefix("Error: ")
+    errors = [i for i, line in enumerate(lines) if line.startswith("Error:")]
+    if not errors:
+        return lines[-1] if lines else "no message"
+    words = lines[errors[-1]].removeprefix("Error: ")
+    listed = [line.removeprefix("* ") for line in lines[errors[-1] + 1 :] if line.startswith("* ")]
+    return f"{words} {'; '.join(listed)}" if listed else words  # "2 errors occurred:" names them after it
 
 
 class Podman:
