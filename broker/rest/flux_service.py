@@ -164,6 +164,9 @@ class FluxJobService:
         self._owners: dict[int, str] = {}
         self._owners_lock = threading.Lock()
         self.environment = dict(os.environ)  # what jobs are given (job_environment), read once
+        from broker.rest.async_flux import FluxLoopJobs
+
+        self.asynchronous = FluxLoopJobs(self)  # what the hot routes await on the loop (broker/rest/jobs.py)
 
     def _connect(self) -> Any:
         try:
@@ -235,6 +238,14 @@ class FluxJobService:
         except OSError as exc:
             raise _flux_error(exc, f"cannot look up job {jobid}") from exc
         return self._owned([job_info_from_list(record)])[0]
+
+    def known_owner(self, jobid: int) -> str | None:
+        """Who submitted the job, when already read or submitted here; None when its jobspec must be read."""
+        with self._owners_lock:
+            return self._owners.get(jobid)
+
+    def remember_owner(self, jobid: int, owner: str) -> None:
+        self._remember({jobid: owner})
 
     def _remember(self, owners: dict[int, str]) -> None:
         with self._owners_lock:
@@ -345,6 +356,7 @@ class FluxJobService:
 
     def close(self) -> None:
         self._handles.close()
+        self.asynchronous.close()
 
 
 def import_flux() -> Any:

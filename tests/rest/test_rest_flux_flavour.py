@@ -470,3 +470,77 @@ def test_a_submit_held_in_flux_core_does_not_delay_a_get(
             release.set()
             slow.join(timeout=60)
         assert answers and answers[0].status_code == 200, answers and answers[0].text
+
+
+def test_one_job_is_read_on_the_event_loop_not_in_a_worker_thread(
+    service: FluxJobService, bindings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blocking path (flux.job.job_list_id in a worker thread) is made slow: a GET of one job does not
+    wait for it, and says what the blocking path says."""
+    import time
+
+    import httpx
+
+    from broker.rest.testing import serve_app
+
+    done = service.submit(parse_submit({"command": "true"}), os.getuid())
+    blocking = _finished(service, done)
+    list_id = bindings.job.job_list_id
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(3)
+        return list_id(*args, **kwargs)
+
+    monkeypatch.setattr(bindings.job, "job_list_id", slow)
+    settings = RestSettings(state_dir=tmp_path, require_auth=False, token_signing_key="k" * 40)
+    with serve_app(create_app(settings, service, UserStore(tmp_path / "users.db", rounds=4))) as url:
+        started = time.monotonic()
+        got = httpx.get(f"{url}/v1/jobs/{done}", timeout=10)
+        waited = time.monotonic() - started
+        missing = httpx.get(f"{url}/v1/jobs/{done + 1}", timeout=10)
+    assert got.status_code == 200 and waited < 2.0, (got.text, waited)
+    job = got.json()
+    assert (job["id"], job["state"], job["result"], job["returncode"]) == (done, "INACTIVE", "COMPLETED", 0)
+    assert (job["nnodes"], job["ntasks"], job["t_submit"]) == (blocking.nnodes, blocking.ntasks, blocking.t_submit)
+    assert missing.status_code == 404 and f"no job {done + 1}" in missing.text
+
+
+def _kvs_commit(flux: Any, uri: str) -> None:
+    handle = flux.Flux(uri)
+    flux.kvs.put(handle, "test.late", 1)
+    flux.kvs.commit(handle)
+
+
+def test_the_loop_handle_times_out_answers_errors_and_keeps_working(
+    service: FluxJobService, instance: RealInstance
+) -> None:
+    """A request flux-core holds (the KVS waiting for a root version far ahead) times out with ETIMEDOUT; an
+    unknown topic is ENOSYS; the handle goes on answering afterwards, a late answer never reaching a new request."""
+    import asyncio
+
+    from broker.rest.async_flux import AsyncFluxHandle
+
+    done = service.submit(parse_submit({"command": "true"}), os.getuid())
+    _finished(service, done)
+
+    async def scenario() -> tuple[int, int, list[int]]:
+        handle = AsyncFluxHandle(service.flux, instance.uri)
+        try:
+            root = await handle.rpc("kvs.getroot", {"namespace": "primary", "flags": 0})
+            with pytest.raises(FluxError) as held:  # answered by the next KVS commit: late
+                await handle.rpc("kvs.wait-version", {"rootseq": root["rootseq"] + 1, "namespace": "primary"}, 0.3)
+            assert len(handle._orphaned) == 1  # its tag stays taken until the late answer comes
+            await asyncio.to_thread(_kvs_commit, service.flux, instance.uri)
+            with pytest.raises(FluxError) as unknown:
+                await handle.rpc("no-such-service.ping", {}, timeout=5)
+            answers = await asyncio.gather(
+                *(handle.rpc("job-list.list-id", {"id": done, "attrs": ["state"]}, timeout=5) for _ in range(20))
+            )
+            assert not handle._orphaned  # the late answer came, was dropped, and freed its tag
+            return held.value.errnum, unknown.value.errnum, [int(a["job"]["id"]) for a in answers]
+        finally:
+            handle.close()
+
+    timed_out, no_service, ids = asyncio.run(scenario())
+    assert timed_out == errno.ETIMEDOUT and no_service == errno.ENOSYS
+    assert ids == [done] * 20
