@@ -30,7 +30,7 @@ from broker.client import DEFAULT_TIMEOUT
 from broker.errors import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.info import job_owner
-from broker.rest.flux_service import job_info_from_list
+from broker.rest.flux_records import job_info_from_list
 from broker.rest.jobs import JOB_LIST_LIMIT, InThreads, SubmitRequest
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from fastapi.testclient import TestClient
 
 from broker.client import FluxError
 from broker.rest.app import create_app
-from broker.rest.flux_service import FluxJobService, job_info_from_list
+from broker.rest.flux_records import job_info_from_list
+from broker.rest.flux_service import FluxJobService
 from broker.rest.jobs import SubmitError, SubmitRequest, parse_submit
 from broker.rest.settings import RestSettings
 from broker.rest.users import UserStore
