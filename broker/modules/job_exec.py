@@ -120,9 +120,14 @@ class JobExec:
         broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
         broker.on_close(self.close)
         self.tree_key = job_tree.rank_key(broker.rundir, broker.rank)
-        left = job_tree.sweep(f"{self.tree_key}.", prefix=True)  # our previous incarnation's jobs are over
-        if left:
-            print(f"flux-job-exec[{broker.rank}]: killed {left} processes of jobs a previous broker ran", flush=True)
+        # Our previous incarnation's jobs are over. Only one that ran jobs can have left any (each job's tasks
+        # start in <rundir>/jobtmp), and the sweep reads every process's environment: on a fresh rundir it is
+        # skipped, or N brokers starting together would read N x N environments (`flux start --test-size`).
+        if os.path.isdir(os.path.join(broker.rundir, job_tree.JOB_TMP)):
+            left = job_tree.sweep(f"{self.tree_key}.", prefix=True)
+            if left:
+                said = f"flux-job-exec[{broker.rank}]: killed {left} processes of jobs a previous broker ran"
+                print(said, flush=True)
 
     # ------------------------------------------------------------------ starting tasks
     def start(self, req: Request) -> dict[str, Any]:
@@ -139,7 +144,7 @@ class JobExec:
         profiling = pmpi.pmpi_settings(dict(request.shell_options), jobid, request.cwd or os.getcwd())
         job = LocalJob(jobid, request.gen)
         self.jobs[jobid] = job
-        job.tmpdir = os.path.join(self.b.rundir, "jobtmp", str(jobid))
+        job.tmpdir = os.path.join(self.b.rundir, job_tree.JOB_TMP, str(jobid))
         os.makedirs(job.tmpdir, exist_ok=True)
         env = self._environment(request, job.tmpdir)
         job_cpus = cpu_affinity.usable(request.cores.get(self.b.rank, ())) if affinity.binds else ()
@@ -418,7 +423,7 @@ class JobExec:
         self._rsh_seq += 1
         key = -self._rsh_seq  # several orteds of one job may land on one rank
         job = LocalJob(key, 0, report=False, owner=jobid)
-        job.tmpdir = os.path.join(self.b.rundir, "jobtmp", f"rsh-{self._rsh_seq}")
+        job.tmpdir = os.path.join(self.b.rundir, job_tree.JOB_TMP, f"rsh-{self._rsh_seq}")
         os.makedirs(job.tmpdir, exist_ok=True)
         self.jobs[key] = job
         env = dict(env, FLUX_URI=self.b.local_uri, FLUX_JOB_TMPDIR=job.tmpdir)

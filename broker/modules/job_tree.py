@@ -19,6 +19,7 @@ from _blake2 import blake2b  # hashlib's own blake2b, without hashlib's OpenSSL 
 from collections.abc import Iterator, Mapping
 
 TREE_VARIABLE = "MC_JOB_TREE"
+JOB_TMP = "jobtmp"  # <rundir>/jobtmp/<job>: each job's tmpdir, made before any of its tasks starts
 SWEEP_ROUNDS = 20  # a process that forks while we sweep is caught in the next round
 
 

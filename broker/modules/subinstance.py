@@ -18,6 +18,8 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
+from . import job_tree
+
 if TYPE_CHECKING:
     from ..broker import Broker
     from .exec_request import ExecRequest
@@ -48,7 +50,7 @@ def remove_child_rundir(tmpdir: str) -> None:
     its own batch jobs: a batch cancelled two levels down kills the brokers that would have removed theirs."""
     link = os.path.join(tmpdir, RUNDIR)
     rundir = os.readlink(link) if os.path.islink(link) else link
-    jobtmp = os.path.join(rundir, "jobtmp")
+    jobtmp = os.path.join(rundir, job_tree.JOB_TMP)
     with contextlib.suppress(OSError):
         for child in os.listdir(jobtmp):
             remove_child_rundir(os.path.join(jobtmp, child))
