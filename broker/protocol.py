@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from broker.errors import InputError
 
 REQUEST = "req"
@@ -82,7 +84,7 @@ class Message:
     @classmethod
     def decode(cls, frame: bytes) -> Message:
         try:
-            body = json.loads(frame)
+            body = orjson.loads(frame)  # every message: 2-3x json's speed (issue 27: listings of 5,000 jobs)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"undecodable frame: {exc}") from None
         if not isinstance(body, dict) or body.get("t") not in TYPES or not isinstance(body.get("topic"), str):

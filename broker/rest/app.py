@@ -24,6 +24,7 @@ from broker.jobs.api import JobInfo
 from broker.rest import access
 from broker.rest.auth import issue_token, token_principal
 from broker.rest.jobs import JOB_LIST_LIMIT, JobService, SubmitError, asynchronous, parse_submit, stream_lines
+from broker.rest.large import LargeJSONResponse
 from broker.rest.reads_first import ReadsFirst
 from broker.rest.records import detail_record, listing_record
 from broker.rest.schemas import BAD_ID, DENIED, PROTECTED, Detail, Invalid, Submitted, submit_openapi
@@ -224,9 +225,9 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         if limit is not None:
             jobs = jobs[:limit]
         if not (detail or details):
-            return JSONResponse({"jobs": [listing_record(j) for j in jobs]})
+            return LargeJSONResponse({"jobs": [listing_record(j) for j in jobs]})
         records = {str(j.id): restful(j) for j in jobs}
-        return JSONResponse(list(records.values()) if listing else records)
+        return LargeJSONResponse(list(records.values()) if listing else records)
 
     @app.get("/v1/jobs/search", tags=["jobs"], responses=PROTECTED)
     def search_jobs(
@@ -250,7 +251,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         jobs = jobs[start:]
         if length is not None:
             jobs = jobs[:length]
-        return JSONResponse({"data": jobs, "draw": draw, "recordsTotal": total, "recordsFiltered": filtered})
+        return LargeJSONResponse({"data": jobs, "draw": draw, "recordsTotal": total, "recordsFiltered": filtered})
 
     @app.post(
         "/v1/jobs/submit",
