@@ -506,16 +506,20 @@ def test_one_job_is_read_on_the_event_loop_not_in_a_worker_thread(
     assert missing.status_code == 404 and f"no job {done + 1}" in missing.text
 
 
+LATE_COMMITS = 40
+
+
 def _kvs_commit(flux: Any, uri: str) -> None:
     handle = flux.Flux(uri)
-    flux.kvs.put(handle, "test.late", 1)
-    flux.kvs.commit(handle)
+    for value in range(LATE_COMMITS):
+        flux.kvs.put(handle, "test.late", value)
+        flux.kvs.commit(handle)
 
 
 def test_the_loop_handle_times_out_answers_errors_and_keeps_working(
     service: FluxJobService, instance: RealInstance
 ) -> None:
-    """A request flux-core holds (the KVS waiting for a root version far ahead) times out with ETIMEDOUT; an
+    """A request flux-core holds (the KVS waiting for a root version 40 commits ahead) times out with ETIMEDOUT; an
     unknown topic is ENOSYS; the handle goes on answering afterwards, a late answer never reaching a new request."""
     import asyncio
 
@@ -528,8 +532,9 @@ def test_the_loop_handle_times_out_answers_errors_and_keeps_working(
         handle = AsyncFluxHandle(service.flux, instance.uri)
         try:
             root = await handle.rpc("kvs.getroot", {"namespace": "primary", "flags": 0})
-            with pytest.raises(FluxError) as held:  # answered by the next KVS commit: late
-                await handle.rpc("kvs.wait-version", {"rootseq": root["rootseq"] + 1, "namespace": "primary"}, 0.3)
+            ahead = root["rootseq"] + LATE_COMMITS  # beyond what the instance commits by itself meanwhile
+            with pytest.raises(FluxError) as held:  # answered once we have committed that often: late
+                await handle.rpc("kvs.wait-version", {"rootseq": ahead, "namespace": "primary"}, 0.3)
             assert len(handle._orphaned) == 1  # its tag stays taken until the late answer comes
             await asyncio.to_thread(_kvs_commit, service.flux, instance.uri)
             with pytest.raises(FluxError) as unknown:
