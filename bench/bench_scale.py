@@ -89,6 +89,7 @@ def main() -> None:
         parser.error("--sizes needs three sizes or more and --fanouts two or more (the model has five terms)")
     if args.check <= max(sizes):
         parser.error(f"--check: {args.check} is within the fitted sizes (up to {max(sizes)}); give a larger one")
+    load = os.getloadavg()  # before the runs: after them it says only how many brokers just ran
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         workdir = Path(tmp)
         runs = []
@@ -112,8 +113,7 @@ def main() -> None:
             core_seconds = online_seconds(str(core.flux), 256, None, workdir)
     model = fit(runs)
     ours_256 = next((r.seconds for r in runs if r.size == 256 and r.fanout == DEFAULT_FANOUT), None)
-    load = os.getloadavg()
-    print(f"Start-up until online; {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f}")
+    print(f"Start-up until online; {os.cpu_count()} CPUs, load average before the runs {load[0]:.1f} {load[1]:.1f}")
     print(f"{'brokers':>8} " + "".join(f"{'kary:' + str(k):>10}" for k in fanouts))
     for n in sizes:
         row = {r.fanout: r.seconds for r in runs if r.size == n}
