@@ -6,6 +6,7 @@ reports any problem naming the file and the field.
 
 from __future__ import annotations
 
+import functools
 import socket
 import tomllib
 from dataclasses import dataclass
@@ -113,10 +114,16 @@ class BootstrapConfig:
 
 def compress_hosts(names: list[str]) -> str:
     """A hostlist expression that expands back to names in the same order (Flux keeps rank order)."""
+    return _compress_hosts(tuple(names))
+
+
+@functools.lru_cache(maxsize=16)
+def _compress_hosts(names: tuple[str, ...]) -> str:
+    """Cached: `flux start --test-size` computes it once before forking its brokers, not in each of them."""
     if not names:
         return ""
-    whole = hostlist.collect_hostlist(names)
-    if hostlist.expand_hostlist(whole) == names:  # the usual case: one call, not one per host
+    whole = hostlist.collect_hostlist(list(names))
+    if hostlist.expand_hostlist(whole) == list(names):  # the usual case: one call, not one per host
         return str(whole)
     groups: list[list[str]] = [[names[0]]]
     for name in names[1:]:

@@ -210,3 +210,29 @@ def test_broker_process_stays_lean() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "lean"
+
+
+def test_test_size_brokers_import_nothing_after_the_fork(tmp_path: Path) -> None:
+    """The parent imports the broker's modules once; a fork that re-imported them cost each broker ~70 ms of CPU,
+    which made 256 brokers take 12 s on two cores (issue 27's scale target is 5 s)."""
+    report = tmp_path / "imports"
+    code = (
+        "import os, sys\n"
+        "import broker.testsize as ts\n"
+        "parent = os.getpid()\n"
+        "at_fork = set()\n"
+        "os.register_at_fork(after_in_child=lambda: at_fork.update(sys.modules))\n"
+        "real = ts.run_broker\n"
+        "def counted(options):\n"
+        "    code = real(options)\n"
+        f"    with open({str(report)!r}, 'a') as out:\n"
+        "        new = sorted(m for m in set(sys.modules) - at_fork if m.startswith(('broker.', 'elasticity.')))\n"
+        "        out.write(f'{os.getpid() != parent} {\",\".join(new) or \"-\"}\\n')\n"
+        "    return code\n"
+        "ts.run_broker = counted\n"
+        "sys.exit(ts.run_test_instance(4, ['true']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = report.read_text().splitlines()
+    assert sorted(lines) == ["True -"] * 4  # four forked brokers, none importing a broker or elasticity module
