@@ -91,6 +91,10 @@ class Broker(BrokerCore):
         self.client_sock = self.ctx.socket(zmq.ROUTER)
         self.client_sock.setsockopt(zmq.LINGER, 0)
         self.client_sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        # No send limit: a client that pipelines thousands of requests before reading (`flux submit --cc`) must get
+        # every answer. At zmq's default of 1,000 queued messages ROUTER_MANDATORY refuses the send with EAGAIN and
+        # the answer (a job id whose job was accepted) was lost. flux-core's local connector queues without limit.
+        self.client_sock.setsockopt(zmq.SNDHWM, 0)
         try:
             self.client_sock.bind(f"ipc://{self.rundir}/local")
         except zmq.ZMQError as exc:

@@ -117,7 +117,9 @@ class Router:
         assert self._b.client_sock is not None
         try:
             self._b.client_sock.send_multipart([ident, msg.encode()], zmq.NOBLOCK)
-        except zmq.ZMQError:
+        except zmq.ZMQError as exc:
+            if exc.errno != zmq.EHOSTUNREACH:
+                raise  # never drop an answer silently (the socket has no send limit, so not EAGAIN)
             self._client_subs.pop(ident, None)  # client went away
 
     def route_request(self, msg: Message) -> None:

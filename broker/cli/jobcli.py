@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import sys
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -39,16 +40,25 @@ from .options import Opt, OptionError, as_int, parse, usage
 from .queue_proxy import QUEUE_OPTS, cmd_proxy, cmd_queue
 from .submit import SUBMIT_OPTS, build_from_options, substitute
 
-
 # ------------------------------------------------------------------------------------------ submission
+SUBMIT_WINDOW = 256  # submissions in flight: enough to keep the broker busy, few enough to bound both queues
+
+
 def _submit_many(client: JobClient, jobspecs: list[dict[str, Any]], urgency: int) -> list[int]:
-    """Pipeline the submissions: send them all, then collect the ids (in order)."""
+    """Pipeline the submissions, SUBMIT_WINDOW ahead of their answers; the ids come back in order."""
     handle = client.handle
     send = getattr(handle, "send_request", None)
     if send is None or len(jobspecs) == 1:
         return [client.submit(spec, urgency=urgency) for spec in jobspecs]
-    tags = [send("job-manager.submit", {"jobspec": s, "urgency": urgency, "userid": os.getuid()}) for s in jobspecs]
-    return [int(handle.wait(tag)["id"]) for tag in tags]  # type: ignore[attr-defined]
+    userid = os.getuid()
+    pending: deque[int] = deque()
+    ids: list[int] = []
+    for spec in jobspecs:
+        if len(pending) >= SUBMIT_WINDOW:
+            ids.append(int(handle.wait(pending.popleft())["id"]))  # type: ignore[attr-defined]
+        pending.append(send("job-manager.submit", {"jobspec": spec, "urgency": urgency, "userid": userid}))
+    ids.extend(int(handle.wait(tag)["id"]) for tag in pending)  # type: ignore[attr-defined]
+    return ids
 
 
 def _expand_cc(values: dict[str, Any], jobspec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -350,6 +360,13 @@ CANCEL_OPTS = [
 ]
 
 
+def _still_active(client: JobClient, jobid: int) -> bool:
+    try:
+        return client.info(jobid).active
+    except _flux_error():
+        return True  # unknown: report the cancel's own error
+
+
 def cmd_cancel(argv: list[str]) -> int:
     values, args = parse(argv, CANCEL_OPTS, interleave=True)
     error = _flux_error()
@@ -357,15 +374,18 @@ def cmd_cancel(argv: list[str]) -> int:
         ids = [i.id for i in client.jobs("active")] if values.get("all") else [_jobid(a) for a in args]
         if not ids and not values.get("all"):
             raise OptionError("usage: flux cancel [--all] [-m MESSAGE] JOBID...")
-        failed = 0
+        failed = finished = 0
         for jobid in ids:
             try:
                 client.cancel(jobid, values.get("message", ""))
             except error as exc:
+                if values.get("all") and not _still_active(client, jobid):
+                    finished += 1  # it ended between the listing and its cancel: nothing left to cancel
+                    continue
                 failed += 1
                 print(f"flux-cancel: {exc}", file=sys.stderr)
         if values.get("all") and not values.get("quiet"):
-            print(f"flux-cancel: Canceled {len(ids) - failed} jobs", file=sys.stderr)
+            print(f"flux-cancel: Canceled {len(ids) - failed - finished} jobs", file=sys.stderr)
     return 1 if failed else 0
 
 

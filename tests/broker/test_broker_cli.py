@@ -227,7 +227,7 @@ def test_test_size_brokers_import_nothing_after_the_fork(tmp_path: Path) -> None
         "    code = real(options)\n"
         f"    with open({str(report)!r}, 'a') as out:\n"
         "        new = sorted(m for m in set(sys.modules) - at_fork if m.startswith(('broker.', 'elasticity.')))\n"
-        "        out.write(f'{os.getpid() != parent} {\",\".join(new) or \"-\"}\\n')\n"
+        '        out.write(f\'{os.getpid() != parent} {",".join(new) or "-"}\\n\')\n'
         "    return code\n"
         "ts.run_broker = counted\n"
         "sys.exit(ts.run_test_instance(4, ['true']))\n"

@@ -146,3 +146,27 @@ def test_attach_streams_output(env: dict[str, str], client: JobClient) -> None:
     wait_for(lambda: client.info(jobid).state == "INACTIVE")
     restful = client.info(jobid).to_restful()
     assert {"id", "state", "result", "returncode", "nnodes", "nodelist", "runtime", "exception"} <= set(restful)
+
+
+def test_a_client_that_reads_late_gets_every_answer(inst: Instance) -> None:
+    """5,000 requests pipelined before reading any answer: every answer arrives. At zmq's default send limit (1,000
+    queued per client) the broker's ROUTER refused the rest with EAGAIN and dropped them: `flux submit --cc=1-5000`
+    timed out after 30 s with every job accepted."""
+    from broker.cli.lean import LeanHandle
+
+    with LeanHandle(inst.uri(0)) as handle:
+        tags = [handle.send_request("broker.ping", {"pad": "x" * 200}) for _ in range(5000)]
+        answers = [handle.wait(tag, timeout=60) for tag in tags]
+    assert len(answers) == 5000 and all(a["pad"] == "x" * 200 for a in answers)
+
+
+def test_submit_cc_while_jobs_run_returns_every_id(env: dict[str, str], client: JobClient) -> None:
+    """The CLI case that found the dropped answers: a large --cc while the broker is busy running jobs."""
+    busy = run_flux("submit", "--quiet", "--cc=1-300", "true", env=env)
+    assert busy.returncode == 0, busy.stderr
+    done = run_flux("submit", "--cc=1-3000", "--urgency=0", "true", env=env)  # held: they never run
+    assert done.returncode == 0, done.stderr
+    ids = done.stdout.split()
+    assert len(ids) == len(set(ids)) == 3000
+    assert run_flux("cancel", "--all", env=env).returncode == 0
+    client.queue_idle("idle", timeout=120)
