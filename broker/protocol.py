@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from broker.errors import InputError
+from broker.jsontext import dumps_bytes
 
 REQUEST = "req"
 RESPONSE = "rsp"
@@ -70,10 +71,10 @@ class Message:
             body["s"] = self.seq
         if self.sender != -1:
             body["f"] = self.sender
-        text = json.dumps(body, separators=(",", ":"))
+        data = dumps_bytes(body)
         if self.encoded_payload:  # spliced in as the last member: the body always has members, so ends in "}"
-            text = f'{text[:-1]},"p":{self.encoded_payload}}}'
-        return text.encode()
+            return b"%s,\"p\":%s}" % (data[:-1], self.encoded_payload.encode())
+        return data
 
     def decoded(self) -> Message:
         """This message with an encoded payload turned back into `payload` (for a reader in this process)."""

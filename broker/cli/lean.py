@@ -107,6 +107,13 @@ class LeanHandle:
         self._sock.sendall(_frame(json.dumps(body, separators=(",", ":")).encode()))
         return tag
 
+    def send_encoded(self, topic: str, payload: bytes) -> int:
+        """send_request with the payload already JSON-encoded: `flux submit --cc` encodes a shared jobspec once."""
+        tag = next(self._tags)
+        head = json.dumps({"t": "req", "topic": topic, "m": tag}, separators=(",", ":")).encode()
+        self._sock.sendall(_frame(head[:-1] + b',"p":' + payload + b"}"))
+        return tag
+
     def wait(self, tag: int, timeout: float | None = 30.0) -> dict[str, Any]:
         deadline = None if timeout is None else time.monotonic() + timeout
         while tag not in self._responses:

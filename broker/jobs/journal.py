@@ -16,6 +16,7 @@ from typing import Any
 
 from broker import atomic
 from broker.errors import BrokerFailure
+from broker.jsontext import dumps
 
 
 class JournalError(BrokerFailure):
@@ -30,10 +31,7 @@ class JobEvent:
     context: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"id": self.jobid, "name": self.name, "timestamp": self.timestamp, "context": self.context},
-            separators=(",", ":"),
-        )
+        return dumps({"id": self.jobid, "name": self.name, "timestamp": self.timestamp, "context": self.context})
 
     @classmethod
     def from_json(cls, text: str) -> JobEvent:

@@ -25,6 +25,7 @@ from typing import Any
 
 from broker import atomic
 from broker.jobs.journal import JobEvent, Journal
+from broker.jsontext import dumps
 
 INSTANCE = 0
 """The id of the instance's own journal records."""
@@ -136,7 +137,7 @@ class JobStore:
 
     @staticmethod
     def _write_lines(path: Path, lines: list[list[Any]]) -> None:
-        atomic.write_text(path, "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+        atomic.write_text(path, "".join(dumps(line) + "\n" for line in lines))
 
     def close(self) -> None:
         self.journal.close()

@@ -27,6 +27,7 @@ from ..attributes import AttrError
 from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError
 from . import cpu_affinity, job_tree, mpi, pmpi, subinstance
+from .dir_remover import DirRemover
 from .exec_request import ExecRequest, ExecRequestError
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ class JobExec:
         broker.register("job-exec.rsh", self.rsh)
         broker.register("job-exec.list", lambda req: {"jobs": sorted(self.jobs)})
         broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
+        self._remover = DirRemover(_remove_job_dir)
         broker.on_close(self.close)
         self.tree_key = job_tree.rank_key(broker.rundir, broker.rank)
         # Our previous incarnation's jobs are over. Only one that ran jobs can have left any (each job's tasks
@@ -353,10 +355,21 @@ class JobExec:
             self.b.rpc("job-manager.exec-done", payload, 0, _ignore)
         job.output = []
         self._sweep_leftovers(job, status)
-        subinstance.remove_child_rundir(job.tmpdir)
-        shutil.rmtree(job.tmpdir, ignore_errors=True)
+        self._remove_tmpdir(job)
         if self.jobs.get(job.jobid) is job:
             del self.jobs[job.jobid]
+
+    def _remove_tmpdir(self, job: LocalJob) -> None:
+        """Renamed here (so a later execution of the same job may make its tmpdir again at once), removed by the
+        remover's thread."""
+        doomed = f"{job.tmpdir}.gone-{job.gen}"
+        try:
+            os.rename(job.tmpdir, doomed)
+        except FileNotFoundError:
+            return
+        except OSError:
+            doomed = job.tmpdir
+        self._remover.remove(doomed)
 
     def _sweep_leftovers(self, job: LocalJob, status: int) -> None:
         """Nothing a job started outlives it: its process groups, and for a killed or failed job its whole tree.
@@ -403,6 +416,7 @@ class JobExec:
 
     def close(self) -> None:
         """The broker is going away: nothing it started may outlive it."""
+        self._remover.close()
         for job in list(self.jobs.values()):
             self._signal(job, signal.SIGKILL)
             for task in job.tasks:
@@ -446,6 +460,11 @@ class JobExec:
         for key, job in list(self.jobs.items()):
             if key < 0 and job.owner == jobid:
                 self._signal(job, signum)
+
+
+def _remove_job_dir(path: str) -> None:
+    subinstance.remove_child_rundir(path)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _ignore(_msg: Message) -> None:

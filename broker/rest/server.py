@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     host = args.host or settings.host
     port = args.port or settings.port
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        # ws="none": the API has no WebSocket route, and uvicorn would load wsproto for one (0.8 MB resident)
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, ws="none")
     except OSError as exc:
         print(f"flux restful serve: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1

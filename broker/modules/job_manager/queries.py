@@ -3,7 +3,6 @@ Holds no state of its own: it reads the job table, the queue and the executions.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from ...bootstrap import compress_hosts
@@ -12,6 +11,7 @@ from ...jobs.info import job_info
 from ...jobs.jobspec import JobspecError
 from ...jobs.record import JobRecord
 from ...jobs.states import ACTIVE, JobState
+from ...jsontext import dumps
 from ...service import Request
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class Queries:
         req.respond_encoded('{"jobs":[' + ",".join(views) + "]}")
 
     def _encoded(self, record: JobRecord) -> str:
-        return json.dumps(self.info(record), separators=(",", ":"))
+        return dumps(self.info(record))
 
     def _changes_only_with_events(self, record: JobRecord) -> bool:
         """Whether the job's view changes only with its events: not a running job's (its runtime grows) nor a
