@@ -73,7 +73,7 @@ class Message:
             body["f"] = self.sender
         data = dumps_bytes(body)
         if self.encoded_payload:  # spliced in as the last member: the body always has members, so ends in "}"
-            return b"%s,\"p\":%s}" % (data[:-1], self.encoded_payload.encode())
+            return b'%s,"p":%s}' % (data[:-1], self.encoded_payload.encode())
         return data
 
     def decoded(self) -> Message:
