@@ -4,7 +4,12 @@ Throughput: 1000 trivial jobs (`true`) submitted (pipelined, journal fsync on) a
 1-broker and a 4-broker `flux start --test-size` instance; wall time from the first submit to the queue
 draining. Latency: wall time of `flux run true` including CLI start-up, median of 20.
 
-    .venv/bin/python bench/bench_jobs.py [--jobs 1000] [--runs 20]
+Issue 27's three measures, each through its own `flux`, ours and flux-core's (when built: `make flux-core`)
+in the same run, with the ratio: `flux start --test-size=1 flux submit --cc=1-1000 --wait true` (instance
+start included; target >= 1,500 jobs/s), `flux submit --cc=1-5000 true` into a stopped queue (acceptance alone;
+>= 5,000 jobs/s) and `flux run true` (median of --runs, CLI start-up included; <= 20 ms). Prints a JSON line.
+
+    .venv/bin/python bench/bench_jobs.py [--jobs 1000] [--runs 20] [--no-flux-core]
 """
 
 from __future__ import annotations
@@ -51,6 +56,41 @@ def inner_latency(runs: int) -> dict[str, float]:
     return {"median_ms": statistics.median(times) * 1000, "min_ms": min(times) * 1000, "max_ms": max(times) * 1000}
 
 
+def issue_measures(flux: str, runs: int) -> dict[str, float]:
+    """The issue's commands, timed from outside; the same for both brokers."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [flux, "start", "--test-size=1", flux, "submit", "--quiet", "--cc=1-1000", "--wait", "true"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{flux}: submit --cc=1-1000 --wait failed: {done.stderr[-1500:]}")
+    script = (  # `flux run` first, on an empty queue; then acceptance alone, into a stopped queue
+        f"for i in $(seq {runs + 2}); do "
+        'a=$(date +%s.%N); flux run true || exit 1; b=$(date +%s.%N); echo "run $a $b"; done; '
+        "flux queue stop >/dev/null 2>&1; "
+        'a=$(date +%s.%N); flux submit --quiet --cc=1-5000 true || exit 1; b=$(date +%s.%N); echo "submit $a $b"; '
+        "flux cancel --all >/dev/null 2>&1; true"
+    )
+    inner = subprocess.run(
+        [flux, "start", "--test-size=1", "sh", "-c", script], capture_output=True, text=True, timeout=900
+    )
+    if inner.returncode != 0:
+        raise SystemExit(f"{flux}: submit/run failed: {inner.stderr[-1500:]}")
+    spans: dict[str, list[float]] = {"submit": [], "run": []}
+    for line in inner.stdout.splitlines():
+        kind, a, b = line.split()
+        spans[kind].append(float(b) - float(a))
+    return {
+        "cc1000_wait_jobs_per_s": round(1000 / wall, 1),
+        "submit_only_jobs_per_s": round(5000 / spans["submit"][0], 1),
+        "run_true_median_ms": round(statistics.median(spans["run"][2:]) * 1000, 1),
+    }
+
+
 def outer(size: int, args: list[str]) -> dict[str, float]:
     command = [FLUX, "start", f"--test-size={size}", sys.executable, __file__, *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
@@ -65,6 +105,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--inner", choices=["throughput", "latency"])
+    parser.add_argument("--no-flux-core", action="store_true", help="skip flux-core's column")
     opts = parser.parse_args()
     if opts.inner == "throughput":
         print(json.dumps(inner_throughput(opts.jobs)))
@@ -86,6 +127,31 @@ def main() -> None:
         f"flux run true latency (CLI start-up included, {opts.runs} runs): median {lat['median_ms']:.1f} ms "
         f"(min {lat['min_ms']:.1f}, max {lat['max_ms']:.1f})"
     )
+    ours = issue_measures(FLUX, opts.runs)
+    theirs: dict[str, float] = {}
+    if not opts.no_flux_core:
+        from miniclusters.backends.local.flux_view import FluxCoreNotFound, find_flux_core
+
+        try:
+            theirs = issue_measures(str(find_flux_core().flux), opts.runs)
+        except FluxCoreNotFound as exc:
+            print(f"flux-core not found ({exc}): its column stays empty (`make flux-core` builds it)", file=sys.stderr)
+    targets = {
+        "cc1000_wait_jobs_per_s": (1500, True),
+        "submit_only_jobs_per_s": (5000, True),
+        "run_true_median_ms": (20, False),
+    }
+    print(f"\nissue 27's measures ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
+    print(f"{'measure':<28}{'ours':>10}{'flux-core':>11}{'ratio':>9}{'target':>9}")
+    for key, (target, higher) in targets.items():
+        mine, core = ours[key], theirs.get(key)
+        ratio = (mine / core if higher else core / mine) if core else None
+        met = mine >= target if higher else mine <= target
+        print(
+            f"{key:<28}{mine:>10g}{core if core is not None else '-':>11}"
+            f"{f'{ratio:.1f}x' if ratio else '-':>9}{target:>9}  {'met' if met else 'NOT met'}"
+        )
+    print(json.dumps({"bench": "jobs", **ours, **{f"flux_core_{k}": v for k, v in theirs.items()}}))
 
 
 if __name__ == "__main__":

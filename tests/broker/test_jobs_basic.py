@@ -170,3 +170,13 @@ def test_submit_cc_while_jobs_run_returns_every_id(env: dict[str, str], client: 
     assert len(ids) == len(set(ids)) == 3000
     assert run_flux("cancel", "--all", env=env).returncode == 0
     client.queue_idle("idle", timeout=120)
+
+
+def test_the_job_tmpdir_exists_while_it_runs_and_is_removed_after(env: dict[str, str], client: JobClient) -> None:
+    """Removed off the broker's loop (broker/modules/dir_remover.py), renamed first: gone soon after the job."""
+    result = run_flux(
+        "run", "sh", "-c", 'test -d "$FLUX_JOB_TMPDIR" && touch "$FLUX_JOB_TMPDIR/x" && echo $FLUX_JOB_TMPDIR', env=env
+    )
+    assert result.returncode == 0, result.stderr
+    tmpdir = Path(result.stdout.strip())
+    wait_for(lambda: not tmpdir.exists() and not list(tmpdir.parent.glob(tmpdir.name + ".gone-*")), 10)
