@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -216,21 +217,23 @@ def test_test_size_brokers_import_nothing_after_the_fork(tmp_path: Path) -> None
     """The parent imports the broker's modules once; a fork that re-imported them cost each broker ~70 ms of CPU,
     which made 256 brokers take 12 s on two cores (issue 27's scale target is 5 s)."""
     report = tmp_path / "imports"
-    code = (
-        "import os, sys\n"
-        "import broker.testsize as ts\n"
-        "parent = os.getpid()\n"
-        "at_fork = set()\n"
-        "os.register_at_fork(after_in_child=lambda: at_fork.update(sys.modules))\n"
-        "real = ts.run_broker\n"
-        "def counted(options):\n"
-        "    code = real(options)\n"
-        f"    with open({str(report)!r}, 'a') as out:\n"
-        "        new = sorted(m for m in set(sys.modules) - at_fork if m.startswith(('broker.', 'elasticity.')))\n"
-        '        out.write(f\'{os.getpid() != parent} {",".join(new) or "-"}\\n\')\n'
-        "    return code\n"
-        "ts.run_broker = counted\n"
-        "sys.exit(ts.run_test_instance(4, ['true']))\n"
+    code = textwrap.dedent(
+        f"""
+        import os, sys
+        import broker.testsize as ts
+        parent = os.getpid()
+        at_fork = set()
+        os.register_at_fork(after_in_child=lambda: at_fork.update(sys.modules))
+        real = ts.run_broker
+        def counted(options):
+            code = real(options)
+            new = sorted(m for m in set(sys.modules) - at_fork if m.startswith(("broker.", "elasticity.")))
+            with open({str(report)!r}, "a") as out:
+                out.write(f"{{os.getpid() != parent}} {{','.join(new) or '-'}}\\n")
+            return code
+        ts.run_broker = counted
+        sys.exit(ts.run_test_instance(4, ["true"]))
+        """
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
