@@ -7,6 +7,7 @@ overlay, client socket) and changes nothing of it.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import zmq
@@ -118,9 +119,9 @@ class Router:
         try:
             self._b.client_sock.send_multipart([ident, msg.encode()], zmq.NOBLOCK)
         except zmq.ZMQError as exc:
-            if exc.errno != zmq.EHOSTUNREACH:
-                raise  # never drop an answer silently (the socket has no send limit, so not EAGAIN)
-            self._client_subs.pop(ident, None)  # client went away
+            if exc.errno != zmq.EHOSTUNREACH:  # not "the client went away": say so (the socket has no send limit)
+                print(f"flux-broker[{self._b.rank}]: cannot answer a client ({msg.topic}): {exc}", file=sys.stderr)
+            self._client_subs.pop(ident, None)
 
     def route_request(self, msg: Message) -> None:
         target = msg.nodeid
