@@ -7,11 +7,11 @@ frame headers. Falls back to broker.client.Handle for tcp:// URIs.
 
 from __future__ import annotations
 
+import _socket  # not `socket`: its enums and helpers cost a CLI call several milliseconds of start-up
 import contextlib
 import itertools
 import json
 import os
-import socket
 import struct
 import time
 from collections import deque
@@ -42,7 +42,7 @@ class LeanHandle:
     def __init__(self, uri: str) -> None:
         path = uri.removeprefix("local://").removeprefix("ipc://")
         self.uri = uri
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             self._sock.connect(path)
         except OSError as exc:
