@@ -63,7 +63,9 @@ def mpi_programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
     inst = render_instance(tmp_path_factory.mktemp("cluster"), 3)
     for rank in range(3):
-        inst.start(rank, "-Sresource.cores=0-1")
+        # These tests run MPI across brokers, not liveness: FAST's 1 s heartbeat timeout lost a follower to CI's load
+        # (two workers and image builds on two cores) between two tests. Lost ranks have tests of their own below.
+        inst.start(rank, "-Sresource.cores=0-1", "-Sheartbeat.timeout=10")
     inst.wait_states({0: "up", 1: "up", 2: "up"})
     yield inst
     inst.cleanup()
