@@ -15,8 +15,11 @@ same queue.
 Prints progress on stderr, a table with each of our servers' ratio to the reference, and one JSON line per server
 (keys: server, get_rps_1, get_rps_8, submit_p50_ms, submit_p95_ms, submit_p50_1000_ms, submit_threads_per_s,
 get_p50_idle_ms, get_p50_during_submits_ms, listing_1000_ms, rss_mb; with --scale N also scale_jobs,
-submit_p50_scale_ms, listing_scale_ms, listing_scale_count). Issue 30's bar: our flux flavour's 4-thread submit
-throughput at least the reference's, and in both flavours GET p50 during submits at most twice its idle value.
+submit_p50_scale_ms, listing_scale_ms, listing_scale_again_ms, listing_scale_decode_ms,
+listing_scale_count). A listing's time is until its last byte arrived; the client's own decoding of it is
+listing_scale_decode_ms, and listing_scale_again_ms the median of LISTING_REPEATS listings after the first.
+Issue 30's bar: our flux flavour's 4-thread submit throughput at least the reference's, and in both flavours GET
+p50 during submits at most twice its idle value.
 Issue 27's REST targets (built-in flavour): GET rate at least 4x the reference's, submit p50 at most 3 ms from an
 empty queue to 5,000 jobs (`--scale 5000`), the detailed listing of those jobs within 100 ms.
 """
@@ -46,6 +49,7 @@ from broker.rest.tokens import encode_handshake
 
 SERVERS = ("reference", "flux", "builtin")
 SUBMIT_THREADS = 4
+LISTING_REPEATS = 5
 KEYS = (
     "get_rps_1",
     "get_rps_8",
@@ -59,6 +63,7 @@ KEYS = (
     "rss_mb",
     "submit_p50_scale_ms",
     "listing_scale_ms",
+    "listing_scale_again_ms",
 )
 HIGHER_IS_BETTER = {"get_rps_1", "get_rps_8", "submit_threads_per_s"}
 STARTED = time.monotonic()
@@ -88,6 +93,14 @@ class Connection:
         self.headers = {"Authorization": f"Bearer {token}"}
 
     def call(self, method: str, path: str, params: dict[str, str] | None = None) -> tuple[int, Any]:
+        status, body = self.fetch(method, path, params)
+        try:
+            return status, json.loads(body)
+        except ValueError:
+            return status, body.decode(errors="replace")
+
+    def fetch(self, method: str, path: str, params: dict[str, str] | None = None) -> tuple[int, bytes]:
+        """The status and the body as it came, undecoded."""
         target = f"{path}?{urlencode(params)}" if params else path
         try:
             self.conn.request(method, target, headers=self.headers)
@@ -98,11 +111,22 @@ class Connection:
             self.conn.close()
             self.conn.request(method, target, headers=self.headers)
             response = self.conn.getresponse()
-        body = response.read()
+        return response.status, response.read()
+
+    def listing(self, name: str, params: dict[str, str]) -> tuple[list[Any], float, float]:
+        """A detailed listing, the milliseconds until its last byte arrived (the server's answer) and those the
+        client then spent decoding it (json.loads: about 100 ms for 5,000 records, whoever served them)."""
+        started = time.perf_counter()
+        status, body = self.fetch("GET", "/v1/jobs", params)
+        served = time.perf_counter()
         try:
-            return response.status, json.loads(body)
+            records = json.loads(body)
         except ValueError:
-            return response.status, body.decode(errors="replace")
+            records = None
+        decoded = time.perf_counter()
+        if status != 200 or not isinstance(records, list):
+            raise SystemExit(f"{name}: the detailed listing failed: {status} {body[:300]!r}")
+        return records, (served - started) * 1000, (decoded - served) * 1000
 
     def timed(self, method: str, path: str, params: dict[str, str] | None = None) -> float:
         """Milliseconds for one request that must succeed."""
@@ -250,11 +274,7 @@ def measure(name: str, url: str, counts: Counts) -> dict[str, Any]:
     late = [main.timed("POST", "/v1/jobs/submit", {"command": "true"}) for _ in range(counts.late)]
 
     progress(f"{name}: the first detailed listing")
-    started = time.perf_counter()
-    status, listing = main.call("GET", "/v1/jobs", {"details": "true", "listing": "true"})
-    listing_ms = (time.perf_counter() - started) * 1000
-    if status != 200 or not isinstance(listing, list):
-        raise SystemExit(f"{name}: the detailed listing failed: {status} {str(listing)[:300]}")
+    listing, listing_ms, _ = main.listing(name, {"details": "true", "listing": "true"})
     progress(f"{name}: listed {len(listing)} jobs in {listing_ms:.0f} ms")
     scaled: dict[str, Any] = {}
     if counts.scale > counts.jobs:
@@ -263,17 +283,16 @@ def measure(name: str, url: str, counts: Counts) -> dict[str, Any]:
         progress(f"{name}: {fill} more submits to hold {counts.scale} jobs (issue 27: flat from 0 to {counts.scale})")
         in_threads(SUBMIT_THREADS, submitter(-(-fill // SUBMIT_THREADS)))
         at_scale = [main.timed("POST", "/v1/jobs/submit", {"command": "true"}) for _ in range(counts.late)]
-        started = time.perf_counter()
         params = {"details": "true", "listing": "true", "limit": str(counts.scale + counts.late + 8)}
-        status, big = main.call("GET", "/v1/jobs", params)
-        big_ms = (time.perf_counter() - started) * 1000
-        if status != 200 or not isinstance(big, list):
-            raise SystemExit(f"{name}: the detailed listing at scale failed: {status} {str(big)[:300]}")
-        progress(f"{name}: listed {len(big)} jobs in {big_ms:.0f} ms")
+        big, big_ms, decode_ms = main.listing(name, params)
+        again = [main.listing(name, params)[1] for _ in range(LISTING_REPEATS)]
+        progress(f"{name}: listed {len(big)} jobs in {big_ms:.0f} ms (then {statistics.median(again):.0f} ms)")
         scaled = {
             "scale_jobs": counts.scale,
             "submit_p50_scale_ms": round(statistics.median(at_scale), 2),
             "listing_scale_ms": round(big_ms, 1),
+            "listing_scale_again_ms": round(statistics.median(again), 1),
+            "listing_scale_decode_ms": round(decode_ms, 1),
             "listing_scale_count": len(big),
         }
     pid = testing.listening_pid(int(urlsplit(url).port or 0))
@@ -392,8 +411,9 @@ def issue_27_verdicts(by_name: dict[str, dict[str, Any]]) -> list[str]:
     if scale:
         listing = ours["listing_scale_ms"]
         out.append(
-            f"issue 27: builtin detailed listing of {ours['listing_scale_count']} jobs {listing:g} ms: "
-            f"{'met' if listing <= 100 else 'NOT met'} (<= 100 ms)"
+            f"issue 27: builtin detailed listing of {ours['listing_scale_count']} jobs {listing:g} ms "
+            f"(then {ours['listing_scale_again_ms']:g}; the client's json.loads {ours['listing_scale_decode_ms']:g} "
+            f"more): {'met' if listing <= 100 else 'NOT met'} (<= 100 ms)"
         )
     return out
 

@@ -47,6 +47,8 @@ class Handle:
         self._sock.connect(path)
         self._tags = itertools.count(1)
         self._responses: dict[int, Message] = {}
+        self._raw_tags: set[int] = set()  # requests whose answer is kept as JSON text (rpc_raw)
+        self._raw: dict[int, bytes] = {}
         self._events: deque[Message] = deque()
 
     def __enter__(self) -> Handle:
@@ -92,6 +94,23 @@ class Handle:
         """Request/response to the service `topic` on rank `nodeid` (NODEID_ANY: nearest provider)."""
         return self.wait(self.send_request(topic, payload, nodeid), timeout)
 
+    def rpc_raw(
+        self,
+        topic: str,
+        payload: dict[str, Any] | None = None,
+        nodeid: int = NODEID_ANY,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> bytes:
+        """rpc, with the answer's payload left as the JSON text the service sent (for a reader that passes it on)."""
+        tag = self.send_request(topic, payload, nodeid)
+        self._raw_tags.add(tag)
+        try:
+            self.wait(tag, timeout)
+            return self._raw.pop(tag)
+        finally:
+            self._raw_tags.discard(tag)
+            self._raw.pop(tag, None)  # an error answer's, or a late one's
+
     def getattr(self, name: str) -> str:
         return str(self.rpc("attr.get", {"name": name})["value"])
 
@@ -120,8 +139,16 @@ class Handle:
         ms = None if timeout is None else max(1, int(timeout * 1000))
         if not self._sock.poll(ms):
             return
+        frame = self._sock.recv()
         try:
-            msg = Message.decode(self._sock.recv())
+            if self._raw_tags:
+                msg, payload = Message.split(frame)
+                if msg.type == RESPONSE and msg.matchtag in self._raw_tags:
+                    self._raw[msg.matchtag] = payload
+                else:
+                    msg = Message.decode(frame)
+            else:
+                msg = Message.decode(frame)
         except ProtocolError:
             return
         if msg.type == RESPONSE:

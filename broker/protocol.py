@@ -56,8 +56,6 @@ class Message:
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {"t": self.type, "topic": self.topic}
-        if self.payload and not self.encoded_payload:
-            body["p"] = self.payload
         if self.nodeid != NODEID_ANY:
             body["n"] = self.nodeid
         if self.matchtag:
@@ -71,10 +69,24 @@ class Message:
             body["s"] = self.seq
         if self.sender != -1:
             body["f"] = self.sender
+        if self.payload and not self.encoded_payload:
+            body["p"] = self.payload  # always the last member: see `split`
         data = dumps_bytes(body)
         if self.encoded_payload:  # spliced in as the last member: the body always has members, so ends in "}"
             return b'%s,"p":%s}' % (data[:-1], self.encoded_payload.encode())
         return data
+
+    @classmethod
+    def split(cls, frame: bytes) -> tuple[Message, bytes]:
+        """The message without its payload, and the payload's JSON text undecoded: a reader that only passes a
+        large answer on (the REST server's listings) skips decoding it and encoding it again.
+
+        Relies on `encode` writing the payload as the last member. The header's members are numbers and strings,
+        and a quote inside a JSON string is always escaped, so the first `,"p":` is the payload's key."""
+        at = frame.find(b',"p":')
+        if at < 0 or not frame.endswith(b"}"):
+            return cls.decode(frame), b"{}"
+        return cls.decode(frame[:at] + b"}"), frame[at + 5 : -1]
 
     def decoded(self) -> Message:
         """This message with an encoded payload turned back into `payload` (for a reader in this process)."""

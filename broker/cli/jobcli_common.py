@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from ..errors import BrokerBaseError
-from ..jobs.api import JobClient, JobInfo, OutputLine, as_jobid
-from ..jobs.jobid import JobIdError
+from ..jobs.jobid import JobIdError, encode_f58
 from .options import OptionError
+
+TYPE_CHECKING = False  # `flux run` and `flux submit` import this module: no typing, no job API at start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..jobs.api import JobClient, JobInfo, RpcHandle
 
 EXIT_USAGE = 2
 
@@ -18,6 +22,7 @@ class CommandError(BrokerBaseError):
 
 
 def _client() -> JobClient:
+    from ..jobs.api import JobClient
     from .lean import connect
 
     return JobClient(handle=connect())
@@ -38,16 +43,24 @@ def _idset(text: str) -> list[int]:
         raise OptionError(str(exc)) from None
 
 
+def exit_code(returncode: int | None, success: bool) -> int:
+    """A finished job's exit code as `flux run` and `flux job status` return it."""
+    if returncode is not None:
+        return returncode if returncode or success else 1
+    return 0 if success else 1
+
+
 def _exit_code(info: JobInfo) -> int:
-    if info.returncode is not None:
-        return info.returncode if info.returncode or info.success else 1
-    return 0 if info.success else 1
+    return exit_code(info.returncode, info.success)
 
 
-def _report_exception(info: JobInfo) -> None:
-    if info.exception_type:
+def _report_exception(info: dict[str, Any]) -> None:
+    """From the job's view as the broker sends it (JobInfo.from_dict reads the same fields)."""
+    exception = info.get("exception") or {}
+    if exception.get("type"):
         print(
-            f"flux-job: {info.f58}: job.exception type={info.exception_type} severity=0 {info.exception_note}",
+            f"flux-job: {encode_f58(int(info['id']))}: job.exception type={exception['type']} severity=0 "
+            f"{exception.get('note', '')}",
             file=sys.stderr,
         )
 
@@ -64,26 +77,25 @@ def _redirected(values: dict[str, Any]) -> frozenset[str]:
     return frozenset(streams)
 
 
-def _attach(client: JobClient, jobid: int, label: bool, redirected: frozenset[str] = frozenset()) -> int:
+def _attach(handle: RpcHandle, jobid: int, label: bool, redirected: frozenset[str] = frozenset()) -> int:
     """Stream the job's output here until it ends (except streams sent to files); its exit code becomes ours."""
     offset = 0
     while True:
-        reply = client.handle.rpc("job-manager.output", {"id": jobid, "offset": offset, "wait": True}, -1, None)
-        lines = [OutputLine(s, t, x) for s, t, x in reply["lines"] if s not in redirected]
-        _print_lines(lines, label)
+        reply = handle.rpc("job-manager.output", {"id": jobid, "offset": offset, "wait": True}, -1, None)
+        _print_lines([line for line in reply["lines"] if line[0] not in redirected], label)
         offset = int(reply["offset"])
         if reply["eof"]:
-            info = JobInfo.from_dict(reply["info"])
+            info = reply["info"]
             _report_exception(info)
-            return _exit_code(info)
+            return exit_code(info.get("returncode"), info.get("result") == "COMPLETED")  # as JobInfo.success
 
 
-def _print_lines(lines: list[OutputLine], label: bool) -> None:
+def _print_lines(lines: list[list[Any]], label: bool) -> None:
+    """Output lines as job-manager.output sends them: [stream, task, text]."""
     out: list[str] = []
     err: list[str] = []
-    for line in lines:
-        text = f"{line.task}: {line.text}" if label else line.text
-        (out if line.stream == "stdout" else err).append(text)
+    for stream, task, text in lines:
+        (out if stream == "stdout" else err).append(f"{task}: {text}" if label else text)
     if out:
         sys.stdout.write("".join(out))
         sys.stdout.flush()
@@ -93,6 +105,8 @@ def _print_lines(lines: list[OutputLine], label: bool) -> None:
 
 
 def _jobid(text: str) -> int:
+    from ..jobs.api import as_jobid
+
     try:
         return as_jobid(text)
     except JobIdError as exc:

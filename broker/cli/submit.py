@@ -8,13 +8,14 @@ launch agent; `flux run`/`submit` set it for you when the program is dynamically
 
 from __future__ import annotations
 
-import fnmatch
 import os
-from typing import Any
 
-from ..fsd import parse_fsd
 from ..jobs.build import JobspecError, build_jobspec
 from .options import Opt, OptionError, as_int
+
+TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 SUBMIT_OPTS = [
     Opt(("-n", "--ntasks"), "ntasks", help="number of tasks"),
@@ -67,6 +68,10 @@ for _name in (
 
 def apply_env_rules(base: dict[str, str], rules: list[str], removes: list[str]) -> dict[str, str]:
     """Flux's --env rules in order (-* clears, -PAT removes, NAME copies, NAME=VAL sets), then --env-remove."""
+    if not rules and not removes:
+        return dict(base)
+    import fnmatch  # lazily: it loads `re`, which `flux run true` does without
+
     env = dict(base)
     for rule in rules:
         if rule.startswith("-"):
@@ -84,6 +89,8 @@ def apply_env_rules(base: dict[str, str], rules: list[str], removes: list[str]) 
 
 def time_limit(text: str) -> float:
     """flux submit -t: a bare number is minutes; otherwise a Flux Standard Duration."""
+    from ..fsd import parse_fsd  # lazily: it loads `re`
+
     try:
         return float(text) * 60.0 if text.replace(".", "", 1).isdigit() else parse_fsd(text)
     except ValueError as exc:

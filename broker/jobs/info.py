@@ -20,6 +20,13 @@ def job_owner(jobspec: dict[str, Any]) -> str:
     return owner if isinstance(owner, str) else ""
 
 
+def owned_by(owner: str, userid: int, name: str, uid: int) -> bool:
+    """The multi-user access rule (broker/rest/access.py says who is subject to it): a job with a recorded owner
+    is that REST user's; one without belongs to the account whose uid submitted it (`uid` -1: the user has none
+    that counts). The broker applies it to a listing, the REST server to everything else: one rule."""
+    return owner == name if owner else uid >= 0 and userid == uid
+
+
 def request_shape(jobspec: dict[str, Any]) -> tuple[int, int | None, int]:
     """(ntasks, nnodes or None, cores per task) straight from a jobspec, without full validation."""
     from broker.jobs.jobspec import JobspecError, parse_jobspec

@@ -6,8 +6,6 @@ sequence, so ids sort by submission time and never repeat across a restart that 
 
 from __future__ import annotations
 
-import re
-import threading
 import time
 
 from broker.errors import InputError
@@ -26,8 +24,8 @@ class JobIdError(InputError):
 _MAX_JOBID = (1 << 64) - 1
 _MAX_F58_DIGITS = 12  # flux-core refuses longer F58 (58**12 > 2**64)
 ENCODINGS = ("dec", "hex", "dothex", "kvs", "words", "f58", "f58plain", "emoji")  # flux_job_id_encode's
-_HEX_GROUP = re.compile(r"[0-9a-fA-F]{1,4}")
-_NUMBER = re.compile(r"0x[0-9a-fA-F]+|[0-9]+")
+_DECIMAL = frozenset("0123456789")
+_HEX = frozenset("0123456789abcdefABCDEF")
 TABLE_ENCODINGS = ("words", "emoji")
 """Spellings drawn from flux-core's own word and emoji tables, which we do not copy: refused with a reason."""
 
@@ -95,7 +93,7 @@ def _decode_f58(text: str) -> int:
 
 def _decode_dothex(text: str) -> int:
     parts = text.split(".")
-    if len(parts) != 4 or not all(_HEX_GROUP.fullmatch(part) for part in parts):
+    if len(parts) != 4 or not all(0 < len(part) <= 4 and _HEX.issuperset(part) for part in parts):
         raise JobIdError("dothex is four groups of 1-4 hex digits")
     value = 0
     for part in parts:
@@ -120,7 +118,7 @@ def parse_jobid(text: str) -> int:
             return _decode_f58(body[len(F58_ASCII_PREFIX) :])
         if body[:1] and 0x1F000 <= ord(body[0]) <= 0x1FFFF:
             raise JobIdError(table_encoding_refusal("emoji"))
-        if _NUMBER.fullmatch(body):
+        if _is_number(body):
             number = int(body, 16 if body.startswith("0x") else 10)
             if number > _MAX_JOBID:
                 raise JobIdError("it does not fit in 64 bits")
@@ -128,6 +126,13 @@ def parse_jobid(text: str) -> int:
     except JobIdError as exc:
         raise JobIdError(f"{stripped!r} is not a job id: {exc}") from None
     raise JobIdError(f"{stripped!r} is not a job id (expected e.g. ƒ2H5FBf9Mq, f2H5FBf9Mq or a decimal id)")
+
+
+def _is_number(text: str) -> bool:
+    """Decimal digits, or 0x and hex digits (ASCII only; no `re`: the job CLI's start-up does without it)."""
+    if text.startswith("0x"):
+        return len(text) > 2 and _HEX.issuperset(text[2:])
+    return bool(text) and _DECIMAL.issuperset(text)
 
 
 class FluidGenerator:
@@ -138,6 +143,8 @@ class FluidGenerator:
             raise ValueError(f"generator id {generator_id} out of range")
         self.generator_id = generator_id
         self.epoch_ms = epoch_ms
+        import threading  # here: the job CLI, which only spells ids, starts without it
+
         self._lock = threading.Lock()
         self._last_ms = -1
         self._sequence = 0

@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
+from broker.jobs.info import owned_by
 from broker.jobs.jobid import JobIdError, parse_jobid
 from broker.rest.jobs import JOB_LIST_LIMIT, AsyncJobService, JobService, SubmitRequest
 from broker.rest.settings import RestSettings
@@ -46,12 +47,17 @@ def sees_everything(principal: Principal, settings: RestSettings) -> bool:
 
 def visible(principal: Principal, job: JobInfo, settings: RestSettings) -> bool:
     """Whether `principal` may see this job (and cancel it and read its output)."""
+    owner = listing_owner(principal, settings)
+    return owner is None or owned_by(job.owner, job.userid, *owner)
+
+
+def listing_owner(principal: Principal, settings: RestSettings) -> tuple[str, int] | None:
+    """None when the principal sees everything, else (name, uid) for owned_by: the uid of their account on the
+    lead, -1 without one or when it is below FLUX_MIN_UID. The broker filters a pass-through listing by it."""
     if sees_everything(principal, settings):
-        return True
-    if job.owner:
-        return job.owner == principal.name
+        return None
     uid = account_uid(principal.name)
-    return uid is not None and uid >= settings.min_uid and job.userid == uid
+    return principal.name, uid if uid is not None and uid >= settings.min_uid else -1
 
 
 def visible_jobs(

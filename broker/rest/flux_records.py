@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from broker.jobs.api import JobInfo
-from broker.rest.records import RESULT_BITS, STATE_BITS
+from broker.jobs.rest_records import RESULT_BITS, STATE_BITS
 
 
 def _int(value: Any, default: int = 0) -> int:

@@ -15,8 +15,10 @@ import hostlist
 from starlette.concurrency import run_in_threadpool
 
 from broker import idset
+from broker.errors import FluxError
 from broker.jobs.api import JobClient, JobInfo
 from broker.jobs.build import build_jobspec
+from broker.jobs.states import ACTIVE, JobState
 from broker.rest.per_thread import PerThread
 from broker.rest.submit import SubmitError as SubmitError  # re-exported: services and tests import them from here
 from broker.rest.submit import SubmitRequest as SubmitRequest
@@ -27,6 +29,8 @@ JOB_LIST_LIMIT = 1000
 """How many jobs a listing holds unless asked otherwise: flux-core's job-list default (flux.job.JobList's
 max_entries), which the reference server lists with; newest first, so the oldest inactive ones drop off."""
 STREAM_POLL_SECONDS = 0.25
+LISTING_PREFIX = b'{"jobs":'  # job-manager.list's answer around the listing the REST API passes on
+EPROTO = 71
 
 # The server's own credentials never reach a job's environment.
 PRIVATE_VARIABLES = frozenset({"FLUX_TOKEN", "FLUX_SECRET_KEY", "FLUX_TOKEN_SIGNING_KEY", "FLUX_USER"})
@@ -165,6 +169,20 @@ class BrokerJobService:
 
     def info(self, jobid: int) -> JobInfo:
         return self.client.info(jobid)
+
+    def restful_listing(self, limit: int, keyed: bool, owner: tuple[str, int] | None) -> bytes:
+        """The detailed listing as the JSON text GET /v1/jobs answers, rendered by the broker and passed on
+        undecoded (issue 27: 5,000 jobs in under 100 ms). The same records and order as `jobs` with
+        detail_record, and the same access rule (`owner`: access.listing_owner)."""
+        payload: dict[str, object] = {"states": int(ACTIVE | JobState.INACTIVE), "max_entries": limit}
+        payload.update(view="restful", keyed=keyed)
+        if owner is not None:
+            payload["owner"] = {"name": owner[0], "uid": owner[1]}
+        handle = self.client.handle
+        answer: bytes = handle.rpc_raw("job-manager.list", payload)  # type: ignore[attr-defined]
+        if not (answer.startswith(LISTING_PREFIX) and answer.endswith(b"}")):
+            raise FluxError(EPROTO, f"job-manager.list answered {answer[:80]!r}")
+        return answer[len(LISTING_PREFIX) : -1]
 
     def cancel(self, jobid: int) -> None:
         self.client.cancel(jobid, note="canceled through the REST API")

@@ -4,18 +4,34 @@ payload already encoded (broker/protocol.py) reads back as the same payload."""
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.client import Handle
-from broker.jobs.api import JobClient
+from broker.errors import FluxError
+from broker.jobs.api import JobClient, JobInfo
+from broker.jobs.build import build_jobspec
+from broker.jobs.rest_records import detail_record
 from broker.protocol import RESPONSE, Message
 from broker.testing import Instance
 
 
+def jobspec_with_owner(command: list[str], owner: str) -> dict[str, Any]:
+    """A jobspec as the REST API submits it for a tenant (broker/rest/jobs.py records the owner)."""
+    spec = build_jobspec(command)
+    spec["attributes"]["system"]["miniclusters"] = {"owner": owner}
+    return spec
+
+
 def test_an_encoded_payload_reads_back_as_the_payload() -> None:
     payload = {"jobs": [{"id": 1, "name": 'a ,"p": b'}, {"id": 2, "p": {"x": [1, 2]}}]}
-    import json
-
     msg = Message(RESPONSE, "job-manager.list", matchtag=7, route=["c:00ff"], encoded_payload=json.dumps(payload))
     back = Message.decode(msg.encode())
     assert back.payload == payload and back.matchtag == 7 and back.route == ["c:00ff"]
@@ -54,3 +70,130 @@ def test_a_listed_job_s_view_follows_its_events(make_instance: Callable[..., Ins
             assert {k: v for k, v in job.items() if k != "runtime"} == {k: v for k, v in info.items() if k != "runtime"}
         handle.close()
         client.queue("start")
+
+
+# ------------------------------------------------------------------ the REST listing passed on undecoded (issue 27)
+header_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=30) | st.sampled_from([',"p":', '\\",p', '"}'])
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    topic=header_text,
+    route=st.lists(header_text, max_size=3),
+    errstr=header_text,
+    matchtag=st.integers(0, 2**31),
+    payload=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+    spliced=st.booleans(),
+)
+def test_split_gives_the_header_and_the_payload_text(
+    topic: str, route: list[str], errstr: str, matchtag: int, payload: dict[str, object], spliced: bool
+) -> None:
+    """Whatever the header's strings hold (even `,"p":`), split finds the payload: encode writes it last."""
+    msg = Message(RESPONSE, topic, matchtag=matchtag, route=route, errnum=5 if errstr else 0, errstr=errstr)
+    if spliced:
+        msg.encoded_payload = json.dumps(payload)
+    else:
+        msg.payload = payload
+    header, text = Message.split(msg.encode())
+    assert (header.topic, header.route, header.matchtag, header.errstr) == (topic, route, matchtag, errstr)
+    assert json.loads(text) == payload and header.payload == {}
+
+
+def _restful_listing(handle: Handle, **extra: object) -> object:
+    payload = {"max_entries": 0, "view": "restful", **extra}
+    return json.loads(handle.rpc_raw("job-manager.list", payload))["jobs"]
+
+
+def test_the_restful_view_is_the_rest_api_s_detailed_record(make_instance: Callable[..., Instance]) -> None:
+    """job-manager.list's restful view, read raw, is record for record what the REST API used to build from the
+    job-list view (detail_record of JobInfo); keyed, the same by id; an ended job's view is rendered ahead."""
+    inst = make_instance(1)
+    inst.start(0, "-Sresource.cores=0-1")
+    inst.handle(0).close()
+    handle = Handle(inst.uri(0))
+    with JobClient(inst.uri(0)) as client:
+        assert _restful_listing(handle) == []  # listed once: from now on ended jobs' views are rendered ahead
+        done = client.submit(command=["true"])
+        failed = client.submit(command=["false"])
+        for jobid in (done, failed):
+            client.wait(jobid)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and handle.rpc("job-manager.info", {"id": failed})["state"] != "INACTIVE":
+            time.sleep(0.05)
+        client.queue("stop")
+        waiting = client.submit(command=["sleep", "60"])  # pending
+        strip = {"runtime"}  # a clock for the pending job; the rest must agree field for field
+        expected = [
+            {k: v for k, v in detail_record(JobInfo.from_dict(job)).items() if k not in strip}
+            for job in handle.rpc("job-manager.list", {"max_entries": 0})["jobs"]
+        ]
+        listed = _restful_listing(handle)
+        assert [{k: v for k, v in job.items() if k not in strip} for job in listed] == expected  # type: ignore[union-attr]
+        assert [job["id"] for job in listed] == [waiting, failed, done]  # type: ignore[index]
+        assert [job["result"] for job in listed] == ["", "FAILED", "COMPLETED"]  # type: ignore[index]
+        keyed = _restful_listing(handle, keyed=True)
+        assert list(keyed) == [str(waiting), str(failed), str(done)]  # type: ignore[arg-type]
+        assert keyed[str(done)] == listed[2]  # type: ignore[index]
+        client.cancel(waiting)
+        client.queue("start")
+    handle.close()
+
+
+def test_a_restful_listing_keeps_one_owner_s_jobs_by_the_access_rule(make_instance: Callable[..., Instance]) -> None:
+    inst = make_instance(1)
+    inst.start(0, "-Sresource.cores=0-1")
+    inst.handle(0).close()
+    handle = Handle(inst.uri(0))
+    with JobClient(inst.uri(0)) as client:
+        client.queue("stop")
+        alice = client.submit(jobspec_with_owner(["true"], "alice"))
+        nobody = client.submit(command=["true"])  # no recorded owner: the account whose uid submitted it
+        uid = os.getuid()
+        assert [j["id"] for j in _restful_listing(handle, owner={"name": "alice", "uid": -1})] == [alice]
+        assert [j["id"] for j in _restful_listing(handle, owner={"name": "bob", "uid": uid})] == [nobody]
+        assert _restful_listing(handle, owner={"name": "bob", "uid": -1}) == []
+        # the first max_entries (pending ones by priority, then id), then the owner's among them, as GET /v1/jobs
+        # lists for a tenant: bob's job is the second
+        assert _restful_listing(handle, max_entries=1, owner={"name": "bob", "uid": uid}) == []
+        assert [j["id"] for j in _restful_listing(handle, max_entries=2, owner={"name": "bob", "uid": uid})] == [nobody]
+        for bad, field in (({"view": "html"}, "'view'"), ({"owner": {"uid": 3}}, "'owner'"), ({"keyed": 1}, "'keyed'")):
+            with pytest.raises(FluxError, match=field):
+                handle.rpc_raw("job-manager.list", bad)
+        client.queue("start")
+    handle.close()
+
+
+def test_views_are_rendered_ahead_once_their_kind_was_listed(make_instance: Callable[..., Instance]) -> None:
+    """After a first restful listing, jobs submitted later have their views ready before the next listing asks
+    (broker/modules/job_manager/warmer.py); the listing then shows them as they are."""
+    inst = make_instance(1)
+    inst.start(0, "-Sresource.cores=0-1")
+    inst.handle(0).close()
+    handle = Handle(inst.uri(0))
+    with JobClient(inst.uri(0)) as client:
+        client.queue("stop")
+        client.submit(command=["true"])
+        stats = handle.rpc("job-manager.stats")
+        time.sleep(0.3)
+        assert handle.rpc("job-manager.stats")["views"] == {"kept": {}, "to_render": 0}  # nobody listed: none made
+        assert len(_restful_listing(handle)) == 1  # type: ignore[arg-type]
+        ids = [client.submit(command=["true"]) for _ in range(150)]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            stats = handle.rpc("job-manager.stats")
+            if stats["views"] == {"kept": {"restful": 151}, "to_render": 0}:
+                break
+            time.sleep(0.05)
+        assert stats["views"] == {"kept": {"restful": 151}, "to_render": 0}
+        listed = _restful_listing(handle)
+        assert [job["id"] for job in listed][1:] == ids  # type: ignore[index]  # pending: by priority, then id
+        client.queue("start")
+        client.wait(ids[-1])
+        final = {job["id"]: job for job in _restful_listing(handle)}  # type: ignore[union-attr]
+        assert final[ids[-1]]["state"] == "INACTIVE" and final[ids[-1]]["result"] == "COMPLETED"
+    handle.close()

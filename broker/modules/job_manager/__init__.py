@@ -25,6 +25,7 @@ from .queue import JobQueue
 from .restart import recover
 from .saver import Saver
 from .table import JobTable
+from .warmer import ViewWarmer
 from .watches import Watches
 
 if TYPE_CHECKING:
@@ -45,10 +46,12 @@ class JobManager:
         self.executions = Executions(self, broker)
         self.watches = Watches(self, broker)
         self.queries = Queries(self, broker)
+        self.warmer = ViewWarmer(broker.loop, self.queries.render_ahead)
         recover(self, saved.events, broker.attrs.get("job-manager.restart-policy") or "fail")
         broker.subscribe("membership.update", self.executions.on_membership)
         broker.on_online(self.queue.kick)
         broker.on_close(self.table.close)
+        broker.on_close(self.warmer.close)
         self.saver.started()
         for topic, handler in {
             "submit": self.queue.svc_submit,
@@ -76,6 +79,7 @@ class JobManager:
     def committed(self, touched: set[int]) -> None:
         """After each group commit (JobTable.flush): answer watchers, schedule, check idle waits and a save."""
         self.watches.committed(touched)
+        self.warmer.touched(touched)
         self.queue.schedule_if_dirty()
         self.watches.check_idle()
         self.saver.check()

@@ -3,20 +3,31 @@ Holds no state of its own: it reads the job table, the queue and the executions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...bootstrap import compress_hosts
 from ...burst_service import pending_note
-from ...jobs.info import job_info
+from ...jobs.api import JobInfo
+from ...jobs.info import job_info, job_owner, owned_by
 from ...jobs.jobspec import JobspecError
 from ...jobs.record import JobRecord
+from ...jobs.rest_records import detail_record
 from ...jobs.states import ACTIVE, JobState
 from ...jsontext import dumps
-from ...service import Request
+from ...protocol import EINVAL
+from ...service import Request, ServiceError
 
 if TYPE_CHECKING:
     from ...broker import Broker
     from . import JobManager
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "job-list": dumps,  # what `flux jobs` and JobClient read
+    "restful": lambda info: dumps(detail_record(JobInfo.from_dict(info))),  # GET /v1/jobs?details, passed on
+}
+"""job-manager.list's views of a job, each as JSON made from its job-list view (Queries.info)."""
 
 
 class Queries:
@@ -59,12 +70,23 @@ class Queries:
 
     def svc_list(self, req: Request) -> None:
         """Jobs newest first within pending (by priority), running, then inactive; answered as JSON assembled
-        from each job's encoded view (kept between listings: issue 27's listing of 5,000 jobs)."""
+        from each job's encoded view (kept between listings: issue 27's listing of 5,000 jobs).
+
+        `view` "restful" lists the REST API's detailed records instead (broker/jobs/rest_records.py), which the
+        REST server passes on undecoded; `keyed` gives them as an object keyed by id, as GET /v1/jobs?details
+        does; `owner` ({"name", "uid"}) keeps one tenant's jobs among those, by the access rule (jobs/info.owned_by)."""
         table = self._jm.table
         mask = req.get("states", int, required=False, default=int(ACTIVE | JobState.INACTIVE))
         count = req.get("max_entries", int, required=False, default=0)
         userid = req.get("userid", int, required=False, default=-1)
         ids = req.get("ids", list, required=False, default=None)
+        kind = req.get("view", str, required=False, default="job-list")
+        keyed = req.get("keyed", bool, required=False, default=False)
+        render = RENDERERS.get(kind)
+        if render is None:
+            raise ServiceError(EINVAL, f"job-manager.list: 'view' must be job-list or restful, not {kind!r}")
+        self._jm.warmer.listed(kind)
+        owner = _owner_filter(req.get("owner", dict, required=False, default=None))
         records = [table[i] for i in ids if i in table] if ids is not None else list(table.records())
         active, inactive = int(ACTIVE), int(JobState.INACTIVE)
         pending: list[JobRecord] = []
@@ -84,11 +106,36 @@ class Queries:
         ordered = [*pending, *running, *done]
         if count > 0:
             ordered = ordered[:count]
-        views = [table.encoded_view(r, self._encoded, keep=self._changes_only_with_events(r)) for r in ordered]
-        req.respond_encoded('{"jobs":[' + ",".join(views) + "]}")
+        if owner is not None:  # after the count: a tenant sees their jobs among the newest, as the REST API lists
+            ordered = [r for r in ordered if owned_by(job_owner(r.jobspec), r.userid, *owner)]
 
-    def _encoded(self, record: JobRecord) -> str:
-        return dumps(self.info(record))
+        def encode(record: JobRecord) -> str:
+            return render(self.info(record))
+
+        views = [table.encoded_view(r, kind, encode, keep=self._changes_only_with_events(r)) for r in ordered]
+        if keyed:
+            members = ",".join(f'"{r.jobid}":{view}' for r, view in zip(ordered, views, strict=True))
+            req.respond_encoded('{"jobs":{' + members + "}}")
+        else:
+            req.respond_encoded('{"jobs":[' + ",".join(views) + "]}")
+
+    def render_ahead(self, jobid: int, kinds: frozenset[str]) -> None:
+        """The job's views of these kinds, kept by the table before a listing asks (warmer.py says when)."""
+        record = self._jm.table.get(jobid)
+        if record is None or not self._changes_only_with_events(record):
+            return  # gone, or a view that is made at each listing anyway (a running job's)
+        info: dict[str, Any] | None = None
+
+        def rendered(kind: str) -> Callable[[JobRecord], str]:
+            def render(record: JobRecord) -> str:
+                nonlocal info
+                info = self.info(record) if info is None else info  # one job-list view for every kind
+                return RENDERERS[kind](info)
+
+            return render
+
+        for kind in kinds:
+            self._jm.table.encoded_view(record, kind, rendered(kind), keep=True)
 
     def _changes_only_with_events(self, record: JobRecord) -> bool:
         """Whether the job's view changes only with its events: not a running job's (its runtime grows) nor a
@@ -110,12 +157,24 @@ class Queries:
             "states": counts,
             "queue_length": len(self._jm.queue.pending()),
             "running": self._jm.executions.count(),
+            # listing views kept by kind, and jobs whose views wait to be rendered ahead (warmer.py)
+            "views": {"kept": self._jm.table.views_kept(), "to_render": self._jm.warmer.pending},
         }
 
     def svc_annotate(self, req: Request) -> dict[str, Any]:
         record = self._jm.table.record(req)
         self._jm.table.post(record, "annotate", req.get("annotations", dict))
         return {}
+
+
+def _owner_filter(owner: dict[str, Any] | None) -> tuple[str, int] | None:
+    """job-manager.list's `owner`: (name, uid), or ServiceError naming the field."""
+    if owner is None:
+        return None
+    name, uid = owner.get("name"), owner.get("uid", -1)
+    if not isinstance(name, str) or not name or not isinstance(uid, int) or isinstance(uid, bool):
+        raise ServiceError(EINVAL, 'job-manager.list: \'owner\' must be {"name": a user name, "uid": an integer}')
+    return name, uid
 
 
 def _slots(resource: dict[str, Any]) -> int:

@@ -38,7 +38,7 @@ class JobTable:
         self._jobs: dict[int, JobRecord] = {}
         self._eventlogs: dict[int, list[JobEvent]] = {}
         self._specs: dict[int, JobSpec] = {}
-        self._views: dict[int, str] = {}  # listed jobs' views as JSON, each dropped at the job's next event
+        self._views: dict[int, dict[str, str]] = {}  # listed jobs' views as JSON by kind, dropped at the next event
         self._buffer: list[JobEvent] = []
         self._acks: list[tuple[Request, dict[str, Any]]] = []
         self._flush_scheduled = False
@@ -76,15 +76,26 @@ class JobTable:
             spec = self._specs[record.jobid] = parse_jobspec(record.jobspec)
         return spec
 
-    def encoded_view(self, record: JobRecord, encode: Callable[[JobRecord], str], keep: bool) -> str:
-        """The job's view as JSON (`encode` makes it), kept until the job's next event when `keep` says the view
-        changes only with events: a listing of 5,000 jobs re-encodes only the ones that changed (issue 27)."""
+    def encoded_view(self, record: JobRecord, kind: str, encode: Callable[[JobRecord], str], keep: bool) -> str:
+        """The job's view of this kind as JSON (`encode` makes it), kept until the job's next event when `keep`
+        says the view changes only with events: a listing of 5,000 jobs re-encodes only what changed (issue 27)."""
         if not keep:
             return encode(record)
-        text = self._views.get(record.jobid)
+        views = self._views.get(record.jobid)
+        if views is None:
+            views = self._views[record.jobid] = {}
+        text = views.get(kind)
         if text is None:
-            text = self._views[record.jobid] = encode(record)
+            text = views[kind] = encode(record)
         return text
+
+    def views_kept(self) -> dict[str, int]:
+        """How many jobs have a kept view, by kind (job-manager.stats shows it)."""
+        counts: dict[str, int] = {}
+        for views in self._views.values():
+            for kind in views:
+                counts[kind] = counts.get(kind, 0) + 1
+        return counts
 
     def eventlog(self, jobid: int) -> list[JobEvent]:
         return self._eventlogs.get(jobid, [])

@@ -1,0 +1,54 @@
+"""The lean CLI's JSON (broker/cli/codec.py) reads and writes exactly as the json package does."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.cli import codec
+
+values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(alphabet=st.characters(codec="utf-8")),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+    max_leaves=30,
+)
+
+
+def test_the_c_codec_is_in_use() -> None:
+    assert codec.FALLBACK is False  # CPython 3.11's _json: the fast path, not the json package
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=values, pad=st.sampled_from(["", " ", "\n\t ", "\r\n"]))
+def test_dumps_and_loads_agree_with_json(value: object, pad: str) -> None:
+    text = codec.dumps(value)
+    assert text == json.dumps(value, separators=(",", ":"))
+    assert codec.loads(pad + text + pad) == json.loads(text)
+    assert codec.loads((pad + text).encode()) == json.loads(text)
+
+
+def test_non_finite_numbers_and_int_keys_as_json_writes_them() -> None:
+    value = {1: float("inf"), "b": [float("-inf")]}
+    assert codec.dumps(value) == json.dumps(value, separators=(",", ":")) == '{"1":Infinity,"b":[-Infinity]}'
+    assert math.isnan(codec.loads("NaN"))
+
+
+@pytest.mark.parametrize("text", ["", "   ", "{", '{"a":1}x', "[1,]", "nul", '"\\x"', "{'a': 1}", '"a\nb"'])
+def test_what_json_refuses_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        json.loads(text)
+    with pytest.raises(ValueError):
+        codec.loads(text)
+
+
+def test_what_json_cannot_write_is_refused_the_same_way() -> None:
+    with pytest.raises(TypeError, match="Object of type set is not JSON serializable"):
+        codec.dumps({"a": {1}})
