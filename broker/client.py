@@ -15,6 +15,7 @@ from typing import Any
 import zmq
 
 from .errors import FluxError
+from .jsontext import dumps_bytes
 from .protocol import CONTROL, EVENT, NODEID_ANY, REQUEST, RESPONSE, Message, ProtocolError, control
 
 DEFAULT_TIMEOUT = 30.0
@@ -105,8 +106,10 @@ class Handle:
         tag = self.send_request(topic, payload, nodeid)
         self._raw_tags.add(tag)
         try:
-            self.wait(tag, timeout)
-            return self._raw.pop(tag)
+            payload = self.wait(tag, timeout)
+            raw = self._raw.pop(tag, None)
+            # None: the answer did not have its payload last (not written by Message.encode) and was decoded whole
+            return raw if raw is not None else dumps_bytes(payload)
         finally:
             self._raw_tags.discard(tag)
             self._raw.pop(tag, None)  # an error answer's, or a late one's
