@@ -1,7 +1,7 @@
 """Open MPI jobs without ssh: the first allocated rank runs mpirun, whose remote starts go through our overlay.
 
 A job asks for this with the shell option `mpi=openmpi` (`flux run -o mpi=openmpi ...`; `flux run`/`submit`
-set it themselves when the program is linked against libmpi, see cli/jobcli.py). mpirun gets a hostfile with
+set it themselves when the program is linked against libmpi, see cli/submit.py). mpirun gets a hostfile with
 one line per allocated broker (its hostname, slots = that rank's task count) and `plm_rsh_agent` pointing at
 `python -m broker.mpi_rsh`, which asks the broker of that host to start the orted (job-exec.rsh).
 """

@@ -38,23 +38,28 @@ def test_an_encoded_payload_reads_back_as_the_payload() -> None:
     assert msg.decoded().payload == payload and not msg.encoded_payload  # for a reader in the same process
 
 
+def _two_core_broker(make_instance: Callable[..., Instance]) -> tuple[Handle, str]:
+    """One broker with two cores: a handle to it and its URI."""
+    inst = make_instance(1)
+    inst.start(0, "-Sresource.cores=0-1")
+    inst.handle(0).close()
+    return Handle(inst.uri(0)), inst.uri(0)
+
+
 def _by_id(client: JobClient) -> dict[int, dict[str, object]]:
     reply = client.handle.rpc("job-manager.list", {"max_entries": 0})
     return {job["id"]: job for job in reply["jobs"]}
 
 
 def test_a_listed_job_s_view_follows_its_events(make_instance: Callable[..., Instance]) -> None:
-    inst = make_instance(1)
-    inst.start(0, "-Sresource.cores=0-1")
-    inst.handle(0).close()
-    with JobClient(inst.uri(0)) as client:
+    handle, uri = _two_core_broker(make_instance)
+    with JobClient(uri) as client:
         client.queue("stop")  # the jobs wait, so only what the test does changes them
         first, second, third = (client.submit(command=["sleep", "60"]) for _ in range(3))
         before = _by_id(client)
         assert [before[j]["state"] for j in (first, second, third)] == ["SCHED"] * 3
         assert _by_id(client) == before  # listed again, unchanged: the same views
 
-        handle = Handle(inst.uri(0))
         handle.rpc("job-manager.urgency", {"id": second, "urgency": 31})
         client.cancel(third, note="no longer wanted")
         after = _by_id(client)
@@ -112,11 +117,8 @@ def _restful_listing(handle: Handle, **extra: object) -> object:
 def test_the_restful_view_is_the_rest_api_s_detailed_record(make_instance: Callable[..., Instance]) -> None:
     """job-manager.list's restful view, read raw, is record for record what the REST API used to build from the
     job-list view (detail_record of JobInfo); keyed, the same by id; an ended job's view is rendered ahead."""
-    inst = make_instance(1)
-    inst.start(0, "-Sresource.cores=0-1")
-    inst.handle(0).close()
-    handle = Handle(inst.uri(0))
-    with JobClient(inst.uri(0)) as client:
+    handle, uri = _two_core_broker(make_instance)
+    with JobClient(uri) as client:
         assert _restful_listing(handle) == []  # listed once: from now on ended jobs' views are rendered ahead
         done = client.submit(command=["true"])
         failed = client.submit(command=["false"])
@@ -145,11 +147,8 @@ def test_the_restful_view_is_the_rest_api_s_detailed_record(make_instance: Calla
 
 
 def test_a_restful_listing_keeps_one_owner_s_jobs_by_the_access_rule(make_instance: Callable[..., Instance]) -> None:
-    inst = make_instance(1)
-    inst.start(0, "-Sresource.cores=0-1")
-    inst.handle(0).close()
-    handle = Handle(inst.uri(0))
-    with JobClient(inst.uri(0)) as client:
+    handle, uri = _two_core_broker(make_instance)
+    with JobClient(uri) as client:
         client.queue("stop")
         alice = client.submit(jobspec_with_owner(["true"], "alice"))
         nobody = client.submit(command=["true"])  # no recorded owner: the account whose uid submitted it
@@ -171,11 +170,8 @@ def test_a_restful_listing_keeps_one_owner_s_jobs_by_the_access_rule(make_instan
 def test_views_are_rendered_ahead_once_their_kind_was_listed(make_instance: Callable[..., Instance]) -> None:
     """After a first restful listing, jobs submitted later have their views ready before the next listing asks
     (broker/modules/job_manager/warmer.py); the listing then shows them as they are."""
-    inst = make_instance(1)
-    inst.start(0, "-Sresource.cores=0-1")
-    inst.handle(0).close()
-    handle = Handle(inst.uri(0))
-    with JobClient(inst.uri(0)) as client:
+    handle, uri = _two_core_broker(make_instance)
+    with JobClient(uri) as client:
         client.queue("stop")
         client.submit(command=["true"])
         stats = handle.rpc("job-manager.stats")
