@@ -129,9 +129,16 @@ class JobQueue:
         table = self._jm.table
         if self._order is None or len(self._order) > 2 * len(self._pending) + 64:
             self._order = sorted(self._pending, key=lambda j: (-table[j].priority, j))
-        self._order = (
-            [j for j in self._order if j in self._pending] if len(self._order) != len(self._pending) else self._order
-        )
+        order = self._order
+        if len(order) != len(self._pending):
+            # the jobs gone since the last pass are mostly the head's (started): drop those in place, and filter the
+            # whole order only if some left from further back (a 5,000-job queue filtered at every pass: O(n^2))
+            head = 0
+            while head < len(order) and order[head] not in self._pending:
+                head += 1
+            del order[:head]
+            if len(order) != len(self._pending):
+                self._order = [j for j in order if j in self._pending]
         # Like Flux's queue-depth: only the head of the queue is considered in one pass (FCFS can start at
         # most one job per free core; EASY looks further for backfill candidates).
         free_cores = sum(len(n.cores) for n in self._sched.nodes().values() if n.up)
