@@ -8,9 +8,12 @@ small CFD case; at --rows 48, 8 ms iterations, message latency dominates, see do
   2. two simulations at once with equal allocation (no controller): Theta(2)_equal = 2 T_1 / their makespan;
   3. `minicluster multiplex --max 2 --total 2`: the controller profiles, resizes in place and packs the second
      one; makespan2 = first submission to last completion, Theta(2) = 2 T_1 / makespan2;
-  4. beta fitted from (T_1, makespan2) (exact from one N=2 run), Theta(3) predicted with it, and measured with
+  4. beta fitted from (T_1, makespan2) (exact from one N=2 run) with the CPU demand u from the profiles' duty
+     cycles, Theta(3) predicted with it (and by the paper's line, u unknown), and measured with
      `minicluster multiplex --max 3 --total 3 --efficiency 0.01` (all three at once: the knee, which would stop
      the controller at 2 here, is not what is measured).
+With --beside K, K CPU-bound processes (busy loops standing in for another tenant's work) run on the machine
+through every measurement, T_1 included: Theta is then what multiplexing gains under that interference.
 Every job runs with the wait mode the controller applies (`-o mpi-wait=sleep`); T_1 is also measured with Open
 MPI's own polling (with yield), and the better of the two is T_1, so the controller's gain is never measured
 against a handicapped baseline.
@@ -18,7 +21,7 @@ Requested CPU: the controller's total request while both simulations ran (after 
 equal allocation requests for two simulations (each with its own 2 pods at the spec's 1 CPU: 4000m).
 
 Run: .venv/bin/python bench/bench_multiplex.py [--iterations 1500] [--rows 192] [--weights 1,1,1,60] [--skip-n3]
-     [--save-timeline docs/multiplex-timeline.png]
+     [--beside 1] [--save-timeline docs/multiplex-timeline.png]
 Prints figures; the last line is one JSON object. It is not a test (no thresholds are asserted).
 """
 
@@ -165,8 +168,11 @@ def main() -> None:
     parser.add_argument("--save-timeline", type=Path, help="copy the N=2 run's timeline PNG here (the docs' one)")
     parser.add_argument("--skip-n3", action="store_true", help="do not run N=3 (theta3_measured is then null)")
     parser.add_argument("--pod-overhead", default="200m", help="the controller's --pod-overhead (broker CPU per pod)")
+    parser.add_argument("--beside", type=int, default=0, help="CPU-bound processes running beside, throughout")
     parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     opts = parser.parse_args()
+    if opts.beside < 0:
+        raise SystemExit(f"--beside: a number of processes (0 or more) expected, got {opts.beside}")
     if os.geteuid() != 0:
         raise SystemExit("bench_multiplex needs root (per-pod network namespaces and cgroups)")
 
@@ -190,6 +196,7 @@ def main() -> None:
             raise SystemExit(f"minicluster up failed: {up.stderr}")
 
     backend = LocalBackend(state_dir=state_dir, notify=lambda _m: None)
+    beside = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(opts.beside)]
     try:
         up = cli("up", str(spec), "--detach")
         if up.returncode != 0:
@@ -221,9 +228,15 @@ def main() -> None:
         )
         cpu_equal = 2 * PODS * POD_CPU_M
         geometry = Geometry(RANKS, PODS, len(os.sched_getaffinity(0)) / PODS)  # M pods sharing this machine
-        model = fit_beta([t1, ctl2["makespan"]], geometry)
+        duties = [d for d in ctl2["mean_duty"] if d is not None]
+        demand = geometry.demand([sum(duties) / len(duties)] * RANKS) if duties else 0.0
+        model = fit_beta([t1, ctl2["makespan"]], geometry, demand)
+        line = fit_beta([t1, ctl2["makespan"]], geometry)
         theta3_predicted = model.theta(3)
-        say(f"beta (exact from N=2) = {model.beta:.4f}; Theta(3) predicted = {theta3_predicted:.2f}")
+        say(
+            f"beta (exact from N=2) = {model.beta:.4f}, CPU demand u = {model.demand:.3f} of the cores; Theta(3) "
+            f"predicted = {theta3_predicted:.2f} (the paper's line, u unknown: {line.theta(3):.2f})"
+        )
         theta3_measured = None
         resizes, restarts = ctl2["resizes"], ctl2["restarts"]
         if not opts.skip_n3:
@@ -256,15 +269,21 @@ def main() -> None:
             "cpu_proportional_m": ctl2["requested_m"],
             "cpu_equal_m": cpu_equal,
             "beta": round(model.beta, 5),
+            "demand": round(model.demand, 4),
             "theta3_predicted": round(theta3_predicted, 4),
+            "theta3_predicted_linear": round(line.theta(3), 4),
             "theta3_measured": None if theta3_measured is None else round(theta3_measured, 4),
             "resizes": resizes,
             "restarts": restarts,
+            "beside": opts.beside,
         }
         print(json.dumps(figures), flush=True)
         if opts.record:
             record_result("multiplex", figures)
     finally:
+        for process in beside:
+            process.kill()
+            process.wait()
         cli("down", NAME)
         shutil.rmtree(state_dir, ignore_errors=True)
 

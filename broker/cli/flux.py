@@ -37,6 +37,8 @@ def _help() -> int:
 def _dispatch(args: list[str]) -> int | str | None:
     if not args or args[0] in ("-h", "--help", "help"):
         return _help()
+    if args[0] in ("-V", "--version"):  # flux-core's spelling of `flux version`
+        args = ["version", *args[1:]]
     if args[0] in ("start", "broker"):
         from .start import main_broker, main_start
 

@@ -265,12 +265,18 @@ class MultiplexPlanner:
             self.planned = plan
             self.last_change_at = now
             self.phase = "resize"
+            shrinks = all(m <= obs.pod_requests_m.get(p, m) for p, m in wanted.items())
+            if shrinks and not self._profiling():
+                # a shrink (a profile's proportional resize) cannot be refused for want of room, so the next
+                # simulation may start in the same tick instead of one interval later
+                start = self._maybe_pack(obs, plan)
+                if start is not None:
+                    actions.append(start)
+                    self.phase = "pack"
             return actions
         self.planned = plan
 
-        if any(s.state == "running" and not s.profiled for s in self.sims.values()) or any(
-            s.state == "pending" for s in self.sims.values()
-        ):
+        if self._profiling():
             self.phase = "profile"
             return actions
 
@@ -306,6 +312,10 @@ class MultiplexPlanner:
 
     def _why(self, changed: set[str]) -> str:
         return ", ".join(sorted(changed)) or "plan"
+
+    def _profiling(self) -> bool:
+        """A simulation is pending or not yet profiled: its demand is unknown, so nothing else is decided."""
+        return any(s.state == "pending" or (s.state == "running" and not s.profiled) for s in self.sims.values())
 
     def _may_start_more(self) -> bool:
         return self.blocked is None and len(self.sims) < self.config.total
@@ -352,6 +362,7 @@ class MultiplexPlanner:
                 rec.samples.append((now, view.iterations, running_now))
             if view.profile is not None and not rec.profiled and rec.state == "running":
                 rec.demand = self._profiled_demand(rec.sim, view.profile)
+                rec.duty = tuple(max(0.0, min(1.0, d)) for d in view.profile.duty)
                 rec.profiled = True
                 self._event(
                     now,
@@ -405,21 +416,33 @@ class MultiplexPlanner:
         if any(n not in self.rates_by_n for n in range(1, top + 1)):
             return
         makespans = [1.0 / self.rates_by_n[n][0] for n in range(1, top + 1)]
-        geometry = Geometry(self.config.ranks, self.config.nodes, self.config.cores_per_node)
-        model = fit_beta(makespans, geometry)
+        model = fit_beta(makespans, self._geometry(), self._cpu_demand())
         if self.model is None or abs(model.beta - self.model.beta) > 0.05 * max(0.1, self.model.beta):
-            self._event(now, "refit", beta=round(model.beta, 4), beta_stderr=round(model.beta_stderr, 4), n=top)
+            self._event(
+                now, "refit", beta=round(model.beta, 4), beta_stderr=round(model.beta_stderr, 4), n=top,
+                demand=round(model.demand, 4),
+            )  # fmt: skip
             self.model = model
-        elif self.model is not None and self.model.beta != model.beta:
-            self.model = model  # small drift: keep the estimate current without logging every wobble
+        elif self.model != model:
+            self.model = model  # small drift (or a new profile's demand): kept current without logging every wobble
 
     def current_model(self) -> ThroughputModel | None:
         if self.model is not None:
             return self.model
         if self.config.prior_beta is not None:
-            geometry = Geometry(self.config.ranks, self.config.nodes, self.config.cores_per_node)
-            return ThroughputModel(self.config.prior_beta, 0.0, 1.0, geometry)
+            return ThroughputModel(self.config.prior_beta, 0.0, 1.0, self._geometry(), self._cpu_demand())
         return None
+
+    def _geometry(self) -> Geometry:
+        return Geometry(self.config.ranks, self.config.nodes, self.config.cores_per_node)
+
+    def _cpu_demand(self) -> float:
+        """u for the model: the mean over profiled simulations (same command) of the cores' share each keeps busy."""
+        profiled = [rec.duty for rec in self.sims.values() if rec.duty]
+        if not profiled:
+            return 0.0
+        geometry = self._geometry()
+        return sum(geometry.demand(duty) for duty in profiled) / len(profiled)
 
     def _maybe_pack(self, obs: Observation, plan: PodPlan) -> StartSimulation | None:
         cfg = self.config

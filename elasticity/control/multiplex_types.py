@@ -173,6 +173,8 @@ class SimRecord:
     """A pod of the plan was seen down since it was (re)submitted."""
     failing_since: float | None = None
     """When its failure was first seen, while waiting `failure_grace` for a sign of a lost pod."""
+    duty: tuple[float, ...] = ()
+    """Its ranks' duty cycles once profiled: the throughput model's CPU demand."""
 
 
 def parse_placement(hostnames: Sequence[str], pod_of_host: Mapping[str, int]) -> dict[int, tuple[int, ...]]:

@@ -36,7 +36,8 @@ def write_throughput_figure(
         ax.axvline(knee, color="tab:green", linestyle="--", linewidth=1, label=f"knee (N={knee})")
     se = f" ± {model.beta_stderr:.3f}" if model.beta_stderr > 0 else " (exact)"
     g = model.geometry
-    ax.set_title(f"Theta(N), beta = {model.beta:.3f}{se}; R={g.ranks}, M={g.nodes}, C={g.cores:g}")
+    load = f", u={model.demand:.2f}" if model.demand > 0 else ""
+    ax.set_title(f"Theta(N), beta = {model.beta:.3f}{se}; R={g.ranks}, M={g.nodes}, C={g.cores:g}{load}")
     ax.set_xlabel("concurrent simulations N")
     ax.set_ylabel("throughput gain Theta(N)")
     ax.set_xlim(0.5, top + 0.5)

@@ -6,6 +6,14 @@ N / (1 + beta (rho_N - rho_1)) times as many simulations per unit time as one at
 simulation slows down per unit of extra load: 0 when ranks mostly wait (their CPU is reclaimable), large
 when they compete for cores.
 
+Past saturation the line under-predicts. One simulation alone keeps u = sum_i d_i / (M C) of the cores busy
+(d_i its ranks' PMPI duty cycles); N of them want N u, and once N u > 1 no scheduler can run them faster than
+their share, so each stretches by at least N u. With that demand known the model is
+T_N = T_1 (S_N + beta (rho_N - rho_1)), S_N = max(1, N u) / max(1, u): the processor-sharing stretch plus the
+paper's contention term. It is the paper's model exactly while N u <= 1 (u = 0, "unknown", is the paper's).
+On bench_multiplex (u = 0.48, beta = 0.108 from N = 2) the line predicts Theta(3) = 2.09 where 1.64 was
+measured; with S_3 = 1.44 it predicts 1.60.
+
 beta is fitted by least squares on makespans measured for N = 1..k: with y_N = T_N / T_1 - 1 and
 x_N = rho_N - rho_1 the model is the line y = beta x through the origin, so beta = sum x y / sum x^2 and
 its standard error is sqrt(s^2 / sum x^2), s^2 the residual variance on k - 2 degrees of freedom. One N=2
@@ -49,6 +57,27 @@ class Geometry:
         """rho_N - rho_1, the load the other N-1 simulations add."""
         return self.rho(n) - self.rho(1)
 
+    def demand(self, duty: Sequence[float]) -> float:
+        """u: the share of the M C cores one simulation keeps busy, from its ranks' duty cycles (each in 0..1)."""
+        if len(duty) == 0:
+            raise ValueError("duty cycles: at least one rank's is needed")
+        for rank, d in enumerate(duty):
+            if not 0 <= d <= 1:
+                raise ValueError(f"duty cycle of rank {rank} must lie in [0, 1], got {d:g}")
+        return sum(duty) / (self.nodes * self.cores)
+
+
+def check_demand(demand: float) -> float:
+    if not math.isfinite(demand) or demand < 0:
+        raise ValueError(f"CPU demand must be a non-negative number, got {demand:g}")
+    return float(demand)
+
+
+def stretch(n: int, demand: float) -> float:
+    """S_N = max(1, N u) / max(1, u): how much N simulations wanting N u of the cores must stretch (S_1 = 1)."""
+    _check_n(n)
+    return max(1.0, n * demand) / max(1.0, demand)
+
 
 @dataclass(frozen=True)
 class ThroughputModel:
@@ -58,18 +87,22 @@ class ThroughputModel:
     beta_stderr: float
     t1: float
     geometry: Geometry
+    demand: float = 0.0
+    """u, the share of the cores one simulation keeps busy (Geometry.demand); 0 = unknown: the paper's line."""
+
+    def __post_init__(self) -> None:
+        check_demand(self.demand)
 
     def slowdown(self, n: int) -> float:
-        """T_N / T_1: how much longer each simulation takes when N share the nodes."""
-        _check_n(n)
-        return 1.0 + self.beta * self.geometry.extra_load(n)
+        """T_N / T_1 = S_N + beta (rho_N - rho_1): how much longer each simulation takes when N share the nodes."""
+        return stretch(n, self.demand) + self.beta * self.geometry.extra_load(n)
 
     def makespan(self, n: int) -> float:
         """Predicted T_N."""
         return self.t1 * self.slowdown(n)
 
     def theta(self, n: int) -> float:
-        """Throughput gain Theta(N) = N / (1 + beta (rho_N - rho_1)); Theta(1) = 1."""
+        """Throughput gain Theta(N) = N / (S_N + beta (rho_N - rho_1)); Theta(1) = 1."""
         return n / self.slowdown(n)
 
     def efficiency(self, n: int) -> float:
@@ -106,12 +139,22 @@ def check_makespans(makespans: Sequence[float]) -> list[float]:
     return values
 
 
-def fit_beta(makespans: Sequence[float], geometry: Geometry) -> ThroughputModel:
-    """Least-squares beta (>= 0) and its standard error from makespans[i] measured with N = i + 1."""
+def fit_beta(makespans: Sequence[float], geometry: Geometry, demand: float = 0.0) -> ThroughputModel:
+    """Least-squares beta (>= 0) and its standard error from makespans[i] measured with N = i + 1.
+
+    With a demand u, what the stretch S_N already explains is taken out first: y_N = T_N / T_1 - S_N. A u that
+    some measured N contradicts (it ran faster than its stretch allows: a profile taken under a CPU limit reads
+    high) is lowered to the largest u the makespans allow.
+    """
     values = check_makespans(makespans)
+    demand = check_demand(demand)
     t1 = values[0]
+    if demand <= 1:
+        allowed = min(max(1.0, t / t1) / n for n, t in enumerate(values[1:], start=2))
+        if allowed < demand * (1 - 1e-9):  # not for rounding: model makespans give back their own u
+            demand = allowed
     xs = [geometry.extra_load(n) for n in range(2, len(values) + 1)]
-    ys = [t / t1 - 1.0 for t in values[1:]]
+    ys = [t / t1 - stretch(n, demand) for n, t in enumerate(values[1:], start=2)]
     sxx = sum(x * x for x in xs)
     beta = max(0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sxx)
     dof = len(xs) - 1
@@ -120,12 +163,12 @@ def fit_beta(makespans: Sequence[float], geometry: Geometry) -> ThroughputModel:
     else:
         residual = sum((y - beta * x) ** 2 for x, y in zip(xs, ys, strict=True))
         stderr = math.sqrt(residual / dof / sxx)
-    return ThroughputModel(beta=beta, beta_stderr=stderr, t1=t1, geometry=geometry)
+    return ThroughputModel(beta=beta, beta_stderr=stderr, t1=t1, geometry=geometry, demand=demand)
 
 
-def beta_from_pair(t1: float, t2: float, geometry: Geometry) -> float:
+def beta_from_pair(t1: float, t2: float, geometry: Geometry, demand: float = 0.0) -> float:
     """beta exactly from one N=1 and one N=2 makespan."""
-    return fit_beta([t1, t2], geometry).beta
+    return fit_beta([t1, t2], geometry, demand).beta
 
 
 def measured_theta(makespans: Sequence[float]) -> list[float]:
@@ -177,5 +220,8 @@ def best_n(
 
 
 def predictions(model: ThroughputModel, n_values: Sequence[int]) -> list[dict[str, float | int]]:
-    """[{"n", "theta", "makespan"}] for each N (the JSON shape of `minicluster model fit --json`)."""
-    return [{"n": n, "theta": model.theta(n), "makespan": model.makespan(n)} for n in n_values]
+    """[{"n", "theta", "makespan", "stretch"}] for each N (the JSON shape of `minicluster model fit --json`)."""
+    return [
+        {"n": n, "theta": model.theta(n), "makespan": model.makespan(n), "stretch": stretch(n, model.demand)}
+        for n in n_values
+    ]

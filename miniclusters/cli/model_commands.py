@@ -25,7 +25,10 @@ def _parse_makespans(ctx: click.Context, param: click.Parameter, value: str) -> 
 
 @click.group()
 def model() -> None:
-    """The throughput model of CPU multiplexing: Theta(N) = N / (1 + beta (rho_N - rho_1)).
+    """The throughput model of CPU multiplexing: Theta(N) = N / (S_N + beta (rho_N - rho_1)).
+
+    S_N = max(1, N u) / max(1, u) is the stretch once N simulations want more CPU than the nodes have (u: the
+    share of the cores one keeps busy, from --duty); without --duty it is 1: the paper's linear model.
 
     \b
     Example:
@@ -44,6 +47,12 @@ def model() -> None:
 @click.option("--nodes", required=True, type=click.IntRange(min=1), help="Nodes the simulations share (M).")
 @click.option("--cores", required=True, type=click.FloatRange(min=0, min_open=True), help="CPU cores per node (C).")
 @click.option(
+    "--duty",
+    type=click.FloatRange(min=0, max=1),
+    help="Mean PMPI duty cycle of a simulation's ranks (0..1; `minicluster profile` reports it): predicts past "
+    "saturation. Without it, the paper's linear model.",
+)
+@click.option(
     "--threshold",
     default=0.85,
     show_default=True,
@@ -60,6 +69,7 @@ def model_fit(
     ranks: int,
     nodes: int,
     cores: float,
+    duty: float | None,
     threshold: float,
     max_n: int,
     as_json: bool,
@@ -71,13 +81,16 @@ def model_fit(
     Example:
       minicluster model fit --makespans 100,113,126 --ranks 16 --nodes 12 --cores 8 --plot theta.png
       minicluster model fit --makespans 60.2,75.9 --ranks 4 --nodes 2 --cores 1 --json
+      minicluster model fit --makespans 55.6,67.7 --ranks 4 --nodes 2 --cores 1 --duty 0.24
     """
     from rich.console import Console
     from rich.table import Table
 
-    from elasticity.model.throughput import Geometry, fit_beta, measured_theta, predictions
+    from elasticity.model.throughput import Geometry, fit_beta, measured_theta, predictions, stretch
 
-    fitted = fit_beta(makespans, Geometry(ranks, nodes, cores))
+    geometry = Geometry(ranks, nodes, cores)
+    demand = 0.0 if duty is None else geometry.demand([duty] * ranks)
+    fitted = fit_beta(makespans, geometry, demand)
     knee = fitted.knee(threshold, max_n)
     k = len(makespans)
     shown = range(1, max(k, min(knee + 1, max_n)) + 1)
@@ -85,6 +98,7 @@ def model_fit(
         out = {
             "beta": fitted.beta,
             "beta_stderr": fitted.beta_stderr,
+            "demand": fitted.demand,
             "knee": knee,
             "threshold": threshold,
             "predictions": predictions(fitted, shown),
@@ -93,10 +107,11 @@ def model_fit(
     else:
         console = Console()
         se = f"± {fitted.beta_stderr:.4f}" if k > 2 else "(exact from one N=2 run)"
-        console.print(f"beta = {fitted.beta:.4f} {se}   (R={ranks}, M={nodes}, C={cores:g})")
+        load = "" if duty is None else f", u={fitted.demand:.3f} from duty {duty:g}"
+        console.print(f"beta = {fitted.beta:.4f} {se}   (R={ranks}, M={nodes}, C={cores:g}{load})")
         measured = measured_theta(makespans)
         table = Table(title="Throughput gain Theta(N): measured vs model")
-        for col in ("N", "rho_N", "T_N s", "model T_N s", "Theta", "model Theta", "error"):
+        for col in ("N", "rho_N", "S_N", "T_N s", "model T_N s", "Theta", "model Theta", "error"):
             table.add_column(col, justify="right")
         for n in shown:
             predicted = fitted.theta(n)
@@ -106,7 +121,8 @@ def model_fit(
             else:
                 error = "-"
                 row = ["-", f"{fitted.makespan(n):.2f}", "-"]
-            table.add_row(str(n), f"{fitted.geometry.rho(n):.3f}", *row, f"{predicted:.3f}", error)
+            saturation = f"{stretch(n, fitted.demand):.3f}"
+            table.add_row(str(n), f"{fitted.geometry.rho(n):.3f}", saturation, *row, f"{predicted:.3f}", error)
         console.print(table)
         console.print(
             f"knee: N = {knee} (largest N with efficiency Theta(N)/N >= {threshold:.0%}: "

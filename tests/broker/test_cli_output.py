@@ -69,6 +69,13 @@ def test_each_command_helps_with_its_own_options(command: str) -> None:
     assert "--nodes" not in text  # before, every command showed submit's options
 
 
+@pytest.mark.parametrize("spelling", ["version", "--version", "-V"])
+def test_version_in_each_of_flux_cores_spellings(spelling: str) -> None:
+    done = subprocess.run([FLUX, spelling], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("commands:") and "broker:" in done.stdout
+
+
 def test_a_missing_working_directory_is_named_as_such(env: dict[str, str], tmp_path: Path) -> None:
     missing = run_flux("run", "--cwd=/nonexistent-dir", "true", env=env)
     assert missing.returncode != 0

@@ -18,6 +18,8 @@ from elasticity.model.throughput import (
     fit_beta,
     knee,
     measured_theta,
+    predictions,
+    stretch,
 )
 from miniclusters.cli import main
 
@@ -49,6 +51,53 @@ def test_least_squares_by_hand() -> None:
     assert model.beta_stderr == pytest.approx(0.04)
     assert model.theta(3) == pytest.approx(3 / 1.56)
     assert model.slowdown(2) == pytest.approx(1.28)
+
+
+def test_demand_past_saturation_by_hand() -> None:
+    # bench_multiplex: 4 ranks on 2 pods of 1 core, mean duty 0.24 -> u = 0.96 / 2 = 0.48
+    g = Geometry(ranks=4, nodes=2, cores=1)
+    u = g.demand([0.24] * 4)
+    assert u == pytest.approx(0.48)
+    model = fit_beta([55.6, 67.7], g, u)
+    # N = 2 wants 0.96 of the cores: no stretch, so beta is the paper's: (67.7 / 55.6 - 1) / (4 - 2)
+    assert stretch(2, u) == 1.0
+    assert model.beta == pytest.approx((67.7 / 55.6 - 1) / 2)
+    assert model.beta == fit_beta([55.6, 67.7], g).beta
+    # N = 3 wants 1.44: T_3 / T_1 = 1.44 + beta (6 - 2), Theta(3) = 1.60 where the line says 2.09
+    assert stretch(3, u) == pytest.approx(1.44)
+    assert model.theta(3) == pytest.approx(3 / (1.44 + 4 * model.beta))
+    assert model.theta(3) == pytest.approx(1.600, abs=0.001)
+    assert fit_beta([55.6, 67.7], g).theta(3) == pytest.approx(2.090, abs=0.001)
+    assert predictions(model, [3])[0]["stretch"] == pytest.approx(1.44)
+
+
+def test_stretch_taken_out_before_the_fit() -> None:
+    # u = 0.75 (2 cores, duty 0.75 each of 2 ranks): S_2 = 1.5, S_3 = 2.25; measured y = 0.7, 1.65 over S
+    # leaves 0.2, 0.4 at x = 1, 2: beta = (0.2 + 0.8) / 5 = 0.2, residuals 0 -> stderr 0
+    g = Geometry(ranks=2, nodes=1, cores=2)
+    model = fit_beta([10.0, 17.0, 26.5], g, g.demand([0.75, 0.75]))
+    assert model.demand == pytest.approx(0.75)
+    assert model.beta == pytest.approx(0.2)
+    assert model.beta_stderr == pytest.approx(0.0, abs=1e-12)
+    # makespans that contradict the demand lower it: N = 2 ran at T_1's pace, so u <= 1/2
+    contradicted = fit_beta([10.0, 10.0, 16.0], g, 0.75)
+    assert contradicted.demand == pytest.approx(0.5)
+    assert stretch(2, contradicted.demand) == 1.0
+    # a simulation that alone wants more than the cores gains nothing from company: S_N = N
+    alone_saturated = ThroughputModel(0.0, 0.0, 1.0, g, demand=1.5)
+    assert [alone_saturated.theta(n) for n in (1, 2, 5)] == pytest.approx([1.0, 1.0, 1.0])
+
+
+def test_bad_demand_or_duty_names_it() -> None:
+    g = Geometry(ranks=2, nodes=1, cores=2)
+    with pytest.raises(ValueError, match="duty cycle of rank 1"):
+        g.demand([0.5, 1.2])
+    with pytest.raises(ValueError, match="at least one rank"):
+        g.demand([])
+    with pytest.raises(ValueError, match="CPU demand"):
+        fit_beta([10.0, 12.0], g, -0.1)
+    with pytest.raises(ValueError, match="CPU demand"):
+        ThroughputModel(0.1, 0.0, 1.0, g, demand=math.nan)
 
 
 def test_negative_estimate_is_clipped_to_zero() -> None:
@@ -119,6 +168,27 @@ def test_fit_recovers_beta_from_model_makespans(beta: float, t1: float, g: Geome
 
 
 @settings(max_examples=200, deadline=None)
+@given(st.floats(0, 20), st.floats(0, 3), positive_times, geometries, st.integers(2, 8))
+def test_fit_recovers_beta_with_a_demand(beta: float, u: float, t1: float, g: Geometry, k: int) -> None:
+    truth = ThroughputModel(beta, 0.0, t1, g, demand=u)
+    model = fit_beta([truth.makespan(n) for n in range(1, k + 1)], g, u)
+    assert model.beta == pytest.approx(beta, rel=1e-9, abs=1e-9)
+    assert model.demand == u
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0, 20), st.floats(0, 3), geometries, st.integers(1, 30))
+def test_demand_only_ever_lowers_theta(beta: float, u: float, g: Geometry, n: int) -> None:
+    line = ThroughputModel(beta, 0.0, 10.0, g)
+    model = ThroughputModel(beta, 0.0, 10.0, g, demand=u)
+    assert model.theta(n) <= line.theta(n) + 1e-9
+    assert model.efficiency(n + 1) <= model.efficiency(n) + 1e-12
+    if n * u <= 1:  # below saturation it is the paper's model exactly
+        assert model.theta(n) == pytest.approx(line.theta(n))
+    assert model.theta(n) <= n / max(1.0, n * u / max(1.0, u)) + 1e-9  # never past the cores' share
+
+
+@settings(max_examples=200, deadline=None)
 @given(st.floats(0, 20), geometries, st.integers(1, 30))
 def test_predictions_monotone(beta: float, g: Geometry, n: int) -> None:
     model = ThroughputModel(beta, 0.0, 10.0, g)
@@ -177,6 +247,21 @@ def test_cli_json_matches_the_model() -> None:
     assert out["predictions"][1]["makespan"] == pytest.approx(12.8)
 
 
+def test_cli_duty_predicts_past_saturation() -> None:
+    args = ["model", "fit", "--makespans", "55.6,67.7", "--ranks", "4", "--nodes", "2", "--cores", "1"]
+    line = json.loads(CliRunner().invoke(main, [*args, "--json", "--max-n", "3"]).output)
+    result = CliRunner().invoke(main, [*args, "--duty", "0.24", "--json", "--max-n", "3", "--threshold", "0.5"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["demand"] == pytest.approx(0.48) and line["demand"] == 0.0
+    assert out["beta"] == pytest.approx(line["beta"])
+    theta3 = {p["n"]: p for p in out["predictions"]}[3]
+    assert theta3["stretch"] == pytest.approx(1.44)
+    assert theta3["theta"] == pytest.approx(1.600, abs=0.001)
+    table = CliRunner().invoke(main, [*args, "--duty", "0.24", "--threshold", "0.5", "--max-n", "3"])
+    assert "u=0.480 from duty 0.24" in table.output and "1.440" in table.output
+
+
 def test_cli_table_and_plot(tmp_path) -> None:  # type: ignore[no-untyped-def]
     png = tmp_path / "theta.png"
     result = CliRunner().invoke(
@@ -210,6 +295,7 @@ def test_cli_table_and_plot(tmp_path) -> None:  # type: ignore[no-untyped-def]
         (["--makespans", "100,0", "--cores", "8"], "must be a positive number"),
         (["--makespans", "100,abc", "--cores", "8"], "comma-separated"),
         (["--makespans", "100,120", "--cores", "0"], "--cores"),
+        (["--makespans", "100,120", "--cores", "1", "--duty", "1.5"], "--duty"),
     ],
 )
 def test_cli_bad_input_exits_2_with_the_reason(args: list[str], reason: str) -> None:
