@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from elasticity.model.throughput import ThroughputModel, measured_theta
+from elasticity.model.throughput import ThroughputModel, measured_theta, stretch
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def write_throughput_figure(
@@ -15,7 +19,22 @@ def write_throughput_figure(
     n_max: int,
     knee: int | None = None,
 ) -> Path:
-    """Measured Theta(N) as points, the model as a line to n_max, beyond the measured N shaded."""
+    """The figure of build_throughput_figure, written as a PNG."""
+    fig = build_throughput_figure(model, makespans, n_max, knee)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def build_throughput_figure(
+    model: ThroughputModel,
+    makespans: Sequence[float],
+    n_max: int,
+    knee: int | None = None,
+) -> Figure:
+    """Measured Theta(N) as points, the model as a line to n_max, beyond the measured N shaded; with a CPU
+    demand, the cores' share N / S_N the model cannot exceed."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -28,6 +47,9 @@ def write_throughput_figure(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     ax.plot(ns, ns, color="0.7", linestyle=":", label="ideal (Theta = N)")
+    if model.demand > 0:  # what the cores allow before any contention: N / S_N
+        ceiling = [n / stretch(n, model.demand) for n in ns]
+        ax.plot(ns, ceiling, color="tab:orange", linestyle="--", label=f"the cores' share (u = {model.demand:.2f})")
     ax.plot(ns, [model.theta(n) for n in ns], color="tab:blue", marker=".", label="model")
     ax.plot(range(1, k + 1), measured, "o", color="tab:red", markersize=7, label="measured")
     if top > k:
@@ -46,7 +68,4 @@ def write_throughput_figure(
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    return out
+    return fig

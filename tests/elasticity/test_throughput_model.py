@@ -262,6 +262,19 @@ def test_cli_duty_predicts_past_saturation() -> None:
     assert "u=0.480 from duty 0.24" in table.output and "1.440" in table.output
 
 
+def test_figure_with_a_demand_draws_the_cores_share() -> None:
+    from elasticity.figures.throughput import build_throughput_figure
+
+    g = Geometry(ranks=4, nodes=2, cores=1)
+    fig = build_throughput_figure(fit_beta([55.6, 67.7], g, 0.48), [55.6, 67.7], n_max=4)
+    lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
+    assert lines["the cores' share (u = 0.48)"] == pytest.approx([1.0, 2.0, 3 / 1.44, 4 / 1.92])
+    assert lines["model"][2] == pytest.approx(1.600, abs=0.001)
+    assert "u=0.48" in fig.axes[0].get_title()
+    plain = build_throughput_figure(fit_beta([55.6, 67.7], g), [55.6, 67.7], n_max=4)
+    assert not any("share" in str(line.get_label()) for line in plain.axes[0].get_lines())
+
+
 def test_cli_table_and_plot(tmp_path) -> None:  # type: ignore[no-untyped-def]
     png = tmp_path / "theta.png"
     result = CliRunner().invoke(

@@ -19,6 +19,7 @@ import pytest
 from broker.testing import require_tool
 from miniclusters.backends.local import netns
 from miniclusters.backends.local.backend import LocalBackend
+from miniclusters.testing.pod_processes import broker_of
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.timeout(900)]
 
@@ -93,23 +94,6 @@ def test_burstable_mpi_job_runs_across_the_pods_and_a_burst_which_then_goes_away
     assert not backend.store.exists("burst-b1")
 
 
-def _broker_of(supervisor: int) -> int:
-    """The broker (`flux start`) a pod's supervisor runs: the process `kill -9` is aimed at."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if int(stat[3]) == supervisor and stat[0] not in ("Z", "X") and "flux start" in cmdline:
-            found.append(int(entry))
-    assert len(found) == 1, found
-    return found[0]
-
-
 def _burst_by_one(mc: Any) -> None:
     """examples/burst.yaml (2 pods) and a burst of 1 node by hand: rank 2, burst-b1-0."""
     up = mc("up", str(EXAMPLE), "--detach", "--timeout", "150", env={"MINICLUSTERS_BURST_IDLE": "5"}, timeout=180)
@@ -133,7 +117,7 @@ def test_a_job_across_a_burst_whose_broker_is_killed_fails_and_the_burst_goes(
     assert waiter(lambda: _job(mc, job, "{state}") == "RUN", timeout=60)
     supervisor = backend.store.load("burst-b1").pods[0].pid
     assert supervisor is not None
-    os.kill(_broker_of(supervisor), signal.SIGKILL)
+    os.kill(broker_of(supervisor), signal.SIGKILL)
 
     # as a pod follower's death does: the job fails, saying which rank was lost
     assert waiter(lambda: _job(mc, job, "{state}") == "INACTIVE", timeout=60), _job(mc, job, "{state} {result}")
@@ -163,7 +147,7 @@ def test_a_pod_follower_restarted_while_a_burst_is_attached_rejoins(
     _burst_by_one(mc)
     supervisor = backend.store.load("burst").pods[1].pid
     assert supervisor is not None
-    os.kill(_broker_of(supervisor), signal.SIGKILL)
+    os.kill(broker_of(supervisor), signal.SIGKILL)
 
     def rejoined() -> dict[str, Any] | None:
         status = _status(mc)

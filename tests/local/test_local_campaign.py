@@ -26,6 +26,7 @@ from miniclusters.backends.base import CreateOptions
 from miniclusters.backends.local.backend import LocalBackend
 from miniclusters.campaign import session, state_file
 from miniclusters.render import RenderOptions
+from miniclusters.testing.pod_processes import broker_of
 
 MINICLUSTER = str(Path(sys.executable).with_name("minicluster"))
 
@@ -156,23 +157,6 @@ def test_down_mid_campaign_cancels_everything(
     # the machine fixture fails the test if any process (broker, mpirun, rhoSimpleFoam) was left behind
 
 
-def _broker_of(supervisor: int) -> int | None:
-    """The broker process (`flux start`) in a pod's session."""
-    import os
-
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if int(stat[3]) == supervisor and "flux start" in cmdline and stat[0] not in ("Z", "X"):
-            return int(entry)
-    return None
-
-
 def test_killing_a_follower_mid_campaign_loses_no_member(
     machine: Any, backend: Any, waiter: Callable[..., Any], tmp_path: Path
 ) -> None:
@@ -194,8 +178,7 @@ def test_killing_a_follower_mid_campaign_loses_no_member(
 
         assert waiter(on_follower, timeout=180), "no ensemble ran on the follower"
         supervisor = backend.store.load("camp-kill").pods[1].pid
-        broker = _broker_of(supervisor)
-        assert broker is not None
+        broker = broker_of(supervisor)
         os.kill(broker, signal.SIGKILL)
         output, _ = up.communicate(timeout=400)
     finally:

@@ -18,6 +18,7 @@ from elasticity.workloads.proxy import build_proxy_solver
 from miniclusters.backends.local import cgroups
 from miniclusters.backends.local.cgroups import CgroupDriver
 from miniclusters.backends.local.job_cgroups import LocalJobShares
+from miniclusters.testing.pod_processes import broker_of
 
 pytestmark = pytest.mark.needs_root
 
@@ -151,23 +152,6 @@ def test_a_timed_out_controller_says_timeout_for_what_it_cancelled_and_exits_non
     assert "sim1 CANCELED" in jobs, jobs
 
 
-def _broker_of(supervisor: int) -> int:
-    """The broker of a local pod: the `flux start` process in its supervisor's session."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if int(stat[3]) == supervisor and stat[0] not in ("Z", "X") and "flux start" in cmdline:
-            found.append(int(entry))
-    assert len(found) == 1, found
-    return found[0]
-
-
 def test_a_simulation_that_fails_when_its_follower_is_killed_is_resubmitted_and_counted(
     mc, machine: Any, backend: Any, waiter: Any, minicluster_bin: str, tmp_path: Path
 ) -> None:
@@ -191,12 +175,12 @@ def test_a_simulation_that_fails_when_its_follower_is_killed_is_resubmitted_and_
 
     try:
         assert waiter(lambda: "profiled" in kinds(), timeout=120, interval=0.5), kinds()
-        os.kill(_broker_of(supervisor), signal.SIGKILL)
+        os.kill(broker_of(supervisor), signal.SIGKILL)
         assert waiter(lambda: "retry" in kinds(), timeout=60, interval=0.5), kinds()
         assert waiter(lambda: kinds().count("running") == 2, timeout=90, interval=0.5), kinds()
         assert (tmp_path / "work" / "sim1-retry1").is_dir(), "the new attempt writes apart from the first"
         time.sleep(2)
-        os.kill(_broker_of(supervisor), signal.SIGKILL)
+        os.kill(broker_of(supervisor), signal.SIGKILL)
         out, err = controller.communicate(timeout=150)
     finally:
         if controller.poll() is None:
