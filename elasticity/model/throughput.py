@@ -6,7 +6,7 @@ N / (1 + beta (rho_N - rho_1)) times as many simulations per unit time as one at
 simulation slows down per unit of extra load: 0 when ranks mostly wait (their CPU is reclaimable), large
 when they compete for cores.
 
-Past saturation the line under-predicts. One simulation alone keeps u = sum_i d_i / (M C) of the cores busy
+Past saturation the line over-predicts Theta. One simulation alone keeps u = sum_i d_i / (M C) of the cores busy
 (d_i its ranks' PMPI duty cycles); N of them want N u, and once N u > 1 no scheduler can run them faster than
 their share, so each stretches by at least N u. With that demand known the model is
 T_N = T_1 (S_N + beta (rho_N - rho_1)), S_N = max(1, N u) / max(1, u): the processor-sharing stretch plus the
