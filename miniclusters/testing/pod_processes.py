@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 
-def brokers_of(supervisor: int) -> list[int]:
-    """The live `flux start` processes in the session a pod's supervisor leads (one, while the pod runs)."""
+def session_processes(supervisor: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process in the session a pod's supervisor leads."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -17,9 +17,14 @@ def brokers_of(supervisor: int) -> list[int]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue  # it ended while the table was read
-        if int(stat[3]) == supervisor and stat[0] not in ("Z", "X") and "flux start" in cmdline:
-            found.append(int(entry))
+        if int(stat[3]) == supervisor and stat[0] not in ("Z", "X"):
+            found.append((int(entry), cmdline))
     return found
+
+
+def brokers_of(supervisor: int) -> list[int]:
+    """The live `flux start` processes of a pod's session (one, while the pod runs)."""
+    return [pid for pid, cmdline in session_processes(supervisor) if "flux start" in cmdline]
 
 
 def broker_of(supervisor: int) -> int:

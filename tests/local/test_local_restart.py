@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from miniclusters.backends.local.backend import LocalBackend
+from miniclusters.testing.pod_processes import broker_of, session_processes
 
 pytestmark = pytest.mark.needs_root
 
@@ -43,28 +44,6 @@ def _status(mc: Any, name: str) -> dict[str, Any]:
     return data
 
 
-def _session(pid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of every live process in the pod's session (the supervisor's)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if int(stat[3]) == pid and stat[0] not in ("Z", "X"):
-            found.append((int(entry), cmdline))
-    return found
-
-
-def _broker(pid: int) -> int:
-    brokers = [p for p, cmd in _session(pid) if "flux start" in cmd]
-    assert len(brokers) == 1, _session(pid)
-    return brokers[0]
-
-
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -81,10 +60,10 @@ def test_a_follower_whose_broker_dies_restarts_as_the_same_rank_within_backoff_l
     supervisor = backend.store.load("rs").pods[1].pid
     assert supervisor is not None
     assert mc("exec", "rs", "--", "flux", "submit", "-N2", "-n2", "sleep", "300").returncode == 0
-    tasks = waiter(lambda: [p for p, cmd in _session(supervisor) if cmd.startswith("sleep 300")], timeout=15)
+    tasks = waiter(lambda: [p for p, cmd in session_processes(supervisor) if cmd.startswith("sleep 300")], timeout=15)
     assert tasks, "the job's task never started in pod 1"
 
-    os.kill(_broker(supervisor), signal.SIGKILL)
+    os.kill(broker_of(supervisor), signal.SIGKILL)
     back = waiter(
         lambda: (s := _status(mc, "rs"))["pods"][1]["restarts"] == 1 and s["pods"][1]["ready"] and s, timeout=30
     )
@@ -101,7 +80,7 @@ def test_a_follower_whose_broker_dies_restarts_as_the_same_rank_within_backoff_l
     assert ranks.returncode == 0 and ranks.stdout.strip() == "1"
 
     # the second failure exceeds backoffLimit 1: the pod stays Failed and status says why
-    os.kill(_broker(supervisor), signal.SIGKILL)
+    os.kill(broker_of(supervisor), signal.SIGKILL)
     failed = waiter(lambda: (s := _status(mc, "rs"))["pods"][1]["phase"] == "Failed" and s, timeout=20)
     assert failed, _status(mc, "rs")
     assert failed["pods"][1]["reason"] == "BackoffLimitExceeded" and failed["pods"][1]["restarts"] == 1
@@ -116,7 +95,7 @@ def test_complete_workers_do_not_restart_and_an_interactive_lead_does(
     assert mc("up", str(spec), "--detach", env=FAST).returncode == 0
     supervisor = backend.store.load("cw").pods[1].pid
     assert supervisor is not None
-    os.kill(_broker(supervisor), signal.SIGKILL)
+    os.kill(broker_of(supervisor), signal.SIGKILL)
     done = waiter(lambda: (s := _status(mc, "cw"))["pods"][1]["phase"] == "Succeeded" and s, timeout=20)
     assert done, _status(mc, "cw")
     time.sleep(1.0)  # well past the back-off: still not restarted
@@ -128,7 +107,7 @@ def test_complete_workers_do_not_restart_and_an_interactive_lead_does(
     assert submitted.returncode == 0, submitted.stderr
     lead = backend.store.load("cw").pods[0].pid
     assert lead is not None
-    os.kill(_broker(lead), signal.SIGKILL)
+    os.kill(broker_of(lead), signal.SIGKILL)
     back = waiter(
         lambda: (s := _status(mc, "cw"))["pods"][0]["restarts"] == 1 and s["ranks_up"] is not None and s, timeout=30
     )
@@ -142,7 +121,7 @@ def test_the_lead_of_a_command_is_not_restarted(mc: Any, machine: Any, backend: 
     assert mc("up", str(spec), "--detach", env=FAST).returncode == 0
     lead = backend.store.load("cmd").pods[0].pid
     assert lead is not None
-    os.kill(_broker(lead), signal.SIGKILL)
+    os.kill(broker_of(lead), signal.SIGKILL)
     gone = waiter(lambda: (s := _status(mc, "cmd"))["pods"][0]["phase"] == "Failed" and s, timeout=20)
     assert gone, _status(mc, "cmd")
     time.sleep(1.0)
