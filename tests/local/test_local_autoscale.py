@@ -116,8 +116,12 @@ def test_an_autoscaler_killed_mid_drain_leaves_drains_that_show_and_the_next_loo
         return mc("exec", "asdrain", "--", "flux", *args)
 
     assert flux("submit", "-N", "3", "sleep", "1").returncode == 0
+
     # grown to 3 for the job; once it ended and 1 s passed idle, ranks 1-2 are drained and the cool-down holds
-    drained = waiter(lambda: any(e["kind"] == "drain" and e["ranks"] == [1, 2] for e in read_events(events)), 90, 0.5)
+    def drained_1_2() -> bool:  # the log exists once the autoscaler records its first event
+        return events.exists() and any(e["kind"] == "drain" and e["ranks"] == [1, 2] for e in read_events(events))
+
+    drained = waiter(drained_1_2, 90, 0.5)
     assert drained, events.with_suffix(".log").read_text()[-2000:]
     os.kill(pid, signal.SIGKILL)  # killed mid-drain: nothing undrains
     assert waiter(lambda: not alive(pid), timeout=10)
