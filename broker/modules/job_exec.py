@@ -159,6 +159,7 @@ class JobExec:
         binding: list[tuple[int, ...]] = []
         if request.launch == "mpi":
             env.update(mpi.MPI_ENV)
+            env[mpi.SESSION_VARIABLE] = mpi.session_base(job.tmpdir)
             exports = profiler
             if job_cpus and not affinity.dry_run:  # each orted binds to its rank's cores (job-exec.rsh)
                 env[cpu_affinity.CORES_VARIABLE] = cpu_affinity.encode_cores(request.cores)
@@ -188,6 +189,8 @@ class JobExec:
         account = run_as(request.userid)
         if account is not None:
             os.chown(job.tmpdir, account.pw_uid, account.pw_gid)
+            if mpi.SESSION_VARIABLE in env:
+                os.chown(env[mpi.SESSION_VARIABLE], account.pw_uid, account.pw_gid)
             if "MC_PMPI_DIR" in profiler:
                 os.chown(profiler["MC_PMPI_DIR"], account.pw_uid, account.pw_gid)
             env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
@@ -423,8 +426,7 @@ class JobExec:
                 if task.proc is not None:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         task.proc.wait(timeout=1.0)
-            subinstance.remove_child_rundir(job.tmpdir)
-            shutil.rmtree(job.tmpdir, ignore_errors=True)
+            _remove_job_dir(job.tmpdir)
         if self.jobs:
             job_tree.sweep(f"{self.tree_key}.", prefix=True)
 
@@ -448,6 +450,7 @@ class JobExec:
         cpus = cpu_affinity.usable(
             cpu_affinity.decode_cores(str(env.get(cpu_affinity.CORES_VARIABLE, "")), self.b.rank)
         )
+        command = mpi.orted_command(command, mpi.session_base(job.tmpdir))
         with cpu_affinity.forked_on(cpus):
             task = self._spawn(job, 0, ["/bin/sh", "-c", command], env, env.get("PWD"))
         task.reply = req
@@ -464,6 +467,7 @@ class JobExec:
 
 def _remove_job_dir(path: str) -> None:
     subinstance.remove_child_rundir(path)
+    mpi.remove_session_base(path)
     shutil.rmtree(path, ignore_errors=True)
 
 

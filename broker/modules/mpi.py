@@ -9,8 +9,11 @@ one line per allocated broker (its hostname, slots = that rank's task count) and
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import shutil
 import sys
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,6 +26,38 @@ AGENT = f"{sys.executable} -m broker.mpi_rsh"
 # memory at a guessed free address and intermittently segfaults in hwloc_shmem_topology_write when that guess
 # collides (seen with OpenFOAM's larger address space); it only serves process binding, which we leave to cgroups.
 MPI_ENV = {"OMPI_MCA_pmix": "^flux", "PMIX_MCA_gds": "hash", "OMPI_MCA_rtc": "^hwloc"}
+
+
+SESSION_VARIABLE = "OMPI_MCA_orte_tmpdir_base"
+SESSION_LINK = "ompi"
+"""`<job tmpdir>/ompi` links to the job's own Open MPI session base, a short directory under $TMPDIR."""
+_ORTED_SESSION = re.compile(r'(-mca orte_tmpdir_base )("[^"]*"|\S+)')
+
+
+def session_base(tmpdir: str) -> str:
+    """This job's (or this orted's) own Open MPI session base. Open MPI keeps every job's session under one
+    `/tmp/ompi.<host>.<uid>` by default, and a job cleaning up its session there races another job creating
+    its own (orte_session_dir: "mkdir ... File exists"), most often when two pods share one host. A short
+    directory of its own (the sockets inside must fit sun_path) removes the sharing; the link from the job's
+    tmpdir lets the job's clean-up find it."""
+    link = os.path.join(tmpdir, SESSION_LINK)
+    if os.path.islink(link):
+        return os.readlink(link)
+    base = tempfile.mkdtemp(prefix="ompi-")
+    os.symlink(base, link)
+    return base
+
+
+def remove_session_base(tmpdir: str) -> None:
+    link = os.path.join(tmpdir, SESSION_LINK)
+    if os.path.islink(link):
+        shutil.rmtree(os.readlink(link), ignore_errors=True)
+
+
+def orted_command(command: str, base: str) -> str:
+    """mpirun passes its session base to every orted (`-mca orte_tmpdir_base "<path>"`): an orted gets one of
+    its own instead, so mpirun's clean-up and the orted's never meet on a host they share."""
+    return _ORTED_SESSION.sub(lambda m: m.group(1) + shlex.quote(base), command, count=1)
 
 
 def wants_openmpi(shell_options: dict[str, Any]) -> bool:

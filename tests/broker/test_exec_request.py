@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from broker.modules.exec_request import ExecRequest, ExecRequestError
-from broker.modules.mpi import mpirun_command
+from broker.modules.mpi import mpirun_command, orted_command
 
 REQUEST = ExecRequest(
     jobid=42,
@@ -43,6 +43,14 @@ def test_the_exec_side_reads_attributes(tmp_path: Any) -> None:
     command = mpirun_command(REQUEST, str(tmp_path), 0)
     assert command[:3] == ["mpirun", "-np", "4"] and command[-3:] == ["--bind-to", "none", "hostname"]
     assert (tmp_path / "hostfile").read_text() == "demo-0 slots=2\ndemo-1 slots=2\n"
+
+
+def test_an_orted_gets_a_session_base_of_its_own() -> None:
+    sent = 'orted -mca ess "env" -mca orte_tmpdir_base "/tmp/ompi-mpirun" -mca pmix "^s1,s2"'
+    assert orted_command(sent, "/tmp/ompi-orted 1") == (
+        'orted -mca ess "env" -mca orte_tmpdir_base \'/tmp/ompi-orted 1\' -mca pmix "^s1,s2"'
+    )
+    assert orted_command("orted -mca ess env", "/tmp/x") == "orted -mca ess env"  # nothing to replace
 
 
 @pytest.mark.parametrize(

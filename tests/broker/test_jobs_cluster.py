@@ -94,6 +94,20 @@ def test_openmpi_allreduce_across_three_brokers(env: dict[str, str], mpi_program
     assert auto.returncode == 0 and auto.stdout.strip() == "sum=30 size=4", auto.stderr
 
 
+def test_each_mpirun_and_orted_keeps_its_open_mpi_session_to_itself(env: dict[str, str]) -> None:
+    """Open MPI's default session base, /tmp/ompi.<host>.<uid>, is shared by every job on a host: one job's clean-up
+    there once removed a directory another job's orted was creating ("mkdir ... File exists"). Each mpirun and
+    each orted gets a base of its own, and the job's clean-up removes it."""
+    show = 'echo "base $OMPI_MCA_orte_tmpdir_base"; ls -d "$OMPI_MCA_orte_tmpdir_base"/ompi.*'
+    result = run_flux("run", "-N3", "-n3", "-o", "mpi=openmpi", "sh", "-c", show, env=env)
+    assert result.returncode == 0, result.stderr
+    bases = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("base ")]
+    assert len(bases) == 3 and len(set(bases)) == 3, result.stdout  # mpirun's, and one per orted
+    assert all(Path(base).name.startswith("ompi-") for base in bases)
+    assert sum("/ompi." in line for line in result.stdout.splitlines()) == 3  # each session lived in its own base
+    assert wait_for(lambda: not any(Path(base).exists() for base in bases), timeout=10)
+
+
 @pytest.mark.serial  # three levels of brokers on 1 s heartbeats (broker.testing.FAST)
 def test_nested_batch_two_levels_and_proxy(env: dict[str, str], cluster: Instance, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
