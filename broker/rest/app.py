@@ -7,6 +7,7 @@ exchanges an HS256 handshake JWT (or HTTP Basic credentials) for a bearer access
 
 import base64
 import binascii
+import json
 import os
 import pwd
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from broker.jobs.api import JobInfo
 from broker.jobs.rest_records import detail_record, listing_record
 from broker.rest import access
 from broker.rest.auth import issue_token, token_principal
+from broker.rest.fast_read import FastJobRead
 from broker.rest.jobs import JOB_LIST_LIMIT, JobService, SubmitError, asynchronous, parse_submit, stream_lines
 from broker.rest.large import LargeJSONResponse
 from broker.rest.reads_first import ReadsFirst
@@ -303,12 +305,38 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             )
         return JSONResponse({"Message": "Job submit.", "id": jobid})
 
+    async def job_body(jobid: str, principal: Principal) -> bytes:
+        """One job's record as JSONResponse encodes it; HTTPException 400, 404 or 502 as `lookup` says."""
+        record = restful(await access.lookup_async(jobs, jobid, principal, settings))
+        return json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
     @app.get("/v1/jobs/{jobid}", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
-    async def get_job(jobid: str, request: Request) -> JSONResponse:
+    async def get_job(jobid: str, request: Request) -> Response:
         """One job: attributes, state, result, returncode, nnodes, nodelist, runtime, exception."""
         async with reads_first.read():
             user = await current_user_async(request)
-            return JSONResponse(restful(await access.lookup_async(jobs, jobid, user, settings)))
+            return Response(await job_body(jobid, user), media_type="application/json")
+
+    async def read_job_plainly(jobid: str, authorization: str) -> bytes | HTTPException | None:
+        """get_job for broker/rest/fast_read.py, given a bearer token (or no authentication configured): the body
+        or the lookup's error. None (the route answers, 401 and its challenge) for any other credentials."""
+        async with reads_first.read():
+            scheme, _, credentials = authorization.partition(" ")
+            try:
+                if not settings.require_auth:
+                    principal = anonymous
+                elif scheme.lower() == "bearer" and credentials:
+                    principal = token_principal(users, settings, credentials.strip())
+                else:
+                    return None
+            except TokenError:
+                return None
+            try:
+                return await job_body(jobid, principal)
+            except HTTPException as exc:
+                return exc
+
+    app.add_middleware(FastJobRead, read=read_job_plainly)
 
     @app.get("/v1/jobs/{jobid}/output", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
     def get_output(jobid: str, request: Request) -> JSONResponse:
