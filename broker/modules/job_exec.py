@@ -159,7 +159,7 @@ class JobExec:
         binding: list[tuple[int, ...]] = []
         if request.launch == "mpi":
             env.update(mpi.MPI_ENV)
-            env[mpi.SESSION_VARIABLE] = mpi.session_base(job.tmpdir)
+            env[mpi.SESSION_VARIABLE] = mpi.session_base(job.tmpdir, env.get(mpi.SESSION_VARIABLE))
             exports = profiler
             if job_cpus and not affinity.dry_run:  # each orted binds to its rank's cores (job-exec.rsh)
                 env[cpu_affinity.CORES_VARIABLE] = cpu_affinity.encode_cores(request.cores)
@@ -450,7 +450,7 @@ class JobExec:
         cpus = cpu_affinity.usable(
             cpu_affinity.decode_cores(str(env.get(cpu_affinity.CORES_VARIABLE, "")), self.b.rank)
         )
-        command = mpi.orted_command(command, mpi.session_base(job.tmpdir))
+        command = mpi.orted_command(command, mpi.session_base(job.tmpdir, mpi.orted_session_parent(command)))
         with cpu_affinity.forked_on(cpus):
             task = self._spawn(job, 0, ["/bin/sh", "-c", command], env, env.get("PWD"))
         task.reply = req

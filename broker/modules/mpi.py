@@ -30,20 +30,29 @@ MPI_ENV = {"OMPI_MCA_pmix": "^flux", "PMIX_MCA_gds": "hash", "OMPI_MCA_rtc": "^h
 
 SESSION_VARIABLE = "OMPI_MCA_orte_tmpdir_base"
 SESSION_LINK = "ompi"
-"""`<job tmpdir>/ompi` links to the job's own Open MPI session base, a short directory under $TMPDIR."""
-_ORTED_SESSION = re.compile(r'(-mca orte_tmpdir_base )("[^"]*"|\S+)')
+"""`<job tmpdir>/ompi` links to the job's own Open MPI session base, a short directory under $TMPDIR (or under
+the job's own OMPI_MCA_orte_tmpdir_base, when it sets one)."""
+_ORTED_SESSION = re.compile(r"""(-mca orte_tmpdir_base )("[^"]*"|'[^']*'|\S+)""")
 
 
-def session_base(tmpdir: str) -> str:
+def session_base(tmpdir: str, parent: str | None = None) -> str:
     """This job's (or this orted's) own Open MPI session base. Open MPI keeps every job's session under one
     `/tmp/ompi.<host>.<uid>` by default, and a job cleaning up its session there races another job creating
     its own (orte_session_dir: "mkdir ... File exists"), most often when two pods share one host. A short
     directory of its own (the sockets inside must fit sun_path) removes the sharing; the link from the job's
-    tmpdir lets the job's clean-up find it."""
+    tmpdir lets the job's clean-up find it. `parent`: where the job asked its sessions to be (its own
+    OMPI_MCA_orte_tmpdir_base), made if missing as Open MPI would; $TMPDIR when it cannot be."""
     link = os.path.join(tmpdir, SESSION_LINK)
     if os.path.islink(link):
         return os.readlink(link)
-    base = tempfile.mkdtemp(prefix="ompi-")
+    base = None
+    if parent:
+        try:
+            os.makedirs(parent, exist_ok=True)
+            base = tempfile.mkdtemp(prefix="ompi-", dir=parent)
+        except OSError:
+            base = None
+    base = base or tempfile.mkdtemp(prefix="ompi-")
     os.symlink(base, link)
     return base
 
@@ -54,9 +63,18 @@ def remove_session_base(tmpdir: str) -> None:
         shutil.rmtree(os.readlink(link), ignore_errors=True)
 
 
+def orted_session_parent(command: str) -> str | None:
+    """Where mpirun's own session base is (the directory holding it), from the orted command it sends."""
+    match = _ORTED_SESSION.search(command)
+    if match is None:
+        return None
+    words = shlex.split(match.group(2))
+    return os.path.dirname(words[0].rstrip("/")) if words else None
+
+
 def orted_command(command: str, base: str) -> str:
     """mpirun passes its session base to every orted (`-mca orte_tmpdir_base "<path>"`): an orted gets one of
-    its own instead, so mpirun's clean-up and the orted's never meet on a host they share."""
+    its own instead, beside mpirun's, so mpirun's clean-up and the orted's never meet on a host they share."""
     return _ORTED_SESSION.sub(lambda m: m.group(1) + shlex.quote(base), command, count=1)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from broker.modules.exec_request import ExecRequest, ExecRequestError
-from broker.modules.mpi import mpirun_command, orted_command
+from broker.modules.mpi import mpirun_command, orted_command, orted_session_parent
 
 REQUEST = ExecRequest(
     jobid=42,
@@ -51,6 +51,12 @@ def test_an_orted_gets_a_session_base_of_its_own() -> None:
         'orted -mca ess "env" -mca orte_tmpdir_base \'/tmp/ompi-orted 1\' -mca pmix "^s1,s2"'
     )
     assert orted_command("orted -mca ess env", "/tmp/x") == "orted -mca ess env"  # nothing to replace
+    # the orted's base goes beside mpirun's: where the job asked for its sessions
+    assert orted_session_parent(sent) == "/tmp"
+    assert (
+        orted_session_parent("orted -mca orte_tmpdir_base '/scratch/my jobs/ompi-ab12/' -mca x y") == "/scratch/my jobs"
+    )
+    assert orted_session_parent("orted -mca ess env") is None
 
 
 @pytest.mark.parametrize(

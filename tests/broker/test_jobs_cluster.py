@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,18 +95,24 @@ def test_openmpi_allreduce_across_three_brokers(env: dict[str, str], mpi_program
     assert auto.returncode == 0 and auto.stdout.strip() == "sum=30 size=4", auto.stderr
 
 
-def test_each_mpirun_and_orted_keeps_its_open_mpi_session_to_itself(env: dict[str, str]) -> None:
+def test_each_mpirun_and_orted_keeps_its_open_mpi_session_to_itself(env: dict[str, str], tmp_path: Path) -> None:
     """Open MPI's default session base, /tmp/ompi.<host>.<uid>, is shared by every job on a host: one job's clean-up
     there once removed a directory another job's orted was creating ("mkdir ... File exists"). Each mpirun and
-    each orted gets a base of its own, and the job's clean-up removes it."""
+    each orted gets a base of its own, and the job's clean-up removes it. A job that names its own
+    OMPI_MCA_orte_tmpdir_base gets its bases inside that one."""
     show = 'echo "base $OMPI_MCA_orte_tmpdir_base"; ls -d "$OMPI_MCA_orte_tmpdir_base"/ompi.*'
-    result = run_flux("run", "-N3", "-n3", "-o", "mpi=openmpi", "sh", "-c", show, env=env)
-    assert result.returncode == 0, result.stderr
-    bases = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("base ")]
-    assert len(bases) == 3 and len(set(bases)) == 3, result.stdout  # mpirun's, and one per orted
-    assert all(Path(base).name.startswith("ompi-") for base in bases)
-    assert sum("/ompi." in line for line in result.stdout.splitlines()) == 3  # each session lived in its own base
-    assert wait_for(lambda: not any(Path(base).exists() for base in bases), timeout=10)
+    chosen = tmp_path / "scratch"
+    for parent, job_env in (
+        (Path(tempfile.gettempdir()), env),
+        (chosen, {**env, "OMPI_MCA_orte_tmpdir_base": str(chosen)}),
+    ):
+        result = run_flux("run", "-N3", "-n3", "-o", "mpi=openmpi", "sh", "-c", show, env=job_env)
+        assert result.returncode == 0, result.stderr
+        bases = [Path(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("base ")]
+        assert len(bases) == 3 and len(set(bases)) == 3, result.stdout  # mpirun's, and one per orted
+        assert all(base.parent == parent and base.name.startswith("ompi-") for base in bases), bases
+        assert sum("/ompi." in line for line in result.stdout.splitlines()) == 3  # each session in its own base
+        assert wait_for(lambda bases=bases: not any(base.exists() for base in bases), timeout=10)
 
 
 @pytest.mark.serial  # three levels of brokers on 1 s heartbeats (broker.testing.FAST)
