@@ -44,6 +44,12 @@ def test_v2_request_from_weight_through_the_kubelet_mapping_and_the_pod_leaf(tmp
     assert report["usage_usec"] == 1234567 and report["cgroup"].endswith("mc/c/0")
 
 
+def _cpu_usec(pid: int) -> int:
+    """The process's own CPU time (utime + stime), read here independently of cpu_report."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def test_v1_without_cpuacct_counts_the_cgroup_s_processes(tmp_path: Path) -> None:
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -52,15 +58,23 @@ def test_v1_without_cpuacct_counts_the_cgroup_s_processes(tmp_path: Path) -> Non
         _write(tmp_path / "cpu" / "pod" / "x" / "cpu.shares", "512\n")
         _write(tmp_path / "cpu" / "pod" / "x" / "cgroup.procs", f"{os.getpid() + 10**7}\n")  # gone: skipped
         _write(tmp_path / "cpu" / "pod" / "x" / "job-sim1" / "cgroup.procs", f"{busy.pid}\n")  # a child cgroup
+        before_first = _cpu_usec(busy.pid)
         first = cpu_report(tmp_path, "3:cpu:/pod/x\n4:cpuacct:/\n")
+        after_first = _cpu_usec(busy.pid)
         time.sleep(0.5)
+        before_second = _cpu_usec(busy.pid)
         second = cpu_report(tmp_path, "3:cpu:/pod/x\n4:cpuacct:/\n")
+        after_second = _cpu_usec(busy.pid)
     finally:
         busy.kill()
         busy.wait()
     assert first["usage_from"] == "processes" and request_millicores(first) == 500
-    rate = (second["usage_usec"] - first["usage_usec"]) / (second["time"] - first["time"]) / 1000
-    assert 200 < rate < 1300  # a spinning process uses about one CPU (shared with whatever else runs here)
+    # the spinning child cgroup's process is what was counted: its own CPU time over the same interval (however
+    # much of a CPU a loaded machine gave it), to the clock tick
+    counted = second["usage_usec"] - first["usage_usec"]
+    tick = 1_000_000 // os.sysconf("SC_CLK_TCK")
+    assert before_second - after_first - tick <= counted <= after_second - before_first + tick
+    assert counted > 0
 
 
 def test_no_cgroup_is_said_plainly(tmp_path: Path) -> None:

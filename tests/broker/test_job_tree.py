@@ -125,7 +125,14 @@ def test_tasks_of_a_killed_lead_die_when_it_comes_back_and_fails_their_job(
         inst.procs[0].wait(timeout=10)
         assert len(_running(sleeper)) == 1  # the task outlived its broker
         inst.start(0, "-Sresource.cores=0-1")  # same rundir and statedir: the journal is replayed
-        wait_for(lambda: not _running(sleeper), 20, interval=0.1)
+        try:
+            wait_for(lambda: not _running(sleeper), 20, interval=0.1)
+        except AssertionError:  # once under CI's load: say whether the lead came back, and what it said
+            lead = inst.procs[0]
+            state = "running" if lead.poll() is None else f"exited {lead.returncode}"
+            inst.kill(0)
+            out, err = lead.communicate(timeout=10)
+            raise AssertionError(f"the task outlived the restarted lead ({state}):\n{out[-2000:]}\n{err[-4000:]}")
         inst.handle(0).close()
         with JobClient(inst.uri(0)) as client:
             info = client.wait(jobid, timeout=30)
