@@ -132,7 +132,9 @@ def test_tasks_of_a_killed_lead_die_when_it_comes_back_and_fails_their_job(
             state = "running" if lead.poll() is None else f"exited {lead.returncode}"
             inst.kill(0)
             out, err = lead.communicate(timeout=10)
-            raise AssertionError(f"the task outlived the restarted lead ({state}):\n{out[-2000:]}\n{err[-4000:]}")
+            raise AssertionError(
+                f"the task outlived the restarted lead ({state}):\n{out[-2000:]}\n{err[-4000:]}"
+            ) from None
         inst.handle(0).close()
         with JobClient(inst.uri(0)) as client:
             info = client.wait(jobid, timeout=30)
