@@ -157,9 +157,10 @@ class JobExec:
         if "MC_PMPI_DIR" in profiler:
             os.makedirs(profiler["MC_PMPI_DIR"], exist_ok=True)
         binding: list[tuple[int, ...]] = []
+        account = run_as(request.userid)
         if request.launch == "mpi":
             env.update(mpi.MPI_ENV)
-            env[mpi.SESSION_VARIABLE] = mpi.session_base(job.tmpdir, env.get(mpi.SESSION_VARIABLE))
+            env[mpi.SESSION_VARIABLE] = mpi.session_base(job.tmpdir, _own_directory(env, account))
             exports = profiler
             if job_cpus and not affinity.dry_run:  # each orted binds to its rank's cores (job-exec.rsh)
                 env[cpu_affinity.CORES_VARIABLE] = cpu_affinity.encode_cores(request.cores)
@@ -186,7 +187,6 @@ class JobExec:
                 job.output.append(["stderr", taskrank, line])
         if affinity.dry_run:
             binding = [() for _ in commands]
-        account = run_as(request.userid)
         if account is not None:
             os.chown(job.tmpdir, account.pw_uid, account.pw_gid)
             if mpi.SESSION_VARIABLE in env:
@@ -463,6 +463,20 @@ class JobExec:
         for key, job in list(self.jobs.items()):
             if key < 0 and job.owner == jobid:
                 self._signal(job, signum)
+
+
+def _own_directory(env: dict[str, str], account: pwd.struct_passwd | None) -> str | None:
+    """The job's own OMPI_MCA_orte_tmpdir_base, if we may make directories there for it: always for a job that
+    runs as we do; for another user's job only an existing directory of theirs (never a path of root's choosing
+    made on a user's word)."""
+    parent = env.get(mpi.SESSION_VARIABLE)
+    if not parent or account is None:
+        return parent
+    try:
+        owner = os.stat(parent).st_uid
+    except OSError:
+        return None
+    return parent if owner == account.pw_uid and os.path.isdir(parent) else None
 
 
 def _remove_job_dir(path: str) -> None:
