@@ -160,7 +160,12 @@ class JobExec:
         account = run_as(request.userid)
         if request.launch == "mpi":
             env.update(mpi.MPI_ENV)
-            env[mpi.SESSION_VARIABLE] = mpi.session_base(job.tmpdir, _own_directory(env, account))
+            session_parent, ignored = _session_parent(env, account)
+            if ignored:
+                job.output.append(
+                    ["stderr", request.tasks[0] if request.tasks else 0, f"flux-shell[{self.b.rank}]: {ignored}\n"]
+                )
+            env[mpi.SESSION_VARIABLE] = mpi.session_base(job.tmpdir, session_parent)
             exports = profiler
             if job_cpus and not affinity.dry_run:  # each orted binds to its rank's cores (job-exec.rsh)
                 env[cpu_affinity.CORES_VARIABLE] = cpu_affinity.encode_cores(request.cores)
@@ -465,18 +470,18 @@ class JobExec:
                 self._signal(job, signum)
 
 
-def _own_directory(env: dict[str, str], account: pwd.struct_passwd | None) -> str | None:
-    """The job's own OMPI_MCA_orte_tmpdir_base, if we may make directories there for it: always for a job that
-    runs as we do; for another user's job only an existing directory of theirs (never a path of root's choosing
-    made on a user's word)."""
-    parent = env.get(mpi.SESSION_VARIABLE)
-    if not parent or account is None:
-        return parent
-    try:
-        owner = os.stat(parent).st_uid
-    except OSError:
-        return None
-    return parent if owner == account.pw_uid and os.path.isdir(parent) else None
+def _session_parent(env: dict[str, str], account: pwd.struct_passwd | None) -> tuple[str | None, str | None]:
+    """Where the job's Open MPI session bases go (its own OMPI_MCA_orte_tmpdir_base, else None: $TMPDIR), and a
+    note for the job's stderr when its choice is not used. A job of another user never chooses: the broker (root)
+    would make and chown a directory inside one the user controls, where a symlink swapped in would hand the
+    user whatever it points at; under $TMPDIR (sticky) the user cannot replace what root made."""
+    parent = env.get(mpi.SESSION_VARIABLE) or None
+    if parent is None or account is None:
+        return parent, None
+    return (
+        None,
+        f"{mpi.SESSION_VARIABLE}={parent} not used: a job of another user keeps its Open MPI sessions in $TMPDIR",
+    )
 
 
 def _remove_job_dir(path: str) -> None:

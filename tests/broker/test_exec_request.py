@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pwd
 from dataclasses import FrozenInstanceError, replace
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 import pytest
 
 from broker.modules.exec_request import ExecRequest, ExecRequestError
-from broker.modules.job_exec import _own_directory
+from broker.modules.job_exec import _session_parent
 from broker.modules.mpi import mpirun_command, orted_command, orted_session_parent
 
 REQUEST = ExecRequest(
@@ -82,17 +81,14 @@ def test_a_bad_payload_names_the_field(change: Any, field: str) -> None:
         ExecRequest.from_payload(payload)
 
 
-def test_a_session_base_of_the_job_s_choosing_is_made_only_where_its_user_may(tmp_path: Any) -> None:
-    """The broker (root, in a multi-user pod) makes directories inside a job's OMPI_MCA_orte_tmpdir_base: for a job
-    of another user only inside an existing directory of that user's, never at a path of the job's choosing."""
-    nobody = pwd.getpwnam("nobody")
-    chosen = tmp_path / "scratch"
-    env = {"OMPI_MCA_orte_tmpdir_base": str(chosen)}
-    assert _own_directory(env, None) == str(chosen)  # the broker's own user: made if missing, as Open MPI would
-    assert _own_directory({}, None) is None
-    assert _own_directory(env, nobody) is None  # missing: not made on the job's word
-    chosen.mkdir()
-    assert _own_directory(env, nobody) is None  # not theirs
-    if os.geteuid() == 0:
-        os.chown(chosen, nobody.pw_uid, nobody.pw_gid)
-        assert _own_directory(env, nobody) == str(chosen)
+def test_a_session_base_of_the_job_s_choosing_is_used_only_for_the_broker_s_own_user(tmp_path: Any) -> None:
+    """The broker (root, in a multi-user pod) makes and chowns the session bases: for a job of another user never
+    inside a directory of the job's choosing (a symlink swapped in there would turn root's chown on anything),
+    and the job is told its setting was not used."""
+    chosen = str(tmp_path / "scratch")
+    env = {"OMPI_MCA_orte_tmpdir_base": chosen}
+    assert _session_parent(env, None) == (chosen, None)  # the broker's own user: made if missing, as Open MPI would
+    assert _session_parent({}, None) == (None, None)
+    assert _session_parent({}, pwd.getpwnam("nobody")) == (None, None)
+    parent, note = _session_parent(env, pwd.getpwnam("nobody"))
+    assert parent is None and note is not None and f"OMPI_MCA_orte_tmpdir_base={chosen} not used" in note
