@@ -8,7 +8,10 @@ runs against the local backend, the Kubernetes backend and the fake API server i
 
 Phases (REFERENCE.md section 6, plus what the paper left out):
 1. profile: a simulation starts with its equal (rigid) per-rank CPU, or for later ones the estimate from the
-   first profile, and runs K iterations with the PMPI profiler;
+   first profile, and runs K iterations with the PMPI profiler; with `profile_together` = k > 1 the first k
+   start at once, splitting the rigid allocation in equal shares, and are profiled side by side (the second
+   does not wait K iterations for the first's profile; no N=1 rate is then seen, so beta has no reference and
+   packing goes on headroom and `prior_beta`);
 2. resize: every pod's request becomes the sum of the needs of its ranks from all simulations on it; inside a
    shared pod each simulation gets a share (a child cgroup weight) following its need;
 3. pack: while the sum of requests plus one more simulation's estimate fits the allocatable CPU and the fitted
@@ -328,9 +331,12 @@ class MultiplexPlanner:
         if not self.sims:
             self._event(now, "controller-start", requests={str(p): m for p, m in obs.pod_requests_m.items()},
                         total_m=sum(obs.pod_requests_m.values()), allocatable_m=obs.allocatable_m)  # fmt: skip
-            name = self._next_name()
-            self._submit(name, now, equal_demand(name, cfg.block_placement(), cfg.equal_per_rank_m), actions)
-            changed.add("first simulation")
+            together = min(cfg.profile_together, cfg.total)
+            for _ in range(together):  # they split the rigid allocation: the pods' requests do not change
+                name = self._next_name()
+                demand = equal_demand(name, cfg.block_placement(), cfg.equal_per_rank_m / together)
+                self._submit(name, now, demand, actions)
+            changed.add("first simulation" if together == 1 else f"first {together} simulations")
         running_now = self.running_count()
         for rec in list(self.sims.values()):
             view = obs.simulations.get(rec.sim)

@@ -37,6 +37,9 @@ class MultiplexConfig:
     total_simulations: int | None = None
     """How many to run in all (default: max_simulations); more than max means early finishers make room."""
     profile_iterations: int = 50
+    profile_together: int = 1
+    """Simulations started at once before any profile (--profile-together): they split the rigid allocation in
+    equal shares and are profiled side by side, so none waits K iterations for another's profile."""
     fairness: float = DEFAULT_FAIRNESS_THRESHOLD
     efficiency_threshold: float = 0.85
     equal_per_rank_m: float = 1000.0
@@ -67,6 +70,10 @@ class MultiplexConfig:
             raise ValueError(f"fairness is a slowest/fastest ratio and must be >= 1, got {self.fairness}")
         if self.profile_iterations < 1:
             raise ValueError(f"profile iterations must be at least 1, got {self.profile_iterations}")
+        if not 1 <= self.profile_together <= self.max_simulations:
+            raise ValueError(
+                f"profile together must be between 1 and max ({self.max_simulations}), got {self.profile_together}"
+            )
         if self.max_retries < 0:
             raise ValueError(f"retries must be at least 0, got {self.max_retries}")
 

@@ -268,6 +268,8 @@ def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.multiplexing.workdir", f"{mux.workdir!r} must be an absolute path")
     if mux.total and mux.total < mux.max:
         yield Problem("spec.multiplexing.total", f"{mux.total} is below max ({mux.max}); use 0 for 'as many as max'")
+    if mux.profile_together > mux.max:
+        yield Problem("spec.multiplexing.profileTogether", f"{mux.profile_together} is above max ({mux.max})")
     ranks = mux.ranks or mc.spec.tasks
     if (mux.enabled or mux.ranks) and ranks < mc.spec.size and mc.spec.campaign is None:
         yield Problem(

@@ -257,6 +257,8 @@ class MultiplexingSpec(SpecModel):
     ranks: int = Field(default=0, ge=0)
     """MPI ranks per simulation (0: spec.tasks)."""
     profile_iterations: int = Field(default=50, ge=1)
+    profile_together: int = Field(default=1, ge=1)
+    """Simulations started at once and profiled side by side, splitting the rigid allocation (at most max)."""
     fairness: float = Field(default=1.10, ge=1.0)
     """Largest fastest/slowest progress ratio tolerated before CPU moves toward the slow simulation."""
     efficiency_threshold: float = Field(default=0.85, ge=0.01, le=1.0)

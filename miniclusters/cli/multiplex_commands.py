@@ -84,6 +84,11 @@ def _write_timeline(log_path: Path, timeline: Path, allocatable_m: int) -> None:
 @click.option("--total", type=click.IntRange(min=1), help="Simulations to run in all [--max].")
 @click.option("--ranks", type=click.IntRange(min=1), help="MPI ranks per simulation [spec.tasks].")
 @click.option("--profile-iterations", type=click.IntRange(min=1), help="Iterations profiled with PMPI [50].")
+@click.option(
+    "--profile-together",
+    type=click.IntRange(min=1),
+    help="Simulations started at once and profiled side by side, splitting the rigid CPU (at most --max) [1].",
+)
 @click.option("--fairness", type=click.FloatRange(min=1.0), help="Largest fastest/slowest progress ratio [1.10].")
 @click.option(
     "--efficiency", type=click.FloatRange(min=0.01, max=1.0), help="Theta(N)/N the next simulation must keep [0.85]."
@@ -154,7 +159,8 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
                 raise click.UsageError("--allocatable is required on Kubernetes (the nodes' CPU for these pods)")
             allocatable = (len(os.sched_getaffinity(0)) or 1) * 1000
         flags = {"max": opts["max_n"], "total": opts["total"], "ranks": opts["ranks"],
-                 "profileIterations": opts["profile_iterations"], "fairness": opts["fairness"],
+                 "profileIterations": opts["profile_iterations"],
+                 "profileTogether": opts["profile_together"], "fairness": opts["fairness"],
                  "efficiencyThreshold": opts["efficiency"], "headroom": opts["headroom"]}  # fmt: skip
         mux = {**spec, **{k: v for k, v in flags.items() if v is not None}}
         max_n = int(mux.get("max") or 4)
@@ -162,6 +168,10 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
             total_from = source_of("total", "--total", flags, "spec.multiplexing", spec)
             max_from = source_of("max", "--max", flags, "spec.multiplexing", spec)
             raise click.UsageError(f"{total_from} {mux['total']} is below {max_from} {max_n}")
+        if int(mux.get("profileTogether") or 1) > max_n:
+            together_from = source_of("profileTogether", "--profile-together", flags, "spec.multiplexing", spec)
+            max_from = source_of("max", "--max", flags, "spec.multiplexing", spec)
+            raise click.UsageError(f"{together_from} {mux['profileTogether']} is above {max_from} {max_n}")
         try:
             config = multiplex_config(
                 status, mux, int(spec.get("tasks") or 0), allocatable, overhead_m=overhead, equal_m=equal,

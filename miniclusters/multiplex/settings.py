@@ -71,6 +71,9 @@ def multiplex_config(
     total = int(mux.get("total") or max_n)
     if total < max_n:
         raise ValueError(f"total {total} is below max {max_n}")
+    together = int(mux.get("profileTogether") or 1)
+    if together > max_n:
+        raise ValueError(f"profileTogether {together} is above max {max_n}")
     nodes = len({p.node for p in status.pods if p.node}) or 1
     return MultiplexConfig(
         ranks=ranks,
@@ -80,6 +83,7 @@ def multiplex_config(
         max_simulations=max_n,
         total_simulations=total,
         profile_iterations=int(mux.get("profileIterations") or 50),
+        profile_together=together,
         fairness=float(mux.get("fairness") or 1.10),
         efficiency_threshold=float(mux.get("efficiencyThreshold") or 0.85),
         headroom=float(mux.get("headroom") or 1.2),

@@ -88,7 +88,7 @@ def _everything_set() -> dict[str, Any]:
     spec["profiling"] = {"enabled": True, "iterations": 50, "directory": "/shared/pmpi", "boundary": "MPI_Allreduce"}
     spec["multiplexing"] = {
         "enabled": True, "command": "proxy_solver 3000 2048 32 1,1,1,20", "max": 3, "total": 5, "ranks": 4,
-        "profileIterations": 40, "fairness": 1.2, "efficiencyThreshold": 0.8, "headroom": 1.5,
+        "profileIterations": 40, "profileTogether": 2, "fairness": 1.2, "efficiencyThreshold": 0.8, "headroom": 1.5,
         "boundary": "MPI_Allreduce", "workdir": "/shared/mux",
     }  # fmt: skip
     spec["autoscale"] = {

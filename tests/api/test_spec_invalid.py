@@ -105,6 +105,12 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "below max",
     ),
     (
+        "multiplexing profiled together above max",
+        _set("spec.multiplexing", {"max": 2, "profileTogether": 3, "command": "x"}),
+        "spec.multiplexing.profileTogether",
+        "3 is above max (2)",
+    ),
+    (
         "multiplexing ranks fewer than pods",
         _set("spec.multiplexing", {"enabled": True, "command": "x", "ranks": 1}),
         "spec.multiplexing.ranks",

@@ -103,6 +103,8 @@ def test_a_spec_command_of_spaces_is_refused_naming_the_field(tmp_path: Path) ->
         ({"max": 2}, ["--total", "1", "--max", "3"], "--total 1 is below --max 3"),
         ({"total": 2}, ["--max", "3"], "spec.multiplexing.total 2 is below --max 3"),
         ({}, ["--total", "2"], "--total 2 is below the default --max 4"),
+        ({"max": 2}, ["--profile-together", "3"], "--profile-together 3 is above spec.multiplexing.max 2"),
+        ({"profileTogether": 3}, ["--max", "2"], "spec.multiplexing.profileTogether 3 is above --max 2"),
     ],
 )
 def test_a_limit_from_the_spec_is_named_by_its_field(

@@ -298,3 +298,33 @@ def test_fairness_step_bounds() -> None:
     small = fairness_step({"a": 1.0, "b": 1.2}, {"a": 400, "b": 400})
     assert small is not None and small.millicores == 80  # the gap (20%) asks for less than 25%
     assert fairness_step({"a": 1.0, "b": 4.0}, {"a": 400, "b": 10}) is None  # donor at its floor
+
+
+def test_simulations_profiled_together_split_the_rigid_allocation_and_start_at_once() -> None:
+    world = World(MultiplexPlanner(config(max_simulations=2, profile_together=2)), profile_rate=9.5)
+    first = world.tick()
+    # both start in the first tick, and the pods' requests stay the rigid 1000m: the two split it
+    assert [a.sim for a in first if isinstance(a, StartSimulation)] == ["sim1", "sim2"]
+    assert not any(isinstance(a, ResizePods) for a in first)
+    shares = [a for a in first if isinstance(a, SetJobShares)][-1].shares_m
+    assert shares == {0: {"sim1": 500, "sim2": 500}, 1: {"sim1": 500, "sim2": 500}}
+    assert world.requests == {0: 1000, 1: 1000}
+    until_profiled(world, "sim2")
+    # each profile is read against the full equal allocation (500m a rank), not the half share it ran in:
+    # pod 0 = 2 x (2 x 0.05 x 500) = 100m, pod 1 = 2 x (25m + 475m) = 1000m
+    assert world.requests == {0: 100, 1: 1000}
+    # profiled side by side, neither rate is an N=1 reference
+    assert 1 not in world.planner.rates_by_n
+    assert "reference-rate" not in [e["event"] for e in world.planner.events]
+    world.run(20)
+    assert starts(world) == ["sim1", "sim2"]
+
+
+def test_profile_together_is_bounded_by_max_and_by_total() -> None:
+    with pytest.raises(ValueError, match=r"profile together must be between 1 and max \(2\), got 3"):
+        config(max_simulations=2, profile_together=3)
+    with pytest.raises(ValueError, match="got 0"):
+        config(profile_together=0)
+    # fewer left to run than profile_together: only those start
+    world = World(MultiplexPlanner(config(max_simulations=3, total_simulations=3, profile_together=3)))
+    assert [a.sim for a in world.tick() if isinstance(a, StartSimulation)] == ["sim1", "sim2", "sim3"]
