@@ -66,8 +66,9 @@ def test_up_starts_the_controller_and_down_stops_it(
 ) -> None:
     build_proxy_solver()
     # long enough to be running when `down` comes: down must stop it, not its simulations finishing
+    # profileTogether: both simulations start at once and are profiled side by side
     spec = _spec(tmp_path, "muxup", enabled=True, command="proxy_solver 200000 2048 32 1,1,1,20", max=2,
-                 profileIterations=20, workdir=str(tmp_path / "work"))  # fmt: skip
+                 profileIterations=20, profileTogether=2, workdir=str(tmp_path / "work"))  # fmt: skip
     up = mc("up", str(spec), timeout=120)
     assert up.returncode == 0, up.stderr
     found = re.search(r"multiplexing controller: pid (\d+); events (\S+); timeline (\S+)", up.stdout)
@@ -90,7 +91,10 @@ def test_up_starts_the_controller_and_down_stops_it(
         assert current["running"] is True and current["started_by"] == "up" and current["controller_pid"] == pid
         assert current["last_event"] is not None
         jobs = mc("exec", "muxup", "--", "flux", "jobs", "-a", "--format", "{name} {status}").stdout
-        assert "sim1 " in jobs, jobs  # a Flux job of the lead broker (its state by now is the solver's business)
+        # Flux jobs of the lead broker (their state by now is the solver's business), both from the first step
+        assert "sim1 " in jobs and "sim2 " in jobs, jobs
+        first = [e for e in read_events(events) if e["kind"] == "start"]
+        assert [e["sim"] for e in first] == ["sim1", "sim2"] and first[0]["t"] == first[1]["t"], first
         text = mc("status", "muxup").stdout
         assert f"Multiplexing (running, pid {pid}, started by up)" in text and "last event:" in text, text
 
@@ -133,6 +137,7 @@ def test_up_refuses_bad_multiplexing_values_naming_the_field(
         ({"enabled": True, "command": "x", "fairness": 0.5}, "fairness"),
         ({"enabled": True, "command": "x", "workdir": "relative"}, "spec.multiplexing.workdir"),
         ({"enabled": True, "command": "x", "ranks": 1}, "spec.multiplexing.ranks"),
+        ({"enabled": True, "command": "x", "max": 2, "profileTogether": 3}, "spec.multiplexing.profileTogether"),
     ):
         result = mc("up", str(_spec(tmp_path, "muxbadup", **fields)))
         assert result.returncode == 2, (fields, result.stderr)
