@@ -142,6 +142,16 @@ class JobExec:
         job = self.jobs.get(jobid)
         if job is not None and not job.done:
             raise ServiceError(EINVAL, f"job {jobid} already has tasks on rank {self.b.rank}")
+        account = run_as(request.userid)
+        if request.launch == "mpi" and account is not None and request.nnodes > 1:
+            # mpirun starts its orteds on the other ranks through job-exec.rsh, which its agent reaches on the
+            # broker's socket: the instance owner's alone (a 0700 rundir), and the orted would run as the owner.
+            raise ServiceError(
+                EPERM,
+                f"-o mpi=openmpi across {request.nnodes} nodes: a job of another user (uid {request.userid}) cannot "
+                "start Open MPI's daemons on other pods in multi-user mode (its launch agent cannot reach the "
+                "broker as that user); run it on one node (-N1) or as the instance owner",
+            )
         affinity = self._affinity(request)
         profiling = pmpi.pmpi_settings(dict(request.shell_options), jobid, request.cwd or os.getcwd())
         job = LocalJob(jobid, request.gen)
@@ -157,7 +167,6 @@ class JobExec:
         if "MC_PMPI_DIR" in profiler:
             os.makedirs(profiler["MC_PMPI_DIR"], exist_ok=True)
         binding: list[tuple[int, ...]] = []
-        account = run_as(request.userid)
         if request.launch == "mpi":
             env.update(mpi.MPI_ENV)
             session_parent, ignored = _session_parent(env, account)

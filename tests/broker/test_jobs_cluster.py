@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import subprocess
 import tempfile
@@ -113,6 +114,23 @@ def test_each_mpirun_and_orted_keeps_its_open_mpi_session_to_itself(env: dict[st
         assert all(base.parent == parent and base.name.startswith("ompi-") for base in bases), bases
         assert sum("/ompi." in line for line in result.stdout.splitlines()) == 3  # each session in its own base
         assert wait_for(lambda bases=bases: not any(base.exists() for base in bases), timeout=10)
+
+
+def test_an_mpi_job_of_another_user_across_nodes_is_refused_with_the_reason(cluster: Instance, tmp_path: Path) -> None:
+    """Its orteds would be started through job-exec.rsh, on a socket only the instance owner reaches (and as the
+    owner): refused at once, saying why and what works, instead of mpirun timing out in its agent."""
+    if os.geteuid() != 0:
+        pytest.skip("running a job as another user needs a broker running as root (CI runs as root)")
+    nobody = pwd.getpwnam("nobody").pw_uid
+    os.chmod(tmp_path, 0o755)
+    client = JobClient(cluster.uri(0))
+    across = client.submit(command=["true"], ntasks=2, nnodes=2, shell_options={"mpi": "openmpi"}, userid=nobody,
+                           cwd=str(tmp_path))  # fmt: skip
+    ended = client.wait(across, timeout=30)
+    assert not ended.success and ended.exception_type == "exec", ended
+    said = ended.exception_note
+    assert "cannot start Open MPI's daemons on other pods in multi-user mode" in said, said
+    assert "run it on one node (-N1) or as the instance owner" in said
 
 
 @pytest.mark.serial  # three levels of brokers on 1 s heartbeats (broker.testing.FAST)
