@@ -11,7 +11,7 @@ Phases (REFERENCE.md section 6, plus what the paper left out):
    first profile, and runs K iterations with the PMPI profiler; with `profile_together` = k > 1 the first k
    start at once, splitting the rigid allocation in equal shares, and are profiled side by side (the second
    does not wait K iterations for the first's profile; no N=1 rate is then seen, so beta has no reference and
-   packing goes on headroom and `prior_beta`);
+   the knee uses `prior_beta`, else the processor-sharing stretch alone, beta = 0);
 2. resize: every pod's request becomes the sum of the needs of its ranks from all simulations on it; inside a
    shared pod each simulation gets a share (a child cgroup weight) following its need;
 3. pack: while the sum of requests plus one more simulation's estimate fits the allocatable CPU and the fitted
@@ -433,11 +433,17 @@ class MultiplexPlanner:
             self.model = model  # small drift (or a new profile's demand): kept current without logging every wobble
 
     def current_model(self) -> ThroughputModel | None:
+        """The fitted model; before a fit, `prior_beta`; without one, beta = 0 with the profiles' CPU demand.
+
+        That last is the processor-sharing stretch alone, a bound no co-location beats (beta >= 0 only adds to
+        it): it keeps the knee when no N=1 rate was seen (simulations profiled together) instead of packing on
+        headroom alone. None while nothing is profiled."""
         if self.model is not None:
             return self.model
         if self.config.prior_beta is not None:
             return ThroughputModel(self.config.prior_beta, 0.0, 1.0, self._geometry(), self._cpu_demand())
-        return None
+        demand = self._cpu_demand()
+        return ThroughputModel(0.0, 0.0, 1.0, self._geometry(), demand) if demand > 0 else None
 
     def _geometry(self) -> Geometry:
         return Geometry(self.config.ranks, self.config.nodes, self.config.cores_per_node)
@@ -475,11 +481,12 @@ class MultiplexPlanner:
             return None
         model = self.current_model()
         if model is not None and model.efficiency(n_next) < cfg.efficiency_threshold:
+            basis = f"beta={model.beta:.3f}" if model is self.model or cfg.prior_beta is not None else "beta unknown"
             self._note_once(
                 now,
                 "knee",
                 f"model predicts efficiency {model.efficiency(n_next):.0%} for N={n_next} "
-                f"(< {cfg.efficiency_threshold:.0%}, beta={model.beta:.3f})",
+                f"(< {cfg.efficiency_threshold:.0%}, {basis}, u={model.demand:.2f})",
             )
             return None
         return self._start(now, estimate)

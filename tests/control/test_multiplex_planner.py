@@ -328,3 +328,20 @@ def test_profile_together_is_bounded_by_max_and_by_total() -> None:
     # fewer left to run than profile_together: only those start
     world = World(MultiplexPlanner(config(max_simulations=3, total_simulations=3, profile_together=3)))
     assert [a.sim for a in world.tick() if isinstance(a, StartSimulation)] == ["sim1", "sim2", "sim3"]
+
+
+@pytest.mark.parametrize(("threshold", "packed"), [(0.85, ["sim1", "sim2"]), (0.6, ["sim1", "sim2", "sim3"])])
+def test_without_an_n1_rate_the_knee_is_the_processor_sharing_stretch(threshold: float, packed: list[str]) -> None:
+    # profiled together: no simulation ran alone, so beta has no reference. The profiles' demand u = 1.1 / 2
+    # cores still bounds the slowdown: three want 1.65 of the cores, efficiency at most 1 / 1.65 = 61% (two:
+    # 1 / 1.1 = 91%). Headroom alone would pack the third (3 x 550m fits in 2000m).
+    planner = MultiplexPlanner(config(max_simulations=3, profile_together=2, efficiency_threshold=threshold))
+    world = World(planner, profile_rate=9.5)
+    world.run(30)
+    assert starts(world) == packed
+    assert 1 not in planner.rates_by_n
+    knees = [e["reason"] for e in planner.events if e["event"] == "knee"]
+    if len(packed) == 2:
+        assert knees and "efficiency 61% for N=3" in knees[0] and "beta unknown" in knees[0], knees
+    else:
+        assert not knees
