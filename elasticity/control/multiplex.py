@@ -383,8 +383,11 @@ class MultiplexPlanner:
         return changed
 
     def _rate_from_profile(self, now: float, rec: SimRecord, profile: Profile) -> None:
-        """A simulation profiled alone at its equal allocation measured the model's N=1 reference already."""
-        alone = [s for s in self.active() if s.state == "running"] == [rec]
+        """A simulation profiled alone at its equal allocation measured the model's N=1 reference already.
+
+        Alone means no other one pending either: one started beside it may not be seen running yet (started
+        together, its job still starting) while it already shares the pods."""
+        alone = self.active() == [rec]
         if profile.iteration_rate and alone and 1 not in self.rates_by_n:
             self.rates_by_n[1] = [profile.iteration_rate]
             self._event(now, "reference-rate", sim=rec.sim, n=1, rate=round(profile.iteration_rate, 3))

@@ -345,3 +345,16 @@ def test_without_an_n1_rate_the_knee_is_the_processor_sharing_stretch(threshold:
         assert knees and "efficiency 61% for N=3" in knees[0] and "beta unknown" in knees[0], knees
     else:
         assert not knees
+
+
+def test_a_profile_taken_beside_a_simulation_still_starting_is_no_n1_reference() -> None:
+    # started together, sim2's job is still starting (pending) when sim1's profile is read: sim1 did not run
+    # alone, so its rate is not the N=1 reference
+    planner = MultiplexPlanner(config(max_simulations=2, profile_together=2, start_timeout=30.0))
+    world = World(planner, profile_rate=9.5, never_start={"sim2"})
+    until_profiled(world, "sim1")
+    world.tick()
+    assert planner.sims["sim2"].state == "pending"
+    # (an N=1 rate may still come from progress samples while sim2 is truly not running; not from the profile)
+    assert planner.rates_by_n.get(1) != [9.5]
+    assert "reference-rate" not in [e["event"] for e in planner.events]
