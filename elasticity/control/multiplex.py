@@ -95,6 +95,8 @@ class MultiplexPlanner:
     _last_requests: dict[int, int] = field(default_factory=dict)
     _asked: dict[int, int] = field(default_factory=dict)
     _noted: str | None = None
+    _fitted_levels: int = 0
+    """The highest N the current model was fitted with (a fit with a new N is logged)."""
 
     # ------------------------------------------------------------------ events
     def _event(self, now: float, kind: str, **fields: Any) -> None:
@@ -379,7 +381,7 @@ class MultiplexPlanner:
                 )
                 changed.add(f"{rec.sim} profiled")
                 self._rate_from_profile(now, rec, view.profile)
-        self._record_rates(now)
+        self._record_rates(now, running_now)
         return changed
 
     def _rate_from_profile(self, now: float, rec: SimRecord, profile: Profile) -> None:
@@ -404,12 +406,11 @@ class MultiplexPlanner:
         actions.append(StartSimulation(name, self.config.profile_iterations))
         self._event(now, "start", sim=name, concurrent=len(self.active()))
 
-    def _record_rates(self, now: float) -> None:
-        """Per running simulation, the rate since the last change (once settled), filed under the current N."""
-        if now - self.last_change_at < self.config.settle_time * 2:
-            return
-        n = self.running_count()
-        if n == 0:
+    def _record_rates(self, now: float, n: int) -> None:
+        """Per running simulation, the rate since the last change (once settled), filed under N = `n`, the number
+        that ran through that window. Nothing is filed in a step where that number changed (one ended or came
+        up): the window's rates belong to the N before, and the survivor's alone would be filed as the N after."""
+        if now - self.last_change_at < self.config.settle_time * 2 or n == 0 or self.running_count() != n:
             return
         rates = [r for rec in self.sims.values() if rec.state == "running" and rec.profiled
                  for r in [self.rate(rec, self.last_change_at + self.config.settle_time)] if r]  # fmt: skip
@@ -426,14 +427,20 @@ class MultiplexPlanner:
             return
         makespans = [1.0 / self.rates_by_n[n][0] for n in range(1, top + 1)]
         model = fit_beta(makespans, self._geometry(), self._cpu_demand())
-        if self.model is None or abs(model.beta - self.model.beta) > 0.05 * max(0.1, self.model.beta):
+        knee = self._knee(model)
+        if self.model is None or top != self._fitted_levels or knee != self._knee(self.model):
+            # news: a first fit, a new load level, or a fit that moves the knee (what packing decides by); the
+            # rates wobble by more than a few percent from step to step, and every event is also a Kubernetes
+            # Event under the operator, so a refit that decides nothing the same is kept without a word
             self._event(
                 now, "refit", beta=round(model.beta, 4), beta_stderr=round(model.beta_stderr, 4), n=top,
-                demand=round(model.demand, 4),
+                demand=round(model.demand, 4), knee=knee,
             )  # fmt: skip
-            self.model = model
-        elif self.model != model:
-            self.model = model  # small drift (or a new profile's demand): kept current without logging every wobble
+        self.model, self._fitted_levels = model, top
+
+    def _knee(self, model: ThroughputModel) -> int:
+        """The most simulations this model lets run at once (at most max_simulations)."""
+        return model.knee(self.config.efficiency_threshold, self.config.max_simulations)
 
     def current_model(self) -> ThroughputModel | None:
         """The fitted model; before a fit, `prior_beta`; without one, beta = 0 with the profiles' CPU demand.

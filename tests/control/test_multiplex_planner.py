@@ -184,6 +184,9 @@ def test_refit_beta_from_observed_rates_and_stop_at_the_knee() -> None:
     assert starts(world) == ["sim1", "sim2"]
     # said once, though beta is refitted (and the predicted efficiency moves) at every tick after
     assert [e["event"] for e in planner.events].count("knee") == 1
+    # and the refits: one per load level fitted, not one per wobble of the rates (each is a Kubernetes Event)
+    refits = [e for e in planner.events if e["event"] == "refit"]
+    assert [e["n"] for e in refits] == [2] and refits[0]["knee"] == 1, refits
 
 
 def test_deferred_resize_is_retried_with_backoff_and_nothing_more_is_deployed() -> None:
@@ -358,3 +361,22 @@ def test_a_profile_taken_beside_a_simulation_still_starting_is_no_n1_reference()
     # (an N=1 rate may still come from progress samples while sim2 is truly not running; not from the profile)
     assert planner.rates_by_n.get(1) != [9.5]
     assert "reference-rate" not in [e["event"] for e in planner.events]
+
+
+def test_the_step_a_simulation_ends_files_no_rate_under_the_n_after() -> None:
+    # the window before the end ran two simulations: the survivor's rate over it is an N=2 rate, and filing it as
+    # N=1 would overwrite the reference and fit beta = 0 (seen in a real run)
+    planner = MultiplexPlanner(config(max_simulations=2))
+    world = World(planner, profile_rate=9.5)
+    until_profiled(world, "sim1")
+    world.tick()
+    assert starts(world) == ["sim1", "sim2"]
+    world.rate.update(sim1=6.0, sim2=6.0)
+    until_profiled(world, "sim2")
+    world.run(10)
+    alone = planner.rates_by_n[1]
+    assert alone[0] > 9 and planner.rates_by_n[2] == [pytest.approx(6.0)]
+    world.state["sim1"] = "done"
+    world.tick()
+    assert planner.sims["sim1"].state == "done"
+    assert planner.rates_by_n[1] == alone
