@@ -3,7 +3,7 @@
 `flux start --test-size=256` beside ours (issue 27's scale target: <= 5 s at 256).
 
 Run: .venv/bin/python bench/bench_scale.py [--sizes 16,32,64,128,256] [--fanouts 2,8,32] [--check 512]
-     [--no-flux-core] [--png docs/scale.png] [--record]
+     [--repeat 3] [--no-flux-core] [--png docs/scale.png] [--record]
 Prints a table of runs, the fitted terms, the check, the predictions and one JSON line; writes a PNG of the fit.
 Every broker here shares this machine's cores, so the model describes this machine; it is not a test.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,9 @@ def main() -> None:
     parser.add_argument("--fanouts", default="2,8,32", help="tree fan-outs (tbon.fanout) to fit over")
     parser.add_argument("--check", type=int, default=512, help="a size beyond the fit, measured to check it")
     parser.add_argument("--predict", default="1024,4096", help="sizes to predict")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="starts per point, the median kept (one start swings with the load)"
+    )
     parser.add_argument("--no-flux-core", action="store_true", help="skip flux-core's run at 256")
     parser.add_argument("--png", type=Path, default=Path("docs/scale.png"), help="where the fit's figure goes")
     parser.add_argument("--record", action="store_true", help="write the run's JSON line into bench/results.toml")
@@ -87,20 +91,25 @@ def main() -> None:
         parser.error(f"--sizes, --fanouts and --predict take comma-separated integers: {exc}")
     if len(set(sizes)) < 3 or len(set(fanouts)) < 2:
         parser.error("--sizes needs three sizes or more and --fanouts two or more (the model has five terms)")
+    if args.repeat < 1:
+        parser.error(f"--repeat: at least 1 start per point, got {args.repeat}")
     if args.check <= max(sizes):
         parser.error(f"--check: {args.check} is within the fitted sizes (up to {max(sizes)}); give a larger one")
     load = os.getloadavg()  # before the runs: after them it says only how many brokers just ran
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         workdir = Path(tmp)
-        runs = []
-        for k in fanouts:
-            for n in sizes:
-                progress(f"ours: {n} brokers, kary:{k}")
-                runs.append(Run(n, k, online_seconds(FLUX, n, k, workdir)))
-        checks = []
-        for k in sorted({DEFAULT_FANOUT, min(fanouts)} & set(fanouts)):
-            progress(f"ours: {args.check} brokers, kary:{k} (the check)")
-            checks.append(Run(args.check, k, online_seconds(FLUX, args.check, k, workdir)))
+        spread: dict[tuple[int, int], list[float]] = {}
+
+        def measure(n: int, k: int, what: str = "") -> Run:
+            times = []
+            for attempt in range(1, args.repeat + 1):
+                progress(f"ours: {n} brokers, kary:{k}{what} ({attempt}/{args.repeat})")
+                times.append(online_seconds(FLUX, n, k, workdir))
+            spread[(n, k)] = times
+            return Run(n, k, statistics.median(times))
+
+        runs = [measure(n, k) for k in fanouts for n in sizes]
+        checks = [measure(args.check, k, " (the check)") for k in sorted({DEFAULT_FANOUT, min(fanouts)} & set(fanouts))]
         core_seconds = None
         if not args.no_flux_core:
             from miniclusters.backends.local.flux_view import FluxCoreNotFound, find_flux_core
@@ -113,7 +122,10 @@ def main() -> None:
             core_seconds = online_seconds(str(core.flux), 256, None, workdir)
     model = fit(runs)
     ours_256 = next((r.seconds for r in runs if r.size == 256 and r.fanout == DEFAULT_FANOUT), None)
-    print(f"Start-up until online; {os.cpu_count()} CPUs, load average before the runs {load[0]:.1f} {load[1]:.1f}")
+    print(
+        f"Start-up until online, median of {args.repeat}; {os.cpu_count()} CPUs, "
+        f"load average before the runs {load[0]:.1f} {load[1]:.1f}"
+    )
     print(f"{'brokers':>8} " + "".join(f"{'kary:' + str(k):>10}" for k in fanouts))
     for n in sizes:
         row = {r.fanout: r.seconds for r in runs if r.size == n}
@@ -155,11 +167,13 @@ def main() -> None:
     figures = {
         "bench": "scale",
         "load_average": round(load[0], 1),
+        "repeat": args.repeat,
         "online_s": {f"{r.size}/kary:{r.fanout}": round(r.seconds, 3) for r in runs},
         "size_256_s": round(ours_256, 2) if ours_256 is not None else None,
         "flux_core_256_s": round(core_seconds, 2) if core_seconds is not None else None,
         "model_ms": {term: round(value * 1000, 3) for term, value in model.describe()},
         "check": check_rows,
+        "check_runs_s": {f"{n}/kary:{k}": [round(t, 2) for t in spread[(n, k)]] for n, k in spread if n == args.check},
         "predicted_s": {f"{n}/kary:{k}": round(model.predict(n, k), 1) for n in predicted_sizes for k in fanouts},
     }
     print(json.dumps(figures))

@@ -7,7 +7,8 @@ measured runs (bench/bench_scale.py), to predict sizes this machine cannot reach
 - c*depth: a hello waits for its parent to be up, level after level of the k-ary tree;
 - d*min(k, n-1): the lead (and each interior broker) takes its children's hellos one after another;
 - e*n*log2(n): what grows faster than the brokers themselves: each membership event goes to every rank, and
-  a longer start-up publishes more of them (coalesced per 50 ms, tree_link.MEMBERSHIP_EVENT_DELAY).
+  a longer start-up publishes more of them (coalesced per max(50 ms, N x 0.5 ms),
+  tree_link.membership_event_delay).
 
 Pure: numpy's least squares on the measured points (no term but the constant may come out negative), no
 processes.
