@@ -35,8 +35,9 @@ MEMBERSHIP_EVENT_DELAY_PER_BROKER = 0.0005
 """Each membership.update is delivered to every broker, so one costs the instance CPU in proportion to its size,
 and a start-up publishes one per delay while joins trickle in: at a fixed 50 ms that is O(N^2). Measured with
 `flux start --test-size=512 true` on the 2-core machine: user CPU 11.9 -> 6.8-7.5 s at kary:2 and 7.5 -> 5.1-6.1 s
-at kary:32; online 10.9-15.3 -> 7.0-7.3 s and 8.2-8.7 -> 5.1-5.6 s (bench/bench_scale.py). Quorum and online are checked on each change, not on these
-events; of the brokers' own modules only rank 0's job manager and saver subscribe to them."""
+at kary:32; online 10.9-15.3 -> 7.0-7.3 s and 8.2-8.7 -> 5.1-5.6 s (bench/bench_scale.py). Quorum and online
+are checked on each change, not on these events; of the brokers' own modules only rank 0's job manager and saver
+subscribe to them."""
 
 
 def membership_event_delay(size: int) -> float:
