@@ -25,7 +25,7 @@ from broker.jobs.api import JobInfo
 from broker.jobs.rest_records import detail_record, listing_record
 from broker.rest import access
 from broker.rest.auth import issue_token, token_principal
-from broker.rest.fast_read import FastJobRead
+from broker.rest.fast_read import FastJobRead, FrontedFastAPI
 from broker.rest.jobs import JOB_LIST_LIMIT, JobService, SubmitError, asynchronous, parse_submit, stream_lines
 from broker.rest.large import LargeJSONResponse
 from broker.rest.reads_first import ReadsFirst
@@ -107,7 +107,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
     users = users or UserStore(settings.database)
     if settings.superuser:
         users.ensure(settings.superuser, settings.superuser_password, superuser=True)
-    app = FastAPI(
+    app = FrontedFastAPI(
         title="Flux RESTful API (miniclusters)",
         version="1.0.0",
         description="Submit and watch jobs on a MiniCluster's lead broker; compatible with flux-restful-api v1.",
@@ -342,7 +342,7 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
             except HTTPException as exc:
                 return exc
 
-    app.add_middleware(FastJobRead, read=read_job_plainly)
+    app.front = lambda stack: FastJobRead(stack, read_job_plainly)
 
     @app.get("/v1/jobs/{jobid}/output", tags=["jobs"], responses={**PROTECTED, **BAD_ID})
     def get_output(jobid: str, request: Request) -> JSONResponse:

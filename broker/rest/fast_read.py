@@ -1,16 +1,16 @@
 """A GET of one job answered ahead of the framework: the REST API's hottest request, at a fraction of its cost.
 
-Why: a dashboard or a client's wait loop asks `GET /v1/jobs/{id}` again and again, and on the built-in broker
-the answer is one RPC on the server's event loop (broker/rest/async_broker.py). Measured with py-spy
-(bench/bench_rest.py's single client), most of the server's CPU for it was not that RPC but the layers in front
-of the route: Starlette's exception middleware and exit stack, the router's path matching, FastAPI's request
-object and dependency solving. This ASGI middleware sits outside those layers and answers the request when
+Why: a dashboard or a client's wait loop asks `GET /v1/jobs/{id}` again and again, and on the built-in broker the
+answer is one RPC on the server's event loop (broker/rest/async_broker.py). Measured with py-spy
+(bench/bench_rest.py's single client), most of the server's CPU for it was not that RPC but the layers in front of
+the route: Starlette's exception middleware and exit stack, the router's path matching, FastAPI's request object
+and dependency solving. This ASGI layer sits in front of all of them (FrontedFastAPI) and answers the request when
 it can be answered plainly: a well-formed id, a valid bearer token (or no authentication configured), a job the
-caller may see. A request whose credentials are not plainly good (none, Basic, expired or revoked) goes on
-to the route, which answers it (401 with its challenge); neither `receive` nor `send` has been touched by then.
-Once the caller is known, the route's own lookup answers: its 400, 404 or 502 goes out through FastAPI's own
-HTTPException handler (the app registers no other), so the answer is byte for byte the route's, and the
-instance is not asked twice.
+caller may see. A request whose credentials are not plainly good (none, Basic, expired or revoked) goes on to the
+route, which answers it (401 with its challenge); neither `receive` nor `send` has been touched by then. Once the
+caller is known, the route's own lookup answers: its 400, 404 or 502 goes out through FastAPI's own HTTPException
+handler (the app registers no other), so the answer is byte for byte the route's, and the instance is not asked
+twice.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 
-from fastapi import HTTPException
+from fastapi import FastAPI, HTTPException
 from fastapi.exception_handlers import http_exception_handler
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -30,6 +30,27 @@ NOT_A_JOB = frozenset({"search"})
 
 ReadJob = Callable[[str, str], Awaitable[bytes | HTTPException | None]]
 """(jobid, Authorization header) -> the 200 body, the lookup's error, or None when the route must answer."""
+
+
+class FrontedFastAPI(FastAPI):
+    """FastAPI with one ASGI layer in front of everything it does for a request, set with `front`.
+
+    `add_middleware` puts a middleware inside what FastAPI runs for every request first: its telemetry check
+    (environment lookups, about 35 us), the server error handler, exception telemetry and the body limit. None of
+    them has anything to do for a plain GET answered here: it has no body, an error of the lookup goes out
+    through the HTTPException handler directly, and an unexpected exception still ends as a 500, from uvicorn
+    instead of Starlette. Telemetry, when someone configures it, sees the requests that reach the routes."""
+
+    front: Callable[[ASGIApp], ASGIApp] | None = None
+    _fronted: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.front is None:
+            await super().__call__(scope, receive, send)
+            return
+        if self._fronted is None:
+            self._fronted = self.front(super().__call__)
+        await self._fronted(scope, receive, send)
 
 
 class FastJobRead:

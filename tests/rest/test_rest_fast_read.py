@@ -4,6 +4,7 @@ it gives is the route's, byte for byte."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,7 +13,7 @@ from fastapi import HTTPException
 from starlette.testclient import TestClient
 from starlette.types import Receive, Scope, Send
 
-from broker.rest.fast_read import FastJobRead
+from broker.rest.fast_read import FastJobRead, FrontedFastAPI
 from broker.rest.testing import SIGNING_KEY, SUPERUSER, Server
 from broker.rest.tokens import issue_access_token
 
@@ -72,6 +73,58 @@ def test_a_read_declined_goes_to_the_route_and_an_error_is_fastapi_s() -> None:
     client, inner, _ = _client(HTTPException(404, "there is no job 7"))
     response = client.get("/v1/jobs/7")
     assert (response.status_code, response.json()) == (404, {"detail": "there is no job 7"}) and inner.paths == []
+
+
+def _fronted_app() -> tuple[FrontedFastAPI, list[str], list[str]]:
+    """A FrontedFastAPI with a route and a middleware of its own, each recording the paths that reached it."""
+    app = FrontedFastAPI()
+    routed: list[str] = []
+    middled: list[str] = []
+
+    @app.get("/v1/jobs/{jobid}")
+    def route(jobid: str) -> dict[str, str]:
+        routed.append(jobid)
+        return {"from": "route"}
+
+    @app.middleware("http")
+    async def record(request: Any, call_next: Any) -> Any:
+        middled.append(request.url.path)
+        return await call_next(request)
+
+    async def read(jobid: str, authorization: str) -> bytes | None:
+        return b'{"from":"front"}' if jobid == "fast" else None
+
+    app.front = lambda stack: FastJobRead(stack, read=read)
+    return app, routed, middled
+
+
+def test_the_front_answers_before_anything_fastapi_runs_and_passes_the_rest_on() -> None:
+    app, routed, middled = _fronted_app()
+    with TestClient(app) as client:  # the lifespan goes through the front to the app
+        assert client.get("/v1/jobs/fast").json() == {"from": "front"}
+        assert routed == [] and middled == []  # not even the app's own middleware saw it
+        assert client.get("/v1/jobs/slow").json() == {"from": "route"}
+        assert routed == ["slow"] and middled == ["/v1/jobs/slow"]
+        assert client.get("/openapi.json").status_code == 200
+
+
+def test_without_a_front_it_is_fastapi() -> None:
+    app, routed, _ = _fronted_app()
+    app.front = None
+    with TestClient(app) as client:
+        assert client.get("/v1/jobs/fast").json() == {"from": "route"} and routed == ["fast"]
+
+
+def test_the_rest_api_app_puts_the_one_job_read_in_front(tmp_path: Path) -> None:
+    from broker.rest.app import create_app
+    from broker.rest.jobs import BrokerJobService
+    from broker.rest.settings import RestSettings
+
+    (tmp_path / "local-0").touch()  # a socket path (ZeroMQ connects lazily)
+    settings = RestSettings(state_dir=tmp_path, require_auth=False)
+    app = create_app(settings, BrokerJobService(f"local://{tmp_path}/local-0"))
+    assert isinstance(app, FrontedFastAPI) and app.front is not None
+    assert isinstance(app.front(app), FastJobRead)
 
 
 def _token(server: Server) -> str:
