@@ -2,7 +2,7 @@
 
 Importing pyzmq costs more than the rest of `flux run true`; the broker's local socket is a plain Unix socket
 speaking ZMTP, and a DEALER that sends one-frame JSON messages needs only the greeting, a READY command and
-frame headers. Falls back to broker.client.Handle for tcp:// URIs.
+frame headers (broker/zmtp.py). Falls back to broker.client.Handle for tcp:// URIs.
 """
 
 from __future__ import annotations
@@ -14,27 +14,12 @@ import struct
 import time
 
 from ..errors import FluxError
+from ..zmtp import DISCONNECT, GREETING_SIZE, dealer_hello, frame
 from .codec import dumps, loads
 
 TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations only
 if TYPE_CHECKING:
     from typing import Any
-
-_GREETING = b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" + b"\x00" * 31
-
-
-def _command(name: bytes, properties: dict[bytes, bytes]) -> bytes:
-    body = bytes([len(name)]) + name
-    for key, value in properties.items():
-        body += bytes([len(key)]) + key + struct.pack(">I", len(value)) + value
-    return _frame(body, command=True)
-
-
-def _frame(body: bytes, command: bool = False, more: bool = False) -> bytes:
-    flags = (0x04 if command else 0) | (0x01 if more else 0)
-    if len(body) > 255:
-        return bytes([flags | 0x02]) + struct.pack(">Q", len(body)) + body
-    return bytes([flags, len(body)]) + body
 
 
 class LeanHandle:
@@ -53,8 +38,8 @@ class LeanHandle:
         self._tags = itertools.count(1)
         self._responses: dict[int, dict[str, Any]] = {}
         self._events: list[dict[str, Any]] = []  # received, not yet read (the job CLI reads none)
-        self._sock.sendall(_GREETING + _command(b"READY", {b"Socket-Type": b"DEALER"}))
-        self._read_exact(64, None)  # the broker's greeting
+        self._sock.sendall(dealer_hello())
+        self._read_exact(GREETING_SIZE, None)  # the broker's greeting
         self._read_frame(None)  # its READY
 
     def __enter__(self) -> LeanHandle:
@@ -66,7 +51,7 @@ class LeanHandle:
     def close(self) -> None:
         if self._sock.fileno() >= 0:
             try:  # noqa: SIM105 - importing contextlib costs `flux run` start-up
-                self._sock.sendall(_frame(b'{"t":"ctl","topic":"client.disconnect"}'))
+                self._sock.sendall(frame(DISCONNECT))
             except OSError:
                 pass  # the broker went away first
             self._sock.close()
@@ -107,14 +92,14 @@ class LeanHandle:
             body["n"] = nodeid
         if payload:
             body["p"] = payload  # the last member, as broker/protocol.py writes every message
-        self._sock.sendall(_frame(dumps(body).encode()))
+        self._sock.sendall(frame(dumps(body).encode()))
         return tag
 
     def send_encoded(self, topic: str, payload: bytes) -> int:
         """send_request with the payload already JSON-encoded: `flux submit --cc` encodes a shared jobspec once."""
         tag = next(self._tags)
         head = dumps({"t": "req", "topic": topic, "m": tag}).encode()
-        self._sock.sendall(_frame(head[:-1] + b',"p":' + payload + b"}"))
+        self._sock.sendall(frame(head[:-1] + b',"p":' + payload + b"}"))
         return tag
 
     def wait(self, tag: int, timeout: float | None = 30.0) -> dict[str, Any]:

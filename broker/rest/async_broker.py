@@ -14,19 +14,15 @@ broker's own clients are: nothing here is touched from another thread.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from typing import Any
 
 import zmq
 
 from broker.client import DEFAULT_TIMEOUT, uri_to_endpoint
-from broker.errors import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.states import ACTIVE, JobState
-from broker.protocol import NODEID_ANY, REQUEST, RESPONSE, Message, ProtocolError
+from broker.rest.local_handle import LocalAsyncHandle, PendingRequests
 
-ETIMEDOUT = 110
-ECONNRESET = 104
 SEND_RETRY_SECONDS = 0.005
 
 
@@ -46,8 +42,7 @@ class AsyncHandle:
         self._endpoint = uri_to_endpoint(uri)
         self._sock: zmq.Socket[bytes] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending: dict[int, asyncio.Future[Message]] = {}
-        self._tags = itertools.count(1)
+        self._requests = PendingRequests(uri)
         self._look_scheduled = False
         self._fd = -1
 
@@ -76,21 +71,9 @@ class AsyncHandle:
                     frame = sock.recv(zmq.NOBLOCK)
                 except zmq.Again:
                     return
-                try:
-                    msg = Message.decode(frame)
-                except ProtocolError:
-                    continue
-                waiter = self._pending.pop(msg.matchtag, None) if msg.type == RESPONSE else None
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(msg)
+                self._requests.deliver(frame)
         except zmq.ZMQError:
-            self._fail_all()
-
-    def _fail_all(self) -> None:
-        for waiter in self._pending.values():
-            if not waiter.done():
-                waiter.set_exception(FluxError(ECONNRESET, f"connection to {self.uri} closed"))
-        self._pending.clear()
+            self._requests.fail_all()
 
     def _look_soon(self) -> None:
         if not self._look_scheduled and self._loop is not None:
@@ -114,27 +97,17 @@ class AsyncHandle:
     ) -> dict[str, Any]:
         """The response's payload; FluxError on an error response or after `timeout` seconds."""
         sock = self._socket()
-        loop = asyncio.get_running_loop()
-        tag = next(self._tags)
-        waiter: asyncio.Future[Message] = loop.create_future()
-        self._pending[tag] = waiter
-        expiry = None if timeout is None else loop.call_later(timeout, _expire, waiter)
-        try:
-            frame = Message(REQUEST, topic, payload or {}, nodeid=NODEID_ANY, matchtag=tag).encode()
-            await self._send(sock, frame, loop.time() + (DEFAULT_TIMEOUT if timeout is None else timeout))
+
+        async def send(data: bytes, deadline: float) -> None:
+            try:
+                await self._send(sock, data, deadline)
+            except zmq.Again:
+                raise TimeoutError from None
+            except zmq.ZMQError as exc:
+                raise ConnectionError(str(exc)) from None
             self._look_soon()
-            msg = await waiter
-        except (TimeoutError, zmq.Again):
-            raise FluxError(ETIMEDOUT, f"timed out after {timeout}s waiting for a response from {self.uri}") from None
-        except zmq.ZMQError as exc:
-            raise FluxError(ECONNRESET, f"connection to {self.uri} failed: {exc}") from None
-        finally:
-            self._pending.pop(tag, None)
-            if expiry is not None:
-                expiry.cancel()
-        if msg.errnum:
-            raise FluxError(msg.errnum, msg.errstr or f"error {msg.errnum}")
-        return msg.payload
+
+        return await self._requests.call(topic, payload, timeout, send)
 
     def close(self) -> None:
         if self._sock is not None:
@@ -142,15 +115,18 @@ class AsyncHandle:
             if self._loop is not None and open_loop:
                 self._loop.remove_reader(self._fd)
             self._sock.close(0)
-            if open_loop:  # a waiter's callbacks run on its loop: none left to fail once that is closed
-                self._fail_all()
-            self._pending.clear()
+            if open_loop:
+                self._requests.fail_all()
+            else:
+                self._requests.forget_all()
         self._sock, self._loop = None, None
 
 
-def _expire(waiter: asyncio.Future[Message]) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
+def async_handle(uri: str) -> AsyncHandle | LocalAsyncHandle:
+    """The broker's local socket spoken by the loop itself (broker/rest/local_handle.py), tcp:// through pyzmq."""
+    if uri.startswith(("local://", "ipc://")):
+        return LocalAsyncHandle(uri)
+    return AsyncHandle(uri)
 
 
 class AsyncBrokerJobs:
@@ -159,7 +135,7 @@ class AsyncBrokerJobs:
     The payloads and their decoding are JobClient's (broker/jobs/api.py), so both paths say the same."""
 
     def __init__(self, uri: str) -> None:
-        self.handle = AsyncHandle(uri)
+        self.handle = async_handle(uri)
 
     async def info(self, jobid: int) -> JobInfo:
         return JobInfo.from_dict(await self.handle.rpc("job-manager.info", {"id": jobid}))

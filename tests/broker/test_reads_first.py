@@ -18,6 +18,7 @@ from broker.jobs.api import JobClient
 from broker.jobs.build import build_jobspec
 from broker.protocol import Message
 from broker.rest.async_broker import AsyncBrokerJobs, AsyncHandle
+from broker.rest.local_handle import LocalAsyncHandle
 from broker.testing import Instance
 
 
@@ -67,7 +68,10 @@ def test_the_event_loop_client_matches_answers_and_reads_a_real_broker(make_inst
     assert errnum == 2  # ENOENT, as the blocking client says
 
 
-def test_a_slow_answer_holds_up_no_other_request_on_the_shared_socket(tmp_path: Path) -> None:
+@pytest.mark.parametrize("handle_class", [AsyncHandle, LocalAsyncHandle])
+def test_a_slow_answer_holds_up_no_other_request_on_the_shared_socket(
+    tmp_path: Path, handle_class: type[AsyncHandle | LocalAsyncHandle]
+) -> None:
     """A fake broker (a real ZeroMQ ROUTER) answers a slow topic late and others at once; on one socket, the
     fast request is answered first, and a request with no answer times out with ETIMEDOUT."""
     endpoint = tmp_path / "broker"
@@ -89,7 +93,7 @@ def test_a_slow_answer_holds_up_no_other_request_on_the_shared_socket(tmp_path: 
 
     async def scenario() -> tuple[list[str], int]:
         server = asyncio.ensure_future(serve())
-        handle = AsyncHandle(f"local://{endpoint}")
+        handle = handle_class(f"local://{endpoint}")
         order: list[str] = []
 
         async def call(topic: str) -> None:

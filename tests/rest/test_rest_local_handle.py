@@ -1,0 +1,133 @@
+"""The REST server's own ZMTP client of the broker's local socket (broker/rest/local_handle.py, broker/zmtp.py),
+against a real ZeroMQ ROUTER standing in for the broker."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import zmq
+import zmq.asyncio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.errors import FluxError
+from broker.protocol import Message
+from broker.rest.local_handle import LocalAsyncHandle
+from broker.zmtp import DISCONNECT, GREETING, LONG, FrameReader, frame
+
+T = TypeVar("T")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    frames=st.lists(st.tuples(st.sampled_from([0, 1, 4]), st.binary(max_size=600)), max_size=12),
+    cuts=st.lists(st.integers(min_value=0, max_value=8000), max_size=20),
+)
+def test_frames_come_out_whole_however_the_stream_is_cut(frames: list[tuple[int, bytes]], cuts: list[int]) -> None:
+    stream = GREETING + b"".join(frame(body, command=bool(flags & 4), more=bool(flags & 1)) for flags, body in frames)
+    bounds = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
+    reader = FrameReader()
+    got = [f for a, b in itertools.pairwise(bounds) for f in reader.feed(stream[a:b])]
+    assert [(flags & ~LONG, body) for flags, body in got] == frames
+
+
+@asynccontextmanager
+async def fake_broker(endpoint: Path, seen: list[bytes] | None = None) -> AsyncIterator[zmq.asyncio.Socket]:
+    """A ROUTER that answers every request at once with its payload echoed (and records every frame)."""
+    router = zmq.asyncio.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(f"ipc://{endpoint}")
+
+    async def serve() -> None:
+        while True:
+            ident, body = await router.recv_multipart()
+            if seen is not None:
+                seen.append(body)
+            if body == DISCONNECT:
+                continue
+            msg = Message.decode(body)
+            await router.send_multipart([ident, msg.response({"echo": msg.payload}).encode()])
+
+    server = asyncio.ensure_future(serve())
+    try:
+        yield router
+    finally:
+        server.cancel()
+        router.close(0)
+
+
+def run(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return asyncio.run(scenario())
+
+
+def test_a_broker_that_starts_later_is_waited_for_and_none_at_all_times_out(tmp_path: Path) -> None:
+    endpoint = tmp_path / "broker"
+
+    async def scenario() -> tuple[dict[str, Any], float, int]:
+        handle = LocalAsyncHandle(f"local://{endpoint}")
+        waiting = asyncio.ensure_future(handle.rpc("t", {"n": 1}, timeout=10))
+        await asyncio.sleep(0.4)  # not listening yet: the handle retries, as ZeroMQ would
+        async with fake_broker(endpoint):
+            answer = await asyncio.wait_for(waiting, 5)
+        handle.close()
+        started = time.monotonic()
+        with pytest.raises(FluxError) as nobody:
+            await LocalAsyncHandle(f"local://{tmp_path / 'nobody'}").rpc("t", {}, timeout=0.5)
+        return answer, time.monotonic() - started, nobody.value.errnum
+
+    answer, waited, errnum = run(scenario)
+    assert answer == {"echo": {"n": 1}}
+    assert errnum == 110 and waited < 2
+
+
+def test_a_lost_connection_fails_its_waiting_requests_at_once_and_the_next_one_reconnects(tmp_path: Path) -> None:
+    endpoint = tmp_path / "broker"
+
+    async def scenario() -> tuple[int, float, dict[str, Any]]:
+        handle = LocalAsyncHandle(f"local://{endpoint}")
+        silent = zmq.asyncio.Context.instance().socket(zmq.ROUTER)  # takes requests, answers none
+        silent.setsockopt(zmq.LINGER, 0)
+        silent.bind(f"ipc://{endpoint}")
+        waiting = asyncio.ensure_future(handle.rpc("t", {}, timeout=30))
+        await silent.recv_multipart()  # the request arrived
+        started = time.monotonic()
+        silent.close(0)  # the broker goes away
+        with pytest.raises(FluxError) as lost:
+            await asyncio.wait_for(waiting, 10)
+        failed_after = time.monotonic() - started
+        endpoint.unlink(missing_ok=True)
+        async with fake_broker(endpoint):
+            again = await handle.rpc("t", {"n": 2}, timeout=10)
+        handle.close()
+        return lost.value.errnum, failed_after, again
+
+    errnum, failed_after, again = run(scenario)
+    assert errnum == 104 and failed_after < 5  # not its 30 s timeout
+    assert again == {"echo": {"n": 2}}
+
+
+def test_many_requests_share_one_connection_and_close_says_goodbye(tmp_path: Path) -> None:
+    endpoint = tmp_path / "broker"
+    seen: list[bytes] = []
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with fake_broker(endpoint, seen):
+            handle = LocalAsyncHandle(f"local://{endpoint}")
+            answers = await asyncio.gather(*(handle.rpc("t", {"i": i, "pad": "x" * 300 * (i % 2)}) for i in range(50)))
+            handle.close()
+            for _ in range(100):  # the goodbye is on its way
+                if seen and seen[-1] == DISCONNECT:
+                    break
+                await asyncio.sleep(0.02)
+        return answers
+
+    answers = run(scenario)
+    assert [a["echo"]["i"] for a in answers] == list(range(50))
+    assert len(seen) == 51 and seen[-1] == DISCONNECT
