@@ -23,6 +23,8 @@ GREETING_SIZE: Final = 64
 GREETING: Final = b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" + b"\x00" * 31
 DISCONNECT: Final = b'{"t":"ctl","topic":"client.disconnect"}'
 """The broker's notice that a client is leaving (its subscriptions and pending requests go with it)."""
+MAX_FRAME: Final = 1 << 30
+"""The largest frame a reader accepts: a length past it is a broken stream, not a message to wait for."""
 
 
 def frame(body: bytes, command: bool = False, more: bool = False) -> bytes:
@@ -44,6 +46,10 @@ def dealer_hello() -> bytes:
     return GREETING + command(b"READY", {b"Socket-Type": b"DEALER"})
 
 
+class FrameError(ValueError):
+    """The stream is not ZMTP as this reader speaks it; the connection should be closed."""
+
+
 class FrameReader:
     """Frames out of a byte stream however it is cut: the peer's greeting first, then (flags, body) pairs."""
 
@@ -57,6 +63,8 @@ class FrameReader:
         if not self._greeted:
             if len(buf) < GREETING_SIZE:
                 return []
+            if buf[0] != 0xFF or buf[9] != 0x7F:
+                raise FrameError("the peer's greeting is not ZMTP's")
             del buf[:GREETING_SIZE]
             self._greeted = True
         frames: list[tuple[int, bytes]] = []
@@ -69,6 +77,8 @@ class FrameReader:
                 size, head = struct.unpack_from(">Q", buf, pos + 1)[0], 9
             else:
                 size, head = buf[pos + 1], 2
+            if size > MAX_FRAME:
+                raise FrameError(f"a frame of {size} bytes (at most {MAX_FRAME})")
             if end - pos < head + size:
                 break
             frames.append((flags, bytes(buf[pos + head : pos + head + size])))

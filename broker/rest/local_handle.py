@@ -21,10 +21,11 @@ from typing import Any
 from broker.client import DEFAULT_TIMEOUT
 from broker.errors import FluxError
 from broker.protocol import NODEID_ANY, REQUEST, RESPONSE, Message, ProtocolError
-from broker.zmtp import COMMAND, DISCONNECT, FrameReader, dealer_hello, frame
+from broker.zmtp import COMMAND, DISCONNECT, FrameError, FrameReader, dealer_hello, frame
 
 ETIMEDOUT = 110
 ECONNRESET = 104
+EPROTO = 71
 RECONNECT_SECONDS = 0.1
 
 
@@ -95,6 +96,7 @@ class _Dealer(asyncio.Protocol):
         self._deliver = deliver
         self._lost = lost
         self._reader = FrameReader()
+        self._broken: FrameError | None = None
         self.transport: asyncio.Transport | None = None
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._writable = asyncio.Event()
@@ -106,7 +108,14 @@ class _Dealer(asyncio.Protocol):
         transport.write(dealer_hello())
 
     def data_received(self, data: bytes) -> None:
-        for flags, body in self._reader.feed(data):
+        try:
+            frames = self._reader.feed(data)
+        except FrameError as exc:  # not a broker we can talk to: hang up, which fails the requests waiting here
+            self._broken = exc
+            if self.transport is not None:
+                self.transport.abort()
+            return
+        for flags, body in frames:
             if flags & COMMAND:  # the broker's READY (ZMTP 3.0 has no other command for us)
                 if not self.ready.done():
                     self.ready.set_result(None)
@@ -117,7 +126,7 @@ class _Dealer(asyncio.Protocol):
         self.transport = None
         self._writable.set()
         if not self.ready.done():
-            self.ready.set_exception(ConnectionResetError("the broker closed the connection during its greeting"))
+            self.ready.set_exception(self._broken or ConnectionResetError("closed during the greeting"))
         self._lost(self)
 
     def pause_writing(self) -> None:
@@ -168,6 +177,8 @@ class LocalAsyncHandle:
                 await asyncio.wait_for(dealer.ready, max(0.0, deadline - loop.time()))
                 self._dealer = dealer
                 return dealer
+            except FrameError as exc:  # something else listens there: waiting will not change it
+                raise FluxError(EPROTO, f"cannot talk to {self.uri}: {exc}") from None
             except (OSError, TimeoutError) as exc:
                 if loop.time() + RECONNECT_SECONDS >= deadline:
                     raise FluxError(ETIMEDOUT, f"cannot connect to {self.uri}: {exc}") from None

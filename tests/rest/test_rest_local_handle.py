@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from broker.errors import FluxError
 from broker.protocol import Message
 from broker.rest.local_handle import LocalAsyncHandle
-from broker.zmtp import DISCONNECT, GREETING, LONG, FrameReader, frame
+from broker.zmtp import DISCONNECT, GREETING, LONG, MAX_FRAME, FrameError, FrameReader, frame
 
 T = TypeVar("T")
 
@@ -36,6 +36,34 @@ def test_frames_come_out_whole_however_the_stream_is_cut(frames: list[tuple[int,
     reader = FrameReader()
     got = [f for a, b in itertools.pairwise(bounds) for f in reader.feed(stream[a:b])]
     assert [(flags & ~LONG, body) for flags, body in got] == frames
+
+
+def test_a_stream_that_is_not_zmtp_or_announces_a_frame_too_large_is_refused() -> None:
+    with pytest.raises(FrameError, match="greeting"):
+        FrameReader().feed(b"HTTP/1.1 200 OK\r\n" + b" " * 64)
+    reader = FrameReader()
+    with pytest.raises(FrameError, match="bytes"):
+        reader.feed(GREETING + bytes([LONG]) + (MAX_FRAME + 1).to_bytes(8, "big"))
+
+
+def test_a_peer_that_is_not_a_broker_fails_the_request_without_waiting_for_its_timeout(tmp_path: Path) -> None:
+    endpoint = tmp_path / "broker"
+
+    async def scenario() -> tuple[int, float]:
+        async def impostor(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b"SSH-2.0-OpenSSH_9.2\r\n" + b"x" * 64)
+            await writer.drain()
+            await reader.read()  # until the handle hangs up
+
+        server = await asyncio.start_unix_server(impostor, path=str(endpoint))
+        started = time.monotonic()
+        with pytest.raises(FluxError) as refused:
+            await LocalAsyncHandle(f"local://{endpoint}").rpc("t", {}, timeout=3)
+        server.close()
+        return refused.value.errnum, time.monotonic() - started
+
+    errnum, waited = run(scenario)
+    assert errnum == 71 and waited < 1.5  # EPROTO at once, not ETIMEDOUT after retrying for 3 s
 
 
 @asynccontextmanager
