@@ -5,12 +5,14 @@ JSON messages needs only this much of it. The job CLI (broker/cli/lean.py) skips
 `flux run true`; the REST server's event loop (broker/rest/local_handle.py) skips the ZeroMQ I/O thread that every
 message otherwise crosses twice, each crossing a thread wake-up. Greeting as 3.0, a peer sends no PING (3.1's).
 
-Imports nothing but struct: `flux run` and `flux submit` load it at start-up.
+Imports nothing but struct and broker.errors: `flux run` and `flux submit` load it at start-up.
 """
 
 from __future__ import annotations
 
 import struct
+
+from .errors import InputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ def dealer_hello() -> bytes:
     return GREETING + command(b"READY", {b"Socket-Type": b"DEALER"})
 
 
-class FrameError(ValueError):
+class FrameError(InputError):
     """The stream is not ZMTP as this reader speaks it; the connection should be closed."""
 
 

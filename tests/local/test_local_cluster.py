@@ -205,14 +205,18 @@ def test_latency_delays_every_packet_between_pods(mc, machine: Any, spec_writer:
     assert up.returncode == 0, up.stderr
     condition = next(c for c in _status(mc, "lat")["conditions"] if c["type"] == "NetworkEmulation")
     assert condition["reason"] == method and "5ms per packet each way" in condition["message"]
-    assert _connect_seconds(mc, "lat", 1, "lat-0") >= 0.010  # 5 ms out + 5 ms back
+    both = _connect_seconds(mc, "lat", 1, "lat-0")
+    assert both >= 0.010  # 5 ms out + 5 ms back
     if method == "nfqueue":
         assert "netem is unavailable" in up.stderr and "using the NFQUEUE delay line" in up.stderr
         lines = latency.delay_line_pids("mc-lat-1")
         assert len(lines) == 1
         os.kill(lines[0], signal.SIGKILL)  # fail-open: without its delay line pod 1 still talks, undelayed
         time.sleep(0.2)
-        assert 0.005 <= _connect_seconds(mc, "lat", 1, "lat-0") < 0.009  # only pod 0's answer is delayed now
+        # only pod 0's answer is delayed now: at least its 5 ms, and clearly less than both ways (the fastest of
+        # five handshakes still carries a few ms of this machine's load, so no fixed bound under 10 ms holds)
+        one_way = _connect_seconds(mc, "lat", 1, "lat-0")
+        assert 0.005 <= one_way < min(0.0099, both - 0.0025)
         assert len(latency.delay_line_pids("mc-lat-0")) == 1
     else:
         qdisc = subprocess.run(["tc", "-n", "mc-lat-1", "qdisc", "show", "dev", "eth0"], capture_output=True, text=True)
