@@ -84,6 +84,10 @@ class PendingRequests:
             self._waiters.pop(tag, None)
             if expiry is not None:
                 expiry.cancel()
+            if not waiter.done():
+                waiter.cancel()  # the send failed first: nobody will await this waiter
+            elif not waiter.cancelled():
+                waiter.exception()  # read, so an expiry that raced a failed send is not logged as unretrieved
         if msg.errnum:
             raise FluxError(msg.errnum, msg.errstr or f"error {msg.errnum}")
         return msg.payload
