@@ -7,8 +7,12 @@
 - REST server: ours (builtin flavour, started by the lead) beside flux-restful 1.1.0 (the reference, a dev
   dependency) on real flux-core, each after a login and one listing.
 
+Ours is measured twice: in this checkout's virtualenv, and inside the broker image (`make images`; what a pod
+runs: the PyInstaller bundle on Debian's Python, started by podman with this script as its probe, `--probe`).
+
 Prints a table (MiB; ratio ours / theirs) and one JSON line with the keys broker_rss_mb, flux_broker_rss_mb,
-rest_rss_mb, reference_rest_rss_mb, and the targets: broker <= 20 MB, REST server <= 45 MB.
+rest_rss_mb, reference_rest_rss_mb, image_broker_rss_mb and image_rest_rss_mb (null without podman or the
+image), and the targets: broker <= 20 MB, REST server <= 45 MB.
 """
 
 from __future__ import annotations
@@ -127,6 +131,37 @@ def reference_rest(tmp: Path) -> float | None:
         return warm(url)
 
 
+def in_image() -> dict[str, float | None]:
+    """Our broker and REST server measured inside the broker image: this script run there with `--probe`."""
+    import shutil
+
+    from miniclusters.render import RenderOptions
+
+    image = RenderOptions().broker_image
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(root / "images" / "containers.conf"))}
+    empty: dict[str, float | None] = {"image_broker_rss_mb": None, "image_rest_rss_mb": None}
+    if shutil.which("podman") is None or subprocess.run(["podman", "image", "exists", image], env=env).returncode:
+        progress(f"podman or {image} missing (make images): the image rows stay empty")
+        return empty
+    probe = ["podman", "run", "--rm", "-v", f"{root / 'bench'}:/bench:ro", "--entrypoint", "python3", image]
+    done = subprocess.run([*probe, "/bench/bench_memory.py", "--probe"], env=env, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise SystemExit(f"the probe in {image} failed:\n{done.stderr[-2000:]}")
+    measured = json.loads(lines[-1])
+    return {"image_broker_rss_mb": measured["broker_rss_mb"], "image_rest_rss_mb": measured["rest_rss_mb"]}
+
+
+def probe() -> None:
+    """Inside the image: ours alone, as one JSON line."""
+    figures = {}
+    for key, measure in (("broker_rss_mb", our_broker), ("rest_rss_mb", our_rest)):
+        with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
+            figures[key] = round(measure(Path(tmp)), 1)
+    print(json.dumps(figures))
+
+
 def ratio(ours: float | None, theirs: float | None) -> str:
     return f"{ours / theirs:.2f}x" if ours and theirs else "-"
 
@@ -134,7 +169,11 @@ def ratio(ours: float | None, theirs: float | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
+    parser.add_argument("--probe", action="store_true", help="(inside the image) measure ours alone")
     args = parser.parse_args()
+    if args.probe:
+        probe()
+        return
     figures: dict[str, Any] = {}
     for key, measure in (
         ("broker_rss_mb", our_broker),
@@ -146,6 +185,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
             value = measure(Path(tmp))
         figures[key] = round(value, 1) if value is not None else None
+    progress("measuring ours inside the broker image ...")
+    figures.update(in_image())
     text = {k: "-" if v is None else f"{v:g}" for k, v in figures.items()}
     print(f"resident memory (MiB), idle; {os.cpu_count()} CPUs")
     print(f"{'':<16}{'ours':>10}{'theirs':>10}{'ours/theirs':>14}{'target':>10}")
@@ -157,6 +198,11 @@ def main() -> None:
         f"{'REST server':<16}{text['rest_rss_mb']:>10}{text['reference_rest_rss_mb']:>10}"
         f"{ratio(figures['rest_rss_mb'], figures['reference_rest_rss_mb']):>14}{REST_TARGET_MB:>10g}"
     )
+    for name, key, theirs, target in (
+        ("broker, image", "image_broker_rss_mb", "flux_broker_rss_mb", BROKER_TARGET_MB),
+        ("REST, image", "image_rest_rss_mb", "reference_rest_rss_mb", REST_TARGET_MB),
+    ):
+        print(f"{name:<16}{text[key]:>10}{text[theirs]:>10}{ratio(figures[key], figures[theirs]):>14}{target:>10g}")
     targets = (("broker", "broker_rss_mb", BROKER_TARGET_MB), ("REST server", "rest_rss_mb", REST_TARGET_MB))
     for name, key, target in targets:
         value = figures[key]

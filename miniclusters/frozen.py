@@ -6,15 +6,17 @@ built-in broker's CLI), `minicluster` and `python3`. Code all over the tree star
 entrypoint runs `$MINICLUSTER_BROKER_DIR/bin/python3 -m bursting.service`: so, frozen, `sys.executable` is made
 env/bin/python3 and that name understands the interpreter's own command line (-m MODULE, -c CODE, SCRIPT),
 running the bundled modules. One executable for all three saves the space and build time of three bundles.
+
+This module runs first in every bundled process (each `flux` command in a pod), so it imports only what the
+bundle's bootstrap has already loaded (os, sys, typing): no dataclasses, pathlib or runpy, which cost a
+`flux run` about 10 ms more in the bundle.
 """
 
 from __future__ import annotations
 
 import os
-import runpy
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
+from typing import NamedTuple
 
 from miniclusters.errors import MiniclustersError
 
@@ -29,13 +31,12 @@ class UsageError(MiniclustersError):
     """An interpreter command line this front end cannot run (it says what is missing, like python3 does)."""
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(NamedTuple):
     """What `python3 ARGS` asked for: run a module, a code string, a script, or print the version."""
 
     kind: str  # "module", "code", "script", "version"
     target: str = ""
-    args: list[str] = field(default_factory=list)
+    args: tuple[str, ...] = ()
     flags: frozenset[str] = frozenset()
 
 
@@ -51,7 +52,7 @@ def parse_interpreter_args(argv: list[str]) -> Invocation:
         if arg == "--":
             break
         if arg == "-" or not arg.startswith("-"):
-            return Invocation("script", arg, argv[index:], frozenset(flags))
+            return Invocation("script", arg, tuple(argv[index:]), frozenset(flags))
         letters = arg[1:]
         for position, letter in enumerate(letters):
             rest = letters[position + 1 :]
@@ -63,7 +64,7 @@ def parse_interpreter_args(argv: list[str]) -> Invocation:
                     index += 1
                 else:
                     raise UsageError(f"Argument expected for the -{letter} option")
-                return Invocation("module" if letter == "m" else "code", target, argv[index:], frozenset(flags))
+                return Invocation("module" if letter == "m" else "code", target, tuple(argv[index:]), frozenset(flags))
             if letter in VALUE_FLAGS:
                 if not rest:
                     if index >= len(argv):
@@ -76,7 +77,7 @@ def parse_interpreter_args(argv: list[str]) -> Invocation:
                 return Invocation("version")
             flags.add(letter)
     if index < len(argv):
-        return Invocation("script", argv[index], argv[index + 1 :], frozenset(flags))
+        return Invocation("script", argv[index], tuple(argv[index + 1 :]), frozenset(flags))
     raise UsageError("no interactive interpreter in this bundle: give -m MODULE, -c CODE or a SCRIPT")
 
 
@@ -99,6 +100,8 @@ def run_interpreter(argv: list[str]) -> None:
         extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[0:0] = extra
     if invocation.kind == "module":
+        import runpy
+
         sys.argv = [invocation.target, *invocation.args]
         sys.path.insert(0, os.getcwd())
         runpy.run_module(invocation.target, run_name="__main__", alter_sys=True)
@@ -112,7 +115,9 @@ def run_interpreter(argv: list[str]) -> None:
         if script == "-":
             exec(compile(sys.stdin.read(), "<stdin>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
             return
-        sys.path.insert(0, str(Path(script).resolve().parent))
+        import runpy
+
+        sys.path.insert(0, os.path.dirname(os.path.realpath(script)))
         runpy.run_path(script, run_name="__main__")
 
 
@@ -121,8 +126,8 @@ def main() -> None:
     command = command_for(sys.argv[0])
     if getattr(sys, "frozen", False):
         # helpers are started as sys.executable -m ...: make that this bundle's python3, beside flux
-        bundle = Path(getattr(sys, "_MEIPASS", Path(sys.executable).parent)).parent
-        sys.executable = str(bundle / "bin" / "python3")
+        bundle = os.path.dirname(getattr(sys, "_MEIPASS", os.path.dirname(sys.executable)))
+        sys.executable = os.path.join(bundle, "bin", "python3")
     if command == "flux":
         from broker.cli.flux import main as flux_main
 

@@ -86,6 +86,22 @@ def test_broker_bundle_runs_in_stock_debian_without_python(broker_volume: str) -
     assert_builtin_flux_version(result.stdout)
 
 
+# What a bundled process must not load or do at start: every `flux` command in a pod starts one. Packaging
+# tools came with PyInstaller's run-time hooks for them (pkg_resources imported at every start: 0.3 s, 15 MB);
+# the others are what images/broker/miniclusters.spec drops or miniclusters/frozen.py no longer imports.
+NOT_AT_START = ("pkg_resources", "setuptools", "multiprocessing", "inspect", "dataclasses", "pathlib", "runpy")
+
+
+def test_broker_bundle_starts_without_packaging_tools_or_a_scratch_directory(broker_volume: str) -> None:
+    probe = "import os, sys; print(sorted(sys.modules)); print(os.environ.get('MPLCONFIGDIR', 'unset'))"
+    result = run_with_broker(BASE, broker_volume, f'{BROKER_INSTALL_DIR}/bin/python3 -c "{probe}"')
+    assert result.returncode == 0, result.stderr
+    modules, mplconfig = result.stdout.splitlines()[-2:]
+    loaded = [name for name in NOT_AT_START if f"'{name}'" in modules]
+    assert loaded == [], f"loaded at the bundle's start: {loaded}"
+    assert mplconfig == "unset", "a run-time hook made a temporary MPLCONFIGDIR for this process"
+
+
 def test_broker_bundle_starts_an_instance_and_runs_jobs_without_python(broker_volume: str) -> None:
     """flux start spawns brokers and helpers (sys.executable -m ...) from the bundle: all must work in the copy."""
     script = (
