@@ -9,6 +9,12 @@ in the same run, with the ratio: `flux start --test-size=1 flux submit --cc=1-10
 start included; target >= 1,500 jobs/s), `flux submit --cc=1-5000 true` into a stopped queue (acceptance alone;
 >= 5,000 jobs/s) and `flux run true` (median of --runs, CLI start-up included; <= 20 ms). Prints a JSON line.
 
+Beside them, what this machine allows any runner, measured in the same run: `spawn_floor_jobs_per_s`, 1000
+`true` processes started with posix_spawn, as many at a time as there are CPUs, by a loop that does nothing
+else (the best of 3); `instance_start_s`, `flux start --test-size=1 true`; and from the two
+`cc1000_bound_jobs_per_s`, the most `--cc=1-1000 --wait` could reach here with one process per job.
+`interpreter_start_ms` is the median of `python -I -S -c pass`, this interpreter's start and exit alone.
+
     .venv/bin/python bench/bench_jobs.py [--jobs 1000] [--runs 20] [--no-flux-core]
 """
 
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,6 +61,47 @@ def inner_latency(runs: int) -> dict[str, float]:
         times.append(time.perf_counter() - start)
     times = times[2:]  # first runs warm the page cache
     return {"median_ms": statistics.median(times) * 1000, "min_ms": min(times) * 1000, "max_ms": max(times) * 1000}
+
+
+def spawn_floor(njobs: int = 1000, repeats: int = 3) -> float:
+    """Processes per second this machine starts and reaps with nothing else to do: a bound on jobs per second."""
+    true = shutil.which("true") or "/bin/true"
+    width = os.cpu_count() or 1
+    best = 0.0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        running = launched = 0
+        while launched < njobs or running:
+            while running < width and launched < njobs:
+                os.posix_spawn(true, [true], os.environ)
+                running += 1
+                launched += 1
+            os.wait()
+            running -= 1
+        best = max(best, njobs / (time.perf_counter() - started))
+    return best
+
+
+def floors(runs: int) -> dict[str, float]:
+    """What the machine itself allows, measured now: see the module's docstring."""
+    spawn = spawn_floor()
+    starts = []
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([FLUX, "start", "--test-size=1", "true"], check=True, timeout=120)
+        starts.append(time.perf_counter() - started)
+    start = statistics.median(starts)
+    interpreter = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], check=True)
+        interpreter.append(time.perf_counter() - started)
+    return {
+        "spawn_floor_jobs_per_s": round(spawn, 1),
+        "instance_start_s": round(start, 3),
+        "cc1000_bound_jobs_per_s": round(1000 / (start + 1000 / spawn), 1),
+        "interpreter_start_ms": round(statistics.median(interpreter) * 1000, 1),
+    }
 
 
 def issue_measures(flux: str, runs: int) -> dict[str, float]:
@@ -151,7 +199,16 @@ def main() -> None:
             f"{key:<28}{mine:>10g}{core if core is not None else '-':>11}"
             f"{f'{ratio:.1f}x' if ratio else '-':>9}{target:>9}  {'met' if met else 'NOT met'}"
         )
-    print(json.dumps({"bench": "jobs", **ours, **{f"flux_core_{k}": v for k, v in theirs.items()}}))
+    bound = floors(opts.runs)
+    print(
+        f"\nthis machine's floors: {bound['spawn_floor_jobs_per_s']:g} processes/s started and reaped "
+        f"{os.cpu_count()} at a time by a loop doing nothing else; instance start {bound['instance_start_s']:g} s; "
+        f"so --cc=1-1000 --wait could reach at most {bound['cc1000_bound_jobs_per_s']:g} jobs/s here (ours "
+        f"{ours['cc1000_wait_jobs_per_s'] / bound['cc1000_bound_jobs_per_s']:.0%} of it); the interpreter alone "
+        f"starts and exits in {bound['interpreter_start_ms']:g} ms (`flux run true` "
+        f"{ours['run_true_median_ms']:g} ms)"
+    )
+    print(json.dumps({"bench": "jobs", **ours, **{f"flux_core_{k}": v for k, v in theirs.items()}, **bound}))
 
 
 if __name__ == "__main__":

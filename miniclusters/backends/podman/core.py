@@ -160,11 +160,9 @@ class PodmanCore:
     def _remove_labelled(self, name: str) -> None:
         """Everything podman holds with our labels for `name` (when its record is gone)."""
         labels = ["--filter", f"label={NAME_LABEL}={name}", "--filter", f"label={CLUSTER_LABEL}=podman"]
-        pods = self.podman.run(["pod", "ps", "-q", *labels], "listing pods").stdout.split()
+        pods = self.podman.run(["pod", "ps", "--format", "{{.Name}}", *labels], "listing pods").stdout.split()
         if pods:
-            self.podman.run(
-                ["pod", "rm", "--force", "--ignore", "--time", str(STOP_GRACE_S), *pods], f"removing the pods of {name}"
-            )
+            self._remove_pod_list(pods)
         volumes = self.podman.run(["volume", "ls", "-q", *labels], "listing volumes").stdout.split()
         if volumes:
             self.podman.run(["volume", "rm", "--force", *volumes], f"removing the volumes of {name}")
@@ -281,8 +279,18 @@ class PodmanCore:
             self.podman.run(["volume", "rm", "--force", *doomed], f"removing volumes of {rendered.name}")
 
     def _remove_pod_list(self, pods: list[str]) -> None:
-        """`podman pod rm --force`, tried again while it fails: on a loaded machine a container may still be
-        stopping, or its cgroup still busy, when the first removal reaches it; the last failure is raised."""
+        """Kill the pods that exist, then `podman pod rm --force`, tried again while it fails: on a loaded machine
+        a container may still be stopping, or its cgroup still busy, when the first removal reaches it; the last
+        failure is raised.
+
+        Killed first because a removal stops one container at a time and each waits out its grace, since the
+        entrypoint's bash (PID 1) ignores SIGTERM: 4 pods took 16.8 s to remove here, killed and removed 2.8 s.
+        The brokers get SIGKILL either way. `pod kill` stops at the first name it does not know, hence the list.
+        """
+        listed = self.podman.run(["pod", "ps", "--format", "{{.Name}}"], "listing pods", check=False).stdout.split()
+        present = [pod for pod in pods if pod in listed]
+        if present:
+            self.podman.run(["pod", "kill", *present], f"killing pods {', '.join(present)}", check=False)
         argv = ["pod", "rm", "--force", "--ignore", "--time", str(STOP_GRACE_S), *pods]
         for attempt in range(POD_RM_ATTEMPTS):
             try:
