@@ -14,7 +14,7 @@ import struct
 import time
 
 from ..errors import FluxError
-from ..zmtp import DISCONNECT, GREETING_SIZE, dealer_hello, frame
+from ..zmtp import DISCONNECT, GREETING_SIZE, MAX_FRAME, dealer_hello, frame
 from .codec import dumps, loads
 
 TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations only
@@ -39,7 +39,9 @@ class LeanHandle:
         self._responses: dict[int, dict[str, Any]] = {}
         self._events: list[dict[str, Any]] = []  # received, not yet read (the job CLI reads none)
         self._sock.sendall(dealer_hello())
-        self._read_exact(GREETING_SIZE, None)  # the broker's greeting
+        greeting = self._read_exact(GREETING_SIZE, None)  # the broker's
+        if greeting[0] != 0xFF or greeting[9] != 0x7F:
+            self._refuse("its greeting is not ZMTP's")
         self._read_frame(None)  # its READY
 
     def __enter__(self) -> LeanHandle:
@@ -82,7 +84,13 @@ class LeanHandle:
     def _read_frame(self, deadline: float | None) -> tuple[int, bytes]:
         flags = self._read_exact(1, deadline)[0]
         size = struct.unpack(">Q", self._read_exact(8, deadline))[0] if flags & 2 else self._read_exact(1, deadline)[0]
+        if size > MAX_FRAME:  # a broken stream or another program: never wait for (or buffer) that much
+            self._refuse(f"it announced a frame of {size} bytes (at most {MAX_FRAME})")
         return flags, self._read_exact(size, deadline)
+
+    def _refuse(self, why: str) -> None:
+        self._sock.close()
+        raise FluxError(71, f"{self.uri} is not a broker speaking ZMTP 3: {why}")  # EPROTO
 
     # ------------------------------------------------------------------ requests
     def send_request(self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = -1) -> int:
