@@ -88,8 +88,12 @@ def test_broker_bundle_runs_in_stock_debian_without_python(broker_volume: str) -
 
 # What a bundled process must not load or do at start: every `flux` command in a pod starts one. Packaging
 # tools came with PyInstaller's run-time hooks for them (pkg_resources imported at every start: 0.3 s, 15 MB);
-# the others are what images/broker/miniclusters.spec drops or miniclusters/frozen.py no longer imports.
-NOT_AT_START = ("pkg_resources", "setuptools", "multiprocessing", "inspect", "dataclasses", "pathlib", "runpy")
+# the others are what images/broker/miniclusters.spec drops or miniclusters/frozen.py no longer imports (the
+# lean job CLI itself loads neither typing, re nor enum).
+NOT_AT_START = (
+    *("pkg_resources", "setuptools", "multiprocessing", "inspect", "dataclasses", "pathlib", "runpy"),
+    *("pkgutil", "typing", "re", "enum"),
+)
 
 
 def test_broker_bundle_starts_without_packaging_tools_or_a_scratch_directory(broker_volume: str) -> None:
