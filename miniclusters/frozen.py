@@ -33,7 +33,7 @@ class UsageError(MiniclustersError):
 class Invocation:
     """What `python3 ARGS` asked for: run a module, a code string, a script, or print the version."""
 
-    __slots__ = ("kind", "target", "args", "flags")
+    __slots__ = ("args", "flags", "kind", "target")
 
     def __init__(
         self, kind: str, target: str = "", args: tuple[str, ...] = (), flags: frozenset[str] = frozenset()
