@@ -137,6 +137,28 @@ def run_interpreter(argv: list[str]) -> None:
         runpy.run_path(script, run_name="__main__")
 
 
+class MatplotlibConfigDir:
+    """Gives matplotlib a private temporary MPLCONFIGDIR when it is first imported, and removes it at exit.
+
+    PyInstaller's run-time hook did this at the start of every bundled process, matplotlib or not (the spec drops
+    it). Without one, in a pod whose HOME is not writable (uid 65532, HOME=/), matplotlib warns at each import
+    that it made a temporary cache directory. Stays out of the way (returns no spec) and removes itself."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name != "matplotlib":
+            return None
+        sys.meta_path.remove(self)
+        if "MPLCONFIGDIR" not in os.environ:
+            import atexit
+            import shutil
+            import tempfile
+
+            directory = tempfile.mkdtemp(prefix="matplotlib-")
+            os.environ["MPLCONFIGDIR"] = directory
+            atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        return None
+
+
 def main() -> None:
     """The bundle's entry point (images/broker/bundle.py): dispatch on the name it was run as."""
     command = command_for(sys.argv[0])
@@ -144,6 +166,7 @@ def main() -> None:
         # helpers are started as sys.executable -m ...: make that this bundle's python3, beside flux
         bundle = os.path.dirname(getattr(sys, "_MEIPASS", os.path.dirname(sys.executable)))
         sys.executable = os.path.join(bundle, "bin", "python3")
+        sys.meta_path.insert(0, MatplotlibConfigDir())
     if command == "flux":
         from broker.cli.flux import main as flux_main
 

@@ -81,3 +81,29 @@ def test_the_bundle_entry_runs_the_console_scripts_by_name(name: str, args: list
     result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert expected in result.stdout
+
+
+def test_matplotlib_gets_a_private_config_dir_only_when_first_imported(tmp_path: Path) -> None:
+    """The bundle's lazy stand-in for PyInstaller's MPLCONFIGDIR hook: nothing at start; at matplotlib's first
+    import a fresh private directory (no warning about an unwritable HOME), removed at exit."""
+    code = (
+        "import os, sys\n"
+        "from miniclusters.frozen import MatplotlibConfigDir\n"
+        "sys.meta_path.insert(0, MatplotlibConfigDir())\n"
+        "import json\n"
+        "print('before', os.environ.get('MPLCONFIGDIR', 'unset'))\n"
+        "import matplotlib\n"
+        "directory = os.environ['MPLCONFIGDIR']\n"
+        "print('after', directory, oct(os.stat(directory).st_mode & 0o777))\n"
+        "print('finders', sum(type(f).__name__ == 'MatplotlibConfigDir' for f in sys.meta_path))\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "TMPDIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    before, after, finders = result.stdout.splitlines()
+    assert before == "before unset"
+    _, directory, mode = after.split()
+    assert directory.startswith(str(tmp_path / "matplotlib-")) and mode == "0o700"
+    assert finders == "finders 0"
+    assert "temporary cache directory" not in result.stderr
+    assert not Path(directory).exists(), "the directory outlived the process"

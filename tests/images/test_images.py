@@ -106,6 +106,20 @@ def test_broker_bundle_starts_without_packaging_tools_or_a_scratch_directory(bro
     assert mplconfig == "unset", "a run-time hook made a temporary MPLCONFIGDIR for this process"
 
 
+def test_broker_bundle_draws_a_png_quietly_where_home_is_not_writable(broker_volume: str) -> None:
+    """Without PyInstaller's hook, matplotlib still gets a private config directory (at its first import)."""
+    draw = (
+        "from matplotlib.figure import Figure; from matplotlib.backends.backend_agg import FigureCanvasAgg; "
+        "f = Figure(); FigureCanvasAgg(f); f.add_subplot().plot([1, 2]); f.savefig('/tmp/plot.png'); "
+        "print(open('/tmp/plot.png', 'rb').read(8))"
+    )
+    script = f'HOME=/nonexistent {BROKER_INSTALL_DIR}/bin/python3 -c "{draw}"'
+    result = run_with_broker(BASE, broker_volume, script)
+    assert result.returncode == 0, result.stderr
+    assert "PNG" in result.stdout
+    assert "temporary cache directory" not in result.stderr, result.stderr
+
+
 def test_broker_bundle_starts_an_instance_and_runs_jobs_without_python(broker_volume: str) -> None:
     """flux start spawns brokers and helpers (sys.executable -m ...) from the bundle: all must work in the copy."""
     script = (
