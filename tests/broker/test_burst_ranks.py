@@ -161,6 +161,23 @@ def test_cancel_and_kill_end_a_job_whose_burst_broker_is_gone(make_instance: Mak
         assert inst.states()[2] == "up"  # ended by cancel and kill themselves, not by a heartbeat timeout
 
 
+def test_a_signal_lost_with_its_broker_is_sent_again(make_instance: MakeInstance, tmp_path: Path) -> None:
+    """The cancel's signal reaches a broker that never answers and then dies with it (here: stopped, then killed;
+    in CI: killed a moment before, its connection not yet seen closed). Asked again, the rank is known gone and
+    the job ends, long before the heartbeat would time the rank out."""
+    inst = make_instance(2)
+    _confdir, proc = _with_burst(inst, tmp_path, SLOW_LOSS)
+    with JobClient(inst.uri(0)) as client:
+        job = client.submit(command=["sleep", "60"], nnodes=3, ntasks=3)
+        client.wait_state(job, "RUN")
+        os.killpg(proc.pid, signal.SIGSTOP)  # still connected; answers nothing
+        client.cancel(job)
+        time.sleep(0.5)  # the signal is queued to the stopped broker by now
+        _stop(proc)
+        assert client.wait(job, timeout=20).result == "CANCELED"
+        assert inst.states()[2] == "up"  # not by a heartbeat timeout
+
+
 def test_a_restarted_pod_follower_rejoins_while_a_burst_is_attached(
     make_instance: MakeInstance, tmp_path: Path
 ) -> None:

@@ -10,11 +10,25 @@ from pathlib import Path
 from typing import Any
 
 
+def _as_from_a_terminal(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start `argv` with Ctrl-C's default disposition, as a terminal's shell starts a command.
+
+    Where the tests themselves run as a background job of a non-interactive shell (`make test &`), SIGINT is
+    ignored, children inherit that, and a program started so rightly keeps ignoring it (Python installs no
+    KeyboardInterrupt then). A handler, unlike an ignore, is reset to the default by exec: install one for the
+    moment of the start."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(argv, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _interrupted(argv: list[str], ready: Callable[[str, str], bool], waiter: Any, directory: Path) -> tuple[int, str]:
     """Start `argv`, wait until ready(stdout, stderr), send SIGINT; (exit code, stderr)."""
     out, err = directory / "out", directory / "err"
     with open(out, "w") as stdout, open(err, "w") as stderr:
-        proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, cwd=directory)
+        proc = _as_from_a_terminal(argv, stdout=stdout, stderr=stderr, cwd=directory)
     try:
         started = waiter(lambda: ready(out.read_text(), err.read_text()) or proc.poll() is not None, timeout=120)
         assert started and proc.poll() is None, err.read_text()

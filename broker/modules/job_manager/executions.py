@@ -16,7 +16,7 @@ from ...jobs.output_files import OutputFiles, file_targets
 from ...jobs.record import JobRecord
 from ...jobs.states import PENDING, JobState
 from ...membership import UP
-from ...protocol import EHOSTUNREACH, EINVAL, Message
+from ...protocol import EHOSTUNREACH, EINVAL, ETIMEDOUT, Message
 from ...service import Request, ServiceError
 from ..exec_request import ExecRequest, Launch
 from ..mpi import wants_openmpi
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 DEFAULT_KILL_GRACE = 5.0
 KILLED = signal.SIGKILL  # wait status of a task that died with its broker
+SIGNAL_ANSWER_TIMEOUT = 2.0
+"""Seconds a rank has to answer a job's signal before it is asked again. A broker killed a moment ago may still
+look connected to its parent's socket: the request is queued to it and lost with the connection, and no answer
+would ever come. Asked again, the rank is known gone by then (EHOSTUNREACH) or answers."""
 OUTPUT_CACHE = 256  # inactive jobs whose output stays in memory (the rest is read back from disk)
 
 
@@ -286,18 +290,25 @@ class Executions:
         """Signal the job's tasks on each of its ranks; a rank that no longer runs them is done (see _gone)."""
         payload = {"id": record.jobid, "gen": ex.gen, "signal": int(signum), "grace": grace}
         for rank in record.ranks:
-            self._b.rpc("job-exec.kill", payload, rank, self._on_signaled(record.jobid, ex.gen, rank))
+            self._signal_rank(record.jobid, ex.gen, rank, payload)
 
-    def _on_signaled(self, jobid: int, gen: int, rank: int) -> Callable[[Message], None]:
-        return lambda msg: self._gone(jobid, gen, rank, msg)
+    def _signal_rank(self, jobid: int, gen: int, rank: int, payload: dict[str, Any]) -> None:
+        answer = self._on_signaled(jobid, gen, rank, payload)
+        self._b.rpc("job-exec.kill", payload, rank, answer, timeout=SIGNAL_ANSWER_TIMEOUT)
 
-    def _gone(self, jobid: int, gen: int, rank: int, msg: Message) -> None:
+    def _on_signaled(self, jobid: int, gen: int, rank: int, payload: dict[str, Any]) -> Callable[[Message], None]:
+        return lambda msg: self._gone(jobid, gen, rank, msg, payload)
+
+    def _gone(self, jobid: int, gen: int, rank: int, msg: Message, payload: dict[str, Any]) -> None:
         """A rank that is unreachable, or whose broker does not run the job (it restarted), will never report
-        the job's end there: its part ends now, as killed, so cancel and kill always end the job."""
+        the job's end there: its part ends now, as killed, so cancel and kill always end the job. A rank that
+        did not answer is asked again (SIGNAL_ANSWER_TIMEOUT says why) while its part of the job is not over."""
         ex = self._execs.get(jobid)
         if ex is None or ex.gen != gen or rank not in ex.ranks_left:
             return
-        if msg.errnum == EHOSTUNREACH or (not msg.errnum and msg.payload.get("present") is False):
+        if msg.errnum == ETIMEDOUT:
+            self._signal_rank(jobid, gen, rank, payload)
+        elif msg.errnum == EHOSTUNREACH or (not msg.errnum and msg.payload.get("present") is False):
             self._rank_done(self._jm.table[jobid], ex, rank, KILLED)
 
     def _expire(self, jobid: int, gen: int) -> None:
