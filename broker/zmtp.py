@@ -43,6 +43,11 @@ def command(name: bytes, properties: dict[bytes, bytes]) -> bytes:
     return frame(body, command=True)
 
 
+def is_greeting(data: bytes | bytearray) -> bool:
+    """Whether the first GREETING_SIZE bytes of a stream are a ZMTP greeting (its signature's two fixed bytes)."""
+    return len(data) >= GREETING_SIZE and data[0] == 0xFF and data[9] == 0x7F
+
+
 def dealer_hello() -> bytes:
     """What a DEALER sends first: its greeting and its READY."""
     return GREETING + command(b"READY", {b"Socket-Type": b"DEALER"})
@@ -65,7 +70,7 @@ class FrameReader:
         if not self._greeted:
             if len(buf) < GREETING_SIZE:
                 return []
-            if buf[0] != 0xFF or buf[9] != 0x7F:
+            if not is_greeting(buf):
                 raise FrameError("the peer's greeting is not ZMTP's")
             del buf[:GREETING_SIZE]
             self._greeted = True

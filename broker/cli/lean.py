@@ -14,7 +14,7 @@ import struct
 import time
 
 from ..errors import FluxError
-from ..zmtp import DISCONNECT, GREETING_SIZE, MAX_FRAME, dealer_hello, frame
+from ..zmtp import DISCONNECT, GREETING_SIZE, MAX_FRAME, dealer_hello, frame, is_greeting
 from .codec import dumps, loads
 
 TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations only
@@ -40,7 +40,7 @@ class LeanHandle:
         self._events: list[dict[str, Any]] = []  # received, not yet read (the job CLI reads none)
         self._sock.sendall(dealer_hello())
         greeting = self._read_exact(GREETING_SIZE, None)  # the broker's
-        if greeting[0] != 0xFF or greeting[9] != 0x7F:
+        if not is_greeting(greeting):
             self._refuse("its greeting is not ZMTP's")
         self._read_frame(None)  # its READY
 
