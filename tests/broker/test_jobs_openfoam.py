@@ -28,8 +28,16 @@ def test_rhosimplefoam_in_parallel_across_two_brokers(tmp_path: Path) -> None:
         f"flux run -N2 -n4 -o mpi=openmpi --output={log} rhoSimpleFoam -parallel -case {case.path} && "
         "flux jobs -a -n -o '{nnodes} {ntasks} {result}'"
     )
+    # 4 busy-polling MPI ranks and both brokers share this machine's 2 cores with the other test worker: under
+    # that load a follower went 5 s (the default heartbeat timeout) without being heard once in CI, and the
+    # instance shut down; what is tested here is OpenFOAM across brokers, not loss detection
+    tolerant = "-Sheartbeat.timeout=30"
     proc = subprocess.run(
-        [FLUX, "start", "--test-size=2", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=240
+        [FLUX, "start", "--test-size=2", "-o", tolerant, "sh", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:] + log.read_text(errors="replace")[-2000:] if log.exists() else ""
     assert proc.stdout.split() == ["2", "4", "COMPLETED"]  # one job: 2 brokers, 4 MPI ranks
