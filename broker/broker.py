@@ -133,7 +133,7 @@ class Broker(BrokerCore):
         if self.rank > 0:
             self.tree.connect_parent()
         self.loop.call_every(self.hb_interval, self.tree.heartbeat)
-        self.loop.call_every(max(0.01, self.hb_timeout / 10), self.tree.check_liveness)
+        self.loop.call_every(max(0.01, min(self.hb_interval, self.hb_timeout / 10)), self.tree.check_liveness)
         self._install_signals()
         if self.rank == 0:
             self.tree.check_quorum()
@@ -292,11 +292,10 @@ class Broker(BrokerCore):
         self._finishing = True
         assert self.overlay is not None
         if self.rank > 0 and self.overlay.parent_sock is not None:
-            self.overlay.parent_sock.setsockopt(zmq.LINGER, 500)
             self.overlay.send_parent(control("overlay.goodbye", sender=self.rank))
             self.loop.remove_reader(self.overlay.parent_sock)
-            self.overlay.parent_sock.close()
-            self.overlay.parent_sock = None
+            self.tree.stop_watching_parent()
+            self.overlay.close_parent(linger_ms=500)
         self.loop.stop()
 
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .tree_link import TreeLink
 
 DEFAULT_HEARTBEAT_INTERVAL = 1.0
-DEFAULT_HEARTBEAT_TIMEOUT = 5.0
+DEFAULT_HEARTBEAT_TIMEOUT = 30.0  # silence only; a closed connection is seen at once (tree_link.DISCONNECT_GRACE_BEATS)
 DEFAULT_CONNECT_TIMEOUT = 30.0  # Flux's tbon.connect_timeout default
 SHUTDOWN_GRACE = 5.0
 

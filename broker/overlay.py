@@ -10,6 +10,7 @@ import sys
 
 import zmq
 from zmq.utils import z85
+from zmq.utils.monitor import parse_monitor_message
 
 from .curve_cert import CurveCertificate
 from .errors import BrokerFailure
@@ -20,6 +21,9 @@ RECONNECT_IVL_MS = 25  # bounded reconnect: a follower started early joins ~imme
 RECONNECT_IVL_MAX_MS = 100
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"flux"
+PARENT_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+"""What a child watches of its parent connection: a crashed parent is seen as the connection closing, at once,
+not after heartbeat.timeout of silence (which a starved but live parent may also keep)."""
 
 
 class OverlayError(BrokerFailure):
@@ -35,6 +39,7 @@ class Overlay:
         self.cert = cert
         self.child_sock: zmq.Socket | None = None
         self.parent_sock: zmq.Socket | None = None
+        self.parent_monitor: zmq.Socket | None = None
         self.zap_sock: zmq.Socket | None = None
         self.bound_uri: str | None = None
         self.rejected = 0  # ZAP denials (wrong key)
@@ -94,7 +99,8 @@ class Overlay:
             self.zap_sock.send_multipart([version, request_id, *status, b"", b""])
 
     def send_child(self, rank: int, msg: Message) -> bool:
-        """Send to a connected child; False if it is not connected (or not keeping up)."""
+        """Send to a connected child; False if it is not connected: ROUTER_MANDATORY refuses a peer whose
+        connection has closed (EHOSTUNREACH), and the high-water marks are unlimited, so nothing else refuses."""
         if self.child_sock is None:
             return False
         try:
@@ -134,16 +140,36 @@ class Overlay:
             sock.setsockopt(zmq.CURVE_SERVERKEY, self.cert.public_bytes)
             sock.setsockopt(zmq.CURVE_PUBLICKEY, self.cert.public_bytes)
             sock.setsockopt(zmq.CURVE_SECRETKEY, self.cert.secret_bytes)
+        self.parent_sock = sock
+        self.parent_monitor = sock.get_monitor_socket(PARENT_EVENTS)  # before connecting: no event missed
         try:
             sock.connect(uri)
         except zmq.ZMQError as exc:
-            sock.close(0)
+            self.close_parent()
             raise OverlayError(f"cannot connect to parent {uri}: {exc.strerror}") from None
-        self.parent_sock = sock
 
-    def close_parent(self) -> None:
+    def parent_connection_events(self) -> list[bool]:
+        """Drain the parent monitor: True for a connection made (handshake done), False for one closed."""
+        out: list[bool] = []
+        if self.parent_monitor is None:
+            return out
+        while True:
+            try:
+                frames = self.parent_monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return out
+            event = parse_monitor_message(frames)["event"]
+            if event in (zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_DISCONNECTED):
+                out.append(event == zmq.EVENT_HANDSHAKE_SUCCEEDED)
+
+    def close_parent(self, linger_ms: int = 0) -> None:
+        """Close the parent connection (and its monitor); `linger_ms` lets a last message (goodbye) go out."""
         if self.parent_sock is not None:
-            self.parent_sock.close(0)
+            if self.parent_monitor is not None:
+                self.parent_sock.disable_monitor()
+                self.parent_monitor.close(0)
+                self.parent_monitor = None
+            self.parent_sock.close(linger_ms)
             self.parent_sock = None
 
     def send_parent(self, msg: Message) -> bool:
@@ -169,7 +195,8 @@ class Overlay:
                 continue
 
     def close(self) -> None:
-        for sock in (self.child_sock, self.parent_sock, self.zap_sock):
+        self.close_parent()
+        for sock in (self.child_sock, self.zap_sock):
             if sock is not None:
                 sock.close(0)
-        self.child_sock = self.parent_sock = self.zap_sock = None
+        self.child_sock = self.zap_sock = None

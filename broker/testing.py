@@ -103,8 +103,14 @@ class Instance:
         return f"local://{self.rundir(rank)}/local"
 
     def start(
-        self, rank: int, *extra: str, command: list[str] | None = None, cert: Path | None = None
+        self,
+        rank: int,
+        *extra: str,
+        command: list[str] | None = None,
+        cert: Path | None = None,
+        heartbeat: tuple[str, ...] = tuple(FAST),
     ) -> subprocess.Popen[str]:
+        """Start the broker of `rank`; `heartbeat=()` keeps the broker's own heartbeat defaults."""
         confdir = self.confdir
         if cert is not None:  # same hosts, another certificate
             confdir = self.root / f"conf-alt{rank}"
@@ -117,7 +123,7 @@ class Instance:
             f"--config-path={confdir}",
             f"--hostname={self.hosts[rank]}",
             f"-Srundir={self.rundir(rank)}",
-            *FAST,
+            *heartbeat,
             *extra,
         ]
         if command:

@@ -45,12 +45,21 @@ def membership_event_delay(size: int) -> float:
     return max(MEMBERSHIP_EVENT_DELAY, size * MEMBERSHIP_EVENT_DELAY_PER_BROKER)
 
 
+DISCONNECT_GRACE_BEATS = 1.0
+"""How many heartbeat intervals a closed connection may stay closed before its peer is lost. A broker that dies
+(crash, kill -9, pod deleted) closes its connections, and its peers see that at once: a child's ROUTER refuses a
+heartbeat to it (ROUTER_MANDATORY), a parent's monitor reports the close. Silence alone, which a live broker starved
+of CPU in a multiplexed pod also keeps, is given heartbeat.timeout (30 s, flux-core's tbon.torpid_max). The grace
+lets a TCP connection that drops and reconnects (zmq retries within 100 ms) keep its peer."""
+
+
 @dataclass
 class ChildLink:
-    """A connected child: which incarnation of its broker, and when it last spoke."""
+    """A connected child: which incarnation of its broker, when it last spoke, since when it is unreachable."""
 
     uuid: str
     last_seen: float
+    unreachable_since: float | None = None
 
 
 class TreeLink:
@@ -62,6 +71,7 @@ class TreeLink:
         """rank -> link, for the children connected now."""
         self._joined = broker.rank == 0
         self._parent_last_seen = 0.0
+        self._parent_closed_at: float | None = None  # when the parent connection closed, until it is made again
         self._join_started = 0.0
         self._join_warned = 0.0
         self._online = False
@@ -103,6 +113,9 @@ class TreeLink:
             raise BrokerError(str(exc)) from None
         assert self._b.overlay.parent_sock is not None
         self._b.loop.add_reader(self._b.overlay.parent_sock, self._on_parent)
+        if self._b.overlay.parent_monitor is not None:
+            self._b.loop.add_reader(self._b.overlay.parent_monitor, self._on_parent_connection)
+        self._parent_closed_at = None
         self._parent_last_seen = self._join_started = time.monotonic()
         self._join_warned = 0.0
         self._send_hello()
@@ -119,6 +132,20 @@ class TreeLink:
             "subtree": self._b.membership.snapshot(self._b.subtree),
         }
         self._b.overlay.send_parent(control("overlay.hello", payload, sender=self._b.rank))
+
+    def _on_parent_connection(self) -> None:
+        assert self._b.overlay is not None
+        for made in self._b.overlay.parent_connection_events():
+            if made:
+                self._parent_closed_at = None
+            elif self._parent_closed_at is None:
+                self._parent_closed_at = time.monotonic()
+
+    def stop_watching_parent(self) -> None:
+        """Before the parent socket closes: its monitor goes with it."""
+        assert self._b.overlay is not None
+        if self._b.overlay.parent_monitor is not None:
+            self._b.loop.remove_reader(self._b.overlay.parent_monitor)
 
     def _on_parent(self) -> None:
         assert self._b.overlay is not None
@@ -173,6 +200,7 @@ class TreeLink:
         assert self._b.overlay is not None
         if self._b.overlay.parent_sock is not None:
             self._b.loop.remove_reader(self._b.overlay.parent_sock)
+        self.stop_watching_parent()
         self._b.overlay.close_parent()
         self._joined = False
         self._b.set_state("join")
@@ -323,8 +351,14 @@ class TreeLink:
         """Every interval: tell children and parent we are alive (or retry hello while joining)."""
         assert self._b.overlay is not None
         beat = control("overlay.hb", sender=self._b.rank)
-        for rank in list(self._links):
-            self._b.overlay.send_child(rank, beat)
+        now = time.monotonic()
+        for rank, child in list(self._links.items()):
+            if self._b.overlay.send_child(rank, beat):
+                self._links[rank].unreachable_since = None
+            elif child.unreachable_since is None:
+                self._links[rank].unreachable_since = now
+            elif now - child.unreachable_since >= self._disconnect_grace:
+                self._child_lost(rank, "its connection closed")
         if self._b.rank > 0 and self._b.overlay.parent_sock is not None:
             if self._joined:
                 self._b.overlay.send_parent(beat)
@@ -338,16 +372,26 @@ class TreeLink:
                         f"not joined to parent rank {self._b.parent_rank} at {uri} after {waited:.0f}s; retrying",
                     )
 
+    @property
+    def _disconnect_grace(self) -> float:
+        return DISCONNECT_GRACE_BEATS * self._b.hb_interval
+
+    def _child_lost(self, rank: int, why: str) -> None:
+        self._b.log(f"child rank {rank} ({self._b.config.hostnames[rank]}) lost: {why}")
+        del self._links[rank]
+        self._mark_subtree(rank, LOST)
+        self._b.maybe_finish_shutdown()
+
     def check_liveness(self) -> None:
-        """Often (timeout/10): a peer silent for longer than heartbeat.timeout is lost."""
+        """Often (the interval, or timeout/10 if less): a peer silent for longer than heartbeat.timeout is lost,
+        and so is a parent whose connection has stayed closed for the disconnect grace."""
         assert self._b.overlay is not None
         now = time.monotonic()
         for rank, child in list(self._links.items()):
             if now - child.last_seen > self._b.hb_timeout:
-                self._b.log(f"child rank {rank} ({self._b.config.hostnames[rank]}) lost: no heartbeat")
-                del self._links[rank]
-                self._mark_subtree(rank, LOST)
-                self._b.maybe_finish_shutdown()
-        parent_silent = now - self._parent_last_seen > self._b.hb_timeout
-        if self._b.rank > 0 and self._joined and self._b.overlay.parent_sock is not None and parent_silent:
+                self._child_lost(rank, "no heartbeat")
+        if self._b.rank == 0 or not self._joined or self._b.overlay.parent_sock is None:
+            return
+        closed = self._parent_closed_at is not None and now - self._parent_closed_at >= self._disconnect_grace
+        if closed or now - self._parent_last_seen > self._b.hb_timeout:
             self._parent_lost()

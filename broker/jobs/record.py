@@ -69,7 +69,9 @@ class JobRecord:
             if self.result is None:
                 self.result = JobResult.COMPLETED if self.waitstatus == 0 else JobResult.FAILED
         elif name == "exception":
-            if int(context.get("severity", 0)) == 0:
+            # The first fatal exception decides the result, as in flux-core's job-list: a job canceled and then
+            # failed by a lost rank before its tasks were gone stays CANCELED.
+            if int(context.get("severity", 0)) == 0 and self.exception is None:
                 self.exception = dict(context)
                 kind = context.get("type", "")
                 self.result = {

@@ -26,6 +26,7 @@ PARTS = {
             "self._links",
             "self._joined",
             "self._parent_last_seen",
+            "self._parent_closed_at",
             "self._join_started",
             "self._join_warned",
             "self._online",

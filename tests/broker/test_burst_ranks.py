@@ -36,9 +36,11 @@ def burst_config(inst: Instance, root: Path, hosts: list[str], first: int, cert:
     return confdir
 
 
-def start_burst_broker(inst: Instance, confdir: Path, host: str) -> subprocess.Popen[str]:
+def start_burst_broker(
+    inst: Instance, confdir: Path, host: str, heartbeat: tuple[str, ...] = tuple(FAST)
+) -> subprocess.Popen[str]:
     rundir = inst.root / f"run-{host}"
-    args = [FLUX, "broker", f"--config-path={confdir}", f"--hostname={host}", f"-Srundir={rundir}", *FAST]
+    args = [FLUX, "broker", f"--config-path={confdir}", f"--hostname={host}", f"-Srundir={rundir}", *heartbeat]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     inst.procs[1000 + len(inst.procs)] = proc
     return proc
@@ -104,15 +106,17 @@ def test_wrong_certificate_and_unregistered_burst_brokers_are_refused(
     assert lead.wait(timeout=20) == 0
 
 
-def _with_burst(inst: Instance, root: Path, *lead_args: str) -> tuple[Path, subprocess.Popen[str]]:
-    """A 2-pod instance (lead started with `lead_args`) and one burst broker joined as rank 2."""
-    inst.start(0, "-Sresource.cores=0-1", *lead_args)
-    inst.start(1, "-Sresource.cores=0-1")
+def _with_burst(
+    inst: Instance, root: Path, heartbeat: tuple[str, ...] = tuple(FAST)
+) -> tuple[Path, subprocess.Popen[str]]:
+    """A 2-pod instance and one burst broker joined as rank 2, all on `heartbeat`'s settings."""
+    inst.start(0, "-Sresource.cores=0-1", heartbeat=heartbeat)
+    inst.start(1, "-Sresource.cores=0-1", heartbeat=heartbeat)
     inst.wait_states({0: "up", 1: "up"})
     with inst.handle(0) as h:
         assert h.rpc("overlay.burst-register", {"prefix": "burst-a-", "hosts": ["burst-a-0"]}, nodeid=0)["ranks"] == [2]
     confdir = burst_config(inst, root, ["burst-a-0"], first=2)
-    proc = start_burst_broker(inst, confdir, "burst-a-0")
+    proc = start_burst_broker(inst, confdir, "burst-a-0", heartbeat)
     inst.wait_states({2: "up"})
     return confdir, proc
 
@@ -122,15 +126,16 @@ def _stop(proc: subprocess.Popen[str]) -> None:
     proc.wait(timeout=10)
 
 
-# a heartbeat timeout far longer than the tests: a rank is seen lost only by what the tests are about
-SLOW_LOSS = "-Sheartbeat.timeout=120"
+# Heartbeats far slower than the tests: a dead broker's closed connection is seen at the lead's heartbeats 5-10 s
+# after it died, and silence after 2 minutes, so a rank is seen lost only by what the tests are about.
+SLOW_LOSS = ("-Sheartbeat.interval=5", "-Sheartbeat.timeout=120")
 
 
 def test_a_burst_broker_that_dies_and_restarts_fails_its_jobs_as_a_lost_rank(
     make_instance: MakeInstance, tmp_path: Path
 ) -> None:
     inst = make_instance(2)
-    confdir, proc = _with_burst(inst, tmp_path, SLOW_LOSS)
+    confdir, proc = _with_burst(inst, tmp_path, heartbeat=SLOW_LOSS)
     with JobClient(inst.uri(0)) as client:
         job = client.submit(command=["sleep", "60"], nnodes=3, ntasks=3)
         client.wait_state(job, "RUN")
@@ -146,7 +151,7 @@ def test_a_burst_broker_that_dies_and_restarts_fails_its_jobs_as_a_lost_rank(
 
 def test_cancel_and_kill_end_a_job_whose_burst_broker_is_gone(make_instance: MakeInstance, tmp_path: Path) -> None:
     inst = make_instance(2)
-    _confdir, proc = _with_burst(inst, tmp_path, SLOW_LOSS)
+    _confdir, proc = _with_burst(inst, tmp_path, heartbeat=SLOW_LOSS)
     with JobClient(inst.uri(0)) as client:
         canceled = client.submit(command=["sleep", "60"], nnodes=3, ntasks=3)
         killed = client.submit(command=["sleep", "60"], nnodes=3, ntasks=3)
@@ -166,7 +171,7 @@ def test_a_signal_lost_with_its_broker_is_sent_again(make_instance: MakeInstance
     in CI: killed a moment before, its connection not yet seen closed). Asked again, the rank is known gone and
     the job ends, long before the heartbeat would time the rank out."""
     inst = make_instance(2)
-    _confdir, proc = _with_burst(inst, tmp_path, SLOW_LOSS)
+    _confdir, proc = _with_burst(inst, tmp_path, heartbeat=SLOW_LOSS)
     with JobClient(inst.uri(0)) as client:
         job = client.submit(command=["sleep", "60"], nnodes=3, ntasks=3)
         client.wait_state(job, "RUN")

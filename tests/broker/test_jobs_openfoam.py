@@ -29,11 +29,10 @@ def test_rhosimplefoam_in_parallel_across_two_brokers(tmp_path: Path) -> None:
         "flux jobs -a -n -o '{nnodes} {ntasks} {result}'"
     )
     # 4 busy-polling MPI ranks and both brokers share this machine's 2 cores with the other test worker: under
-    # that load a follower went 5 s (the default heartbeat timeout) without being heard once in CI, and the
-    # instance shut down; what is tested here is OpenFOAM across brokers, not loss detection
-    tolerant = "-Sheartbeat.timeout=30"
+    # that load a follower once went 5 s without being heard in CI. The default heartbeat.timeout (30 s of
+    # silence) rides that out, as it must in a multiplexed pod.
     proc = subprocess.run(
-        [FLUX, "start", "--test-size=2", "-o", tolerant, "sh", "-c", script],
+        [FLUX, "start", "--test-size=2", "sh", "-c", script],
         env=env,
         capture_output=True,
         text=True,

@@ -194,6 +194,24 @@ def test_requeue_returns_a_running_job_to_the_queue(tmp_path: Path) -> None:
     assert job.state == JobState.SCHED and job.ranks == [] and job.requeues == 1
 
 
+def test_the_first_fatal_exception_decides_the_result_as_in_flux_core() -> None:
+    """A job canceled, then failed by its lost rank before the tasks were gone, stays CANCELED (job-list keeps
+    the first exception of the lowest severity); a severity-1 exception before either decides nothing."""
+    events = [
+        _submit(8),
+        JobEvent(8, "depend", 1),
+        JobEvent(8, "priority", 1),
+        JobEvent(8, "alloc", 2, {"ranks": [1]}),
+        JobEvent(8, "exception", 2.5, {"type": "test", "severity": 1, "note": "a warning"}),
+        JobEvent(8, "exception", 3, {"type": "cancel", "severity": 0, "note": ""}),
+        JobEvent(8, "exception", 3.1, {"type": "node-failure", "severity": 0, "note": "lost contact with rank 1"}),
+        JobEvent(8, "finish", 4, {"status": 9}),
+    ]
+    job = replay(events)[8]
+    assert job.result == JobResult.CANCELED
+    assert job.exception is not None and job.exception["type"] == "cancel"
+
+
 def test_compaction_is_atomic(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     journal = Journal(path)

@@ -15,7 +15,6 @@ def test_example_brokers_offer_room_for_max_simulations() -> None:
     # 4 ranks on 2 pods = 2 per pod, times max 3 simulations
     assert multiplexing_slots(mc) == 6
     assert "-Sresource.cores=0-5" in broker_options(mc)
-    assert "-Sheartbeat.timeout=30s" in broker_options(mc)  # brokers of small pods tolerate scheduling delays
 
 
 def test_no_slots_without_multiplexing_or_with_real_flux() -> None:
