@@ -33,22 +33,22 @@ def _unserializable(value: object) -> object:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _c_codec() -> tuple[Callable[[str, int], tuple[Any, int]], Callable[[Any, int], Any]]:
+def _c_codec() -> tuple[Callable[[str, int], tuple[Any, int]], Callable[[Any, int], Any], Callable[[Any, int], Any]]:
     import _json
 
     scanner = _json.make_scanner(_Context())  # type: ignore[arg-type]  # typeshed asks for a JSONDecoder
-    encoder = _json.make_encoder(
-        None, _unserializable, _json.encode_basestring_ascii, None, ":", ",", False, False, True
-    )
+    separators = (":", ",", False, False)  # key and item separators, sort_keys, skipkeys
+    encoder = _json.make_encoder(None, _unserializable, _json.encode_basestring_ascii, None, *separators, True)
+    strict = _json.make_encoder(None, _unserializable, _json.encode_basestring_ascii, None, *separators, False)
     if scanner('{"a":[1,2.5,"\\u00e9",null]}', 0) != ({"a": [1, 2.5, "é", None]}, 27):
         raise ImportError("_json's scanner answers differently")
     if "".join(encoder({"a": [1, "é"]}, 0)) != '{"a":[1,"\\u00e9"]}':
         raise ImportError("_json's encoder answers differently")
-    return scanner, encoder
+    return scanner, encoder, strict
 
 
 try:
-    _scan, _encode = _c_codec()
+    _scan, _encode, _encode_strict = _c_codec()
     FALLBACK = False
 except (ImportError, AttributeError, TypeError):
     FALLBACK = True
@@ -78,3 +78,13 @@ def dumps(value: Any) -> str:
 
         return json.dumps(value, separators=(",", ":"))
     return "".join(_encode(value, 0))
+
+
+def dumps_strict(value: Any) -> str:
+    """dumps for the wire: ValueError for an infinite or NaN float, which JSON cannot carry and the broker's
+    reader (orjson) refuses, so a request holding one is refused here, not lost without an answer."""
+    if FALLBACK:
+        import json
+
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return "".join(_encode_strict(value, 0))

@@ -15,7 +15,7 @@ import time
 
 from ..errors import FluxError
 from ..zmtp import DISCONNECT, GREETING_SIZE, MAX_FRAME, dealer_hello, frame, is_greeting
-from .codec import dumps, loads
+from .codec import dumps_strict, loads
 
 TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations only
 if TYPE_CHECKING:
@@ -100,13 +100,13 @@ class LeanHandle:
             body["n"] = nodeid
         if payload:
             body["p"] = payload  # the last member, as broker/protocol.py writes every message
-        self._sock.sendall(frame(dumps(body).encode()))
+        self._sock.sendall(frame(wire_json(topic, body)))
         return tag
 
     def send_encoded(self, topic: str, payload: bytes) -> int:
         """send_request with the payload already JSON-encoded: `flux submit --cc` encodes a shared jobspec once."""
         tag = next(self._tags)
-        head = dumps({"t": "req", "topic": topic, "m": tag}).encode()
+        head = wire_json(topic, {"t": "req", "topic": topic, "m": tag})
         self._sock.sendall(frame(head[:-1] + b',"p":' + payload + b"}"))
         return tag
 
@@ -135,6 +135,14 @@ class LeanHandle:
         self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = -1, timeout: float | None = 30.0
     ) -> dict[str, Any]:
         return self.wait(self.send_request(topic, payload, nodeid), timeout)
+
+
+def wire_json(topic: str, value: Any) -> bytes:
+    """A request as the broker reads it; EINVAL naming the request for what JSON cannot say (inf, NaN)."""
+    try:
+        return dumps_strict(value).encode()
+    except ValueError as exc:
+        raise FluxError(22, f"{topic}: {exc} (JSON has no Infinity or NaN)") from None
 
 
 def connect(uri: str | None = None) -> Any:

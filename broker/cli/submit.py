@@ -92,9 +92,12 @@ def time_limit(text: str) -> float:
     from ..fsd import parse_fsd  # lazily: it loads `re`
 
     try:
-        return float(text) * 60.0 if text.replace(".", "", 1).isdigit() else parse_fsd(text)
+        seconds = float(text) * 60.0 if text.replace(".", "", 1).isdigit() else parse_fsd(text)
     except ValueError as exc:
         raise OptionError(f"--time-limit: {exc}") from None
+    if not seconds < float("inf"):  # as flux-core's Jobspec: no limit is 0 (the default), not inf
+        raise OptionError(f"--time-limit: {text!r}: must be a normal, finite duration (omit it for no limit)")
+    return seconds
 
 
 def _keyval(text: str) -> tuple[str, Any]:

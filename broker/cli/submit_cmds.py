@@ -12,9 +12,8 @@ import os
 import sys
 
 from ..jobs.jobid import encode_f58
-from .codec import dumps
 from .jobcli_common import CommandError, _attach, _exit_code, _idset, _redirected
-from .lean import connect
+from .lean import connect, wire_json
 from .options import Opt, OptionError, as_int, parse
 from .submit import SUBMIT_OPTS, build_from_options, substitute
 
@@ -49,7 +48,7 @@ def _submit_many(handle: RpcHandle, jobspecs: list[dict[str, Any]], urgency: int
             pending.append(send("job-manager.submit", payload))
             continue
         if encoded is None or encoded[0] is not spec:
-            encoded = (spec, dumps(payload).encode())
+            encoded = (spec, wire_json("job-manager.submit", payload))
         pending.append(send_encoded("job-manager.submit", encoded[1]))
     ids.extend(int(wait(tag)["id"]) for tag in pending[first:])
     return ids

@@ -6,6 +6,7 @@ We build and read the canonical shapes `flux submit`/`flux run` produce:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,8 +113,8 @@ def parse_jobspec(data: Any) -> JobSpec:
     if not isinstance(system, dict):
         raise JobspecError("attributes.system: must be an object")
     duration = system.get("duration", 0)
-    if not isinstance(duration, int | float) or isinstance(duration, bool) or duration < 0:
-        raise JobspecError("attributes.system.duration: must be a non-negative number of seconds")
+    if not isinstance(duration, int | float) or isinstance(duration, bool) or not 0 <= duration < math.inf:
+        raise JobspecError("attributes.system.duration: must be a finite, non-negative number of seconds")
     environment = system.get("environment", {})
     if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
         raise JobspecError("attributes.system.environment: must map names to strings")

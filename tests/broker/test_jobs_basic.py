@@ -94,6 +94,22 @@ def test_unsatisfiable_and_unsupported_are_rejected(env: dict[str, str], client:
     assert missing.returncode == 127 and "start failed" in missing.stderr
 
 
+def test_what_json_cannot_carry_is_refused_at_once_not_left_unanswered(env: dict[str, str]) -> None:
+    """An infinite time limit is refused as flux-core refuses it; an Infinity or NaN anywhere else in a request
+    is refused before it is sent (the broker could not read it, and the client waited out its 30 s timeout)."""
+    before = run_flux("jobs", "-a", "-n", "-o", "{id}", env=env).stdout.split()
+    started = time.monotonic()
+    unlimited = run_flux("submit", "-t", "inf", "true", env=env)
+    assert unlimited.returncode == 2 and "--time-limit: 'inf': must be a normal, finite duration" in unlimited.stderr
+    for command in ("submit", "run"):
+        for extra in ([], ["--cc=1-2"]):
+            infinite = run_flux(command, *extra, "--setattr=user.x=Infinity", "true", env=env)
+            assert infinite.returncode == 1, infinite.stderr
+            assert "job-manager.submit: Out of range float values are not JSON compliant" in infinite.stderr
+    assert time.monotonic() - started < 20  # answered, each of them, not timed out
+    assert run_flux("jobs", "-a", "-n", "-o", "{id}", env=env).stdout.split() == before  # and nothing half-made
+
+
 def test_cc_bulksubmit_jobs_format_and_output_files(env: dict[str, str], client: JobClient, tmp_path: Path) -> None:
     out = tmp_path / "job-{{id}}.out"
     result = run_flux("submit", "--cc=1-3", f"--output={out}", "--job-name=cc{cc}", "echo", "copy{cc}", env=env)

@@ -139,6 +139,8 @@ def test_jobspec_shapes_match_flux_submit() -> None:
         (lambda j: j["resources"][0].update(count=0), "resources[0].count"),
         (lambda j: j["resources"][0].update(type="socket"), "resources[0].type"),
         (lambda j: j["attributes"]["system"].update(duration=-1), "attributes.system.duration"),
+        (lambda j: j["attributes"]["system"].update(duration=float("inf")), "attributes.system.duration"),
+        (lambda j: j["attributes"]["system"].update(duration=float("nan")), "attributes.system.duration"),
         (lambda j: j["attributes"]["system"].update(environment={"A": 1}), "attributes.system.environment"),
     ],
 )
