@@ -44,6 +44,8 @@ _HEADERS = {
     "queue": "QUEUE",
     "success": "SUCCESS",
 }
+FIELDS = frozenset({*_HEADERS, "id.hex", "t_cleanup"})
+"""Every field `_field` knows, besides annotations.*; a format naming another is refused before anything prints."""
 _STATE_ABBREV = {"NEW": "N", "DEPEND": "D", "PRIORITY": "P", "SCHED": "S", "RUN": "R", "CLEANUP": "C"}
 _RESULT_ABBREV = {"COMPLETED": "CD", "FAILED": "F", "CANCELED": "CA", "TIMEOUT": "TO"}
 
@@ -133,6 +135,14 @@ def format_rows(infos: list[JobInfo], fmt: str, header: bool) -> list[str]:
 
     pattern = re.compile(r"\{([a-z_.0-9]+)(?:!([a-zA-Z]))?(?::([^}]*))?\}")
     rows: list[str] = []
+    for match in pattern.finditer(fmt):  # refused whole, before any row: as flux-core's OutputFormat does
+        name, spec = match.group(1), match.group(3) or ""
+        if name not in FIELDS and not name.startswith("annotations."):
+            raise OptionError(f"--format: unknown field {name!r}")
+        try:
+            format("", re.sub(r"[^<>^0-9.]", "", spec.rstrip("h+")))
+        except ValueError as exc:
+            raise OptionError(f"--format: field {name!r}: {exc}") from None
 
     def render(info: JobInfo | None) -> str:
         def one(match: re.Match[str]) -> str:

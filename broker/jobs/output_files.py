@@ -35,30 +35,37 @@ def file_targets(jobspec: dict[str, Any], jobid: int) -> dict[str, str]:
 
 
 class OutputFiles:
-    """The open files of one job; every write is flushed, and a failure is reported once and then ignored."""
+    """The open files of one job; every write is flushed. A failure is kept in `error` (said once by the job
+    manager, as a job exception: fatal when a file cannot be opened, as for Flux's shell) and later writes are
+    skipped; the output itself stays in the job's store for `flux job attach`."""
 
     def __init__(self, jobid: int, targets: dict[str, str]) -> None:
         self.jobid = jobid
         self.targets = targets
         self.handles: dict[str, IO[str]] = {}
-        self.failed = False
+        self.error: str | None = None
         try:
             for path in targets.values():
                 if path not in self.handles:
                     self.handles[path] = open(path, "w", encoding="utf-8")  # noqa: SIM115 - open for the job's life
         except OSError as exc:
-            self._fail(exc)
+            self._fail("cannot open", exc)
 
-    def _fail(self, exc: OSError) -> None:
-        if not self.failed:
-            print(f"flux-job-manager: {encode_f58(self.jobid)}: cannot write output: {exc}", flush=True)
-        self.failed = True
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def _fail(self, doing: str, exc: OSError, path: str | None = None) -> None:
+        if self.error is None:
+            where = path or exc.filename
+            self.error = f"{doing} output file{f' {where}' if where else ''}: {exc.strerror or exc}"
         self.close()
 
     def write(self, lines: list[list[Any]]) -> None:
         if self.failed:
             return
-        touched = set()
+        touched: set[str] = set()
+        path: str | None = None
         try:
             for stream, _task, text in lines:
                 path = self.targets.get(stream)
@@ -68,7 +75,7 @@ class OutputFiles:
             for path in touched:
                 self.handles[path].flush()
         except OSError as exc:
-            self._fail(exc)
+            self._fail("cannot write", exc, path)
 
     def close(self) -> None:
         for handle in self.handles.values():

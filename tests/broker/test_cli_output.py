@@ -122,6 +122,9 @@ def test_batch_output_file_grows_while_the_job_runs(env: dict[str, str], tmp_pat
         (["job", "urgency", "1", "1e309"], "URGENCY: expected 0-31"),
         (["job", "urgency", "1", "99"], "URGENCY: expected 0-31"),
         (["job", "kill", "-s", "NOSUCH", "1"], "--signal: 'NOSUCH' is not a signal"),
+        # refused whole before any row, even when there is no row to print the field in
+        (["jobs", "-a", "-o", "{id} {nosuchfield}"], "--format: unknown field 'nosuchfield'"),
+        (["jobs", "-a", "-o", "{id:>>>>}"], "--format: field 'id': Invalid format specifier"),
     ],
 )
 def test_odd_numbers_and_names_are_usage_errors_not_tracebacks(
@@ -130,6 +133,16 @@ def test_odd_numbers_and_names_are_usage_errors_not_tracebacks(
     proc = run_flux(*args, env=env)
     assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_every_known_jobs_field_renders_for_a_real_job(env: dict[str, str]) -> None:
+    from broker.cli.jobs_format import FIELDS
+
+    jobid = run_flux("submit", "true", env=env).stdout.strip()
+    run_flux("job", "wait", jobid, env=env)
+    fmt = " ".join("{" + name + "}" for name in sorted(FIELDS))
+    proc = run_flux("jobs", "-n", "-o", fmt, jobid, env=env)
+    assert proc.returncode == 0 and jobid in proc.stdout, proc.stderr
 
 
 def test_resource_list_counts_what_running_jobs_hold(env: dict[str, str]) -> None:

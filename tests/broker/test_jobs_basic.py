@@ -128,6 +128,22 @@ def test_cc_bulksubmit_jobs_format_and_output_files(env: dict[str, str], client:
     assert any(line.split()[0] == ids[0] and " CD " in line for line in default.stdout.splitlines())
 
 
+def test_an_output_file_that_cannot_be_written_is_said_not_silently_skipped(
+    env: dict[str, str], client: JobClient, tmp_path: Path
+) -> None:
+    """Cannot be opened: the job fails saying which file and why, as with Flux's shell. Cannot be written once
+    open (a full disk; here /dev/full): a non-fatal exception says so, and the output stays for attach."""
+    unopenable = run_flux("run", f"--output={tmp_path}/no/such/dir/out", "echo", "hi", env=env)
+    assert unopenable.returncode != 0  # 1, or 143 when its task was still there to be stopped
+    assert f"type=exec severity=0 cannot open output file {tmp_path}/no/such/dir/out: No such file" in unopenable.stderr
+    jobid = run_flux("submit", "--output=/dev/full", "echo", "kept", env=env).stdout.strip()
+    info = client.wait(jobid, timeout=20)
+    assert info.success  # not fatal
+    eventlog = run_flux("job", "eventlog", jobid, env=env).stdout
+    assert 'type="output" severity=1 note="cannot write output file /dev/full: No space left on device' in eventlog
+    assert run_flux("job", "attach", jobid, env=env).stdout == "kept\n"
+
+
 def test_queue_control_urgency_and_wait_all(env: dict[str, str], client: JobClient) -> None:
     assert run_flux("queue", "stop", env=env).stdout.splitlines()[1] == "Scheduling is stopped"
     held = client.submit(command=["true"], urgency=0)

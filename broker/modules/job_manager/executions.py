@@ -168,9 +168,12 @@ class Executions:
 
     def _add_output(self, jobid: int, lines: list[list[Any]]) -> None:
         self._output.setdefault(jobid, []).extend(lines)
-        files = self._files(self._jm.table[jobid])
-        if files is not None:
+        record = self._jm.table[jobid]
+        files = self._files(record)
+        if files is not None and not files.failed:
             files.write(lines)
+            if files.error is not None:  # said once, and not fatal: the output is kept for `flux job attach`
+                self.exception(record, "output", f"{files.error}; the output is kept (flux job attach)", severity=1)
         self._jm.watches.notify_output(jobid)
 
     def _files(self, record: JobRecord) -> OutputFiles | None:
@@ -180,6 +183,8 @@ class Executions:
             targets = file_targets(record.jobspec, record.jobid)
             if targets:
                 files = self._output_files[record.jobid] = OutputFiles(record.jobid, targets)
+                if files.error is not None:  # as Flux's shell: a job whose output file cannot be opened fails
+                    self.exception(record, "exec", files.error)
         return files
 
     def _close_files(self, jobid: int) -> None:
