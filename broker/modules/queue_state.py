@@ -58,18 +58,18 @@ def register(jm: JobManager) -> None:
         reason = req.get("reason", str, required=False, default="")
         mode = req.get("mode", str, required=False, default="exact")
         if mode not in DRAIN_MODES:
-            raise ServiceError(EINVAL, f"job-manager.drain: unknown mode {mode!r} (expected {', '.join(DRAIN_MODES)})")
+            raise ServiceError(EINVAL, f"unknown mode {mode!r} (expected {', '.join(DRAIN_MODES)})")
         if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
-            raise ServiceError(EINVAL, "job-manager.drain: 'ranks' must be a list of integers")
+            raise ServiceError(EINVAL, "'ranks' must be a list of integers")
         if 0 in ranks and mode != "undrain":
-            raise ServiceError(EINVAL, "job-manager.drain: rank 0 (the lead) is never drained")
+            raise ServiceError(EINVAL, "rank 0 (the lead) is never drained")
         bad = [r for r in ranks if not 0 <= r < broker.size]
         if bad:
-            raise ServiceError(EINVAL, f"job-manager.drain: no such rank {bad[0]} (instance size {broker.size})")
+            raise ServiceError(EINVAL, f"no such rank {bad[0]} (instance size {broker.size})")
         try:
             queue.sched.drains.apply(cast(DrainMode, mode), ranks, reason, time.time())
         except DrainError as exc:
-            raise ServiceError(EINVAL, f"job-manager.drain: {exc}") from None
+            raise ServiceError(EINVAL, f"{exc}") from None
         queue.kick()
         busy = sorted({r for jobid in executions.running() for r in table[jobid].ranks} & set(ranks))
         return {"drained": sorted(queue.sched.drained), "busy": busy}

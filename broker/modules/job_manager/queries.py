@@ -84,7 +84,7 @@ class Queries:
         keyed = req.get("keyed", bool, required=False, default=False)
         render = RENDERERS.get(kind)
         if render is None:
-            raise ServiceError(EINVAL, f"job-manager.list: 'view' must be job-list or restful, not {kind!r}")
+            raise ServiceError(EINVAL, f"'view' must be job-list or restful, not {kind!r}")
         self._jm.warmer.listed(kind)
         owner = _owner_filter(req.get("owner", dict, required=False, default=None))
         records = [table[i] for i in ids if i in table] if ids is not None else list(table.records())
