@@ -206,17 +206,31 @@ def cmd_cancel(argv: list[str]) -> int:
 # ------------------------------------------------------------------------------------------ jobs
 JOBS_OPTS = [
     Opt(("-a",), "all", "flag", help="all jobs, inactive included"),
-    Opt(("-A",), "all_users", "flag", help="all users"),
+    Opt(("-A",), "all_users", "flag", help="all users (the default here: see docs/broker.md)"),
     Opt(("-f", "--filter"), "filter", help="states (pending,running,inactive,...)"),
     Opt(("-o", "--format"), "format", help="Python format string of job fields"),
     Opt(("-n", "--no-header"), "no_header", "flag", help="no header line"),
     Opt(("-c", "--count"), "count", help="at most this many jobs"),
-    Opt(("-u", "--user"), "user", help="jobs of this user"),
+    Opt(("-u", "--user"), "user", help="jobs of this user (a name or uid; 'all': every user's)"),
     Opt(("--json",), "json", "flag", help="JSON records"),
     Opt(("--stats", "--stats-only"), "stats", "flag", unsupported=True),
     Opt(("-q", "--queue"), "queue", unsupported=True),
     Opt(("--recursive", "-R"), "recursive", unsupported=True),
 ]
+
+
+def _userid(user: str | None) -> int | None:
+    """-u/--user: a user name or uid, None for every user ('all', or no -u)."""
+    if not user or user == "all":
+        return None
+    import pwd
+
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        if user.isdigit():
+            return int(user)
+        raise OptionError(f"--user: no such user {user!r}") from None
 
 
 def cmd_jobs(argv: list[str]) -> int:
@@ -229,8 +243,11 @@ def cmd_jobs(argv: list[str]) -> int:
             parse_states(states)
     except ValueError as exc:
         raise OptionError(f"--filter: {exc}") from None
+    userid = _userid(values.get("user"))
     with _client() as client:
         infos = [client.info(_jobid(a)) for a in args] if args else client.jobs(states)
+    if userid is not None:
+        infos = [info for info in infos if info.userid == userid]
     count = as_int(values, "count", 0) or 0
     if count:
         infos = infos[:count]

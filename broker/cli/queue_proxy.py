@@ -33,9 +33,7 @@ def cmd_queue(argv: list[str]) -> int:
     action = args[0]
     with _client() as client:
         if action in ("idle", "drain"):
-            from ..fsd import parse_fsd
-
-            timeout = parse_fsd(values["timeout"]) if values.get("timeout") else None
+            timeout = _timeout(values, None)
             try:
                 client.queue_idle(action, timeout=timeout)
             except _flux_error() as exc:
@@ -62,14 +60,23 @@ def cmd_queue(argv: list[str]) -> int:
     return 0
 
 
+def _timeout(values: dict[str, Any], default: float | None) -> float | None:
+    from ..fsd import parse_fsd
+
+    if not values.get("timeout"):
+        return default
+    try:
+        return parse_fsd(values["timeout"])
+    except ValueError as exc:
+        raise OptionError(f"--timeout: {exc}") from None
+
+
 def _queue_save(client: Any, args: list[str], values: dict[str, Any]) -> int:
     """`flux queue save ARCHIVE`: not in Flux (whose `flux dump` saves the content store); ours writes the queue
     archive that `minicluster up --restore` reads."""
-    from ..fsd import parse_fsd
-
     if len(args) != 1:
         raise OptionError("usage: flux queue save [--timeout=FSD] [--cluster=NAME] [--force] ARCHIVE")
-    timeout = parse_fsd(values["timeout"]) if values.get("timeout") else 600.0
+    timeout = _timeout(values, 600.0)
     try:
         path = os.path.abspath(args[0])
         saved = client.queue_save(path, values.get("cluster") or "", timeout, bool(values.get("force")))
@@ -81,12 +88,26 @@ def _queue_save(client: Any, args: list[str], values: dict[str, Any]) -> int:
 
 
 # ------------------------------------------------------------------------------------------ proxy
+def _check_reachable(uri: str) -> None:
+    """As flux-core's proxy, which connects first: a URI that names no instance is refused, not handed on."""
+    from .lean import connect
+
+    if not uri.startswith(("local://", "ipc://", "tcp://")):
+        raise CommandError(f"{uri}: unsupported URI scheme (expected local://, ipc:// or tcp://)")
+    try:
+        with connect(uri) as handle:
+            handle.rpc("broker.info", {}, 0, 10.0)
+    except _flux_error() as exc:
+        raise CommandError(f"cannot reach an instance at {uri}: {exc}") from None
+
+
 def cmd_proxy(argv: list[str]) -> int:
     if not argv:
         raise OptionError("usage: flux proxy JOBID|URI [COMMAND...]")
     target, command = argv[0], argv[1:] or [os.environ.get("SHELL", "/bin/sh")]
     if "://" in target:
         uri = target
+        _check_reachable(uri)
     else:
         jobid = _jobid(target)
         with _client() as client:

@@ -35,7 +35,7 @@ SUBMIT_OPTS = [
     Opt(("--output",), "output", help="copy stdout to FILE ({{id}} = job id)"),
     Opt(("--error",), "error", help="copy stderr to FILE"),
     Opt(("-q", "--queue"), "queue", help="queue name (recorded only)"),
-    Opt(("--flags",), "flags", help="waitable, debug... (accepted, ignored)"),
+    Opt(("--flags",), "flags", "multi", help="debug, waitable, novalidate (accepted; no effect here)"),
     Opt(("--cc",), "cc", help="submit copies for each id in IDSET ({cc} substituted)"),
     Opt(("--bcc",), "bcc", help="like --cc without substitution"),
     Opt(("--dry-run",), "dry_run", "flag", help="print the jobspec instead of submitting"),
@@ -130,10 +130,16 @@ def links_mpi(program: str) -> bool:
     return b"libmpi.so" in data
 
 
+SUBMIT_FLAGS = ("debug", "waitable", "novalidate")  # flux-core's; other words are refused as there
+
+
 def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_default: bool = False) -> dict[str, Any]:
     """The jobspec `flux submit` would build for these options."""
     if not command:
         raise OptionError("a command is required")
+    for flag in (f for item in values.get("flags", []) for f in item.split(",")):
+        if flag not in SUBMIT_FLAGS:
+            raise OptionError(f"--flags: unknown flag {flag!r} (expected {', '.join(SUBMIT_FLAGS)})")
     nodes = as_int(values, "nodes", None, 1)
     per_node = as_int(values, "tasks_per_node", None, 1)
     ntasks = as_int(values, "ntasks", None, 1)

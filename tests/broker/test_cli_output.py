@@ -125,6 +125,10 @@ def test_batch_output_file_grows_while_the_job_runs(env: dict[str, str], tmp_pat
         # refused whole before any row, even when there is no row to print the field in
         (["jobs", "-a", "-o", "{id} {nosuchfield}"], "--format: unknown field 'nosuchfield'"),
         (["jobs", "-a", "-o", "{id:>>>>}"], "--format: field 'id': Invalid format specifier"),
+        (["jobs", "-a", "-u", "nosuchuser"], "--user: no such user 'nosuchuser'"),
+        (["submit", "--flags=waitable,bogus", "true"], "--flags: unknown flag 'bogus'"),
+        (["queue", "drain", "--timeout=abc"], "--timeout: 'abc' is not a duration"),
+        (["queue", "save", "--timeout=-1", "x.tar"], "--timeout: '-1' is not a duration"),
     ],
 )
 def test_odd_numbers_and_names_are_usage_errors_not_tracebacks(
@@ -133,6 +137,30 @@ def test_odd_numbers_and_names_are_usage_errors_not_tracebacks(
     proc = run_flux(*args, env=env)
     assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_proxy_refuses_a_uri_that_names_no_instance(env: dict[str, str], tmp_path: Path) -> None:
+    """As flux-core's proxy, which connects first: the command is not run against nothing."""
+    marker = tmp_path / "ran"
+    for uri, why in [
+        ("nosuch://x", "unsupported URI scheme"),
+        (f"local://{tmp_path}/no/sock", "cannot reach an instance at"),
+    ]:
+        proc = run_flux("proxy", uri, "touch", str(marker), env=env)
+        assert proc.returncode == 1 and why in proc.stderr, proc.stderr
+    assert not marker.exists()
+    reached = run_flux("proxy", env["FLUX_URI"], "flux", "getattr", "size", env=env)
+    assert reached.returncode == 0 and reached.stdout.strip() == "1", reached.stderr
+
+
+def test_jobs_of_one_user_by_name_or_uid(env: dict[str, str]) -> None:
+    import pwd
+
+    jobid = run_flux("submit", "--flags=waitable", "true", env=env).stdout.strip()
+    me = pwd.getpwuid(os.getuid()).pw_name
+    for user in (me, str(os.getuid()), "all"):
+        assert jobid in run_flux("jobs", "-a", "-n", "-o", "{id}", "-u", user, env=env).stdout.split()
+    assert run_flux("jobs", "-a", "-n", "-o", "{id}", "-u", str(os.getuid() + 4242), env=env).stdout == ""
 
 
 def test_every_known_jobs_field_renders_for_a_real_job(env: dict[str, str]) -> None:
