@@ -44,8 +44,8 @@ _HEADERS = {
     "queue": "QUEUE",
     "success": "SUCCESS",
 }
-FIELDS = frozenset({*_HEADERS, "id.hex", "t_cleanup"})
-"""Every field `_field` knows, besides annotations.*; a format naming another is refused before anything prints."""
+FIELDS = frozenset({*(h for h in _HEADERS if not h.startswith("annotations.")), "id.hex", "t_cleanup"})
+"""Every field field_values gives, besides annotations.*; a format naming another is refused before it prints."""
 _STATE_ABBREV = {"NEW": "N", "DEPEND": "D", "PRIORITY": "P", "SCHED": "S", "RUN": "R", "CLEANUP": "C"}
 _RESULT_ABBREV = {"COMPLETED": "CD", "FAILED": "F", "CANCELED": "CA", "TIMEOUT": "TO"}
 
@@ -62,11 +62,12 @@ def _contextual_info(info: JobInfo) -> str:
     return info.nodelist
 
 
-def _field(info: JobInfo, name: str) -> Any:
+def field_values(info: JobInfo) -> dict[str, Any]:
+    """Every plain field of `info` by its Flux name (FIELDS names the same set; a test holds them equal)."""
     import pwd
 
     status = info.result if info.state == "INACTIVE" and info.result else info.state
-    values: dict[str, Any] = {
+    return {
         "id": info.f58,
         "id.f58": info.f58,
         "id.dec": info.id,
@@ -98,11 +99,15 @@ def _field(info: JobInfo, name: str) -> Any:
         "success": info.success,
         "queue": "",
     }
+
+
+def _field(info: JobInfo, name: str) -> Any:
     if name.startswith("annotations."):  # Flux's e.g. {annotations.sched.reason_pending}
         node: Any = info.annotations
         for key in name.split(".")[1:]:
             node = node.get(key, "") if isinstance(node, Mapping) else ""
         return node
+    values = field_values(info)
     if name not in values:
         raise OptionError(f"--format: unknown field {name!r}")
     return values[name]

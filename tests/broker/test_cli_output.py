@@ -164,13 +164,15 @@ def test_jobs_of_one_user_by_name_or_uid(env: dict[str, str]) -> None:
 
 
 def test_every_known_jobs_field_renders_for_a_real_job(env: dict[str, str]) -> None:
-    from broker.cli.jobs_format import FIELDS
+    from broker.cli.jobs_format import FIELDS, field_values
 
     jobid = run_flux("submit", "true", env=env).stdout.strip()
     run_flux("job", "wait", jobid, env=env)
     fmt = " ".join("{" + name + "}" for name in sorted(FIELDS))
     proc = run_flux("jobs", "-n", "-o", fmt, jobid, env=env)
     assert proc.returncode == 0 and jobid in proc.stdout, proc.stderr
+    with JobClient(env["FLUX_URI"]) as client:  # the names a format may use are exactly the fields there are
+        assert set(field_values(client.info(jobid))) == FIELDS
 
 
 def test_resource_list_counts_what_running_jobs_hold(env: dict[str, str]) -> None:
