@@ -195,6 +195,10 @@ class BrokerCore:
         """Run `callback` on rank 0 once the quorum has joined (immediately if it already has)."""
         self.tree.on_online(callback)
 
+    def on_client_gone(self, callback: Callable[[str], None]) -> None:
+        """Run `callback(client_id)` when a local client disconnects (its deferred requests can be dropped)."""
+        self.router.on_client_gone(callback)
+
     def on_close(self, callback: Callable[[], None]) -> None:
         """Run `callback` when the broker closes (modules stop their processes, flush their files)."""
         self._close_hooks.append(callback)

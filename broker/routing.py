@@ -26,6 +26,8 @@ from .protocol import (
 from .service import Request
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .broker_core import BrokerCore, EventCallback, ResponseCallback
 
 READS_FIRST = frozenset({"job-manager.info", "job-manager.list", "job-manager.stats", "attr.get"})
@@ -42,6 +44,7 @@ class Router:
         self._event_seq = 0
         self._subscribers: list[tuple[str, EventCallback]] = []
         self._client_subs: dict[bytes, set[str]] = {}
+        self._gone_hooks: list[Callable[[str], None]] = []
 
     def rpc(
         self,
@@ -70,6 +73,10 @@ class Router:
 
     def subscribe(self, prefix: str, callback: EventCallback) -> None:
         self._subscribers.append((prefix, callback))
+
+    def on_client_gone(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(client_id)` when a local client says it is going (see Request.client_id)."""
+        self._gone_hooks.append(callback)
 
     def client_subscribe(self, ident: bytes, topic: str) -> None:
         self._client_subs.setdefault(ident, set()).add(topic)
@@ -113,6 +120,8 @@ class Router:
                 self.route_request(msg)
             else:
                 self._client_subs.pop(ident, None)
+                for hook in self._gone_hooks:
+                    hook(ident.hex())
 
     def _send_client(self, ident: bytes, msg: Message) -> None:
         assert self._b.client_sock is not None

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import signal
 import sys
 from collections.abc import Callable
 
+from ..errors import FluxError
 from ..jobs.api import JobClient, JobInfo
 from ..jobs.jobid import ENCODINGS, TABLE_ENCODINGS, JobIdError, encode_jobid, parse_jobid, table_encoding_refusal
 from .jobcli_common import EXIT_USAGE, CommandError, _attach, _client, _exit_code, _flux_error, _jobid
@@ -44,32 +47,54 @@ def _job_attach(argv: list[str]) -> int:
 
 
 def _job_wait(argv: list[str]) -> int:
+    """flux-core's `flux job wait`: JOBID, or the next waitable job (printing its id), or --all waitable jobs;
+    2 when there is no waitable job to wait for, 1 when a job failed."""
     values, args = parse(argv, [Opt(("-a", "--all"), "all", "flag"), Opt(("-v", "--verbose"), "v", "flag")], True)
+    if len(args) > 1:
+        raise OptionError("usage: flux job wait [--all] [-v] [JOBID]")
+    if args and values.get("all"):
+        raise OptionError("jobid not supported with --all")
     with _client() as client:
-        if values.get("all") or not args:
-            ids = [info.id for info in client.jobs("active")]
-            if not ids and not values.get("all"):
-                raise CommandError("there are no active jobs to wait for")
-            failed = 0
-            for jobid in ids:
-                info = client.wait(jobid)
-                if not info.success:
-                    failed += 1
-                    print(f"flux-job: {info.f58}: {_failure_text(info)}", file=sys.stderr)
-                elif values.get("v"):
-                    print(f"{info.f58}: job completed successfully", file=sys.stderr)
-            return 1 if failed else 0
-        info = client.wait(_jobid(args[0]))
-        if not info.success:
-            print(f"flux-job: {info.f58}: {_failure_text(info)}", file=sys.stderr)
-            return 1
-        return 0
+        if args:
+            info = client.wait(_jobid(args[0]))
+            if not info.success:
+                print(f"flux-job: {_failure_text(info)}", file=sys.stderr)
+                return 1
+            return 0
+        if not values.get("all"):
+            try:
+                info = client.wait_any()
+            except FluxError as exc:
+                print(f"flux-job: {exc}", file=sys.stderr)
+                return 2 if exc.errno == errno.ECHILD else 1
+            print(info.f58)
+            if not info.success:
+                print(f"flux-job: {_failure_text(info)}", file=sys.stderr)
+                return 1
+            return 0
+        failed = False
+        while True:
+            try:
+                info = client.wait_any()
+            except FluxError as exc:
+                if exc.errno == errno.ECHILD:
+                    return 1 if failed else 0
+                raise
+            if not info.success:
+                failed = True
+                print(f"{info.f58}: {_failure_text(info)}", file=sys.stderr)
+            elif values.get("v"):
+                print(f"{info.f58}: job completed successfully", file=sys.stderr)
 
 
 def _failure_text(info: JobInfo) -> str:
+    """As flux-core's job-manager words a failed wait."""
     if info.exception_type:
-        return f"{info.exception_type} exception: {info.exception_note}"
-    return f"job exited with exit code {info.returncode}"
+        return f"Fatal exception type={info.exception_type} {info.exception_note}"
+    code = info.returncode or 0
+    if code > 128:
+        return f"task(s) {signal.strsignal(code - 128)}"
+    return f"task(s) exited with exit code {code}"
 
 
 def _job_status(argv: list[str]) -> int:
@@ -105,8 +130,6 @@ def _job_eventlog(argv: list[str]) -> int:
 
 
 def _job_kill(argv: list[str]) -> int:
-    import signal
-
     values, args = parse(argv, [Opt(("-s", "--signal"), "signal")], interleave=True)
     name = values.get("signal", "SIGTERM")
     spelled = name.upper() if name.upper().startswith("SIG") else "SIG" + name.upper()

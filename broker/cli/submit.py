@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from ..jobs import submit_flags
 from ..jobs.build import JobspecError, build_jobspec
 from .options import Opt, OptionError, as_int
 
@@ -35,7 +36,7 @@ SUBMIT_OPTS = [
     Opt(("--output",), "output", help="copy stdout to FILE ({{id}} = job id)"),
     Opt(("--error",), "error", help="copy stderr to FILE"),
     Opt(("-q", "--queue"), "queue", help="queue name (recorded only)"),
-    Opt(("--flags",), "flags", "multi", help="debug, waitable, novalidate (accepted; no effect here)"),
+    Opt(("--flags",), "flags", "multi", help="waitable (for flux job wait), debug, novalidate"),
     Opt(("--cc",), "cc", help="submit copies for each id in IDSET ({cc} substituted)"),
     Opt(("--bcc",), "bcc", help="like --cc without substitution"),
     Opt(("--dry-run",), "dry_run", "flag", help="print the jobspec instead of submitting"),
@@ -130,16 +131,21 @@ def links_mpi(program: str) -> bool:
     return b"libmpi.so" in data
 
 
-SUBMIT_FLAGS = ("debug", "waitable", "novalidate")  # flux-core's; other words are refused as there
+def submit_flag_bits(values: dict[str, Any]) -> int:
+    """--flags as flux-core's submit flag bits; other words are refused, as there."""
+    bits = 0
+    for flag in (f for item in values.get("flags", []) for f in item.split(",")):
+        if flag not in submit_flags.BY_NAME:
+            raise OptionError(f"--flags: unknown flag {flag!r} (expected {', '.join(submit_flags.BY_NAME)})")
+        bits |= submit_flags.BY_NAME[flag]
+    return bits
 
 
 def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_default: bool = False) -> dict[str, Any]:
     """The jobspec `flux submit` would build for these options."""
     if not command:
         raise OptionError("a command is required")
-    for flag in (f for item in values.get("flags", []) for f in item.split(",")):
-        if flag not in SUBMIT_FLAGS:
-            raise OptionError(f"--flags: unknown flag {flag!r} (expected {', '.join(SUBMIT_FLAGS)})")
+    submit_flag_bits(values)
     nodes = as_int(values, "nodes", None, 1)
     per_node = as_int(values, "tasks_per_node", None, 1)
     ntasks = as_int(values, "ntasks", None, 1)

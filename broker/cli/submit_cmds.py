@@ -15,7 +15,7 @@ from ..jobs.jobid import encode_f58
 from .jobcli_common import CommandError, _attach, _exit_code, _idset, _redirected
 from .lean import connect, wire_json
 from .options import Opt, OptionError, as_int, parse
-from .submit import SUBMIT_OPTS, build_from_options, substitute
+from .submit import SUBMIT_OPTS, build_from_options, submit_flag_bits, substitute
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,11 +27,13 @@ if TYPE_CHECKING:
 SUBMIT_WINDOW = 256  # submissions in flight: enough to keep the broker busy, few enough to bound both queues
 
 
-def _submit_many(handle: RpcHandle, jobspecs: list[dict[str, Any]], urgency: int) -> list[int]:
+def _submit_many(handle: RpcHandle, jobspecs: list[dict[str, Any]], values: dict[str, Any]) -> list[int]:
     """Pipeline the submissions, SUBMIT_WINDOW ahead of their answers; the ids come back in order."""
     userid = os.getuid()
+    urgency = as_int(values, "urgency", 16) or 0
+    flags = submit_flag_bits(values)
     if len(jobspecs) == 1:
-        payload = {"jobspec": jobspecs[0], "urgency": urgency, "userid": userid}
+        payload = {"jobspec": jobspecs[0], "urgency": urgency, "userid": userid, "flags": flags}
         return [int(handle.rpc("job-manager.submit", payload)["id"])]
     send, wait = handle.send_request, handle.wait  # type: ignore[attr-defined]
     send_encoded = getattr(handle, "send_encoded", None)
@@ -43,7 +45,7 @@ def _submit_many(handle: RpcHandle, jobspecs: list[dict[str, Any]], urgency: int
         if len(pending) - first >= SUBMIT_WINDOW:
             ids.append(int(wait(pending[first])["id"]))
             first += 1
-        payload = {"jobspec": spec, "urgency": urgency, "userid": userid}
+        payload = {"jobspec": spec, "urgency": urgency, "userid": userid, "flags": flags}
         if send_encoded is None:
             pending.append(send("job-manager.submit", payload))
             continue
@@ -84,9 +86,8 @@ def cmd_submit(argv: list[str]) -> int:
     if values.get("dry_run"):
         _print_jobspec(specs[0])
         return 0
-    urgency = as_int(values, "urgency", 16) or 0
     with connect() as handle:
-        ids = _submit_many(handle, specs, urgency)
+        ids = _submit_many(handle, specs, values)
         if not values.get("quiet"):
             sys.stdout.write("".join(encode_f58(j) + "\n" for j in ids))
             sys.stdout.flush()
@@ -104,7 +105,7 @@ def cmd_run(argv: list[str]) -> int:
         _print_jobspec(jobspec)
         return 0
     with connect() as handle:
-        (jobid,) = _submit_many(handle, [jobspec], as_int(values, "urgency", 16) or 0)
+        (jobid,) = _submit_many(handle, [jobspec], values)
         if values.get("verbose"):
             print(f"jobid: {encode_f58(jobid)}", file=sys.stderr)
         return _attach(handle, jobid, bool(values.get("label_io")), _redirected(values))
@@ -134,7 +135,7 @@ def cmd_bulksubmit(argv: list[str]) -> int:
             _print_jobspec(spec["tasks"][0]["command"])
         return 0
     with connect() as handle:
-        ids = _submit_many(handle, specs, as_int(values, "urgency", 16) or 0)
+        ids = _submit_many(handle, specs, values)
         if not values.get("quiet"):
             print("\n".join(encode_f58(j) for j in ids))
         if values.get("wait"):
@@ -189,7 +190,7 @@ def cmd_batch(argv: list[str]) -> int:
         _print_jobspec(jobspec)
         return 0
     with connect() as handle:
-        (jobid,) = _submit_many(handle, [jobspec], as_int(values, "urgency", 16) or 0)
+        (jobid,) = _submit_many(handle, [jobspec], values)
         print(encode_f58(jobid))
     return 0
 
@@ -203,5 +204,5 @@ def cmd_alloc(argv: list[str]) -> int:
         _print_jobspec(jobspec)
         return 0
     with connect() as handle:
-        (jobid,) = _submit_many(handle, [jobspec], as_int(values, "urgency", 16) or 0)
+        (jobid,) = _submit_many(handle, [jobspec], values)
         return _attach(handle, jobid, False)

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
+from broker.jobs import submit_flags
 from broker.jobs.build import build_jobspec
 from broker.jobs.jobid import encode_f58, parse_jobid
 from broker.jobs.states import ACTIVE, JobState, parse_states
@@ -211,10 +212,12 @@ class JobClient:
         shell_options: dict[str, Any] | None = None,
         system_attributes: dict[str, Any] | None = None,
         userid: int | None = None,
+        waitable: bool = False,
     ) -> int:
         """Submit a jobspec, or build one from simple arguments; returns the job id once it is on disk.
 
         `userid` records who asked (the REST API passes its authenticated user); default: this process's uid.
+        `waitable` keeps the job's end for one `wait_any` (flux-core's FLUX_JOB_WAITABLE).
         """
         if jobspec is None:
             if not command:
@@ -233,7 +236,10 @@ class JobClient:
                 system_attributes=system_attributes,
             )
         uid = os.getuid() if userid is None else userid
-        reply = self._rpc("job-manager.submit", {"jobspec": jobspec, "urgency": urgency, "userid": uid})
+        payload = {"jobspec": jobspec, "urgency": urgency, "userid": uid}
+        if waitable:
+            payload["flags"] = submit_flags.WAITABLE
+        reply = self._rpc("job-manager.submit", payload)
         return int(reply["id"])
 
     # ------------------------------------------------------------------ queries
@@ -275,6 +281,11 @@ class JobClient:
     def wait(self, jobid: int | str, timeout: float | None = None) -> JobInfo:
         """Block until the job is inactive; its final info (raises FluxError errno 110 on timeout)."""
         return JobInfo.from_dict(self._rpc("job-manager.wait", {"id": as_jobid(jobid)}, timeout=timeout))
+
+    def wait_any(self, timeout: float | None = None) -> JobInfo:
+        """The end of whichever waitable job ends first and is not yet waited for (kept until taken); raises
+        FluxError errno 10 (ECHILD) when no waitable job is left to wait for, as flux-core's FLUX_JOBID_ANY."""
+        return JobInfo.from_dict(self._rpc("job-manager.wait", {"id": submit_flags.JOBID_ANY}, timeout=timeout))
 
     def queue(self, action: str = "status", reason: str = "") -> dict[str, Any]:
         """status | start | stop | enable | disable | policy (reason = fcfs/easy)."""

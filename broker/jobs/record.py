@@ -41,6 +41,7 @@ class JobRecord:
     t_cleanup: float = 0.0
     t_inactive: float = 0.0
     requeues: int = 0
+    flags: int = 0  # flux-core's submit flags (jobs/submit_flags.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -112,6 +113,7 @@ def replay(events: Iterable[JobEvent]) -> dict[int, JobRecord]:
                 userid=int(context.get("userid", 0)),
                 urgency=int(context.get("urgency", 16)),
                 t_submit=event.timestamp,
+                flags=int(context.get("flags", 0)),
             )
             jobs[event.jobid].extra.update(context.get("extra", {}))
         record = jobs.get(event.jobid)

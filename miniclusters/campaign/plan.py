@@ -88,6 +88,7 @@ def member_submit(member: Member, ranks: int, nodes: int, profile_iterations: in
     return [
         "flux",
         "submit",
+        "--flags=waitable",  # the script's `flux job wait ID` needs it under flux-core
         "-N",
         str(min(nodes, ranks)),
         "-n",

@@ -159,7 +159,7 @@ def test_queue_control_urgency_and_wait_all(env: dict[str, str], client: JobClie
     assert client.info(held).state == "SCHED"  # urgency 0 = held
     client.set_urgency(held, 16)
     assert client.wait(held, timeout=20).success
-    failing = client.submit(command=["sh", "-c", "sleep 0.5; exit 1"])
+    failing = client.submit(command=["sh", "-c", "sleep 0.5; exit 1"], waitable=True)  # its end is kept
     waited = run_flux("job", "wait", "--all", env=env)
     assert waited.returncode == 1 and "exit code 1" in waited.stderr
     assert client.info(failing).result == "FAILED"

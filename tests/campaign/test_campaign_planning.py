@@ -61,6 +61,7 @@ def test_batch_script_submits_every_member_then_records_each_end(tmp_path: Path)
     assert lines[-1] == "exit 0"  # a failed member never fails (or stops) its ensemble
     argv = member_submit(ensemble.members[0], 2, 1, 300)
     assert argv[argv.index("-n") + 1] == "2" and "pmpi=300" in argv and "pmpi-boundary=MPI_Allreduce" in argv
+    assert "--flags=waitable" in argv  # its `flux job wait ID` is refused by flux-core otherwise
     assert argv[-4:] == ["rhoSimpleFoam", "-parallel", "-case", str(ensemble.members[0].directory)]
     assert shlex.split(submits[0].split("$(", 1)[1].split(")", 1)[0]) == argv
 

@@ -50,6 +50,7 @@ class JobManager:
         recover(self, saved.events, broker.attrs.get("job-manager.restart-policy") or "fail")
         broker.subscribe("membership.update", self.executions.on_membership)
         broker.on_online(self.queue.kick)
+        broker.on_client_gone(self.watches.client_gone)
         broker.on_close(self.table.close)
         broker.on_close(self.warmer.close)
         self.saver.started()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from elasticity.policy.queue import Waiting
 
+from ...jobs import submit_flags
 from ...jobs.jobid import encode_f58
 from ...jobs.jobspec import JobspecError, parse_jobspec
 from ...jobs.save_policy import save_policy
@@ -195,6 +196,9 @@ class JobQueue:
         urgency = req.get("urgency", int, required=False, default=16)
         if not 0 <= urgency <= 31:
             raise ServiceError(EINVAL, f"urgency: must be between 0 and 31 (got {urgency})")
+        flags = req.get("flags", int, required=False, default=0)
+        if flags < 0 or flags & ~submit_flags.KNOWN:
+            raise ServiceError(EINVAL, f"flags: unknown flag bits {flags:#x} (known: {submit_flags.KNOWN:#x})")
         try:
             spec = parse_jobspec(jobspec)
         except JobspecError as exc:
@@ -210,7 +214,8 @@ class JobQueue:
             raise ServiceError(ENOSPC, f"unsatisfiable request: {reason}")
         userid = req.get("userid", int, required=False, default=os.getuid())
         table = self._jm.table
-        record = table.create(jobspec, spec, userid, urgency, req.payload.get("flags", 0))
+        record = table.create(jobspec, spec, userid, urgency, flags)
+        self._jm.watches.submitted(record)
         table.post(record, "depend")
         table.post(record, "priority", {"priority": priority(urgency)})
         self.enqueue(record.jobid)

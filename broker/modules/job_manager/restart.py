@@ -22,6 +22,8 @@ def recover(jm: JobManager, events: list[JobEvent], restart_policy: str) -> None
     table.recover(events)
     for record in list(table.records()):
         jobid = record.jobid
+        if record.state != JobState.INACTIVE:
+            jm.watches.submitted(record)
         if record.state == JobState.DEPEND:
             table.post(record, "depend")
         if record.state == JobState.PRIORITY:

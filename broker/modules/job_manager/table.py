@@ -120,7 +120,9 @@ class JobTable:
         """A new job: a FLUID, its record, and its submit event in the next commit."""
         jobid = self._fluids.next(self._last_id)
         self._last_id = jobid
-        record = JobRecord(jobid=jobid, jobspec=jobspec, userid=userid, urgency=urgency, t_submit=time.time())
+        record = JobRecord(
+            jobid=jobid, jobspec=jobspec, userid=userid, urgency=urgency, t_submit=time.time(), flags=flags
+        )
         self._jobs[jobid] = record
         self._active_count += 1
         self._specs[jobid] = spec

@@ -1,13 +1,20 @@
 """Watches: deferred replies answered when a job reaches the point asked for (job wait, output and eventlog
-watches, annotation waits, queue-idle waits), so clients never poll."""
+watches, annotation waits, queue-idle waits), so clients never poll.
+
+`job-manager.wait` is flux-core's (job-manager/wait.c) for jobs submitted waitable: each one's end is kept (a
+zombie) until one waiter takes it, by its id or as "any" (FLUX_JOBID_ANY); "any" beyond the waitable jobs left
+is ECHILD, as wait(2). Beyond flux-core, a wait by id answers for any job, waitable or not.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...jobs import submit_flags
 from ...jobs.record import JobRecord
 from ...jobs.states import JobState
+from ...protocol import ECHILD
 from ...service import Request
 
 if TYPE_CHECKING:
@@ -28,6 +35,10 @@ class Watches:
         self._jm = jm
         self._b = broker
         self._waiters: dict[int, list[Request]] = {}
+        self._zombies: dict[int, None] = {}  # waitable jobs ended and not yet waited for, oldest first
+        self._any_waiters: list[Request] = []  # waits for whichever waitable job ends next
+        self._waitable_active = 0
+        self._waitable_waiters = 0  # waitable active jobs someone waits for by id: each spoken for
         self._output_watches: dict[int, list[Watch]] = {}
         self._eventlog_watches: dict[int, list[Watch]] = {}
         self._annotation_waits: dict[int, list[tuple[Request, str]]] = {}
@@ -35,12 +46,51 @@ class Watches:
 
     # ------------------------------------------------------------------ services
     def svc_wait(self, req: Request) -> None:
+        if req.get("id", int) == submit_flags.JOBID_ANY:
+            self._wait_any(req)
+            return None
         record = self._jm.table.record(req)
         if record.state == JobState.INACTIVE:
+            self._zombies.pop(record.jobid, None)
             req.respond(self._jm.queries.info(record))
-        else:
-            self._waiters.setdefault(record.jobid, []).append(req)
+            return None
+        waiters = self._waiters.setdefault(record.jobid, [])
+        waiters.append(req)
+        if record.flags & submit_flags.WAITABLE and len(waiters) == 1:
+            self._waitable_waiters += 1
+            self._refuse_any_beyond_waitables()
         return None
+
+    def _wait_any(self, req: Request) -> None:
+        if self._zombies:
+            jobid = next(iter(self._zombies))
+            del self._zombies[jobid]
+            req.respond(self._jm.queries.info(self._jm.table[jobid]))
+            return
+        self._any_waiters.append(req)
+        self._refuse_any_beyond_waitables()
+
+    def _refuse_any_beyond_waitables(self) -> None:
+        """More waiters than waitable jobs left: the newest "any" waiter can never be answered."""
+        if self._any_waiters and len(self._any_waiters) + self._waitable_waiters > self._waitable_active:
+            self._any_waiters.pop().error(ECHILD, "there are no more waitable jobs")
+
+    def submitted(self, record: JobRecord) -> None:
+        """A new (or restored) active job: a waitable one will be waited for."""
+        if record.flags & submit_flags.WAITABLE:
+            self._waitable_active += 1
+
+    def client_gone(self, client_id: str) -> None:
+        """A client went away: its waits for "any" job must not take a job's end with them."""
+        self._any_waiters = [r for r in self._any_waiters if r.client_id != client_id]
+        for jobid, waiters in list(self._waiters.items()):
+            kept = [r for r in waiters if r.client_id != client_id]
+            if kept:
+                self._waiters[jobid] = kept
+                continue
+            del self._waiters[jobid]
+            if self._jm.table[jobid].flags & submit_flags.WAITABLE:
+                self._waitable_waiters -= 1
 
     def svc_output(self, req: Request) -> None:
         record = self._jm.table.record(req)
@@ -86,6 +136,15 @@ class Watches:
             info = self._jm.queries.info(record)
             for req in waiters:
                 req.respond(info)
+        if not record.flags & submit_flags.WAITABLE:
+            return
+        self._waitable_active -= 1
+        if waiters:
+            self._waitable_waiters -= 1
+        elif self._any_waiters:
+            self._any_waiters.pop(0).respond(self._jm.queries.info(record))
+        else:
+            self._zombies[record.jobid] = None
 
     def annotations_ended(self, record: JobRecord) -> None:
         """The job is inactive: its annotations will not change any more."""
