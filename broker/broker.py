@@ -31,6 +31,7 @@ from .broker_core import (  # re-exported: modules and the CLI import them from 
 )
 from .builtin_services import BuiltinServices
 from .curve_cert import CurveCertError, load_zcert
+from .errors import InputError
 from .membership import UP
 from .overlay import Overlay, OverlayError
 from .protocol import (
@@ -123,7 +124,12 @@ class Broker(BrokerCore):
         BuiltinServices(self)
         self.bursts.register_services()
         for module in self.options.modules:
-            module(self)
+            try:
+                module(self)
+            except (OSError, InputError) as exc:  # a path it cannot use, a setting it refuses: one clear line
+                name = getattr(module, "__name__", "module").replace("_", "-")
+                detail = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else exc
+                raise BrokerError(f"{name}: {detail}") from None
         self.membership.set(self.rank, UP, resources=self.resources, uuid=self.uuid)
         self.loop.add_reader(self.client_sock, self.router.on_client)
         if self.overlay.child_sock is not None:

@@ -355,7 +355,9 @@ def uptime() -> None:
 
 
 @cli.command()
-@click.option("-c", "--count", type=int, default=None, help="Stop after this many pings (default: forever).")
+@click.option(
+    "-c", "--count", type=click.IntRange(min=1), default=None, help="Stop after this many pings (default: forever)."
+)
 @click.option("-i", "--interval", type=float, default=1.0, show_default=True, help="Seconds between pings.")
 @click.option("-p", "--pad", type=int, default=0, help="Bytes of padding.")
 @click.argument("target")
@@ -421,7 +423,7 @@ def event_pub(topic: str, payload: str) -> None:
 
 
 @event.command("sub")
-@click.option("-c", "--count", type=int, default=None, help="Exit after this many events.")
+@click.option("-c", "--count", type=click.IntRange(min=1), default=None, help="Exit after this many events.")
 @click.argument("topics", nargs=-1)
 def event_sub(count: int | None, topics: tuple[str, ...]) -> None:
     """Print events matching TOPICS (prefixes; all events if none)."""

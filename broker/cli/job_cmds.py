@@ -10,7 +10,15 @@ from collections.abc import Callable
 
 from ..errors import FluxError
 from ..jobs.api import JobClient, JobInfo
-from ..jobs.jobid import ENCODINGS, TABLE_ENCODINGS, JobIdError, encode_jobid, parse_jobid, table_encoding_refusal
+from ..jobs.jobid import (
+    ENCODINGS,
+    TABLE_ENCODINGS,
+    JobIdError,
+    encode_f58,
+    encode_jobid,
+    parse_jobid,
+    table_encoding_refusal,
+)
 from .jobcli_common import EXIT_USAGE, CommandError, _attach, _client, _exit_code, _flux_error, _jobid
 from .jobs_format import DEFAULT_FORMAT, format_rows
 from .options import Opt, OptionError, as_int, parse, usage
@@ -18,7 +26,7 @@ from .options import Opt, OptionError, as_int, parse, usage
 
 def cmd_job(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("Usage: flux job attach|wait|status|info|eventlog|cancel|kill|urgency|list|id [ARGS]")
+        print("Usage: flux job attach|wait|status|info|eventlog|cancel|kill|urgency|last|list|id [ARGS]")
         return 0 if argv else EXIT_USAGE
     sub, rest = argv[0], argv[1:]
     handlers: dict[str, Callable[[list[str]], int]] = {
@@ -31,10 +39,13 @@ def cmd_job(argv: list[str]) -> int:
         "kill": _job_kill,
         "urgency": _job_urgency,
         "list": _job_list,
+        "last": _job_last,
         "id": _job_id,
     }
     if sub not in handlers:
-        raise OptionError(f"flux job {sub}: not supported (try attach, wait, status, info, eventlog, cancel, kill, id)")
+        raise OptionError(
+            f"flux job {sub}: not supported (try attach, wait, status, info, eventlog, cancel, kill, urgency, last, id)"
+        )
     return handlers[sub](rest)
 
 
@@ -136,9 +147,31 @@ def _job_kill(argv: list[str]) -> int:
     signum = int(name) if name.isdigit() else int(getattr(signal, spelled, 0))
     if signum not in set(signal.Signals) or signum == 0:
         raise OptionError(f"--signal: {name!r} is not a signal (a name such as SIGUSR1 or TERM, or a number)")
+    if not args:
+        raise OptionError("usage: flux job kill [--signal=SIG] JOBID...")
     with _client() as client:
         for text in args:
             client.kill(_jobid(text), signum)
+    return 0
+
+
+def _job_last(argv: list[str]) -> int:
+    """flux-core's `flux job last [N|SLICE]`: your most recent job ids, newest first (default the last one)."""
+    if len(argv) > 1:
+        raise OptionError("usage: flux job last [N|SLICE]")
+    text = argv[0] if argv else "[:1]"
+    if "[" not in text:
+        if not text.lstrip("-").isdigit():
+            raise OptionError(f"N: expected a number of jobs or a [start:stop:step] slice, got {text[:40]!r}")
+        text = f"[:{int(text)}]"
+    with _client() as client:
+        try:
+            ids = client.last(text)
+        except FluxError as exc:
+            raise CommandError(str(exc)) from None
+    if not ids:
+        raise CommandError("job history is empty")
+    print("\n".join(encode_f58(j) for j in ids))
     return 0
 
 
@@ -206,6 +239,8 @@ def _still_active(client: JobClient, jobid: int) -> bool:
 
 def cmd_cancel(argv: list[str]) -> int:
     values, args = parse(argv, CANCEL_OPTS, interleave=True)
+    if args and values.get("all"):
+        raise OptionError("Do not specify a list of jobids with --all")
     error = _flux_error()
     with _client() as client:
         ids = [i.id for i in client.jobs("active")] if values.get("all") else [_jobid(a) for a in args]

@@ -47,6 +47,11 @@ def cmd_queue(argv: list[str]) -> int:
             return 0
         if action not in ("status", "start", "stop", "enable", "disable"):
             raise OptionError(f"flux queue {action}: not supported")
+        if len(args) > 1:
+            raise OptionError(
+                f"flux queue {action}: no queue named {args[1]!r}: this instance has one anonymous queue "
+                "(a reason goes in -m MESSAGE)"
+            )
         status = client.queue(action, values.get("message", ""))
     if action in ("status", "start", "stop") and not values.get("quiet"):
         enabled = "enabled" if status["enabled"] else f"disabled: {status['enable_reason']}"

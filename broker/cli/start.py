@@ -207,6 +207,14 @@ def main_start(argv: list[str]) -> int:
         if args.config_path:
             print("flux-start: --test-size generates its own bootstrap config; drop --config-path", file=sys.stderr)
             return 2
+        shared = sorted({name for name, _ in args.attrs} & {"rundir", "local-uri"})
+        if shared:
+            print(
+                f"flux-start: -S{shared[0]}: each --test-size broker has its own (they would share one); "
+                "drop it, or start one broker without --test-size",
+                file=sys.stderr,
+            )
+            return 2
         from ..testsize import run_test_instance
 
         return run_test_instance(args.test_size, args.command, args.attrs, args.test_hosts, args.verbose)

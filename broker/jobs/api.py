@@ -282,6 +282,11 @@ class JobClient:
         """Block until the job is inactive; its final info (raises FluxError errno 110 on timeout)."""
         return JobInfo.from_dict(self._rpc("job-manager.wait", {"id": as_jobid(jobid)}, timeout=timeout))
 
+    def last(self, slice_text: str = "[:1]", userid: int | None = None) -> list[int]:
+        """The user's job ids, newest first, cut by a Python slice such as `[:5]` (`flux job last`)."""
+        uid = os.getuid() if userid is None else userid
+        return [int(j) for j in self._rpc("job-manager.history.get", {"slice": slice_text, "userid": uid})["jobs"]]
+
     def wait_any(self, timeout: float | None = None) -> JobInfo:
         """The end of whichever waitable job ends first and is not yet waited for (kept until taken); raises
         FluxError errno 10 (ECHILD) when no waitable job is left to wait for, as flux-core's FLUX_JOBID_ANY."""

@@ -38,10 +38,17 @@ def decline_unused_imports() -> None:
         sys.meta_path.insert(0, _Unused())
 
 
+def _port(text: str) -> int:
+    """--port as FLUX_RESTFUL_PORT is read (settings.py): a port number, refused up front, not at bind."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="flux restful serve", description=__doc__)
     parser.add_argument("--host", help="address to listen on (default $FLUX_RESTFUL_HOST or 0.0.0.0)")
-    parser.add_argument("--port", type=int, help="port (default $FLUX_RESTFUL_PORT or 5000)")
+    parser.add_argument("--port", type=_port, help="port 1-65535 (default $FLUX_RESTFUL_PORT or 5000)")
     parser.add_argument("--state-dir", help="where the user database lives (default: $FLUX_URI's rundir/restful)")
     parser.add_argument("--uri", help="the instance (default $FLUX_URI)")
     parser.add_argument(

@@ -189,6 +189,21 @@ def test_bad_attribute_values(make_instance: MakeInstance, tmp_path: Path) -> No
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (["-Sstatedir=/proc/nosuch"], 1, "flux-broker: job-manager: /proc/nosuch: No such file or directory"),
+        (["--test-size=1", "-Sstatedir=/proc/nosuch"], 1, "job-manager: /proc/nosuch: No such file or directory"),
+        (["-Sjob-manager.restart-policy=bogus"], 1, "job-manager.restart-policy: expected fail or requeue, got 'bogus'"),
+        (["--test-size=2", "-Srundir=/tmp/shared"], 2, "-Srundir: each --test-size broker has its own"),
+    ],
+)
+def test_settings_a_module_cannot_use_are_one_line_not_a_traceback(args: list[str], code: int, said: str) -> None:
+    done = run_flux("start", *args, "true")
+    assert done.returncode == code and said in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_usage_errors() -> None:
     done = run_flux("start", "--frobnicate")
     assert done.returncode == 2 and "unknown option '--frobnicate'" in done.stderr

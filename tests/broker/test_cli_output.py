@@ -129,6 +129,13 @@ def test_batch_output_file_grows_while_the_job_runs(env: dict[str, str], tmp_pat
         (["submit", "--flags=waitable,bogus", "true"], "--flags: unknown flag 'bogus'"),
         (["queue", "drain", "--timeout=abc"], "--timeout: 'abc' is not a duration"),
         (["queue", "save", "--timeout=-1", "x.tar"], "--timeout: '-1' is not a duration"),
+        (["job", "kill"], "usage: flux job kill"),  # it did nothing and exited 0
+        (["cancel", "--all", "ƒ1"], "Do not specify a list of jobids with --all"),  # the ids were ignored
+        (["queue", "status", "extra"], "no queue named 'extra'"),  # the words were ignored
+        (["queue", "stop", "a", "reason"], "a reason goes in -m MESSAGE"),
+        (["job", "last", "abc"], "N: expected a number of jobs or a [start:stop:step] slice"),
+        (["ping", "-c", "-1", "0"], "Invalid value for '-c'"),  # one ping, exit 0
+        (["restful", "serve", "--port=99999"], "expected a port number 1-65535"),  # a traceback at bind
     ],
 )
 def test_odd_numbers_and_names_are_usage_errors_not_tracebacks(
@@ -137,6 +144,20 @@ def test_odd_numbers_and_names_are_usage_errors_not_tracebacks(
     proc = run_flux(*args, env=env)
     assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_job_last_prints_your_newest_jobs_as_flux_core_does(env: dict[str, str]) -> None:
+    ids = run_flux("submit", "--cc=1-3", "true", env=env).stdout.split()
+    newest = ids[::-1]
+    assert run_flux("job", "last", env=env).stdout.split() == newest[:1]
+    assert run_flux("job", "last", "2", env=env).stdout.split() == newest[:2]
+    assert run_flux("job", "last", "[1:3]", env=env).stdout.split() == newest[1:3]
+    every = run_flux("job", "last", "[:]", env=env).stdout.split()
+    assert every[:3] == newest and run_flux("job", "last", "[-1]", env=env).stdout.split() == every[-1:]
+    zero = run_flux("job", "last", "[::0]", env=env)
+    assert zero.returncode == 1 and "step cannot be zero" in zero.stderr
+    with JobClient(env["FLUX_URI"]) as client:
+        assert client.last("[:5]", userid=os.getuid() + 4242) == []
 
 
 def test_proxy_refuses_a_uri_that_names_no_instance(env: dict[str, str], tmp_path: Path) -> None:

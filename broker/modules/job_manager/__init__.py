@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...attributes import AttrError
 from ...jobs.store import JobStore
 from .. import queue_state
 from .executions import Executions
@@ -47,7 +48,7 @@ class JobManager:
         self.watches = Watches(self, broker)
         self.queries = Queries(self, broker)
         self.warmer = ViewWarmer(broker.loop, self.queries.render_ahead)
-        recover(self, saved.events, broker.attrs.get("job-manager.restart-policy") or "fail")
+        recover(self, saved.events, restart_policy(broker))
         broker.subscribe("membership.update", self.executions.on_membership)
         broker.on_online(self.queue.kick)
         broker.on_client_gone(self.watches.client_gone)
@@ -70,6 +71,7 @@ class JobManager:
             "annotate": self.queries.svc_annotate,
             "annotation-wait": self.watches.svc_annotation_wait,
             "stats": self.queries.svc_stats,
+            "history.get": self.queries.svc_history,
             "exec-output": self.executions.svc_exec_output,
             "exec-done": self.executions.svc_exec_done,
             "save": self.saver.svc_save,
@@ -84,6 +86,17 @@ class JobManager:
         self.queue.schedule_if_dirty()
         self.watches.check_idle()
         self.saver.check()
+
+
+RESTART_POLICIES = ("fail", "requeue")
+
+
+def restart_policy(broker: Broker) -> str:
+    """What a lead restart does to the jobs it was running (restart.py); a misspelling is refused at start."""
+    policy = broker.attrs.get("job-manager.restart-policy") or "fail"
+    if policy not in RESTART_POLICIES:
+        raise AttrError(f"attribute job-manager.restart-policy: expected fail or requeue, got {policy!r}")
+    return policy
 
 
 def job_manager(broker: Broker) -> None:

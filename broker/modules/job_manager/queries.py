@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ...bootstrap import compress_hosts
 from ...burst_service import pending_note
 from ...jobs.api import JobInfo
+from ...jobs.history_slice import SliceError, parse_slice
 from ...jobs.info import job_info, job_owner, owned_by
 from ...jobs.jobspec import JobspecError
 from ...jobs.record import JobRecord
@@ -160,6 +161,17 @@ class Queries:
             # listing views kept by kind, and jobs whose views wait to be rendered ahead (warmer.py)
             "views": {"kept": self._jm.table.views_kept(), "to_render": self._jm.warmer.pending},
         }
+
+    def svc_history(self, req: Request) -> dict[str, Any]:
+        """flux-core's job-manager.history.get: the user's job ids, newest first, sliced by `slice`."""
+        try:
+            wanted = parse_slice(req.get("slice", str, required=False, default="[:1]"))
+        except SliceError as exc:
+            raise ServiceError(EINVAL, str(exc)) from None
+        userid = req.get("userid", int)
+        ids = [r.jobid for r in self._jm.table.records() if r.userid == userid]
+        ids.sort(reverse=True)  # FLUIDs grow with submission time
+        return {"jobs": ids[wanted]}
 
     def svc_annotate(self, req: Request) -> dict[str, Any]:
         record = self._jm.table.record(req)
