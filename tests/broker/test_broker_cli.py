@@ -194,7 +194,7 @@ def test_bad_attribute_values(make_instance: MakeInstance, tmp_path: Path) -> No
     [
         (["-Sstatedir=/proc/nosuch"], 1, "flux-broker: job-manager: /proc/nosuch: No such file or directory"),
         (["--test-size=1", "-Sstatedir=/proc/nosuch"], 1, "job-manager: /proc/nosuch: No such file or directory"),
-        (["-Sjob-manager.restart-policy=bogus"], 1, "job-manager.restart-policy: expected fail or requeue, got 'bogus'"),
+        (["-Sjob-manager.restart-policy=bogus"], 1, "restart-policy: expected fail or requeue, got 'bogus'"),
         (["--test-size=2", "-Srundir=/tmp/shared"], 2, "-Srundir: each --test-size broker has its own"),
     ],
 )
