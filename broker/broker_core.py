@@ -195,8 +195,9 @@ class BrokerCore:
         """Run `callback` on rank 0 once the quorum has joined (immediately if it already has)."""
         self.tree.on_online(callback)
 
-    def on_client_gone(self, callback: Callable[[str], None]) -> None:
-        """Run `callback(client_id)` when a local client disconnects (its deferred requests can be dropped)."""
+    def on_client_gone(self, callback: Callable[[tuple[str, ...]], None]) -> None:
+        """Run `callback(route)` when a client here or below disconnects (its deferred requests can be dropped;
+        Request.origin is the same route)."""
         self.router.on_client_gone(callback)
 
     def on_close(self, callback: Callable[[], None]) -> None:

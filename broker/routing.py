@@ -44,7 +44,7 @@ class Router:
         self._event_seq = 0
         self._subscribers: list[tuple[str, EventCallback]] = []
         self._client_subs: dict[bytes, set[str]] = {}
-        self._gone_hooks: list[Callable[[str], None]] = []
+        self._gone_hooks: list[Callable[[tuple[str, ...]], None]] = []
 
     def rpc(
         self,
@@ -74,9 +74,18 @@ class Router:
     def subscribe(self, prefix: str, callback: EventCallback) -> None:
         self._subscribers.append((prefix, callback))
 
-    def on_client_gone(self, callback: Callable[[str], None]) -> None:
-        """Call `callback(client_id)` when a local client says it is going (see Request.client_id)."""
+    def on_client_gone(self, callback: Callable[[tuple[str, ...]], None]) -> None:
+        """Call `callback(route)` when a client goes away, here or on a broker below: `route` is the route its
+        requests arrive here with (Request.origin), so deferred answers to it can be dropped."""
         self._gone_hooks.append(callback)
+
+    def client_gone(self, route: list[str]) -> None:
+        """A client went away (its requests' route here): tell the hooks, and the parent, as flux-core's
+        brokers pass a disconnect up the tree to the services that may hold its requests."""
+        for hook in self._gone_hooks:
+            hook(tuple(route))
+        if self._b.rank > 0 and self._b.tree.joined and self._b.overlay is not None:
+            self._b.overlay.send_parent(Message(CONTROL, "client.disconnect", route=list(route), sender=self._b.rank))
 
     def client_subscribe(self, ident: bytes, topic: str) -> None:
         self._client_subs.setdefault(ident, set()).add(topic)
@@ -120,8 +129,7 @@ class Router:
                 self.route_request(msg)
             else:
                 self._client_subs.pop(ident, None)
-                for hook in self._gone_hooks:
-                    hook(ident.hex())
+                self.client_gone([f"c:{ident.hex()}"])
 
     def _send_client(self, ident: bytes, msg: Message) -> None:
         assert self._b.client_sock is not None

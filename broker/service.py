@@ -27,12 +27,13 @@ class ServiceError(BrokerBaseError):
 class Request:
     """One received request; respond exactly once (later is fine: keep the object)."""
 
-    __slots__ = ("_send", "msg", "responded")
+    __slots__ = ("_send", "msg", "origin", "responded")
 
     def __init__(self, msg: Message, send: Callable[[Message], None]) -> None:
         self.msg = msg
         self._send = send
         self.responded = False
+        self.origin = tuple(msg.route)  # who asked, by the route it came in on (Router.on_client_gone)
 
     @property
     def topic(self) -> str:

@@ -243,6 +243,8 @@ class TreeLink:
             ranks = msg.payload.get("ranks", {})
             update = {k: v for k, v in ranks.items() if k.isdigit() and int(k) in allowed}
             self._changed(self._b.membership.merge(update))
+        elif topic == "client.disconnect":  # a client below went away: its route as its requests have here
+            self._b.router.client_gone([*msg.route, f"r:{rank}"])
         elif topic == "overlay.goodbye":
             del self._links[rank]
             self._mark_subtree(rank, DOWN)

@@ -140,3 +140,31 @@ def test_a_waitable_job_keeps_its_wait_across_a_lead_restart(tmp_path: Path) -> 
         assert (waited.returncode, waited.stdout.strip()) == (0, encode_f58(jobid))
     finally:
         inst.cleanup()
+
+
+def test_a_waiter_on_another_broker_that_is_interrupted_takes_no_job_end(tmp_path: Path) -> None:
+    """Its disconnect goes up the tree to the lead, which holds the wait."""
+    inst = render_instance(tmp_path, 2)
+    try:
+        inst.start(0, "-Sresource.cores=0-1")
+        inst.start(1, "-Sresource.cores=0-1")
+        inst.wait_states({1: "up"}, timeout=20)
+        with JobClient(inst.uri(0)) as client:
+            jobid = client.submit(command=["sleep", "2"], waitable=True)
+            waiter = subprocess.Popen(
+                [FLUX, "job", "wait"],
+                env=dict(os.environ, FLUX_URI=inst.uri(1)),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
+            time.sleep(0.7)
+            waiter.send_signal(signal.SIGINT)
+            waiter.communicate(timeout=10)
+            assert waiter.returncode != 0
+            info = client.wait_any(timeout=20)
+            assert (info.id, info.success) == (jobid, True)
+    finally:
+        inst.cleanup()

@@ -80,11 +80,11 @@ class Watches:
         if record.flags & submit_flags.WAITABLE:
             self._waitable_active += 1
 
-    def client_gone(self, client_id: str) -> None:
-        """A client went away: its waits for "any" job must not take a job's end with them."""
-        self._any_waiters = [r for r in self._any_waiters if r.client_id != client_id]
+    def client_gone(self, origin: tuple[str, ...]) -> None:
+        """A client went away, here or on another broker: its waits must not take a job's end with them."""
+        self._any_waiters = [r for r in self._any_waiters if r.origin != origin]
         for jobid, waiters in list(self._waiters.items()):
-            kept = [r for r in waiters if r.client_id != client_id]
+            kept = [r for r in waiters if r.origin != origin]
             if kept:
                 self._waiters[jobid] = kept
                 continue
