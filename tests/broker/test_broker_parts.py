@@ -38,7 +38,14 @@ PARTS = {
     "burst_ranks.py": (BurstRanks, {"self._prefixes", "self._service"}),
     "routing.py": (
         Router,
-        {"self._matchtag", "self._pending", "self._event_seq", "self._subscribers", "self._client_subs"},
+        {
+            "self._matchtag",
+            "self._pending",
+            "self._event_seq",
+            "self._subscribers",
+            "self._client_subs",
+            "self._gone_hooks",
+        },
     ),
 }
 
