@@ -67,7 +67,7 @@ def _job_wait(argv: list[str]) -> int:
         raise OptionError("jobid not supported with --all")
     with _client() as client:
         if args:
-            info = client.wait(_jobid(args[0]))
+            info = client.wait(_jobid(args[0]), take=True)
             if not info.success:
                 print(f"flux-job: {_failure_text(info)}", file=sys.stderr)
                 return 1

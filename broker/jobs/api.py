@@ -278,9 +278,14 @@ class JobClient:
     def set_urgency(self, jobid: int | str, urgency: int) -> int:
         return int(self._rpc("job-manager.urgency", {"id": as_jobid(jobid), "urgency": urgency})["old_urgency"])
 
-    def wait(self, jobid: int | str, timeout: float | None = None) -> JobInfo:
-        """Block until the job is inactive; its final info (raises FluxError errno 110 on timeout)."""
-        return JobInfo.from_dict(self._rpc("job-manager.wait", {"id": as_jobid(jobid)}, timeout=timeout))
+    def wait(self, jobid: int | str, timeout: float | None = None, take: bool = False) -> JobInfo:
+        """Block until the job is inactive; its final info (raises FluxError errno 110 on timeout).
+
+        A waitable job's end stays for `wait_any` unless `take` (`flux job wait JOBID`, as flux-core's)."""
+        payload: dict[str, Any] = {"id": as_jobid(jobid)}
+        if not take:
+            payload["keep"] = True
+        return JobInfo.from_dict(self._rpc("job-manager.wait", payload, timeout=timeout))
 
     def last(self, slice_text: str = "[:1]", userid: int | None = None) -> list[int]:
         """The user's job ids, newest first, cut by a Python slice such as `[:5]` (`flux job last`)."""

@@ -77,13 +77,24 @@ def test_more_waiters_than_waitable_jobs_are_refused_not_left_hanging(client: Jo
     assert client.handle.wait(tag, timeout=20)["id"] == jobid  # type: ignore[attr-defined]
 
 
-def test_a_wait_by_id_takes_the_end_so_no_wait_for_any_gets_it(client: JobClient) -> None:
+def test_a_wait_by_id_takes_the_end_so_no_wait_for_any_gets_it(env: dict[str, str], client: JobClient) -> None:
     jobid = client.submit(command=["true"], waitable=True)
-    assert client.wait(jobid, timeout=20).success
+    assert run_flux("job", "wait", encode_f58(jobid), env=env).returncode == 0
     with pytest.raises(FluxError) as refused:
         client.wait_any(timeout=5)
     assert refused.value.errno == errno.ECHILD
     assert client.wait(jobid, timeout=5).id == jobid  # beyond flux-core: an ended job still answers by id
+
+
+def test_tools_that_only_watch_a_job_leave_its_end_for_flux_job_wait(env: dict[str, str], client: JobClient) -> None:
+    """`flux submit --wait`, `flux job status` and the job API's wait read the end; flux job wait still gets it,
+    as with flux-core, whose submit --wait watches the eventlog."""
+    jobid = run_flux("submit", "--flags=waitable", "--wait", "sh", "-c", "exit 4", env=env).stdout.strip()
+    assert run_flux("job", "status", jobid, env=env).returncode == 4
+    assert client.wait(jobid, timeout=5).returncode == 4
+    waited = run_flux("job", "wait", env=env)
+    assert (waited.returncode, waited.stdout.strip()) == (1, jobid)
+    assert waited.stderr == "flux-job: task(s) exited with exit code 4\n"
 
 
 def test_an_interrupted_waiter_takes_no_job_end_with_it(env: dict[str, str], client: JobClient) -> None:

@@ -3,7 +3,9 @@ watches, annotation waits, queue-idle waits), so clients never poll.
 
 `job-manager.wait` is flux-core's (job-manager/wait.c) for jobs submitted waitable: each one's end is kept (a
 zombie) until one waiter takes it, by its id or as "any" (FLUX_JOBID_ANY); "any" beyond the waitable jobs left
-is ECHILD, as wait(2). Beyond flux-core, a wait by id answers for any job, waitable or not.
+is ECHILD, as wait(2). Beyond flux-core, a wait by id answers for any job, waitable or not, and one sent
+with `keep` (`flux submit --wait`, `flux job status`, the job API's wait) leaves a waitable job's end for
+`flux job wait`, as flux-core's tools that watch the eventlog instead do.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class Watches:
     def __init__(self, jm: JobManager, broker: Broker) -> None:
         self._jm = jm
         self._b = broker
-        self._waiters: dict[int, list[Request]] = {}
+        self._waiters: dict[int, list[Request]] = {}  # by id; those without `keep` take a waitable job's end
         self._zombies: dict[int, None] = {}  # waitable jobs ended and not yet waited for, oldest first
         self._any_waiters: list[Request] = []  # waits for whichever waitable job ends next
         self._waitable_active = 0
@@ -50,16 +52,24 @@ class Watches:
             self._wait_any(req)
             return None
         record = self._jm.table.record(req)
+        keep = req.get("keep", bool, required=False, default=False)
         if record.state == JobState.INACTIVE:
-            self._zombies.pop(record.jobid, None)
+            if not keep:
+                self._zombies.pop(record.jobid, None)
             req.respond(self._jm.queries.info(record))
             return None
         waiters = self._waiters.setdefault(record.jobid, [])
+        spoken_for = self._takes(waiters)
         waiters.append(req)
-        if record.flags & submit_flags.WAITABLE and len(waiters) == 1:
+        if record.flags & submit_flags.WAITABLE and not spoken_for and self._takes(waiters):
             self._waitable_waiters += 1
             self._refuse_any_beyond_waitables()
         return None
+
+    @staticmethod
+    def _takes(waiters: list[Request]) -> bool:
+        """Whether one of these waits by id takes the job's end (was sent without `keep`)."""
+        return any(not r.payload.get("keep") for r in waiters)
 
     def _wait_any(self, req: Request) -> None:
         if self._zombies:
@@ -87,9 +97,9 @@ class Watches:
             kept = [r for r in waiters if r.origin != origin]
             if kept:
                 self._waiters[jobid] = kept
-                continue
-            del self._waiters[jobid]
-            if self._jm.table[jobid].flags & submit_flags.WAITABLE:
+            else:
+                del self._waiters[jobid]
+            if self._jm.table[jobid].flags & submit_flags.WAITABLE and self._takes(waiters) > self._takes(kept):
                 self._waitable_waiters -= 1
 
     def svc_output(self, req: Request) -> None:
@@ -139,7 +149,7 @@ class Watches:
         if not record.flags & submit_flags.WAITABLE:
             return
         self._waitable_active -= 1
-        if waiters:
+        if self._takes(waiters):
             self._waitable_waiters -= 1
         elif self._any_waiters:
             self._any_waiters.pop(0).respond(self._jm.queries.info(record))
