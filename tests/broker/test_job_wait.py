@@ -179,3 +179,25 @@ def test_a_waiter_on_another_broker_that_is_interrupted_takes_no_job_end(tmp_pat
             assert (info.id, info.success) == (jobid, True)
     finally:
         inst.cleanup()
+
+
+def test_a_wait_through_a_broker_that_is_lost_takes_no_job_end(tmp_path: Path) -> None:
+    """The broker dies with its client's wait still at the lead: the lead drops it when the rank is lost."""
+    inst = render_instance(tmp_path, 2)
+    try:
+        inst.start(0, "-Sresource.cores=0-1", heartbeat=("-Sheartbeat.interval=0.2", "-Sheartbeat.timeout=60"))
+        inst.start(1, "-Sresource.cores=0-1", heartbeat=("-Sheartbeat.interval=0.2", "-Sheartbeat.timeout=60"))
+        inst.wait_states({1: "up"}, timeout=20)
+        with JobClient(inst.uri(0)) as client:
+            jobid = client.submit(command=["sleep", "3"], waitable=True)
+            with JobClient(inst.uri(1)) as remote:
+                tag = remote.handle.send_request("job-manager.wait", {"id": JOBID_ANY})  # type: ignore[attr-defined]
+                time.sleep(0.5)  # queued at the lead
+                inst.kill(1)
+                inst.procs[1].wait(timeout=10)
+                wait_for(lambda: inst.states()[1] != "up", timeout=10)
+                time.sleep(0.5)  # the membership event that tells the job manager goes out within 50 ms
+            info = client.wait_any(timeout=20)
+            assert (info.id, info.success) == (jobid, True)
+    finally:
+        inst.cleanup()

@@ -50,6 +50,7 @@ class JobManager:
         self.warmer = ViewWarmer(broker.loop, self.queries.render_ahead)
         recover(self, saved.events, restart_policy(broker))
         broker.subscribe("membership.update", self.executions.on_membership)
+        broker.subscribe("membership.update", self.watches.on_membership)
         broker.on_online(self.queue.kick)
         broker.on_client_gone(self.watches.client_gone)
         broker.on_close(self.table.close)

@@ -10,13 +10,15 @@ with `keep` (`flux submit --wait`, `flux job status`, the job API's wait) leaves
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...jobs import submit_flags
 from ...jobs.record import JobRecord
 from ...jobs.states import JobState
-from ...protocol import ECHILD
+from ...membership import UP
+from ...protocol import ECHILD, EHOSTUNREACH, Message
 from ...service import Request
 
 if TYPE_CHECKING:
@@ -92,15 +94,34 @@ class Watches:
 
     def client_gone(self, origin: tuple[str, ...]) -> None:
         """A client went away, here or on another broker: its waits must not take a job's end with them."""
-        self._any_waiters = [r for r in self._any_waiters if r.origin != origin]
+        self._drop_waits(lambda req: req.origin == origin)  # nobody to answer
+
+    def on_membership(self, msg: Message) -> None:
+        """Ranks lost: waits that came through them are answered with an error (their clients are most likely
+        gone with the broker; one that is not, after a rejoin, is told instead of left waiting) and take no
+        job's end."""
+        lost = {f"r:{key}" for key, state in msg.payload.get("ranks", {}).items() if state != UP}
+        if not lost:
+            return
+        for req in self._drop_waits(lambda req: not lost.isdisjoint(req.origin)):
+            req.error(EHOSTUNREACH, "job-manager.wait: the broker this wait came through was lost")
+
+    def _drop_waits(self, dropped: Callable[[Request], bool]) -> list[Request]:
+        """Forget the waits `dropped` selects (keeping the counts of spoken-for jobs right); returns them."""
+        gone = [r for r in self._any_waiters if dropped(r)]
+        self._any_waiters = [r for r in self._any_waiters if not dropped(r)]
         for jobid, waiters in list(self._waiters.items()):
-            kept = [r for r in waiters if r.origin != origin]
+            kept = [r for r in waiters if not dropped(r)]
+            if len(kept) == len(waiters):
+                continue
+            gone += [r for r in waiters if dropped(r)]
             if kept:
                 self._waiters[jobid] = kept
             else:
                 del self._waiters[jobid]
             if self._jm.table[jobid].flags & submit_flags.WAITABLE and self._takes(waiters) > self._takes(kept):
                 self._waitable_waiters -= 1
+        return gone
 
     def svc_output(self, req: Request) -> None:
         record = self._jm.table.record(req)
