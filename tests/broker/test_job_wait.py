@@ -191,7 +191,7 @@ def test_a_wait_through_a_broker_that_is_lost_takes_no_job_end(tmp_path: Path) -
         with JobClient(inst.uri(0)) as client:
             jobid = client.submit(command=["sleep", "3"], waitable=True)
             with JobClient(inst.uri(1)) as remote:
-                tag = remote.handle.send_request("job-manager.wait", {"id": JOBID_ANY})  # type: ignore[attr-defined]
+                remote.handle.send_request("job-manager.wait", {"id": JOBID_ANY})  # type: ignore[attr-defined]
                 time.sleep(0.5)  # queued at the lead
                 inst.kill(1)
                 inst.procs[1].wait(timeout=10)
