@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 
+from ..errors import InputError
+
 _SLICE = re.compile(r"\[\s*(-?\d*)\s*(?::\s*(-?\d*)\s*)?(?::\s*(-?\d*)\s*)?\]")
 
 
-class SliceError(ValueError):
+class SliceError(InputError):
     """A SLICE that is not `[start:stop:step]`; the message quotes it."""
 
 
