@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
+from elasticity.control.multiplex_learning import ThroughputLearning
 from elasticity.control.multiplex_types import (
     TERMINAL,
     Action,
@@ -52,7 +53,7 @@ from elasticity.control.multiplex_types import (
     StartSimulation,
     Terminal,
 )
-from elasticity.model.throughput import Geometry, ThroughputModel, fit_beta
+from elasticity.model.throughput import Geometry, ThroughputModel
 from elasticity.policy.fairness import fairness_step, progress_ratio
 from elasticity.policy.multiplex_requests import (
     PodPlan,
@@ -84,8 +85,8 @@ class MultiplexPlanner:
     last_change_at: float = -math.inf
     resizes: int = 0
     restarts: int = 0
-    rates_by_n: dict[int, list[float]] = field(default_factory=dict)
-    model: ThroughputModel | None = None
+    learning: ThroughputLearning = field(default_factory=ThroughputLearning)
+    """Rates by N and the fitted throughput model (multiplex_learning.py)."""
     phase: Phase = "profile"
     deferrals: int = 0
     """Deferred answers in a row; after max_deferrals the pods' plans are capped as if Infeasible."""
@@ -95,8 +96,16 @@ class MultiplexPlanner:
     _last_requests: dict[int, int] = field(default_factory=dict)
     _asked: dict[int, int] = field(default_factory=dict)
     _noted: str | None = None
-    _fitted_levels: int = 0
-    """The highest N the current model was fitted with (a fit with a new N is logged)."""
+
+    @property
+    def rates_by_n(self) -> dict[int, list[float]]:
+        """The mean iteration rate seen with N simulations running (read-only here; `learning` keeps it)."""
+        return self.learning.rates_by_n
+
+    @property
+    def model(self) -> ThroughputModel | None:
+        """The fitted throughput model, None before the first fit."""
+        return self.learning.model
 
     # ------------------------------------------------------------------ events
     def _event(self, now: float, kind: str, **fields: Any) -> None:
@@ -390,9 +399,8 @@ class MultiplexPlanner:
         Alone means no other one pending either: one started beside it may not be seen running yet (started
         together, its job still starting) while it already shares the pods."""
         alone = self.active() == [rec]
-        if profile.iteration_rate and alone and 1 not in self.rates_by_n:
-            self.rates_by_n[1] = [profile.iteration_rate]
-            self._event(now, "reference-rate", sim=rec.sim, n=1, rate=round(profile.iteration_rate, 3))
+        if alone and self.learning.reference(profile.iteration_rate):
+            self._event(now, "reference-rate", sim=rec.sim, n=1, rate=round(profile.iteration_rate or 0.0, 3))
 
     def _profiled_demand(self, sim: str, profile: Profile) -> SimulationDemand:
         cfg = self.config
@@ -415,45 +423,18 @@ class MultiplexPlanner:
         rates = [r for rec in self.sims.values() if rec.state == "running" and rec.profiled
                  for r in [self.rate(rec, self.last_change_at + self.config.settle_time)] if r]  # fmt: skip
         if len(rates) == n:
-            self.rates_by_n[n] = [sum(rates) / n]
-            self._refit(now)
-
-    def _refit(self, now: float) -> None:
-        """beta from the rates at each N seen so far (N = 1 is needed as the reference)."""
-        if 1 not in self.rates_by_n or len(self.rates_by_n) < 2:
-            return
-        top = max(self.rates_by_n)
-        if any(n not in self.rates_by_n for n in range(1, top + 1)):
-            return
-        makespans = [1.0 / self.rates_by_n[n][0] for n in range(1, top + 1)]
-        model = fit_beta(makespans, self._geometry(), self._cpu_demand())
-        knee = self._knee(model)
-        if self.model is None or top != self._fitted_levels or knee != self._knee(self.model):
-            # news: a first fit, a new load level, or a fit that moves the knee (what packing decides by); the
-            # rates wobble by more than a few percent from step to step, and every event is also a Kubernetes
-            # Event under the operator, so a refit that decides nothing the same is kept without a word
-            self._event(
-                now, "refit", beta=round(model.beta, 4), beta_stderr=round(model.beta_stderr, 4), n=top,
-                demand=round(model.demand, 4), knee=knee,
-            )  # fmt: skip
-        self.model, self._fitted_levels = model, top
+            self.learning.file(n, rates)
+            refit = self.learning.refit(self._geometry(), self._cpu_demand(), self._knee)
+            if refit is not None:
+                self._event(now, "refit", **refit)
 
     def _knee(self, model: ThroughputModel) -> int:
         """The most simulations this model lets run at once (at most max_simulations)."""
         return model.knee(self.config.efficiency_threshold, self.config.max_simulations)
 
     def current_model(self) -> ThroughputModel | None:
-        """The fitted model; before a fit, `prior_beta`; without one, beta = 0 with the profiles' CPU demand.
-
-        That last is the processor-sharing stretch alone, a bound no co-location beats (beta >= 0 only adds to
-        it): it keeps the knee when no N=1 rate was seen (simulations profiled together) instead of packing on
-        headroom alone. None while nothing is profiled."""
-        if self.model is not None:
-            return self.model
-        if self.config.prior_beta is not None:
-            return ThroughputModel(self.config.prior_beta, 0.0, 1.0, self._geometry(), self._cpu_demand())
-        demand = self._cpu_demand()
-        return ThroughputModel(0.0, 0.0, 1.0, self._geometry(), demand) if demand > 0 else None
+        """The model packing decides by (ThroughputLearning.current): fitted, else the prior, else beta = 0."""
+        return self.learning.current(self.config.prior_beta, self._geometry(), self._cpu_demand())
 
     def _geometry(self) -> Geometry:
         return Geometry(self.config.ranks, self.config.nodes, self.config.cores_per_node)
