@@ -169,11 +169,10 @@ def run(
     }
     mirror = _lead_copy(backend, mc.name)
     lead_uri = getattr(backend, "lead_uri", None)  # the local backend's lead socket on this machine
-    flux, jobs_of = (local_flux(), None) if lead_uri is not None else (["flux"], exec_jobs(backend, mc.name, ["flux"]))
+    uri = lead_uri(mc.name) if lead_uri is not None else None  # None: not our broker's (the flux flavour)
+    flux, jobs_of = (local_flux(), None) if uri is not None else (["flux"], exec_jobs(backend, mc.name, ["flux"]))
     with _Tee(events, mirror) as stream, EventLog(stream, "campaign", time.monotonic) as log:
-        runner = CampaignRunner(
-            backend, mc.name, plan, loops, log, flux, lead_uri(mc.name) if lead_uri else "", say=say, jobs_of=jobs_of
-        )
+        runner = CampaignRunner(backend, mc.name, plan, loops, log, flux, uri or "", say=say, jobs_of=jobs_of)
         runner.script_env = script_env()
         last = [0.0]
 

@@ -38,11 +38,15 @@ def _queue_state(backend: Backend, name: str) -> dict[str, Any] | None:
     from broker.errors import FluxError
 
     lead_uri = getattr(backend, "lead_uri", None)
-    if lead_uri is not None:
+    try:
+        uri = lead_uri(name) if lead_uri is not None else None
+    except BackendError:
+        return None
+    if uri is not None:
         try:
-            with Handle(lead_uri(name)) as handle:
+            with Handle(uri) as handle:
                 return handle.rpc("job-manager.queue-state", {}, nodeid=0, timeout=5.0)
-        except (FluxError, OSError, BackendError):
+        except (FluxError, OSError):
             return None
     try:
         answer = backend.exec(name, 0, ["flux", "resource", "demand"], timeout=QUERY_TIMEOUT)

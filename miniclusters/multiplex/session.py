@@ -124,7 +124,7 @@ def open_session(
         identity, driver, note = _local_extras(backend, name)
         lead_uri = getattr(backend, "lead_uri", None)
         if lead_uri is not None:
-            simulations.lead_uri = lead_uri(name)
+            simulations.lead_uri = lead_uri(name)  # None under flux-core: its jobs are read through the pod
         if driver is not None:
             shares = LocalJobShares(driver, name, simulations.pids_of, leaf_m=max(1, config.pod_overhead_m))
     if in_containers:

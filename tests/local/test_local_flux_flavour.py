@@ -55,6 +55,10 @@ def test_ready_when_every_rank_is_up_under_both_socket_layouts(
     assert (rundir / SOCKET[flavour]).is_socket()
     assert not (rundir / SOCKET["builtin" if flavour == "flux" else "flux"]).exists()
     assert ("libflux-core" in _broker_version(mc, name)) == (flavour == "flux")  # really flux-core, or really ours
+    # Only our broker's socket is offered to our client: flux-core's never answered it, and `minicluster status`
+    # waited out a 5 s RPC on every look (its drain report), or each controller observation its 30 s.
+    uri = backend.lead_uri(name)
+    assert uri == (None if flavour == "flux" else f"local://{rundir / 'local'}")
 
     # The Kubernetes backend's readiness probe (run in the lead pod there) finds the socket of either layout.
     flux = str(flux_core.flux) if flavour == "flux" else str(Path(backend.store.load(name).broker_dir) / "bin/flux")

@@ -153,7 +153,7 @@ class LocalBackend:
         return self._bursts.lead_context(name)
 
     # ------------------------------------------------------------------ reaching a pod
-    def lead_uri(self, name: str) -> str:
+    def lead_uri(self, name: str) -> str | None:
         return self._ctx.lead_uri(name)
 
     def rest_endpoint(self, mc: MiniCluster, status: ClusterStatus) -> RestEndpoint:

@@ -157,10 +157,14 @@ class LocalContext:
             raise BackendError(f"running {argv[0]!r} in pod {pod.hostname}: {exc}") from None
         return ExecResult(done.returncode, done.stdout, done.stderr)
 
-    def lead_uri(self, name: str) -> str:
+    def lead_uri(self, name: str) -> str | None:
         """FLUX_URI of the lead broker, reachable from this machine without entering the pod (controllers poll it
-        without charging the pod's CPU for a `flux` process per look)."""
+        without charging the pod's CPU for a `flux` process per look); None when the lead runs flux-core (the
+        `flux` flavour), whose socket does not speak our client's protocol: callers ask through the pod instead
+        (each such RPC waited out its whole timeout, 5 s per `minicluster status`)."""
         record, _ = self.load(name)
+        if record.flavour != "builtin":
+            return None
         return f"local://{self.broker_socket(record, 0)}"
 
     def broker_socket(self, record: ClusterRecord, index: int) -> Path:

@@ -232,13 +232,37 @@ def run_in_pod(
         command = ["sh", "-c", JOIN_CGROUP, str(cgroup_procs), *command]
     if cpuset_procs is not None and cpuset_procs != cgroup_procs and cpuset_procs.exists():
         command = ["sh", "-c", JOIN_CGROUP, str(cpuset_procs), *command]
-    return subprocess.run(
+    return run_bounded(command, environment, cwd, timeout)
+
+
+def run_bounded(
+    command: list[str], environment: dict[str, str], cwd: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run to completion in a session of its own; past `timeout` the whole session is killed and TimeoutExpired
+    raised. subprocess.run kills only the first process: what it started (a shell's children, `flux`'s
+    subcommand helpers) went on running in the pod after the command had been given up on."""
+    proc = subprocess.Popen(
         command,
         env=environment,
         cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
         stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:  # something left the session and kept the pipes: stop reading them
+            proc.kill()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+            proc.wait()
+        raise subprocess.TimeoutExpired(command, timeout) from None
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
