@@ -25,8 +25,10 @@ FLUX = str(Path(sys.executable).with_name("flux"))
 FAST = ["-Sheartbeat.interval=0.1", "-Sheartbeat.timeout=1"]
 
 
-def kill_orphans(uri: str) -> None:
-    """Tasks of a SIGKILLed broker outlive it here (on a real node they die with the pod): end those of `uri`."""
+def kill_orphans(uri: str, below: bool = False) -> None:
+    """Tasks of a SIGKILLed broker outlive it here (on a real node they die with the pod): end those of `uri`,
+    or with `below` those of every instance whose URI starts with it (sub-instances' rundirs lie inside)."""
+    wanted = f"FLUX_URI={uri}".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -34,7 +36,7 @@ def kill_orphans(uri: str) -> None:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if f"FLUX_URI={uri}".encode() in environ:
+        if any(v == wanted or (below and v.startswith(wanted)) for v in environ):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(entry.name), signal.SIGKILL)
 
@@ -162,6 +164,9 @@ class Instance:
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
+        # what the brokers' jobs started, sub-instances included: a failed test left a nested batch running,
+        # which skewed the duty cycles the next test measured
+        kill_orphans(f"local://{self.root}/", below=True)
 
 
 def render_instance(

@@ -151,11 +151,15 @@ def test_nested_batch_two_levels_and_proxy(env: dict[str, str], cluster: Instanc
     submitted = run_flux("batch", "-N2", f"--output={out}", str(outer), env=env)
     assert submitted.returncode == 0, submitted.stderr
     jobid = submitted.stdout.strip()
-    proxied = run_flux("proxy", jobid, "flux", "getattr", "size", env=env, timeout=60)
-    assert proxied.returncode == 0 and proxied.stdout.strip() == "2", proxied.stderr
-    resources = run_flux("proxy", jobid, "flux", "resource", "list", env=env)
-    assert resources.returncode == 0 and resources.stdout.split("\n")[1].split()[:3] == ["free", "2", "4"]
-    gate.touch()
+    try:
+        proxied = run_flux("proxy", jobid, "flux", "getattr", "size", env=env, timeout=60)
+        assert proxied.returncode == 0 and proxied.stdout.strip() == "2", proxied.stderr
+        # the outer script is at its gate once the inner job's output is in its own: nothing is allocated then
+        assert wait_for(lambda: out.exists() and "inner level=" in out.read_text(), timeout=60)
+        resources = run_flux("proxy", jobid, "flux", "resource", "list", env=env)
+        assert resources.returncode == 0 and resources.stdout.split("\n")[1].split()[:3] == ["free", "2", "4"]
+    finally:
+        gate.touch()  # the outer job ends whatever failed: no sub-instance is left running past the test
     with JobClient(cluster.uri(0)) as client:
         info = client.wait(jobid, timeout=60)
         log = client.output_text(jobid, "stderr")
