@@ -31,7 +31,8 @@ IMAGES_CACHE ?= $(FLUX_CORE_CACHE)/images
 MYPY_CACHE ?= $(FLUX_CORE_CACHE)/mypy
 IMAGES_PACKAGES := podman buildah runc catatonit debootstrap
 
-.PHONY: all setup system-deps venv pmpi demo test lint format docs crds clean flux-core flux-core-deps images images-deps
+.PHONY: all setup system-deps venv pmpi demo test lint format docs crds clean flux-core flux-core-deps images images-deps \
+  kube kube-deps kube-up kube-down
 
 all: test
 
@@ -80,6 +81,33 @@ images: images-deps
 	MINICLUSTERS_IMAGES_CACHE="$(IMAGES_CACHE)" FLUX_CORE_TARBALL="$(FLUX_CORE_TARBALL)" \
 	  flock "$(IMAGES_CACHE)/.lock" sh images/build.sh && \
 	echo "images: ready in $$(( $$(date +%s) - start ))s"
+
+# Real Kubernetes (docs/kubernetes.md): built once from its Go modules into a cache outside the checkout, by
+# kube/build.sh through a go.mod of ours (kube/gomod.py generates its replaces from the release's own go.mod).
+# KUBE_VERSION: the newest release whose kubelet runs here (cgroup v1, Debian's containerd 1.6); the Python side
+# names the same (miniclusters/localkube/layout.py, held equal by a test).
+KUBE_VERSION := v1.37.2
+KUBE_CACHE ?= $(FLUX_CORE_CACHE)/kube
+KUBE_STAMP := $(KUBE_CACHE)/$(KUBE_VERSION)/.miniclusters-installed
+KUBE_PACKAGES := containerd runc containernetworking-plugins etcd-server iptables conntrack
+
+kube-deps:
+	@$(MAKE) --no-print-directory system-deps SYSTEM_PACKAGES="$(KUBE_PACKAGES)"
+	@command -v go >/dev/null || { echo "make kube: Go (1.26 or newer) is not installed" >&2; exit 1; }
+
+# The stamp is written only after every binary built; flock: two checkouts sharing the cache build it once.
+kube: kube-deps
+	@if [ -f "$(KUBE_STAMP)" ]; then echo "kubernetes $(KUBE_VERSION): present in $(KUBE_CACHE)/$(KUBE_VERSION)"; \
+	else mkdir -p "$(KUBE_CACHE)" && flock "$(KUBE_CACHE)/.lock" sh -c '\
+	  if [ -f "$(KUBE_STAMP)" ]; then exit 0; fi; start=$$(date +%s); \
+	  KUBE_VERSION=$(KUBE_VERSION) KUBE_CACHE="$(KUBE_CACHE)" sh kube/build.sh && touch "$(KUBE_STAMP)" && \
+	  echo "kubernetes $(KUBE_VERSION): built in $$(( $$(date +%s) - start ))s"'; fi
+
+kube-up: setup kube images
+	$(BIN)/minicluster kube up
+
+kube-down: venv
+	$(BIN)/minicluster kube down
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

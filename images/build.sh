@@ -5,7 +5,8 @@
 # Environment:
 #   ENGINE          podman, buildah or docker (default: the first one installed, in that order)
 #   MINICLUSTERS_BASE  the FROM of every image (default debian:12: pulled, else made by images/base.sh)
-#   IMAGES          which to build (default: "broker openmpi-openfoam flux-view")
+#   IMAGES          which to build (default: "broker openmpi-openfoam flux-view pause"; pause is the Kubernetes
+#                   pod sandbox image `minicluster kube up` imports, always named registry.k8s.io/pause:3.10)
 #   FORCE=1         rebuild even when an image of the same content exists
 #   DRY_RUN=1       only say which images are up to date and which would be built
 #   FLUX_CORE_TARBALL  flux-core's release tarball for flux-view (default ../shared/peers/flux-core-0.88.0.tar.gz)
@@ -66,7 +67,8 @@ content_hash() {  # content_hash PATH...: one hash of every file's path and byte
   find "$@" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16
 }
 
-for dir in ${IMAGES:-broker openmpi-openfoam flux-view}; do
+for dir in ${IMAGES:-broker openmpi-openfoam flux-view pause}; do
+  image=""
   case "$dir" in
     broker) name=miniclusters-broker; inputs="images/broker $package" ;;
     openmpi-openfoam)
@@ -80,9 +82,10 @@ for dir in ${IMAGES:-broker openmpi-openfoam flux-view}; do
       elif [ ! -f "$staged" ]; then
         echo "build.sh: flux-core tarball not found: $flux_tarball (set FLUX_CORE_TARBALL)" >&2; exit 1
       fi ;;
-    *) echo "build.sh: unknown image $dir (broker, openmpi-openfoam, flux-view)" >&2; exit 2 ;;
+    pause) name=pause; inputs="images/pause"; image=registry.k8s.io/pause:3.10 ;;
+    *) echo "build.sh: unknown image $dir (broker, openmpi-openfoam, flux-view, pause)" >&2; exit 2 ;;
   esac
-  image="$registry/$name:$tag"
+  [ -n "$image" ] || image="$registry/$name:$tag"
   hash=$( (echo "$base $base_id"; content_hash $inputs) | sha256sum | cut -c1-16)
   if [ -z "${FORCE:-}" ] && [ "$(inspect "$image" label)" = "$hash" ]; then
     echo "$image: up to date ($hash)"

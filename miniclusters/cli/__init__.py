@@ -27,6 +27,7 @@ VERBS: dict[str, str] = {
     **{name: f"{_CLI}.rest_commands:{name}" for name in ("jobs", "submit", "cancel")},
     "users": f"{_CLI}.users_commands:users",
     "campaign": f"{_CLI}.campaign_commands:campaign",
+    "kube": f"{_CLI}.kube_commands:kube",
 }
 """Every verb of `minicluster`, by the module that defines it."""
 

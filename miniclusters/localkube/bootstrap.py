@@ -1,0 +1,53 @@
+"""Objects a fresh cluster needs before users do: what kubeadm's add-ons would create, cut to ours.
+
+CoreDNS runs beside the control plane as the user `system:coredns` (its certificate's CN) and may only read
+what it serves: Services, EndpointSlices, Pods and Namespaces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from miniclusters.localkube.layout import Layout
+
+FIELD_MANAGER = "miniclusters-kube"
+
+
+def coredns_rbac() -> list[dict[str, Any]]:
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "miniclusters:coredns", "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["endpoints", "services", "pods", "namespaces"],
+                "verbs": ["list", "watch"],
+            },
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "miniclusters:coredns", "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "miniclusters:coredns"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:coredns"}],
+    }
+    return [role, binding]
+
+
+def apply(layout: Layout, objects: list[dict[str, Any]]) -> None:
+    """Server-side apply as the administrator (kubernetes' dynamic client)."""
+    from kubernetes import config, dynamic
+
+    api_client = config.new_client_from_config(config_file=str(layout.kubeconfig))
+    try:
+        client = dynamic.DynamicClient(api_client)
+        for body in objects:
+            resource = client.resources.get(api_version=body["apiVersion"], kind=body["kind"])
+            resource.server_side_apply(
+                body=body, name=body["metadata"]["name"], field_manager=FIELD_MANAGER, force_conflicts=True
+            )
+    finally:
+        api_client.close()
