@@ -15,6 +15,8 @@ from miniclusters.api.spec_base import SpecModel
 
 CASES: tuple[str, ...] = ("naca0012",)
 PARAMETERS: tuple[str, ...] = ("angleOfAttack", "mach")
+CAMPAIGN_BASE = "base"
+"""The work directory's folder of the meshed base case, beside one folder per ensemble: not an ensemble's name."""
 
 
 class EnsembleSpec(SpecModel):

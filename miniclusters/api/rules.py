@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from broker.curve_cert import CurveCertError, parse_zcert
 from broker.fsd import parse_fsd
 from miniclusters.api.burst_plugins import installed_burst_plugins
+from miniclusters.api.campaign import CAMPAIGN_BASE
 from miniclusters.api.errors import Problem, join_path
 from miniclusters.api.hosts import registry_for
 from miniclusters.api.names import (
@@ -23,6 +24,7 @@ from miniclusters.api.names import (
     label_value_error,
 )
 from miniclusters.api.quantity import parse_quantity
+from miniclusters.api.workdirs import workdir_problem
 
 if TYPE_CHECKING:
     from miniclusters.api.spec import BurstedCluster, Container, MiniCluster, ResourceRequirements
@@ -264,8 +266,8 @@ def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.multiplexing.command", "required when multiplexing is enabled (the simulation to run)")
     if mux.boundary and not re.match(r"^MPI_[A-Z][a-z_]+$", mux.boundary):
         yield Problem("spec.multiplexing.boundary", f"{mux.boundary!r} is not an MPI call name (e.g. MPI_Allreduce)")
-    if mux.workdir and not mux.workdir.startswith("/"):
-        yield Problem("spec.multiplexing.workdir", f"{mux.workdir!r} must be an absolute path")
+    if mux.workdir and (problem := workdir_problem(mux.workdir)):
+        yield Problem("spec.multiplexing.workdir", problem)
     if mux.total and mux.total < mux.max:
         yield Problem("spec.multiplexing.total", f"{mux.total} is below max ({mux.max}); use 0 for 'as many as max'")
     if mux.profile_together > mux.max:
@@ -297,6 +299,8 @@ def _campaign(mc: MiniCluster) -> Iterator[Problem]:
         error = dns1123_label_error(ensemble.name)
         if error:
             yield Problem(f"{path}.name", error)
+        elif ensemble.name == CAMPAIGN_BASE:
+            yield Problem(f"{path}.name", f"{CAMPAIGN_BASE!r} names the campaign's base case directory; choose another")
         elif ensemble.name in seen:
             yield Problem(f"{path}.name", f"{ensemble.name!r} names another ensemble too; names must be unique")
         seen.add(ensemble.name)
@@ -322,8 +326,8 @@ def _campaign(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.campaign.weights", "weights apply to the concentric decomposition only")
     if any(w <= 0 for w in campaign.weights):
         yield Problem("spec.campaign.weights", "weights must be positive")
-    if campaign.workdir and not campaign.workdir.startswith("/"):
-        yield Problem("spec.campaign.workdir", f"{campaign.workdir!r} must be an absolute path")
+    if campaign.workdir and (problem := workdir_problem(campaign.workdir)):
+        yield Problem("spec.campaign.workdir", problem)
     if mc.spec.multiplexing.command.strip():
         yield Problem("spec.multiplexing.command", "a campaign runs its own members; leave the command empty")
     if any(c.command for c in mc.spec.containers):

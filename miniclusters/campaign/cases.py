@@ -7,7 +7,6 @@ and applied to every member through decomposePar's `manual` method: the mesh is 
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,9 +14,11 @@ from pathlib import Path
 from elasticity.workloads.foam import run_tool
 from elasticity.workloads.naca_sweep import apply_free_stream, free_stream
 from elasticity.workloads.openfoam import Case, copy_case, decompose, prepare_naca0012, set_end_time
+from miniclusters.api.campaign import CAMPAIGN_BASE
 from miniclusters.campaign.plan import CampaignPlan, Member
+from miniclusters.workdirs import remove_tree
 
-BASE = "base"
+BASE = CAMPAIGN_BASE
 SPLIT_STAMP = "campaign-split.json"
 """How the base case was split (ranks, method, weights): a base split another way is prepared again."""
 
@@ -28,7 +29,7 @@ def prepare_base(plan: CampaignPlan, method: str, weights: Sequence[float]) -> C
     split = json.dumps({"ranks": plan.ranks, "method": method, "weights": list(weights)})
     stamp = path / SPLIT_STAMP
     if path.exists() and (not stamp.exists() or stamp.read_text() != split):
-        shutil.rmtree(path)  # an earlier run stopped half-way, or split the mesh another way
+        remove_tree(path, plan.workdir)  # an earlier run stopped half-way, or split the mesh another way
     if not path.exists():
         case = prepare_naca0012(path)
         set_end_time(case, plan.iterations)
@@ -42,10 +43,9 @@ def prepare_base(plan: CampaignPlan, method: str, weights: Sequence[float]) -> C
     return case
 
 
-def prepare_member(base: Case, member: Member, iterations: int) -> Path:
+def prepare_member(base: Case, member: Member, iterations: int, workdir: Path) -> Path:
     """A fresh copy of the base case with this member's free stream, decomposed like the base."""
-    if member.directory.exists():
-        shutil.rmtree(member.directory)
+    remove_tree(member.directory, workdir)
     member.directory.parent.mkdir(parents=True, exist_ok=True)
     case = copy_case(base, member.directory)
     apply_free_stream(case.path, free_stream(member.parameter, member.value))
@@ -59,7 +59,7 @@ def prepare_members(plan: CampaignPlan, base: Case, say: Callable[[str], None], 
     """Every member's case, `workers` at a time (decomposePar is single-threaded)."""
 
     def one(member: Member) -> Path:
-        path = prepare_member(base, member, plan.iterations)
+        path = prepare_member(base, member, plan.iterations, plan.workdir)
         say(f"prepared {member.name} ({member.parameter} = {member.value:g})")
         return path
 

@@ -142,14 +142,15 @@ RESULT_FILES = (SUBMITTED, ENDED, f"log.{SOLVER}", "error.txt", "progress.log")
 RESULT_DIRS = ("pmpi", "postProcessing")
 
 
-def reset_member(member: Member) -> None:
-    """Forget a run of the member (its records, log, traces, coefficients) so it can run again; the case stays."""
-    import shutil
+def reset_member(member: Member, workdir: Path) -> None:
+    """Forget a run of the member (its records, log, traces, coefficients) so it can run again; the case stays.
+    Only inside the work directory: a symlink leading out of it is an OSError, and nothing is deleted there."""
+    from miniclusters.workdirs import remove_file, remove_tree
 
     for name in RESULT_FILES:
-        (member.directory / name).unlink(missing_ok=True)
+        remove_file(member.directory / name, workdir)
     for name in RESULT_DIRS:
-        shutil.rmtree(member.directory / name, ignore_errors=True)
+        remove_tree(member.directory / name, workdir)
     (member.directory / "pmpi").mkdir(exist_ok=True)
 
 

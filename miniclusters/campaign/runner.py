@@ -244,7 +244,7 @@ class CampaignRunner:
             return False
         self.reruns[name] = self.reruns.get(name, 0) + 1
         for member in lost:
-            reset_member(member)
+            reset_member(member, self.plan.workdir)
             self.profiles.found.pop(member.name, None)
         again = replace(ensemble, members=lost)
         again.script.write_text(batch_script(again, self.plan.ranks, self.plan.profile_iterations, self.script_env))

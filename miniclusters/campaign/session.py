@@ -8,6 +8,7 @@ One campaign per cluster on this machine: a lock (`<state>/.campaign/<name>.lock
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -19,6 +20,7 @@ from elasticity.control.events import EventLog, read_events
 from elasticity.figures.campaign import plot_campaign_timeline
 from elasticity.policy.autoscale import AutoscaleOptions
 from elasticity.workloads.foam import foam_variables
+from miniclusters import workdirs
 from miniclusters.api.campaign import CampaignSpec
 from miniclusters.api.quantity import parse_quantity
 from miniclusters.api.spec import ContainerVolume, MiniCluster
@@ -37,6 +39,15 @@ def plan_of(mc: MiniCluster) -> CampaignPlan:
     spec = mc.spec.campaign
     assert spec is not None
     return plan_campaign(spec, workdir_for(mc.name, spec.workdir))
+
+
+def claim_workdir(mc: MiniCluster) -> Path:
+    """The work directory checked to be ours and marked (miniclusters/workdirs.py), or SpecError naming
+    spec.campaign.workdir: before anything is written or deleted there."""
+    spec = mc.spec.campaign
+    assert spec is not None
+    path = workdir_for(mc.name, spec.workdir)
+    return workdirs.claim(path, "spec.campaign.workdir", mc.name, "campaign", ours=not spec.workdir)
 
 
 def rigid_request_m(mc: MiniCluster) -> int:
@@ -67,9 +78,9 @@ def prepare(mc: MiniCluster, say: Callable[[str], None]) -> CampaignPlan:
     spec = mc.spec.campaign
     assert spec is not None
     plan = plan_of(mc)
-    plan.workdir.mkdir(parents=True, exist_ok=True)
+    claim_workdir(mc)
     for stale in ("events.jsonl", "polar.png", "timeline.png", "results.csv", "report.json"):
-        (plan.workdir / stale).unlink(missing_ok=True)
+        workdirs.remove_file(plan.workdir / stale, plan.workdir)
     started = time.monotonic()
     say(f"preparing {len(plan.members)} members of {len(plan.ensembles)} ensembles in {plan.workdir}")
     base = prepare_base(plan, spec.decomposition, spec.weights)
@@ -88,12 +99,13 @@ WORKDIR_VOLUME = "campaign-workdir"
 def with_shared_workdir(mc: MiniCluster, workdir: Path) -> MiniCluster:
     """The spec with the work directory mounted at the same path in every pod (a hostPath volume on the runner
     container): in containers (podman) the batch scripts write each member's records and traces where the runner
-    reads them. A spec that already mounts that path is left as it is."""
+    reads them. Only that directory is mounted (its symlinks resolved here, as `prepare` checked it). A spec that
+    already mounts that path is left as it is."""
     index = mc.spec.flux_runner_index
     runner = mc.spec.containers[index]
     if any(v.path == str(workdir) for v in runner.volumes.values()):
         return mc
-    volume = ContainerVolume(path=str(workdir), host_path=str(workdir))
+    volume = ContainerVolume(path=str(workdir), host_path=os.path.realpath(workdir))
     runner = runner.model_copy(update={"volumes": {**runner.volumes, WORKDIR_VOLUME: volume}})
     containers = [*mc.spec.containers[:index], runner, *mc.spec.containers[index + 1 :]]
     return mc.model_copy(update={"spec": mc.spec.model_copy(update={"containers": containers})})

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from miniclusters.api.errors import SpecError
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import Backend, CreateOptions, NotFoundError
 from miniclusters.cli.interrupts import EXIT_INTERRUPTED, TeardownOnInterrupt
@@ -161,6 +162,9 @@ def up_campaign(target: Backend, mc: MiniCluster, options: CreateOptions, keep: 
         with state_file.exclusive(mc.name):
             try:
                 plan = session.prepare(mc, say)
+            except SpecError as exc:  # a work directory that is not ours: nothing was written there
+                click.echo(str(exc), err=True)
+                sys.exit(EXIT_INVALID)
             except (FoamError, FileExistsError, OSError) as exc:
                 click.echo(f"error: preparing the cases: {exc}", err=True)
                 sys.exit(1)

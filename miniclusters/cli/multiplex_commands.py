@@ -72,6 +72,24 @@ def _write_timeline(log_path: Path, timeline: Path, allocatable_m: int) -> None:
     write_timeline(list(read_events(log_path)), timeline, allocatable_m)
 
 
+def _claimed_workdir(name: str, flag: str | None, configured: str | None) -> Path:
+    """--workdir, else spec.multiplexing.workdir, else a temporary directory: checked to be ours and marked before
+    the controller writes there (miniclusters/workdirs.py); one that is not is a usage error naming its source."""
+    from miniclusters.api.errors import SpecError
+    from miniclusters.workdirs import claim
+
+    field = "--workdir" if flag else "spec.multiplexing.workdir"
+    chosen = flag or configured
+    path = Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix=f"mc-mux-{name}-"))
+    if chosen and not chosen.startswith("/"):
+        path = Path.cwd() / chosen  # a relative --workdir names a directory here
+    try:
+        claim(path, field, name, "multiplex", ours=not chosen)
+    except SpecError as exc:
+        raise click.UsageError("; ".join(str(p) for p in exc.problems)) from None
+    return path
+
+
 @click.command()
 @click.argument("name")
 @click.option(
@@ -180,7 +198,7 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
             )  # fmt: skip
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None
-        workdir = Path(opts["workdir"] or spec.get("workdir") or tempfile.mkdtemp(prefix=f"mc-mux-{name}-"))
+        workdir = _claimed_workdir(name, opts["workdir"], spec.get("workdir"))
         boundary = opts["boundary"] or spec.get("boundary") or "MPI_Barrier"
         with _lock(backend, name):
             session = open_session(target, backend, name, command, config, workdir, boundary)

@@ -27,7 +27,7 @@ def test_member_case_and_a_base_split_another_way_is_prepared_again(tmp_path: Pa
     again = prepare_base(plan, "concentric", [1, 3])
     assert (again.path / "constant" / "polyMesh" / "owner").stat().st_mtime == mesh  # reused, not rebuilt
     member = plan.members[0]
-    path = prepare_member(again, member, 3)
+    path = prepare_member(again, member, 3, tmp_path)
     assert sorted(p.name for p in path.glob("processor*")) == ["processor0", "processor1"]
     assert get_entry(path / "system" / "controlDict", "endTime") == "3"
     assert (get_entry(path / "0" / "U", "Uinlet") or "").startswith("(173.")  # Mach 0.5 at 298 K

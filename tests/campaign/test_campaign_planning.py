@@ -161,7 +161,7 @@ def test_reset_member_forgets_a_run_but_keeps_the_case(tmp_path: Path) -> None:
     (member.directory / "processor0").mkdir()
     for name in (SUBMITTED, ENDED, "log.rhoSimpleFoam", "error.txt"):
         (member.directory / name).write_text("1 2\n")
-    reset_member(member)
+    reset_member(member, tmp_path)
     assert sorted(p.name for p in member.directory.iterdir()) == ["pmpi", "processor0"]
     assert not any((member.directory / "pmpi").iterdir())
 

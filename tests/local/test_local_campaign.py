@@ -193,3 +193,71 @@ def test_killing_a_follower_mid_campaign_loses_no_member(
     # every member either completed (rerun) or is reported failed with its reason: none is dropped
     assert states == {"alpha-0": "done", "alpha-1": "done", "mach-0": "done", "mach-1": "done"}, output[-3000:]
     assert up.returncode == 0, output[-3000:]
+
+
+def _plant(files: dict[Path, str]) -> dict[Path, str]:
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return files
+
+
+def _intact(files: dict[Path, str]) -> list[str]:
+    return [str(p) for p, text in files.items() if not p.is_file() or p.read_text() != text]
+
+
+def test_files_outside_the_work_directory_survive_up_down_and_cancel(
+    machine: Any, mc: Callable[..., subprocess.CompletedProcess[str]], waiter: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Issue 41: the campaign writes and deletes only in a work directory of its own. Sentinels beside it (named
+    like what it writes: events.jsonl, base/, alpha/alpha-0/) survive a whole run, `down` and `campaign cancel`;
+    a would-be work directory holding someone's file is refused before anything starts, its file untouched."""
+    sentinels = _plant({
+        tmp_path / "events.jsonl": "the parent's log\n",
+        tmp_path / "results.csv": "the parent's table\n",
+        tmp_path / "base" / "thesis.tex": "chapter 1\n",
+        tmp_path / "alpha" / "alpha-0" / "data.csv": "1,2\n",
+        tmp_path / "neighbour" / "keep.dat": "a sibling's file\n",
+    })  # fmt: skip
+    theirs = _plant({tmp_path / "theirs" / "notes.txt": "someone's notes\n"})
+    data = _spec(tmp_path, "camp-own", members=1, loops=False)
+    data["spec"]["campaign"]["ensembles"] = data["spec"]["campaign"]["ensembles"][:1]
+    data["spec"]["campaign"]["workdir"] = str(tmp_path / "theirs")
+    refused = mc("up", str(_write(tmp_path, data)))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "spec.campaign.workdir" in refused.stderr and "not empty" in refused.stderr, refused.stderr
+    assert _intact(theirs) == [] and sorted(p.name for p in (tmp_path / "theirs").iterdir()) == ["notes.txt"]
+    assert mc("status", "camp-own").returncode != 0  # no cluster was started
+
+    from miniclusters.workdirs import MARKER
+
+    work = tmp_path / "work"
+    data["spec"]["campaign"]["workdir"] = str(work)
+    spec = _write(tmp_path, data)
+    done = mc("up", str(spec), "--keep", timeout=400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (work / MARKER).is_file() and (work / "alpha" / "alpha-0" / "ended").is_file()
+    assert _intact(sentinels) == []
+    down = mc("down", "camp-own", timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert _intact(sentinels) == [] and (work / "report.json").is_file()  # the work stays after down
+
+    data["spec"]["campaign"]["iterations"] = 400  # long enough to cancel mid-run; the same (marked) directory
+    spec = _write(tmp_path, data)
+    up = subprocess.Popen([MINICLUSTER, "up", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+
+        def running() -> bool:
+            state = state_file.load_state("camp-own") or {}
+            return any(m["state"] == "running" for e in state.get("ensembles", []) for m in e["members"])
+
+        assert waiter(running, timeout=180), "no member started"
+        cancel = mc("campaign", "cancel", "camp-own", timeout=120)
+        assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+        output, _ = up.communicate(timeout=120)
+    finally:
+        if up.poll() is None:
+            up.send_signal(signal.SIGKILL)
+    assert "deleted MiniCluster camp-own" in output, output[-3000:]
+    assert _intact(sentinels) == [] and _intact(theirs) == []
+    assert (work / MARKER).is_file()

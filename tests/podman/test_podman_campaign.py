@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -103,4 +104,93 @@ def test_naca0012_campaign_runs_in_containers(openfoam: None, tmp_path: Path) ->
     assert all(e["outcome"] == "done" for e in resizes), resizes  # podman update, when profiled in time
     scaled = [(e["previous"], e["size"]) for e in events if e["kind"] == "scaled"]
     assert scaled == [(1, 2), (2, 1)], scaled  # grown for the waiting ensemble (podman kube play), shrunk once done
+    assert leftovers(name) == []
+
+
+def _plant(files: dict[Path, str]) -> dict[Path, str]:
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return files
+
+
+def _changed(files: dict[Path, str]) -> list[str]:
+    return [str(p) for p, text in files.items() if not p.is_file() or p.read_text() != text]
+
+
+def test_podman_campaign_writes_only_in_its_work_directory(
+    openfoam: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: only the work directory is mounted into the pods, and sentinels beside it (named like what the
+    campaign writes) survive `up`, `down` and `campaign cancel`; a would-be work directory holding someone's file
+    is refused before any pod starts."""
+    from miniclusters.backends.podman.pods import container_name
+    from miniclusters.campaign import state_file
+
+    name = f"pmt-own-{uuid.uuid4().hex[:6]}"
+    spec = yaml.safe_load((ROOT / "examples" / "naca0012-campaign.yaml").read_text())
+    spec["metadata"]["name"] = name
+    spec["spec"]["autoscale"] = {"enabled": False}
+    spec["spec"]["multiplexing"] = {"enabled": False}
+    campaign = spec["spec"]["campaign"]
+    campaign["iterations"] = 3
+    campaign["ensembles"] = [{**campaign["ensembles"][0], "values": [4]}]
+    sentinels = _plant({
+        tmp_path / "events.jsonl": "the parent's log\n",
+        tmp_path / "base" / "thesis.tex": "chapter 1\n",
+        tmp_path / "alpha" / "alpha-0" / "data.csv": "1,2\n",
+        tmp_path / "neighbour" / "keep.dat": "a sibling's file\n",
+    })  # fmt: skip
+    theirs = _plant({tmp_path / "theirs" / "notes.txt": "someone's notes\n"})
+    state = tmp_path / "state"
+    monkeypatch.setenv("MINICLUSTERS_STATE_DIR", str(state))
+    env = {**os.environ}
+
+    def up(*extra: str) -> subprocess.CompletedProcess[str]:
+        (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(spec))
+        argv = [MINICLUSTER, "up", str(tmp_path / "campaign.yaml"), "--backend", "podman", *extra]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+
+    def minicluster(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [MINICLUSTER, *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+
+    try:
+        campaign["workdir"] = str(tmp_path / "theirs")
+        refused = up()
+        assert refused.returncode == 2 and "spec.campaign.workdir" in refused.stderr, refused.stdout + refused.stderr
+        assert _changed(theirs) == [] and leftovers(name) == []  # refused before any pod
+
+        work = tmp_path / "work"
+        campaign["workdir"] = str(work)
+        done = up("--keep")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        mounts = json.loads(podman("inspect", container_name(name, 0, name), "--format", "{{json .Mounts}}").stdout)
+        binds = sorted(m["Source"] for m in mounts if m["Source"].startswith(str(tmp_path)) or m["Source"] == "/")
+        assert binds == [str(work)], mounts  # that directory only: not its parent, not the root
+        assert _changed(sentinels) == []
+        assert minicluster("down", name, "--backend", "podman").returncode == 0
+        assert _changed(sentinels) == [] and (work / "report.json").is_file()
+
+        campaign["iterations"] = 400  # long enough to cancel mid-run
+        (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(spec))
+        argv = [MINICLUSTER, "up", str(tmp_path / "campaign.yaml"), "--backend", "podman"]
+        running = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                now = state_file.load_state(name) or {}
+                if any(m["state"] == "running" for e in now.get("ensembles", []) for m in e["members"]):
+                    break
+                time.sleep(1)
+            cancel = minicluster("campaign", "cancel", name)
+            assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+            output, _ = running.communicate(timeout=300)
+        finally:
+            if running.poll() is None:
+                running.kill()
+        assert f"deleted MiniCluster {name}" in output, output[-3000:]
+        assert _changed(sentinels) == [] and _changed(theirs) == []
+    finally:
+        minicluster("down", name, "--backend", "podman")
     assert leftovers(name) == []
