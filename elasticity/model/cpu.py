@@ -156,7 +156,10 @@ def milli_to_nice(millicores: int) -> int:
 
 
 def nice_to_milli(nice: int) -> int:
-    """The request a nice level approximates (inverse of milli_to_nice, to the nearest step)."""
+    """The request a nice level approximates (inverse of milli_to_nice, to the nearest step).
+
+    Clamped to the kernel's nice range first: 1.25 ** 4000 overflows a float."""
+    nice = max(NICE_MIN, min(NICE_MAX, nice))
     return max(0, round(MILLI_PER_CPU * NICE_STEP ** (-nice)))
 
 

@@ -77,9 +77,15 @@ def size_range(
     """[min, pref, max] for a job that asked for ``requested`` nodes on a ``machine``-node cluster."""
     if not 1 <= requested <= machine:
         raise ValueError(f"requested size {requested} is outside [1, {machine}]")
+    if not 0 < efficiency_threshold <= 1:
+        raise ValueError(f"efficiency threshold must lie in (0, 1], got {efficiency_threshold}")
+    if not (max_slowdown >= 1 and math.isfinite(max_slowdown)):
+        raise ValueError(f"max slowdown must be a number >= 1, got {max_slowdown}")
     s = model.serial_fraction
-    # E(n) >= e  <=>  s*n + (1 - s) <= 1/e  <=>  n <= (1/e - 1 + s) / s   (every n when s == 0)
-    largest = machine if s == 0 else math.floor((1.0 / efficiency_threshold - 1.0 + s) / s + 1e-9)
+    # E(n) >= e  <=>  s*n + (1 - s) <= 1/e  <=>  n <= (1/e - 1 + s) / s   (every n when s == 0). Compared before
+    # dividing: a denormal s (or e) makes the quotient infinite, and floor(inf) raised OverflowError.
+    slack = 1.0 / efficiency_threshold - 1.0 + s
+    largest = machine if slack >= machine * s else math.floor(slack / s + 1e-9)
     top = max(requested, min(machine, largest))
     # T(n) <= k*T(n0)  <=>  S(n) >= S(n0)/k ; S is increasing, so search upwards (sizes are small integers).
     target = model.speedup(requested) / max_slowdown

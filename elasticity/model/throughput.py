@@ -31,6 +31,9 @@ from dataclasses import dataclass
 DEFAULT_EFFICIENCY_THRESHOLD = 0.85
 DEFAULT_MAX_N = 64
 """The largest N the knee and the best-N searches consider (beta = 0 would make every N efficient)."""
+LOAD_RANGE = (1e-12, 1e12)
+"""R / (M C), ranks per core, a geometry may give: far past any real cluster either way, and inside it every load,
+its square and beta stay ordinary floats (a denormal C made rho infinite and beta NaN; C = 1e308 divided by 0)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,12 @@ class Geometry:
             raise ValueError(f"nodes must be at least 1, got {self.nodes}")
         if not self.cores > 0 or not math.isfinite(self.cores):
             raise ValueError(f"cores must be positive, got {self.cores}")
+        load = self.ranks / (self.nodes * self.cores)
+        if not LOAD_RANGE[0] <= load <= LOAD_RANGE[1]:
+            raise ValueError(
+                f"cores {self.cores:g} on {self.nodes} nodes for {self.ranks} ranks is {load:g} ranks per core, "
+                f"outside [{LOAD_RANGE[0]:g}, {LOAD_RANGE[1]:g}]"
+            )
 
     def rho(self, n: int) -> float:
         """Load rho_N = N R / (M C): ranks per core when N simulations run at once."""
@@ -136,6 +145,9 @@ def check_makespans(makespans: Sequence[float]) -> list[float]:
     for n, t in enumerate(values, start=1):
         if not math.isfinite(t) or t <= 0:
             raise ValueError(f"makespan for N={n} must be a positive number of seconds, got {t:g}")
+    for n, t in enumerate(values[1:], start=2):
+        if not math.isfinite(t / values[0]):  # a denormal T_1: T_N / T_1 is infinite, and beta with it
+            raise ValueError(f"makespan for N={n} ({t:g} s) is too many times N=1's ({values[0]:g} s) to compare")
     return values
 
 
@@ -161,8 +173,14 @@ def fit_beta(makespans: Sequence[float], geometry: Geometry, demand: float = 0.0
     if dof <= 0:
         stderr = 0.0
     else:
-        residual = sum((y - beta * x) ** 2 for x, y in zip(xs, ys, strict=True))
+        # d * d, not d ** 2: a float product overflows to inf (refused below), a float power raises OverflowError
+        residual = sum((y - beta * x) * (y - beta * x) for x, y in zip(xs, ys, strict=True))
         stderr = math.sqrt(residual / dof / sxx)
+    if not (math.isfinite(beta) and math.isfinite(stderr)):
+        raise ValueError(
+            f"makespans {values} give no finite beta for R={geometry.ranks} ranks on M={geometry.nodes} nodes "
+            f"of C={geometry.cores:g} cores"
+        )
     return ThroughputModel(beta=beta, beta_stderr=stderr, t1=t1, geometry=geometry, demand=demand)
 
 
@@ -204,11 +222,12 @@ def best_n(
     With a threshold, only N whose efficiency stays at or above it are considered. One simulation always
     runs (N = 1), even when it alone exceeds the budget: the budget governs packing more, not running at all.
     """
-    if not cpu_per_simulation_m > 0:
-        raise ValueError(f"CPU per simulation must be positive, got {cpu_per_simulation_m}m")
-    if budget_m < 0:
-        raise ValueError(f"CPU budget must be non-negative, got {budget_m}m")
-    limit = max(1, min(n_max, math.floor(budget_m / cpu_per_simulation_m + 1e-9)))
+    if not (cpu_per_simulation_m > 0 and math.isfinite(cpu_per_simulation_m)):
+        raise ValueError(f"CPU per simulation must be a positive number, got {cpu_per_simulation_m}m")
+    if not budget_m >= 0:
+        raise ValueError(f"CPU budget must be a non-negative number, got {budget_m}m")
+    room = budget_m / cpu_per_simulation_m  # inf for a tiny request or an unlimited budget: compare, never floor it
+    limit = n_max if room >= n_max else max(1, math.floor(room + 1e-9))
     best, best_theta = 1, model.theta(1)
     for n in range(2, limit + 1):
         if threshold is not None and model.efficiency(n) < threshold - 1e-12:

@@ -109,27 +109,34 @@ class AllocationPlan:
 def water_fill(weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, budget: float) -> np.ndarray:
     """x_p = clamp(lam w_p, lo_p, hi_p) with sum x = budget, as close as the clamps allow.
 
-    Pods with zero weight stay at their floor: a proportional share of nothing is nothing.
+    Pods with zero weight stay at their floor: a proportional share of nothing is nothing. lam is searched
+    by bisection on log(lam): weights of any size (a denormal 2e-309 beside 4000) need a lam far past the
+    largest float, and lam * w on a linear scale overflowed to inf (0 * inf = nan, cast to -2**63 millicores).
     """
     if budget < lo.sum() - 1e-9:
         raise ValueError(f"budget {budget:g}m is below the sum of the pods' floors ({lo.sum():g}m)")
-    reachable = np.where(weights > 0, hi, lo).astype(float)
+    positive = weights > 0
+    reachable = np.where(positive, hi, lo).astype(float)
     if budget >= reachable.sum():
         return reachable
+    log_w = np.full(weights.shape, -np.inf)
+    log_w[positive] = np.log(np.minimum(weights[positive], np.finfo(float).max))
 
-    def total(lam: float) -> float:
-        return float(np.clip(lam * weights, lo, hi).sum())
+    def fill(log_lam: float) -> np.ndarray:
+        # exp(-inf) = 0: a zero weight stays at its floor; e^700 (1e304) is past any ceiling, and never overflows
+        return np.clip(np.exp(np.minimum(log_lam + log_w, 700.0)), lo, hi)
 
-    lo_lam, hi_lam = 0.0, 1.0
-    while total(hi_lam) < budget:
-        hi_lam *= 2.0
-    for _ in range(100):
-        mid = 0.5 * (lo_lam + hi_lam)
-        if total(mid) < budget:
-            lo_lam = mid
+    # At the lower end every lam w_p is below 1e-300 (at its floor, which is >= 0); at the upper end every
+    # positive one is at its ceiling: the answer lies between, and both ends are finite.
+    low = -700.0 - float(log_w[positive].max())
+    high = float(np.log(max(float(hi.max()), 1.0))) - float(log_w[positive].min()) + 1.0
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        if fill(middle).sum() < budget:
+            low = middle
         else:
-            hi_lam = mid
-    return np.clip(hi_lam * weights, lo, hi)
+            high = middle
+    return fill(high)
 
 
 def round_to_budget(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, budget: int) -> np.ndarray:

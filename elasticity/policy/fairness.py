@@ -42,10 +42,14 @@ def progress_ratio(rates: Mapping[str, float], reference: Mapping[str, float] | 
 
 
 def _normalized(rates: Mapping[str, float], reference: Mapping[str, float] | None) -> dict[str, float]:
+    """Each rate over its reference pace; a rate that is no finite number (or is one only over a tiny reference)
+    takes no part: two infinite paces compared gave a NaN ratio, and a NaN step."""
     out = {}
     for sim, rate in rates.items():
         base = (reference or {}).get(sim)
-        out[sim] = rate / base if base and base > 0 else rate
+        value = rate / base if base is not None and base > 0 and math.isfinite(base) else rate
+        if math.isfinite(value):
+            out[sim] = value
     return out
 
 
@@ -67,7 +71,7 @@ def fairness_step(
         raise ValueError(f"fairness threshold is a slowest/fastest ratio and must be >= 1, got {threshold}")
     if not 0 < max_step <= MAX_STEP_FRACTION:
         raise ValueError(f"max_step must lie in (0, {MAX_STEP_FRACTION}], got {max_step}")
-    sims = [s for s in rates if s in requests_m and rates[s] >= 0]
+    sims = [s for s in rates if s in requests_m and rates[s] >= 0 and math.isfinite(rates[s])]
     normalized = _normalized({s: rates[s] for s in sims}, reference)
     if len(normalized) < 2:
         return None

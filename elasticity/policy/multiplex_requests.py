@@ -23,6 +23,15 @@ class SimulationDemand:
     pod_need_m: Mapping[int, float]
     scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        for pod, need in self.pod_need_m.items():
+            if not (need >= 0 and math.isfinite(need)):
+                raise ValueError(
+                    f"simulation {self.sim!r}: need on pod {pod} must be a non-negative number, got {need}"
+                )
+        if not (self.scale >= 0 and math.isfinite(self.total_m)):
+            raise ValueError(f"simulation {self.sim!r}: scale {self.scale} gives no finite total need")
+
     def on(self, pod: int) -> float:
         return self.pod_need_m.get(pod, 0.0) * self.scale
 
@@ -80,13 +89,15 @@ def plan_pods(
     for pod in pods:
         on_pod = {d.sim: d.on(pod) for d in demands if d.on(pod) > 0}
         total = sum(on_pod.values())
+        if not math.isfinite(total):
+            raise ValueError(f"pod {pod}: the simulations' needs add up past any CPU request ({total}m)")
         request = max(floor_m, overhead_m + math.ceil(total - 1e-9))
         if ceiling_m is not None and pod in ceiling_m:
             request = min(request, max(floor_m, ceiling_m[pod]))
         requests[pod] = request
         if on_pod:
             jobs = max(1, request - overhead_m)
-            shares[pod] = {sim: max(1, round(jobs * need / total)) for sim, need in on_pod.items()}
+            shares[pod] = {sim: max(1, round(jobs * (need / total))) for sim, need in on_pod.items()}
     return PodPlan(requests, shares)
 
 
@@ -96,12 +107,27 @@ def apply_fairness(demands: Sequence[SimulationDemand], step: FairnessStep) -> l
     for d in demands:
         total = d.total_m
         if d.sim == step.receiver and total > 0:
-            out.append(SimulationDemand(d.sim, d.pod_need_m, d.scale * (total + step.millicores) / total))
+            out.append(_rescaled(d, total + step.millicores))
         elif d.sim == step.donor and total > 0:
-            out.append(SimulationDemand(d.sim, d.pod_need_m, d.scale * max(0.0, total - step.millicores) / total))
+            out.append(_rescaled(d, max(0.0, total - step.millicores)))
         else:
             out.append(d)
     return out
+
+
+def _rescaled(demand: SimulationDemand, total_m: float) -> SimulationDemand:
+    """The demand with the same spread over its pods and `total_m` in all.
+
+    The profile stays as measured and the scale carries the change, unless the scale cannot: a need that rounds
+    to nothing (2e-309m) raised by 100m is a factor past the largest float (it was inf, and the pod's request
+    ceil(inf) raised). Then the profile's spread itself is kept, at scale total_m.
+    """
+    raw = sum(demand.pod_need_m.values())
+    scale = total_m / raw
+    if math.isfinite(scale):
+        return SimulationDemand(demand.sim, demand.pod_need_m, scale)
+    spread = {pod: need / raw for pod, need in demand.pod_need_m.items()}
+    return SimulationDemand(demand.sim, spread, total_m / math.fsum(spread.values()))
 
 
 def shrink_to_fit(plan: PodPlan, allocatable_m: Mapping[int, int]) -> PodPlan:

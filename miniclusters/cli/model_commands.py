@@ -88,9 +88,15 @@ def model_fit(
 
     from elasticity.model.throughput import Geometry, fit_beta, measured_theta, predictions, stretch
 
-    geometry = Geometry(ranks, nodes, cores)
+    try:
+        geometry = Geometry(ranks, nodes, cores)
+    except ValueError as exc:
+        raise click.UsageError(f"--ranks/--nodes/--cores: {exc}") from None
     demand = 0.0 if duty is None else geometry.demand([duty] * ranks)
-    fitted = fit_beta(makespans, geometry, demand)
+    try:
+        fitted = fit_beta(makespans, geometry, demand)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--makespans") from None
     knee = fitted.knee(threshold, max_n)
     k = len(makespans)
     shown = range(1, max(k, min(knee + 1, max_n)) + 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, note, settings
 from hypothesis import strategies as st
 
 from elasticity.model.cpu import (
@@ -133,6 +133,10 @@ needs_st = st.lists(st.floats(0.0, 4000.0, allow_nan=False), min_size=1, max_siz
 
 
 @settings(max_examples=150, deadline=None)
+@example([0.0, 2.2e-309], 200, None, 1000, "proportional", "v2-nonlinear")  # was -9223372036854775808m
+@example([0.0, 2.2e-309], 200, None, 1000, "weight-preserving", "v2-nonlinear")  # raised
+@example([5e-324, 1e-300, 4000.0], 1, None, 3000, "proportional", "v1")
+@example([2.2e-309, 2.2e-309], 1, None, 40000, "weight-preserving", "v2-linear")
 @given(
     needs_st,
     st.integers(1, 200),
@@ -147,6 +151,10 @@ def test_allocation_invariants(
     n = len(needs)
     if budget is not None:
         assume(budget >= floor * n)
+    note(
+        f"allocate_pod_requests({needs!r}, one_rank_pods({n}), floor_millicores={floor}, ceiling_millicores={ceiling}, "
+        f"budget_millicores={budget}, mode={mode!r}, formula={formula!r})"
+    )
     plan = allocate_pod_requests(
         needs,
         one_rank_pods(n),
@@ -157,9 +165,11 @@ def test_allocation_invariants(
         formula=formula,  # type: ignore[arg-type]
     )
     req = np.array([p.request_millicores for p in plan.pods])
+    note(f"requests: {req.tolist()}, targets: {[p.target_millicores for p in plan.pods]}")
     hi = ceiling if ceiling is not None else max(floor, 1000)
     assert req.dtype.kind == "i"
-    assert np.all(req >= floor) and np.all(req <= hi)
+    assert np.all(req >= floor) and np.all(req <= hi), f"requests {req.tolist()} outside [{floor}, {hi}]m"
+    assert all(floor <= p.target_millicores <= hi for p in plan.pods)
     assert [p.kernel_weight for p in plan.pods] == [kernel_weight(int(m), formula) for m in req]  # type: ignore[arg-type]
     if budget is not None:
         assert req.sum() <= budget

@@ -309,6 +309,10 @@ def test_cli_table_and_plot(tmp_path) -> None:  # type: ignore[no-untyped-def]
         (["--makespans", "100,abc", "--cores", "8"], "comma-separated"),
         (["--makespans", "100,120", "--cores", "0"], "--cores"),
         (["--makespans", "100,120", "--cores", "1", "--duty", "1.5"], "--duty"),
+        (["--makespans", "100,120", "--cores", "1e-320"], "ranks per core"),  # was NaN for every Theta, exit 0
+        (["--makespans", "100,120", "--cores", "1e308"], "ranks per core"),  # was a ZeroDivisionError traceback
+        (["--makespans", "1e-320,120", "--cores", "1"], "too many times N=1's"),  # was beta inf, exit 0
+        (["--makespans", "1e-300,120", "--cores", "1e9"], "no finite beta"),
     ],
 )
 def test_cli_bad_input_exits_2_with_the_reason(args: list[str], reason: str) -> None:
