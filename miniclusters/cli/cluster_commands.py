@@ -29,7 +29,7 @@ from miniclusters.backends.base import (
     StartRefusedError,
 )
 from miniclusters.cli.arguments import command_words
-from miniclusters.cli.interrupts import EXIT_INTERRUPTED, TeardownOnInterrupt
+from miniclusters.cli.interrupts import EXIT_INTERRUPTED, TeardownOnInterrupt, exit_on_signals
 from miniclusters.cli.queue_archive import UNFIT_CHOICES, refuse_restore_into_existing, restore_spec
 from miniclusters.render import RenderOptions, with_flavour
 from miniclusters.words import plural
@@ -500,17 +500,18 @@ def logs(
 def exec_(
     name: str, index: int, argv: tuple[str, ...], backend: str, context: str | None, namespace: str | None
 ) -> None:
-    """Run a command in a pod's broker container; exit with its exit code.
+    """Run a command in a pod's broker container; exit with its exit code. Ending this (Ctrl-C, SIGTERM, a
+    closed terminal) ends the command in the pod, and all it started, and exits 128 + the signal's number.
 
     \b
     Example:
       minicluster exec hello --backend kubernetes -- flux resource list
     """
-    with _errors():
+    with _errors(), exit_on_signals(f"ending `{argv[0]}` in pod index {index}"):
         result = _open(backend, context, namespace).exec(name, index, list(argv))
-        click.echo(result.stdout, nl=False)
-        click.echo(result.stderr, nl=False, err=True)
-        sys.exit(result.rc)
+    click.echo(result.stdout, nl=False)
+    click.echo(result.stderr, nl=False, err=True)
+    sys.exit(result.rc)
 
 
 @click.command(name="list")

@@ -3,8 +3,11 @@ the next one (a half-removed cluster would remain; issue 24)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -15,28 +18,32 @@ EXIT_INTERRUPTED = 130
 
 
 class TeardownOnInterrupt:
-    """While active, the first SIGINT or SIGTERM says what happens now and raises KeyboardInterrupt (the caller
-    tears down what it started); later ones arrive during that teardown and are noted once, not raised."""
+    """While active, the first SIGINT or SIGTERM (or any of `signals`) says what happens now and raises
+    KeyboardInterrupt (the caller tears down what it started); later ones arrive during that teardown and are noted
+    once, not raised. `signum` is the first one's number (exit 128 + signum, as a shell reports it)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, signals: tuple[int, ...] = SIGNALS) -> None:
         self.what = what
+        self.signals = signals
         self.fired = False
         self.repeated = False
+        self.signum = int(signal.SIGINT)
         self._previous: dict[int, Any] = {}
 
-    def _handle(self, _signum: int, _frame: FrameType | None) -> None:
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
         if not self.fired:
             self.fired = True
-            click.echo(f"interrupted: {self.what}", err=True)
+            self.signum = signum
+            _say(f"interrupted: {self.what}")
             raise KeyboardInterrupt
         if not self.repeated:
             self.repeated = True
-            click.echo(f"interrupted again: still {self.what}; it finishes in a few seconds", err=True)
+            _say(f"interrupted again: still {self.what}; it finishes in a few seconds")
 
     def __enter__(self) -> TeardownOnInterrupt:
-        for signum in self.SIGNALS:
+        for signum in self.signals:
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
@@ -45,6 +52,24 @@ class TeardownOnInterrupt:
     ) -> None:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
+
+
+@contextmanager
+def exit_on_signals(what: str) -> Iterator[None]:
+    """Ctrl-C, SIGTERM (as `timeout` sends) or SIGHUP (a closed terminal) raise KeyboardInterrupt inside, so the
+    code there ends what it started (`minicluster exec`: the command in the pod); then exit 128 + signum."""
+    guard = TeardownOnInterrupt(what, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+    try:
+        with guard:
+            yield
+    except KeyboardInterrupt:
+        sys.exit(128 + guard.signum)
+
+
+def _say(line: str) -> None:
+    """A line on stderr, which may be a terminal already gone (SIGHUP): the teardown matters more than the line."""
+    with contextlib.suppress(OSError):
+        click.echo(line, err=True)
 
 
 class InterruptExits130(click.Group):

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,3 +116,94 @@ def test_watch_and_discovery(server) -> None:
     (event,) = list(api.watch(JOB, "hpc", "5", timeout_seconds=1))
     assert event.type == "ADDED" and event.object["metadata"]["resourceVersion"] == "7"
     assert "miniclusters" in api.served_resources("miniclusters.dev/v1alpha1")
+
+
+class _HostStream:
+    """The exec websocket as the API server gives it without a tty, the pod being this machine: the command runs;
+    closing the stream leaves it running (as the kubelet does). `interrupt` makes the wait raise as Ctrl-C does."""
+
+    def __init__(self, command: list[str], interrupt: Path | None = None) -> None:
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.interrupt = interrupt
+        self.closed = False
+
+    def run_forever(self, timeout: float) -> None:
+        if self.interrupt is not None:  # once the command has started what it starts
+            deadline = time.monotonic() + 30
+            while not self.interrupt.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            raise KeyboardInterrupt
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=timeout)
+
+    def is_open(self) -> bool:
+        return not self.closed and self.proc.poll() is None
+
+    def read_stdout(self) -> str:
+        return "" if self.proc.poll() is None else self.proc.communicate()[0]
+
+    def read_stderr(self) -> str:
+        return ""
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["timeout", "interrupt"])
+def test_an_exec_given_up_on_ends_in_the_pod(how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Past its timeout, or interrupted (SIGTERM to `minicluster exec`), the stream is closed and the command and
+    all it started, even what ignores SIGTERM or left its session, are ended in the pod (issue 41)."""
+    import kubernetes.stream
+
+    streams: list[_HostStream] = []
+
+    def fake_stream(_fn: Any, _pod: str, _ns: str, command: list[str], **_kw: Any) -> _HostStream:
+        streams.append(_HostStream(command, pids if how == "interrupt" and not streams else None))
+        return streams[-1]
+
+    monkeypatch.setattr(kubernetes.stream, "stream", fake_stream)
+    pids = tmp_path / "pids"
+    script = (
+        f"trap '' TERM; sleep 300 & a=$!; setsid sleep 301 & echo $$ $a $! > {pids}.tmp; mv {pids}.tmp {pids}; wait"
+    )
+    api = _api("http://127.0.0.1:9")
+    if how == "interrupt":
+        with pytest.raises(KeyboardInterrupt):
+            api.exec("hpc", "p-0", "app", ["sh", "-c", script], timeout=60)
+    else:
+        assert api.exec("hpc", "p-0", "app", ["sh", "-c", script], timeout=1.0).rc == 124
+    started = [int(p) for p in pids.read_text().split()]
+    try:
+        if len(streams) > 1:
+            assert streams[1].proc.wait(timeout=60) == 0
+        assert not [p for p in started if _running(p)]
+        assert streams[0].closed
+    finally:
+        for pid in started:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_an_exec_that_ends_runs_no_ending(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kubernetes.stream
+
+    streams: list[_HostStream] = []
+
+    def fake_stream(_fn: Any, _pod: str, _ns: str, command: list[str], **_kw: Any) -> _HostStream:
+        streams.append(_HostStream(command))
+        return streams[-1]
+
+    monkeypatch.setattr(kubernetes.stream, "stream", fake_stream)
+    result = _api("http://127.0.0.1:9").exec("hpc", "p-0", "app", ["sh", "-c", "echo hi; exit 3"], timeout=30)
+    assert (result.rc, result.stdout, len(streams)) == (3, "hi\n", 1)

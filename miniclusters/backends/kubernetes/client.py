@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from miniclusters.backends import exec_session
 from miniclusters.backends.base import ExecResult, UnreachableError
 from miniclusters.backends.kubernetes.api import (
     CONTENT_TYPES,
@@ -248,20 +249,54 @@ class RealKubeApi:
         from kubernetes.stream import stream
 
         core = client.CoreV1Api(self.client)
-        kwargs: dict[str, Any] = {"command": argv, "stderr": True, "stdin": False, "stdout": True, "tty": False}
+        token = exec_session.new_token()
+        kwargs: dict[str, Any] = {"stderr": True, "stdin": False, "stdout": True, "tty": False}
         if container:
             kwargs["container"] = container
         try:
-            ws = stream(core.connect_get_namespaced_pod_exec, pod, namespace, _preload_content=False, **kwargs)
+            ws = stream(
+                core.connect_get_namespaced_pod_exec,
+                pod,
+                namespace,
+                command=exec_session.marked(argv, token),
+                _preload_content=False,
+                **kwargs,
+            )
         except ApiException as exc:
             raise _status_error(int(exc.status or 0), exc.body, str(exc.reason or "Error")) from None
-        out, err = [], []
-        ws.run_forever(timeout=timeout)
-        out.append(ws.read_stdout() or "")
-        err.append(ws.read_stderr() or "")
-        ws.close()
-        rc = ws.returncode
-        return ExecResult(124 if rc is None else int(rc), "".join(out), "".join(err))
+        finished = False
+        try:
+            ws.run_forever(timeout=timeout)
+            finished = not ws.is_open()
+            out, err = ws.read_stdout() or "", ws.read_stderr() or ""
+            rc = ws.returncode if finished else None
+        finally:
+            ws.close()  # without a tty, closing the stream leaves the process running: end it (exec_session.py)
+            if not finished:
+                self._end_exec(core, stream, namespace, pod, kwargs, token)
+        return ExecResult(124 if rc is None else int(rc), out, err)
+
+    @staticmethod
+    def _end_exec(core: Any, stream: Any, namespace: str, pod: str, kwargs: dict[str, Any], token: str) -> None:
+        """Run the ending of exec `token` in its pod: best effort, the exec is being given up on already."""
+        from kubernetes.client.exceptions import ApiException
+        from websocket import WebSocketException
+
+        try:
+            ws = stream(
+                core.connect_get_namespaced_pod_exec,
+                pod,
+                namespace,
+                command=exec_session.end_argv(token),
+                _preload_content=False,
+                **kwargs,
+            )
+            try:
+                ws.run_forever(timeout=exec_session.END_GRACE + 30.0)
+            finally:
+                ws.close()
+        except (ApiException, WebSocketException, OSError):  # the pod or the server is gone, and what ran there
+            pass
 
     def logs(self, namespace: str, pod: str, container: str | None, follow: bool = False) -> Iterator[str]:
         query: list[tuple[str, Any]] = [("follow", follow)]

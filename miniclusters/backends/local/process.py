@@ -12,6 +12,7 @@ session (jobs in their own process groups) are still found and stopped.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from miniclusters.backends import exec_session
 from miniclusters.backends.local.cgroupfs import host_mounts, remount_script
 from miniclusters.backends.local.supervisor import RESTART_ENV
 
@@ -143,9 +145,9 @@ def exit_code(pod_dir: Path) -> int | None:
         return None
 
 
-def tagged(tag: str, prefix: bool = False) -> list[int]:
-    """Pids whose environment carries the pod tag (or, with prefix, any tag of the cluster)."""
-    needle = f"{TAG_VARIABLE}={tag}".encode()
+def tagged(tag: str, prefix: bool = False, variable: str = TAG_VARIABLE) -> list[int]:
+    """Pids whose environment carries the pod tag (or, with prefix, any tag of the cluster; or another mark)."""
+    needle = f"{variable}={tag}".encode()
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -238,12 +240,14 @@ def run_in_pod(
 def run_bounded(
     command: list[str], environment: dict[str, str], cwd: str, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """Run to completion in a session of its own; past `timeout` the whole session is killed and TimeoutExpired
-    raised. subprocess.run kills only the first process: what it started (a shell's children, `flux`'s
-    subcommand helpers) went on running in the pod after the command had been given up on."""
+    """Run to completion in a session of its own, its processes marked (exec_session.py). Past `timeout`, or when
+    the caller is interrupted (Ctrl-C, or SIGTERM/SIGHUP the CLI turns into one), the command and everything it
+    started, even what left its session, are ended before TimeoutExpired (or the interrupt) goes on. subprocess.run
+    kills only the first process: the rest went on running in the pod after the command had been given up on."""
+    token = exec_session.new_token()
     proc = subprocess.Popen(
         command,
-        env=environment,
+        env={**environment, exec_session.EXEC_VARIABLE: token},
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -254,15 +258,34 @@ def run_bounded(
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        try:
-            proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:  # something left the session and kept the pipes: stop reading them
-            proc.kill()
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-            proc.wait()
+        _end_exec(proc, token)
         raise subprocess.TimeoutExpired(command, timeout) from None
+    except BaseException:
+        _end_exec(proc, token)
+        raise
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def _end_exec(proc: subprocess.Popen[str], token: str, grace: float = exec_session.END_GRACE) -> None:
+    """SIGHUP and SIGTERM to the exec's session and to every process carrying its mark (a lost terminal), SIGKILL
+    to what is left after `grace`; then reap it. The session leader is reaped last, so its id (the group's) cannot
+    be reused by another process while it is signalled."""
+    marked = functools.partial(tagged, token, variable=exec_session.EXEC_VARIABLE)
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signum)
+        _signal_all(marked(), signum)
+    deadline = time.monotonic() + grace
+    while marked() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    _signal_all(marked(), signal.SIGKILL)
+    try:
+        proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:  # something unmarked kept the pipes: stop reading them
+        proc.kill()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        proc.wait()

@@ -8,6 +8,7 @@ container runs the rendered entrypoint from the spec's image: nothing is templat
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from broker.curve_cert import render_zcert
 from elasticity.control.ports import ClusterView, PodView
 from miniclusters.api.quantity import cpu_millicores
 from miniclusters.api.spec import MiniCluster
+from miniclusters.backends import exec_session
 from miniclusters.backends.base import (
     EXEC_TIMEOUT,
     BackendError,
@@ -174,8 +176,17 @@ class PodmanBackend(PodmanActuator):
         )
 
     def _exec(self, name: str, mc: MiniCluster, index: int, argv: list[str], timeout: float) -> ExecResult:
+        """A killed `podman exec` leaves its process running in the container: past the timeout, or interrupted
+        (SIGTERM to `minicluster exec`), the exec's marked processes are ended there (exec_session.py)."""
         container = container_name(name, index, self._runner(mc))
-        done = self.podman.run(["exec", container, *in_pod(mc, index, argv)], "", check=False, timeout=timeout)
+        token = exec_session.new_token()
+        command = ["exec", "--env", f"{exec_session.EXEC_VARIABLE}={token}", container, *in_pod(mc, index, argv)]
+        try:
+            done = self.podman.run(command, "", check=False, timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(BackendError):  # best effort: what went wrong first is what to report
+                self.podman.run(["exec", container, *exec_session.end_argv(token)], "", check=False, timeout=60.0)
+            raise
         if done.returncode == 125 and ("no such container" in done.stderr or "not running" in done.stderr):
             raise BackendError(f"pod {name}-{index} (index {index}) is not running; see `minicluster status {name}`")
         return ExecResult(done.returncode, done.stdout, done.stderr)
