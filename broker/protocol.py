@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from broker.errors import InputError
+from broker.jsondepth import MAX_DEPTH, depth_problem, too_deep
 from broker.jsontext import dumps_bytes
 
 REQUEST = "req"
@@ -35,6 +36,16 @@ ETIMEDOUT = 110
 
 class ProtocolError(InputError):
     """A frame that is not a valid message."""
+
+
+class PayloadError(ProtocolError):
+    """A frame whose header is a valid message but whose payload is refused: `header` (payload empty) is what
+    an error answer to the sender is made from, and `reason` what it says."""
+
+    def __init__(self, header: Message, reason: str) -> None:
+        super().__init__(f"{header.topic}: {reason}")
+        self.header = header
+        self.reason = reason
 
 
 @dataclass(slots=True)
@@ -94,6 +105,24 @@ class Message:
         if self.encoded_payload:
             self.payload, self.encoded_payload = json.loads(self.encoded_payload), ""
         return self
+
+    @classmethod
+    def decode_checked(cls, frame: bytes) -> Message:
+        """`decode` for a frame from outside the instance (a client): a payload nested deeper than MAX_DEPTH
+        levels, or one that does not decode, raises PayloadError so that the sender gets an answer, where a
+        payload 1,000 levels deep once reached the journal's encoder and killed the broker (issue 41)."""
+        if too_deep(frame, MAX_DEPTH + 1):  # the message is an object around its payload: one level more
+            reason = f"payload: {depth_problem()}"
+        else:
+            try:
+                return cls.decode(frame)
+            except ProtocolError as exc:
+                reason = f"payload: {exc}"
+        at = frame.find(b',"p":')  # the payload is the last member (`encode`): the header is what precedes it
+        header = frame[:at] + b"}" if at > 0 else b""
+        if not header or too_deep(header, 2):
+            raise ProtocolError(reason)  # no header to answer
+        raise PayloadError(cls.decode(header), reason)
 
     @classmethod
     def decode(cls, frame: bytes) -> Message:

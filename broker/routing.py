@@ -16,11 +16,13 @@ from .protocol import (
     CONTROL,
     EHOSTUNREACH,
     ENOSYS,
+    EPROTO,
     ETIMEDOUT,
     NODEID_ANY,
     REQUEST,
     RESPONSE,
     Message,
+    PayloadError,
     ProtocolError,
 )
 from .service import Request
@@ -111,7 +113,11 @@ class Router:
                 continue
             ident, data = frames
             try:
-                msg = Message.decode(data)
+                msg = Message.decode_checked(data)
+            except PayloadError as exc:  # too deep or undecodable: the sender hears why, the broker reads on
+                if exc.header.type == REQUEST:
+                    self._send_client(ident, exc.header.error(EPROTO, str(exc)))
+                continue
             except ProtocolError:
                 continue
             if msg.type == REQUEST:

@@ -13,6 +13,7 @@ import click
 
 from ..bootstrap import compress_hosts
 from ..client import FluxError, Handle
+from ..jsondepth import depth_problem, too_deep
 from ..protocol import NODEID_ANY
 
 
@@ -413,6 +414,8 @@ def event() -> None:
 @click.argument("payload", required=False, default="{}")
 def event_pub(topic: str, payload: str) -> None:
     """Publish TOPIC with a JSON object PAYLOAD."""
+    if too_deep(payload.encode("utf-8", "surrogateescape")):
+        raise click.ClickException(f"payload: {depth_problem()}")
     try:
         body = json.loads(payload)
     except ValueError as exc:

@@ -101,13 +101,17 @@ def time_limit(text: str) -> float:
     return seconds
 
 
-def _keyval(text: str) -> tuple[str, Any]:
+def _keyval(text: str, flag: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep:
         return key, 1
-    try:
-        import json
+    import json
 
+    from broker.jsondepth import depth_problem, too_deep  # lazily: it loads `re`
+
+    if too_deep(raw.encode("utf-8", "surrogateescape")):  # json.loads recursed into a RecursionError
+        raise OptionError(f"{flag}: {key}: {depth_problem()}")
+    try:
         return key, json.loads(raw)
     except ValueError:
         return key, raw
@@ -157,11 +161,11 @@ def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_d
     if as_int(values, "gpus_per_task", 0):
         raise OptionError("--gpus-per-task: this broker has no GPU support")
     exclusive = bool(values.get("exclusive")) or (batch_nodes_default and nodes is not None and ntasks is None)
-    shell: dict[str, Any] = dict(_keyval(o) for o in values.get("setopt", []))
+    shell: dict[str, Any] = dict(_keyval(o, "--setopt") for o in values.get("setopt", []))
     system: dict[str, Any] = {}
     user: dict[str, Any] = {}
     for item in values.get("setattr", []):
-        key, value = _keyval(item)
+        key, value = _keyval(item, "--setattr")
         if key.startswith("user."):
             user[key[5:]] = value
         else:

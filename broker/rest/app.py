@@ -16,15 +16,13 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Form, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker.client import FluxError
-from broker.errors import BrokerBaseError
 from broker.jobs.api import JobInfo
 from broker.jobs.rest_records import detail_record, listing_record
 from broker.rest import access
 from broker.rest.auth import issue_token, token_principal
+from broker.rest.body_guard import BodyLimit, BodyTooLarge
 from broker.rest.fast_read import FastJobRead, FrontedFastAPI
 from broker.rest.jobs import JOB_LIST_LIMIT, JobService, SubmitError, asynchronous, parse_submit, stream_lines
 from broker.rest.large import LargeJSONResponse
@@ -35,44 +33,6 @@ from broker.rest.tokens import TokenError, decode_handshake
 from broker.rest.users import Principal, UserStore
 from broker.rest.users_api import users_router
 from broker.rest.web import WebContext, mount_web
-
-
-class BodyTooLarge(BrokerBaseError):
-    """A body (sent without a Content-Length, in chunks) grew past the limit while being read."""
-
-
-class BodyLimit:
-    """Refuse oversized bodies before reading them (a hostile client cannot exhaust memory).
-
-    Plain ASGI rather than Starlette's BaseHTTPMiddleware, which runs every request through an extra task and
-    stream: this one costs a header lookup, and counts the bytes of a chunked body as they arrive."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = Headers(scope=scope).get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
-            await self.too_large()(scope, receive, send)
-            return
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise BodyTooLarge()
-            return message
-
-        await self.app(scope, counted if length is None else receive, send)
-
-    def too_large(self) -> JSONResponse:
-        return JSONResponse({"Message": f"request body larger than {self.limit} bytes"}, status_code=413)
 
 
 def _unauthorized(request: Request, detail: str) -> HTTPException:

@@ -370,6 +370,25 @@ def test_gpus_per_task_is_refused_at_submit_on_an_instance_without_gpus(
     assert service.jobs() == []  # nothing was submitted
 
 
+def test_a_deeply_nested_body_is_400_over_the_flux_flavour(service: FluxJobService, tmp_path: Path) -> None:
+    """Before: 500 (RecursionError) from 1,000 levels, as on the built-in broker (issue 41)."""
+    import httpx
+
+    from broker.rest.testing import serve_app
+
+    settings = RestSettings(state_dir=tmp_path, require_auth=False, token_signing_key="k" * 40)
+    with serve_app(create_app(settings, service, UserStore(tmp_path / "users.db", rounds=4))) as url:
+        for depth in (64, 1000, 100_000):
+            body = '{"command": "true", "envars": ' + "[" * depth + "]" * depth + "}"
+            reply = httpx.post(
+                f"{url}/v1/jobs/submit", content=body, headers={"content-type": "application/json"}, timeout=30
+            )
+            assert reply.status_code == 400, reply.text[:300]
+            assert reply.json()["Errors"] == ["body: JSON nested deeper than 64 levels (arrays and objects)"]
+        assert httpx.post(f"{url}/v1/jobs/submit", json={"command": "true"}, timeout=30).status_code == 200
+    assert len(service.jobs()) == 1  # the one shallow submit only
+
+
 def test_listings_read_owners_only_when_needed_and_all_at_once(
     service: FluxJobService, bindings: Any, instance: RealInstance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

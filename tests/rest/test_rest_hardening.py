@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -167,3 +168,42 @@ def test_a_short_signing_key_is_refused(tmp_path) -> None:  # type: ignore[no-un
 
     with pytest.raises(SettingsError, match="FLUX_TOKEN_SIGNING_KEY is 5 bytes"):
         RestSettings.from_env(tmp_path, {"FLUX_TOKEN_SIGNING_KEY": "short"})
+
+
+DEEP = "body: JSON nested deeper than 64 levels (arrays and objects)"
+
+
+@pytest.mark.parametrize("depth", [64, 1000, 100_000])  # inside the body's object: 65 levels and more
+def test_a_deeply_nested_json_body_is_400_on_every_route_that_reads_json(server: Server, depth: int) -> None:
+    """Before: 500 (RecursionError in Starlette's json.loads) from 1,000 levels, on submit and the users API."""
+    headers = {**_bearer(server), "content-type": "application/json"}
+    nested = "[" * depth + "]" * depth
+    bodies = {
+        "/v1/jobs/submit": '{"command": "true", "envars": ' + nested + "}",
+        "/v1/users": '{"name": "deep", "password": ' + nested + "}",
+    }
+    for path, body in bodies.items():
+        for content in (body.encode(), iter([body[:7].encode(), body[7:].encode()])):  # sized, then chunked
+            reply = httpx.post(f"{server.url}{path}", content=content, headers=headers, timeout=30)
+            assert reply.status_code == 400, (path, reply.text[:300])
+            assert reply.json() == {"Message": "Invalid request body", "Errors": [DEEP]}
+    shallow = '{"command": "true", "envars": ' + "[" * 63 + "]" * 63 + "}"  # 64 levels, the limit: the route answers
+    reply = httpx.post(f"{server.url}/v1/jobs/submit", content=shallow, headers=headers)
+    assert reply.status_code == 400 and reply.json()["Errors"] == ["envars: expected k=v,k=v or an object"]
+    assert httpx.post(f"{server.url}/v1/jobs/submit", json={"command": "true"}, headers=headers).status_code == 200
+
+
+def test_the_public_client_sending_a_deep_body_gets_a_400_naming_it(server: Server) -> None:
+    """flux-restful-client retries its submit with a JSON body after the 401 that asks it to log in."""
+    script = """
+        import sys
+        sys.setrecursionlimit(20000)  # for the client's own json.dumps of 5,000 levels
+        deep = {"command": "true", "envars": {"A": [[]]}}
+        for _ in range(5000):
+            deep["envars"]["A"] = [deep["envars"]["A"]]
+        reply = cli.do_request("jobs/submit", "POST", data=deep)
+        print(json.dumps([reply.status_code, reply.json()]))
+    """
+    proc = _public_client(server, SUPERUSER[1], script)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == [400, {"Message": "Invalid request body", "Errors": [DEEP]}]
