@@ -118,3 +118,50 @@ def test_up_refuses_detach_for_a_campaign(tmp_path: Path, monkeypatch: Any) -> N
     result = CliRunner().invoke(main, ["up", str(spec), "--detach"])
     assert result.exit_code == 2 and "--detach" in result.output
     assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("iterations", 10**12, "less than or equal to 100000"),
+        ("iterations", 10**30, "less than or equal to 100000"),
+        ("iterations", True, "valid integer"),
+        ("iterations", "15", "valid integer"),
+        ("iterations", 15.0, "valid integer"),
+        ("ranks", True, "valid integer"),
+        ("ranks", "2", "valid integer"),
+        ("ranks", 10**6, "less than or equal to 1024"),
+        ("profileIterations", "1500", "valid integer"),
+        ("profileIterations", 10**9, "less than or equal to 10000000"),
+        ("weights", [True, 3], "valid number"),
+    ],
+)
+def test_counts_are_strict_integers_within_their_maximum(field: str, value: Any, words: str) -> None:
+    """Issue 41, item 8: `true` is not 1 and `"15"` is not 15; a count has a documented maximum."""
+    data = example()
+    data["spec"]["campaign"][field] = value
+    problems = _problems(data)
+    assert any(p.startswith(f"spec.campaign.{field}") and words in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda e: e.update(nodes=True), "nodes"),
+        (lambda e: e.update(nodes="1"), "nodes"),
+        (lambda e: e.update(values=[True, 4]), "values[0]"),
+        (lambda e: e.update(values=["4"]), "values[0]"),
+        (lambda e: e.update(values=[v / 100 for v in range(-1500, 1502, 3)]), "values: List should have at most"),
+    ],
+)
+def test_an_ensemble_s_counts_and_values_are_strict(mutate: Any, field: str) -> None:
+    data = example()
+    mutate(data["spec"]["campaign"]["ensembles"][0])
+    assert any(p.startswith(f"spec.campaign.ensembles[0].{field}") for p in _problems(data)), _problems(data)
+
+
+def test_the_largest_counts_and_yaml_numbers_are_accepted() -> None:
+    data = yaml.safe_load(EXAMPLE.read_text().replace("iterations: 15 ", "iterations: 100000 "))
+    mc = load_minicluster(data)
+    assert mc.spec.campaign is not None and mc.spec.campaign.iterations == 100_000
+    assert mc.spec.campaign.ensembles[0].values == [0.0, 4.0, 8.0]  # YAML's ints are numbers
