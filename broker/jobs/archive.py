@@ -10,44 +10,41 @@ then rebuilds the queue as after any lead restart.
 Reading checks everything before a byte is written: a member missing, unlisted, altered or cut short, a foreign
 kind, a format version we do not read, an index that disagrees with the journal, and (when the caller says
 which) another cluster's name. An archive is also untrusted input: every member must be a regular file of the
-archive's own layout (manifest.json, journal.jsonl, output/<file>.jsonl), never absolute, climbing (`..`),
-duplicated, a link, device, FIFO or directory, and what is read is bounded (MAX_BYTES unpacked, MAX_MEMBERS);
-restore_into checks again that each output resolves inside the state directory's output/ and follows no link.
+archive's own layout, never a link or device, and what is read is bounded, by the sizes the headers declare
+before any member is read (archive_members.py); restore_into checks again that each output resolves inside the
+state directory's output/ and follows no link.
 Each failure is an ArchiveError saying which and why, naming the member.
 """
 
 from __future__ import annotations
 
-import bz2
 import contextlib
-import gzip
 import io
 import json
-import lzma
 import os
-import stat
 import tarfile
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from broker import atomic
-from broker.errors import InputError
+from broker.jobs.archive_members import (
+    MANIFEST,
+    MAX_BYTES,
+    MAX_MEMBERS,
+    ArchiveError,
+    member_name_problem,
+    read_members,
+)
 from broker.jobs.journal import JobEvent
 from broker.jobs.record import replay
 from broker.jobs.store import INSTANCE, JOURNAL_FILE, OUTPUT_DIR, JobStore, QueueState
 
 KIND = "miniclusters-queue-archive"
 FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
 RESTORED = "restored"
 """The instance record a restore leaves in the journal: a restarted lead finds it and does not restore twice."""
-
-
-class ArchiveError(InputError):
-    """The archive cannot be restored (damaged, foreign, another version) or written; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -142,181 +139,6 @@ def write_archive(
 
 
 # ---------------------------------------------------------------------------------------------- reading
-MAX_BYTES = 1 << 30
-"""Most bytes a restore reads out of an archive (unpacked: headers and members): the archive is held in memory
-until it is verified, so a hostile one (a gzip bomb, a giant header) must not exhaust it. A queue's journal
-and outputs are far smaller; a save that would exceed it fails on its read-back, and the queue runs on."""
-MAX_MEMBERS = 200_000
-"""Most members a restore reads (one per output file, beside the manifest and the journal)."""
-NAME_MAX = 255
-"""Bytes in one path component (Linux's NAME_MAX): a longer output name could not be written."""
-
-_DECODING_ERRORS = (EOFError, tarfile.ReadError, OSError, ValueError, zlib.error, lzma.LZMAError)
-"""What a damaged stream raises anywhere below tarfile (gzip's BadGzipFile is an OSError)."""
-_KINDS = {
-    tarfile.SYMTYPE: "a symbolic link",
-    tarfile.LNKTYPE: "a hard link",
-    tarfile.CHRTYPE: "a character device",
-    tarfile.BLKTYPE: "a block device",
-    tarfile.FIFOTYPE: "a FIFO",
-    tarfile.DIRTYPE: "a directory",
-    tarfile.GNUTYPE_SPARSE: "a sparse file",
-}
-
-
-def _size(limit: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if limit >= scale and limit % scale == 0:
-            return f"{limit // scale} {unit}"
-    return f"{limit} bytes"
-
-
-def member_name_problem(name: str) -> str | None:
-    """Why an archive member of this name cannot be restored (None: it can), before anything is written: a
-    restore writes `output/<file>` members into the state directory's output/, so a name must be one of the
-    archive's own files, never absolute, never climbing, never anything a path could be bent with."""
-    if not name:
-        return "has an empty name"
-    if "\x00" in name:
-        return "contains a NUL byte"
-    if "\\" in name:
-        return "contains a backslash"
-    if name.startswith("/"):
-        return "is an absolute path"
-    parts = name.split("/")
-    if ".." in parts:
-        return "climbs out of its directory"
-    if any(part in ("", ".") for part in parts):
-        return "is not a plain relative path"
-    if any(len(part.encode(errors="surrogateescape")) > NAME_MAX for part in parts):
-        return f"has a path component longer than {NAME_MAX} bytes"
-    if name in (MANIFEST, JOURNAL_FILE):
-        return None
-    if len(parts) == 2 and parts[0] == OUTPUT_DIR and parts[1].endswith(".jsonl"):
-        return None
-    return f"is not a file a queue archive holds ({MANIFEST}, {JOURNAL_FILE}, {OUTPUT_DIR}/<file>.jsonl)"
-
-
-def _member_problem(info: tarfile.TarInfo) -> str | None:
-    """Why this member is refused: its name, or anything but a regular file (links, devices, FIFOs, ...)."""
-    problem = member_name_problem(info.name)
-    if problem is not None:
-        return problem
-    if info.isreg() and not info.issparse():
-        return None
-    kind = "a sparse file" if info.issparse() else _KINDS.get(info.type, f"of tar type {info.type!r}")
-    target = f" (to {info.linkname!r})" if info.issym() or info.islnk() else ""
-    return f"is {kind}{target}: a queue archive holds regular files only"
-
-
-class _Bounded(io.RawIOBase):
-    """The unpacked stream tarfile reads, refused past `limit` bytes: tarfile reads a pax header whole and a
-    gzip bomb unpacks without end, so the cap sits below tarfile, not only on the sizes members declare."""
-
-    def __init__(self, inner: io.BufferedIOBase, limit: int, path: Path) -> None:
-        self.inner, self.limit, self.path, self.count = inner, limit, path, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.inner.read(min(len(view), self.limit + 1 - self.count))
-        self.count += len(data)
-        if self.count > self.limit:
-            raise ArchiveError(f"{self.path}: the archive unpacks to more than the {_size(self.limit)} a restore reads")
-        view[: len(data)] = data
-        return len(data)
-
-
-def _open_regular(path: Path) -> io.BufferedReader:
-    """The archive file, refused unless a regular file: a FIFO would block the reader, a device never end."""
-    try:
-        # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer
-        raw = open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK))  # noqa: SIM115
-    except FileNotFoundError:
-        raise ArchiveError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ArchiveError(f"{path}: is a directory, not an archive") from None
-    except PermissionError:
-        raise ArchiveError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise ArchiveError(f"{path}: cannot open the archive: {exc.strerror or exc}") from None
-    mode = os.fstat(raw.fileno()).st_mode
-    if not stat.S_ISREG(mode):
-        raw.close()
-        if stat.S_ISDIR(mode):
-            raise ArchiveError(f"{path}: is a directory, not an archive")
-        raise ArchiveError(f"{path}: is not a regular file (a FIFO, device or socket): not an archive")
-    return raw
-
-
-def _unpacked(raw: io.BufferedReader) -> io.BufferedIOBase:
-    """The tar stream inside: gzip (what `save` writes), bzip2, xz, or none, told by the first bytes."""
-    magic = raw.peek(6)[:6]
-    if magic.startswith(b"\x1f\x8b"):
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if magic.startswith(b"BZh"):
-        return bz2.BZ2File(raw, mode="rb")
-    if magic.startswith(b"\xfd7zXZ\x00"):
-        return lzma.LZMAFile(raw, mode="rb")
-    return raw
-
-
-def _member(
-    path: Path, tar: tarfile.TarFile, info: tarfile.TarInfo, seen: dict[str, bytes], max_bytes: int, max_members: int
-) -> bytes:
-    """One member's bytes, read only once its name, kind, novelty and size passed."""
-    problem = _member_problem(info)
-    if problem is not None:
-        raise ArchiveError(f"{path}: archive member {info.name!r} {problem}")
-    if info.name in seen:
-        raise ArchiveError(f"{path}: archive member {info.name!r} appears twice: the archive was altered")
-    if len(seen) >= max_members:
-        raise ArchiveError(f"{path}: the archive holds more than {max_members} members: not restored")
-    if info.size > max_bytes:
-        raise ArchiveError(
-            f"{path}: archive member {info.name!r} declares {info.size} bytes: more than the "
-            f"{_size(max_bytes)} a restore reads"
-        )
-    handle = tar.extractfile(info)
-    assert handle is not None
-    data = handle.read()
-    if len(data) != info.size:
-        raise EOFError(f"{info.name} is cut short")
-    return data
-
-
-def _members(path: Path, max_bytes: int = MAX_BYTES, max_members: int = MAX_MEMBERS) -> tuple[dict[str, bytes], str]:
-    """Every member's bytes, each name and kind checked before it is read, at most `max_bytes` unpacked and
-    `max_members` members; and the sha256 of the archive file that was read."""
-    with _open_regular(path) as raw:
-        out: dict[str, bytes] = {}
-        try:
-            stream = io.BufferedReader(_Bounded(_unpacked(raw), max_bytes, path))
-            tar = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - closed below, its errors told apart
-        except ArchiveError:
-            raise
-        except _DECODING_ERRORS as exc:
-            raise ArchiveError(f"{path}: not a readable tar archive ({_first_line(exc)})") from None
-        try:
-            with tar:
-                for info in tar:
-                    out[info.name] = _member(path, tar, info, out, max_bytes, max_members)
-        except ArchiveError:
-            raise
-        except _DECODING_ERRORS as exc:
-            raise ArchiveError(f"{path}: truncated: the archive ends early ({_first_line(exc)})") from None
-        raw.seek(0)
-        import hashlib  # see _sha
-
-        return out, hashlib.file_digest(raw, "sha256").hexdigest()
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc) or type(exc).__name__).splitlines()[0].rstrip(":")
-
-
 def _saved_job(job: dict[str, Any]) -> SavedJob:
     """One line of the index, its types checked (an id is compared and hashed, a state compared)."""
     unknown = set(job) - {"id", "state", "result", "requeued"}
@@ -355,7 +177,7 @@ def read_archive(
 ) -> QueueArchive:
     """The archive at `path`, every check passed; `cluster`: refuse one saved from a cluster of another name."""
     archive_path = Path(path)
-    members, digest_of_file = _members(archive_path, max_bytes, max_members)
+    members, digest_of_file = read_members(archive_path, max_bytes, max_members)
     manifest = _manifest(archive_path, members.pop(MANIFEST, None))
     for name, digest in manifest.files.items():
         if name not in members:

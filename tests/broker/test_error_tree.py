@@ -40,7 +40,7 @@ def test_every_broker_exception_has_the_one_root() -> None:
     [
         ("broker.jobs.build.JobspecError", InputError, ValueError),
         ("broker.attributes.AttrError", InputError, ValueError),
-        ("broker.jobs.archive.ArchiveError", InputError, ValueError),
+        ("broker.jobs.archive_members.ArchiveError", InputError, ValueError),
         ("broker.modules.exec_request.ExecRequestError", InputError, ValueError),
         ("broker.broker_core.BrokerError", BrokerFailure, RuntimeError),
         ("broker.broker_core.StartRefused", BrokerFailure, RuntimeError),
