@@ -337,6 +337,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", default=str(DEFAULT_IDLE_PERIOD), help="idle time before teardown (5s, 2m, ...)")
     parser.add_argument("--interval", default=str(DEFAULT_INTERVAL), help="time between steps (1s, 500ms, ...)")
     args = parser.parse_args(argv)
+    try:
+        alone: int | str | OSError = single_instance(args.state)
+    except OSError as exc:
+        alone = exc
+    if isinstance(alone, str):  # another service runs: the lead's report is its, so nothing is told the lead
+        print(f"burst service: {alone}", file=sys.stderr, flush=True)
+        return 1
     lead_side = HandleLead(args.uri)  # used by the reporter's thread only (a handle is one thread's)
     reporter = Reporter(lambda state, reason: lead_side.report(state, reason, os.getpid(), STALE_AFTER))
 
@@ -345,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         reporter.stop(FAILED, reason, timeout=GIVE_UP_REPORT_TIMEOUT)
         return code
 
+    if isinstance(alone, OSError):
+        return give_up(f"cannot hold its lock beside {args.state}: {alone}", 2)
     try:
         idle, interval = _duration("--idle", args.idle), _duration("--interval", args.interval)
         if interval <= 0 or interval == float("inf"):
@@ -375,6 +384,27 @@ def main(argv: list[str] | None = None) -> int:
     service.run(interval, stop=lambda: bool(stopping), on_state=reporter.set)
     reporter.stop(STOPPED, f"stopped by {stopping[0]}", timeout=STOP_REPORT_TIMEOUT)
     return 0
+
+
+def single_instance(state: Path) -> int | str:
+    """Hold `<state>.service.lock` (flock, our pid in it) for the process's life: the descriptor; or, when another
+    service holds it, why we may not run. Two services of one cluster would both burst for the same job; the
+    lock is taken before anything is told the lead. The kernel lets go when the process ends (never deleted)."""
+    path = state.with_suffix(".service.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(handle)
+        try:
+            pid = path.read_text().strip() or "?"
+        except OSError:
+            pid = "?"
+        return f"another burst service serves these bursts: pid {pid} (lock {path})"
+    os.ftruncate(handle, 0)
+    os.pwrite(handle, str(os.getpid()).encode(), 0)
+    return handle
 
 
 def _duration(flag: str, text: str) -> float:

@@ -45,10 +45,10 @@ def _take(handle: int, deadline: float | None) -> None:
             time.sleep(0.05)
 
 
-@contextlib.contextmanager
-def locked(path: Path, timeout: float | None = None, mode: int = 0o644, dir_mode: int = 0o777) -> Iterator[int]:
-    """Hold the lock file `path` (created if missing, with its directory) and yield its descriptor; LockBusy after
-    `timeout` seconds (0: do not wait; None: wait forever)."""
+def take(path: Path, timeout: float | None = None, mode: int = 0o644, dir_mode: int = 0o777) -> int:
+    """Open and flock the lock file `path` (created if missing, with its directory); the descriptor, which the
+    caller gives back with `release` (or hands to a child: the lock belongs to the open file, not the process).
+    LockBusy after `timeout` seconds (0: do not wait; None: wait forever)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         path.parent.mkdir(parents=True, exist_ok=True, mode=dir_mode)
@@ -58,15 +58,31 @@ def locked(path: Path, timeout: float | None = None, mode: int = 0o644, dir_mode
             continue
         try:
             _take(handle, deadline)
-            if not _still_named(handle, path):  # removed (and perhaps made anew) while we waited: take that one
-                continue
-            try:
-                yield handle
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-            return
-        finally:
+        except BaseException:
             os.close(handle)
+            raise
+        if _still_named(handle, path):
+            return handle
+        os.close(handle)  # removed (and perhaps made anew) while we waited: take that one
+
+
+def release(handle: int) -> None:
+    """Unlock and close a descriptor from `take`."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        os.close(handle)
+
+
+@contextlib.contextmanager
+def locked(path: Path, timeout: float | None = None, mode: int = 0o644, dir_mode: int = 0o777) -> Iterator[int]:
+    """Hold the lock file `path` (created if missing, with its directory) and yield its descriptor; LockBusy after
+    `timeout` seconds (0: do not wait; None: wait forever)."""
+    handle = take(path, timeout, mode, dir_mode)
+    try:
+        yield handle
+    finally:
+        release(handle)
 
 
 def remove_held(path: Path) -> None:

@@ -70,9 +70,17 @@ class _Tee:
             handle.close()
 
 
+def lock_path(name: str) -> Path:
+    return autoscale_dir() / f"{name}.lock"
+
+
+def _already(name: str) -> str:
+    return f"MiniCluster {name!r} is already autoscaled"
+
+
 def exclusive(name: str) -> contextlib.AbstractContextManager[Path]:
     """Hold ``<state>/.autoscaler/<name>.lock`` (with our pid in it) or raise AlreadyRunning naming the holder."""
-    return pidlock.exclusive(autoscale_dir() / f"{name}.lock", f"MiniCluster {name!r} is already autoscaled")
+    return pidlock.exclusive(lock_path(name), _already(name))
 
 
 @dataclass
@@ -131,7 +139,21 @@ def run_autoscaler(
     run: RunOptions,
     say: Callable[[str], None],
 ) -> str:
-    """Loop; returns why it stopped ("idle", "timeout", "gone", "interrupted", "terminated (SIGTERM)")."""
+    """Loop; returns why it stopped ("idle", "timeout", "gone", "interrupted", "terminated (SIGTERM)").
+
+    The lock is taken before anything else: no second loop looks at the cluster or says it autoscales it."""
+    with exclusive(name):
+        return _run_holding_the_lock(backend, queue, name, options, run, say)
+
+
+def _run_holding_the_lock(
+    backend: Backend,
+    queue: ExecQueue,
+    name: str,
+    options: AutoscaleOptions,
+    run: RunOptions,
+    say: Callable[[str], None],
+) -> str:
     observer, actuator = ports_for(backend)
     events = run.events or autoscale_dir() / f"{name}.jsonl"
     view = observer.observe(name)
@@ -146,7 +168,7 @@ def run_autoscaler(
     tee = _Tee(events, mirror) if mirror is not None and mirror != events else None
     target = events if tee is None else cast(IO[str], tee)
     main = threading.current_thread() is threading.main_thread()
-    with exclusive(name), tee or contextlib.nullcontext(), EventLog(target, "autoscale", time.monotonic) as log:
+    with tee or contextlib.nullcontext(), EventLog(target, "autoscale", time.monotonic) as log:
         previous = signal.signal(signal.SIGTERM, _terminate) if main else None
         scaler = Autoscaler(name, observer, actuator, queue, options, clock=time.monotonic, log=log)
         status = _Status(run.state, name, run.started_by, events)
@@ -193,7 +215,8 @@ def run_autoscaler(
 
 
 def start_in_background(name: str, spec_file: str, backend: str) -> tuple[int, Path, Path]:
-    """Start `minicluster autoscale NAME --spec FILE` detached (its own session, output to a log file).
+    """Start `minicluster autoscale NAME --spec FILE` detached (its own session, output to a log file), holding
+    the cluster's lock before this returns (AlreadyRunning when another loop holds it).
 
     Returns (pid, event log, timeline PNG). The loop ends by itself when the cluster is deleted; a drain it
     leaves behind if killed is undrained by the next loop of the cluster.
@@ -207,7 +230,10 @@ def start_in_background(name: str, spec_file: str, backend: str) -> tuple[int, P
     program = Path(sys.executable).with_name("minicluster")
     argv = [str(program), "autoscale", name, "--spec", str(Path(spec_file).resolve()), "--backend", backend]
     argv += ["--events", str(events), "--plot", str(png), "--started-by", "up"]
-    state_file(backend, name).unlink(missing_ok=True)  # a previous cluster of this name's loop
     with open(log, "ab") as out:
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+        child = pidlock.spawn_holding(
+            lock_path(name), _already(name), argv,
+            prepare=lambda: state_file(backend, name).unlink(missing_ok=True),  # a previous cluster's loop's
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+        )  # fmt: skip
     return child.pid, events, png

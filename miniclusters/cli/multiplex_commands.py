@@ -33,9 +33,10 @@ class _Stop:
 
 @contextlib.contextmanager
 def _lock(backend: str, name: str) -> Iterator[None]:
-    """One controller per local cluster (the lock `minicluster down` finds it by); Kubernetes clusters are
-    guarded by their operator instead (spec.multiplexing)."""
-    if backend != "local":
+    """One controller per cluster on this machine, local or podman (the lock `minicluster down` finds it by; a
+    podman cluster's controller took none, so down did not stop it and a second could start); Kubernetes clusters
+    are guarded by their operator instead (spec.multiplexing)."""
+    if backend == "kubernetes":
         yield
         return
     from miniclusters.multiplex.background import exclusive
@@ -159,7 +160,7 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
     from miniclusters.multiplex.settings import multiplex_config
     from miniclusters.multiplex.state_file import state_file
 
-    with _errors():
+    with _errors(), _lock(backend, name):  # before anything is looked at, claimed or said
         target = _open(backend, context, namespace)
         status = target.status(name)
         spec = _spec_defaults(target, name)
@@ -200,64 +201,63 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
             raise click.BadParameter(str(exc)) from None
         workdir = _claimed_workdir(name, opts["workdir"], spec.get("workdir"))
         boundary = opts["boundary"] or spec.get("boundary") or "MPI_Barrier"
-        with _lock(backend, name):
-            session = open_session(target, backend, name, command, config, workdir, boundary)
-            session.started_by = opts["started_by"]
-            timeline = Path(opts["timeline"]) if opts["timeline"] else workdir / "timeline.png"
-            log_path = timeline.with_suffix(".jsonl")
-            if log_path.exists():
-                log_path.unlink()
-            started = time.monotonic()
-            clock = lambda: time.monotonic() - started  # noqa: E731
-            state_path = state_file(backend, name)
-            mirror = mirror_for(target, backend, name, str(spec.get("flavour") or "builtin"))
-            click.echo(
-                f"multiplexing {name}: {plural(config.ranks, 'rank')} per simulation on "
-                f"{plural(len(config.pods), 'pod')}, "
-                f"allocatable {allocatable}m, up to {config.max_simulations} at once ({config.total} in all); "
-                f"{session.shares_note}; work directory {workdir}",
-                err=True,
-            )
-            with MirroredEventLog(log_path, "multiplex", clock, mirror) as log:
-                runner = MultiplexRunner(
-                    name, session.planner, session.observer, session.actuator, session.simulations,
-                    session.shares, clock=time.monotonic, log=log,
-                )  # fmt: skip
-                last: list[str] = []
+        session = open_session(target, backend, name, command, config, workdir, boundary)
+        session.started_by = opts["started_by"]
+        timeline = Path(opts["timeline"]) if opts["timeline"] else workdir / "timeline.png"
+        log_path = timeline.with_suffix(".jsonl")
+        if log_path.exists():
+            log_path.unlink()
+        started = time.monotonic()
+        clock = lambda: time.monotonic() - started  # noqa: E731
+        state_path = state_file(backend, name)
+        mirror = mirror_for(target, backend, name, str(spec.get("flavour") or "builtin"))
+        click.echo(
+            f"multiplexing {name}: {plural(config.ranks, 'rank')} per simulation on "
+            f"{plural(len(config.pods), 'pod')}, "
+            f"allocatable {allocatable}m, up to {config.max_simulations} at once ({config.total} in all); "
+            f"{session.shares_note}; work directory {workdir}",
+            err=True,
+        )
+        with MirroredEventLog(log_path, "multiplex", clock, mirror) as log:
+            runner = MultiplexRunner(
+                name, session.planner, session.observer, session.actuator, session.simulations,
+                session.shares, clock=time.monotonic, log=log,
+            )  # fmt: skip
+            last: list[str] = []
 
-                def on_progress(progress: Any) -> None:
-                    print_progress_line(progress, last)
-                    log.flush_mirror()
-                    save_state(state_path, name, session, True)
+            def on_progress(progress: Any) -> None:
+                print_progress_line(progress, last)
+                log.flush_mirror()
+                save_state(state_path, name, session, True)
 
-                runner.on_progress = on_progress
-                stop = _Stop()
-                previous = signal.signal(signal.SIGTERM, stop)  # `minicluster down` stops us this way
-                try:
-                    runner.run(interval=opts["interval"], timeout=opts["timeout"], stopping=lambda: stop.why)
-                except NotFoundError:
-                    runner.stop("cancelled", "the cluster is gone")
-                    save_state(state_path, name, session, False, {"stopped": "the cluster is gone"})
-                    click.echo(f"MiniCluster {name} is gone: the controller stops", err=True)
-                    sys.exit(0 if all_done(session.planner) else 1)
-                except KeyboardInterrupt:
-                    stop.why = "interrupted"
-                    runner.stop("cancelled", "interrupted")
-                finally:
-                    signal.signal(signal.SIGTERM, previous)
-                    log.flush_mirror()
-            if stop.why is not None:
-                save_state(state_path, name, session, False, {"stopped": stop.why})
-                _write_timeline(log_path, timeline, allocatable)
-                click.echo("interrupted: running simulations cancelled", err=True)
-                sys.exit(130)
-            identity_now = session.identity(name) if session.identity else {}
-            same_pids = all(identity_now.get(i) == ident for i, ident in session.pod_identity.items())
-            save_state(state_path, name, session, False, {"same_pids": same_pids})
+            runner.on_progress = on_progress
+            stop = _Stop()
+            previous = signal.signal(signal.SIGTERM, stop)  # `minicluster down` stops us this way
+            try:
+                runner.run(interval=opts["interval"], timeout=opts["timeout"], stopping=lambda: stop.why)
+            except NotFoundError:
+                runner.stop("cancelled", "the cluster is gone")
+                save_state(state_path, name, session, False, {"stopped": "the cluster is gone"})
+                click.echo(f"MiniCluster {name} is gone: the controller stops", err=True)
+                sys.exit(0 if all_done(session.planner) else 1)
+            except KeyboardInterrupt:
+                stop.why = "interrupted"
+                runner.stop("cancelled", "interrupted")
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+                log.flush_mirror()
+        if stop.why is not None:
+            save_state(state_path, name, session, False, {"stopped": stop.why})
             _write_timeline(log_path, timeline, allocatable)
-            click.echo(f"timeline written to {timeline} (events: {log_path})", err=True)
-            if opts["as_json"]:
-                click.echo(summary_json(session, same_pids))
-            else:
-                print_summary(session, same_pids)
-            sys.exit(0 if all_done(session.planner) else 1)  # any simulation not done: non-zero
+            click.echo("interrupted: running simulations cancelled", err=True)
+            sys.exit(130)
+        identity_now = session.identity(name) if session.identity else {}
+        same_pids = all(identity_now.get(i) == ident for i, ident in session.pod_identity.items())
+        save_state(state_path, name, session, False, {"same_pids": same_pids})
+        _write_timeline(log_path, timeline, allocatable)
+        click.echo(f"timeline written to {timeline} (events: {log_path})", err=True)
+        if opts["as_json"]:
+            click.echo(summary_json(session, same_pids))
+        else:
+            print_summary(session, same_pids)
+        sys.exit(0 if all_done(session.planner) else 1)  # any simulation not done: non-zero

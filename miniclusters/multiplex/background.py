@@ -25,9 +25,13 @@ def lock_path(name: str) -> Path:
     return multiplexer_dir() / f"{name}.lock"
 
 
+def _already(name: str) -> str:
+    return f"MiniCluster {name!r} is already multiplexed"
+
+
 def exclusive(name: str) -> contextlib.AbstractContextManager[Path]:
     """Hold the cluster's lock (our pid in it) or raise AlreadyRunning naming the holder."""
-    return pidlock.exclusive(lock_path(name), f"MiniCluster {name!r} is already multiplexed")
+    return pidlock.exclusive(lock_path(name), _already(name))
 
 
 def holder(name: str) -> int | None:
@@ -42,7 +46,8 @@ def background_files(name: str) -> tuple[Path, Path, Path]:
 
 
 def start_in_background(name: str, backend: str) -> tuple[int, Path, Path]:
-    """Start `minicluster multiplex NAME` (spec.multiplexing gives its settings) in its own session.
+    """Start `minicluster multiplex NAME` (spec.multiplexing gives its settings) in its own session, holding the
+    cluster's lock before this returns (AlreadyRunning when another controller holds it).
 
     Returns (pid, event log, timeline PNG). It ends when its simulations are done, at `minicluster down`, or when
     the cluster is gone.
@@ -51,11 +56,14 @@ def start_in_background(name: str, backend: str) -> tuple[int, Path, Path]:
 
     events, png, output = background_files(name)
     output.parent.mkdir(parents=True, exist_ok=True)
-    state_file(backend, name).unlink(missing_ok=True)  # a previous cluster of this name's controller
     program = Path(sys.executable).with_name("minicluster")
     argv = [str(program), "multiplex", name, "--backend", backend, "--timeline", str(png), "--started-by", "up"]
     with open(output, "ab") as out:
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+        child = pidlock.spawn_holding(
+            lock_path(name), _already(name), argv,
+            prepare=lambda: state_file(backend, name).unlink(missing_ok=True),  # a previous cluster's controller's
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+        )  # fmt: skip
     return child.pid, events, png
 
 

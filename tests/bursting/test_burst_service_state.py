@@ -91,6 +91,28 @@ def test_a_killed_service_is_seen_stopped_and_the_waiting_job_says_so(lead: Inst
     assert _info(lead, job).startswith("needs a burst, but the burst service is stopped: no report for ")
 
 
+def test_a_second_service_of_the_same_bursts_is_refused_and_tells_the_lead_nothing(
+    lead: Instance, tmp_path: Path
+) -> None:
+    """Two services of one cluster would both burst for the same job: the second is refused before it reports."""
+    started = [_service(lead, tmp_path, "--plugins", "local")]
+    first = started[0]
+    try:
+        assert wait_for(lambda: _view(lead)["state"] == "running" and _view(lead)["pid"] == first.pid, timeout=60)
+        started.append(_service(lead, tmp_path, "--plugins", "local"))
+        second = started[1]
+        assert second.wait(timeout=60) == 1  # was: it ran beside the first
+        assert second.stderr is not None
+        assert f"another burst service serves these bursts: pid {first.pid} " in second.stderr.read()
+        assert _view(lead)["state"] == "running" and _view(lead)["pid"] == first.pid  # the first's report stands
+        assert first.poll() is None
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
 def test_the_lead_checks_reports_and_takes_a_quiet_service_for_gone(lead: Instance) -> None:
     with lead.handle(0) as h:
         with pytest.raises(FluxError) as bad:
