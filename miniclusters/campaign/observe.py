@@ -111,6 +111,24 @@ def ensemble_state(info: JobInfo | None, cancelled: bool) -> EnsembleState:
     return "queued"
 
 
+def job_times(info: JobInfo | None) -> dict[str, float]:
+    """When the lead says a batch job started and ended (wall clock, as the members' stamps): `job_run`,
+    `job_end` (its cleanup began: the script had exited), each only once known. An ensemble's makespan comes
+    from these, not from when the controller happened to look (on podman a look every few seconds)."""
+    times = {}
+    if info is not None and info.t_run > 0:
+        times["job_run"] = info.t_run
+    end = (info.t_cleanup or info.t_inactive) if info is not None else 0.0
+    if end > 0:
+        times["job_end"] = end
+    return times
+
+
+def ran_on(info: JobInfo | None) -> tuple[int, ...]:
+    """The pods (ranks) a job ran on, as the lead recorded them, also once it ended."""
+    return tuple(idset.decode(info.ranks)) if info is not None and info.ranks else ()
+
+
 def ensemble_view(ensemble: Ensemble, info: JobInfo | None, profiles: Profiles, cancelled: bool) -> EnsembleView:
     state = ensemble_state(info, cancelled)
     pods = tuple(idset.decode(info.ranks)) if info is not None and info.ranks and state == "running" else ()

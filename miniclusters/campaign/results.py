@@ -8,6 +8,7 @@ only, so `minicluster campaign results` gives the same answer during, after, and
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -109,6 +110,41 @@ def member_results(plan: CampaignPlan, events: Sequence[dict[str, Any]]) -> list
     return [member_result(m, duties.get(m.name), m.ensemble in cancelled, m.ensemble in ended) for m in plan.members]
 
 
+def _by_pod(sample: dict[str, Any], key: str, pod: int) -> int | None:
+    """A per-pod value of a sample (JSON keys are text), None when the sample does not have it."""
+    table = sample.get(key) or {}
+    value = table.get(str(pod), table.get(pod))
+    return int(value) if value is not None else None
+
+
+def pod_restarts(window: Sequence[dict[str, Any]], pods: Sequence[int]) -> int:
+    """Restarts of these pods over the samples: each pod's own count as it rises. Another pod's restart, or a pod
+    removed (or played again by a scale-up, from 0), changes nothing here."""
+    total = 0
+    for pod in pods:
+        seen = [n for n in (_by_pod(s, "pod_restarts", pod) for s in window) if n is not None]
+        total += sum(max(0, after - before) for before, after in itertools.pairwise(seen))
+    return total
+
+
+def unused_scaled_pods(events: Sequence[dict[str, Any]]) -> list[int]:
+    """Pods a scale-up added that no ensemble ran on (nor any member's rank): on podman a pod takes seconds to
+    play and join, and the ensemble it was grown for may start on a pod that freed up first."""
+    added = {i for e in events if e.get("kind") == "scaled" for i in range(int(e["previous"]), int(e["size"]))}
+    used = {int(p) for e in events if e.get("kind") in ("ensemble-running", "member") for p in e.get("pods") or ()}
+    return sorted(added - used)
+
+
+def _makespan(start: dict[str, Any] | None, end: dict[str, Any] | None) -> float | None:
+    """From the lead's record of the batch job (its start to its end, the clock the members' stamps use); from
+    the controller's looks only for a log without them."""
+    if start is None or end is None:
+        return None
+    if start.get("job_run") and end.get("job_end"):
+        return round(float(end["job_end"]) - float(start["job_run"]), 2)
+    return round(float(end["t"]) - float(start["t"]), 2)
+
+
 def ensemble_results(
     plan: CampaignPlan, events: Sequence[dict[str, Any]], members: Sequence[MemberResult]
 ) -> list[EnsembleResult]:
@@ -117,20 +153,19 @@ def ensemble_results(
     samples = [e for e in events if e.get("kind") == "sample"]
     for ensemble in plan.ensembles:
         mine = [m for m in members if m.ensemble == ensemble.name]
-        start = next(
-            (e for e in events if e.get("kind") == "ensemble-running" and e.get("ensemble") == ensemble.name), None
-        )
+        starts = [e for e in events if e.get("kind") == "ensemble-running" and e.get("ensemble") == ensemble.name]
+        start = starts[0] if starts else None
         ends = [
             e
             for e in events
             if e.get("kind") in ("ensemble-done", "ensemble-cancelled") and e.get("ensemble") == ensemble.name
         ]
         end = ends[-1] if ends else None  # the last: a rerun of lost members ends later
-        pods = [int(p) for p in (start or {}).get("pods", [])]
+        pods = list(dict.fromkeys(int(p) for e in starts for p in e.get("pods", [])))  # a rerun may move
         t0 = float(start["t"]) if start else None
         t1 = float(end["t"]) if end else None
         window = [s for s in samples if t0 is not None and t0 <= float(s["t"]) <= (t1 if t1 is not None else 1e18)]
-        per_sample = [sum(int(s["pods"].get(str(p), s["pods"].get(p, 0))) for p in pods) for s in window]
+        per_sample = [sum(_by_pod(s, "pods", p) or 0 for p in pods) for s in window]
         resizes = sum(
             1
             for e in events
@@ -139,9 +174,6 @@ def ensemble_results(
             and t0 is not None
             and t0 <= float(e["t"]) <= (t1 if t1 is not None else 1e18)
             and e.get("outcome") != "deferred"
-        )
-        restarts = max((int(s.get("restarts", 0)) for s in window), default=0) - min(
-            (int(s.get("restarts", 0)) for s in window), default=0
         )
         duties = [m.mean_duty for m in mine if m.mean_duty is not None]
         state = (
@@ -156,12 +188,12 @@ def ensemble_results(
                 len(mine),
                 sum(1 for m in mine if m.state == "done"),
                 pods,
-                round(t1 - t0, 2) if t0 is not None and t1 is not None else None,
+                _makespan(start, end),
                 round(sum(duties) / len(duties), 4) if duties else None,
                 round(sum(per_sample) / len(per_sample), 1) if per_sample else None,
                 max(per_sample) if per_sample else None,
                 resizes,
-                restarts,
+                pod_restarts(window, pods),
             )
         )
     return rows

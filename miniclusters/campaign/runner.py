@@ -28,8 +28,9 @@ from elasticity.control.ports import Actuator, ActuatorError, ClusterView, Obser
 from elasticity.policy.autoscale import AutoscaleOptions, QueueView
 from miniclusters.autoscaling.queue import ExecQueue
 from miniclusters.backends.base import Backend, BackendError
-from miniclusters.campaign.observe import Profiles, lead_jobs, observe_ensembles
+from miniclusters.campaign.observe import Profiles, job_times, lead_jobs, observe_ensembles, ran_on
 from miniclusters.campaign.plan import ENDED, CampaignPlan, batch_script, batch_submit, reset_member
+from miniclusters.campaign.samples import Samples
 
 MAX_RERUNS = 1
 """How often an ensemble's lost members (their sub-instance died under them) are run again."""
@@ -64,14 +65,12 @@ class CampaignRunner:
     views: tuple[EnsembleView, ...] = ()
     last_view: ClusterView | None = None
     t0: float = 0.0
-    cpu_seconds: float = 0.0
+    samples: Samples = field(default_factory=Samples)
     resizes: int = 0
     scale_events: int = 0
     ended_at: dict[str, float] = field(default_factory=dict)
     started_at: dict[str, float] = field(default_factory=dict)
     ensemble_pods: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    _last_sample: float | None = None
-    _last_requested: int = 0
     _states: dict[str, str] = field(default_factory=dict)
     on_tick: Callable[[CampaignRunner], None] | None = None
     script_env: dict[str, str] = field(default_factory=dict)
@@ -96,6 +95,15 @@ class CampaignRunner:
     # ------------------------------------------------------------------ acting
     def now(self) -> float:
         return self.clock() - self.t0
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU-seconds requested so far (integrated over the samples)."""
+        return self.samples.cpu_seconds
+
+    @property
+    def _last_requested(self) -> int:
+        return self.samples.requested_m
 
     def event(self, kind: str, **fields: Any) -> None:
         self.log.write(kind, cluster=self.name, t=round(self.now(), 3), **fields)
@@ -158,6 +166,7 @@ class CampaignRunner:
             else:
                 self.scale_events += 1
                 self.event("scaled", previous=result.previous, size=result.size, reason=decision.reason)
+                self._resample(self.samples.after_scale(result.size, self.now()))
                 self.say(f"{self._clock()} size {result.previous} -> {result.size} ({decision.reason})")
         if decision.cpu:
             self.event("decision", loop="multiplex", cpu=decision.cpu)
@@ -176,6 +185,8 @@ class CampaignRunner:
                     cpu_requested=answer.cpu_requested,
                     reason=answer.reason,
                 )
+            taken = {pod: answer.cpu_requested for pod, answer in answers.items() if answer.ok}
+            self._resample(self.samples.after_resize(taken, self.now()))
             shown = ", ".join(f"pod {p} {m}m" for p, m in sorted(decision.cpu.items()))
             self.say(f"{self._clock()} resize {shown}")
 
@@ -192,22 +203,30 @@ class CampaignRunner:
             queue = QueueView()
         self.views = observe_ensembles(self.plan, self.jobs, infos, self.profiles, frozenset(self.cancelled))
         now = self.now()
-        self._transitions(now)
+        self._transitions(now, infos)
         self._sample(view, queue, now)
         self.last_view = view
         return CampaignObservation(now, view, queue, self.views)
 
-    def _transitions(self, now: float) -> None:
+    def _transitions(self, now: float, infos: Mapping[int, JobInfo]) -> None:
         for ensemble in self.views:
             old = self._states.get(ensemble.name)
             if ensemble.state != old:
                 self._states[ensemble.name] = ensemble.state
+                job = self.jobs.get(ensemble.name)
+                times = job_times(infos.get(job) if job is not None else None)
+                if ensemble.state in ("done", "cancelled") and old != "running" and "job_run" in times:
+                    # it ran between two looks: its run is still recorded, with the pods and times the lead kept
+                    pods = ran_on(infos.get(job) if job is not None else None)
+                    self.event("ensemble-running", ensemble=ensemble.name, pods=list(pods), job_run=times["job_run"])
                 if ensemble.state == "running":
                     self.started_at[ensemble.name] = now
                     self.ensemble_pods[ensemble.name] = ensemble.pods
+                    times.pop("job_end", None)
                 if ensemble.state in ("done", "cancelled"):
                     self.ended_at[ensemble.name] = now
-                self.event(f"ensemble-{ensemble.state}", ensemble=ensemble.name, pods=list(ensemble.pods))
+                    times.pop("job_run", None)
+                self.event(f"ensemble-{ensemble.state}", ensemble=ensemble.name, pods=list(ensemble.pods), **times)
                 if ensemble.state == "done" and self._rerun_lost(ensemble.name):
                     continue  # its lost members run again: not failed
                 self.say(
@@ -265,20 +284,12 @@ class CampaignRunner:
         return True
 
     def _sample(self, view: ClusterView, queue: QueueView, now: float) -> None:
-        requested = sum(p.cpu_request or 0 for p in view.pods if p.phase == "Running")
-        if self._last_sample is not None:
-            self.cpu_seconds += self._last_requested / 1000.0 * (now - self._last_sample)
-        self._last_sample, self._last_requested = now, requested
-        self.event(
-            "sample",
-            size=view.size,
-            requested_m=requested,
-            allocatable_m=sum(n.allocatable_millicores for n in view.nodes),
-            pods={p.index: p.cpu_request or 0 for p in view.pods if p.phase == "Running"},
-            pending=len(queue.pending),
-            running=len(queue.running),
-            restarts=sum(p.restarts for p in view.pods),
-        )
+        self._resample(self.samples.observed(view, queue, now))
+
+    def _resample(self, fields: dict[str, Any] | None) -> None:
+        """A `sample` record (the timeline's CPU and size curves), when there is one to write."""
+        if fields is not None:
+            self.event("sample", **fields)
 
     def _clock(self) -> str:
         return f"[{self.now():6.1f}s]"

@@ -27,7 +27,7 @@ from miniclusters.api.spec import ContainerVolume, MiniCluster
 from miniclusters.campaign.figures import plot_polar
 from miniclusters.campaign.observe import exec_jobs
 from miniclusters.campaign.plan import CampaignPlan, batch_script, plan_campaign
-from miniclusters.campaign.results import ensemble_results, member_results, write_tables
+from miniclusters.campaign.results import ensemble_results, member_results, unused_scaled_pods, write_tables
 from miniclusters.campaign.runner import CampaignRunner, Loops, workdir_for
 from miniclusters.campaign.state_file import save_state
 
@@ -161,6 +161,7 @@ def report(plan: CampaignPlan, title: str) -> dict[str, Any]:
     return {
         "members": [asdict(m) for m in members],
         "ensemble_rows": [asdict(e) for e in ensembles],
+        "unused_scaled_pods": unused_scaled_pods(events),
         "files": [str(f) for f in files],
     }
 
@@ -233,12 +234,13 @@ class _Tee:
 
 
 def _lead_copy(backend: Any, name: str) -> Path | None:
-    """`<lead REST state dir>/controllers/campaign.jsonl` on a local cluster (where /cluster looks), else None."""
-    if not getattr(backend, "ephemeral", False):
+    """`<lead REST state dir>/controllers/campaign.jsonl` when the lead's REST state directory is on this machine
+    (the local backend's pods, where /cluster looks), else None. A podman lead keeps its state in its container:
+    the local layout made here for it was left behind by `down` (`<state>/<name>/pods/0/run/state/restful`)."""
+    lead_rest_state_dir = getattr(getattr(backend, "store", None), "lead_rest_state_dir", None)
+    if lead_rest_state_dir is None:
         return None
-    from miniclusters.backends.local.state import StateStore
-
-    return StateStore().lead_rest_state_dir(name) / "controllers" / "campaign.jsonl"
+    return Path(lead_rest_state_dir(name)) / "controllers" / "campaign.jsonl"
 
 
 def _spec_json(spec: CampaignSpec | None) -> dict[str, Any]:

@@ -97,6 +97,9 @@ def result_lines(state: dict[str, Any]) -> list[str]:
         f"  cluster: {state.get('cpu_seconds_requested')} CPU-seconds requested, {state.get('resizes')} resizes, "
         f"{state.get('scale_events')} scale events"
     )
+    unused = state.get("unused_scaled_pods")
+    if unused:
+        lines.append(f"  pods a scale-up added that ran no ensemble: {', '.join(map(str, unused))}")
     for path in state.get("files") or []:
         lines.append(f"  wrote {path}")
     return lines

@@ -240,6 +240,7 @@ def test_files_outside_the_work_directory_survive_up_down_and_cancel(
     assert _intact(sentinels) == []
     down = mc("down", "camp-own", timeout=120)
     assert down.returncode == 0, down.stderr
+    assert not (machine.state_dir / "camp-own").exists()  # the lead's copy of the event log went with its pod
     assert _intact(sentinels) == [] and (work / "report.json").is_file()  # the work stays after down
 
     data["spec"]["campaign"]["iterations"] = 400  # long enough to cancel mid-run; the same (marked) directory

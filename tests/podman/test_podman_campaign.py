@@ -171,6 +171,7 @@ def test_podman_campaign_writes_only_in_its_work_directory(
         assert _changed(sentinels) == []
         assert minicluster("down", name, "--backend", "podman").returncode == 0
         assert _changed(sentinels) == [] and (work / "report.json").is_file()
+        assert not (state / name).exists()  # no local-backend layout made for a podman lead (issue 41, item 11)
 
         campaign["iterations"] = 400  # long enough to cancel mid-run
         (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(spec))
