@@ -5,14 +5,18 @@
 - idle broker: our built-in broker (`flux start --test-size=1`, the forked broker process) beside real flux-core's
   `flux-broker` (/var/cache/miniclusters/flux-core-*), each idle with no job, a few seconds after start;
 - REST server: ours (builtin flavour, started by the lead) beside flux-restful 1.1.0 (the reference, a dev
-  dependency) on real flux-core, each after a login and one listing.
+  dependency) on real flux-core, each after a login and one listing;
+- the lead's memory per queued job (issue 41): QUEUED_JOBS jobs (`flux submit --cc=1-20000 true`, this
+  environment in each jobspec) queued on a stopped queue, the broker's RSS before and after, in KiB per job;
+  flux-core's `flux-broker` beside it, the same jobs submitted by its own `flux submit`.
 
 Ours is measured twice: in this checkout's virtualenv, and inside the broker image (`make images`; what a pod
 runs: the PyInstaller bundle on Debian's Python, started by podman with this script as its probe, `--probe`).
 
 Prints a table (MiB; ratio ours / theirs) and one JSON line with the keys broker_rss_mb, flux_broker_rss_mb,
 rest_rss_mb, reference_rest_rss_mb, image_broker_rss_mb and image_rest_rss_mb (null without podman or the
-image), and the targets: broker <= 20 MB, REST server <= 45 MB.
+image), lead_rss_per_queued_job_kb and flux_lead_rss_per_queued_job_kb, and the targets: broker <= 20 MB, REST
+server <= 45 MB.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from broker.rest import testing
 
 SETTLE_SECONDS = 3.0
+QUEUED_JOBS = 20_000
 BROKER_TARGET_MB = 20.0
 REST_TARGET_MB = 45.0
 
@@ -87,6 +92,48 @@ def flux_core_broker(tmp: Path) -> float | None:
         if not brokers:
             raise SystemExit(f"flux-core's broker did not start:\n{(tmp / 'instance.log').read_text()[-2000:]}")
         return max(testing.rss_mb(pid) for pid in brokers)
+
+
+def per_queued_job(flux: str, broker_of: Callable[[str], bool], tmp: Path) -> float:
+    """KiB of the lead broker's RSS per job queued (the queue stopped, so that every job stays queued)."""
+    uri_file = tmp / "uri"
+    command = [flux, "start", "--test-size=1", "sh", "-c", f'echo "$FLUX_URI" > {uri_file}; sleep 3600']
+    if flux == testing.FLUX:
+        command[3:3] = ["-o", f"-Sstatedir={tmp / 'state'}"]
+    with started(command, tmp) as process:
+        deadline = time.monotonic() + 60
+        while not uri_file.exists() or not uri_file.read_text().strip():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{flux} start failed:\n{(tmp / 'instance.log').read_text()[-2000:]}")
+            time.sleep(0.1)
+        env = {**os.environ, "FLUX_URI": uri_file.read_text().strip()}
+        subprocess.run([flux, "queue", "stop"], env=env, check=True, capture_output=True)
+        time.sleep(SETTLE_SECONDS)
+        brokers = [pid for pid, line in session_processes(process.pid) if pid != process.pid and broker_of(line)]
+        if len(brokers) != 1:
+            raise SystemExit(f"expected one broker process under {flux} start, found {brokers}")
+        before = testing.rss_mb(brokers[0])
+        submit = [flux, "submit", f"--cc=1-{QUEUED_JOBS}", "--quiet", "true"]
+        subprocess.run(submit, env=env, check=True, capture_output=True, timeout=1800)
+        time.sleep(SETTLE_SECONDS)
+        return (testing.rss_mb(brokers[0]) - before) * 1024 / QUEUED_JOBS
+
+
+def our_lead_per_job(tmp: Path) -> float:
+    progress(f"queuing {QUEUED_JOBS} jobs on our broker ...")
+    return per_queued_job(testing.FLUX, lambda line: f"{testing.FLUX} start" in line, tmp)
+
+
+def flux_core_lead_per_job(tmp: Path) -> float | None:
+    from miniclusters.backends.local.flux_view import FluxCoreNotFound, find_flux_core
+
+    try:
+        core = find_flux_core()
+    except FluxCoreNotFound as exc:
+        progress(f"real flux-core not found ({exc}): its per-job column stays empty")
+        return None
+    progress(f"queuing {QUEUED_JOBS} jobs on flux-core (its own flux submit: a few minutes) ...")
+    return per_queued_job(str(core.flux), lambda line: "flux-broker" in line, tmp)
 
 
 def warm(url: str) -> float:
@@ -180,6 +227,8 @@ def main() -> None:
         ("flux_broker_rss_mb", flux_core_broker),
         ("rest_rss_mb", our_rest),
         ("reference_rest_rss_mb", reference_rest),
+        ("lead_rss_per_queued_job_kb", our_lead_per_job),
+        ("flux_lead_rss_per_queued_job_kb", flux_core_lead_per_job),
     ):
         progress(f"measuring {key} ...")
         with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
@@ -203,6 +252,11 @@ def main() -> None:
         ("REST, image", "image_rest_rss_mb", "reference_rest_rss_mb", REST_TARGET_MB),
     ):
         print(f"{name:<16}{text[key]:>10}{text[theirs]:>10}{ratio(figures[key], figures[theirs]):>14}{target:>10g}")
+    per_job = ratio(figures["lead_rss_per_queued_job_kb"], figures["flux_lead_rss_per_queued_job_kb"])
+    print(
+        f"{'lead, KiB/job':<16}{text['lead_rss_per_queued_job_kb']:>10}{text['flux_lead_rss_per_queued_job_kb']:>10}"
+        f"{per_job:>14}{'-':>10}   ({QUEUED_JOBS} jobs queued, queue stopped)"
+    )
     targets = (("broker", "broker_rss_mb", BROKER_TARGET_MB), ("REST server", "rest_rss_mb", REST_TARGET_MB))
     for name, key, target in targets:
         value = figures[key]

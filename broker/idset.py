@@ -31,12 +31,18 @@ def encode(ids: Iterable[int]) -> str:
 
 def decode(text: str) -> list[int]:
     """Parse "0-2,5" (brackets allowed, as Flux prints "[0-2]") into a sorted list of ids."""
+    return [i for first, last in ranges(text) for i in range(first, last + 1)]
+
+
+def ranges(text: str) -> list[tuple[int, int]]:
+    """The idset's ranges (first, last), sorted and merged, without listing its ids: `flux submit
+    --cc=1-100000000` once built a set of 10**8 ids before its first submission (issue 41)."""
     text = text.strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
-    ids: set[int] = set()
     if not text:
         return []
+    parsed: list[tuple[int, int]] = []
     for part in text.split(","):
         lo, sep, hi = part.strip().partition("-")
         try:
@@ -46,5 +52,16 @@ def decode(text: str) -> list[int]:
             raise IdsetError(f"invalid idset {text!r}") from None
         if first < 0 or last < first:
             raise IdsetError(f"invalid range {part!r} in idset {text!r}")
-        ids.update(range(first, last + 1))
-    return sorted(ids)
+        parsed.append((first, last))
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(parsed):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
+
+
+def count(spans: list[tuple[int, int]]) -> int:
+    """How many ids `ranges` holds."""
+    return sum(last - first + 1 for first, last in spans)

@@ -6,7 +6,6 @@ import sys
 
 from ..errors import BrokerBaseError
 from ..jobs.jobid import JobIdError, encode_f58
-from .options import OptionError
 
 TYPE_CHECKING = False  # `flux run` and `flux submit` import this module: no typing, no job API at start-up
 if TYPE_CHECKING:
@@ -32,15 +31,6 @@ def _flux_error() -> type[Exception]:
     from ..errors import FluxError
 
     return FluxError
-
-
-def _idset(text: str) -> list[int]:
-    from .. import idset
-
-    try:
-        return idset.decode(text)
-    except ValueError as exc:
-        raise OptionError(str(exc)) from None
 
 
 def exit_code(returncode: int | None, success: bool) -> int:

@@ -11,49 +11,41 @@ import itertools
 import os
 import sys
 
+from .. import idset
 from ..jobs.jobid import encode_f58
-from .jobcli_common import CommandError, _attach, _exit_code, _idset, _redirected
-from .lean import connect, wire_json
-from .options import Opt, OptionError, as_int, parse
-from .submit import SUBMIT_OPTS, build_from_options, submit_flag_bits, substitute
+from .jobcli_common import CommandError, _attach, _exit_code, _redirected
+from .lean import connect
+from .options import Opt, OptionError, parse
+from .submit import SUBMIT_OPTS, build_from_options, substitute
+from .submit_stream import Progress, submit_one, submit_stream
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
     from ..jobs.api import RpcHandle
 
+
 # ------------------------------------------------------------------------------------------ submission
-SUBMIT_WINDOW = 256  # submissions in flight: enough to keep the broker busy, few enough to bound both queues
+def _submit_many(
+    handle: RpcHandle, jobspecs: Iterator[dict[str, Any]], total: int, values: dict[str, Any]
+) -> list[int]:
+    """Stream the submissions (submit_stream.py), printing each id as its answer comes (unless --quiet); the ids
+    are kept only for --watch and --wait, which need them after."""
+    keep = bool(values.get("watch") or values.get("wait"))
+    quiet = bool(values.get("quiet"))
+    kept: list[int] = []
 
+    def took(ids: list[int]) -> None:
+        if keep:
+            kept.extend(ids)
+        if not quiet and ids:
+            sys.stdout.write("".join(encode_f58(j) + "\n" for j in ids))
+            sys.stdout.flush()
 
-def _submit_many(handle: RpcHandle, jobspecs: list[dict[str, Any]], values: dict[str, Any]) -> list[int]:
-    """Pipeline the submissions, SUBMIT_WINDOW ahead of their answers; the ids come back in order."""
-    userid = os.getuid()
-    urgency = as_int(values, "urgency", 16) or 0
-    flags = submit_flag_bits(values)
-    if len(jobspecs) == 1:
-        payload = {"jobspec": jobspecs[0], "urgency": urgency, "userid": userid, "flags": flags}
-        return [int(handle.rpc("job-manager.submit", payload)["id"])]
-    send, wait = handle.send_request, handle.wait  # type: ignore[attr-defined]
-    send_encoded = getattr(handle, "send_encoded", None)
-    encoded: tuple[object, bytes] | None = None  # the last spec and its encoding: --cc without {cc} shares one
-    pending: list[int] = []  # tags in flight, oldest first from `first`
-    first = 0
-    ids: list[int] = []
-    for spec in jobspecs:
-        if len(pending) - first >= SUBMIT_WINDOW:
-            ids.append(int(wait(pending[first])["id"]))
-            first += 1
-        payload = {"jobspec": spec, "urgency": urgency, "userid": userid, "flags": flags}
-        if send_encoded is None:
-            pending.append(send("job-manager.submit", payload))
-            continue
-        if encoded is None or encoded[0] is not spec:
-            encoded = (spec, wire_json("job-manager.submit", payload))
-        pending.append(send_encoded("job-manager.submit", encoded[1]))
-    ids.extend(int(wait(tag)["id"]) for tag in pending[first:])
-    return ids
+    submit_stream(handle, jobspecs, total, values, took, Progress.on_terminal(total, bool(values.get("progress"))))
+    return kept
 
 
 def _wait_all(handle: RpcHandle, ids: list[int]) -> int:
@@ -71,26 +63,34 @@ def _print_jobspec(jobspec: object) -> None:
     print(json.dumps(jobspec))
 
 
-def _expand_cc(values: dict[str, Any], jobspec: dict[str, Any]) -> list[dict[str, Any]]:
-    if values.get("cc"):
-        return [substitute(jobspec, {"cc": str(i)}) for i in _idset(values["cc"])]
-    if values.get("bcc"):
-        return [jobspec for _ in _idset(values["bcc"])]
-    return [jobspec]
+def _copies(values: dict[str, Any], jobspec: dict[str, Any]) -> tuple[Iterator[dict[str, Any]], int]:
+    """The jobspecs --cc/--bcc ask for, made one at a time as they are sent, and how many: a range of 10**8 ids
+    is two numbers here, never a list."""
+    for flag, key in (("--cc", "cc"), ("--bcc", "bcc")):
+        if values.get(key):
+            spans = _spans(flag, values[key])
+            ids = (i for first, last in spans for i in range(first, last + 1))
+            copies = (substitute(jobspec, {"cc": str(i)}) for i in ids) if key == "cc" else (jobspec for _ in ids)
+            return copies, idset.count(spans)
+    return iter([jobspec]), 1
+
+
+def _spans(flag: str, text: str) -> list[tuple[int, int]]:
+    try:
+        return idset.ranges(text)
+    except ValueError as exc:
+        raise OptionError(f"{flag}: {exc}") from None
 
 
 def cmd_submit(argv: list[str]) -> int:
     values, command = parse(argv, [*SUBMIT_OPTS, Opt(("--wait",), "wait", "flag"), Opt(("--watch",), "watch", "flag")])
     jobspec = build_from_options(values, command)
-    specs = _expand_cc(values, jobspec)
+    specs, total = _copies(values, jobspec)
     if values.get("dry_run"):
-        _print_jobspec(specs[0])
+        _print_jobspec(next(specs, jobspec))
         return 0
     with connect() as handle:
-        ids = _submit_many(handle, specs, values)
-        if not values.get("quiet"):
-            sys.stdout.write("".join(encode_f58(j) + "\n" for j in ids))
-            sys.stdout.flush()
+        ids = _submit_many(handle, specs, total, values)
         if values.get("watch"):
             return max(_attach(handle, j, bool(values.get("label_io")), _redirected(values)) for j in ids)
         if values.get("wait"):
@@ -105,7 +105,7 @@ def cmd_run(argv: list[str]) -> int:
         _print_jobspec(jobspec)
         return 0
     with connect() as handle:
-        (jobid,) = _submit_many(handle, [jobspec], values)
+        jobid = submit_one(handle, jobspec, values)
         if values.get("verbose"):
             print(f"jobid: {encode_f58(jobid)}", file=sys.stderr)
         return _attach(handle, jobid, bool(values.get("label_io")), _redirected(values))
@@ -123,21 +123,25 @@ def cmd_bulksubmit(argv: list[str]) -> int:
     template, inputs = groups[0], groups[1:]
     if not template or not inputs or not all(inputs):
         raise OptionError("usage: flux bulksubmit [OPTIONS] COMMAND... ::: ARGS... [::: ARGS...]")
-    specs: list[dict[str, Any]] = []
-    for seq, combo in enumerate(itertools.product(*inputs)):
-        mapping = {str(i): v for i, v in enumerate(combo)}
-        mapping["seq"] = str(seq)
-        words = [_fill_positional(w, combo, mapping) for w in template]
-        base = build_from_options(values, words)
-        specs.extend(_expand_cc(values, base))
+    build_from_options(values, template)  # a bad option is refused before anything is sent
+    copies = _copies(values, {})[1]
+    combos = 1
+    for group in inputs:
+        combos *= len(group)
+
+    def specs() -> Iterator[dict[str, Any]]:
+        for seq, combo in enumerate(itertools.product(*inputs)):
+            mapping = {str(i): v for i, v in enumerate(combo)}
+            mapping["seq"] = str(seq)
+            words = [_fill_positional(w, combo, mapping) for w in template]
+            yield from _copies(values, build_from_options(values, words))[0]
+
     if values.get("dry_run"):
-        for spec in specs:
+        for spec in specs():
             _print_jobspec(spec["tasks"][0]["command"])
         return 0
     with connect() as handle:
-        ids = _submit_many(handle, specs, values)
-        if not values.get("quiet"):
-            print("\n".join(encode_f58(j) for j in ids))
+        ids = _submit_many(handle, specs(), combos * copies, values)
         if values.get("wait"):
             return _wait_all(handle, ids)
     return 0
@@ -190,7 +194,7 @@ def cmd_batch(argv: list[str]) -> int:
         _print_jobspec(jobspec)
         return 0
     with connect() as handle:
-        (jobid,) = _submit_many(handle, [jobspec], values)
+        jobid = submit_one(handle, jobspec, values)
         print(encode_f58(jobid))
     return 0
 
@@ -204,5 +208,5 @@ def cmd_alloc(argv: list[str]) -> int:
         _print_jobspec(jobspec)
         return 0
     with connect() as handle:
-        (jobid,) = _submit_many(handle, [jobspec], values)
+        jobid = submit_one(handle, jobspec, values)
         return _attach(handle, jobid, False)

@@ -24,6 +24,7 @@ class JobSpec:
     """Time limit in seconds; 0 means none."""
     cwd: str = ""
     environment: dict[str, str] = field(default_factory=dict)
+    """The jobspec's own dict, which jobs with equal environments share (the job manager): never change it."""
     name: str = ""
     queue: str = ""
     attributes: dict[str, Any] = field(default_factory=dict)
@@ -131,7 +132,7 @@ def parse_jobspec(data: Any) -> JobSpec:
         resources=request,
         duration=float(duration),
         cwd=cwd,
-        environment=dict(environment),
+        environment=environment,  # the jobspec's own (no copy: read-only, and shared by jobs, issue 41)
         name=str(name or command[0].rsplit("/", 1)[-1]),
         queue=str(system.get("queue", "")),
         attributes=attributes,

@@ -61,7 +61,7 @@ def test_a_deeply_nested_payload_is_answered_and_the_broker_reads_on(make_instan
     proc = inst.start(0)
     with inst.handle(0) as handle:
         handle.rpc("attr.get", {"name": "rank"}, timeout=15)
-    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(uri_to_endpoint(inst.uri(0)))
     try:

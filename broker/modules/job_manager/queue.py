@@ -27,6 +27,19 @@ if TYPE_CHECKING:
     from . import JobManager
 
 ENOSPC = 28
+EAGAIN = 11
+ACTIVE_LIMIT = "job-manager.active-num-limit"
+"""The most active jobs (submitted, not yet inactive) the queue holds; a submit past it is refused (EAGAIN).
+Named after flux-core's `job-manager.inactive-num-limit`; 0 means no limit."""
+DEFAULT_ACTIVE_LIMIT = 100_000
+
+
+def queue_full(limit: int) -> str:
+    """Why a submit was refused at the limit: the number, the attribute that sets it, what to do."""
+    return (
+        f"the queue is full: {limit} active jobs is the limit ({ACTIVE_LIMIT}); submit more as jobs finish, "
+        f"or start the instance with a higher -S{ACTIVE_LIMIT}"
+    )
 
 
 def priority(urgency: int) -> int:
@@ -45,6 +58,7 @@ class JobQueue:
         self._pending: set[int] = set()  # jobs in SCHED
         self._order: list[int] | None = None  # the queue sorted by priority, then submission
         self._depth = broker.attrs.integer("sched.queue-depth", 256, minimum=1) or 256
+        self._active_limit = broker.attrs.integer(ACTIVE_LIMIT, DEFAULT_ACTIVE_LIMIT) or 0
         self._dirty = False
         self._started = True
         self._stop_reason = ""
@@ -192,6 +206,8 @@ class JobQueue:
         """Validate, assign a FLUID, journal, and acknowledge only after the group commit."""
         if not self._enabled:
             raise ServiceError(EPERM, f"job submission is disabled: {self._enable_reason or 'queue disabled'}")
+        if self._active_limit and self._jm.table.active_count >= self._active_limit:
+            raise ServiceError(EAGAIN, queue_full(self._active_limit))
         jobspec = req.get("jobspec", dict)
         urgency = req.get("urgency", int, required=False, default=16)
         if not 0 <= urgency <= 31:
@@ -199,6 +215,7 @@ class JobQueue:
         flags = req.get("flags", int, required=False, default=0)
         if flags < 0 or flags & ~submit_flags.KNOWN:
             raise ServiceError(EINVAL, f"flags: unknown flag bits {flags:#x} (known: {submit_flags.KNOWN:#x})")
+        self._jm.table.share_environment(jobspec)
         try:
             spec = parse_jobspec(jobspec)
         except JobspecError as exc:

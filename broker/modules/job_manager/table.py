@@ -44,6 +44,7 @@ class JobTable:
         self._flush_scheduled = False
         self._active_count = 0
         self._last_id = 0
+        self._environment: dict[str, str] = {}  # the last job's, which the next one's shares when equal
 
     # ------------------------------------------------------------------ reading
     def get(self, jobid: int) -> JobRecord | None:
@@ -133,6 +134,19 @@ class JobTable:
         self._buffer.append(event)
         return record
 
+    def share_environment(self, jobspec: dict[str, Any]) -> None:
+        """A job's environment equal to the last job's becomes that same dict: jobs submitted together (`--cc`, a
+        script's loop) carry one environment, which was more than half of a queued job's memory (issue 41).
+        Jobspecs are never changed once submitted, so sharing is safe."""
+        system = jobspec.get("attributes", {}).get("system", {})
+        environment = system.get("environment") if isinstance(system, dict) else None
+        if not isinstance(environment, dict) or not environment:
+            return
+        if environment == self._environment:
+            system["environment"] = self._environment
+        else:
+            self._environment = environment
+
     def post(self, record: JobRecord, name: str, context: dict[str, Any] | None = None) -> JobEvent:
         """Apply an event to a job's record and journal it in the next commit."""
         event = JobEvent(record.jobid, name, time.time(), context or {})
@@ -157,6 +171,8 @@ class JobTable:
         """Rebuild every job from its saved events (the one restore path; restart.py settles them)."""
         self._jobs = replay(events)
         self._views.clear()
+        for record in self._jobs.values():
+            self.share_environment(record.jobspec)
         for event in events:
             if event.jobid in self._jobs:
                 self._eventlogs.setdefault(event.jobid, []).append(event)
