@@ -39,7 +39,7 @@ def service_view(report: ServiceReport | None, now: float) -> dict[str, Any]:
     if report is None:
         return {
             "state": ABSENT,
-            "reason": "none has reported to this lead (spec.flux.bursting.clusters starts one)",
+            "reason": "none has reported to this lead (spec.flux.bursting.plugins starts one)",
             "pid": 0,
             "age": None,
         }

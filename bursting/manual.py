@@ -48,7 +48,7 @@ def _service(cluster: str, lead: Mapping[str, Any], plugin: str) -> BurstService
 def burst(cluster: str, lead: Mapping[str, Any], plugin: str, nodes: int, join_timeout: float = JOIN_TIMEOUT) -> Joined:
     """Bring up `nodes` followers through `plugin` and wait until they joined the lead as new ranks.
 
-    Raises UnknownPlugin, BurstRefused (the plugin's limit, e.g. spec.flux.bursting.clusters size) or BurstError
+    Raises UnknownPlugin, BurstRefused (the plugin's limit, e.g. spec.flux.bursting.plugins size) or BurstError
     (the burst failed, or its brokers did not join within `join_timeout` seconds)."""
     service = _service(cluster, lead, plugin)
     record = service.burst(plugin, nodes, manual=True)

@@ -34,10 +34,10 @@ class LeadContext:
     """Plugin settings (e.g. kubeconfig context, namespace, service type), from the CLI or the environment."""
 
     def size_limit(self, plugin: str) -> int | None:
-        """The most nodes the spec lets `plugin` bring at once (`spec.flux.bursting.clusters[].size`; 0 or no
+        """The most nodes the spec lets `plugin` bring at once (`spec.flux.bursting.plugins[].size`; 0 or no
         entry: none of its own). Every plugin's `can_satisfy` obeys it, so the loop and `burst --nodes` do."""
-        clusters = self.spec.get("spec", {}).get("flux", {}).get("bursting", {}).get("clusters", [])
-        sizes = [int(c["size"]) for c in clusters if c.get("name") == plugin and c.get("size")]
+        plugins = self.spec.get("spec", {}).get("flux", {}).get("bursting", {}).get("plugins", [])
+        sizes = [int(p["size"]) for p in plugins if p.get("name") == plugin and p.get("size")]
         return min(sizes) if sizes else None
 
 

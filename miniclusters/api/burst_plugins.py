@@ -1,6 +1,6 @@
 """Which burst plugins are installed: the entry points of group `miniclusters.burst_plugins`.
 
-The spec's `flux.bursting.clusters[].name` names one (rules.py checks it); bursting/discovery.py loads them.
+The spec's `flux.bursting.plugins[].name` names one (burst_rules.py checks it); bursting/discovery.py loads them.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ EXTENSIONS_ANNOTATION = "miniclusters.dev/extensions"
 # Paths (under spec) of fields the Flux Operator does not have.
 EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (
     ("flux", "flavour"),
+    ("flux", "bursting", "plugins"),
     ("restful",),
     ("profiling",),
     ("autoscale",),

@@ -1,9 +1,11 @@
 """The one host registry: which hosts are broker ranks.
 
 Rank i is the i-th registered host. A MiniCluster pre-registers its pods `<name>-0 .. <name>-(maxSize-1)` (so pods
-added by a scale-up join as ranks that already exist), or, with `spec.flux.bursting.hostlist`, exactly the hosts
-that list names. Hosts that are not pre-registered (burst targets) are appended with `with_hosts`, after every
-pod, so no existing rank ever moves. Render (the broker config, host entries, the entrypoint), the spec rules
+added by a scale-up join as ranks that already exist), then the hosts of the Flux Operator's bursted clusters
+(`spec.flux.bursting.clusters`: `<cluster>-0 .. <cluster>-(size-1)` each, in order, as the operator's
+generateHostlist appends them), or, with `spec.flux.bursting.hostlist`, exactly the hosts that list names. Hosts
+that are not pre-registered (our burst service's bursts) are appended with `with_hosts`, after every pod, so no
+existing rank ever moves. Render (the broker config, host entries, the entrypoint), the spec rules
 (hostname length) and the backends (addresses, /etc/hosts, the scaling ceiling) all ask this registry.
 """
 
@@ -22,6 +24,19 @@ def pod_hostname(cluster: str, index: int) -> str:
     return f"{cluster}-{index}"
 
 
+def range_hostlist(prefix: str, count: int) -> str:
+    """`prefix-0 .. prefix-(count-1)` in hostlist syntax: `prefix-0` or `prefix-[0-N]`."""
+    return f"{prefix}-0" if count == 1 else f"{prefix}-[0-{count - 1}]"
+
+
+def bursted_clusters(mc: MiniCluster) -> tuple[tuple[str, int], ...]:
+    """spec.flux.bursting.clusters with the operator's documented defaults: name `burst-<index>`, size spec.size."""
+    return tuple(
+        (cluster.name or f"burst-{index}", cluster.size or mc.spec.size)
+        for index, cluster in enumerate(mc.spec.flux.bursting.clusters)
+    )
+
+
 @dataclass(frozen=True)
 class HostRegistry:
     """Registered hosts in rank order (see the module docstring)."""
@@ -33,14 +48,19 @@ class HostRegistry:
     """A hostlist replacing the pods' names (spec.flux.bursting.hostlist)."""
     extra: tuple[str, ...] = ()
     """Hosts registered later (not pre-registered), ranks after every pod."""
+    bursted: tuple[tuple[str, int], ...] = ()
+    """The Flux Operator's bursted clusters (name, size): their hosts follow the pods (never with `custom`)."""
 
     def hostnames(self) -> list[str]:
         """Every registered host, rank order."""
         base = hostlist.expand_hostlist(self.custom) if self.custom else self.pod_hostnames()
-        return [*base, *self.extra]
+        return [*base, *self.bursted_hostnames(), *self.extra]
 
     def pod_hostnames(self) -> list[str]:
         return [pod_hostname(self.cluster, i) for i in range(self.pods)]
+
+    def bursted_hostnames(self) -> list[str]:
+        return [pod_hostname(name, i) for name, size in self.bursted for i in range(size)]
 
     @property
     def size(self) -> int:
@@ -49,12 +69,17 @@ class HostRegistry:
 
     def pod_hostlist(self) -> str:
         """The pre-registered pods in hostlist syntax: `name-0` or `name-[0-3]`."""
-        last = self.pods - 1
-        return f"{self.cluster}-0" if last == 0 else f"{self.cluster}-[0-{last}]"
+        return range_hostlist(self.cluster, self.pods)
+
+    def resource_hostlist(self) -> str:
+        """The hosts R describes, each with this pod's cores (`flux R encode --local`): the pods, then the bursted
+        clusters' hosts, whose brokers join as those ranks (the operator encodes R from the same list)."""
+        return ",".join([self.pod_hostlist(), *(range_hostlist(name, size) for name, size in self.bursted)])
 
     def hostlist(self) -> str:
         """Every registered host in hostlist syntax, as the broker config's `hosts` takes it."""
-        return ",".join([self.custom or self.pod_hostlist(), *self.extra])
+        bursted = [range_hostlist(name, size) for name, size in self.bursted]
+        return ",".join([self.custom or self.pod_hostlist(), *bursted, *self.extra])
 
     def rank_of(self, host: str) -> int | None:
         names = self.hostnames()
@@ -64,7 +89,7 @@ class HostRegistry:
         """The registry with more hosts appended (already registered ones are ignored)."""
         known = set(self.hostnames())
         new = tuple(h for h in hosts if h not in known)
-        return HostRegistry(self.cluster, self.pods, self.custom, self.extra + new)
+        return HostRegistry(self.cluster, self.pods, self.custom, self.extra + new, self.bursted)
 
 
 def burst_registry(lead_hosts: Iterable[str], burst: str, nodes: int) -> HostRegistry:
@@ -76,5 +101,7 @@ def burst_registry(lead_hosts: Iterable[str], burst: str, nodes: int) -> HostReg
 
 
 def registry_for(mc: MiniCluster) -> HostRegistry:
-    """The hosts a MiniCluster's spec registers: its pods 0..maxSize-1, or the bursting hostlist."""
-    return HostRegistry(mc.name, mc.spec.effective_max_size, mc.spec.flux.bursting.hostlist)
+    """The hosts a MiniCluster's spec registers: its pods 0..maxSize-1 then its bursted clusters' hosts, or the
+    bursting hostlist (the operator ignores the clusters then; rules.py refuses both at once)."""
+    custom = mc.spec.flux.bursting.hostlist
+    return HostRegistry(mc.name, mc.spec.effective_max_size, custom, bursted=() if custom else bursted_clusters(mc))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from broker.curve_cert import CurveCertError, parse_zcert
 from broker.fsd import parse_fsd
-from miniclusters.api.burst_plugins import installed_burst_plugins
+from miniclusters.api.burst_rules import bursting_problems
 from miniclusters.api.campaign import CAMPAIGN_BASE
 from miniclusters.api.errors import Problem, join_path
 from miniclusters.api.hosts import registry_for
@@ -27,7 +27,7 @@ from miniclusters.api.quantity import parse_quantity
 from miniclusters.api.workdirs import workdir_problem
 
 if TYPE_CHECKING:
-    from miniclusters.api.spec import BurstedCluster, Container, MiniCluster, ResourceRequirements
+    from miniclusters.api.spec import Container, MiniCluster, ResourceRequirements
 
 # Names our renderer gives to containers and volumes it adds; user names must not collide.
 RESERVED_CONTAINER_NAMES = frozenset({"miniclusters-broker", "flux-view"})
@@ -192,34 +192,13 @@ def _flux(mc: MiniCluster) -> Iterator[Problem]:
             tomllib.loads(flux.broker_config)
         except tomllib.TOMLDecodeError as exc:
             yield Problem("spec.flux.brokerConfig", f"not valid TOML: {exc}")
-    if flux.bursting.hostlist and flux.bursting.clusters:
-        yield Problem("spec.flux.bursting", "give either a custom hostlist or clusters to burst to, not both")
-    if flux.flavour == "builtin":  # the burst service's plugins (the flux flavour bursts with a static hostlist)
-        yield from _burst_plugins(flux.bursting.clusters)
-    elif flux.bursting.clusters:  # accepted and then ignored would leave burstable jobs pending for ever
-        yield Problem(
-            "spec.flux.bursting.clusters",
-            "the burst service runs beside the builtin broker only; with flavour 'flux' burst to a static "
-            "spec.flux.bursting.hostlist (flux-core's own way), or use flavour 'builtin'",
-        )
+    yield from bursting_problems(mc)
     if flux.flavour == "builtin" and flux.scheduler.queue_policy not in BUILTIN_QUEUE_POLICIES:
         yield Problem(
             "spec.flux.scheduler.queuePolicy",
             f"{flux.scheduler.queue_policy!r} needs flavour 'flux' (fluxion); the builtin broker offers fcfs and easy",
         )
     yield from _resources(flux.container.resources, "spec.flux.container.resources")
-
-
-def _burst_plugins(clusters: list[BurstedCluster]) -> Iterator[Problem]:
-    """Each entry names an installed burst plugin: a name no plugin has would leave burstable jobs waiting."""
-    installed = installed_burst_plugins()
-    for index, cluster in enumerate(clusters):
-        if cluster.name not in installed:
-            got = f"{cluster.name!r} is not" if cluster.name else "no name given: it must be"
-            yield Problem(
-                f"spec.flux.bursting.clusters[{index}].name",
-                f"{got} an installed burst plugin ({', '.join(installed) or 'none installed'})",
-            )
 
 
 def _labels(mc: MiniCluster) -> Iterator[Problem]:
@@ -293,7 +272,7 @@ def _campaign(mc: MiniCluster) -> Iterator[Problem]:
         return
     seen: set[str] = set()
     max_size = mc.spec.effective_max_size
-    bursts = bool(mc.spec.flux.bursting.clusters)
+    bursts = bool(mc.spec.flux.bursting.clusters or mc.spec.flux.bursting.plugins)
     for i, ensemble in enumerate(campaign.ensembles):
         path = f"spec.campaign.ensembles[{i}]"
         error = dns1123_label_error(ensemble.name)
@@ -308,7 +287,7 @@ def _campaign(mc: MiniCluster) -> Iterator[Problem]:
             yield Problem(
                 f"{path}.nodes",
                 f"{ensemble.nodes} nodes is larger than maxSize ({max_size}) and spec.flux.bursting has no clusters "
-                "to burst to; lower nodes or raise maxSize",
+                "or plugins to burst with; lower nodes or raise maxSize",
             )
         if ensemble.nodes > campaign.ranks:
             yield Problem(f"{path}.nodes", f"{ensemble.nodes} nodes for members of {campaign.ranks} rank(s) each")

@@ -181,14 +181,30 @@ class FluxBroker(SpecModel):
 
 
 class BurstedCluster(SpecModel):
+    """The Flux Operator's bursted cluster: its hosts `<name>-0..size-1` join the hostlist after the pods."""
+
     name: str = ""
+    """Empty means `burst-<index>`, as in the operator."""
     size: int = Field(default=0, ge=0)
+    """0 means spec.size, as in the operator."""
+
+
+class BurstPluginLimit(SpecModel):
+    """A miniclusters extension: one burst plugin the lead's burst service may use, and its most nodes."""
+
+    name: str
+    """An installed plugin (entry point group `miniclusters.burst_plugins`), e.g. `local` or `kubernetes`."""
+    size: int = Field(default=0, ge=0)
+    """The most nodes one burst of it may bring; 0 means no limit of its own."""
 
 
 class Bursting(SpecModel):
     lead_broker: FluxBroker | None = None
     hostlist: str = ""
     clusters: list[BurstedCluster] = Field(default_factory=list)
+    # ---- miniclusters extensions -------------------------------------------------------------
+    plugins: list[BurstPluginLimit] = Field(default_factory=list)
+    """The burst service's plugins (builtin flavour): present, the lead runs the service beside its broker."""
 
 
 class FluxSpec(SpecModel):

@@ -45,7 +45,7 @@ def burst(
         if lead_context is None:
             raise BackendError(
                 f"burst by hand needs the lead's context, which the {opened.name} backend does not offer yet; "
-                "its burst service (spec.flux.bursting.clusters) bursts on its own"
+                "its burst service (spec.flux.bursting.plugins) bursts on its own"
             )
         lead = lead_context(name)
         try:
@@ -61,7 +61,7 @@ def burst(
         except manual.UnknownBurst as exc:
             click.echo(f"error: --release: {exc.args[0]}", err=True)
             sys.exit(EXIT_INVALID)
-        except manual.BurstRefused as exc:  # the limit the burst service obeys too (spec.flux.bursting.clusters size)
+        except manual.BurstRefused as exc:  # the limit the burst service obeys too (spec.flux.bursting.plugins size)
             click.echo(f"error: --nodes {nodes}: {exc}", err=True)
             sys.exit(EXIT_INVALID)
         except manual.BurstError as exc:

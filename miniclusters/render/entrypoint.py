@@ -177,10 +177,12 @@ def _flavour_setup(mc: MiniCluster) -> list[str]:
     if container.python_path:
         lines.append(f"export PYTHONPATH={shlex.quote(container.python_path)}")
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(mc.spec.flux.environment.items())]
-    # Flux needs R: every host of the instance with this pod's cores, as the operator generates it. Written
+    # Flux needs R: the pods and the bursted clusters' hosts with this pod's cores, as the operator generates it
+    # (bursts our burst service adds later bring their own). Written
     # aside and renamed, so a broker reading the file never sees it half written (pods may share it locally).
+    hosts = shlex.quote(registry_for(mc).resource_hostlist())
     lines.append(
-        f'flux R encode --hosts={shlex.quote(registry_for(mc).pod_hostlist())} --local > "$MINICLUSTER_R_FILE.$index" '
+        f'flux R encode --hosts={hosts} --local > "$MINICLUSTER_R_FILE.$index" '
         '&& mv -f "$MINICLUSTER_R_FILE.$index" "$MINICLUSTER_R_FILE"'
     )
     return lines
@@ -200,10 +202,10 @@ def _lead_restart_note(mc: MiniCluster) -> list[str]:
 
 
 def _burst_service(mc: MiniCluster) -> list[str]:
-    """spec.flux.bursting.clusters: the lead pod runs the burst service beside its broker (bursting/service.py).
+    """spec.flux.bursting.plugins: the lead pod runs the burst service beside its broker (bursting/service.py).
     The local backend runs it beside the lead on the machine instead (its pods carry MINICLUSTERS_LOCAL_POD)."""
-    clusters = mc.spec.flux.bursting.clusters
-    if not clusters or mc.spec.flux.flavour != "builtin":
+    plugins = mc.spec.flux.bursting.plugins
+    if not plugins or mc.spec.flux.flavour != "builtin":
         return []
     words = [
         f"--cluster {shlex.quote(mc.name)}",
@@ -211,7 +213,7 @@ def _burst_service(mc: MiniCluster) -> list[str]:
         f'--state "{RUN}/state/bursts.json"',
         f"--spec {SCRIPTS_DIR}/{BURST_SPEC}",
         f"--certificate {CURVE_DIR}/{CURVE_FILE}",
-        f"--plugins {shlex.quote(','.join(c.name for c in clusters))}",
+        f"--plugins {shlex.quote(','.join(p.name for p in plugins))}",
     ]
     python = f'"${{MINICLUSTER_PYTHON:-{BROKER}/bin/python3}}"'
     return [

@@ -283,7 +283,7 @@ def build_volumes(mc: MiniCluster) -> list[dict[str, Any]]:
             "configMap": {
                 "name": config_map_name(mc),
                 "items": [{"key": ENTRYPOINT, "path": ENTRYPOINT, "mode": 0o755}]
-                + ([{"key": BURST_SPEC, "path": BURST_SPEC}] if mc.spec.flux.bursting.clusters else []),
+                + ([{"key": BURST_SPEC, "path": BURST_SPEC}] if mc.spec.flux.bursting.plugins else []),
             },
         },
         {"name": VOLUME_CURVE, "secret": {"secretName": curve_secret_name(mc), "defaultMode": 0o400}},

@@ -55,7 +55,7 @@ def build_restful_service(mc: MiniCluster, namespace: str) -> dict[str, Any]:
 
 def build_config_map(mc: MiniCluster, namespace: str, cluster_domain: str) -> dict[str, Any]:
     data = {BROKER_TOML: render_broker_toml(mc, namespace, cluster_domain), ENTRYPOINT: render_entrypoint(mc)}
-    if mc.spec.flux.bursting.clusters:  # the lead's burst service makes its bursts from the same spec
+    if mc.spec.flux.bursting.plugins:  # the lead's burst service makes its bursts from the same spec
         data[BURST_SPEC] = json.dumps(mc.to_dict(), sort_keys=True)
     return {
         "apiVersion": "v1",

@@ -66,10 +66,11 @@ def _everything_set() -> dict[str, Any]:
     flux["bursting"] = {
         "leadBroker": {"address": "1.2.3.4", "name": "lead", "size": 2, "port": 9000},
         "hostlist": "",
-        "clusters": [{"name": "local", "size": 2}],
+        "clusters": [{"name": "far", "size": 2}],
+        "plugins": [{"name": "local", "size": 2}],
     }
     flux["container"]["resources"] = {"requests": {"cpu": "100m"}}
-    flux["flavour"] = "builtin"  # burst clusters need the builtin broker's burst service (rules.py)
+    flux["flavour"] = "builtin"  # burst plugins need the builtin broker's burst service (burst_rules.py)
     spec["pod"].update(
         {
             "labels": {"team": "cfd"},
@@ -135,7 +136,7 @@ def test_round_trip_through_flux_operator_keeps_every_field() -> None:
 def test_our_extensions_ride_in_an_annotation() -> None:
     data = _everything_set()
     data["spec"]["flux"]["flavour"] = "flux"
-    data["spec"]["flux"]["bursting"]["clusters"] = []  # the flux flavour bursts with a static hostlist only
+    data["spec"]["flux"]["bursting"]["plugins"] = []  # the flux flavour bursts to the operator's static hosts only
     theirs = to_flux_operator(load_minicluster(data))
     carried = json.loads(theirs["metadata"]["annotations"][EXTENSIONS_ANNOTATION])
     assert carried["flux.flavour"] == "flux" and carried["restful"]["mode"] == "multi-user"

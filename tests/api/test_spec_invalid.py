@@ -119,25 +119,67 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     ("bad restart policy", _set("spec.pod.restartPolicy", "Always"), "spec.pod.restartPolicy", "'OnFailure'"),
     (
         "unknown burst plugin",
-        _set("spec.flux.bursting", {"clusters": [{"name": "local", "size": 2}, {"name": "gcp", "size": 1}]}),
-        "spec.flux.bursting.clusters[1].name",
+        _set("spec.flux.bursting", {"plugins": [{"name": "local", "size": 2}, {"name": "gcp", "size": 1}]}),
+        "spec.flux.bursting.plugins[1].name",
         "'gcp' is not an installed burst plugin (local, kubernetes)",
     ),
     (
-        "burst clusters with the flux flavour",
+        "burst plugins with the flux flavour",
         lambda data: (
             data["spec"]
             .setdefault("flux", {})
-            .update({"flavour": "flux", "bursting": {"clusters": [{"name": "local", "size": 1}]}})
+            .update({"flavour": "flux", "bursting": {"plugins": [{"name": "local", "size": 1}]}})
         ),
-        "spec.flux.bursting.clusters",
+        "spec.flux.bursting.plugins",
         "builtin broker only",
     ),
     (
         "unnamed burst plugin",
-        _set("spec.flux.bursting", {"clusters": [{"size": 1}]}),
+        _set("spec.flux.bursting", {"plugins": [{"size": 1}]}),
+        "spec.flux.bursting.plugins[0].name",
+        "required field is missing",
+    ),
+    (
+        "empty burst plugin name",
+        _set("spec.flux.bursting", {"plugins": [{"name": ""}]}),
+        "spec.flux.bursting.plugins[0].name",
+        "empty: it must be an installed burst plugin",
+    ),
+    (
+        "burst plugins beside a custom hostlist",
+        _set("spec.flux.bursting", {"hostlist": "demo-[0-1],far-0", "plugins": [{"name": "local"}]}),
+        "spec.flux.bursting.plugins",
+        "a custom hostlist replaces the pods",
+    ),
+    (
+        "bursted clusters beside a custom hostlist (the operator's rule)",
+        _set("spec.flux.bursting", {"hostlist": "demo-[0-1],far-0", "clusters": [{"name": "far"}]}),
+        "spec.flux.bursting",
+        "give either a custom hostlist or clusters to burst to, not both",
+    ),
+    (
+        "a bursted cluster named like the MiniCluster (its hosts would be the pods')",
+        _set("spec.flux.bursting", {"clusters": [{"name": "demo", "size": 2}]}),
         "spec.flux.bursting.clusters[0].name",
-        "it must be an installed burst plugin",
+        "'demo': its hosts 'demo-<i>' are already those of the pods (metadata.name)",
+    ),
+    (
+        "two bursted clusters of one name (burst-1 is the second's default)",
+        _set("spec.flux.bursting", {"clusters": [{"name": "burst-1"}, {}]}),
+        "spec.flux.bursting.clusters[1].name",
+        "'burst-1': its hosts 'burst-1-<i>' are already those of spec.flux.bursting.clusters[0]",
+    ),
+    (
+        "a bursted cluster whose name is no hostname",
+        _set("spec.flux.bursting", {"clusters": [{"name": "Burst_0", "size": 2}]}),
+        "spec.flux.bursting.clusters[0].name",
+        "DNS-1123",
+    ),
+    (
+        "our spec naming a plugin where the operator names a bursted cluster",
+        _set("spec.flux.bursting", {"clusters": [{"name": "local", "size": 2}]}),
+        "spec.flux.bursting.clusters[0].name",
+        "to burst with the plugin write spec.flux.bursting.plugins: [{name: local, size: 2}]",
     ),
 ]
 

@@ -34,7 +34,7 @@ def lead(tmp_path: Path) -> Iterator[Instance]:
 
 
 def _service(inst: Instance, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
-    spec = {"metadata": {"name": "c"}, "spec": {"flux": {"bursting": {"clusters": [{"name": "local", "size": 1}]}}}}
+    spec = {"metadata": {"name": "c"}, "spec": {"flux": {"bursting": {"plugins": [{"name": "local", "size": 1}]}}}}
     context = tmp_path / "context.json"
     context.write_text(json.dumps({"cluster": "c", "spec": spec, "certificate": "", "options": {"state_dir": "/none"}}))
     argv = [sys.executable, "-m", "bursting.service", "--cluster", "c", "--uri", inst.uri(0)]

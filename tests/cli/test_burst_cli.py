@@ -26,7 +26,7 @@ class _Opened:
     def lead_context(self, name: str) -> dict[str, Any]:
         spec = {
             "metadata": {"name": name},
-            "spec": {"flux": {"bursting": {"clusters": [{"name": "local", "size": 2}]}}},
+            "spec": {"flux": {"bursting": {"plugins": [{"name": "local", "size": 2}]}}},
         }
         context = {"cluster": name, "spec": spec, "certificate": "", "options": {"state_dir": "/nonexistent"}}
         return {"context": context, "lead_uri": "local:///nonexistent/local", "state_file": str(self.state_file)}

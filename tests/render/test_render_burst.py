@@ -1,4 +1,4 @@
-"""A lead with spec.flux.bursting.clusters: its pod gets the MiniCluster as JSON and starts the burst service beside
+"""A lead with spec.flux.bursting.plugins: its pod gets the MiniCluster as JSON and starts the burst service beside
 the broker (except on the local backend, which runs it beside the lead on the machine); a burst renders as
 followers only, reaching the lead at leadBroker's address."""
 
@@ -19,9 +19,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "burst.yaml"
 def test_the_lead_pod_runs_the_burst_service_with_the_spec_and_certificate() -> None:
     mc = load_minicluster_file(EXAMPLE)
     data = build_config_map(mc, "hpc", "cluster.local")["data"]
-    assert json.loads(data["minicluster.json"])["spec"]["flux"]["bursting"]["clusters"] == [
-        {"name": "local", "size": 2}
-    ]
+    assert json.loads(data["minicluster.json"])["spec"]["flux"]["bursting"]["plugins"] == [{"name": "local", "size": 2}]
     scripts = next(v for v in build_volumes(mc) if v["name"] == "mc-scripts")
     assert {"key": "minicluster.json", "path": "minicluster.json"} in scripts["configMap"]["items"]
     script = render_entrypoint(mc)

@@ -74,7 +74,7 @@ class Bursts:
         }
 
     def start_burst_service(self, mc: MiniCluster, record: ClusterRecord) -> None:
-        """spec.flux.bursting.clusters: the burst service runs beside the lead, on this machine's network."""
+        """spec.flux.bursting.plugins: the burst service runs beside the lead, on this machine's network."""
         cluster_dir = self._ctx.store.cluster_dir(mc.name)
         lead = self.lead_context(mc.name)
         context_file = cluster_dir / "burst-context.json"
@@ -83,7 +83,7 @@ class Bursts:
         argv = [
             sys.executable, "-m", "bursting.service", "--cluster", mc.name,
             "--uri", lead["lead_uri"], "--state", lead["state_file"], "--context", str(context_file),
-            "--plugins", ",".join(c.name for c in mc.spec.flux.bursting.clusters),
+            "--plugins", ",".join(p.name for p in mc.spec.flux.bursting.plugins),
             "--idle", burst_idle_period(),
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "FLUX_URI"}

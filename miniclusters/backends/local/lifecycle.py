@@ -57,7 +57,7 @@ class Lifecycle:
                 for index in range(mc.spec.size):
                     self._pods.start(record, index)
                     self._ctx.store.save(record)
-                if mc.spec.flux.bursting.clusters and mc.spec.flux.flavour == "builtin":  # flux: static hosts only
+                if mc.spec.flux.bursting.plugins and mc.spec.flux.flavour == "builtin":  # flux: static hosts only
                     self._bursts.start_burst_service(mc, record)
             except BaseException:
                 self.teardown(record)

@@ -79,9 +79,15 @@ class Preparer:
         if spec.flux.bursting.hostlist and not spec.flux.bursting.lead_broker:
             raise InvalidRequestError(
                 "spec.flux.bursting.hostlist: a static host list is the `flux` flavour's way to burst; the local "
-                "backend bursts past maxSize with spec.flux.bursting.clusters (or `minicluster burst`)"
+                "backend bursts past maxSize with spec.flux.bursting.plugins (or `minicluster burst`)"
             )
-        if spec.flux.bursting.clusters and spec.flux.flavour == "builtin":
+        if spec.flux.bursting.clusters:
+            raise InvalidRequestError(
+                "spec.flux.bursting.clusters: the Flux Operator's bursted clusters are hosts that brokers in other "
+                "Kubernetes clusters bring (their MiniClusters name this one's leadBroker); the local backend bursts "
+                "past maxSize with spec.flux.bursting.plugins (or `minicluster burst`)"
+            )
+        if spec.flux.bursting.plugins and spec.flux.flavour == "builtin":
             burst_idle_period()  # the burst service's setting, refused now rather than by the service later
         if spec.placement.cpus == "exclusive":
             if not self._ctx.settings.privileged:
