@@ -64,6 +64,7 @@ RANKS = 2
 NODES = 2  # "nodes" the job may use: pods on this one machine
 SIZES: dict[Kernel, tuple[int, int]] = {"dgemm": (200, 20), "triad": (2_000_000, 40), "ring": (1_000_000, 300)}
 MIX: tuple[Kernel, ...] = ("dgemm", "triad", "ring")
+RUN = os.getpid()  # in every cluster's name: local clusters are named per machine, and two runs must not collide
 ENV = {
     **os.environ,
     "OMPI_ALLOW_RUN_AS_ROOT": "1",
@@ -115,7 +116,7 @@ class LocalJob:
 
 def job_spec(scenario: Scenario, kind: Kernel, profile: ProfileClass, program: Path, directory: Path) -> LocalJob:
     n, iterations = SIZES[kind]
-    name = f"placement-{scenario.name.lower().replace('_', '-')}-{kind}"
+    name = f"placement-{RUN}-{scenario.name.lower().replace('_', '-')}-{kind}"
     container: dict[str, Any] = {
         "image": "local",
         "command": f"{program} {kind} {n} {iterations}",

@@ -88,6 +88,11 @@ def apply_env_rules(base: dict[str, str], rules: list[str], removes: list[str]) 
     return env
 
 
+# flux-core turns `-t N<unit>` into a datetime.timedelta, which refuses a billion days or more (99999999999h is
+# "Python int too large to convert to C int" there): the same bound here, for every spelling, with its own words.
+MAX_TIME_LIMIT_DAYS = 999_999_999
+
+
 def time_limit(text: str) -> float:
     """flux submit -t: a bare number is minutes; otherwise a Flux Standard Duration."""
     from ..fsd import parse_fsd  # lazily: it loads `re`
@@ -98,11 +103,17 @@ def time_limit(text: str) -> float:
         raise OptionError(f"--time-limit: {exc}") from None
     if not seconds < float("inf"):  # as flux-core's Jobspec: no limit is 0 (the default), not inf
         raise OptionError(f"--time-limit: {text!r}: must be a normal, finite duration (omit it for no limit)")
+    if seconds >= (MAX_TIME_LIMIT_DAYS + 1) * 86400.0:
+        raise OptionError(
+            f"--time-limit: {text!r} is too long: at most {MAX_TIME_LIMIT_DAYS}d, as flux-core (omit it for no limit)"
+        )
     return seconds
 
 
 def _keyval(text: str, flag: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
+    if not key.strip():
+        raise OptionError(f"{flag}: {text!r}: a name is required (KEY[=VAL])")
     if not sep:
         return key, 1
     import json
@@ -167,10 +178,12 @@ def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_d
     for item in values.get("setattr", []):
         key, value = _keyval(item, "--setattr")
         if key.startswith("user."):
-            user[key[5:]] = value
+            name, where = key[5:], user
         else:
-            key = key[7:] if key.startswith("system.") else key.removeprefix(".")
-            system[key] = value
+            name, where = (key[7:] if key.startswith("system.") else key.removeprefix(".")), system
+        if not name.strip():  # `user.=x` or `system.=x`: a prefix with no attribute after it
+            raise OptionError(f"--setattr: {item!r}: a name is required after {key!r} (KEY[=VAL])")
+        where[name] = value
     if values.get("requeue"):
         system["requeue"] = True
     output: dict[str, Any] = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from miniclusters.api.errors import Problem, SpecError, join_path
@@ -55,6 +55,37 @@ def _prune(data: Any, loc: tuple[str | int, ...]) -> bool:
     return False
 
 
+def _holds(node: Any, part: str | int) -> bool:
+    """`node[part]` is there: a dict's key or a list's index."""
+    if isinstance(node, dict):
+        return part in node
+    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+
+
+def _remove_refused(candidate: MiniCluster, locs: set[tuple[str | int, ...]]) -> list[tuple[object, str]]:
+    """Take the fields set aside out of `candidate` (they hold their defaults there), so a rule reading one fails
+    instead of judging a value nobody wrote; returns the (model, field) pairs removed."""
+    removed: list[tuple[object, str]] = []
+    for loc in locs:
+        node: Any = candidate
+        for depth, part in enumerate(loc, 1):
+            if isinstance(node, BaseModel) and isinstance(part, str):
+                field = next((n for n, info in type(node).model_fields.items() if part in (n, info.alias)), None)
+                if field is None:  # an unknown key: nothing stands in for it
+                    break
+                if depth == len(loc):
+                    if field in node.__dict__:
+                        del node.__dict__[field]
+                        removed.append((node, field))
+                    break
+                node = getattr(node, field)
+            elif _holds(node, part):
+                node = node[part]
+            else:
+                break
+    return removed
+
+
 def _name_problems(data: Mapping[str, Any], reported: set[str]) -> list[Problem]:
     """metadata.name/namespace checked on the raw mapping, so they come in the same report as type errors."""
     metadata = data.get("metadata")
@@ -95,7 +126,7 @@ def load_minicluster(data: Any, source: str | None = None) -> MiniCluster:
                 break
             set_aside.update(locs)
             continue
-        problems += check_minicluster(candidate)
+        problems += check_minicluster(candidate, _remove_refused(candidate, set_aside))
         ruled = True
         break
     if not ruled:  # the cross-field rules could not run: still check the names, which need nothing else

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING
 
 from broker.curve_cert import CurveCertError, parse_zcert
@@ -61,9 +61,7 @@ def _names(mc: MiniCluster) -> Iterator[Problem]:
 
 
 def _sizes(mc: MiniCluster) -> Iterator[Problem]:
-    spec = mc.spec
-    if spec.max_size and spec.max_size < spec.size:
-        yield Problem("spec.maxSize", f"maxSize ({spec.max_size}) must not be smaller than size ({spec.size})")
+    spec = mc.spec  # minSize first: against an explicit maxSize it needs no size (which may have been refused)
     if spec.min_size:
         if spec.min_size > spec.effective_max_size:
             yield Problem(
@@ -72,6 +70,8 @@ def _sizes(mc: MiniCluster) -> Iterator[Problem]:
             )
         elif spec.min_size > spec.size:
             yield Problem("spec.minSize", f"minSize ({spec.min_size}) must not exceed size ({spec.size})")
+    if spec.max_size and spec.max_size < spec.size:
+        yield Problem("spec.maxSize", f"maxSize ({spec.max_size}) must not be smaller than size ({spec.size})")
     if spec.autoscale.enabled and spec.effective_max_size <= max(1, spec.min_size):
         yield Problem(
             "spec.autoscale.enabled",
@@ -251,17 +251,22 @@ def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.multiplexing.total", f"{mux.total} is below max ({mux.max}); use 0 for 'as many as max'")
     if mux.profile_together > mux.max:
         yield Problem("spec.multiplexing.profileTogether", f"{mux.profile_together} is above max ({mux.max})")
+    if mux.enabled and not mc.spec.interactive and any(c.command for c in mc.spec.containers):
+        yield Problem(
+            "spec.multiplexing.enabled",
+            "the brokers must stay up for the controller's jobs: set interactive: true or leave the command empty",
+        )
+
+
+def _multiplexing_ranks(mc: MiniCluster) -> Iterator[Problem]:
+    """A simulation's ranks span the pods (its own rule: it reads spec.tasks and spec.size)."""
+    mux = mc.spec.multiplexing
     ranks = mux.ranks or mc.spec.tasks
     if (mux.enabled or mux.ranks) and ranks < mc.spec.size and mc.spec.campaign is None:
         yield Problem(
             "spec.multiplexing.ranks",
             f"{ranks} rank(s) per simulation cannot span the {mc.spec.size} pods (flux submit -N {mc.spec.size} "
             f"-n {ranks}); set ranks (or spec.tasks) to at least size",
-        )
-    if mux.enabled and not mc.spec.interactive and any(c.command for c in mc.spec.containers):
-        yield Problem(
-            "spec.multiplexing.enabled",
-            "the brokers must stay up for the controller's jobs: set interactive: true or leave the command empty",
         )
 
 
@@ -316,12 +321,6 @@ def _campaign(mc: MiniCluster) -> Iterator[Problem]:
 def _placement(mc: MiniCluster) -> Iterator[Problem]:
     """spec.placement: contradictions with the shape, multiplexing and autoscaling; what exclusive CPUs need."""
     spec, placement = mc.spec, mc.spec.placement
-    if placement.policy == "granularity" and spec.tasks < spec.size:
-        yield Problem(
-            "spec.placement.policy",
-            f"granularity gives each node at least one rank, but tasks ({spec.tasks}) is below size ({spec.size}, "
-            "the nodes the job may use); raise tasks or lower size",
-        )
     if placement.policy != "none":
         if spec.autoscale.enabled or spec.effective_max_size != spec.size:
             yield Problem(
@@ -346,6 +345,17 @@ def _placement(mc: MiniCluster) -> Iterator[Problem]:
                 "choose one (cpus: shared, or multiplexing disabled)",
             )
         yield from _exclusive_resources(mc)
+
+
+def _granularity(mc: MiniCluster) -> Iterator[Problem]:
+    """Its own rule: it reads spec.tasks and spec.size, which may have been refused (check_minicluster)."""
+    spec = mc.spec
+    if spec.placement.policy == "granularity" and spec.tasks < spec.size:
+        yield Problem(
+            "spec.placement.policy",
+            f"granularity gives each node at least one rank, but tasks ({spec.tasks}) is below size ({spec.size}, "
+            "the nodes the job may use); raise tasks or lower size",
+        )
 
 
 def _exclusive_resources(mc: MiniCluster) -> Iterator[Problem]:
@@ -402,12 +412,26 @@ RULES: tuple[Rule, ...] = (
     _restful,
     _profiling,
     _multiplexing,
+    _multiplexing_ranks,
     _campaign,
     _placement,
+    _granularity,
     _archive,
 )
 
 
-def check_minicluster(mc: MiniCluster) -> list[Problem]:
-    """Every rule's problems, in a stable order."""
-    return [problem for rule in RULES for problem in rule(mc)]
+def check_minicluster(mc: MiniCluster, refused: Collection[tuple[object, str]] = ()) -> list[Problem]:
+    """Every rule's problems, in a stable order.
+
+    `refused`: (model, field) pairs whose values failed their type check and were removed from `mc` (load.py). A
+    rule that reads one stops there, keeping what it found before: the default standing in for the value would
+    have it judge a number the user never wrote (`tasks: 0` was called "tasks (1)")."""
+    found: list[Problem] = []
+    for rule in RULES:
+        try:
+            for problem in rule(mc):
+                found.append(problem)
+        except AttributeError as exc:
+            if not any(exc.obj is model and exc.name == field for model, field in refused):
+                raise
+    return found

@@ -275,3 +275,25 @@ def test_bad_names_come_in_the_same_report_as_type_errors(spec: dict[str, Any]) 
     paths = [problem.path for problem in caught.value.problems]
     assert "metadata.name" in paths and "metadata.namespace" in paths, paths
     assert any(path.startswith("spec.containers") for path in paths), paths
+
+
+@pytest.mark.parametrize(
+    ("spec", "refused", "not_said"),
+    [
+        ({"tasks": 0, "size": 2, "placement": {"policy": "granularity"}}, "spec.tasks", "tasks (1)"),
+        ({"tasks": "x", "size": 3, "multiplexing": {"enabled": True, "command": "x"}}, "spec.tasks", "1 rank(s)"),
+        ({"size": 0, "maxSize": 3, "minSize": 2}, "spec.size", "size (1)"),
+    ],
+)
+def test_a_refused_value_is_not_judged_by_the_default_standing_in_for_it(
+    minimal_spec: dict, spec: dict[str, Any], refused: str, not_said: str
+) -> None:
+    """The value given is refused for what it is (naming it); no cross-field rule reports the default that stood
+    in for it while the rest was checked ("tasks (1) is below size" for tasks: 0)."""
+    minimal_spec["spec"].update(spec)
+    with pytest.raises(SpecError) as caught:
+        load_minicluster(minimal_spec)
+    said = [str(p) for p in caught.value.problems]
+    assert [p.path for p in caught.value.problems if p.path == refused] == [refused]
+    assert any(f"(got {spec[refused.split('.')[-1]]!r})" in line for line in said), said
+    assert not any(not_said in line for line in said), said

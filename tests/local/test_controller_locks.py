@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -149,10 +148,8 @@ def test_a_holder_looking_does_not_refuse_a_loop_starting(tmp_path: Path) -> Non
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert looking.stdout is not None and looking.stdout.readline().strip() == "held"
-    started = time.monotonic()
-    with pidlock.exclusive(lock, "c is autoscaled"):
+    with pidlock.exclusive(lock, "c is autoscaled"):  # was: AlreadyRunning "by pid ?" (the look held it)
         assert lock.read_text() == str(os.getpid())
-    assert time.monotonic() - started < pidlock.GRACE + 5
     looking.wait(timeout=10)
 
 
