@@ -7,7 +7,9 @@ import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
+import numpy as np
 import pytest
 
 from elasticity.pmpi.env import pmpi_environment, wait_environment
@@ -16,8 +18,12 @@ from elasticity.profiling.trace import read_job_traces
 
 DATA = Path(__file__).parent / "data"
 MPIRUN_TIMEOUT = 90.0
-LINE = re.compile(r"WAIT_CALLS rank=(\d+) ok=1(?: idle_wait_cpu_s=([\d.]+) idle_wait_wall_s=([\d.]+))?")
+LINE = re.compile(
+    r"WAIT_CALLS rank=(\d+) ok=1"
+    r"(?: idle_wait_cpu_s=([\d.]+) idle_wait_wall_s=([\d.]+) idle_wait_runnable_s=(-?[\d.]+))?"
+)
 IDLE_MS = 1500
+SELF_RE = re.compile(r"MC_SELF rank=(\d+) iterations=(\d+) spin_s=([\d.]+) span_s=([\d.]+)")
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +31,23 @@ def wait_calls(compile_mpi: Callable[[str], Path]) -> Path:
     return compile_mpi("wait_calls")
 
 
-def _run(program: Path, env: dict[str, str], np: int = 3) -> dict[int, tuple[float, float] | None]:
+class Wait(NamedTuple):
+    """Rank 0's idle wait: CPU used, wall time, and how long its thread was runnable (on a CPU or queued for one).
+
+    A polling wait is runnable for its whole wall time whatever else the machine runs; the CPU it gets is what the
+    cores can spare (CI's 2 cores, shared with other tests, gave it well under a third at times)."""
+
+    cpu: float
+    wall: float
+    runnable: float
+
+
+def _wanted(wait: Wait) -> float:
+    """The CPU the wait asked for: its runnable time, or (a kernel without schedstat) at least what it got."""
+    return wait.runnable if wait.runnable >= 0 else wait.cpu
+
+
+def _run(program: Path, env: dict[str, str], np: int = 3) -> dict[int, Wait | None]:
     proc = subprocess.run(
         ["mpirun", "-np", str(np), "--oversubscribe", str(program), str(IDLE_MS)],
         env=env, capture_output=True, text=True, timeout=MPIRUN_TIMEOUT, check=False,
@@ -33,8 +55,8 @@ def _run(program: Path, env: dict[str, str], np: int = 3) -> dict[int, tuple[flo
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = {}
     for match in LINE.finditer(proc.stdout):
-        rank, cpu, wall = match.groups()
-        found[int(rank)] = (float(cpu), float(wall)) if cpu else None
+        rank, cpu, wall, runnable = match.groups()
+        found[int(rank)] = Wait(float(cpu), float(wall), float(runnable)) if cpu else None
     assert sorted(found) == list(range(np)), proc.stdout
     return found
 
@@ -45,14 +67,15 @@ def test_every_replaced_call_gives_the_right_result_and_a_waiting_rank_sleeps(
 ) -> None:
     polling = _run(wait_calls, {**mpi_environment, "OMPI_MCA_mpi_yield_when_idle": "0"})
     sleeping = _run(wait_calls, wait_environment(pmpi_library, "sleep", base=mpi_environment))
-    poll_cpu, poll_wall = polling[0] or (0.0, 0.0)
-    sleep_cpu, sleep_wall = sleeping[0] or (0.0, 0.0)
-    assert poll_wall >= IDLE_MS / 1000 * 0.9 and sleep_wall >= IDLE_MS / 1000 * 0.9
-    # Open MPI's own wait polls for the whole 1.5 s (less whatever the busy machine took from it) ...
-    assert poll_cpu > 0.3 * poll_wall, polling
+    poll, sleep = polling[0], sleeping[0]
+    assert poll is not None and sleep is not None
+    assert poll.wall >= IDLE_MS / 1000 * 0.9 and sleep.wall >= IDLE_MS / 1000 * 0.9
+    # Open MPI's own wait polls: it wants a CPU for the whole 1.5 s (it was asserted to get a third of it, which a
+    # busy machine did not always give: 0.44 s of 1.52 s in one run) ...
+    assert _wanted(poll) > 0.8 * poll.wall, polling
     # ... the sleeping wait wakes a few thousand times for microseconds each
-    assert sleep_cpu < 0.1 * sleep_wall, sleeping
-    assert sleep_cpu < poll_cpu / 3
+    assert sleep.cpu < 0.1 * sleep.wall, sleeping
+    assert sleep.cpu < _wanted(poll) / 3
 
 
 @pytest.mark.serial
@@ -60,24 +83,34 @@ def test_an_explicit_poll_mode_leaves_waiting_to_open_mpi(
     wait_calls: Path, pmpi_library: Path, mpi_environment: dict[str, str]
 ) -> None:
     env = wait_environment(pmpi_library, "poll", base={**mpi_environment, "OMPI_MCA_mpi_yield_when_idle": "0"})
-    cpu, wall = _run(wait_calls, env)[0] or (0.0, 0.0)
-    assert cpu > 0.3 * wall
+    wait = _run(wait_calls, env)[0]
+    assert wait is not None and _wanted(wait) > 0.8 * wait.wall, wait
 
 
 @pytest.mark.serial
 def test_sleeping_waits_are_still_profiled(
     spin_program: Path, pmpi_library: Path, tmp_path: Path, mpi_environment: dict[str, str]
 ) -> None:
-    """Wait mode and profiler in one library: the duty cycles come out as without it."""
+    """Wait mode and profiler in one library: the duty cycles come out as without it.
+
+    Rank r sleeps (r+1) x 20 ms per iteration. Asserted are what the scheduler cannot move: the profiler against
+    each rank's own clock (MC_SELF), and the median iteration's split (a late wake-up in one iteration, common on
+    a busy machine, moves a mean, and the ordering of means of 4 ms units was once luck)."""
     env = pmpi_environment(pmpi_library, tmp_path, jobid="w", wait="sleep", base=mpi_environment)
     proc = subprocess.run(
-        ["mpirun", "-np", "3", "--oversubscribe", str(spin_program), "8", "4000", "-1", "sleep"],
+        ["mpirun", "-np", "3", "--oversubscribe", str(spin_program), "8", "20000", "-1", "sleep"],
         env=env, capture_output=True, text=True, timeout=MPIRUN_TIMEOUT, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    analysis = analyze_job(read_job_traces(tmp_path, jobid="w"))
+    traces = read_job_traces(tmp_path, jobid="w")
+    analysis = analyze_job(traces)
     assert analysis.iterations == (8, 8, 8)
-    assert analysis.duty[0] < analysis.duty[1] < analysis.duty[2]  # rank r sleeps (r+1) units per iteration
+    own = {int(m[1]): float(m[3]) / float(m[4]) for m in SELF_RE.finditer(proc.stdout)}
+    assert sorted(own) == [0, 1, 2], proc.stdout
+    whole = analyze_job(traces, skip_fraction=0.0).duty
+    assert all(abs(whole[r] - own[r]) < 0.03 for r in range(3)), (whole.tolist(), own)
+    median = np.array([np.median(r.duty) for r in analysis.ranks])
+    np.testing.assert_allclose(median / median[-1], [1 / 3, 2 / 3, 1], atol=0.07)
 
 
 def test_unknown_wait_modes_are_refused(pmpi_library: Path, tmp_path: Path) -> None:

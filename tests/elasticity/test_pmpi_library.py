@@ -28,6 +28,8 @@ from elasticity.profiling.trace import (
 ITERATIONS = 30
 BASE_US = 6000  # rank r spins (r+1) * 6 ms per iteration
 NP = 4
+SLEEP_ITERATIONS = 15
+SLEEP_BASE_US = 20000  # sleeping rank r naps (r+1) * 20 ms per iteration
 RunMpi = Callable[..., subprocess.CompletedProcess[str]]
 SELF_RE = re.compile(r"MC_SELF rank=(\d+) iterations=(\d+) spin_s=([\d.]+) span_s=([\d.]+)")
 
@@ -111,11 +113,12 @@ def test_busy_ranks_one_trace_each_and_the_profiler_agrees_with_their_own_clocks
     assert analysis.iterations == (ITERATIONS,) * NP
     assert analyze_job(traces, boundary_call="MPI_Allreduce").iterations == (ITERATIONS,) * NP
 
-    # Four busy ranks on two cores: a light rank preempted at its deadline spins on, so only the
-    # ordering is certain here; the exact ratios are checked with sleeping ranks below.
+    # Four busy ranks on two cores: a light rank preempted at its deadline spins on, and the waiting ones poll, so
+    # not even the ordering is the work's (the same program over flux measured 0.13/0.65/0.54/0.55 in CI; here
+    # 0.45/0.43/0.49/0.61 beside other tests). Only the profiler against the ranks' own clocks is asserted; the
+    # work's ratios are checked with sleeping ranks below.
     duty = analysis.duty
-    assert np.argmax(duty) == NP - 1 and duty[-1] > 0.6, duty
-    assert duty[0] < duty[-1] - 0.15, duty
+    assert np.all((duty > 0) & (duty < 1)), duty
     np.testing.assert_allclose(analysis.reclaimable_millicores, 1000.0 * (1.0 - duty), rtol=1e-12)
 
     # Ground truth: each rank timed its own compute phase; the profiler must agree closely.
@@ -128,16 +131,22 @@ def test_busy_ranks_one_trace_each_and_the_profiler_agrees_with_their_own_clocks
 
 @pytest.mark.serial
 def test_duty_cycles_follow_the_work_ratios(run_mpi: RunMpi, spin_program: Path, tmp_path: Path) -> None:
-    proc = run_mpi([spin_program, ITERATIONS, BASE_US, -1, "sleep"], tmp_path, np=NP, jobid="ratio")
+    proc = run_mpi([spin_program, SLEEP_ITERATIONS, SLEEP_BASE_US, -1, "sleep"], tmp_path, np=NP, jobid="ratio")
     assert proc.returncode == 0, proc.stderr
-    analysis = analyze_job(read_job_traces(tmp_path))
-    assert analysis.iterations == (ITERATIONS,) * NP
-    duty = analysis.duty
-    # Rank r works (r+1) units and every iteration lasts as long as the heaviest rank's NP units.
+    traces = read_job_traces(tmp_path)
+    analysis = analyze_job(traces)
+    assert analysis.iterations == (SLEEP_ITERATIONS,) * NP
+    # The profiler agrees with each rank's own clock: the scheduler's noise is in both, not in their difference.
+    own = {int(m[1]): float(m[3]) / float(m[4]) for m in SELF_RE.finditer(proc.stdout)}
+    whole = analyze_job(traces, skip_fraction=0.0).duty
+    assert sorted(own) == list(range(NP)) and all(abs(whole[r] - own[r]) < 0.03 for r in range(NP)), (whole, own)
+    # Rank r works (r+1) units and every iteration lasts as long as the heaviest rank's NP units. Judged on the
+    # median iteration, with 20 ms units: one late wake-up moves a mean (the means of 6 ms units strayed 0.09 from
+    # these ratios beside other tests); the medians stayed within 0.02.
+    median = np.array([np.median(r.duty) for r in analysis.ranks])
     expected = np.arange(1, NP + 1) / NP
-    assert duty[-1] > 0.8, duty
-    np.testing.assert_allclose(duty / duty[-1], expected, atol=0.07)
-    assert 0.15 < duty[0] < 0.32, duty
+    assert median[-1] > 0.8, median
+    np.testing.assert_allclose(median / median[-1], expected, atol=0.07)
 
 
 def test_sigterm_still_leaves_one_trace_per_rank(run_mpi: RunMpi, spin_program: Path, tmp_path: Path) -> None:

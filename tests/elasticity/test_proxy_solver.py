@@ -39,9 +39,9 @@ def test_profiled_proxy_shows_dense_ranks_busier_than_sparse(
     analysis = analyze_job(traces)  # iterations end at the proxy's one MPI_Barrier per iteration
     assert analysis.iterations == (ITERATIONS,) * 4
     duty = analysis.duty
-    # the dense rank computes a large share of each iteration (about 0.5-0.8 here, less when the machine is busy),
-    # several times the sparse ranks' share (about 0.03, they mostly wait in MPI for it)
-    assert duty[3] > 0.25, duty
+    # the dense rank computes several times the sparse ranks' share of each iteration (they mostly wait in MPI for
+    # it): 11-17 times in runs beside other tests. How large its own share is depends on the machine (0.17 to 0.8
+    # seen: four polling ranks on two cores share them with whatever else runs), so it is not asserted.
     assert duty[3] > 3 * max(duty[0], duty[1]), duty
     assert duty[2] > min(duty[0], duty[1]), duty
     # turned into per-pod requests: the pod hosting the dense rank asks for the most CPU

@@ -5,9 +5,11 @@
  *
  * Each wrapped call is made with data whose result is known, on 3 or more ranks; a wrong result aborts with
  * the call's name. Then rank 0 waits in MPI_Barrier while the others sleep IDLE_MS milliseconds, and prints
- * the CPU time it used while waiting:
- *   WAIT_CALLS rank=0 ok=1 idle_wait_cpu_s=S idle_wait_wall_s=W
- * (the other ranks print ok=1 only). A polling wait uses about W of CPU; a sleeping wait almost none.
+ * the CPU time it used while waiting, and how long its waiting thread was runnable (on a CPU or queued for one,
+ * from /proc/thread-self/schedstat; -1 when the kernel does not show it):
+ *   WAIT_CALLS rank=0 ok=1 idle_wait_cpu_s=S idle_wait_wall_s=W idle_wait_runnable_s=R
+ * (the other ranks print ok=1 only). A polling wait is runnable for all of W, and uses as much of it as the
+ * machine gives it (less when other work shares the cores); a sleeping wait is runnable for almost none of W.
  */
 #include <mpi.h>
 
@@ -31,6 +33,18 @@ static double cpu_seconds(void)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* on-CPU plus run-queue time of the calling thread (seconds), or -1 */
+static double runnable_seconds(void)
+{
+    unsigned long long on_cpu = 0, queued = 0;
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (f == NULL)
+        return -1.0;
+    int got = fscanf(f, "%llu %llu", &on_cpu, &queued);
+    fclose(f);
+    return got == 2 ? (double)(on_cpu + queued) / 1e9 : -1.0;
 }
 
 int main(int argc, char **argv)
@@ -118,15 +132,17 @@ int main(int argc, char **argv)
 
     /* the idle wait: rank 0 in MPI_Barrier while the others sleep */
     MPI_Barrier(MPI_COMM_WORLD);
-    double cpu0 = cpu_seconds(), wall0 = MPI_Wtime();
+    double cpu0 = cpu_seconds(), wall0 = MPI_Wtime(), runnable0 = runnable_seconds();
     if (rank != 0) {
         struct timespec ts = {idle_ms / 1000, (long)(idle_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    double cpu = cpu_seconds() - cpu0, wall = MPI_Wtime() - wall0;
+    double cpu = cpu_seconds() - cpu0, wall = MPI_Wtime() - wall0, runnable1 = runnable_seconds();
+    double runnable = runnable0 < 0 || runnable1 < 0 ? -1.0 : runnable1 - runnable0;
     if (rank == 0)
-        printf("WAIT_CALLS rank=0 ok=1 idle_wait_cpu_s=%.4f idle_wait_wall_s=%.4f\n", cpu, wall);
+        printf("WAIT_CALLS rank=0 ok=1 idle_wait_cpu_s=%.4f idle_wait_wall_s=%.4f idle_wait_runnable_s=%.4f\n", cpu,
+               wall, runnable);
     else
         printf("WAIT_CALLS rank=%d ok=1\n", rank);
     free(gathered);
