@@ -31,7 +31,7 @@ from miniclusters.backends.base import (
 from miniclusters.backends.overlay import lead_ranks, overlay_argv, overlay_ranks
 from miniclusters.backends.podman.actuate import PodmanActuator
 from miniclusters.backends.podman.core import with_view_image
-from miniclusters.backends.podman.observe import cluster_names, pod_status, this_machine
+from miniclusters.backends.podman.observe import cluster_names, phase_of, pod_status, this_machine
 from miniclusters.backends.podman.pods import container_name, network_name, pod_address
 from miniclusters.backends.podman.state import PodmanRecord
 from miniclusters.backends.states import cluster_state
@@ -121,11 +121,14 @@ class PodmanBackend(PodmanActuator):
     def status(self, name: str) -> ClusterStatus:
         record, mc = self._load(name)
         pods = self._synced(record, mc)
-        statuses = tuple(pod_status(p, record.cpu_of(p.index)) for p in pods)
-        lead = next((p for p in statuses if p.index == 0), None)
-        finished = lead is not None and lead.phase in ("Succeeded", "Failed") and not mc.spec.interactive
-        running = lead is not None and lead.phase == "Running"
+        restarts = self._restarts(name, pods)
+        lead_pod = next((p for p in pods if p.index == 0), None)
+        phase, _, reason = phase_of(lead_pod) if lead_pod is not None else ("Pending", None, None)
+        finished = phase in ("Succeeded", "Failed") and not mc.spec.interactive
+        running = phase == "Running" and reason is None
         ranks_up, ranks_down, lead_error = lead_ranks(running, finished, lambda: self._ask_lead(name, mc))
+        statuses = tuple(pod_status(p, record.cpu_of(p.index), ranks_up, restarts.get(p.index)) for p in pods)
+        lead = statuses[0] if statuses and statuses[0].index == 0 else None
         return ClusterStatus(
             name=name,
             namespace=self.namespace,
@@ -151,8 +154,10 @@ class PodmanBackend(PodmanActuator):
         """The Observer port: one `pod ps` and one `container inspect` (no exec into the lead)."""
         record, mc = self._load(name)
         views = []
-        for pod in self._synced(record, mc):
-            status = pod_status(pod, record.cpu_of(pod.index))
+        pods = self._synced(record, mc)
+        restarts = self._restarts(name, pods)
+        for pod in pods:
+            status = pod_status(pod, record.cpu_of(pod.index), restarts=restarts.get(pod.index))
             views.append(
                 PodView(
                     index=status.index,

@@ -43,6 +43,7 @@ from miniclusters.backends.podman.pods import (
     secret_files,
     secret_volume,
 )
+from miniclusters.backends.podman.restarts import RestartLedger, seen_of
 from miniclusters.backends.podman.state import PodmanRecord, PodmanStore
 from miniclusters.backends.wait import ProgressCallback
 from miniclusters.render import RenderOptions, render_minicluster
@@ -140,6 +141,11 @@ class PodmanCore:
 
     def _pods(self, name: str, mc: MiniCluster) -> list[PodmanPod]:
         return read_pods(self.podman, name, runner_container(mc))
+
+    def _restarts(self, name: str, pods: list[PodmanPod]) -> dict[int, int]:
+        """Each pod's restarts, never fewer than last seen (restarts.py: podman forgets on `podman start`)."""
+        seen = {p.index: seen_of(p.container) for p in pods if p.container is not None}
+        return RestartLedger(self.store.path(name).parent).update(seen)
 
     @staticmethod
     def _runner(mc: MiniCluster) -> str:

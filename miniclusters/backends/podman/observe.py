@@ -41,6 +41,8 @@ class PodmanPod:
     name: str
     pod_state: str
     container: dict[str, Any] | None
+    stopped_by_user: bool = False
+    """Its container was stopped by hand (`podman kill`, `podman stop`): podman will not restart it."""
 
     @property
     def pid(self) -> int | None:
@@ -97,16 +99,27 @@ def phase_of(pod: PodmanPod) -> tuple[str, int | None, str | None]:
         code = int(state.get("ExitCode", 0))
         if code == 0:
             return "Succeeded", 0, None
-        if pod.container.get("HostConfig", {}).get("RestartPolicy", {}).get("Name") == "on-failure":
+        if _restarted_on_failure(pod.container) and not pod.stopped_by_user:
             return "Running", None, "CrashLoopBackOff"  # podman restarts it: the pod is not done (OnFailure)
-        return "Failed", code, "Error"
+        return "Failed", code, "Error"  # and nothing restarts a container stopped by hand: it stays down
     if status in ("created", "configured", "initialized"):
         return "Pending", None, "ContainerCreating"
     return "Unknown", None, status
 
 
-def pod_status(pod: PodmanPod, desired: int | None = None) -> PodStatus:
-    """`desired`: the pod's recorded CPU request in millicores (None: none recorded)."""
+def _restarted_on_failure(container: dict[str, Any]) -> bool:
+    return bool(container.get("HostConfig", {}).get("RestartPolicy", {}).get("Name") == "on-failure")
+
+
+def pod_status(
+    pod: PodmanPod,
+    desired: int | None = None,
+    ranks_up: tuple[int, ...] | None = None,
+    restarts: int | None = None,
+) -> PodStatus:
+    """`desired`: the pod's recorded CPU request in millicores (None: none recorded); `ranks_up`: the ranks the
+    lead reports joined (None: not known), without which a running pod is not ready (its broker is not serving,
+    as the local backend says); `restarts`: the count that never goes down (restarts.py; None: podman's)."""
     phase, code, reason = phase_of(pod)
     shares = pod.cpu_shares
     cpu = format_millicores(shares_to_millicores(shares)) if shares else None
@@ -115,13 +128,13 @@ def pod_status(pod: PodmanPod, desired: int | None = None) -> PodStatus:
         index=pod.index,
         name=pod.name,
         phase=phase,
-        ready=phase == "Running" and reason is None,
+        ready=phase == "Running" and reason is None and (ranks_up is None or pod.index in ranks_up),
         cpu_desired=want,
         cpu_allocated=want if cpu is not None else None,
         cpu_actual=cpu,
         node=NODE_NAME,
         exit_code=code,
-        restarts=int((pod.container or {}).get("RestartCount", 0)),
+        restarts=restarts if restarts is not None else int((pod.container or {}).get("RestartCount", 0)),
         reason=reason,
     )
 
@@ -153,10 +166,32 @@ def read_pods(podman: Podman, cluster: str, runner: str) -> list[PodmanPod]:
         answer = podman.run(["container", "inspect", *names], "inspecting containers", check=False)
         for doc in json.loads(answer.stdout or "[]"):
             inspected[str(doc.get("Name", "")).lstrip("/")] = doc
-    return [
-        PodmanPod(i, pod_name(cluster, i), indexes[i], inspected.get(container_name(cluster, i, runner)))
-        for i in sorted(indexes)
-    ]
+    pods = []
+    for i in sorted(indexes):
+        doc = inspected.get(container_name(cluster, i, runner))
+        pods.append(
+            PodmanPod(i, pod_name(cluster, i), indexes[i], doc, doc is not None and stopped_by_user(podman, doc))
+        )
+    return pods
+
+
+def stopped_by_user(podman: Podman, container: dict[str, Any]) -> bool:
+    """Whether a container that exited non-zero under on-failure was stopped by hand, which is why podman does
+    not restart it: newer podman says so in inspect (State.StoppedByUser); 4.3 only in its event log, as a kill
+    or stop since the container's last start. Asked only of such a container (one `podman events`)."""
+    state = container.get("State", {})
+    if state.get("Status") not in ("exited", "stopped") or not state.get("ExitCode"):
+        return False
+    if not _restarted_on_failure(container):
+        return False
+    if "StoppedByUser" in state:
+        return bool(state["StoppedByUser"])
+    argv = ["events", "--stream=false", "--filter", f"container={container.get('Id', '')}"]
+    argv += ["--filter", "event=kill", "--filter", "event=stop", "--format", "{{.Status}}"]
+    if state.get("StartedAt"):
+        argv += ["--since", str(state["StartedAt"])]
+    answer = podman.run(argv, "reading podman's events", check=False, timeout=30)
+    return answer.returncode == 0 and bool(answer.stdout.split())
 
 
 def cluster_names(podman: Podman) -> list[str]:
