@@ -62,14 +62,16 @@ def is_up(layout: Layout) -> bool:
     return running and probes.node_ready(layout)
 
 
-def _wait(layout: Layout, step: Step, say: Say) -> None:
+def _wait(layout: Layout, step: Step, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + step.timeout
     while time.monotonic() < deadline:
         if step.ready(layout):
             return
-        died = processes.exited(layout, step.component)
-        if died is not None:
-            raise KubeError(f"{step.component.name} exited while starting; its log ends:\n{died}")
+        if process.poll() is not None:
+            tail = processes.log_tail(layout, step.component)
+            raise KubeError(
+                f"{step.component.name} exited ({process.returncode}) while starting; its log ends:\n{tail}"
+            )
         time.sleep(0.25)
     log = layout.logs / f"{step.component.name}.log"
     raise KubeError(f"{step.component.name} was not ready after {step.timeout:.0f}s (log: {log})")
@@ -204,8 +206,7 @@ def up(layout: Layout, registry: str, tag: str, say: Say) -> bool:
         for step in _steps(layout):
             began = time.monotonic()
             say(f"starting {step.component.name}")
-            processes.start(layout, step.component)
-            _wait(layout, step, say)
+            _wait(layout, step, processes.start(layout, step.component))
             say(f"{step.component.name}: ready in {time.monotonic() - began:.1f}s")
             if step.component.name == "kube-apiserver":
                 bootstrap.apply(layout, bootstrap.coredns_rbac())

@@ -97,7 +97,7 @@ def controller_manager(layout: Layout) -> Component:
             f"--cluster-signing-key-file={pki / 'ca.key'}",
             f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
             f"--service-cluster-ip-range={layout.service_network}",
-            "--controllers=*,-nodeipam,-cloud-node-lifecycle",
+            "--controllers=*",
             "--horizontal-pod-autoscaler-sync-period=5s",
             "--v=1",
         ),

@@ -102,7 +102,9 @@ def containerd_config(layout: Layout) -> str:
             "io.containerd.grpc.v1.cri": {
                 "sandbox_image": PAUSE_IMAGE,
                 "enable_unprivileged_ports": False,
-                "restrict_oom_score_adj": False,
+                # no CAP_SYS_RESOURCE here: an OOM score below containerd's own (the sandbox's -998) is refused
+                # by the kernel, so runc's init died ("can't get final child's PID from pipe")
+                "restrict_oom_score_adj": True,
                 "containerd": {
                     "snapshotter": "overlayfs",
                     "default_runtime_name": "runc",

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker import atomic
+from miniclusters.errors import MiniclustersError
 from miniclusters.localkube.configs import PAUSE_IMAGE
 from miniclusters.localkube.layout import Layout
 
 
-class ImageMissing(RuntimeError):
+class ImageMissing(MiniclustersError, RuntimeError):
     """An image `up` needs is not in podman's store: `make images` builds it."""
 
 
@@ -86,7 +87,7 @@ def import_images(layout: Layout, images: tuple[str, ...], say: Callable[[str], 
         save.stdout.close()
         save_error = save.stderr.read().decode(errors="replace") if save.stderr else ""
         if save.wait() != 0 or load.returncode != 0:
-            raise RuntimeError(f"importing {image} failed: {save_error.strip()} {load.stderr.strip()}".strip())
+            raise ImageMissing(f"importing {image} failed: {save_error.strip()} {load.stderr.strip()}".strip())
         done[image] = image_id
         atomic.write_text(_record(layout), json.dumps(done, indent=2))
         imported.append(image)

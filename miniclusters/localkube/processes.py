@@ -45,8 +45,8 @@ def running_pid(layout: Layout, component: Component) -> int | None:
     return pid if _is_ours(pid, component) else None
 
 
-def start(layout: Layout, component: Component, env: dict[str, str] | None = None) -> int:
-    """Start the component in its own session, its output appended to logs/NAME.log; returns its pid."""
+def start(layout: Layout, component: Component, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start the component in its own session, its output appended to logs/NAME.log."""
     layout.logs.mkdir(parents=True, exist_ok=True)
     layout.pids.mkdir(parents=True, exist_ok=True)
     log = (layout.logs / f"{component.name}.log").open("ab")
@@ -63,13 +63,11 @@ def start(layout: Layout, component: Component, env: dict[str, str] | None = Non
     finally:
         log.close()
     atomic.write_text(_pid_file(layout, component.name), f"{process.pid}\n")
-    return process.pid
+    return process
 
 
-def exited(layout: Layout, component: Component) -> str | None:
-    """When a started component has died: the last lines of its log (for the error message), else None."""
-    if running_pid(layout, component) is not None:
-        return None
+def log_tail(layout: Layout, component: Component) -> str:
+    """The last lines of the component's log, for an error message."""
     log = layout.logs / f"{component.name}.log"
     try:
         lines = log.read_text(errors="replace").splitlines()
