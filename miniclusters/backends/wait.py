@@ -13,6 +13,9 @@ from miniclusters.words import of, plural
 
 # When exec into pods is not allowed we cannot ask the lead; pods being ready is the best we can know.
 LEAD_UNASKABLE = ("forbidden",)
+NEVER_STARTS = frozenset({"ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError"})
+"""Waiting reasons the kubelet does not retry its way out of: the image is not on the node and may not be
+pulled, its name is invalid, or the container's configuration names what does not exist."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,14 @@ def is_up(status: ClusterStatus) -> tuple[bool, str]:
     if failed and not status.finished:
         names = ", ".join(f"{p.name} (exit {p.exit_code})" for p in failed)
         raise BackendError(f"MiniCluster {status.name!r}: pods failed: {names}; see `minicluster logs {status.name}`")
+    stuck = [p for p in status.pods if p.reason and p.reason.removeprefix("Init:") in NEVER_STARTS]
+    if stuck:
+        names = ", ".join(f"{p.name} ({p.reason})" for p in stuck)
+        raise BackendError(f"MiniCluster {status.name!r}: pods cannot start: {names}; see `minicluster status`")
     if status.running_pods < status.size:
-        return False, f"{of(status.running_pods, status.size, 'pod')} running"
+        waiting = [f"{p.name}: {p.reason}" for p in status.pods if p.reason and p.phase != "Running"]
+        why = f" ({', '.join(waiting)})" if waiting else ""
+        return False, f"{of(status.running_pods, status.size, 'pod')} running{why}"
     joined = joined_count(status)
     if joined is None:
         if status.lead_error and any(word in status.lead_error.lower() for word in LEAD_UNASKABLE):

@@ -84,8 +84,26 @@ def restart_count(pod: Mapping[str, Any], container: str | None = None) -> int:
     return count if isinstance(count, int) else 0
 
 
+def _init_reason(pod: Mapping[str, Any]) -> str | None:
+    """An init container that fails or cannot start, as kubectl's STATUS shows it (Init:CrashLoopBackOff): the
+    pod's own container never starts then, and its status says only PodInitializing."""
+    for status in pod.get("status", {}).get("initContainerStatuses") or []:
+        state = status.get("state") or {}
+        waiting = (state.get("waiting") or {}).get("reason")
+        if waiting and waiting != "PodInitializing":
+            return f"Init:{waiting}"
+        ended = state.get("terminated") or {}
+        if ended and ended.get("exitCode") not in (0, None):
+            return f"Init:{ended.get('reason') or 'Error'}"
+    return None
+
+
 def container_reason(pod: Mapping[str, Any], container: str | None = None) -> str | None:
-    """Why the container waits or ended (CrashLoopBackOff, Error, OOMKilled, ...), as kubectl's STATUS shows."""
+    """Why the container waits or ended (CrashLoopBackOff, Error, OOMKilled, Init:CrashLoopBackOff, ...), as
+    kubectl's STATUS shows."""
+    init = _init_reason(pod)
+    if init is not None:
+        return init
     state = _container_status(pod, container).get("state") or {}
     for key in ("waiting", "terminated"):
         reason = (state.get(key) or {}).get("reason")
