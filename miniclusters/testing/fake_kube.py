@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from miniclusters.api.quantity import cpu_millicores
 from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import (
     FLUX_MINICLUSTER,
@@ -40,6 +41,7 @@ from miniclusters.testing.kube_rules import (
     apply_merge,
     check_pod_template,
     check_resize,
+    check_resize_fits_node,
     check_update,
     merge_patch,
     strategic_merge,
@@ -454,6 +456,8 @@ class FakeKube(Controllers):
             if kind != POD:
                 raise ApiError(404, "NotFound", f"{kind.plural} has no resize subresource")
             check_resize(current, new)
+            if self.kubelet == "auto":  # a test forcing the kubelet's answer gets it, as before this rule
+                check_resize_fits_node(new, cpu_millicores(self.node_cpu))
             current["spec"] = new["spec"]
             self._touch(current, "MODIFIED")
             self.run_controllers()

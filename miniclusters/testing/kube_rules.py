@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from miniclusters.api.crd import build_crd
+from miniclusters.api.quantity import cpu_millicores
 from miniclusters.backends.kubernetes.api import FLUX_MINICLUSTER, JOB, MINICLUSTER, POD, ApiError, Kind, kind_of
 from miniclusters.backends.kubernetes.status import qos_class
 
@@ -255,3 +256,23 @@ def allocate_node_ports(service: dict[str, Any], taken: set[int]) -> None:
             wanted = next(p for p in NODE_PORT_RANGE if p not in taken)
             port["nodePort"] = wanted
         taken.add(wanted)
+
+
+def check_resize_fits_node(pod: dict[str, Any], node_cpu_millicores: int) -> None:
+    """The apiserver's PodResize admission (plugin/pkg/admission/podresize, Kubernetes 1.33+): a resize whose pod
+    would request more CPU than its node's allocatable is refused at once, 403 with the cause NodeCapacity and
+    the message the real server gives (seen on the cluster of `minicluster kube up`, v1.37.2); the kubelet never
+    sees it. A resize that fits the node but not what is free on it now goes through (Deferred by the kubelet)."""
+    requested = sum(
+        cpu_millicores(str(((c.get("resources") or {}).get("requests") or {}).get("cpu") or "0"))
+        for c in pod["spec"].get("containers", [])
+    )
+    if requested > node_cpu_millicores:
+        name = pod["metadata"]["name"]
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'pods "{name}" is forbidden: node didn\'t have enough allocatable resources: cpu, '
+            f"requested: {requested}, allocatable: {node_cpu_millicores}",
+            ("NodeCapacity",),
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from elasticity.control.ports import ResizeOutcome
 from miniclusters.api.conversion import to_flux_operator
 from miniclusters.backends.kubernetes.api import (
     CONFIG_MAP,
@@ -173,9 +174,15 @@ def test_resizing_condition_reports_deferred_and_infeasible(
     fake.create(custom_resource(make_mc(), "hpc"))
     controller.start()
     _run(controller, clock)
-    backend.resize("demo", 1, "64")
+    # More than the node holds: the apiserver refuses the resize itself (as the real one does), nothing changes
+    assert backend.resize("demo", 1, "64").outcome is ResizeOutcome.INFEASIBLE
+    _run(controller, clock)
+    assert _conditions(fake)["Resizing"] == ("False", "NoResize")
+    fake.kubelet = "infeasible"  # what the kubelet itself may still say (PodResizePending, reason Infeasible)
+    backend.resize("demo", 1, "2")
     _run(controller, clock)
     assert _conditions(fake)["Resizing"] == ("True", "Infeasible")
+    fake.kubelet = "auto"
     backend.resize("demo", 1, "500m")
     _run(controller, clock)
     assert _conditions(fake)["Resizing"] == ("False", "NoResize")

@@ -108,25 +108,39 @@ class KubernetesActuator(KubernetesCore):
             if milli < 0:
                 raise InvalidRequestError(f"pod index {index}: negative CPU request {milli}m")
         names = {index: pods[index]["metadata"]["name"] for index in requests}
+        refused: dict[int, PodResize] = {}
         for index in sorted(requests):
             cpu = format_millicores(requests[index])
             body = {"spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": cpu}}}]}}
-            pods[index] = self._call(
-                f"resizing pod {names[index]} (index {index}) to cpu {cpu}",
-                partial(
-                    self.api.patch,
-                    POD,
-                    self.namespace,
-                    names[index],
-                    body,
-                    "strategic",
-                    subresource="resize",
-                    field_manager=FIELD_MANAGER,
-                ),
-            )
+            try:
+                pods[index] = with_retries(
+                    partial(
+                        self.api.patch,
+                        POD,
+                        self.namespace,
+                        names[index],
+                        body,
+                        "strategic",
+                        subresource="resize",
+                        field_manager=FIELD_MANAGER,
+                    ),
+                    sleep=self.sleep,
+                )
+            except ApiError as exc:
+                if not is_capacity_refusal(exc):
+                    raise explain(exc, f"resizing pod {names[index]} (index {index}) to cpu {cpu}") from None
+                # The apiserver's PodResize admission (Kubernetes 1.33+) refuses what the node could never hold,
+                # before the kubelet sees it: the kubelet's Infeasible, said sooner. The pod keeps its CPU.
+                actual = pod_status(pods[index], container).cpu_actual
+                current = cpu_millicores(actual) if actual is not None else None
+                why = f"more than the node's capacity: {exc.message}"
+                refused[index] = PodResize(index, ResizeOutcome.INFEASIBLE, why, requests[index], current)
         deadline = self.clock() + self.resize_wait
         while True:
-            answers = {index: self._answer(pods[index], index, requests[index], container) for index in requests}
+            answers = {
+                index: refused.get(index) or self._answer(pods[index], index, requests[index], container)
+                for index in requests
+            }
             settled = all(
                 a.outcome not in (ResizeOutcome.ACCEPTED, ResizeOutcome.IN_PROGRESS) for a in answers.values()
             )
@@ -141,6 +155,12 @@ class KubernetesActuator(KubernetesCore):
         outcome, message = resize_outcome(pod, format_millicores(milli), container)
         actual = pod_status(pod, container).cpu_actual
         return PodResize(index, outcome, message, milli, cpu_millicores(actual) if actual is not None else None)
+
+
+def is_capacity_refusal(error: ApiError) -> bool:
+    """The apiserver's PodResize admission refusing a resize larger than the node's allocatable resources:
+    403 Forbidden with the cause NodeCapacity (plugin/pkg/admission/podresize in Kubernetes)."""
+    return error.status == 403 and "NodeCapacity" in error.causes
 
 
 def _spec_fields(change: Mapping[str, int]) -> dict[str, int]:

@@ -97,11 +97,13 @@ def kind_of(obj: Mapping[str, Any]) -> Kind:
 class ApiError(MiniclustersError):
     """A failed API call: the HTTP status and the server's reason and message (a metav1.Status)."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, causes: tuple[str, ...] = ()) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.causes = causes
+        """The Status's details.causes[].type: why, for a machine (e.g. NodeCapacity on a refused resize)."""
 
     @property
     def transient(self) -> bool:

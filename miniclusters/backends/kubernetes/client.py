@@ -37,7 +37,9 @@ def _status_error(status: int, body: bytes | str | None, fallback: str) -> ApiEr
     except ValueError:
         data = None
     if isinstance(data, dict) and data.get("kind") == "Status":
-        return ApiError(status, str(data.get("reason") or fallback), str(data.get("message") or text))
+        causes = (data.get("details") or {}).get("causes") or []
+        types = tuple(str(c.get("type")) for c in causes if isinstance(c, dict) and c.get("type"))
+        return ApiError(status, str(data.get("reason") or fallback), str(data.get("message") or text), types)
     return ApiError(status, fallback, text.strip() or fallback)
 
 
