@@ -217,6 +217,8 @@ def up(
         _print_restful(target, mc, status)
         if detach or mc.spec.interactive or status.finished:
             if status.finished:
+                if not detach:  # it ended while `up` waited (a short job on a fast cluster): its output still
+                    _print_lead_output(target, mc.name)
                 sys.exit(0 if status.succeeded else 1)
             from miniclusters.cli.existing import reach_lines
 
@@ -233,6 +235,14 @@ def up(
         lead = status.pod(0)
         code = lead.exit_code if lead and lead.exit_code is not None else (0 if status.succeeded else 1)
         sys.exit(code)
+
+
+def _print_lead_output(target: Backend, name: str) -> None:
+    try:
+        for line in target.logs(name, 0, follow=False):
+            click.echo(line)
+    except BackendError as exc:
+        click.echo(f"(the lead's output is gone: {exc})", err=True)
 
 
 def _answers(url: str, timeout: float) -> bool:

@@ -57,7 +57,7 @@ def up(registry: str | None, tag: str | None) -> None:
     if started:
         _say(f"cluster up in {time.monotonic() - start:.1f}s; node {layout.node_name} Ready")
     else:
-        _say("already up: nothing changed")
+        _say("already up (images podman rebuilt, if any, imported again)")
     click.echo(str(layout.kubeconfig))
 
 

@@ -188,13 +188,15 @@ def _clear_state(layout: Layout) -> None:
 
 
 def up(layout: Layout, registry: str, tag: str, say: Say) -> bool:
-    """Bring the cluster up; False when it already was (nothing changed)."""
+    """Bring the cluster up; False when it already was (then only images podman rebuilt are imported again)."""
     absent = missing_binaries(layout)
     if absent:
         raise KubeError("missing: " + ", ".join(absent) + " (run `make kube` and `make images`)")
     layout.state.mkdir(parents=True, exist_ok=True)
     with lockfile.locked(layout.lock, timeout=600):
         if is_up(layout):
+            # images rebuilt since (`make images`) replace what pods would start; nothing else changes
+            images.import_images(layout, images.wanted_images(registry, tag), say)
             return False
         start = time.monotonic()
         _down(layout, say, quiet=True)

@@ -44,3 +44,38 @@ def kubeconfig() -> Iterator[Path]:
         yield layout.kubeconfig
     finally:
         os.environ.pop("KUBECONFIG", None)
+
+
+@pytest.fixture(scope="session")
+def crd_installed(kubeconfig: Path) -> None:
+    """Our CRD, server-side applied as `minicluster crd | kubectl apply --server-side -f -` does."""
+    from miniclusters.api.crd import build_crd
+    from miniclusters.backends.kubernetes.api import CRD
+    from miniclusters.backends.kubernetes.client import RealKubeApi
+
+    api = RealKubeApi.from_kubeconfig(None, "default")
+    api.apply(build_crd(), field_manager="miniclusters-e2e", force=True)
+    assert api.get(CRD, None, "miniclusters.miniclusters.dev")
+
+
+@pytest.fixture(scope="module")
+def e2e_namespace(kubeconfig: Path, crd_installed: None) -> Iterator[str]:
+    """A namespace of its own per test module, deleted (with everything in it) afterwards."""
+    import uuid
+
+    from kubernetes import client, config
+
+    name = f"e2e-{uuid.uuid4().hex[:6]}"
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name, propagation_policy="Foreground")
+
+
+@pytest.fixture(scope="module")
+def backend(e2e_namespace: str):  # type: ignore[no-untyped-def]
+    from miniclusters.backends import get_backend
+
+    return get_backend("kubernetes", namespace=e2e_namespace)

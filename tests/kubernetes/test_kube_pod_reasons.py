@@ -44,3 +44,20 @@ def test_up_says_why_pods_wait() -> None:
 def test_up_stops_at_once_for_a_pod_that_can_never_start(reason: str) -> None:
     with pytest.raises(BackendError, match=f"hello-1 \\({reason}\\)"):
         is_up(_cluster(PodStatus(0, "hello-0", "Running"), PodStatus(1, "hello-1", "Pending", reason=reason)))
+
+
+def test_a_resize_refused_for_node_capacity_is_recognised_from_the_real_servers_body() -> None:
+    """The body kube-apiserver v1.37.2 sent here for a resize past the node's allocatable CPU."""
+    from miniclusters.backends.kubernetes.actuate import is_capacity_refusal
+    from miniclusters.backends.kubernetes.client import _status_error
+
+    body = (
+        '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \\"t2\\" is '
+        "forbidden: node didn't have enough allocatable resources: cpu, requested: 100000, allocatable: 2000\","
+        '"reason":"Forbidden","details":{"name":"t2","kind":"pods","causes":[{"reason":"NodeCapacity"}]},'
+        '"code":403}'
+    )
+    error = _status_error(403, body, "Forbidden")
+    assert error.causes == ("NodeCapacity",)
+    assert is_capacity_refusal(error)
+    assert not is_capacity_refusal(_status_error(403, body.replace("NodeCapacity", "Other"), "Forbidden"))

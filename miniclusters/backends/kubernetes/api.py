@@ -103,7 +103,8 @@ class ApiError(MiniclustersError):
         self.reason = reason
         self.message = message
         self.causes = causes
-        """The Status's details.causes[].type: why, for a machine (e.g. NodeCapacity on a refused resize)."""
+        """The Status's details.causes[].reason (StatusCause.Type): why, for a machine (NodeCapacity on a refused
+        resize)."""
 
     @property
     def transient(self) -> bool:

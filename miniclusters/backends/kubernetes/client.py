@@ -37,8 +37,9 @@ def _status_error(status: int, body: bytes | str | None, fallback: str) -> ApiEr
     except ValueError:
         data = None
     if isinstance(data, dict) and data.get("kind") == "Status":
+        # metav1.StatusCause's Type is `reason` on the wire (as the real server sent for a refused resize)
         causes = (data.get("details") or {}).get("causes") or []
-        types = tuple(str(c.get("type")) for c in causes if isinstance(c, dict) and c.get("type"))
+        types = tuple(str(c.get("reason")) for c in causes if isinstance(c, dict) and c.get("reason"))
         return ApiError(status, str(data.get("reason") or fallback), str(data.get("message") or text), types)
     return ApiError(status, fallback, text.strip() or fallback)
 
