@@ -146,17 +146,24 @@ docs: venv
 TEST_REPORT ?= $(FLUX_CORE_CACHE)/last-test-run.xml
 PYTEST_WORKERS ?= 2
 SERIAL_REPORT ?= $(basename $(TEST_REPORT))-serial.xml
-# Two parts: on PYTEST_WORKERS workers, everything but the tests marked `serial` (tests that make named local
+# Three parts: on PYTEST_WORKERS workers, everything but the tests marked `serial` (tests that make named local
 # clusters or containers stay on one worker each, one at a time: tests/conftest.py MACHINE_GROUPS); then the
-# `serial` ones (duty cycles, heartbeats, CPU shares) alone on the machine. Each part writes its own JUnit report.
-test: setup lint docs flux-core images
+# `serial` ones (duty cycles, heartbeats, CPU shares) alone on the machine; then tests/e2e on the real Kubernetes of
+# `make kube`, brought up for them (`minicluster kube up`, KUBECONFIG set) and down afterwards, whatever happened.
+# Each part writes its own JUnit report.
+E2E_REPORT ?= $(basename $(TEST_REPORT))-e2e.xml
+test: setup lint docs flux-core images kube
 	@mkdir -p "$(dir $(TEST_REPORT))"
-	@$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" --durations=25 \
+	@$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" --ignore=tests/e2e --durations=25 \
 	  --junitxml="$(TEST_REPORT)" $(PYTEST_ARGS); rc=$$?; \
-	$(PY) -m pytest -m serial --durations=5 --junitxml="$(SERIAL_REPORT)" $(PYTEST_ARGS); rc2=$$?; \
+	$(PY) -m pytest -m serial --ignore=tests/e2e --durations=5 --junitxml="$(SERIAL_REPORT)" $(PYTEST_ARGS); rc2=$$?; \
+	if kubeconfig=$$($(BIN)/minicluster kube up); then \
+	  KUBECONFIG="$$kubeconfig" $(PY) -m pytest tests/e2e --durations=10 --junitxml="$(E2E_REPORT)" $(PYTEST_ARGS); \
+	  rc3=$$?; else rc3=1; fi; \
+	$(BIN)/minicluster kube down || rc3=1; \
 	if [ $$rc -eq 5 ] && [ $$rc2 -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; \
-	[ $$rc -eq 5 ] && rc=0; [ $$rc2 -eq 5 ] && rc2=0; \
-	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$rc2
+	[ $$rc -eq 5 ] && rc=0; [ $$rc2 -eq 5 ] && rc2=0; [ $$rc3 -eq 5 ] && rc3=0; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi; if [ $$rc2 -ne 0 ]; then exit $$rc2; fi; exit $$rc3
 
 crds: venv
 	$(BIN)/minicluster crd --output crds/miniclusters.dev_miniclusters.yaml

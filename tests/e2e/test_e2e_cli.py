@@ -169,7 +169,8 @@ def test_scale_and_resize_in_place_on_an_interactive_cluster(
         # resize pod 1 in place: the container's cpu.shares change, same container, same process, 0 restarts
         before = _pod(kubeconfig, e2e_namespace, name, 1)
         container_id = before["status"]["containerStatuses"][0]["containerID"]
-        start_pid = _cli("exec", name, "-i", "1", *ns, "--", "sh", "-c", "cat /proc/1/stat | cut -d' ' -f22").stdout
+        started = ("sh", "-c", "cut -d' ' -f22 /proc/1/stat")  # when the container's first process started
+        start_pid = _cli("exec", name, "-i", "1", *ns, "--", *started).stdout
         resized = _cli("resize", name, "1", "--cpu", "250m", *ns)
         assert resized.returncode == 0, resized.stdout + resized.stderr
         shares = _cli("exec", name, "-i", "1", *ns, "--", "cat", "/sys/fs/cgroup/cpu/cpu.shares")
@@ -178,7 +179,7 @@ def test_scale_and_resize_in_place_on_an_interactive_cluster(
         status = after["status"]["containerStatuses"][0]
         assert status["containerID"] == container_id and status["restartCount"] == 0
         assert status["resources"]["requests"]["cpu"] == "250m"
-        assert _cli("exec", name, "-i", "1", *ns, "--", "sh", "-c", "cat /proc/1/stat | cut -d' ' -f22").stdout == start_pid
+        assert _cli("exec", name, "-i", "1", *ns, "--", *started).stdout == start_pid
 
         # more than the node holds: refused (infeasible) by the apiserver, the pod keeps its CPU
         refused = _cli("resize", name, "1", "--cpu", "64", *ns)
