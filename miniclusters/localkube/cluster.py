@@ -243,9 +243,15 @@ def _down(layout: Layout, say: Say, quiet: bool = False) -> None:
 
 
 def down(layout: Layout, say: Say) -> None:
+    """Stop everything, then look: a process, mount, interface, network namespace or iptables rule of ours
+    still there is an error naming each (containers went with containerd's pods, through the CRI)."""
     layout.state.mkdir(parents=True, exist_ok=True)
     with lockfile.locked(layout.lock, timeout=600):
         _down(layout, say)
+        running = [s.component.name for s in _steps(layout) if processes.running_pid(layout, s.component)]
+        left = teardown.leftovers(layout, running)
+        if left:
+            raise KubeError("down left: " + "; ".join(left))
         shutil.rmtree(layout.etcd_data, ignore_errors=True)
         shutil.rmtree(layout.kubelet_root, ignore_errors=True)
         shutil.rmtree(layout.run, ignore_errors=True)

@@ -150,3 +150,20 @@ def remove_cgroups() -> None:
             for folder in _depth_first(top):
                 with contextlib.suppress(OSError):
                     folder.rmdir()
+
+
+def leftovers(layout: Layout, running: list[str]) -> list[str]:
+    """What `down` must not leave, still there: `running` names components whose process lives on."""
+    found = [f"process {name}" for name in running]
+    found += [f"mount {point}" for point in our_mounts(layout, Path("/proc/self/mounts").read_text())]
+    if Path(f"/sys/class/net/{layout.bridge}").exists():
+        found.append(f"interface {layout.bridge}")
+    if _NETNS.is_dir():
+        found += [f"network namespace {entry.name}" for entry in _NETNS.glob("cni-*")]
+    for table in ("filter", "nat", "mangle", "raw"):
+        saved = _run(["iptables-save", "-t", table])
+        if saved.returncode == 0:
+            deletes, chains = rules_to_delete(layout, saved.stdout)
+            found += [f"iptables -t {table} chain {chain}" for chain in chains]
+            found += [f"iptables -t {table} rule {rule[3:]}" for rule in deletes]
+    return found
