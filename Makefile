@@ -157,10 +157,12 @@ test: setup lint docs flux-core images kube
 	@$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" --ignore=tests/e2e --durations=25 \
 	  --junitxml="$(TEST_REPORT)" $(PYTEST_ARGS); rc=$$?; \
 	$(PY) -m pytest -m serial --ignore=tests/e2e --durations=5 --junitxml="$(SERIAL_REPORT)" $(PYTEST_ARGS); rc2=$$?; \
+	$(BIN)/minicluster kube status >/dev/null 2>&1 && was_up=1 || was_up=0; \
 	if kubeconfig=$$($(BIN)/minicluster kube up); then \
 	  KUBECONFIG="$$kubeconfig" $(PY) -m pytest tests/e2e --durations=10 --junitxml="$(E2E_REPORT)" $(PYTEST_ARGS); \
 	  rc3=$$?; else rc3=1; fi; \
-	$(BIN)/minicluster kube down || rc3=1; \
+	if [ $$was_up -eq 0 ]; then $(BIN)/minicluster kube down || rc3=1; \
+	else echo "kube: left up (it was up before make test)"; fi; \
 	if [ $$rc -eq 5 ] && [ $$rc2 -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; \
 	[ $$rc -eq 5 ] && rc=0; [ $$rc2 -eq 5 ] && rc2=0; [ $$rc3 -eq 5 ] && rc3=0; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; if [ $$rc2 -ne 0 ]; then exit $$rc2; fi; exit $$rc3

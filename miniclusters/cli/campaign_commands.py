@@ -148,16 +148,13 @@ def up_campaign(target: Backend, mc: MiniCluster, options: CreateOptions, keep: 
     from miniclusters.campaign import session, state_file
     from miniclusters.pidlock import AlreadyRunning
 
-    if not target.ephemeral:
-        click.echo(
-            "error: `minicluster up` runs campaigns on the local and podman backends; on Kubernetes the operator "
-            "runs them (spec.campaign)",
-            err=True,
-        )
-        sys.exit(EXIT_INVALID)
     if target.exists(mc):
         click.echo(f"error: MiniCluster {mc.name} exists; remove it with `minicluster down {mc.name}`", err=True)
         sys.exit(1)
+    if not target.ephemeral:  # the operator runs it; up applies the MiniCluster and follows its condition
+        from miniclusters.cli.campaign_follow import up_through_operator
+
+        sys.exit(up_through_operator(target, mc, options, keep, timeout, click.echo))
     say: Callable[[str], None] = click.echo
     interactive = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
     interactive = session.with_shared_workdir(interactive, session.plan_of(mc).workdir)

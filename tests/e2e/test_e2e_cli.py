@@ -6,51 +6,15 @@ the MiniCluster's `/scale` subresource and the Indexed Job; `resize` changes a r
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-MINICLUSTER = [str(Path(sys.executable).parent / "minicluster")]
+from miniclusters.testing.kube_e2e import ROOT, cli, containers_of, kubectl_json, objects_of, pod_of, wait_until
+
 FLUX_VIEW = "ghcr.io/miniclusters/miniclusters-flux-view:0.1.0"
-
-
-def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*MINICLUSTER, *args], capture_output=True, text=True, timeout=timeout, env=os.environ.copy(), check=False
-    )
-
-
-def _kubectl_json(kubeconfig: Path, *args: str) -> Any:
-    from miniclusters.localkube.layout import Layout
-
-    kubectl = Layout().binary("kubectl")
-    done = subprocess.run(
-        [str(kubectl), "--kubeconfig", str(kubeconfig), *args, "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return json.loads(done.stdout)
-
-
-def _wait(what: str, check: Callable[[], Any], timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"not within {timeout:.0f}s: {what}")
 
 
 def _hello(tmp_path: Path, name: str, flavour: str) -> Path:
@@ -63,65 +27,22 @@ def _hello(tmp_path: Path, name: str, flavour: str) -> Path:
     return path
 
 
-def _containers_of(namespace: str) -> list[str]:
-    """Containers containerd still has for the namespace's pods (the cluster of `minicluster kube up`)."""
-    from miniclusters.localkube.layout import Layout
-
-    layout = Layout()
-    listed = subprocess.run(
-        [
-            str(layout.binary("crictl")),
-            "--runtime-endpoint",
-            f"unix://{layout.containerd_socket}",
-            "ps",
-            "-a",
-            "-q",
-            "--label",
-            f"io.kubernetes.pod.namespace={namespace}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return listed.stdout.split()
-
-
-def _objects_of(kubeconfig: Path, namespace: str, name: str) -> list[str]:
-    kinds = "miniclusters,jobs,pods,services,configmaps,secrets"
-    listed = _kubectl_json(kubeconfig, "get", kinds, "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")
-    named = _kubectl_json(kubeconfig, "get", kinds, "-n", namespace)
-    return sorted(
-        {f"{o['kind']}/{o['metadata']['name']}" for o in listed["items"]}
-        | {f"{o['kind']}/{o['metadata']['name']}" for o in named["items"] if o["metadata"]["name"].startswith(name)}
-    )
-
-
 def test_hello_runs_mpi_across_four_real_pods_in_both_flavours(
     kubeconfig: Path, e2e_namespace: str, tmp_path: Path
 ) -> None:
     for flavour in ("builtin", "flux"):
         name = f"hello-{flavour[:4]}-{uuid.uuid4().hex[:4]}"
         spec = _hello(tmp_path, name, flavour)
-        up = _cli("up", str(spec), "--backend", "kubernetes", "--namespace", e2e_namespace)
+        up = cli("up", str(spec), "--backend", "kubernetes", "--namespace", e2e_namespace)
         try:
             assert up.returncode == 0, up.stdout + up.stderr
             ranks = re.findall(r"hello from rank (\d) of 4 on (\S+)", up.stdout)
             assert sorted(ranks) == [(str(i), f"{name}-{i}") for i in range(4)], up.stdout
         finally:
-            down = _cli("down", name, "--backend", "kubernetes", "--namespace", e2e_namespace)
+            down = cli("down", name, "--backend", "kubernetes", "--namespace", e2e_namespace)
         assert down.returncode == 0, down.stderr
-        _wait("no object of the cluster left", lambda n=name: not _objects_of(kubeconfig, e2e_namespace, n))
-        _wait("no container of its pods left in containerd", lambda: not _containers_of(e2e_namespace))
-
-
-def _pod(kubeconfig: Path, namespace: str, name: str, index: int) -> dict[str, Any]:
-    pods = _kubectl_json(
-        kubeconfig, "get", "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-completion-index={index}"
-    )
-    found = [p for p in pods["items"] if p["metadata"]["name"].startswith(f"{name}-{index}-")]
-    assert len(found) == 1, [p["metadata"]["name"] for p in pods["items"]]
-    return found[0]
+        wait_until("no object of the cluster left", lambda n=name: not objects_of(kubeconfig, e2e_namespace, n))
+        wait_until("no container of its pods left in containerd", lambda: not containers_of(e2e_namespace))
 
 
 def test_scale_and_resize_in_place_on_an_interactive_cluster(
@@ -144,50 +65,50 @@ def test_scale_and_resize_in_place_on_an_interactive_cluster(
     path = tmp_path / "interactive.yaml"
     path.write_text(yaml.safe_dump(spec))
     ns = ["--backend", "kubernetes", "--namespace", e2e_namespace]
-    up = _cli("up", str(path), *ns)
+    up = cli("up", str(path), *ns)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
-        lead_uid = _pod(kubeconfig, e2e_namespace, name, 0)["metadata"]["uid"]
+        lead_uid = pod_of(kubeconfig, e2e_namespace, name, 0)["metadata"]["uid"]
 
         # scale 2 -> 4 -> 2 through the MiniCluster's /scale subresource and the Indexed Job
         for size in (4, 2):
-            scaled = _cli("scale", name, str(size), *ns)
+            scaled = cli("scale", name, str(size), *ns)
             assert scaled.returncode == 0, scaled.stderr
-            scale = _kubectl_json(kubeconfig, "get", f"miniclusters/{name}", "-n", e2e_namespace, "--subresource=scale")
+            scale = kubectl_json(kubeconfig, "get", f"miniclusters/{name}", "-n", e2e_namespace, "--subresource=scale")
             assert scale["spec"]["replicas"] == size
-            job = _kubectl_json(kubeconfig, "get", f"jobs/{name}", "-n", e2e_namespace)
+            job = kubectl_json(kubeconfig, "get", f"jobs/{name}", "-n", e2e_namespace)
             assert job["spec"]["parallelism"] == size
 
             def joined(size: int = size) -> bool:
-                status = _cli("status", name, *ns, "-o", "json", timeout=120)
+                status = cli("status", name, *ns, "-o", "json", timeout=120)
                 ranks = json.loads(status.stdout).get("ranks_up") if status.returncode == 0 else None
                 return ranks == list(range(size))
 
-            _wait(f"ranks 0-{size - 1} joined", joined, timeout=180)
-        assert _pod(kubeconfig, e2e_namespace, name, 0)["metadata"]["uid"] == lead_uid  # the lead stays
+            wait_until(f"ranks 0-{size - 1} joined", joined, timeout=180)
+        assert pod_of(kubeconfig, e2e_namespace, name, 0)["metadata"]["uid"] == lead_uid  # the lead stays
 
         # resize pod 1 in place: the container's cpu.shares change, same container, same process, 0 restarts
-        before = _pod(kubeconfig, e2e_namespace, name, 1)
+        before = pod_of(kubeconfig, e2e_namespace, name, 1)
         container_id = before["status"]["containerStatuses"][0]["containerID"]
         started = ("sh", "-c", "cut -d' ' -f22 /proc/1/stat")  # when the container's first process started
-        start_pid = _cli("exec", name, "-i", "1", *ns, "--", *started).stdout
-        resized = _cli("resize", name, "1", "--cpu", "250m", *ns)
+        start_pid = cli("exec", name, "-i", "1", *ns, "--", *started).stdout
+        resized = cli("resize", name, "1", "--cpu", "250m", *ns)
         assert resized.returncode == 0, resized.stdout + resized.stderr
-        shares = _cli("exec", name, "-i", "1", *ns, "--", "cat", "/sys/fs/cgroup/cpu/cpu.shares")
+        shares = cli("exec", name, "-i", "1", *ns, "--", "cat", "/sys/fs/cgroup/cpu/cpu.shares")
         assert shares.stdout.strip() == "256", shares.stdout + shares.stderr
-        after = _pod(kubeconfig, e2e_namespace, name, 1)
+        after = pod_of(kubeconfig, e2e_namespace, name, 1)
         status = after["status"]["containerStatuses"][0]
         assert status["containerID"] == container_id and status["restartCount"] == 0
         assert status["resources"]["requests"]["cpu"] == "250m"
-        assert _cli("exec", name, "-i", "1", *ns, "--", *started).stdout == start_pid
+        assert cli("exec", name, "-i", "1", *ns, "--", *started).stdout == start_pid
 
         # more than the node holds: refused (infeasible) by the apiserver, the pod keeps its CPU
-        refused = _cli("resize", name, "1", "--cpu", "64", *ns)
+        refused = cli("resize", name, "1", "--cpu", "64", *ns)
         assert refused.returncode != 0 and "infeasible" in (refused.stdout + refused.stderr).lower()
         assert (
-            _pod(kubeconfig, e2e_namespace, name, 1)["status"]["containerStatuses"][0]["resources"]
+            pod_of(kubeconfig, e2e_namespace, name, 1)["status"]["containerStatuses"][0]["resources"]
             == status["resources"]
         )
     finally:
-        _cli("down", name, *ns)
-    _wait("no object of the cluster left", lambda: not _objects_of(kubeconfig, e2e_namespace, name))
+        cli("down", name, *ns)
+    wait_until("no object of the cluster left", lambda: not objects_of(kubeconfig, e2e_namespace, name))

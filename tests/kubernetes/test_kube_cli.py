@@ -85,3 +85,15 @@ def test_missing_crd_and_unknown_backend(cli: CliRunner, fake: FakeKube, spec_fi
 def test_every_command_has_help_with_an_example(command: str) -> None:
     result = CliRunner().invoke(main, [command, "--help"])
     assert result.exit_code == 0 and "Example:" in result.stdout
+
+
+def test_up_of_a_campaign_without_a_shared_workdir_is_refused_before_anything_exists(
+    cli: CliRunner, fake: FakeKube, tmp_path: Path
+) -> None:
+    spec = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "naca0012-campaign.yaml").read_text())
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = cli.invoke(main, ["up", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "spec.campaign.workdir" in result.stderr and "share" in result.stderr
+    assert fake.writes() == []  # nothing applied: no MiniCluster, no Job

@@ -1,0 +1,93 @@
+"""What the end-to-end tests (tests/e2e) do on a real cluster, shared between their files: run our CLI and
+kubectl, wait for a condition, and find what a cluster left behind (objects in the API server, containers in
+the containerd of `minicluster kube up`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+MINICLUSTER = [str(Path(sys.executable).parent / "minicluster")]
+
+
+def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`minicluster ARGS` as a user runs it (KUBECONFIG from this process's environment)."""
+    return subprocess.run(
+        [*MINICLUSTER, *args], capture_output=True, text=True, timeout=timeout, env=os.environ.copy(), check=False
+    )
+
+
+def kubectl_json(kubeconfig: Path, *args: str) -> Any:
+    from miniclusters.localkube.layout import Layout
+
+    done = subprocess.run(
+        [str(Layout().binary("kubectl")), "--kubeconfig", str(kubeconfig), *args, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = 120, interval: float = 1.0) -> Any:
+    """``check()``'s first truthy value; an AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"not within {timeout:.0f}s: {what}")
+
+
+def containers_of(namespace: str) -> list[str]:
+    """Containers containerd still has for the namespace's pods (the cluster of `minicluster kube up`)."""
+    from miniclusters.localkube.layout import Layout
+
+    layout = Layout()
+    listed = subprocess.run(
+        [
+            str(layout.binary("crictl")),
+            "--runtime-endpoint",
+            f"unix://{layout.containerd_socket}",
+            "ps",
+            "-a",
+            "-q",
+            "--label",
+            f"io.kubernetes.pod.namespace={namespace}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return listed.stdout.split()
+
+
+def objects_of(kubeconfig: Path, namespace: str, name: str) -> list[str]:
+    """Objects of MiniCluster ``name`` still in the API server (by our label, or by a name it gave them)."""
+    kinds = "miniclusters,jobs,pods,services,configmaps,secrets"
+    listed = kubectl_json(kubeconfig, "get", kinds, "-n", namespace, "-l", f"app.kubernetes.io/instance={name}")
+    named = kubectl_json(kubeconfig, "get", kinds, "-n", namespace)
+    return sorted(
+        {f"{o['kind']}/{o['metadata']['name']}" for o in listed["items"]}
+        | {f"{o['kind']}/{o['metadata']['name']}" for o in named["items"] if o["metadata"]["name"].startswith(name)}
+    )
+
+
+def pod_of(kubeconfig: Path, namespace: str, name: str, index: int) -> dict[str, Any]:
+    """The one pod of MiniCluster ``name`` with completion index ``index``."""
+    pods = kubectl_json(
+        kubeconfig, "get", "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-completion-index={index}"
+    )
+    found = [p for p in pods["items"] if p["metadata"]["name"].startswith(f"{name}-{index}-")]
+    assert len(found) == 1, [p["metadata"]["name"] for p in pods["items"]]
+    return found[0]
