@@ -42,7 +42,9 @@ def _condition(kubeconfig: Path, namespace: str, name: str, kind: str) -> dict[s
 
 
 def _events(kubeconfig: Path, namespace: str, name: str) -> list[str]:
-    listed = kubectl_json(kubeconfig, "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
+    listed = kubectl_json(
+        kubeconfig, "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}"
+    )
     return [f"{e['reason']}: {e.get('message', '')}" for e in listed["items"]]
 
 
