@@ -154,12 +154,14 @@ SERIAL_REPORT ?= $(basename $(TEST_REPORT))-serial.xml
 E2E_REPORT ?= $(basename $(TEST_REPORT))-e2e.xml
 test: setup lint docs flux-core images kube
 	@mkdir -p "$(dir $(TEST_REPORT))"
-	@$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" --ignore=tests/e2e --durations=25 \
-	  --junitxml="$(TEST_REPORT)" $(PYTEST_ARGS); rc=$$?; \
-	$(PY) -m pytest -m serial --ignore=tests/e2e --durations=5 --junitxml="$(SERIAL_REPORT)" $(PYTEST_ARGS); rc2=$$?; \
+	@$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial and not real_kube" --ignore=tests/e2e \
+	  --durations=25 --junitxml="$(TEST_REPORT)" $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -m "serial and not real_kube" --ignore=tests/e2e --durations=5 --junitxml="$(SERIAL_REPORT)" \
+	  $(PYTEST_ARGS); rc2=$$?; \
 	$(BIN)/minicluster kube status >/dev/null 2>&1 && was_up=1 || was_up=0; \
 	if kubeconfig=$$($(BIN)/minicluster kube up); then \
-	  KUBECONFIG="$$kubeconfig" $(PY) -m pytest tests/e2e --durations=10 --junitxml="$(E2E_REPORT)" $(PYTEST_ARGS); \
+	  KUBECONFIG="$$kubeconfig" $(PY) -m pytest tests/e2e tests/kubernetes -m real_kube --durations=10 \
+	    --junitxml="$(E2E_REPORT)" $(PYTEST_ARGS); \
 	  rc3=$$?; else rc3=1; fi; \
 	if [ $$was_up -eq 0 ]; then $(BIN)/minicluster kube down || rc3=1; \
 	else echo "kube: left up (it was up before make test)"; fi; \

@@ -57,6 +57,67 @@ def minimal_spec() -> dict[str, Any]:
     )
 
 
+def no_cluster(reason: str) -> None:
+    """Skip a test that needs a real Kubernetes, saying how to get one; under CI (CI=1) fail instead: `make test`
+    runs these (tests/e2e and the `real_kube` tests of tests/kubernetes) on the cluster it brings up."""
+    import os
+
+    if os.environ.get("CI"):
+        pytest.fail(f"CI runs the real_kube tests on a real cluster: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig() -> Iterator[Path]:
+    """A real cluster's kubeconfig: KUBECONFIG's, else that of the cluster `minicluster kube up` runs on this
+    machine (then also exported as KUBECONFIG for the code under test and its CLI while the session lasts)."""
+    import os
+
+    named = os.environ.get("KUBECONFIG")
+    if named:
+        yield Path(named)
+        return
+    try:
+        from miniclusters.localkube.cluster import is_up
+        from miniclusters.localkube.layout import Layout
+    except ImportError:
+        no_cluster("KUBECONFIG is not set and miniclusters[kube] is not installed")
+        raise
+    layout = Layout()
+    if not layout.stamp.is_file():
+        no_cluster("no Kubernetes here: run `make kube` and `minicluster kube up` (or set KUBECONFIG)")
+    if not is_up(layout):
+        no_cluster(f"the cluster of `make kube` is not up: run `minicluster kube up` (state: {layout.state})")
+    os.environ["KUBECONFIG"] = str(layout.kubeconfig)
+    try:
+        yield layout.kubeconfig
+    finally:
+        os.environ.pop("KUBECONFIG", None)
+
+
+@pytest.fixture(scope="session")
+def crd_installed(kubeconfig: Path) -> None:
+    """Our CRD, server-side applied as `minicluster crd | kubectl apply --server-side -f -` does."""
+    from miniclusters.api.crd import build_crd
+    from miniclusters.backends.base import UnreachableError
+    from miniclusters.backends.kubernetes.api import CRD
+    from miniclusters.backends.kubernetes.client import RealKubeApi
+    from miniclusters.testing.kube_e2e import wait_until
+
+    try:
+        api = RealKubeApi.from_kubeconfig(None, "default")
+        api.apply(build_crd(), field_manager="miniclusters-e2e", force=True)
+    except UnreachableError as exc:
+        no_cluster(f"no Kubernetes answers at KUBECONFIG={kubeconfig}: {exc}")
+        raise
+
+    def established() -> bool:
+        crd = api.get(CRD, None, "miniclusters.miniclusters.dev")
+        return any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"].get("conditions", []))
+
+    wait_until("the MiniCluster CRD is Established", established, timeout=60, interval=0.5)
+
+
 @pytest.fixture(scope="session")
 def flux_core() -> Any:
     """Real flux-core (`make flux-core` builds it; `make test` does so first): fails under CI when missing."""

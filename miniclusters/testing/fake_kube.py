@@ -2,8 +2,10 @@
 of the Job controller and the kubelet to see pods come, go and resize.
 
 Every rule enforced here cites the Kubernetes documentation it comes from. Every object the client sends is
-validated against the official Kubernetes 1.33 schemas (kubernetes-validate, strict); our custom resources are
-validated against the CRD we generate. Nothing here is used outside tests.
+validated against the official schemas of the real server's version (kubernetes-validate, strict; an unknown field
+is dropped with a warning, as the real server does); our custom resources are validated against the CRD we
+generate. tests/kubernetes runs the tests of these rules against a real server too (miniclusters/testing/
+kube_sides.py). Nothing here is used outside tests.
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ class FakeKube(Controllers):
     calls: list[RecordedCall] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     pod_logs: dict[str, list[str]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    """What the server warned about (the Warning header): unknown fields it dropped, as `unknown field "x.y"`."""
     _history: list[tuple[int, str, str, dict[str, Any]]] = field(default_factory=list)
     _compacted: int = 0
     _changed: threading.Condition = field(default_factory=threading.Condition)
@@ -266,6 +270,11 @@ class FakeKube(Controllers):
                 "been modified; please apply your changes to the latest version and try again",
             )
 
+    def _validated(self, obj: dict[str, Any], how: Literal["create", "patch", "apply"] = "create") -> dict[str, Any]:
+        stored, warnings = validate_object(obj, how)
+        self.warnings.extend(warnings)
+        return stored
+
     def _run_before_write(self) -> None:
         hooks, self._before_write = self._before_write, []
         for hook in hooks:
@@ -332,7 +341,8 @@ class FakeKube(Controllers):
         if self.flux_crd_installed:
             served.add(FLUX_MINICLUSTER.api_version)
         if api_version not in served:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            # what RealKubeApi makes of the real server's plain-text 404 for a group/version it does not serve
+            raise ApiError(404, "Error", "404 page not found")
         plurals = {k.plural for k in KINDS if k.api_version == api_version}
         return plurals | {f"{p}/{s}" for p in plurals for s in ("status", "scale") if p == "miniclusters"}
 
@@ -343,7 +353,7 @@ class FakeKube(Controllers):
         self._record("create", kind, meta.get("namespace"), meta.get("name"), body=obj)
         self._run_before_write()
         if self.validate:
-            validate_object(obj)
+            obj = self._validated(obj)
         key = (self._key(kind), self._ns(kind, meta.get("namespace")), meta["name"])
         if key in self.objects:
             raise ApiError(409, "AlreadyExists", f'{kind.plural} "{meta["name"]}" already exists')
@@ -392,9 +402,14 @@ class FakeKube(Controllers):
         self._record("apply", kind, meta.get("namespace"), meta.get("name"), body=obj)
         self._run_before_write()
         if not field_manager:
-            raise ApiError(422, "Invalid", "fieldManager is required for apply requests")
+            # the real server's words (v1.37.2)
+            raise ApiError(
+                422,
+                "Invalid",
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+            )
         if self.validate:
-            validate_object(obj)
+            obj = self._validated(obj, "apply")
         key = (self._key(kind), self._ns(kind, meta.get("namespace")), meta["name"])
         current = self.objects.get(key)
         if current is None:
@@ -443,27 +458,35 @@ class FakeKube(Controllers):
         if patch_type == "json":
             raise ApiError(415, "UnsupportedMediaType", "the fake serves merge and strategic merge patches only")
         if patch_type == "strategic" and kind in (MINICLUSTER, FLUX_MINICLUSTER):
-            # Custom resources do not support strategic merge patch.
-            raise ApiError(415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources")
+            # Custom resources do not support strategic merge patch (the real server's words, v1.37.2).
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            )
         self._check_version(current, body if isinstance(body, dict) else None)
         if subresource == "scale":
             return self._patch_scale(kind, current, body)
         merge = strategic_merge if patch_type == "strategic" else merge_patch
         new = merge(current, body)
+        if subresource not in (None, "status", "resize") or (subresource == "resize" and kind != POD):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if self.validate and subresource != "status":
-            validate_object({k: v for k, v in new.items() if k != "status"})
+            checked = self._validated({k: v for k, v in new.items() if k != "status"}, "patch")
+            new = {**checked, "status": new["status"]} if "status" in new else checked
         if subresource == "resize":
-            if kind != POD:
-                raise ApiError(404, "NotFound", f"{kind.plural} has no resize subresource")
-            check_resize(current, new)
-            if self.kubelet == "auto":  # a test forcing the kubelet's answer gets it, as before this rule
-                check_resize_fits_node(new, cpu_millicores(self.node_cpu))
-            current["spec"] = new["spec"]
+            spec = check_resize(current, new)
+            # The PodResize admission weighs a pod bound to a node (the real server let a resize of an unscheduled
+            # pod far past the node's CPU through, v1.37.2); the fake's kubelet binds and starts a pod at once, so
+            # a pod it has not started (start_pods False) is unbound. A test forcing the kubelet's answer gets it.
+            bound = current["status"].get("phase") != "Pending"
+            if self.kubelet == "auto" and bound:
+                check_resize_fits_node({**new, "spec": spec}, cpu_millicores(self.node_cpu))
+            current["spec"] = spec
             self._touch(current, "MODIFIED")
             self.run_controllers()
             return copy.deepcopy(current)
-        if subresource not in (None, "status"):
-            raise ApiError(404, "NotFound", f"unknown subresource {subresource}")
         return copy.deepcopy(self._update(kind, current, new, status_only=subresource == "status"))
 
     def _patch_scale(self, kind: Kind, current: dict[str, Any], body: Any) -> dict[str, Any]:
@@ -476,6 +499,8 @@ class FakeKube(Controllers):
             raise ApiError(422, "Invalid", "spec.replicas: must be a non-negative integer")
         new = copy.deepcopy(current)
         new["spec"]["size"] = replicas
+        if self.validate:  # the CRD's schema holds (real server, v1.37.2: replicas 0 -> 422, spec.size minimum 1)
+            validate_object({k: v for k, v in new.items() if k != "status"})
         self._update(kind, current, new)
         return self.scale_of(current)
 
@@ -496,13 +521,22 @@ class FakeKube(Controllers):
         self._record("update", kind, meta.get("namespace"), meta["name"], subresource, obj)
         self._run_before_write()
         current = self._lookup(kind, meta.get("namespace"), meta["name"])
-        if not meta.get("resourceVersion"):
-            raise ApiError(422, "Invalid", "metadata.resourceVersion: must be specified for an update")
+        if not meta.get("resourceVersion") and kind in (MINICLUSTER, FLUX_MINICLUSTER):
+            # Built-in kinds allow an unconditional update (a PUT without resourceVersion); custom resources do
+            # not (the real server, v1.37.2: a ConfigMap's went through, a MiniCluster's was refused so).
+            group = f".{kind.group}" if kind.group else ""
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{kind.plural}{group} "{meta["name"]}" is invalid: metadata.resourceVersion: Invalid value: 0: '
+                "must be specified for an update",
+            )
         self._check_version(current, obj)
-        if self.validate and (subresource is None or kind in (MINICLUSTER, FLUX_MINICLUSTER)):
-            validate_object(obj if subresource else {k: v for k, v in obj.items() if k != "status"})
         if subresource not in (None, "status"):
-            raise ApiError(404, "NotFound", f"unknown subresource {subresource}")
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if self.validate and (subresource is None or kind in (MINICLUSTER, FLUX_MINICLUSTER)):
+            checked = self._validated(obj if subresource else {k: v for k, v in obj.items() if k != "status"})
+            obj = checked if subresource else {**checked, **({"status": obj["status"]} if "status" in obj else {})}
         return copy.deepcopy(self._update(kind, current, obj, status_only=subresource == "status"))
 
     def delete(self, kind: Kind, namespace: str | None, name: str, propagation: str = "Background") -> None:
@@ -529,8 +563,15 @@ class FakeKube(Controllers):
     ) -> ExecResult:
         self._record("exec", POD, namespace, pod, "exec", argv)
         obj = self._lookup(POD, namespace, pod)
+        if obj["status"].get("phase") == "Pending":
+            # the fake's kubelet starts a pod as it binds it: a Pending pod is unbound (the real server's words)
+            raise ApiError(400, "BadRequest", f"pod {pod} does not have a host assigned")
         if obj["status"].get("phase") != "Running":
-            raise ApiError(400, "BadRequest", f"pod {pod} is not running (phase {obj['status'].get('phase')})")
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"cannot exec into a container in a completed pod; current phase is {obj['status'].get('phase')}",
+            )
         handler = self.exec_handler or default_exec
         return handler(self, obj, argv)
 
@@ -561,4 +602,5 @@ def default_exec(fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecRe
         return ExecResult(0, json.dumps({"size": max_size, "parents": parents, "ranks": ranks, "state": "run"}), "")
     if words == ["hostname"]:
         return ExecResult(0, pod["spec"].get("hostname", pod["metadata"]["name"]) + "\n", "")
-    return ExecResult(127, "", f"{words[0] if words else ''}: command not found\n")
+    # RealKubeApi runs ARGV under `env` (exec_session.py): an unknown command is env's 127 in env's words
+    return ExecResult(127, "", f"env: '{words[0] if words else ''}': No such file or directory\n")

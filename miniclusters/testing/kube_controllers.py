@@ -169,7 +169,15 @@ class Controllers:
     def _kubelet(self, pod: dict[str, Any]) -> bool:
         status = pod["status"]
         before = copy.deepcopy(status)
-        if status.get("phase") == "Pending" and self.start_pods:
+        requested = sum(
+            cpu_millicores(str(((c.get("resources") or {}).get("requests") or {}).get("cpu") or "0"))
+            for c in pod["spec"]["containers"]
+        )
+        if status.get("phase") == "Pending" and requested > cpu_millicores(self.node_cpu):
+            # No node has the CPU it asks for: the scheduler leaves it Pending, unbound (as on the real cluster).
+            message = "0/1 nodes are available: 1 Insufficient cpu."
+            self._set_condition(pod, "PodScheduled", "False", "Unschedulable", message)
+        elif status.get("phase") == "Pending" and self.start_pods:
             status["phase"] = "Running"
             status["containerStatuses"] = [
                 {

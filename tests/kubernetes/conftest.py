@@ -1,9 +1,11 @@
-"""Fixtures: an in-memory API server, a backend and an operator on it, and a fake clock (no real waiting)."""
+"""Fixtures: an in-memory API server, a backend and an operator on it, and a fake clock (no real waiting); and
+`kube`, the same test against the fake and against a real cluster (marked `real_kube`, a namespace of its own)."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,6 +16,7 @@ from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.operator.controller import Controller
 from miniclusters.testing.fake_kube import FakeKube
+from miniclusters.testing.kube_sides import KubeSide
 
 
 class FakeClock:
@@ -82,3 +85,23 @@ def make_mc() -> Callable[..., MiniCluster]:
         return load_minicluster(data)
 
     return make
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.real_kube)])
+def kube(request: pytest.FixtureRequest) -> Iterator[KubeSide]:
+    """The test against the fake API server, then against a real one (KUBECONFIG, or the cluster of `minicluster
+    kube up`; skipped without one, a failure under CI=1) in a fresh namespace deleted with all in it afterwards."""
+    if request.param == "fake":
+        yield KubeSide("fake", FakeKube(namespace="hpc"), "hpc")
+        return
+    from miniclusters.backends.kubernetes.api import NAMESPACE
+    from miniclusters.backends.kubernetes.client import RealKubeApi
+
+    request.getfixturevalue("crd_installed")
+    name = f"kt-{uuid.uuid4().hex[:8]}"
+    api = RealKubeApi.from_kubeconfig(None, name)
+    api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield KubeSide("real", api, name)
+    finally:
+        api.delete(NAMESPACE, None, name)

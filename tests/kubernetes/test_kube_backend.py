@@ -23,6 +23,7 @@ from miniclusters.backends.kubernetes.api import JOB, MINICLUSTER, POD, SECRET
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.render.layout import FIELD_MANAGER
 from miniclusters.testing.fake_kube import FakeKube
+from miniclusters.testing.kube_sides import PAUSE_IMAGE, SMALL_CPU, KubeSide
 
 
 def test_backend_satisfies_the_protocol(backend: KubernetesBackend) -> None:
@@ -63,11 +64,32 @@ def test_up_twice_is_idempotent_and_keeps_the_certificate(backend: KubernetesBac
     assert base64.b64decode(cert["curve.cert"]).startswith(b"#")
 
 
-def test_up_with_a_changed_template_says_the_template_is_immutable(backend: KubernetesBackend, make_mc) -> None:
-    backend.create(make_mc())
-    changed = make_mc(containers=[{"image": "app:2", "resources": {"requests": {"cpu": "1"}}}])
+def test_up_with_a_changed_template_says_the_template_is_immutable(kube: KubeSide) -> None:
+    """Against both API servers: the backend knows the server's 422 for a changed Job pod template."""
+    backend = KubernetesBackend(api=kube.api, namespace=kube.namespace, sleep=lambda _s: None)
+    backend.create(kube.mc(size=1), CreateOptions(wait=False))
+    changed = kube.mc(size=1, containers=[{"image": PAUSE_IMAGE, "resources": {"requests": {"cpu": SMALL_CPU}}}])
     with pytest.raises(InvalidRequestError, match="immutable"):
-        backend.create(changed)
+        backend.create(changed, CreateOptions(wait=False))
+
+
+def test_exec_and_delete_on_both(kube: KubeSide) -> None:
+    """Against both API servers: exec in a pod, then delete (Foreground: on the real server the MiniCluster stays,
+    being deleted, until the garbage collector has deleted what it owns; the fake removes all at once)."""
+    backend = KubernetesBackend(api=kube.api, namespace=kube.namespace, sleep=lambda _s: None)
+    backend.create(kube.mc(size=2), CreateOptions(wait=False))
+    kube.pods("demo", range(2), running=True)
+    assert backend.exec("demo", 1, ["hostname"]).stdout == "demo-1\n"
+    missing = backend.exec("demo", 1, ["no-such-command"])
+    assert missing.rc == 127 and "no-such-command" in missing.stderr
+    backend.delete("demo")
+    kube.gone(MINICLUSTER, "demo")
+    kube.gone(JOB, "demo")
+    kube.eventually("the pods are gone", lambda: kube.pods_of("demo") == {})
+    with pytest.raises(NotFoundError, match=f"'demo' not found in namespace '{kube.namespace}'"):
+        backend.delete("demo")
+    with pytest.raises(NotFoundError):
+        backend.status("demo")
 
 
 def test_scale_up_and_down_patches_parallelism_and_completions_together(

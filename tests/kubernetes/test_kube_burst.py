@@ -86,13 +86,3 @@ def test_loadbalancer_without_an_address_and_missing_credentials_are_reasons() -
     verdict = plugin.can_satisfy(1)
     assert not verdict.ok and "CRD" in verdict.reason
     assert not make_plugin(lead, remote, service_type="ClusterIP").can_satisfy(1).ok
-
-
-def test_the_fake_refuses_a_node_port_already_allocated() -> None:
-    fake = FakeKube(namespace="hpc")
-    body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}, "spec": {"type": "NodePort"}}
-    body["spec"]["ports"] = [{"port": 80, "nodePort": 30080}]
-    fake.create(body)
-    with pytest.raises(ApiError) as taken:
-        fake.create({**body, "metadata": {"name": "b"}})
-    assert taken.value.status == 422 and "already allocated" in taken.value.message

@@ -242,13 +242,14 @@ def test_flux_operator_kind_is_converted(fake: FakeKube, clock, make_mc) -> None
 
 
 def test_everything_the_operator_sent_passed_the_schemas(fake: FakeKube, controller: Controller, clock, make_mc):
-    """The fake validates every object it receives (kubernetes-validate 1.33, strict; our CRD schema)."""
+    """The fake validates every object it receives (kubernetes-validate 1.37, strict; our CRD schema)."""
     assert fake.validate
     fake.create(custom_resource(make_mc(), "hpc"))
     controller.start()
     _run(controller, clock)
     kinds = {c.kind for c in fake.writes()}
     assert {"Secret", "ConfigMap", "Service", "Job", "Event", "MiniCluster"} <= kinds
+    assert fake.warnings == [], "no unknown field (the real server would drop it with a warning)"
 
 
 def test_scaling_without_max_size_keeps_the_ceiling_it_was_created_with(

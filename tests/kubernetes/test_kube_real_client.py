@@ -101,6 +101,41 @@ def test_merge_patch_status_and_404(server) -> None:
     assert error.value.status == 404 and error.value.reason == "NotFound" and "missing" in error.value.message
 
 
+def test_an_object_without_a_namespace_goes_to_the_clients_default(server) -> None:
+    """As kubectl does, and the fake: the real server answers 405 to a create on the all-namespaces path."""
+    host, seen = server
+    api = _api(host)
+    api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
+    api.get(JOB, None, "x")
+    api.delete(JOB, None, "x")
+    assert [r["path"] for r in seen] == [
+        "/api/v1/namespaces/hpc/configmaps",
+        "/apis/batch/v1/namespaces/hpc/jobs/x",
+        "/apis/batch/v1/namespaces/hpc/jobs/x",
+    ]
+    api.list_objects(JOB, None)
+    assert seen[-1]["path"] == "/apis/batch/v1/jobs", "a list without a namespace is of all namespaces"
+
+
+def test_an_exec_the_server_refuses_is_its_status_not_a_lost_connection() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from miniclusters.backends.kubernetes.client import _exec_error
+
+    body = '{"kind":"Status","apiVersion":"v1","status":"Failure","message":"pod big does not have a host assigned",'
+    body += '"reason":"BadRequest","code":400}'
+    refused = ApiException(status=0, reason=f"Handshake status 400 Bad Request -+-+- {{'a': 'b'}} -+-+- {body}\n")
+    error = _exec_error(refused)
+    assert (error.status, error.reason, error.message) == (400, "BadRequest", "pod big does not have a host assigned")
+    assert not error.transient
+    starting = _exec_error(
+        ApiException(
+            status=0, reason='Handshake status 500 Internal Server Error -+-+- {} -+-+- container not found ("main")'
+        )
+    )
+    assert starting.status == 500 and starting.transient and "container not found" in starting.message
+
+
 def test_resize_uses_the_pod_resize_subresource(server) -> None:
     host, seen = server
     body = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,9 +133,14 @@ class RealKubeApi:
             raise _status_error(response.status, response.data, "Error")
         return json.loads(response.data) if response.data else {}
 
+    def _ns(self, kind: Kind, namespace: str | None) -> str | None:
+        """One object's namespace: the one given, else this client's default (as kubectl does; the real server
+        answers 405 to a create without one, 404 to the rest). Lists and watches keep None: all namespaces."""
+        return (namespace or self.namespace) if kind.namespaced else None
+
     # ------------------------------------------------------------------ verbs
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._send("GET", kind.path(namespace, name))
+        result: dict[str, Any] = self._send("GET", kind.path(self._ns(kind, namespace), name))
         return result
 
     def list_objects(
@@ -150,7 +156,9 @@ class RealKubeApi:
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         kind = kind_of(obj)
-        result: dict[str, Any] = self._send("POST", kind.path(obj["metadata"].get("namespace")), body=obj)
+        result: dict[str, Any] = self._send(
+            "POST", kind.path(self._ns(kind, obj["metadata"].get("namespace"))), body=obj
+        )
         return result
 
     def apply(self, obj: dict[str, Any], field_manager: str, force: bool = True) -> dict[str, Any]:
@@ -160,7 +168,7 @@ class RealKubeApi:
         if force:
             query.append(("force", True))
         result: dict[str, Any] = self._send(
-            "PATCH", kind.path(meta.get("namespace"), meta["name"]), query, obj, CONTENT_TYPES["apply"]
+            "PATCH", kind.path(self._ns(kind, meta.get("namespace")), meta["name"]), query, obj, CONTENT_TYPES["apply"]
         )
         return result
 
@@ -178,7 +186,7 @@ class RealKubeApi:
             return self._resize(namespace or self.namespace, name, body, patch_type, field_manager)
         query = [("fieldManager", field_manager)] if field_manager else None
         result: dict[str, Any] = self._send(
-            "PATCH", kind.path(namespace, name, subresource), query, body, CONTENT_TYPES[patch_type]
+            "PATCH", kind.path(self._ns(kind, namespace), name, subresource), query, body, CONTENT_TYPES[patch_type]
         )
         return result
 
@@ -206,13 +214,13 @@ class RealKubeApi:
         kind = kind_of(obj)
         meta = obj["metadata"]
         result: dict[str, Any] = self._send(
-            "PUT", kind.path(meta.get("namespace"), meta["name"], subresource), body=obj
+            "PUT", kind.path(self._ns(kind, meta.get("namespace")), meta["name"], subresource), body=obj
         )
         return result
 
     def delete(self, kind: Kind, namespace: str | None, name: str, propagation: str = "Background") -> None:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
-        self._send("DELETE", kind.path(namespace, name), body=body)
+        self._send("DELETE", kind.path(self._ns(kind, namespace), name), body=body)
 
     def watch(
         self,
@@ -266,7 +274,7 @@ class RealKubeApi:
                 **kwargs,
             )
         except ApiException as exc:
-            raise _status_error(int(exc.status or 0), exc.body, str(exc.reason or "Error")) from None
+            raise _exec_error(exc) from None
         finished = False
         try:
             ws.run_forever(timeout=timeout)
@@ -310,6 +318,21 @@ class RealKubeApi:
             yield from _lines(raw.stream(4096))
         finally:
             raw.release_conn()
+
+
+HANDSHAKE = re.compile(r"^Handshake status (\d{3})")
+
+
+def _exec_error(exc: Any) -> ApiError:
+    """The server's answer to an exec it refused. The client's websocket reports a refused upgrade as status 0
+    (a lost connection, retried) with the HTTP status and body in its reason: `Handshake status 400 Bad Request
+    -+-+- {headers} -+-+- {"kind":"Status",...,"message":"pod big does not have a host assigned"}` (the real
+    server, v1.37.2, for a pod not yet scheduled); that status and Status are the answer."""
+    reason = str(exc.reason or "")
+    handshake = HANDSHAKE.match(reason) if not exc.status else None
+    if handshake:
+        return _status_error(int(handshake.group(1)), reason.rpartition(" -+-+- ")[2].strip(), "Error")
+    return _status_error(int(exc.status or 0), exc.body, reason or "Error")
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
