@@ -21,11 +21,14 @@ from miniclusters.backends.base import (
     NotFoundError,
     no_such_pod,
 )
-from miniclusters.backends.kubernetes.api import MINICLUSTER, POD, ApiError, KubeApi
+from miniclusters.backends.kubernetes.api import CRD, MINICLUSTER, POD, ApiError, KubeApi
 from miniclusters.backends.kubernetes.retry import with_retries
 from miniclusters.backends.kubernetes.status import live_pods, pod_status
 from miniclusters.backends.wait import ProgressCallback
 from miniclusters.render.layout import NAME_LABEL
+
+CRD_SETTLE_S = 15.0
+"""How long a freshly applied CRD may take to be served before `check_crd` says it is missing."""
 
 T = TypeVar("T")
 CRD_HINT = "install it with: minicluster crd | kubectl apply --server-side -f -"
@@ -100,7 +103,20 @@ class KubernetesCore:
             raise explain(exc, f"reading {kind.kind} {name!r}") from None
 
     def check_crd(self) -> None:
-        """MissingAPIError unless our CRD is installed (the API group/version is served)."""
+        """MissingAPIError unless our CRD is installed (the API group/version is served). A CRD applied a moment
+        ago is served only once the apiserver has established it and its discovery caught up (about a second on
+        the real v1.37 server): while the CRD object exists, wait up to CRD_SETTLE_S for that."""
+        deadline = self.clock() + CRD_SETTLE_S
+        while True:
+            try:
+                self._check_served()
+                return
+            except MissingAPIError:
+                if self.clock() >= deadline or not self._crd_object_exists():
+                    raise
+                self.sleep(0.5)
+
+    def _check_served(self) -> None:
         try:
             resources = with_retries(lambda: self.api.served_resources(MINICLUSTER.api_version), sleep=self.sleep)
         except ApiError as exc:
@@ -111,6 +127,14 @@ class KubernetesCore:
             raise explain(exc, f"checking for the {MINICLUSTER.api_version} API") from None
         if MINICLUSTER.plural not in resources:
             raise MissingAPIError(f"{MINICLUSTER.api_version} does not serve {MINICLUSTER.plural}; {CRD_HINT}")
+
+    def _crd_object_exists(self) -> bool:
+        """Whether our CustomResourceDefinition is there (False when it is not, or we may not read CRDs)."""
+        try:
+            self.api.get(CRD, None, f"{MINICLUSTER.plural}.{MINICLUSTER.group}")
+        except ApiError:
+            return False
+        return True
 
     def _load(self, name: str) -> tuple[dict[str, Any], MiniCluster]:
         obj = self._get_optional(MINICLUSTER, name)
