@@ -78,7 +78,7 @@ def print_results_if_readable(mc: MiniCluster, say: Callable[[str], None]) -> No
     """The Cl/Cd table from the shared work directory, when this machine sees it."""
     from miniclusters.campaign import session
     from miniclusters.campaign.plan import plan_campaign
-    from miniclusters.cli.campaign_commands import result_lines
+    from miniclusters.cli.campaign_render import result_lines
 
     spec = mc.spec.campaign
     assert spec is not None

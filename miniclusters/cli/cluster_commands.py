@@ -423,7 +423,7 @@ def status(name: str, backend: str, context: str | None, namespace: str | None, 
             if autoscaler is not None:
                 print_autoscaler_state(autoscaler)
             if campaign is not None:
-                from miniclusters.cli.campaign_commands import print_campaign_state
+                from miniclusters.cli.campaign_render import print_campaign_state
 
                 print_campaign_state(campaign)
 
