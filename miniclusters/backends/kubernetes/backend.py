@@ -32,7 +32,7 @@ from miniclusters.backends.kubernetes.actuate import KubernetesActuator
 from miniclusters.backends.kubernetes.api import JOB, MINICLUSTER, POD, SECRET, ApiError
 from miniclusters.backends.kubernetes.core import explain, runner_container
 from miniclusters.backends.kubernetes.jobs import job_outcome, registered_hosts, summary_state
-from miniclusters.backends.kubernetes.lead import overlay_command
+from miniclusters.backends.kubernetes.lead import at_broker, overlay_command
 from miniclusters.backends.kubernetes.objects import (
     certificate_from_secret,
     custom_resource,
@@ -187,9 +187,10 @@ class KubernetesBackend(KubernetesActuator):
     def exec(self, name: str, index: int, argv: list[str], timeout: float = EXEC_TIMEOUT) -> ExecResult:
         _, mc = self._load(name)
         pod = self._pod(mc, index)
+        command = at_broker(mc, argv)
         return self._call(
             f"running {argv[0] if argv else ''!r} in pod index {index}",
-            lambda: self.api.exec(self.namespace, pod["metadata"]["name"], runner_container(mc), argv, timeout),
+            lambda: self.api.exec(self.namespace, pod["metadata"]["name"], runner_container(mc), command, timeout),
         )
 
     def logs(self, name: str, index: int = 0, follow: bool = False) -> Iterator[str]:

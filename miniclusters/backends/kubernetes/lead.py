@@ -14,10 +14,22 @@ from miniclusters.render.layout import BROKER_INSTALL_DIR, RUN_DIR
 LEAD_RUNDIR = f"{RUN_DIR}/rundir"
 
 
+def flux_path(mc: MiniCluster) -> str:
+    """Where the pods' `flux` is: the broker bundle's or the flux-core view's (the container's own PATH has
+    neither; only the entrypoint adds them)."""
+    if mc.spec.flux.flavour == "builtin":
+        return f"{BROKER_INSTALL_DIR}/bin/flux"
+    return f"{mc.spec.flux.container.mount_path}/view/bin/flux"
+
+
 def overlay_command(mc: MiniCluster) -> list[str]:
     """argv to run in the lead pod; FLUX_URI points at the broker's local socket (-Srundir)."""
-    if mc.spec.flux.flavour == "builtin":
-        flux = f"{BROKER_INSTALL_DIR}/bin/flux"
-    else:
-        flux = f"{mc.spec.flux.container.mount_path}/view/bin/flux"
-    return with_lead_socket(LEAD_RUNDIR, overlay_argv(mc.spec.flux.flavour, flux))
+    return with_lead_socket(LEAD_RUNDIR, overlay_argv(mc.spec.flux.flavour, flux_path(mc)))
+
+
+def at_broker(mc: MiniCluster, argv: list[str]) -> list[str]:
+    """A bare `flux ...` (as users type it, and as `minicluster exec` passes it) run as the pod's broker would
+    run it: its `flux` at its own socket, like the local backend's exec. Anything else unchanged."""
+    if not argv or argv[0] != "flux":
+        return argv
+    return with_lead_socket(LEAD_RUNDIR, [flux_path(mc), *argv[1:]])
