@@ -374,7 +374,32 @@ def render_entrypoint(mc: MiniCluster) -> str:
     if commands.post:
         lines.append(commands.post)
     lines += ['log "exiting with $rc"', 'exit "$rc"', ""]
-    return "\n".join(lines)
+    return "\n".join(_broker_in_background(lines))
+
+
+STOP_ON_TERM = [
+    "# PID 1 here: the kubelet's (or podman's) SIGTERM reaches only this shell, which ignores it unless trapped, and",
+    "# bash runs a trap only once a foreground command ends: so the broker runs in the background and the trap",
+    "# passes SIGTERM on to every process of the pod's group (once), instead of waiting out the grace period.",
+    "stop_pod() { if [ -z \"${stopping:-}\" ]; then stopping=1; log \"SIGTERM: stopping\"; kill -TERM 0 2>/dev/null; fi; }",
+    "trap stop_pod TERM",
+    "wait_broker() { local pid=$! code=0; while :; do code=0; wait \"$pid\" || code=$?; "
+    'kill -0 "$pid" 2>/dev/null || return "$code"; done; }',
+]
+
+
+def _broker_in_background(lines: list[str]) -> list[str]:
+    """Each broker command (the line before an `rc=$?`) in a background group the shell waits for."""
+    out: list[str] = []
+    for line in lines:
+        if line.strip() == "rc=$?" and out:
+            indent = line[: len(line) - len(line.lstrip())]
+            command = out.pop()
+            out += [f"{indent}{{", command, f"{indent}}} &", f"{indent}rc=0; wait_broker || rc=$?"]
+        else:
+            out.append(line)
+    at = next(i for i, line in enumerate(out) if line.startswith("index="))
+    return out[:at] + STOP_ON_TERM + out[at:]
 
 
 def render_sidecar_command(container: Container, is_service: bool) -> list[str]:

@@ -54,8 +54,8 @@ PLAY_TIMEOUT = 300.0
 PULL_FAILURES = ("initializing source", "pinging container registry", "image not known")
 STOP_GRACE_S = 1
 POD_RM_ATTEMPTS = 3
-"""Seconds between SIGTERM and SIGKILL when pods are removed: the entrypoint's bash is PID 1 and ignores SIGTERM,
-so a longer grace only delays `down` (the brokers keep nothing that needs a clean exit)."""
+"""Seconds between SIGTERM and SIGKILL when pods are removed (the entrypoint passes SIGTERM on to its brokers, but
+they keep nothing that needs a clean exit, so a longer grace would only delay `down`)."""
 
 
 def runner_container(mc: MiniCluster) -> str:
@@ -289,9 +289,8 @@ class PodmanCore:
         a container may still be stopping, or its cgroup still busy, when the first removal reaches it; the last
         failure is raised.
 
-        Killed first because a removal stops one container at a time and each waits out its grace, since the
-        entrypoint's bash (PID 1) ignores SIGTERM: 4 pods took 16.8 s to remove here, killed and removed 2.8 s.
-        The brokers get SIGKILL either way. `pod kill` stops at the first name it does not know, hence the list.
+        Killed first because a removal stops one container at a time, each waiting up to its grace: 4 pods took
+        16.8 s to remove here when the entrypoint's bash (PID 1) still ignored SIGTERM, killed and removed 2.8 s. `pod kill` stops at the first name it does not know, hence the list.
         """
         listed = self.podman.run(["pod", "ps", "--format", "{{.Name}}"], "listing pods", check=False).stdout.split()
         present = [pod for pod in pods if pod in listed]
