@@ -113,7 +113,10 @@ def crd_installed(kubeconfig: Path) -> None:
 
     def established() -> bool:
         crd = api.get(CRD, None, "miniclusters.miniclusters.dev")
-        return any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"].get("conditions", []))
+        return any(
+            c["type"] == "Established" and c["status"] == "True"
+            for c in (crd.get("status") or {}).get("conditions") or []
+        )
 
     wait_until("the MiniCluster CRD is Established", established, timeout=60, interval=0.5)
 

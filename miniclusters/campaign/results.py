@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from elasticity.control.ports import ResizeOutcome
 from elasticity.workloads.foam import FoamError, log_tail
 from elasticity.workloads.naca_sweep import final_coefficients
 from miniclusters.campaign.observe import last_time_step, read_stamp
@@ -133,6 +134,25 @@ def unused_scaled_pods(events: Sequence[dict[str, Any]]) -> list[int]:
     added = {i for e in events if e.get("kind") == "scaled" for i in range(int(e["previous"]), int(e["size"]))}
     used = {int(p) for e in events if e.get("kind") in ("ensemble-running", "member") for p in e.get("pods") or ()}
     return sorted(added - used)
+
+
+REFUSED = (ResizeOutcome.DEFERRED.value, ResizeOutcome.INFEASIBLE.value)
+"""Resize outcomes the node did not take (the runner counts the others)."""
+
+
+def cluster_totals(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The runner's cluster figures read back from its event log, for a reader that did not run it (`up` following
+    the operator's campaign): CPU-seconds requested (integrated over the samples), resizes the node took, scales."""
+    samples = [e for e in events if e.get("kind") == "sample"]
+    cpu_seconds = sum(
+        float(a["requested_m"]) / 1000.0 * max(0.0, float(b["t"]) - float(a["t"]))
+        for a, b in itertools.pairwise(samples)
+    )
+    return {
+        "cpu_seconds_requested": round(cpu_seconds, 1),
+        "resizes": sum(1 for e in events if e.get("kind") == "resize" and e.get("outcome") not in REFUSED),
+        "scale_events": sum(1 for e in events if e.get("kind") == "scaled"),
+    }
 
 
 def _makespan(start: dict[str, Any] | None, end: dict[str, Any] | None) -> float | None:

@@ -27,7 +27,13 @@ from miniclusters.api.spec import ContainerVolume, MiniCluster
 from miniclusters.campaign.figures import plot_polar
 from miniclusters.campaign.observe import exec_jobs
 from miniclusters.campaign.plan import CampaignPlan, batch_script, plan_campaign
-from miniclusters.campaign.results import ensemble_results, member_results, unused_scaled_pods, write_tables
+from miniclusters.campaign.results import (
+    cluster_totals,
+    ensemble_results,
+    member_results,
+    unused_scaled_pods,
+    write_tables,
+)
 from miniclusters.campaign.runner import CampaignRunner, Loops, workdir_for
 from miniclusters.campaign.state_file import save_state
 
@@ -163,6 +169,7 @@ def report(plan: CampaignPlan, title: str) -> dict[str, Any]:
         "ensemble_rows": [asdict(e) for e in ensembles],
         "unused_scaled_pods": unused_scaled_pods(events),
         "files": [str(f) for f in files],
+        **cluster_totals(events),
     }
 
 
@@ -202,7 +209,7 @@ def run(
             save_state(mc.name, {**common, **live_fields(runner), "running": False, "outcome": "cancelled"})
             raise
     summary = report(plan, mc.name)
-    save_state(mc.name, {**common, **live_fields(runner), **summary, "running": False, "outcome": outcome})
+    save_state(mc.name, {**common, **summary, **live_fields(runner), "running": False, "outcome": outcome})
     return outcome, runner
 
 

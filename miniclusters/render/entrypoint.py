@@ -381,9 +381,9 @@ STOP_ON_TERM = [
     "# PID 1 here: the kubelet's (or podman's) SIGTERM reaches only this shell, which ignores it unless trapped, and",
     "# bash runs a trap only once a foreground command ends: so the broker runs in the background and the trap",
     "# passes SIGTERM on to every process of the pod's group (once), instead of waiting out the grace period.",
-    "stop_pod() { if [ -z \"${stopping:-}\" ]; then stopping=1; log \"SIGTERM: stopping\"; kill -TERM 0 2>/dev/null; fi; }",
+    'stop_pod() { if [ -z "${stopping:-}" ]; then stopping=1; log "SIGTERM: stopping"; kill -TERM 0 2>/dev/null; fi; }',
     "trap stop_pod TERM",
-    "wait_broker() { local pid=$! code=0; while :; do code=0; wait \"$pid\" || code=$?; "
+    'wait_broker() { local pid=$! code=0; while :; do code=0; wait "$pid" || code=$?; '
     'kill -0 "$pid" 2>/dev/null || return "$code"; done; }',
 ]
 

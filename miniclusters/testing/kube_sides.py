@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from elasticity.model.resources import cpu_millicores
 from miniclusters.api import load_minicluster
 from miniclusters.api.spec import MiniCluster
-from miniclusters.backends.kubernetes.api import POD, ApiError, Kind, KubeApi
+from miniclusters.backends.kubernetes.api import NODE, POD, ApiError, Kind, KubeApi
 from miniclusters.render.layout import INDEX_LABEL
 from miniclusters.testing.fake_kube import FakeKube
 from miniclusters.testing.kube_e2e import wait_until
@@ -116,3 +117,18 @@ class KubeSide:
             return False
 
         self.eventually(f"{kind.kind} {name} is gone", missing)
+
+    def free_millicores(self) -> int:
+        """The node's allocatable CPU less every active pod's CPU requests, in every namespace: what the kubelet
+        admits a resize against (the real node has one node; the fake's is ``FakeKube.node_cpu``)."""
+        pods, _ = self.api.list_objects(POD, None)
+        used = sum(
+            cpu_millicores(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+            for p in pods
+            if p["status"].get("phase") in ("Pending", "Running")
+            for c in p["spec"]["containers"]
+        )
+        if self.real:
+            nodes, _ = self.api.list_objects(NODE, None)
+            return cpu_millicores(nodes[0]["status"]["allocatable"]["cpu"]) - used
+        return cpu_millicores(self.fake.node_cpu) - used

@@ -202,3 +202,21 @@ def test_a_podman_campaign_makes_no_local_lead_directory(tmp_path: Path, monkeyp
     assert _lead_copy(local, "c") == tmp_path / "c" / "pods" / "0" / "run" / "state" / "restful" / "controllers" / (
         "campaign.jsonl"
     )
+
+
+def test_the_cluster_totals_are_read_back_from_the_event_log() -> None:
+    """`up` following the operator's campaign has only the work directory: the cluster line came out as
+    'None CPU-seconds requested, None resizes, None scale events' (seen on the real cluster)."""
+    from miniclusters.campaign.results import cluster_totals
+
+    events = [
+        _sample(0.0, {0: 0}, {0: 1000}),
+        {"kind": "scaled", "t": 1.0, "previous": 1, "size": 2},
+        _sample(2.0, {0: 0, 1: 0}, {0: 1000, 1: 1000}),
+        {"kind": "resize", "t": 2.5, "pod": 1, "outcome": ResizeOutcome.DONE.value, "cpu_requested": 250},
+        {"kind": "resize", "t": 2.5, "pod": 0, "outcome": ResizeOutcome.DEFERRED.value, "cpu_requested": 1900},
+        {"kind": "resize", "t": 2.5, "pod": 0, "outcome": ResizeOutcome.INFEASIBLE.value, "cpu_requested": 9000},
+        _sample(2.5, {0: 0, 1: 0}, {0: 1000, 1: 250}),
+        _sample(4.5, {0: 0, 1: 0}, {0: 1000, 1: 250}),
+    ]
+    assert cluster_totals(events) == {"cpu_seconds_requested": 2.0 + 1.0 + 2.5, "resizes": 1, "scale_events": 1}

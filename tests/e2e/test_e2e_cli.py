@@ -9,6 +9,7 @@ import json
 import re
 import uuid
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -109,6 +110,46 @@ def test_scale_and_resize_in_place_on_an_interactive_cluster(
             pod_of(kubeconfig, e2e_namespace, name, 1)["status"]["containerStatuses"][0]["resources"]
             == status["resources"]
         )
+
+        # more than is free on the node now, but within it: the kubelet defers it (PodResizePending, Deferred),
+        # `resize` says so and exits 1, the pod keeps its CPU; once pod 0 gives CPU back the kubelet applies it
+        want = _free_millicores(kubeconfig) + 250 + 50  # pod 1's 250m plus 50m more than is free
+        deferred = cli("resize", name, "1", "--cpu", f"{want}m", *ns)
+        assert deferred.returncode == 1 and "deferred" in deferred.stdout.lower(), deferred.stdout + deferred.stderr
+        pending = pod_of(kubeconfig, e2e_namespace, name, 1)
+        assert _condition_reason(pending, "PodResizePending") == "Deferred", pending["status"]
+        assert pending["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == "250m"
+        freed = cli("resize", name, "0", "--cpu", "10m", *ns)
+        assert freed.returncode == 0, freed.stdout + freed.stderr
+
+        def applied() -> bool:
+            status = pod_of(kubeconfig, e2e_namespace, name, 1)["status"]
+            return status["containerStatuses"][0]["resources"]["requests"]["cpu"] == f"{want}m"
+
+        wait_until("the kubelet applied the deferred resize once pod 0 shrank", applied, timeout=120, interval=2)
+        shares = cli("exec", name, "-i", "1", *ns, "--", "cat", "/sys/fs/cgroup/cpu/cpu.shares")
+        assert shares.stdout.strip() == str(want * 1024 // 1000), shares.stdout + shares.stderr
+        final = pod_of(kubeconfig, e2e_namespace, name, 1)["status"]["containerStatuses"][0]
+        assert final["containerID"] == container_id and final["restartCount"] == 0
     finally:
         cli("down", name, *ns)
     wait_until("no object of the cluster left", lambda: not objects_of(kubeconfig, e2e_namespace, name))
+
+
+def _condition_reason(pod: dict[str, Any], kind: str) -> str | None:
+    return next((c.get("reason") for c in pod["status"].get("conditions", []) if c["type"] == kind), None)
+
+
+def _free_millicores(kubeconfig: Path) -> int:
+    """The node's allocatable CPU less every running pod's CPU requests (what the kubelet admits a resize against)."""
+    from elasticity.model.resources import cpu_millicores
+
+    node = kubectl_json(kubeconfig, "get", "nodes")["items"][0]
+    pods = kubectl_json(kubeconfig, "get", "pods", "-A")["items"]
+    used = sum(
+        cpu_millicores(container.get("resources", {}).get("requests", {}).get("cpu", "0"))
+        for pod in pods
+        if pod["status"].get("phase") in ("Pending", "Running")
+        for container in pod["spec"]["containers"]
+    )
+    return cpu_millicores(node["status"]["allocatable"]["cpu"]) - used

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from elasticity.model.resources import cpu_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, JOB, MINICLUSTER, POD, ApiError
 from miniclusters.backends.kubernetes.objects import custom_resource, desired_objects
 from miniclusters.render import RenderOptions
 from miniclusters.testing.fake_kube import FakeKube
-from miniclusters.testing.kube_sides import PAUSE_IMAGE, KubeSide
+from miniclusters.testing.kube_sides import PAUSE_IMAGE, SMALL_CPU, KubeSide
 
 
 def _create(kube: KubeSide, mc: MiniCluster) -> dict[str, Any]:
@@ -221,6 +222,35 @@ def test_an_unschedulable_pod_is_pending_unbound_no_exec_and_resizes_unchecked(k
     # the PodResize admission weighs a pod bound to a node only: this one's resize past any node goes through
     resized = _resize(kube, "big", "main", {"requests": {"cpu": "200"}})
     assert resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "200"
+
+
+def test_a_resize_past_what_is_free_is_deferred_and_applied_once_room_frees(kube: KubeSide) -> None:
+    """More than is free now but within the node: the kubelet answers PodResizePending/Deferred and keeps the pod's
+    CPU; it applies the resize by itself once another pod gives CPU back (seen on v1.37.2: within seconds)."""
+    _bare_pod(kube, "giver", {"requests": {"cpu": "100m"}})
+    _bare_pod(kube, "taker", {"requests": {"cpu": SMALL_CPU}})
+    for name in ("giver", "taker"):
+        kube.eventually(
+            f"{name} runs", lambda n=name: kube.api.get(POD, kube.namespace, n)["status"].get("phase") == "Running"
+        )  # type: ignore[misc]
+    want = cpu_millicores(SMALL_CPU) + kube.free_millicores() + 50
+
+    def state(name: str) -> tuple[str | None, str | None]:
+        pod = kube.api.get(POD, kube.namespace, name)
+        pending = next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodResizePending"), None)
+        statuses = pod["status"].get("containerStatuses", [])
+        actual = ((statuses[0].get("resources") or {}).get("requests") or {}).get("cpu") if statuses else None
+        return (pending.get("reason") if pending else None), actual
+
+    _resize(kube, "taker", "main", {"requests": {"cpu": f"{want}m"}})
+    kube.eventually("the resize is Deferred", lambda: state("taker")[0] == "Deferred", timeout=60)
+    assert cpu_millicores(state("taker")[1] or "0") == cpu_millicores(SMALL_CPU)
+    _resize(kube, "giver", "main", {"requests": {"cpu": "10m"}})
+    kube.eventually(
+        "the deferred resize is applied",
+        lambda: (lambda now: now[0] is None and cpu_millicores(now[1] or "0") == want)(state("taker")),
+        timeout=120,
+    )
 
 
 def test_injected_transient_errors() -> None:

@@ -290,7 +290,8 @@ class PodmanCore:
         failure is raised.
 
         Killed first because a removal stops one container at a time, each waiting up to its grace: 4 pods took
-        16.8 s to remove here when the entrypoint's bash (PID 1) still ignored SIGTERM, killed and removed 2.8 s. `pod kill` stops at the first name it does not know, hence the list.
+        16.8 s to remove here when the entrypoint's bash (PID 1) still ignored SIGTERM, killed and removed 2.8 s.
+        `pod kill` stops at the first name it does not know, hence the list.
         """
         listed = self.podman.run(["pod", "ps", "--format", "{{.Name}}"], "listing pods", check=False).stdout.split()
         present = [pod for pod in pods if pod in listed]
