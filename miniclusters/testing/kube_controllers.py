@@ -15,6 +15,9 @@ from miniclusters.render.layout import INDEX_LABEL
 
 KubeletMode = Literal["auto", "accept", "in-progress", "defer", "infeasible"]
 
+NODE_NAME = "node"
+"""The fake's single node: the name the scheduler binds each pod it starts to (`spec.nodeName`)."""
+
 
 class Controllers:
     """Mixed into FakeKube; declares (for type checking) the parts of the fake the controllers use."""
@@ -178,6 +181,7 @@ class Controllers:
             message = "0/1 nodes are available: 1 Insufficient cpu."
             self._set_condition(pod, "PodScheduled", "False", "Unschedulable", message)
         elif status.get("phase") == "Pending" and self.start_pods:
+            pod["spec"]["nodeName"] = NODE_NAME  # bound by the scheduler, as a real pod is before it runs
             status["phase"] = "Running"
             status["containerStatuses"] = [
                 {
@@ -215,7 +219,7 @@ class Controllers:
             self._set_condition(pod, RESIZE_IN_PROGRESS, "")
             return
         want = sum(cpu_millicores(d) for _, _, d in pending)
-        node = Node("node", cpu_millicores(self.node_cpu))
+        node = Node(NODE_NAME, cpu_millicores(self.node_cpu))
         admission = admit_resize(node, self._own_allocated_milli(pod), want, self._others(pod["metadata"]["name"]))
         mode: str = self.kubelet
         if mode == "auto":

@@ -119,13 +119,14 @@ class KubeSide:
         self.eventually(f"{kind.kind} {name} is gone", missing)
 
     def free_millicores(self) -> int:
-        """The node's allocatable CPU less every active pod's CPU requests, in every namespace: what the kubelet
-        admits a resize against (the real node has one node; the fake's is ``FakeKube.node_cpu``)."""
+        """The node's allocatable CPU less the CPU requests of every active pod bound to it (an unschedulable one is
+        not), in every namespace: what the kubelet admits a resize against (the real cluster has one node; the
+        fake's is ``FakeKube.node_cpu``)."""
         pods, _ = self.api.list_objects(POD, None)
         used = sum(
             cpu_millicores(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
             for p in pods
-            if p["status"].get("phase") in ("Pending", "Running")
+            if p["spec"].get("nodeName") and p["status"].get("phase") in ("Pending", "Running")
             for c in p["spec"]["containers"]
         )
         if self.real:

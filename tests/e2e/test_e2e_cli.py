@@ -141,7 +141,8 @@ def _condition_reason(pod: dict[str, Any], kind: str) -> str | None:
 
 
 def _free_millicores(kubeconfig: Path) -> int:
-    """The node's allocatable CPU less every running pod's CPU requests (what the kubelet admits a resize against)."""
+    """The node's allocatable CPU less the requests of every active pod bound to it (what a resize is admitted
+    against)."""
     from elasticity.model.resources import cpu_millicores
 
     node = kubectl_json(kubeconfig, "get", "nodes")["items"][0]
@@ -149,7 +150,7 @@ def _free_millicores(kubeconfig: Path) -> int:
     used = sum(
         cpu_millicores(container.get("resources", {}).get("requests", {}).get("cpu", "0"))
         for pod in pods
-        if pod["status"].get("phase") in ("Pending", "Running")
+        if pod["spec"].get("nodeName") and pod["status"].get("phase") in ("Pending", "Running")
         for container in pod["spec"]["containers"]
     )
     return cpu_millicores(node["status"]["allocatable"]["cpu"]) - used
