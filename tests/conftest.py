@@ -98,27 +98,14 @@ def kubeconfig() -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def crd_installed(kubeconfig: Path) -> None:
     """Our CRD, server-side applied as `minicluster crd | kubectl apply --server-side -f -` does."""
-    from miniclusters.api.crd import build_crd
     from miniclusters.backends.base import UnreachableError
-    from miniclusters.backends.kubernetes.api import CRD
-    from miniclusters.backends.kubernetes.client import RealKubeApi
-    from miniclusters.testing.kube_e2e import wait_until
+    from miniclusters.testing.kube_e2e import apply_crd
 
     try:
-        api = RealKubeApi.from_kubeconfig(None, "default")
-        api.apply(build_crd(), field_manager="miniclusters-e2e", force=True)
+        apply_crd()
     except UnreachableError as exc:
         no_cluster(f"no Kubernetes answers at KUBECONFIG={kubeconfig}: {exc}")
         raise
-
-    def established() -> bool:
-        crd = api.get(CRD, None, "miniclusters.miniclusters.dev")
-        return any(
-            c["type"] == "Established" and c["status"] == "True"
-            for c in (crd.get("status") or {}).get("conditions") or []
-        )
-
-    wait_until("the MiniCluster CRD is Established", established, timeout=60, interval=0.5)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from miniclusters.api.crd_rules import SPEC_VALIDATIONS
 from miniclusters.api.spec import API_GROUP, API_VERSION, KIND, MiniClusterSpec, MiniClusterStatus
 
 PLURAL = "miniclusters"
@@ -87,7 +88,7 @@ def structural_schema(model: type[Any]) -> dict[str, Any]:
 
 def build_crd() -> dict[str, Any]:
     """The CRD: our group, the MiniCluster kind, status and scale subresources (for kubectl scale / HPA)."""
-    spec_schema = structural_schema(MiniClusterSpec)
+    spec_schema = {**structural_schema(MiniClusterSpec), "x-kubernetes-validations": SPEC_VALIDATIONS}
     status_schema = structural_schema(MiniClusterStatus)
     root = {
         "type": "object",
@@ -132,6 +133,7 @@ def build_crd() -> dict[str, Any]:
                     "additionalPrinterColumns": [
                         {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
                         {"name": "Ready", "type": "integer", "jsonPath": ".status.readyPods"},
+                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
                         {"name": "Max", "type": "integer", "jsonPath": ".status.maximumSize"},
                         {"name": "Flavour", "type": "string", "jsonPath": ".spec.flux.flavour"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

@@ -408,6 +408,9 @@ class MiniClusterStatus(BaseModel):
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int = 0
     ready_pods: int = 0
+    phase: str = ""
+    """Pending, Scaling, Running, NotReady, Completed, Failed or Invalid (the operator's summary of its
+    conditions: the Phase column of `kubectl get miniclusters`)."""
 
 
 class MiniCluster(BaseModel):

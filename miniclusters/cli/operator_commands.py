@@ -1,4 +1,5 @@
-"""The operator's commands: run it (`operator`) and print its deployment manifests (`manifests`)."""
+"""The operator's commands: run it (`operator`), install it in a cluster (`operator install | uninstall | status`)
+and print its deployment manifests (`manifests`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from miniclusters.operator.autoscaling import PortsFor
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @click.option("--context", help="kubeconfig context (default: in-cluster config, else the current context).")
 @click.option(
     "-n", "--namespace", "namespaces", multiple=True, help="Watch only this namespace (repeat for several: tenants)."
@@ -26,7 +27,9 @@ if TYPE_CHECKING:
 @click.option("--accept-flux-operator-kind", is_flag=True, help="Also reconcile flux-framework.org/v1alpha2 objects.")
 @click.option("--registry", help="Registry of our images.")
 @click.option("--tag", help="Tag of our images.")
+@click.pass_context
 def operator(
+    ctx: click.Context,
     context: str | None,
     namespaces: tuple[str, ...],
     all_namespaces: bool,
@@ -41,11 +44,15 @@ def operator(
     runs the multiplexing controller of every ready MiniCluster with `multiplexing: {enabled: true}` (as
     `minicluster multiplex` would), reporting as Events and the `Multiplexing` condition.
 
+    With a command, it installs the operator in the cluster, removes it, or says how it is.
+
     \b
     Example:
       minicluster operator --all-namespaces
-      minicluster manifests | kubectl apply --server-side -f -   # or run it in the cluster
+      minicluster operator install                # or: kubectl apply --server-side -k crds
     """
+    if ctx.invoked_subcommand is not None:
+        return
     import logging
     import signal
     import threading
@@ -81,6 +88,7 @@ def operator(
         ]
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        _say_ready()
         others = [
             threading.Thread(target=c.run, args=(stop,), name=f"operator-{c.namespace}", daemon=True)
             for c in controllers[1:]
@@ -97,6 +105,17 @@ def operator(
             thread.join(timeout=5)
         if interrupted:  # Ctrl-C: the controllers stopped cleanly, and the exit code says how they were stopped
             sys.exit(EXIT_INTERRUPTED)
+
+
+def _say_ready() -> None:
+    """Touch the file the Deployment's readiness probe looks for (only where the Deployment names one)."""
+    import os
+
+    from miniclusters.operator.manifests import READY_FILE_ENV
+
+    path = os.environ.get(READY_FILE_ENV)
+    if path:
+        Path(path).touch()
 
 
 def kubernetes_autoscale_ports(api: KubeApi) -> PortsFor:
@@ -156,5 +175,14 @@ def manifests(output: str | None, registry: str | None, tag: str | None, tenants
     else:
         click.echo(text, nl=False)
 
+
+def _add_subcommands() -> None:
+    from miniclusters.cli.operator_install_commands import SUBCOMMANDS
+
+    for command in SUBCOMMANDS:
+        operator.add_command(command)
+
+
+_add_subcommands()
 
 COMMANDS = (operator, manifests)

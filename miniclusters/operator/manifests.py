@@ -21,6 +21,9 @@ from miniclusters.render.options import RenderOptions
 NAMESPACE = "miniclusters-system"
 NAME = "miniclusters-operator"
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "miniclusters"}
+READY_FILE_ENV = "MINICLUSTERS_OPERATOR_READY_FILE"
+"""Where the operator says it is ready (its controllers built, the CRD found): the Deployment's readiness probe."""
+READY_FILE = "/tmp/operator.ready"
 
 
 def rbac_rules(accept_flux_kind: bool = False) -> list[dict[str, Any]]:
@@ -94,7 +97,18 @@ def build_manifests(
                                 "image": options.broker_image,
                                 "command": ["/opt/miniclusters/env/bin/minicluster"],
                                 "args": args,
-                                "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+                                "env": [
+                                    {"name": "PYTHONUNBUFFERED", "value": "1"},
+                                    {"name": READY_FILE_ENV, "value": READY_FILE},
+                                ],
+                                # Ready once its controllers run (the file), not merely once its process exists.
+                                "readinessProbe": {
+                                    "exec": {"command": ["/bin/sh", "-c", f"test -f {READY_FILE}"]},
+                                    "periodSeconds": 2,
+                                },
+                                # The root file system is read-only: temporary files (the multiplexing
+                                # controller's logs, matplotlib's cache) go to a volume of the pod's own.
+                                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
                                 "securityContext": {
                                     "allowPrivilegeEscalation": False,
@@ -104,6 +118,7 @@ def build_manifests(
                                 },
                             }
                         ],
+                        "volumes": [{"name": "tmp", "emptyDir": {}}],
                     },
                 },
             },

@@ -137,7 +137,7 @@ def plan(observed: Observed, options: RenderOptions, now: str) -> Plan:
             conditions = cond.set_condition(
                 conditions, cond.READY, False, "InvalidSpec", "the spec is invalid; see InvalidSpec", now, generation
             )
-        status = {**old_status, "conditions": conditions, "observedGeneration": generation}
+        status = {**old_status, "conditions": conditions, "observedGeneration": generation, "phase": "Invalid"}
         status.setdefault("selector", selector_for(meta["name"]))
         status.setdefault("size", 0)
         return Plan([], status, events)
@@ -246,8 +246,24 @@ def plan(observed: Observed, options: RenderOptions, now: str) -> Plan:
         "readyPods": ready,
         "observedGeneration": generation,
         "conditions": conditions,
+        "phase": phase_of(conditions, ready),
     }
     return Plan(actions, status, events, mc)
+
+
+def phase_of(conditions: list[dict[str, Any]], ready_pods: int) -> str:
+    """One word for `kubectl get miniclusters` (the Phase column), read off the conditions just set: Completed or
+    Failed once the Job ended, Running when every pod is ready at size, Pending before any pod is ready, Scaling
+    while the size changes, else NotReady (a pod lost or restarting)."""
+    ready = cond.find(conditions, cond.READY) or {}
+    if ready.get("reason") in ("Completed", "Failed"):
+        return str(ready["reason"])
+    if ready.get("status") == "True":
+        return "Running"
+    if ready_pods == 0:
+        return "Pending"
+    scaling = cond.find(conditions, cond.SCALING) or {}
+    return "Scaling" if scaling.get("status") == "True" else "NotReady"
 
 
 def _reason_order(reason: str) -> int:

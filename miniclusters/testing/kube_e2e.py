@@ -91,3 +91,21 @@ def pod_of(kubeconfig: Path, namespace: str, name: str, index: int) -> dict[str,
     found = [p for p in pods["items"] if p["metadata"]["name"].startswith(f"{name}-{index}-")]
     assert len(found) == 1, [p["metadata"]["name"] for p in pods["items"]]
     return found[0]
+
+
+def apply_crd() -> None:
+    """Our CRD applied (server-side, as `minicluster crd | kubectl apply --server-side -f -`) and Established, on
+    the cluster KUBECONFIG names: the e2e suite's start, and its restoration after a test that uninstalls it."""
+    from miniclusters.api.crd import CRD_NAME, build_crd
+    from miniclusters.backends.kubernetes.api import CRD
+    from miniclusters.backends.kubernetes.client import RealKubeApi
+
+    api = RealKubeApi.from_kubeconfig(None, "default")
+    api.apply(build_crd(), field_manager="miniclusters-e2e", force=True)
+
+    def established() -> bool:
+        crd = api.get(CRD, None, CRD_NAME)
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    wait_until("the MiniCluster CRD is Established", established, timeout=60, interval=0.5)

@@ -16,6 +16,7 @@ from miniclusters.api.crd import build_crd
 from miniclusters.api.quantity import cpu_millicores
 from miniclusters.backends.kubernetes.api import FLUX_MINICLUSTER, JOB, MINICLUSTER, POD, ApiError, Kind, kind_of
 from miniclusters.backends.kubernetes.status import qos_class
+from miniclusters.testing.kube_cel import refusal
 
 KUBERNETES_VERSION = "1.37"
 """The real server's version (the cluster of `minicluster kube up`: v1.37.2): its schemas."""
@@ -112,7 +113,8 @@ def validate_object(
       500 `failed to create typed patch object (ns/a; /v1, Kind=ConfigMap): .dataa: field not declared in
       schema` (no warning, nothing dropped; a 500 the client retries as transient);
     - anything else the schema refuses (a required field missing, ...) is 422 Invalid.
-    MiniClusters are checked against the CRD we generate (422, as the real server's structural schema answers).
+    MiniClusters are checked against the CRD we generate (422, as the real server's structural schema answers),
+    then against its CEL rules (kube_cel.py).
     """
     kind = kind_of(obj)
     name = obj.get("metadata", {}).get("name")
@@ -126,6 +128,9 @@ def validate_object(
                     "Invalid",
                     f'{kind.kind}.{kind.group} "{name}" is invalid: {field_path(list(first.path))}: {first.message}',
                 )
+            refused = refusal(_crd_validator().schema, _strip_nulls(obj), kind.kind, kind.group)
+            if refused:  # the CRD's CEL rules (x-kubernetes-validations), after its schema
+                raise ApiError(422, "Invalid", refused)
         return obj, []
     stored = copy.deepcopy(obj)
     warnings: list[str] = []

@@ -262,3 +262,36 @@ def test_injected_transient_errors() -> None:
         fake.create(cm)
     assert throttled.value.status == 429 and throttled.value.transient
     fake.create(cm)
+
+
+def test_the_crd_s_cel_rules_refuse_what_validate_refuses_naming_the_field(kube: KubeSide) -> None:
+    """`kubectl apply` of `size: 3, maxSize: 2` is refused by the API server itself, with the field path and the
+    words of `minicluster validate` (the CRD's x-kubernetes-validations, api/crd_rules.py); the fake evaluates the
+    same CEL."""
+
+    def raw(name: str, **sizes: int) -> dict[str, Any]:
+        obj = custom_resource(kube.mc(name, size=1, maxSize=6, minSize=0), kube.namespace)
+        obj["spec"].update(sizes)  # past our validator: what a user's YAML may say
+        return obj
+
+    with pytest.raises(ApiError) as refused:
+        kube.api.create(raw("bad", size=3, maxSize=2))
+    assert refused.value.status == 422
+    assert refused.value.message == (
+        'MiniCluster.miniclusters.dev "bad" is invalid: spec.maxSize: Invalid value: '
+        "maxSize (2) must not be smaller than size (3)"
+    )
+    with pytest.raises(ApiError) as both:
+        kube.api.create(raw("worse", size=3, maxSize=2, minSize=5))
+    assert both.value.message == (
+        'MiniCluster.miniclusters.dev "worse" is invalid: [spec.minSize: Invalid value: minSize (5) must '
+        "not exceed maxSize (2), spec.maxSize: Invalid value: maxSize (2) must not be smaller than size (3)]"
+    )
+    kube.api.create(raw("good", size=2, maxSize=4, minSize=1))  # within the rules: stored
+    with pytest.raises(ApiError) as scaled:  # `kubectl scale --replicas 9`: the same rule, through /scale
+        kube.api.patch(MINICLUSTER, kube.namespace, "good", {"spec": {"replicas": 9}}, subresource="scale")
+    assert scaled.value.message == (
+        'MiniCluster.miniclusters.dev "good" is invalid: spec.maxSize: Invalid value: '
+        "maxSize (4) must not be smaller than size (9)"
+    )
+    assert kube.api.get(MINICLUSTER, kube.namespace, "good")["spec"]["size"] == 2

@@ -1,0 +1,208 @@
+"""`minicluster operator install | uninstall | status`: the operator put into a cluster, and taken out, through the
+API (server-side apply under our field manager), as `kubectl apply -k crds` does for people who prefer kubectl.
+
+What is installed is a pure list (`install_objects`: the CRD, then `build_manifests`); the functions below only
+apply, wait and read. Uninstall refuses while MiniClusters exist unless told to delete them: deleting the CRD
+deletes every MiniCluster, and with it every running job (nothing accepted is lost silently).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from miniclusters.api.crd import CRD_NAME, build_crd
+from miniclusters.backends.kubernetes.api import CRD, DEPLOYMENT, MINICLUSTER, POD, ApiError, KubeApi, kind_of
+from miniclusters.errors import MiniclustersError
+from miniclusters.operator.manifests import LABELS, NAME, NAMESPACE, build_manifests
+from miniclusters.render.options import RenderOptions
+
+FIELD_MANAGER = "miniclusters-install"
+"""Who owns the installed fields (server-side apply): `install` again takes them back with force."""
+SELECTOR = ",".join(f"{k}={v}" for k, v in LABELS.items())
+
+
+class InstallError(MiniclustersError):
+    """The operator could not be installed, found or removed: what and why, in the server's words."""
+
+
+def install_objects(options: RenderOptions | None = None, accept_flux_kind: bool = False) -> list[dict[str, Any]]:
+    """Everything `install` applies, in order: the CRD first (the operator checks it at start), then the
+    namespace, ServiceAccount, RBAC and Deployment."""
+    return [build_crd(), *build_manifests(options, accept_flux_kind=accept_flux_kind)]
+
+
+def _label(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{obj['kind']} {where}{meta['name']}"
+
+
+def _call(what: str, call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except ApiError as exc:
+        raise InstallError(f"{what}: {exc.status} {exc.reason}: {exc.message}") from None
+
+
+def _established(api: KubeApi) -> bool:
+    crd = api.get(CRD, None, CRD_NAME)
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def install(
+    api: KubeApi,
+    objects: list[dict[str, Any]],
+    say: Callable[[str], None],
+    timeout: float = 180.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Apply each object (server-side, forced: a second install converges), then wait for the CRD to be served
+    and the Deployment to have an available replica; a pod that cannot start is named with its reason."""
+    deadline = clock() + timeout
+    for obj in objects:
+        _call(f"applying {_label(obj)}", functools.partial(api.apply, obj, FIELD_MANAGER, force=True))
+        say(f"applied {_label(obj)}")
+        if obj["kind"] == "CustomResourceDefinition":
+            while not _call("reading the CRD", lambda: _established(api)):
+                if clock() > deadline:
+                    raise InstallError(f"the CRD {CRD_NAME} was not Established within {timeout:.0f}s")
+                sleep(0.5)
+    said = ""
+    while True:
+        state = _call("reading the operator's Deployment", lambda: operator_state(api))
+        if state.available:
+            say(f"operator available: {state.summary()}")
+            return
+        if state.summary() != said:
+            said = state.summary()
+            say(f"waiting for the operator: {said}")
+        if state.stuck:
+            raise InstallError(f"the operator's pod cannot start: {state.stuck}")
+        if clock() > deadline:
+            raise InstallError(f"the operator was not available within {timeout:.0f}s: {said}")
+        sleep(1.0)
+
+
+# Reasons a container waits that no amount of waiting fixes (the image is not on the node, or cannot be used).
+NEVER_STARTS = ("ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "ImagePullBackOff")
+
+
+@dataclass
+class OperatorState:
+    """What `status` shows: the CRD, the Deployment's replicas and each operator pod."""
+
+    crd: bool = False
+    deployment: bool = False
+    image: str | None = None
+    replicas: int = 0
+    available_replicas: int = 0
+    pods: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def available(self) -> bool:
+        return self.crd and self.deployment and self.available_replicas >= 1
+
+    @property
+    def stuck(self) -> str | None:
+        for pod in self.pods:
+            if pod["reason"] in NEVER_STARTS or (pod["reason"] == "CrashLoopBackOff" and pod["restarts"] >= 2):
+                why = f"pod {pod['name']}: {pod['reason']} {pod['message']}".rstrip()
+                return f"{why} (see: kubectl logs -n {NAMESPACE} {pod['name']} --previous)"
+        return None
+
+    def summary(self) -> str:
+        if not self.deployment:
+            return "not installed (no Deployment)"
+        pods = ", ".join(f"{p['name']} {p['reason']}" for p in self.pods) or "no pods yet"
+        return f"{self.available_replicas}/{self.replicas} available; {pods}"
+
+
+def _pod_row(pod: dict[str, Any]) -> dict[str, Any]:
+    status = pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    reason, message = status.get("phase", "Pending"), ""
+    for container in containers:
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting:
+            reason, message = waiting.get("reason", reason), waiting.get("message", "")
+    ready = all(c.get("ready") for c in containers) and bool(containers)
+    return {
+        "name": pod["metadata"]["name"],
+        "reason": "Ready" if ready else reason,
+        "message": message,
+        "restarts": sum(int(c.get("restartCount") or 0) for c in containers),
+    }
+
+
+def operator_state(api: KubeApi) -> OperatorState:
+    state = OperatorState()
+    try:
+        state.crd = _established(api)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+    try:
+        deployment = api.get(DEPLOYMENT, NAMESPACE, NAME)
+    except ApiError as exc:
+        if exc.not_found:
+            return state
+        raise
+    state.deployment = True
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    state.image = spec["template"]["spec"]["containers"][0].get("image")
+    state.replicas = int(spec.get("replicas") or 0)
+    state.available_replicas = int(status.get("availableReplicas") or 0)
+    pods, _ = api.list_objects(POD, NAMESPACE, SELECTOR)
+    state.pods = [_pod_row(p) for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return state
+
+
+def uninstall(
+    api: KubeApi,
+    objects: list[dict[str, Any]],
+    say: Callable[[str], None],
+    delete_miniclusters: bool = False,
+    timeout: float = 180.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Delete what install applied, the Deployment first and the CRD last, and wait until each is gone. With
+    MiniClusters left, refuse (naming them) unless ``delete_miniclusters``: the CRD's deletion would delete them."""
+    try:
+        left, _ = api.list_objects(MINICLUSTER, None)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise InstallError(f"listing MiniClusters: {exc.status} {exc.reason}: {exc.message}") from None
+        left = []
+    if left and not delete_miniclusters:
+        names = ", ".join(f"{m['metadata']['namespace']}/{m['metadata']['name']}" for m in left)
+        raise InstallError(
+            f"{len(left)} MiniCluster(s) still exist ({names}): delete them first, or give --delete-miniclusters "
+            "(uninstalling deletes the CRD, and with it every MiniCluster and its running jobs)"
+        )
+    deadline = clock() + timeout
+    for obj in reversed(objects):
+        kind, meta = kind_of(obj), obj["metadata"]
+        try:
+            api.delete(kind, meta.get("namespace"), meta["name"], "Foreground")
+        except ApiError as exc:
+            if exc.not_found:
+                continue
+            raise InstallError(f"deleting {_label(obj)}: {exc.status} {exc.reason}: {exc.message}") from None
+        while True:
+            try:
+                api.get(kind, meta.get("namespace"), meta["name"])
+            except ApiError as exc:
+                if exc.not_found:
+                    break
+                raise InstallError(f"reading {_label(obj)}: {exc.status} {exc.reason}: {exc.message}") from None
+            if clock() > deadline:
+                raise InstallError(f"{_label(obj)} was not gone within {timeout:.0f}s")
+            sleep(0.5)
+        say(f"deleted {_label(obj)}")

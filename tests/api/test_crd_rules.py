@@ -1,0 +1,71 @@
+"""The CRD's CEL rules (api/crd_rules.py) say what `minicluster validate` says: over every small combination of
+size, minSize, maxSize and autoscale, the rules that fail (evaluated with cel-python on the spec as the API server
+defaults it) are exactly the Python rules' problems on those fields, with the same field paths and words."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import celpy
+import pytest
+
+from miniclusters.api import load_minicluster
+from miniclusters.api.crd import build_crd
+from miniclusters.api.crd_rules import SPEC_VALIDATIONS
+from miniclusters.api.errors import SpecError
+from miniclusters.testing.kube_cel import cel_program
+
+FIELDS = ("spec.minSize", "spec.maxSize", "spec.autoscale.enabled")
+IMAGE = "ghcr.io/miniclusters/openmpi-openfoam:0.1.0"
+
+
+def _cel_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the API server answers: (spec + fieldPath, message) of each rule that does not hold."""
+    defaulted = {"size": 1, "minSize": 0, "maxSize": 0, **spec}  # the CRD's defaults, applied before CEL
+    activation = {"self": celpy.json_to_cel(defaulted)}
+    out = []
+    for rule in SPEC_VALIDATIONS:
+        if not cel_program(rule["rule"]).evaluate(activation):
+            message = cel_program(rule["messageExpression"]).evaluate(activation)
+            out.append((f"spec{rule['fieldPath']}", str(message)))
+    return out
+
+
+def _python_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    data = {"apiVersion": "miniclusters.dev/v1alpha1", "kind": "MiniCluster", "metadata": {"name": "x"}}
+    try:
+        load_minicluster({**data, "spec": {**spec, "containers": [{"image": IMAGE}]}})
+    except SpecError as exc:
+        return [(p.path, p.message) for p in exc.problems if p.path in FIELDS]
+    return []
+
+
+def _specs() -> list[dict[str, Any]]:
+    out = []
+    for size, min_size, max_size, autoscale in itertools.product(
+        range(1, 5), range(0, 6), range(0, 6), (None, False, True)
+    ):
+        spec: dict[str, Any] = {"size": size, "minSize": min_size, "maxSize": max_size}
+        if autoscale is not None:
+            spec["autoscale"] = {"enabled": autoscale}
+        out.append(spec)
+    return out
+
+
+def test_every_cel_rule_says_what_the_python_rules_say() -> None:
+    disagreements = [
+        (spec, _cel_problems(spec), _python_problems(spec))
+        for spec in _specs()
+        if sorted(_cel_problems(spec)) != sorted(_python_problems(spec))
+    ]
+    assert not disagreements, disagreements[:3]
+    refused = [spec for spec in _specs() if _cel_problems(spec)]
+    assert len(refused) > 100  # the grid reaches every rule, not only the specs that pass
+
+
+@pytest.mark.parametrize("field", ["minSize", "maxSize", "autoscale"])
+def test_the_crd_carries_the_rules_on_spec(field: str) -> None:
+    spec = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["x-kubernetes-validations"] == SPEC_VALIDATIONS
+    assert any(field in rule["fieldPath"] for rule in spec["x-kubernetes-validations"])

@@ -1,0 +1,178 @@
+"""`minicluster operator install | uninstall | status` against the fake API server: what is applied and in which
+order, waiting for the operator (and naming a pod that can never start), uninstall's refusal while MiniClusters
+exist, and `kubectl apply -k crds` applying the same objects. The real cluster runs it in tests/e2e."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from miniclusters import __version__
+from miniclusters.api.crd import CRD_NAME
+from miniclusters.backends.kubernetes.api import CRD, DEPLOYMENT, NAMESPACE, ApiError
+from miniclusters.operator import install as installer
+from miniclusters.operator.manifests import LABELS, NAME
+from miniclusters.render import RenderOptions
+from miniclusters.render.options import DEFAULT_REGISTRY
+from miniclusters.testing.fake_kube import FakeKube
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = RenderOptions(registry=DEFAULT_REGISTRY, tag=__version__)
+
+
+class Controllers:
+    """What the real apiextensions and Deployment controllers do between two looks: the CRD becomes Established,
+    the Deployment gets its pod and, unless the image cannot be used, an available replica."""
+
+    def __init__(self, fake: FakeKube, waiting: str | None = None) -> None:
+        self.fake, self.waiting, self.sleeps = fake, waiting, 0
+
+    def sleep(self, _seconds: float) -> None:
+        self.sleeps += 1
+        for (key, _ns, name), obj in self.fake.objects.items():
+            if key.endswith("/CustomResourceDefinition") and name == CRD_NAME:
+                obj["status"] = {"conditions": [{"type": "Established", "status": "True"}]}
+            if key == "apps/v1/Deployment" and name == NAME:
+                obj["status"] = {} if self.waiting else {"availableReplicas": 1, "replicas": 1}
+        if not any(k == "v1/Pod" for k, _, _ in self.fake.objects):
+            state = {"waiting": {"reason": self.waiting, "message": "image not on the node"}} if self.waiting else {}
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{NAME}-abc", "namespace": installer.NAMESPACE, "labels": dict(LABELS)},
+                "spec": {"containers": [{"name": "operator", "image": COMMITTED.broker_image}]},
+            }
+            self.fake.objects[("v1/Pod", installer.NAMESPACE, pod["metadata"]["name"])] = pod
+            pod["status"] = {
+                "phase": "Pending" if self.waiting else "Running",
+                "containerStatuses": [
+                    {"name": "operator", "ready": not self.waiting, "restartCount": 0, "state": state}
+                ],
+            }
+
+
+def _fake() -> FakeKube:
+    fake = FakeKube(namespace="default", crd_installed=False, start_pods=False)
+    return fake
+
+
+def test_install_applies_the_crd_first_then_waits_for_an_available_operator() -> None:
+    fake, said = _fake(), []
+    controllers = Controllers(fake)
+    objects = installer.install_objects(COMMITTED)
+    installer.install(fake, objects, said.append, sleep=controllers.sleep)
+    applied = [line.removeprefix("applied ") for line in said if line.startswith("applied ")]
+    assert applied[0] == f"CustomResourceDefinition {CRD_NAME}"
+    assert applied[1:] == [
+        "Namespace miniclusters-system",
+        f"ServiceAccount miniclusters-system/{NAME}",
+        f"ClusterRole {NAME}",
+        f"ClusterRoleBinding {NAME}",
+        f"Deployment miniclusters-system/{NAME}",
+    ]
+    assert said[-1].startswith("operator available: 1/1 available")
+    state = installer.operator_state(fake)
+    assert state.available and state.image == COMMITTED.broker_image
+    # a second install converges: everything applied again, nothing refused
+    installer.install(fake, objects, said.append, sleep=controllers.sleep)
+    assert fake.get(DEPLOYMENT, installer.NAMESPACE, NAME)["spec"]["replicas"] == 1
+
+
+def test_install_names_a_pod_that_can_never_start() -> None:
+    fake = _fake()
+    controllers = Controllers(fake, waiting="ErrImageNeverPull")
+    with pytest.raises(installer.InstallError) as error:
+        installer.install(fake, installer.install_objects(COMMITTED), lambda _: None, sleep=controllers.sleep)
+    assert f"pod {NAME}-abc: ErrImageNeverPull image not on the node" in str(error.value)
+
+
+def test_install_gives_up_after_its_timeout_saying_what_it_waited_for() -> None:
+    fake, clock = _fake(), iter(range(0, 10_000, 10))
+    controllers = Controllers(fake, waiting="ContainerCreating")
+    with pytest.raises(installer.InstallError) as error:
+        installer.install(
+            fake,
+            installer.install_objects(COMMITTED),
+            lambda _: None,
+            timeout=60,
+            clock=lambda: float(next(clock)),
+            sleep=controllers.sleep,
+        )
+    assert "not available within 60s" in str(error.value) and "ContainerCreating" in str(error.value)
+
+
+def _installed() -> FakeKube:
+    fake = _fake()
+    installer.install(fake, installer.install_objects(COMMITTED), lambda _: None, sleep=Controllers(fake).sleep)
+    fake.crd_installed = True
+    return fake
+
+
+def _minicluster(fake: FakeKube) -> None:
+    fake.create(
+        {
+            "apiVersion": "miniclusters.dev/v1alpha1",
+            "kind": "MiniCluster",
+            "metadata": {"name": "work", "namespace": "default"},
+            "spec": {"size": 1, "containers": [{"image": "ghcr.io/miniclusters/openmpi-openfoam:0.1.0"}]},
+        }
+    )
+
+
+def test_uninstall_refuses_while_miniclusters_exist_and_changes_nothing() -> None:
+    fake = _installed()
+    _minicluster(fake)
+    before = sorted(fake.objects)
+    with pytest.raises(installer.InstallError) as error:
+        installer.uninstall(fake, installer.install_objects(), lambda _: None, sleep=lambda _: None)
+    assert "1 MiniCluster(s) still exist (default/work)" in str(error.value)
+    assert "--delete-miniclusters" in str(error.value)
+    assert sorted(fake.objects) == before
+
+
+def test_uninstall_removes_everything_install_applied() -> None:
+    fake = _installed()
+    _minicluster(fake)
+    said: list[str] = []
+    installer.uninstall(fake, installer.install_objects(), said.append, delete_miniclusters=True, sleep=lambda _: None)
+    assert (
+        said[0] == f"deleted Deployment miniclusters-system/{NAME}"
+        and said[-1] == f"deleted CustomResourceDefinition {CRD_NAME}"
+    )
+    for kind, ns, name in [
+        (DEPLOYMENT, installer.NAMESPACE, NAME),
+        (NAMESPACE, None, installer.NAMESPACE),
+        (CRD, None, CRD_NAME),
+    ]:
+        with pytest.raises(ApiError) as gone:
+            fake.get(kind, ns, name)
+        assert gone.value.not_found
+    assert not installer.operator_state(fake).deployment
+    # nothing left to remove: a second uninstall is a no-op, not an error
+    fake.crd_installed = False
+    installer.uninstall(fake, installer.install_objects(), said.append, sleep=lambda _: None)
+
+
+def test_status_says_not_installed_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    from miniclusters.cli import operator_install_commands
+
+    fake = _fake()
+    monkeypatch.setattr(operator_install_commands, "_api", lambda _context: fake)
+    result = CliRunner().invoke(operator_install_commands.status, [])
+    assert result.exit_code == 1
+    assert f"CRD {CRD_NAME}: missing" in result.output and "not installed (no Deployment)" in result.output
+
+
+def test_kubectl_apply_k_crds_applies_what_install_applies() -> None:
+    kustomization = yaml.safe_load((ROOT / "crds" / "kustomization.yaml").read_text())
+    files: list[dict[str, Any]] = [
+        doc
+        for path in kustomization["resources"]
+        for doc in yaml.safe_load_all((ROOT / "crds" / path).read_text())
+        if doc
+    ]
+    assert files == installer.install_objects(COMMITTED)
