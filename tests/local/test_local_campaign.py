@@ -162,7 +162,8 @@ def test_killing_a_follower_mid_campaign_loses_no_member(
 ) -> None:
     import os
 
-    spec = _write(tmp_path, _spec(tmp_path, "camp-kill", iterations=40))
+    # long enough that the kill lands while mach runs on pod 1 (CI: with 40 it once came after mach was done)
+    spec = _write(tmp_path, _spec(tmp_path, "camp-kill", iterations=120))
     env = {**os.environ, "MINICLUSTERS_LOCAL_RESTART_DELAY": "0.2"}
     up = subprocess.Popen(
         [MINICLUSTER, "up", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
