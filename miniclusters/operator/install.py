@@ -16,6 +16,7 @@ from typing import Any
 
 from miniclusters.api.crd import CRD_NAME, build_crd
 from miniclusters.backends.kubernetes.api import CRD, DEPLOYMENT, MINICLUSTER, POD, ApiError, KubeApi, kind_of
+from miniclusters.backends.wait import NEVER_STARTS as NEVER_STARTS_UP
 from miniclusters.errors import MiniclustersError
 from miniclusters.operator.manifests import LABELS, NAME, NAMESPACE, build_manifests
 from miniclusters.render.options import RenderOptions
@@ -89,8 +90,8 @@ def install(
         sleep(1.0)
 
 
-# Reasons a container waits that no amount of waiting fixes (the image is not on the node, or cannot be used).
-NEVER_STARTS = ("ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "ImagePullBackOff")
+# What `up` stops at (backends/wait.py), and an image the node keeps failing to pull: the operator's image is ours.
+NEVER_STARTS = NEVER_STARTS_UP | {"ImagePullBackOff"}
 
 
 @dataclass
