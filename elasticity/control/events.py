@@ -24,11 +24,16 @@ class EventLog:
         self.loop = loop
         self.clock = clock
         self._lock = threading.Lock()
+        self.path: Path | None = None
+        """The file, when the log is one (a resumed runner replays it)."""
         if isinstance(target, Path | str):
             path = Path(target)
             path.parent.mkdir(parents=True, exist_ok=True)
+            self.path = path
             self._stream: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
             self._owned = True
+            if _torn(path):  # a writer killed mid-line: our first record must not join its half line
+                self._stream.write("\n")
         else:
             self._stream = target
             self._owned = False
@@ -51,6 +56,16 @@ class EventLog:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _torn(path: Path) -> bool:
+    """The file does not end with a newline (and is not empty)."""
+    with open(path, "rb") as handle:
+        handle.seek(0, 2)
+        if handle.tell() == 0:
+            return False
+        handle.seek(-1, 2)
+        return handle.read(1) != b"\n"
 
 
 def read_events(path: Path | str) -> Iterator[dict[str, Any]]:

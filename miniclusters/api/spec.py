@@ -396,6 +396,23 @@ class Condition(BaseModel):
     observed_generation: int = 0
 
 
+class CampaignStatus(BaseModel):
+    """What the operator's campaign has done that must outlive the operator: an operator that takes over goes on
+    from here instead of starting the campaign again."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+    spec: str
+    """A digest of the spec.campaign this record belongs to."""
+    jobs: dict[str, str] = Field(default_factory=dict)
+    """Ensemble -> the Flux job running it on the lead (its latest, when it was rerun)."""
+    reruns: dict[str, int] = Field(default_factory=dict)
+    cancelled: list[str] = Field(default_factory=list)
+    started: float = 0.0
+    """When the campaign began (seconds since the epoch)."""
+    outcome: Literal["done", "cancelled"] | None = None
+
+
 class MiniClusterStatus(BaseModel):
     """Observed state: the operator's fields (size/selector back the scale subresource) plus ours."""
 
@@ -408,6 +425,7 @@ class MiniClusterStatus(BaseModel):
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int = 0
     ready_pods: int = 0
+    campaign: CampaignStatus | None = None
     phase: str = ""
     """Pending, Scaling, Running, NotReady, Completed, Failed or Invalid (the operator's summary of its
     conditions: the Phase column of `kubectl get miniclusters`)."""

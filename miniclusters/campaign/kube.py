@@ -20,6 +20,7 @@ from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.backends.ports import ports_for
 from miniclusters.campaign.observe import exec_jobs
 from miniclusters.campaign.plan import CampaignPlan, plan_campaign
+from miniclusters.campaign.progress import CampaignProgress
 from miniclusters.campaign.runner import CampaignRunner
 from miniclusters.operator.campaign import CampaignStarter
 
@@ -43,18 +44,29 @@ def kubernetes_campaign_starter(
     backend_for: Callable[[str], KubernetesBackend] | None = None,
     flux: list[str] | None = None,
 ) -> CampaignStarter:
-    """(namespace, MiniCluster, clock) -> its CampaignRunner, the cases prepared in the shared work directory.
+    """(namespace, MiniCluster, clock, progress) -> its CampaignRunner, the cases prepared in the shared work
+    directory, or (given the progress of a campaign another operator ran) found there as that one left them.
     ``prepare`` defaults to `session.prepare` (OpenFOAM where the operator runs); tests pass a lighter one."""
 
-    def start(namespace: str, mc: MiniCluster, clock: Callable[[], float]) -> CampaignRunner:
+    def start(
+        namespace: str, mc: MiniCluster, clock: Callable[[], float], resume: CampaignProgress | None = None
+    ) -> CampaignRunner:
         from miniclusters.autoscaling.queue import lead_flux
         from miniclusters.campaign import session
 
         spec = mc.spec.campaign
         assert spec is not None
         workdir = shared_workdir(mc)
-        plan = (prepare or session.prepare)(mc, lambda _line: None)
-        assert plan.workdir == plan_campaign(spec, workdir).workdir
+        if resume is None:
+            plan = (prepare or session.prepare)(mc, lambda _line: None)
+            assert plan.workdir == plan_campaign(spec, workdir).workdir
+        else:  # the cases and scripts are on the shared volume already: preparing again would wipe them
+            plan = plan_campaign(spec, workdir)
+            missing = [str(e.script) for e in plan.ensembles if not e.script.exists()]
+            if missing:
+                raise InvalidRequestError(
+                    f"spec.campaign.workdir: cannot resume the campaign, its batch scripts are gone: {missing[0]}"
+                )
         backend = backend_for(namespace) if backend_for is not None else KubernetesBackend(api=api, namespace=namespace)
         observer, actuator = ports_for(backend)
         argv = flux if flux is not None else lead_flux()

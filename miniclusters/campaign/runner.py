@@ -23,13 +23,14 @@ from elasticity.control.campaign import (
     EnsembleView,
     MultiplexKnobs,
 )
-from elasticity.control.events import EventLog
+from elasticity.control.events import EventLog, read_events
 from elasticity.control.ports import Actuator, ActuatorError, ClusterView, Observer
 from elasticity.policy.autoscale import AutoscaleOptions, QueueView
 from miniclusters.autoscaling.queue import ExecQueue
 from miniclusters.backends.base import Backend, BackendError
 from miniclusters.campaign.observe import Profiles, job_times, lead_jobs, observe_ensembles, ran_on
 from miniclusters.campaign.plan import ENDED, CampaignPlan, batch_script, batch_submit, reset_member
+from miniclusters.campaign.progress import CampaignProgress, Outcome, adopt
 from miniclusters.campaign.samples import Samples
 
 MAX_RERUNS = 1
@@ -79,6 +80,10 @@ class CampaignRunner:
     jobs_of: Callable[[], Mapping[int, JobInfo] | None] | None = None
     """Every job of the lead by id (None: no answer this time); default: the lead's socket at `lead_uri`."""
     done_at: float | None = None
+    wall: Callable[[], float] = time.time
+    started_wall: float = 0.0
+    """Wall-clock seconds when the campaign began (kept by a resumed runner)."""
+    outcome: Outcome | None = None
 
     def __post_init__(self) -> None:
         if self.observer is None or self.actuator is None:
@@ -311,6 +316,7 @@ class CampaignRunner:
             self.on_tick(self)
 
     def begin(self) -> None:
+        self.started_wall = self.wall()
         self.event(
             "campaign-start",
             ensembles=[e.name for e in self.plan.ensembles],
@@ -327,6 +333,7 @@ class CampaignRunner:
         if not self._settled(self.done_at):
             return False
         self.event("campaign-end", state="done", cpu_seconds=round(self.cpu_seconds, 1))
+        self.outcome = "done"
         return True
 
     def run(self, timeout: float | None = None) -> str:
@@ -368,6 +375,64 @@ class CampaignRunner:
         with contextlib.suppress(Exception):
             self.observe()
         self.event("campaign-end", state="cancelled", reason=reason, cpu_seconds=round(self.cpu_seconds, 1))
+        self.outcome = "cancelled"
+
+    # ------------------------------------------------------------------ outliving the process
+    def progress(self, spec: str) -> CampaignProgress:
+        """What another runner needs to go on from here (progress.py): recorded after every step that changed it."""
+        return CampaignProgress(
+            spec, dict(self.jobs), dict(self.reruns), tuple(sorted(self.cancelled)), self.started_wall, self.outcome
+        )
+
+    def resume(self, progress: CampaignProgress, attempts: int = 3, pause: float = 1.0) -> None:
+        """Go on from ``progress`` instead of beginning: the recorded jobs (and any the lead ran for an ensemble
+        after the record was written) are this runner's; the event log written so far gives each ensemble's and
+        member's last state, so only what changed since is logged. Raises ActuatorError when the lead does not
+        answer: without its job list an unrecorded submission could be made twice."""
+        infos = None
+        for attempt in range(attempts):
+            infos = self.jobs_of() if self.jobs_of is not None else lead_jobs(self.lead_uri)
+            if infos is not None:
+                break
+            if attempt + 1 < attempts:
+                time.sleep(pause)
+        if infos is None:
+            raise ActuatorError("the lead does not answer `flux jobs`: cannot tell which ensembles it already runs")
+        lead = {job: (info.name, info.t_submit) for job, info in infos.items()}
+        jobs = adopt(progress, tuple(e.name for e in self.plan.ensembles), lead)
+        self.reruns = dict(progress.reruns)
+        for name, job in jobs.items():
+            if name in progress.jobs and job != progress.jobs[name]:
+                self.reruns[name] = self.reruns.get(name, 0) + 1
+        self.jobs = jobs
+        self.cancelled = set(progress.cancelled)
+        self.started_wall = progress.started
+        self.t0 = self.clock() - max(0.0, self.wall() - progress.started)
+        self._states.update(replayed_states(self.log_path))
+        adopted = sorted(name for name, job in jobs.items() if progress.jobs.get(name) != job)
+        self.event("campaign-resume", jobs={n: j for n, j in sorted(jobs.items())}, adopted=adopted)
+        self.say(f"{self._clock()} campaign resumed: {len(jobs)} ensembles submitted earlier")
+
+    @property
+    def log_path(self) -> Path | None:
+        return self.log.path
+
+
+def replayed_states(path: Path | None) -> dict[str, str]:
+    """Each ensemble's and member's last state in an event log, keyed as CampaignRunner._states keys them."""
+    if path is None or not path.exists():
+        return {}
+    states: dict[str, str] = {}
+    for record in read_events(path):
+        kind = str(record.get("kind", ""))
+        if kind.startswith("ensemble-") and kind != "ensemble-rerun" and "ensemble" in record:
+            states[str(record["ensemble"])] = kind.removeprefix("ensemble-")
+        elif kind == "ensemble-rerun":
+            states[str(record["ensemble"])] = "queued"
+        elif kind == "member":
+            state = str(record["state"]) + ("+profiled" if record.get("duty") is not None else "")
+            states[f"{record['ensemble']}/{record['member']}"] = state
+    return states
 
 
 def workdir_for(name: str, configured: str) -> Path:

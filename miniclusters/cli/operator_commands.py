@@ -27,6 +27,19 @@ if TYPE_CHECKING:
 @click.option("--accept-flux-operator-kind", is_flag=True, help="Also reconcile flux-framework.org/v1alpha2 objects.")
 @click.option("--registry", help="Registry of our images.")
 @click.option("--tag", help="Tag of our images.")
+@click.option(
+    "--leader-elect",
+    is_flag=True,
+    help="Reconcile only while holding the Lease (coordination.k8s.io) miniclusters-operator: run several "
+    "replicas, one leads, another takes over within seconds when it is gone.",
+)
+@click.option(
+    "--leader-elect-namespace",
+    envvar="POD_NAMESPACE",
+    default="miniclusters-system",
+    show_default=True,
+    help="Where the Lease lives [env POD_NAMESPACE].",
+)
 @click.pass_context
 def operator(
     ctx: click.Context,
@@ -36,6 +49,8 @@ def operator(
     accept_flux_operator_kind: bool,
     registry: str | None,
     tag: str | None,
+    leader_elect: bool,
+    leader_elect_namespace: str,
 ) -> None:
     """Run the MiniCluster operator: reconcile MiniCluster objects until interrupted.
 
@@ -88,23 +103,47 @@ def operator(
         ]
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        _say_ready()
-        others = [
-            threading.Thread(target=c.run, args=(stop,), name=f"operator-{c.namespace}", daemon=True)
-            for c in controllers[1:]
-        ]
-        for thread in others:
-            thread.start()
+        _say_ready()  # a candidate is ready too: it serves by taking over
+
+        def serve(until: threading.Event) -> None:
+            threads = [
+                threading.Thread(target=c.run, args=(until,), name=f"operator-{c.namespace}", daemon=True)
+                for c in controllers
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+
         interrupted = False
         try:
-            controllers[0].run(stop)
+            if leader_elect:
+                from miniclusters.operator.leader import LeaderElector
+
+                elector = LeaderElector(api, leader_elect_namespace, _identity())
+                logging.getLogger("miniclusters.operator").info(
+                    "%s: waiting for the Lease %s/%s", elector.identity, elector.namespace, elector.name
+                )
+                if not elector.run(stop, serve):
+                    raise click.ClickException("lost the operator's Lease: stopped leading (the pod restarts)")
+            else:
+                serving = threading.Thread(target=serve, args=(stop,), name="operator", daemon=True)
+                serving.start()
+                while serving.is_alive():
+                    serving.join(timeout=0.5)
         except KeyboardInterrupt:
             interrupted = True
             stop.set()
-        for thread in others:
-            thread.join(timeout=5)
         if interrupted:  # Ctrl-C: the controllers stopped cleanly, and the exit code says how they were stopped
             sys.exit(EXIT_INTERRUPTED)
+
+
+def _identity() -> str:
+    """This replica's name in the Lease: its pod (POD_NAME, from the Deployment) or host, and its process."""
+    import os
+    import socket
+
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
 
 
 def _say_ready() -> None:

@@ -115,6 +115,8 @@ def status(context: str | None, output: str) -> None:
         click.echo(f"Deployment {installer.NAMESPACE}/{installer.NAME}: {state.summary()}")
         if state.image:
             click.echo(f"image: {state.image}")
+        if state.deployment:
+            click.echo(f"leader: {state.leader or 'none (no replica holds the Lease)'}")
         for pod in state.pods:
             line = f"  pod {pod['name']}: {pod['reason']}, {pod['restarts']} restarts"
             click.echo(f"{line}: {pod['message']}" if pod["message"] else line)

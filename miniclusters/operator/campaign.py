@@ -15,12 +15,13 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from miniclusters.api.campaign import CampaignSpec
 from miniclusters.api.spec import MiniCluster
+from miniclusters.campaign.progress import CampaignProgress, fingerprint
 from miniclusters.operator.autoscaling import Decision
-from miniclusters.operator.runners import RunnerSupervisor
+from miniclusters.operator.runners import DEFAULT_INTERVAL, RunnerSupervisor
 
 if TYPE_CHECKING:
     from miniclusters.campaign.runner import CampaignRunner
@@ -28,8 +29,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("miniclusters.operator.campaign")
 
-CampaignStarter = Callable[[str, MiniCluster, Callable[[], float]], "CampaignRunner"]
-"""(namespace, the MiniCluster, clock) -> its campaign's runner (cases prepared); raises when it cannot be built."""
+
+class CampaignStarter(Protocol):
+    def __call__(
+        self, namespace: str, mc: MiniCluster, clock: Callable[[], float], resume: CampaignProgress | None = None
+    ) -> CampaignRunner:
+        """The campaign's runner, its cases prepared (or, resuming, found as the last runner left them); raises
+        when it cannot be built."""
+        ...
+
+
+Record = Callable[["ClusterKey", CampaignProgress], bool]
+"""Write a campaign's progress where the next operator finds it (status.campaign); False when it could not."""
 
 
 def summary(runner: CampaignRunner) -> str:
@@ -59,6 +70,8 @@ class CampaignLoop:
     spec: CampaignSpec
     runner: CampaignRunner
     due: float
+    recorded: CampaignProgress | None = None
+    """The progress last written to status.campaign."""
     states: dict[str, str] = field(default_factory=dict)
     """Ensemble and member states already turned into Events."""
     outcome: Literal["done", "cancelled"] | None = None
@@ -107,11 +120,31 @@ class CampaignLoop:
 
 
 class CampaignSupervisor(RunnerSupervisor[CampaignLoop, CampaignStarter]):
-    """Starts, steps and stops the campaigns' runners (runners.RunnerSupervisor)."""
+    """Starts, steps and stops the campaigns' runners (runners.RunnerSupervisor); records each one's progress
+    through ``record`` so that a campaign outlives the operator running it."""
 
-    def sync(self, key: ClusterKey, mc: MiniCluster | None, ready: bool = True, gone: bool = False) -> None:
+    def __init__(
+        self,
+        start: CampaignStarter,
+        clock: Callable[[], float],
+        report: Callable[[ClusterKey, Decision, bool], None],
+        record: Record,
+        interval: float = DEFAULT_INTERVAL,
+    ) -> None:
+        super().__init__(start, clock, report, interval)
+        self.record = record
+
+    def sync(
+        self,
+        key: ClusterKey,
+        mc: MiniCluster | None,
+        ready: bool = True,
+        gone: bool = False,
+        recorded: CampaignProgress | None = None,
+    ) -> None:
         """Start the campaign of ``key`` once every pod is ready; cancel it when its spec.campaign goes or changes.
-        A finished campaign stays finished (its condition says how it ended) until its spec changes."""
+        A finished campaign stays finished (its condition says how it ended) until its spec changes. ``recorded``:
+        the progress in the cluster's status; a record of this spec is resumed (ended: left alone)."""
         running = self.loops.get(key)
         wanted = mc.spec.campaign if mc is not None else None
         if running is not None and wanted == running.spec:
@@ -123,22 +156,44 @@ class CampaignSupervisor(RunnerSupervisor[CampaignLoop, CampaignStarter]):
         if wanted is None:
             self.failed.pop(key, None)
             return
+        resume = recorded if recorded is not None and recorded.belongs_to(wanted) else None
+        if resume is not None and resume.outcome is not None:
+            return  # it ended under an earlier operator: its condition already says how
         if mc is not None and ready:
-            self._start(key, mc, wanted)
+            self._start(key, mc, wanted, resume)
 
-    def _start(self, key: ClusterKey, mc: MiniCluster, spec: CampaignSpec) -> None:
+    def _start(self, key: ClusterKey, mc: MiniCluster, spec: CampaignSpec, resume: CampaignProgress | None) -> None:
         try:
-            runner = self.start(key.namespace, mc, self.clock)
-            runner.begin()
+            runner = self.start(key.namespace, mc, self.clock, resume)
+            if resume is None:
+                runner.begin()
+            else:
+                runner.resume(resume)
         except Exception as exc:
-            self._start_failed(key, f"could not start the campaign: {exc}")
+            verb = "resume" if resume is not None else "start"
+            self._start_failed(key, f"could not {verb} the campaign: {exc}")
             return
+        loop = CampaignLoop(spec, runner, due=self.clock(), recorded=resume)
         members = len(runner.plan.members)
-        message = (
-            f"every {self.interval:g}s: {len(runner.plan.ensembles)} ensembles, {members} members "
-            f"in {runner.plan.workdir}"
-        )
-        self._started(key, CampaignLoop(spec, runner, due=self.clock()), message)
+        where = f"{len(runner.plan.ensembles)} ensembles, {members} members in {runner.plan.workdir}"
+        if resume is None:
+            message = f"every {self.interval:g}s: {where}"
+        else:
+            loop.states = seen_states(runner)
+            ended = sorted(n for n, s in loop.states.items() if "/" not in n and s in ("done", "cancelled"))
+            message = (
+                f"resumed: {len(runner.jobs)} of {len(runner.plan.ensembles)} ensembles submitted earlier"
+                + (f" ({', '.join(ended)} ended)" if ended else "")
+                + f"; every {self.interval:g}s: {where}"
+            )
+        self._save(key, loop)
+        self._started(key, loop, message)
+
+    def _save(self, key: ClusterKey, loop: CampaignLoop) -> None:
+        """Record the runner's progress when it changed (a write that fails is tried again after the next step)."""
+        progress = loop.runner.progress(fingerprint(loop.spec))
+        if progress != loop.recorded and self.record(key, progress):
+            loop.recorded = progress
 
     def _stop(self, key: ClusterKey, loop: CampaignLoop, gone: bool) -> None:
         """A removed campaign is cancelled (its sub-instances and members with it); a deleted cluster's pods go
@@ -150,6 +205,8 @@ class CampaignSupervisor(RunnerSupervisor[CampaignLoop, CampaignStarter]):
         except Exception as exc:
             log.warning("%s: could not cancel its campaign: %s", key, exc)
         finally:
+            if not gone:
+                self._save(key, loop)
             with contextlib.suppress(Exception):
                 loop.runner.log.close()
         if not gone:
@@ -164,5 +221,18 @@ class CampaignSupervisor(RunnerSupervisor[CampaignLoop, CampaignStarter]):
                 continue
             changes, condition = loop.step(now, self.interval)
             stepped += 1
+            self._save(key, loop)
             self._report_step(key, loop, changes, condition)
         return stepped
+
+
+def seen_states(runner: CampaignRunner) -> dict[str, str]:
+    """What a resumed runner's predecessor already reported as Events (its ensembles' states, its members that
+    ended): the runner's states replayed from its event log."""
+    out = {}
+    for key, state in runner._states.items():
+        if "/" not in key:
+            out[key] = state
+        elif state.removesuffix("+profiled") in ("done", "failed"):
+            out[key] = state.removesuffix("+profiled")
+    return out

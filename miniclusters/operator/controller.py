@@ -29,6 +29,7 @@ from miniclusters.backends.kubernetes.api import (
     Kind,
     KubeApi,
 )
+from miniclusters.campaign.progress import CampaignProgress
 from miniclusters.operator import conditions as cond
 from miniclusters.operator.autoscaling import AutoscaleSupervisor, Decision, PortsFor
 from miniclusters.operator.campaign import CampaignStarter, CampaignSupervisor
@@ -97,7 +98,11 @@ class Controller:
         self.multiplexers = (
             MultiplexSupervisor(multiplex_start, clock, self._report_multiplexing) if multiplex_start else None
         )
-        self.campaigns = CampaignSupervisor(campaign_start, clock, self._report_campaign) if campaign_start else None
+        self.campaigns = (
+            CampaignSupervisor(campaign_start, clock, self._report_campaign, self._record_campaign)
+            if campaign_start
+            else None
+        )
         self.watchers = [Watcher(self, kind, None) for kind in self.kinds] + [
             Watcher(self, JOB, NAME_LABEL),
             Watcher(self, POD, NAME_LABEL),
@@ -174,7 +179,8 @@ class Controller:
             self.multiplexers.sync(key, loops_mc, ready)
         if self.campaigns is not None:  # its ensembles need the pods the spec starts with
             ready = cond.is_true(list(result.status.get("conditions") or []), cond.READY)
-            self.campaigns.sync(key, result.mc, ready)
+            recorded = CampaignProgress.from_status(observed.cluster.get("status"))
+            self.campaigns.sync(key, result.mc, ready, recorded=recorded)
         for action in result.actions:
             self._act(key, action)
         for event in result.events:
@@ -238,6 +244,22 @@ class Controller:
 
     def _report_campaign(self, key: ClusterKey, decision: Decision, set_condition: bool) -> None:
         self._report_loop(key, decision, cond.CAMPAIGN if set_condition else None, "Campaign")
+
+    def _record_campaign(self, key: ClusterKey, progress: CampaignProgress, attempts: int = 5) -> bool:
+        """status.campaign := progress (campaign/progress.py), read-modify-write retried on 409 Conflict; False
+        (and a log line) when it could not be written: the supervisor tries again after its next step."""
+        for _ in range(attempts):
+            try:
+                cluster = self.api.get(key.kind, key.namespace, key.name)
+                status = dict(cluster.get("status") or {})
+                self.api.replace({**cluster, "status": {**status, "campaign": progress.to_status()}}, "status")
+                return True
+            except ApiError as exc:
+                if not exc.conflict:
+                    log.warning("%s: could not record the campaign's progress: %s", key, exc)
+                    return False
+        log.warning("%s: could not record the campaign's progress: %d conflicts in a row", key, attempts)
+        return False
 
     def _report_loop(self, key: ClusterKey, decision: Decision, condition: str | None, action: str) -> None:
         """Set a loop's condition (when given and changed) and record the decision's Event; never raises."""

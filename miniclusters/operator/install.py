@@ -15,10 +15,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from miniclusters.api.crd import CRD_NAME, build_crd
-from miniclusters.backends.kubernetes.api import CRD, DEPLOYMENT, MINICLUSTER, POD, ApiError, KubeApi, kind_of
+from miniclusters.backends.kubernetes.api import (
+    CRD,
+    DEPLOYMENT,
+    LEASE,
+    MINICLUSTER,
+    POD,
+    ApiError,
+    KubeApi,
+    kind_of,
+)
 from miniclusters.backends.wait import NEVER_STARTS as NEVER_STARTS_UP
 from miniclusters.errors import MiniclustersError
-from miniclusters.operator.manifests import LABELS, NAME, NAMESPACE, build_manifests
+from miniclusters.operator.manifests import LABELS, LEASE_NAME, NAME, NAMESPACE, build_manifests
 from miniclusters.render.options import RenderOptions
 
 FIELD_MANAGER = "miniclusters-install"
@@ -77,7 +86,7 @@ def install(
     said = ""
     while True:
         state = _call("reading the operator's Deployment", lambda: operator_state(api))
-        if state.available:
+        if state.available and state.available_replicas >= state.replicas:  # the leader and its standby
             say(f"operator available: {state.summary()}")
             return
         if state.summary() != said:
@@ -104,6 +113,8 @@ class OperatorState:
     replicas: int = 0
     available_replicas: int = 0
     pods: list[dict[str, Any]] = field(default_factory=list)
+    leader: str = ""
+    """The replica holding the Lease (operator/leader.py): '' when none leads."""
 
     @property
     def available(self) -> bool:
@@ -161,6 +172,12 @@ def operator_state(api: KubeApi) -> OperatorState:
     state.available_replicas = int(status.get("availableReplicas") or 0)
     pods, _ = api.list_objects(POD, NAMESPACE, SELECTOR)
     state.pods = [_pod_row(p) for p in pods if not p["metadata"].get("deletionTimestamp")]
+    try:
+        lease = api.get(LEASE, NAMESPACE, LEASE_NAME)
+        state.leader = str((lease.get("spec") or {}).get("holderIdentity") or "")
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
     return state
 
 

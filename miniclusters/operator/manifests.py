@@ -24,6 +24,9 @@ LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "miniclus
 READY_FILE_ENV = "MINICLUSTERS_OPERATOR_READY_FILE"
 """Where the operator says it is ready (its controllers built, the CRD found): the Deployment's readiness probe."""
 READY_FILE = "/tmp/operator.ready"
+REPLICAS = 2
+LEASE_NAME = "miniclusters-operator"
+"""The Lease the replicas elect their leader with (operator/leader.py)."""
 
 
 def rbac_rules(accept_flux_kind: bool = False) -> list[dict[str, Any]]:
@@ -42,10 +45,40 @@ def rbac_rules(accept_flux_kind: bool = False) -> list[dict[str, Any]]:
     ]
 
 
+def lease_rbac(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Role in the operator's own namespace for leader election: create the Lease (create cannot be limited to
+    one name), then read and renew only that one. Nothing else of that namespace, nothing of any other."""
+    rules = [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [LEASE_NAME],
+            "verbs": ["get", "update"],
+        },
+    ]
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": NAME, **meta},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": NAME, **meta},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        },
+    ]
+
+
 def build_manifests(
     options: RenderOptions | None = None, accept_flux_kind: bool = False, tenants: list[Tenant] | None = None
 ) -> list[dict[str, Any]]:
-    """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment (one replica: no leader election).
+    """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, the Lease's Role and RoleBinding, Deployment
+    (two replicas electing a leader).
 
     With `tenants` the operator is bound in their namespaces only (RoleBindings; tenants.py) and watches those."""
     options = options or RenderOptions()
@@ -63,7 +96,7 @@ def build_manifests(
                 "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
             }
         ]
-    args = ["operator", *scope, "--registry", options.registry, "--tag", options.tag]
+    args = ["operator", *scope, "--registry", options.registry, "--tag", options.tag, "--leader-elect"]
     if accept_flux_kind:
         args.append("--accept-flux-operator-kind")
     meta = {"namespace": NAMESPACE, "labels": LABELS}
@@ -77,13 +110,14 @@ def build_manifests(
             "rules": rbac_rules(accept_flux_kind),
         },
         *binding,
+        *lease_rbac(meta),
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": {"name": NAME, **meta},
             "spec": {
-                "replicas": 1,
-                "strategy": {"type": "Recreate"},  # never two operators at once (there is no leader election)
+                # Two replicas: one leads (the Lease), the other takes over within seconds when it is gone.
+                "replicas": REPLICAS,
                 "selector": {"matchLabels": LABELS},
                 "template": {
                     "metadata": {"labels": LABELS},
@@ -100,6 +134,12 @@ def build_manifests(
                                 "env": [
                                     {"name": "PYTHONUNBUFFERED", "value": "1"},
                                     {"name": READY_FILE_ENV, "value": READY_FILE},
+                                    # The replica's name in the Lease, and where the Lease is.
+                                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                                    {
+                                        "name": "POD_NAMESPACE",
+                                        "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                                    },
                                 ],
                                 # Ready once its controllers run (the file), not merely once its process exists.
                                 "readinessProbe": {

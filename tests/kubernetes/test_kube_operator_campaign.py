@@ -9,6 +9,7 @@ its members' records and PMPI traces appear in the shared work directory as the 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ class BatchJob:
     result: str = ""
     ranks: tuple[int, ...] = ()
     started: float = 0.0
+    submitted: float = field(default_factory=time.time)
+    """Wall-clock seconds, as Flux's t_submit (the runner's own wall clock is time.time)."""
 
 
 @dataclass
@@ -108,7 +111,7 @@ class CampaignLead:
             return ExecResult(0, encode_f58(job.id) + "\n", "")
         if verb[0] == "jobs":
             records = [
-                {"id": j.id, "state": j.state, "result": j.result, "name": j.name, "nnodes": 1,
+                {"id": j.id, "state": j.state, "result": j.result, "name": j.name, "nnodes": 1, "t_submit": j.submitted,
                  "nodelist": ",".join(f"demo-{r}" for r in j.ranks)}
                 for j in self.jobs.values()
             ]  # fmt: skip
@@ -297,3 +300,106 @@ def test_members_of_a_lost_sub_instance_run_again_not_dropped(
     events = list(read_events(tmp_path / "work" / "events.jsonl"))
     (rerun,) = [e for e in events if e["kind"] == "ensemble-rerun"]
     assert rerun["ensemble"] == "alpha" and rerun["members"] == ["alpha-0", "alpha-1", "alpha-2"]
+
+
+def _second_operator(fake: FakeKube, clock: Any) -> Controller:
+    """Another replica taking over: a new controller on the same API, knowing only what the cluster records."""
+
+    def backend_for(namespace: str) -> KubernetesBackend:
+        return KubernetesBackend(api=fake, namespace=namespace, clock=clock, sleep=clock.sleep, resize_wait=5.0)
+
+    start = kubernetes_campaign_starter(fake, prepare_lightly, backend_for, flux=["/opt/miniclusters/bin/flux"])
+    return Controller(fake, namespace="hpc", clock=clock, wall=clock.wall, campaign_start=start)
+
+
+def _run_to_the_end(operator: Controller, clock: Any, fake: FakeKube, ticks: int = 60) -> None:
+    for _ in range(ticks):
+        _tick(operator, clock)
+        if _condition(fake)[1] not in ("Started", "Running"):
+            return
+
+
+def test_an_operator_taking_over_mid_campaign_resumes_it_submitting_nothing_twice(
+    fake: FakeKube, operator: Controller, clock: Any, make_mc: Any, lead: CampaignLead, tmp_path: Path
+) -> None:
+    fake.node_cpu = "4"
+    autoscale = {"enabled": True, "idleSeconds": 4, "cooldownSeconds": 0, "intervalSeconds": 2}
+    data = campaign(tmp_path / "work")
+    data["sequential"] = True  # mach is submitted only after alpha ended: the new operator must submit it, once
+    mc = make_mc(size=1, minSize=1, maxSize=2, autoscale=autoscale, multiplexing={"enabled": True}, campaign=data)
+    fake.create(custom_resource(mc, "hpc"))
+    operator.start()
+    _settle(operator, clock)
+    for _ in range(6):
+        _tick(operator, clock)
+    recorded = fake.stored(MINICLUSTER, "demo")["status"]["campaign"]
+    assert set(recorded["jobs"]) == {"alpha"} and "outcome" not in recorded, recorded
+    assert [j.state for j in lead.jobs.values()] == ["RUN"]
+    done_before = _reasons(fake).count("MemberDone")
+
+    # the leader is gone (nothing of it runs any more); another replica starts from what the cluster records
+    successor = _second_operator(fake, clock)
+    successor.start()
+    _settle(successor, clock)
+    status, reason, message = _condition(fake)
+    assert (status, reason) == ("True", "Started") and message.startswith("resumed: 1 of 2 ensembles"), message
+    _run_to_the_end(successor, clock, fake)
+    status, reason, message = _condition(fake)
+    assert (status, reason) == ("True", "Done") and message.startswith("6/6 members completed"), message
+    assert sorted(j.name for j in lead.jobs.values()) == ["alpha", "mach"], "each ensemble submitted once"
+    assert _reasons(fake).count("MemberDone") == 6, "each member reported done once, across both operators"
+    assert done_before < 6
+    events = list(read_events(tmp_path / "work" / "events.jsonl"))
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("campaign-start") == 1 and kinds.count("campaign-resume") == 1 and kinds[-1] == "campaign-end"
+    assert [e["ensemble"] for e in events if e["kind"] == "ensemble-running"] == ["alpha", "mach"]
+    assert [e["ensemble"] for e in events if e["kind"] == "submitted"] == ["alpha", "mach"]
+    assert fake.stored(MINICLUSTER, "demo")["status"]["campaign"]["outcome"] == "done"
+
+    # and a third operator finds it ended: nothing runs again
+    third = _second_operator(fake, clock)
+    third.start()
+    _settle(third, clock)
+    assert KEY not in third.campaigns.loops and len(lead.jobs) == 2  # type: ignore[union-attr]
+    assert _condition(fake)[1] == "Done"
+
+
+def test_a_submission_the_dead_operator_did_not_record_is_adopted_from_the_lead(
+    fake: FakeKube, operator: Controller, clock: Any, make_mc: Any, lead: CampaignLead, tmp_path: Path
+) -> None:
+    fake.node_cpu = "4"
+    data = campaign(tmp_path / "work")
+    fake.create(custom_resource(make_mc(size=2, minSize=2, maxSize=2, campaign=data), "hpc"))
+    operator.start()
+    _settle(operator, clock)
+    _tick(operator, clock)
+    assert sorted(j.name for j in lead.jobs.values()) == ["alpha", "mach"]
+    # it died after `flux batch` of mach answered, before status.campaign said so
+    stored = fake.stored(MINICLUSTER, "demo")
+    jobs = stored["status"]["campaign"]["jobs"]
+    del jobs["mach"]
+    record = {**stored["status"]["campaign"], "jobs": jobs}
+    fake.replace({**stored, "status": {**stored["status"], "campaign": record}}, "status")
+
+    successor = _second_operator(fake, clock)
+    successor.start()
+    _settle(successor, clock)
+    _run_to_the_end(successor, clock, fake)
+    assert _condition(fake)[:2] == ("True", "Done"), _condition(fake)
+    assert sorted(j.name for j in lead.jobs.values()) == ["alpha", "mach"], "mach was not submitted again"
+    events = list(read_events(tmp_path / "work" / "events.jsonl"))
+    (resume,) = [e for e in events if e["kind"] == "campaign-resume"]
+    assert resume["adopted"] == ["mach"]
+
+
+def test_a_record_of_another_spec_or_an_unreadable_one_starts_the_campaign_afresh(tmp_path: Path) -> None:
+    from miniclusters.api.campaign import CampaignSpec
+    from miniclusters.campaign.progress import CampaignProgress, fingerprint
+
+    spec = CampaignSpec.model_validate(campaign(tmp_path))
+    other = CampaignSpec.model_validate({**campaign(tmp_path), "iterations": 16})
+    progress = CampaignProgress(fingerprint(spec), {"alpha": 1234}, {"alpha": 1}, ("mach",), 5.0)
+    back = CampaignProgress.from_status({"campaign": progress.to_status()})
+    assert back == progress and back.belongs_to(spec) and not back.belongs_to(other)
+    assert CampaignProgress.from_status({"campaign": {"spec": "x", "jobs": {"alpha": "not-a-job"}}}) is None
+    assert CampaignProgress.from_status({}) is None and CampaignProgress.from_status(None) is None

@@ -37,7 +37,8 @@ class Controllers:
             if key.endswith("/CustomResourceDefinition") and name == CRD_NAME:
                 obj["status"] = {"conditions": [{"type": "Established", "status": "True"}]}
             if key == "apps/v1/Deployment" and name == NAME:
-                obj["status"] = {} if self.waiting else {"availableReplicas": 1, "replicas": 1}
+                replicas = obj["spec"]["replicas"]
+                obj["status"] = {} if self.waiting else {"availableReplicas": replicas, "replicas": replicas}
         if not any(k == "v1/Pod" for k, _, _ in self.fake.objects):
             state = {"waiting": {"reason": self.waiting, "message": "image not on the node"}} if self.waiting else {}
             pod = {
@@ -72,14 +73,16 @@ def test_install_applies_the_crd_first_then_waits_for_an_available_operator() ->
         f"ServiceAccount miniclusters-system/{NAME}",
         f"ClusterRole {NAME}",
         f"ClusterRoleBinding {NAME}",
+        f"Role miniclusters-system/{NAME}",  # the Lease of leader election only
+        f"RoleBinding miniclusters-system/{NAME}",
         f"Deployment miniclusters-system/{NAME}",
     ]
-    assert said[-1].startswith("operator available: 1/1 available")
+    assert said[-1].startswith("operator available: 2/2 available")
     state = installer.operator_state(fake)
     assert state.available and state.image == COMMITTED.broker_image
     # a second install converges: everything applied again, nothing refused
     installer.install(fake, objects, said.append, sleep=controllers.sleep)
-    assert fake.get(DEPLOYMENT, installer.NAMESPACE, NAME)["spec"]["replicas"] == 1
+    assert fake.get(DEPLOYMENT, installer.NAMESPACE, NAME)["spec"]["replicas"] == 2
 
 
 def test_install_names_a_pod_that_can_never_start() -> None:

@@ -65,7 +65,10 @@ JOB = Kind("batch/v1", "Job", "jobs")
 EVENT = Kind("events.k8s.io/v1", "Event", "events")
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 CLUSTER_ROLE = Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False)
+ROLE = Kind("rbac.authorization.k8s.io/v1", "Role", "roles")
+ROLE_BINDING = Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings")
 CLUSTER_ROLE_BINDING = Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", False)
+LEASE = Kind("coordination.k8s.io/v1", "Lease", "leases")
 CRD = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False)
 MINICLUSTER = Kind(f"{API_GROUP}/{API_VERSION}", "MiniCluster", PLURAL)
 FLUX_MINICLUSTER = Kind(FLUX_OPERATOR_API_VERSION, "MiniCluster", "miniclusters")
@@ -82,7 +85,10 @@ KINDS: tuple[Kind, ...] = (
     DEPLOYMENT,
     CLUSTER_ROLE,
     CLUSTER_ROLE_BINDING,
+    ROLE,
+    ROLE_BINDING,
     CRD,
+    LEASE,
     MINICLUSTER,
     FLUX_MINICLUSTER,
 )

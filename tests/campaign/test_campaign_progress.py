@@ -1,0 +1,57 @@
+"""What a campaign records to outlive its runner (campaign/progress.py) and what a resumed runner reads back: the
+jobs it adopts from the lead, and the event log a killed writer left half-written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from elasticity.control.events import EventLog, read_events
+from miniclusters.campaign.progress import CampaignProgress, adopt
+from miniclusters.campaign.runner import replayed_states
+
+ENSEMBLES = ("alpha", "mach", "beta")
+
+
+def test_adopt_keeps_records_and_takes_only_newer_jobs_submitted_since_the_campaign_began() -> None:
+    progress = CampaignProgress("f", {"alpha": 10}, started=1000.0, cancelled=("beta",))
+    lead = {
+        5: ("mach", 900.0),  # an earlier campaign's mach, on the same cluster: not ours
+        10: ("alpha", 1001.0),
+        12: ("mach", 1002.0),  # submitted, then the runner died before recording it
+        13: ("beta", 1003.0),  # given up: never adopted
+        14: ("other", 1004.0),
+    }
+    assert adopt(progress, ENSEMBLES, lead) == {"alpha": 10, "mach": 12}
+    lead[20] = ("alpha", 1010.0)  # alpha's rerun, not recorded either
+    assert adopt(progress, ENSEMBLES, lead) == {"alpha": 20, "mach": 12}
+    assert adopt(progress, ENSEMBLES, {}) == {"alpha": 10}
+
+
+def test_replayed_states_are_each_ensemble_s_and_member_s_last(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    with EventLog(path, "campaign", lambda: 0.0) as log:
+        log.write("ensemble-queued", ensemble="alpha")
+        log.write("ensemble-running", ensemble="alpha", pods=[0])
+        log.write("member", ensemble="alpha", member="alpha-0", state="running")
+        log.write("member", ensemble="alpha", member="alpha-0", state="running", duty=[0.2, 0.3])
+        log.write("member", ensemble="alpha", member="alpha-1", state="done")
+        log.write("ensemble-done", ensemble="alpha")
+        log.write("ensemble-rerun", ensemble="alpha", members=["alpha-2"])
+    assert replayed_states(path) == {
+        "alpha": "queued",
+        "alpha/alpha-0": "running+profiled",
+        "alpha/alpha-1": "done",
+    }
+    assert replayed_states(tmp_path / "missing.jsonl") == {} and replayed_states(None) == {}
+
+
+def test_a_log_reopened_after_a_writer_died_mid_line_keeps_every_later_record(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    with EventLog(path, "campaign", lambda: 0.0) as log:
+        log.write("submitted", ensemble="alpha")
+    with path.open("a") as torn:
+        torn.write('{"kind": "member", "ensem')  # killed here
+    with EventLog(path, "campaign", lambda: 1.0) as log:
+        log.write("campaign-resume", jobs={})
+    kinds = [e["kind"] for e in read_events(path)]
+    assert kinds == ["submitted", "campaign-resume"]
