@@ -138,6 +138,19 @@ def batch_script(ensemble: Ensemble, ranks: int, profile_iterations: int, env: M
     return "\n".join(lines) + "\n"
 
 
+def script_exports(script: str) -> dict[str, str]:
+    """The environment a batch script exports (its `export K=V` lines, as `batch_script` writes them): a rerun's
+    script exports what the prepared one did, even where the runner has no OpenFOAM of its own."""
+    out = {}
+    for line in script.splitlines():
+        if line.startswith("export "):
+            words = shlex.split(line.removeprefix("export "))
+            if len(words) == 1 and "=" in words[0]:
+                key, value = words[0].split("=", 1)
+                out[key] = value
+    return out
+
+
 RESULT_FILES = (SUBMITTED, ENDED, f"log.{SOLVER}", "error.txt", "progress.log")
 RESULT_DIRS = ("pmpi", "postProcessing")
 

@@ -1,4 +1,5 @@
-"""`minicluster up SPEC` for a spec with a campaign, and `minicluster campaign status|cancel|results NAME`.
+"""`minicluster up SPEC` for a spec with a campaign, `minicluster campaign status|cancel|results NAME`, and
+`minicluster campaign prepare SPEC`.
 
 `up` prepares every member's case, brings the cluster up at spec.size, runs the campaign in the foreground (the
 autoscaler and the multiplexer of spec.autoscale / spec.multiplexing act through one plan), prints the results
@@ -151,3 +152,45 @@ def cancel(name: str) -> None:
         click.echo(f"no campaign runs on MiniCluster {name!r}")
         sys.exit(1)
     click.echo(f"cancelled the campaign of {name} (pid {pid})")
+
+
+@campaign.command()
+@click.argument("spec_file", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--spec-json", hidden=True, help="The MiniCluster as JSON (how the operator passes it into the lead pod)."
+)
+def prepare(spec_file: str | None, spec_json: str | None) -> None:
+    """Prepare the campaign's cases in spec.campaign.workdir without running them: the mesh once, then every
+    member's case (decomposed) and each ensemble's batch script, as `up` does first. On Kubernetes the operator
+    runs this in the lead pod, where the application's OpenFOAM is.
+
+    \b
+    Example:
+      minicluster campaign prepare examples/naca0012-campaign.yaml
+    """
+    import json
+
+    from elasticity.workloads.foam import FoamError
+    from miniclusters.api.load import load_minicluster, load_minicluster_file
+    from miniclusters.campaign import session
+
+    if (spec_file is None) == (spec_json is None):
+        raise click.UsageError("give SPEC_FILE (or, as the operator does, --spec-json), not both")
+    try:
+        mc = (
+            load_minicluster_file(spec_file) if spec_file is not None else load_minicluster(json.loads(spec_json or ""))
+        )
+    except ValueError as exc:  # SpecError is one; json's decode error too
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INVALID)
+    if mc.spec.campaign is None:
+        click.echo("error: spec.campaign: the MiniCluster has no campaign to prepare", err=True)
+        sys.exit(EXIT_INVALID)
+    try:
+        session.prepare(mc, click.echo)
+    except SpecError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(EXIT_INVALID)
+    except (FoamError, OSError) as exc:
+        click.echo(f"error: preparing the cases: {exc}", err=True)
+        sys.exit(1)

@@ -45,9 +45,21 @@ def _say(text: str) -> None:
 @click.option("--registry", help="Registry of our images (default: ghcr.io/miniclusters).")
 @click.option("--tag", help="Tag of our images.")
 @click.option("--accept-flux-operator-kind", is_flag=True, help="Also reconcile flux-framework.org/v1alpha2 objects.")
+@click.option(
+    "--campaign-volume",
+    metavar="PATH | CLAIM=PATH",
+    help="Mount this volume in the operator at PATH (a directory of the node, or a ReadWriteMany claim): "
+    "campaigns whose spec.campaign.workdir lies on it can run (the operator then runs as uid 0, without any "
+    "capability).",
+)
 @click.option("--timeout", type=click.FloatRange(min=1), default=180, show_default=True, help="Seconds to wait.")
 def install(
-    context: str | None, registry: str | None, tag: str | None, accept_flux_operator_kind: bool, timeout: float
+    context: str | None,
+    registry: str | None,
+    tag: str | None,
+    accept_flux_operator_kind: bool,
+    campaign_volume: str | None,
+    timeout: float,
 ) -> None:
     """Install the operator: the CRD, its namespace, ServiceAccount, RBAC and Deployment (server-side apply), and
     wait until it is available. Running it again converges (a new --tag rolls the Deployment).
@@ -56,13 +68,19 @@ def install(
     Example:
       minicluster operator install
       kubectl apply -f examples/hello.yaml && kubectl get miniclusters -w
+      minicluster operator install --campaign-volume /srv/campaigns     # campaigns' work directories there
     """
     from miniclusters.operator import install as installer
+    from miniclusters.operator.manifests import CampaignVolume
 
+    try:
+        volume = CampaignVolume.parse(campaign_volume) if campaign_volume is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--campaign-volume") from None
     defaults = RenderOptions()
     options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
     with _install_errors():
-        objects = installer.install_objects(options, accept_flux_operator_kind)
+        objects = installer.install_objects(options, accept_flux_operator_kind, volume)
         installer.install(_api(context), objects, _say, timeout=timeout)
     click.echo(f"operator installed in namespace {installer.NAMESPACE}")
 

@@ -133,6 +133,8 @@ class CampaignSupervisor(RunnerSupervisor[CampaignLoop, CampaignStarter]):
     ) -> None:
         super().__init__(start, clock, report, interval)
         self.record = record
+        self.failed_spec: dict[ClusterKey, CampaignSpec] = {}
+        """The spec.campaign that last could not start, by cluster."""
 
     def sync(
         self,
@@ -155,6 +157,11 @@ class CampaignSupervisor(RunnerSupervisor[CampaignLoop, CampaignStarter]):
                 self._stop(key, running, gone)
         if wanted is None:
             self.failed.pop(key, None)
+            self.retry_at.pop(key, None)
+            return
+        if self.failed_spec.get(key) != wanted:
+            self.retry_at.pop(key, None)  # another spec than the one that failed: try it at once
+        if not self._may_start(key):
             return
         resume = recorded if recorded is not None and recorded.belongs_to(wanted) else None
         if resume is not None and resume.outcome is not None:
@@ -170,6 +177,7 @@ class CampaignSupervisor(RunnerSupervisor[CampaignLoop, CampaignStarter]):
             else:
                 runner.resume(resume)
         except Exception as exc:
+            self.failed_spec[key] = spec
             verb = "resume" if resume is not None else "start"
             self._start_failed(key, f"could not {verb} the campaign: {exc}")
             return

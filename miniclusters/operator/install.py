@@ -27,7 +27,7 @@ from miniclusters.backends.kubernetes.api import (
 )
 from miniclusters.backends.wait import NEVER_STARTS as NEVER_STARTS_UP
 from miniclusters.errors import MiniclustersError
-from miniclusters.operator.manifests import LABELS, LEASE_NAME, NAME, NAMESPACE, build_manifests
+from miniclusters.operator.manifests import LABELS, LEASE_NAME, NAME, NAMESPACE, CampaignVolume, build_manifests
 from miniclusters.render.options import RenderOptions
 
 FIELD_MANAGER = "miniclusters-install"
@@ -39,10 +39,14 @@ class InstallError(MiniclustersError):
     """The operator could not be installed, found or removed: what and why, in the server's words."""
 
 
-def install_objects(options: RenderOptions | None = None, accept_flux_kind: bool = False) -> list[dict[str, Any]]:
+def install_objects(
+    options: RenderOptions | None = None,
+    accept_flux_kind: bool = False,
+    campaign_volume: CampaignVolume | None = None,
+) -> list[dict[str, Any]]:
     """Everything `install` applies, in order: the CRD first (the operator checks it at start), then the
     namespace, ServiceAccount, RBAC and Deployment."""
-    return [build_crd(), *build_manifests(options, accept_flux_kind=accept_flux_kind)]
+    return [build_crd(), *build_manifests(options, accept_flux_kind, campaign_volume=campaign_volume)]
 
 
 def _label(obj: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ do that).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from miniclusters.api.crd import PLURAL
@@ -74,8 +75,52 @@ def lease_rbac(meta: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+@dataclass(frozen=True)
+class CampaignVolume:
+    """The volume the operator shares with the pods of its campaigns (spec.campaign.workdir lives on it), mounted
+    at the same path: a directory of the node (one-node clusters) or a ReadWriteMany claim."""
+
+    path: str
+    claim: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> CampaignVolume:
+        """`PATH` (a hostPath) or `CLAIM=PATH`; ValueError naming what is wrong."""
+        claim, _, path = text.rpartition("=")
+        if not path.startswith("/") or path.rstrip("/") == "":
+            raise ValueError(f"{text!r}: give an absolute path (PATH or CLAIM=PATH), not '/'")
+        if "=" in text and not claim:
+            raise ValueError(f"{text!r}: the claim's name is empty (CLAIM=PATH)")
+        return cls(path.rstrip("/"), claim or None)
+
+    def volume(self) -> dict[str, Any]:
+        if self.claim:
+            return {"name": "campaigns", "persistentVolumeClaim": {"claimName": self.claim}}
+        return {"name": "campaigns", "hostPath": {"path": self.path, "type": "DirectoryOrCreate"}}
+
+
+def _security(campaign_volume: CampaignVolume | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the pod's, the container's) securityContext. With a campaign volume the operator runs as uid 0 (still
+    without any capability, privilege escalation or a writable root): the application pods write the cases as
+    root, and the operator reruns members and writes the campaign's event log among them."""
+    container: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsUser": 65532,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    pod: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    if campaign_volume is not None:
+        container["runAsUser"] = 0
+        pod["runAsNonRoot"] = False
+    return pod, container
+
+
 def build_manifests(
-    options: RenderOptions | None = None, accept_flux_kind: bool = False, tenants: list[Tenant] | None = None
+    options: RenderOptions | None = None,
+    accept_flux_kind: bool = False,
+    tenants: list[Tenant] | None = None,
+    campaign_volume: CampaignVolume | None = None,
 ) -> list[dict[str, Any]]:
     """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, the Lease's Role and RoleBinding, Deployment
     (two replicas electing a leader).
@@ -100,6 +145,12 @@ def build_manifests(
     if accept_flux_kind:
         args.append("--accept-flux-operator-kind")
     meta = {"namespace": NAMESPACE, "labels": LABELS}
+    pod_security, container_security = _security(campaign_volume)
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    if campaign_volume is not None:
+        mounts.append({"name": "campaigns", "mountPath": campaign_volume.path})
+        volumes.append(campaign_volume.volume())
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": LABELS}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, **meta}},
@@ -123,7 +174,7 @@ def build_manifests(
                     "metadata": {"labels": LABELS},
                     "spec": {
                         "serviceAccountName": NAME,
-                        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "securityContext": pod_security,
                         "containers": [
                             {
                                 "name": "operator",
@@ -148,17 +199,12 @@ def build_manifests(
                                 },
                                 # The root file system is read-only: temporary files (the multiplexing
                                 # controller's logs, matplotlib's cache) go to a volume of the pod's own.
-                                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                                "volumeMounts": mounts,
                                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
-                                "securityContext": {
-                                    "allowPrivilegeEscalation": False,
-                                    "readOnlyRootFilesystem": True,
-                                    "runAsUser": 65532,
-                                    "capabilities": {"drop": ["ALL"]},
-                                },
+                                "securityContext": container_security,
                             }
                         ],
-                        "volumes": [{"name": "tmp", "emptyDir": {}}],
+                        "volumes": volumes,
                     },
                 },
             },

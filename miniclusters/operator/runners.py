@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from miniclusters.operator.controller import ClusterKey
 
 DEFAULT_INTERVAL = 2.0
+START_RETRY = 30.0
+"""Seconds before a runner that could not start is tried again (its spec changing retries at once)."""
 
 
 class SteppedLoop(Protocol):
@@ -48,15 +50,23 @@ class RunnerSupervisor(Generic[LoopT, StarterT]):
         self.loops: dict[ClusterKey, LoopT] = {}
         self.failed: dict[ClusterKey, str] = {}
         """The last reason a cluster's runner could not start (said once)."""
+        self.retry_at: dict[ClusterKey, float] = {}
+        """When a runner that could not start may be tried again (not at every reconcile: starting may be costly,
+        such as a campaign's cases prepared in the lead pod)."""
 
     def _start_failed(self, key: ClusterKey, message: str) -> None:
-        """Reported once per reason, not at every reconcile of the cluster."""
+        """Reported once per reason, not at every reconcile of the cluster; tried again after START_RETRY."""
+        self.retry_at[key] = self.clock() + START_RETRY
         if self.failed.get(key) != message:
             self.failed[key] = message
             self.report(key, Decision(False, "LoopFailed", message, "Warning"), True)
 
+    def _may_start(self, key: ClusterKey) -> bool:
+        return self.clock() >= self.retry_at.get(key, float("-inf"))
+
     def _started(self, key: ClusterKey, loop: LoopT, message: str) -> None:
         self.failed.pop(key, None)
+        self.retry_at.pop(key, None)
         self.loops[key] = loop
         self.report(key, Decision(True, "Started", message, "Normal"), True)
 

@@ -200,3 +200,14 @@ def test_work_directory_is_mounted_at_the_same_path_in_every_pod(tmp_path: Path)
     runner = next(c for c in pod["containers"] if c["name"] == "camp")
     assert {"name": volume["name"], "mountPath": str(work)} in runner["volumeMounts"]
     assert with_shared_workdir(shared, work) == shared  # already mounted there: left as it is
+
+
+def test_a_batch_script_s_exports_read_back_are_what_it_was_written_with(tmp_path: Path) -> None:
+    from miniclusters.campaign.plan import script_exports
+
+    spec = CampaignSpec.model_validate(
+        {"iterations": 5, "ranks": 2, "ensembles": [{"name": "a", "parameter": "mach", "values": [0.5]}]}
+    )
+    (ensemble,) = plan_campaign(spec, tmp_path).ensembles
+    env = {"WM_PROJECT_DIR": "/usr/lib/openfoam/openfoam1912", "FOAM_X": "a b 'c'", "EMPTY": "", "EQ": "k=v"}
+    assert script_exports(batch_script(ensemble, 2, 100, env)) == env

@@ -67,7 +67,7 @@ def _ready(kubeconfig: Path, namespace: str, name: str) -> dict[str, Any] | None
 def test_install_apply_hello_refuse_a_bad_spec_and_uninstall(kubeconfig: Path, namespace: str) -> None:
     installed = cli("operator", "install", timeout=400)
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    assert "operator available: 1/1 available" in installed.stderr
+    assert "operator available: 2/2 available" in installed.stderr
     status = cli("operator", "status")
     assert status.returncode == 0 and "Ready, 0 restarts" in status.stdout, status.stdout + status.stderr
 

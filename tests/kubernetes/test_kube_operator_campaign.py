@@ -403,3 +403,58 @@ def test_a_record_of_another_spec_or_an_unreadable_one_starts_the_campaign_afres
     assert back == progress and back.belongs_to(spec) and not back.belongs_to(other)
     assert CampaignProgress.from_status({"campaign": {"spec": "x", "jobs": {"alpha": "not-a-job"}}}) is None
     assert CampaignProgress.from_status({}) is None and CampaignProgress.from_status(None) is None
+
+
+def _operator_preparing_in_the_lead(fake: FakeKube, clock: Any) -> Controller:
+    def backend_for(namespace: str) -> KubernetesBackend:
+        return KubernetesBackend(api=fake, namespace=namespace, clock=clock, sleep=clock.sleep, resize_wait=5.0)
+
+    start = kubernetes_campaign_starter(fake, None, backend_for, flux=["/opt/miniclusters/bin/flux"])
+    return Controller(fake, namespace="hpc", clock=clock, wall=clock.wall, campaign_start=start)
+
+
+@pytest.mark.parametrize("lead_does", ["prepare", "fail", "write-elsewhere"])
+def test_the_cases_are_prepared_in_the_lead_pod_where_openfoam_is(
+    fake: FakeKube, clock: Any, make_mc: Any, lead: CampaignLead, tmp_path: Path, lead_does: str
+) -> None:
+    """The operator's image has no OpenFOAM: `minicluster campaign prepare --spec-json` runs in the lead pod
+    (from the bundle the init container copied) and writes to the shared work directory."""
+    from miniclusters.api.load import load_minicluster
+
+    seen: list[list[str]] = []
+
+    def in_lead(fake_: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+        if not argv[0].endswith("/bin/minicluster"):
+            return lead(fake_, pod, argv)
+        seen.append(argv)
+        if lead_does == "fail":
+            return ExecResult(1, "preparing 3 members\n", "error: preparing the cases: blockMesh failed\n")
+        if lead_does == "prepare":
+            prepare_lightly(load_minicluster(json.loads(argv[-1])), None)
+        return ExecResult(0, "cases ready in 3.2s\n", "")
+
+    fake.exec_handler = in_lead
+    data = campaign(tmp_path / "work")
+    data["ensembles"] = data["ensembles"][:1]
+    fake.create(custom_resource(make_mc(size=1, minSize=1, maxSize=1, campaign=data), "hpc"))
+    operator = _operator_preparing_in_the_lead(fake, clock)
+    operator.start()
+    _settle(operator, clock)
+    assert [argv[:4] for argv in seen] == [["/mnt/miniclusters/bin/minicluster", "campaign", "prepare", "--spec-json"]]
+    status, reason, message = _condition(fake)
+    if lead_does == "prepare":
+        assert (status, reason) == ("True", "Started"), message
+        _run_to_the_end(operator, clock, fake)
+        assert _condition(fake)[:2] == ("True", "Done")
+    elif lead_does == "fail":
+        assert (status, reason) == ("False", "LoopFailed") and "exit 1" in message and "blockMesh failed" in message
+        # reconciles do not prepare again at once (it is costly), only once START_RETRY passed
+        fake.patch(MINICLUSTER, "hpc", "demo", {"metadata": {"labels": {"touched": "1"}}})
+        _settle(operator, clock)
+        assert len(seen) == 1
+        clock.advance(31.0)
+        fake.patch(MINICLUSTER, "hpc", "demo", {"metadata": {"labels": {"touched": "2"}}})
+        _settle(operator, clock)
+        assert len(seen) == 2
+    else:
+        assert (status, reason) == ("False", "LoopFailed") and "--campaign-volume" in message, message

@@ -1,0 +1,184 @@
+"""The in-cluster operator's two replicas on the real cluster: killing the leader hands over within 15 s;
+`kubectl scale` grows and shrinks an interactive MiniCluster through the /scale subresource with the lead
+staying; killing the leader in the middle of `examples/naca0012-campaign.yaml` loses nothing and runs nothing
+twice (the campaign's progress is in status.campaign, the cases were prepared in the lead pod)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from miniclusters.testing.kube_e2e import ROOT, apply_crd, cli, kubectl_json, objects_of, pod_of, wait_until
+
+OPERATOR_NS = "miniclusters-system"
+CAMPAIGNS = Path("/var/tmp/miniclusters-e2e-campaigns")
+"""The node's directory the operator and the campaign's pods share (a hostPath: one node)."""
+
+
+def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    from miniclusters.localkube.layout import Layout
+
+    return subprocess.run(
+        [str(Layout().binary("kubectl")), "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def installed(kubeconfig: Path, crd_installed: None) -> Iterator[None]:
+    """The operator installed with a campaign volume for the module; uninstalled afterwards."""
+    CAMPAIGNS.mkdir(parents=True, exist_ok=True)
+    done = cli("operator", "install", "--campaign-volume", str(CAMPAIGNS), timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    try:
+        yield
+    finally:
+        cli("operator", "uninstall", "--delete-miniclusters", timeout=300)
+        apply_crd()
+
+
+@pytest.fixture
+def namespace(kubeconfig: Path, installed: None) -> Iterator[str]:
+    name = f"e2e-rep-{uuid.uuid4().hex[:4]}"
+    assert _kubectl(kubeconfig, "create", "namespace", name).returncode == 0
+    try:
+        yield name
+    finally:
+        _kubectl(kubeconfig, "delete", "namespace", name, "--wait=false")
+
+
+def _leader(kubeconfig: Path) -> str:
+    lease = kubectl_json(kubeconfig, "get", "lease", "miniclusters-operator", "-n", OPERATOR_NS)
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def _kill_leader(kubeconfig: Path) -> tuple[str, float]:
+    """Force-delete the leader's pod (no SIGTERM grace: its Lease is not released); (its pod, when)."""
+    holder = wait_until("a replica leads", lambda: _leader(kubeconfig), timeout=60)
+    pod = holder.rsplit("_", 1)[0]
+    killed = _kubectl(kubeconfig, "delete", "pod", pod, "-n", OPERATOR_NS, "--grace-period=0", "--force")
+    assert killed.returncode == 0, killed.stderr
+    return pod, time.monotonic()
+
+
+def test_killing_the_leader_hands_over_to_the_other_replica_within_15_s(kubeconfig: Path, installed: None) -> None:
+    pods = kubectl_json(kubeconfig, "get", "pods", "-n", OPERATOR_NS)["items"]
+    assert len([p for p in pods if not p["metadata"].get("deletionTimestamp")]) == 2
+    status = cli("operator", "status")
+    assert status.returncode == 0 and "leader: miniclusters-operator-" in status.stdout, status.stdout
+    dead, killed_at = _kill_leader(kubeconfig)
+    successor = wait_until(
+        "another replica holds the Lease",
+        lambda: (holder := _leader(kubeconfig)) and not holder.startswith(dead + "_") and holder,
+        timeout=30,
+        interval=0.25,
+    )
+    took = time.monotonic() - killed_at
+    print(f"leader {dead} killed: {successor} leads after {took:.1f}s")
+    assert took <= 15.0, f"{successor} took over after {took:.1f}s"
+
+
+def _flux(name: str, namespace: str, *args: str) -> str:
+    done = cli("exec", name, "--backend", "kubernetes", "--namespace", namespace, "--", "flux", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_kubectl_scale_2_4_2_ranks_join_and_leave_the_lead_stays(kubeconfig: Path, namespace: str) -> None:
+    spec = yaml.safe_load((ROOT / "examples" / "elastic.yaml").read_text())
+    spec["spec"]["maxSize"] = 4
+    spec["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "200m", "memory": "256Mi"}
+    assert _kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
+
+    def online(count: int) -> bool:
+        up = _flux("elastic", namespace, "resource", "list", "-s", "up", "-no", "{nnodes}").split()
+        return bool(up) and up[-1] == str(count)
+
+    wait_until("2 ranks online", lambda: online(2), timeout=300, interval=2)
+    lead_uid = pod_of(kubeconfig, namespace, "elastic", 0)["metadata"]["uid"]
+    for size in (4, 2):
+        scaled = _kubectl(kubeconfig, "scale", "minicluster/elastic", "-n", namespace, f"--replicas={size}")
+        assert scaled.returncode == 0, scaled.stderr
+        wait_until(f"{size} ranks online", lambda size=size: online(size), timeout=300, interval=2)
+        obj = kubectl_json(kubeconfig, "get", "minicluster/elastic", "-n", namespace)
+        assert obj["spec"]["size"] == size and obj["status"]["size"] == size
+        assert pod_of(kubeconfig, namespace, "elastic", 0)["metadata"]["uid"] == lead_uid, "the lead stays"
+    wait_until(
+        "pods 2 and 3 gone",
+        lambda: (
+            len(
+                kubectl_json(kubeconfig, "get", "pods", "-n", namespace, "-l", "app.kubernetes.io/instance=elastic")[
+                    "items"
+                ]
+            )
+            == 2
+        ),
+        timeout=120,
+    )
+    refused = _kubectl(kubeconfig, "scale", "minicluster/elastic", "-n", namespace, "--replicas=5")
+    assert refused.returncode != 0 and "spec.maxSize" in refused.stderr, refused.stderr
+
+
+def _campaign_condition(kubeconfig: Path, namespace: str, name: str) -> dict[str, Any] | None:
+    obj = kubectl_json(kubeconfig, "get", f"minicluster/{name}", "-n", namespace)
+    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == "Campaign"), None)
+
+
+def test_killing_the_leader_mid_campaign_finishes_it_with_no_member_run_twice(kubeconfig: Path, namespace: str) -> None:
+    from elasticity.control.events import read_events
+    from miniclusters.api.campaign import CampaignSpec
+    from miniclusters.campaign.plan import plan_campaign
+    from miniclusters.campaign.results import member_results
+
+    name = "naca0012-campaign"
+    workdir = CAMPAIGNS / f"{namespace}-{name}"
+    workdir.mkdir(parents=True)  # new and empty: the lead pod claims it (its hostPath must exist to be mounted)
+    spec = yaml.safe_load((ROOT / "examples" / "naca0012-campaign.yaml").read_text())
+    spec["spec"]["campaign"]["workdir"] = str(workdir)
+    spec["spec"]["containers"][0]["volumes"] = {"campaign": {"hostPath": str(workdir), "path": str(workdir)}}
+    spec["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "900m"  # 2 pods beside 2 operator replicas
+    assert _kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
+
+    def submitted() -> dict[str, Any] | None:
+        obj = kubectl_json(kubeconfig, "get", f"minicluster/{name}", "-n", namespace)
+        record = (obj.get("status") or {}).get("campaign") or {}
+        return record if record.get("jobs") and not record.get("outcome") else None
+
+    record = wait_until("an ensemble submitted and recorded in status.campaign", submitted, timeout=600, interval=2)
+    _kill_leader(kubeconfig)
+
+    def ended() -> dict[str, Any] | None:
+        condition = _campaign_condition(kubeconfig, namespace, name)
+        return condition if condition and condition["reason"] in ("Done", "DoneWithFailures", "Cancelled") else None
+
+    condition = wait_until("the campaign ends", ended, timeout=1200, interval=3)
+    assert condition["reason"] == "Done" and condition["message"].startswith("6/6 members completed"), condition
+    final = kubectl_json(kubeconfig, "get", f"minicluster/{name}", "-n", namespace)["status"]["campaign"]
+    assert (
+        final["outcome"] == "done"
+        and set(final["jobs"]) == {"alpha", "mach"}
+        and final["jobs"]["alpha"] == (record["jobs"].get("alpha", final["jobs"]["alpha"]))
+    )
+    # no member twice: the lead ran exactly one sub-instance per ensemble, and no rerun was needed
+    batches = _flux(name, namespace, "jobs", "-a", "-no", "{name}").split()
+    assert sorted(batches) == ["alpha", "mach"], batches
+    events = list(read_events(workdir / "events.jsonl"))
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("campaign-resume") == 1 and "ensemble-rerun" not in kinds, kinds
+    assert [e["ensemble"] for e in events if e["kind"] == "submitted"].count("alpha") == 1
+    plan = plan_campaign(CampaignSpec.model_validate(spec["spec"]["campaign"]), workdir)
+    results = member_results(plan, events)
+    assert len(results) == 6 and all(r.state == "done" and r.cl is not None and r.cd for r in results), results
+    _kubectl(kubeconfig, "delete", "minicluster", name, "-n", namespace, "--cascade=foreground")
+    wait_until("no object of the campaign left", lambda: not objects_of(kubeconfig, namespace, name), timeout=180)
