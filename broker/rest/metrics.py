@@ -30,6 +30,9 @@ METRIC_NAMES = (
 )
 Source = Callable[[], Mapping[str, int]]
 """Every metric's value now (one RPC round per request)."""
+SourceFor = Callable[[str, str | None, str], Mapping[str, int]]
+"""(kind, namespace, name) -> every metric's value now for that object: how a server of many instances (the
+operator, behind the API server's aggregator) reads the lead of the MiniCluster asked about."""
 
 
 def compute_metrics(
@@ -90,8 +93,20 @@ VALUE_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def metrics_router(source: Source, clock: Callable[[], datetime.datetime] | None = None) -> APIRouter:
+def metrics_router(
+    source: Source | None = None,
+    clock: Callable[[], datetime.datetime] | None = None,
+    source_for: SourceFor | None = None,
+) -> APIRouter:
+    """The API's routes, answering from ``source`` (this lead) or ``source_for`` (the object asked about)."""
     now = clock or (lambda: datetime.datetime.now(datetime.UTC))
+    if source_for is None:
+        assert source is not None
+        one = source
+
+        def source_for(_kind: str, _namespace: str | None, _name: str) -> Mapping[str, int]:
+            return one()
+
     router = APIRouter(prefix=PREFIX, tags=["custom metrics"])
 
     @router.get("")
@@ -119,7 +134,9 @@ def metrics_router(source: Source, clock: Callable[[], datetime.datetime] | None
                 404, "NotFound", f"metric {metric!r} is not served here (choose from {', '.join(METRIC_NAMES)})"
             )
         try:
-            values = source()
+            values = source_for(kind, namespace, name)
+        except LookupError as exc:  # no such object (or not one that has a lead)
+            return _status(404, "NotFound", str(exc))
         except Exception as exc:  # the instance is down or busy: the HPA keeps its last decision
             return _status(503, "ServiceUnavailable", f"cannot read the instance: {exc}")
         described: dict[str, Any] = {"kind": kind, "name": name, "apiVersion": api_version}
@@ -158,3 +175,20 @@ def _kind(resource: str) -> tuple[str, str]:
     if plural in known and (not group or plural == "pods" or group == "miniclusters.dev"):
         return known[plural]
     return plural[:1].upper() + plural[1:].rstrip("s"), group or "v1"
+
+
+def main() -> None:
+    """`python3 -m broker.rest.metrics`: every metric of the broker at $FLUX_URI as one JSON object (how the
+    operator's custom metrics API reads a lead through exec)."""
+    import json
+    import os
+    import sys
+
+    uri = os.environ.get("FLUX_URI")
+    if not uri:
+        sys.exit("FLUX_URI is not set: run it where the broker's socket is")
+    print(json.dumps(dict(broker_source(uri)())))
+
+
+if __name__ == "__main__":
+    main()

@@ -14,6 +14,7 @@ from miniclusters.cli.interrupts import EXIT_INTERRUPTED
 from miniclusters.render import RenderOptions
 
 if TYPE_CHECKING:
+    from broker.rest.metrics import SourceFor
     from miniclusters.backends.kubernetes.api import KubeApi
     from miniclusters.operator.autoscaling import PortsFor
 
@@ -40,6 +41,16 @@ if TYPE_CHECKING:
     show_default=True,
     help="Where the Lease lives [env POD_NAMESPACE].",
 )
+@click.option(
+    "--custom-metrics-port",
+    type=click.IntRange(1, 65535),
+    help="Serve the custom metrics API (custom.metrics.k8s.io, for HorizontalPodAutoscalers) on this port.",
+)
+@click.option(
+    "--custom-metrics-tls",
+    type=click.Path(file_okay=False),
+    help="Directory with tls.crt and tls.key for --custom-metrics-port.",
+)
 @click.pass_context
 def operator(
     ctx: click.Context,
@@ -51,6 +62,8 @@ def operator(
     tag: str | None,
     leader_elect: bool,
     leader_elect_namespace: str,
+    custom_metrics_port: int | None,
+    custom_metrics_tls: str | None,
 ) -> None:
     """Run the MiniCluster operator: reconcile MiniCluster objects until interrupted.
 
@@ -80,6 +93,8 @@ def operator(
     options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
     if all_namespaces and namespaces:
         raise click.UsageError("give --all-namespaces or --namespace, not both")
+    if (custom_metrics_port is None) != (custom_metrics_tls is None):
+        raise click.UsageError("--custom-metrics-port and --custom-metrics-tls go together")
     with _errors():
         api = RealKubeApi.from_kubeconfig(context, namespaces[0] if namespaces else None)
         from miniclusters.backends.kubernetes.backend import KubernetesBackend
@@ -103,6 +118,10 @@ def operator(
         ]
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        if custom_metrics_port is not None and custom_metrics_tls is not None:  # every replica answers (read-only)
+            from miniclusters.operator import metrics_api
+
+            metrics_api.serve(kubernetes_metrics_source(api), custom_metrics_port, custom_metrics_tls, stop)
         _say_ready()  # a candidate is ready too: it serves by taking over
 
         def serve(until: threading.Event) -> None:
@@ -155,6 +174,33 @@ def _say_ready() -> None:
     path = os.environ.get(READY_FILE_ENV)
     if path:
         Path(path).touch()
+
+
+def kubernetes_metrics_source(api: KubeApi) -> SourceFor:
+    """The custom metrics of a MiniCluster, read in its lead pod (`python3 -m broker.rest.metrics` from the broker
+    bundle at the broker's socket): the values its own REST server would serve."""
+    import json
+
+    from miniclusters.backends.base import NotFoundError
+    from miniclusters.backends.kubernetes.backend import KubernetesBackend
+    from miniclusters.backends.kubernetes.lead import LEAD_RUNDIR
+    from miniclusters.backends.overlay import with_lead_socket
+    from miniclusters.render.layout import BROKER_INSTALL_DIR
+
+    argv = with_lead_socket(LEAD_RUNDIR, [f"{BROKER_INSTALL_DIR}/bin/python3", "-m", "broker.rest.metrics"])
+
+    def read(kind: str, namespace: str | None, name: str) -> dict[str, int]:
+        if kind != "MiniCluster" or namespace is None:
+            raise LookupError(f"only a MiniCluster's queue and nodes are measured here, not a {kind}'s")
+        try:
+            result = KubernetesBackend(api=api, namespace=namespace).exec(name, 0, argv, timeout=30)
+        except NotFoundError as exc:
+            raise LookupError(str(exc)) from None
+        if result.rc != 0:
+            raise RuntimeError((result.stderr or result.stdout).strip()[-300:] or f"exit {result.rc}")
+        return {str(k): int(v) for k, v in json.loads(result.stdout).items()}
+
+    return read
 
 
 def kubernetes_autoscale_ports(api: KubeApi) -> PortsFor:

@@ -15,6 +15,7 @@ from miniclusters.render import RenderOptions
 
 if TYPE_CHECKING:
     from miniclusters.backends.kubernetes.api import KubeApi
+    from miniclusters.operator.metrics_api import MetricsTLS
 
 
 @contextmanager
@@ -52,6 +53,13 @@ def _say(text: str) -> None:
     "campaigns whose spec.campaign.workdir lies on it can run (the operator then runs as uid 0, without any "
     "capability).",
 )
+@click.option(
+    "--custom-metrics",
+    is_flag=True,
+    help="Also serve the custom metrics API (custom.metrics.k8s.io/v1beta2: every MiniCluster's queue and nodes) "
+    "behind the API server's aggregator, for HorizontalPodAutoscalers on a MiniCluster's /scale. A cluster has one "
+    "custom metrics API: not beside another adapter (prometheus-adapter, flux-metrics-api).",
+)
 @click.option("--timeout", type=click.FloatRange(min=1), default=180, show_default=True, help="Seconds to wait.")
 def install(
     context: str | None,
@@ -59,6 +67,7 @@ def install(
     tag: str | None,
     accept_flux_operator_kind: bool,
     campaign_volume: str | None,
+    custom_metrics: bool,
     timeout: float,
 ) -> None:
     """Install the operator: the CRD, its namespace, ServiceAccount, RBAC and Deployment (server-side apply), and
@@ -80,9 +89,32 @@ def install(
     defaults = RenderOptions()
     options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
     with _install_errors():
-        objects = installer.install_objects(options, accept_flux_operator_kind, volume)
+        tls = _metrics_tls(installer.NAMESPACE) if custom_metrics else None
+        objects = installer.install_objects(options, accept_flux_operator_kind, volume, tls)
         installer.install(_api(context), objects, _say, timeout=timeout)
     click.echo(f"operator installed in namespace {installer.NAMESPACE}")
+
+
+def _metrics_tls(namespace: str) -> MetricsTLS:
+    """A CA and the serving certificate of the custom metrics Service (its DNS names), made here: the APIService
+    carries the CA so the aggregator verifies the operator (no insecureSkipTLSVerify)."""
+    import tempfile
+    from pathlib import Path
+
+    from miniclusters.operator.metrics_api import MetricsTLS, service_names
+
+    try:
+        from miniclusters.localkube.pki import Authority, Identity
+    except ImportError:
+        click.echo("error: --custom-metrics makes a certificate: pip install 'miniclusters[kube]'", err=True)
+        sys.exit(1)
+    with tempfile.TemporaryDirectory() as folder:
+        authority = Authority(Path(folder), "metrics-ca", "miniclusters custom metrics CA")
+        names = service_names(namespace)
+        issued = authority.issue(Identity("metrics", names[2], client=False, server=True, dns_names=names))
+        return MetricsTLS(
+            issued.certificate.read_bytes(), issued.key.read_bytes(), authority.issued.certificate.read_bytes()
+        )
 
 
 @click.command()
@@ -104,7 +136,7 @@ def uninstall(context: str | None, delete_miniclusters: bool, timeout: float) ->
 
     with _install_errors():
         installer.uninstall(
-            _api(context), installer.install_objects(), _say, delete_miniclusters=delete_miniclusters, timeout=timeout
+            _api(context), installer.removable_objects(), _say, delete_miniclusters=delete_miniclusters, timeout=timeout
         )
     click.echo("operator uninstalled")
 

@@ -28,6 +28,7 @@ from miniclusters.backends.kubernetes.api import (
 from miniclusters.backends.wait import NEVER_STARTS as NEVER_STARTS_UP
 from miniclusters.errors import MiniclustersError
 from miniclusters.operator.manifests import LABELS, LEASE_NAME, NAME, NAMESPACE, CampaignVolume, build_manifests
+from miniclusters.operator.metrics_api import MetricsTLS, metrics_objects
 from miniclusters.render.options import RenderOptions
 
 FIELD_MANAGER = "miniclusters-install"
@@ -43,10 +44,25 @@ def install_objects(
     options: RenderOptions | None = None,
     accept_flux_kind: bool = False,
     campaign_volume: CampaignVolume | None = None,
+    metrics_tls: MetricsTLS | None = None,
 ) -> list[dict[str, Any]]:
     """Everything `install` applies, in order: the CRD first (the operator checks it at start), then the
-    namespace, ServiceAccount, RBAC and Deployment."""
-    return [build_crd(), *build_manifests(options, accept_flux_kind, campaign_volume=campaign_volume)]
+    namespace, ServiceAccount, RBAC and Deployment; with ``metrics_tls``, the custom metrics API's Secret and
+    Service before the Deployment and its APIService after it."""
+    manifests = build_manifests(
+        options, accept_flux_kind, campaign_volume=campaign_volume, custom_metrics=metrics_tls is not None
+    )
+    if metrics_tls is None:
+        return [build_crd(), *manifests]
+    secret, service, api_service = metrics_objects(NAMESPACE, LABELS, LABELS, metrics_tls)
+    return [build_crd(), *manifests[:-1], secret, service, manifests[-1], api_service]
+
+
+def removable_objects() -> list[dict[str, Any]]:
+    """What `uninstall` deletes, in install order: everything any install may have made."""
+    secret, service, api_service = metrics_objects(NAMESPACE, LABELS, LABELS, None)
+    manifests = build_manifests()
+    return [build_crd(), *manifests[:-1], secret, service, manifests[-1], api_service]
 
 
 def _label(obj: dict[str, Any]) -> str:

@@ -16,6 +16,9 @@ from typing import Any
 
 from miniclusters.api.crd import PLURAL
 from miniclusters.api.spec import API_GROUP, FLUX_OPERATOR_API_VERSION
+from miniclusters.operator.metrics_api import PORT as METRICS_PORT
+from miniclusters.operator.metrics_api import TLS_DIR as METRICS_TLS_DIR
+from miniclusters.operator.metrics_api import TLS_SECRET as METRICS_TLS_SECRET
 from miniclusters.operator.tenants import Tenant, tenant_objects
 from miniclusters.render.options import RenderOptions
 
@@ -121,6 +124,7 @@ def build_manifests(
     accept_flux_kind: bool = False,
     tenants: list[Tenant] | None = None,
     campaign_volume: CampaignVolume | None = None,
+    custom_metrics: bool = False,
 ) -> list[dict[str, Any]]:
     """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, the Lease's Role and RoleBinding, Deployment
     (two replicas electing a leader).
@@ -144,6 +148,10 @@ def build_manifests(
     args = ["operator", *scope, "--registry", options.registry, "--tag", options.tag, "--leader-elect"]
     if accept_flux_kind:
         args.append("--accept-flux-operator-kind")
+    ports: list[dict[str, Any]] = []
+    if custom_metrics:  # metrics_api.py: the custom metrics API behind the aggregator, on every replica
+        args += ["--custom-metrics-port", str(METRICS_PORT), "--custom-metrics-tls", METRICS_TLS_DIR]
+        ports.append({"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"})
     meta = {"namespace": NAMESPACE, "labels": LABELS}
     pod_security, container_security = _security(campaign_volume)
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
@@ -151,6 +159,9 @@ def build_manifests(
     if campaign_volume is not None:
         mounts.append({"name": "campaigns", "mountPath": campaign_volume.path})
         volumes.append(campaign_volume.volume())
+    if custom_metrics:
+        mounts.append({"name": "metrics-tls", "mountPath": METRICS_TLS_DIR, "readOnly": True})
+        volumes.append({"name": "metrics-tls", "secret": {"secretName": METRICS_TLS_SECRET}})
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": LABELS}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, **meta}},
@@ -199,6 +210,7 @@ def build_manifests(
                                 },
                                 # The root file system is read-only: temporary files (the multiplexing
                                 # controller's logs, matplotlib's cache) go to a volume of the pod's own.
+                                "ports": ports,
                                 "volumeMounts": mounts,
                                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
                                 "securityContext": container_security,

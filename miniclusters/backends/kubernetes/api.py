@@ -68,6 +68,7 @@ CLUSTER_ROLE = Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles
 ROLE = Kind("rbac.authorization.k8s.io/v1", "Role", "roles")
 ROLE_BINDING = Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings")
 CLUSTER_ROLE_BINDING = Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", False)
+API_SERVICE = Kind("apiregistration.k8s.io/v1", "APIService", "apiservices", namespaced=False)
 LEASE = Kind("coordination.k8s.io/v1", "Lease", "leases")
 CRD = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False)
 MINICLUSTER = Kind(f"{API_GROUP}/{API_VERSION}", "MiniCluster", PLURAL)
@@ -89,6 +90,7 @@ KINDS: tuple[Kind, ...] = (
     ROLE_BINDING,
     CRD,
     LEASE,
+    API_SERVICE,
     MINICLUSTER,
     FLUX_MINICLUSTER,
 )
