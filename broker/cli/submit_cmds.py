@@ -184,9 +184,10 @@ def cmd_batch(argv: list[str]) -> int:
         raise CommandError("batch script must start with '#!' (e.g. #!/bin/sh)")
     args = rest[1:] if rest and not values.get("wrap") else []
     jobspec = _instance_jobspec(values, ["{{tmpdir}}/script", *args], script)
-    jobspec["attributes"]["system"].setdefault("job", {})["name"] = (
-        os.path.basename(rest[0]) if rest and not values.get("wrap") else "batch"
-    )
+    if not values.get("job_name"):  # as flux-core: the script's name unless --job-name says otherwise
+        jobspec["attributes"]["system"].setdefault("job", {})["name"] = (
+            os.path.basename(rest[0]) if rest and not values.get("wrap") else "batch"
+        )
     if values.get("output") is None:
         shell = jobspec["attributes"]["system"].setdefault("shell", {}).setdefault("options", {})
         shell.setdefault("output", {})["stdout"] = {"type": "file", "path": "flux-{{id}}.out"}

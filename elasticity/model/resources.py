@@ -26,6 +26,8 @@ def _kubernetes_parse_quantity() -> Callable[[object], Decimal]:
     if package is None or not package.submodule_search_locations:
         raise ImportError("the kubernetes client is not installed (pip install kubernetes)")
     path = Path(next(iter(package.submodule_search_locations))) / "utils" / "quantity.py"
+    if not path.is_file():  # frozen (the broker bundle keeps the client's modules in its archive): import it
+        return importlib.import_module("kubernetes.utils.quantity").parse_quantity
     spec = importlib.util.spec_from_file_location("miniclusters_kubernetes_quantity", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")

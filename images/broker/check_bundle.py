@@ -3,6 +3,7 @@ left out of the frozen part) and the data files they load at run time are there.
 
 import importlib
 import pkgutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +25,16 @@ def main() -> int:
                 count += 1
             except Exception as error:  # report every one, not just the first
                 failed.append(f"{info.name}: {type(error).__name__}: {error}")
+    # in a process of its own: the imports above loaded the whole kubernetes client, hiding what a command that
+    # never imports it meets (a quantity parsed in a pod: `minicluster campaign prepare` in the lead)
+    fresh = subprocess.run(
+        [sys.executable, "-c", "from elasticity.model.resources import parse_quantity; print(parse_quantity('500m'))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if fresh.stdout.strip() != "0.500":
+        failed.append(f"parse_quantity in a fresh process: {fresh.stdout.strip()} {fresh.stderr.strip()[-300:]}")
     root = Path(importlib.import_module("miniclusters").__file__).resolve().parents[1]
     failed += [f"missing data file {path}" for path in DATA if not (root / path).exists()]
     for line in failed:

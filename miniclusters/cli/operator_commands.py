@@ -158,11 +158,13 @@ def operator(
 
 
 def _identity() -> str:
-    """This replica's name in the Lease: its pod (POD_NAME, from the Deployment) or host, and its process."""
+    """This replica's name in the Lease: its pod (POD_NAME, from the Deployment) or host, and this run of it (a
+    restarted container is another candidate, not the leader it was: its pid would be 1 again)."""
     import os
     import socket
+    import uuid
 
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
 def _say_ready() -> None:

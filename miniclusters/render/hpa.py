@@ -4,8 +4,8 @@ metrics (`broker/rest/metrics.py`), instead of the built-in autoscaler -- use on
 
 The HPA reads an Object metric of the MiniCluster: with target ``AverageValue: 1`` of
 ``job_queue_state_sched_count`` it wants one pod per pending job, within [max(1, minSize), maxSize]. The metrics
-reach the API server through an APIService for ``custom.metrics.k8s.io/v1beta2`` pointing at the lead's REST
-port (as flux-metrics-api is deployed).
+reach the API server through an APIService for ``custom.metrics.k8s.io/v1beta2`` pointing at the operator
+(`minicluster operator install --custom-metrics`; operator/metrics_api.py), which reads them in the lead.
 """
 
 from __future__ import annotations

@@ -39,3 +39,14 @@ def test_the_longest_limit_flux_core_takes_and_named_attributes_still_pass() -> 
     attributes = json.loads(proc.stdout)["attributes"]
     assert attributes["system"]["duration"] == 999999999 * 86400.0
     assert attributes["system"]["x"] == 1 and attributes["user"] == {"y": 2}
+
+
+def test_batch_takes_its_job_name_from_job_name_else_from_the_script(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """As flux-core's: `--job-name` wins (the operator finds a campaign's ensembles on the lead by it)."""
+    script = tmp_path / "batch.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    named = run_flux("batch", "--dry-run", "-N", "1", "--job-name=alpha", str(script), env=ENV)
+    assert named.returncode == 0, named.stderr
+    assert json.loads(named.stdout)["attributes"]["system"]["job"]["name"] == "alpha"
+    plain = run_flux("batch", "--dry-run", "-N", "1", str(script), env=ENV)
+    assert json.loads(plain.stdout)["attributes"]["system"]["job"]["name"] == "batch.sh"

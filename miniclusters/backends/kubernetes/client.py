@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,18 @@ class RealKubeApi:
     def __init__(self, api_client: Any, namespace: str = "default") -> None:
         self.client = api_client
         self.namespace = namespace
+        self._exec_clients = threading.local()
+
+    def _exec_client(self) -> Any:
+        """This thread's own ApiClient for exec: `kubernetes.stream.stream` swaps its client's `request` for a
+        websocket one while it connects, so a request another thread sent through a shared client in that
+        moment became a websocket handshake ("Handshake status 200 OK", seen in the operator's log)."""
+        from kubernetes import client
+
+        mine = getattr(self._exec_clients, "client", None)
+        if mine is None:
+            mine = self._exec_clients.client = client.ApiClient(self.client.configuration)
+        return mine
 
     @classmethod
     def from_kubeconfig(cls, context: str | None = None, namespace: str | None = None) -> RealKubeApi:
@@ -259,7 +272,7 @@ class RealKubeApi:
         from kubernetes.client.exceptions import ApiException
         from kubernetes.stream import stream
 
-        core = client.CoreV1Api(self.client)
+        core = client.CoreV1Api(self._exec_client())
         token = exec_session.new_token()
         kwargs: dict[str, Any] = {"stderr": True, "stdin": False, "stdout": True, "tty": False}
         if container:

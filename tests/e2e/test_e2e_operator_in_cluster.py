@@ -1,10 +1,15 @@
-"""The in-cluster operator's two replicas on the real cluster: killing the leader hands over within 15 s;
-`kubectl scale` grows and shrinks an interactive MiniCluster through the /scale subresource with the lead
-staying; killing the leader in the middle of `examples/naca0012-campaign.yaml` loses nothing and runs nothing
-twice (the campaign's progress is in status.campaign, the cases were prepared in the lead pod)."""
+"""The operator inside the real cluster, two replicas: killing the leader hands over within 15 s; `kubectl scale`
+grows and shrinks an interactive MiniCluster through the /scale subresource with the lead staying; killing the
+leader in the middle of `examples/naca0012-campaign.yaml` loses nothing and runs nothing twice (the campaign's
+progress is in status.campaign, the cases were prepared in the lead pod); a HorizontalPodAutoscaler grows a
+MiniCluster from 1 to 3 pods from its queue, read through the custom metrics API the operator serves behind the
+API server's aggregator."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import time
 import uuid
@@ -39,7 +44,7 @@ def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> subproce
 def installed(kubeconfig: Path, crd_installed: None) -> Iterator[None]:
     """The operator installed with a campaign volume for the module; uninstalled afterwards."""
     CAMPAIGNS.mkdir(parents=True, exist_ok=True)
-    done = cli("operator", "install", "--campaign-volume", str(CAMPAIGNS), timeout=400)
+    done = cli("operator", "install", "--campaign-volume", str(CAMPAIGNS), "--custom-metrics", timeout=400)
     assert done.returncode == 0, done.stdout + done.stderr
     try:
         yield
@@ -63,29 +68,60 @@ def _leader(kubeconfig: Path) -> str:
     return str(lease["spec"].get("holderIdentity") or "")
 
 
-def _kill_leader(kubeconfig: Path) -> tuple[str, float]:
-    """Force-delete the leader's pod (no SIGTERM grace: its Lease is not released); (its pod, when)."""
+def _operator_pid(pod: str) -> int:
+    """The host pid of the operator container's process in ``pod`` (this machine is the node)."""
+    from miniclusters.localkube.layout import Layout
+
+    layout = Layout()
+    crictl = [str(layout.binary("crictl")), "--runtime-endpoint", f"unix://{layout.containerd_socket}"]
+    listed = subprocess.run(
+        [*crictl, "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}", "--name", "operator"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    (container,) = listed.stdout.split()
+    inspected = subprocess.run([*crictl, "inspect", container], capture_output=True, text=True, timeout=60, check=True)
+    return int(json.loads(inspected.stdout)["info"]["pid"])
+
+
+def _kill_leader(kubeconfig: Path, how: str = "crash") -> tuple[str, float]:
+    """End the leader: "crash" (SIGKILL of its process on the node: nothing released, its container restarts)
+    or "delete" (its pod deleted: SIGTERM, the Lease released); (its identity, when)."""
     holder = wait_until("a replica leads", lambda: _leader(kubeconfig), timeout=60)
     pod = holder.rsplit("_", 1)[0]
-    killed = _kubectl(kubeconfig, "delete", "pod", pod, "-n", OPERATOR_NS, "--grace-period=0", "--force")
-    assert killed.returncode == 0, killed.stderr
-    return pod, time.monotonic()
+    if how == "crash":
+        os.kill(_operator_pid(pod), signal.SIGKILL)
+    else:
+        killed = _kubectl(kubeconfig, "delete", "pod", pod, "-n", OPERATOR_NS, "--grace-period=0", "--force")
+        assert killed.returncode == 0, killed.stderr
+    return holder, time.monotonic()
 
 
-def test_killing_the_leader_hands_over_to_the_other_replica_within_15_s(kubeconfig: Path, installed: None) -> None:
-    pods = kubectl_json(kubeconfig, "get", "pods", "-n", OPERATOR_NS)["items"]
-    assert len([p for p in pods if not p["metadata"].get("deletionTimestamp")]) == 2
+@pytest.mark.parametrize("how", ["crash", "delete"])
+def test_when_the_leader_ends_another_replica_leads_within_15_s(kubeconfig: Path, installed: None, how: str) -> None:
+    wait_until(
+        "both replicas Ready",
+        lambda: (
+            kubectl_json(kubeconfig, "get", "deployment", "miniclusters-operator", "-n", OPERATOR_NS)["status"].get(
+                "readyReplicas"
+            )
+            == 2
+        ),
+        timeout=120,
+    )
     status = cli("operator", "status")
     assert status.returncode == 0 and "leader: miniclusters-operator-" in status.stdout, status.stdout
-    dead, killed_at = _kill_leader(kubeconfig)
+    dead, killed_at = _kill_leader(kubeconfig, how)
     successor = wait_until(
         "another replica holds the Lease",
-        lambda: (holder := _leader(kubeconfig)) and not holder.startswith(dead + "_") and holder,
+        lambda: (holder := _leader(kubeconfig)) and holder != dead and holder,
         timeout=30,
         interval=0.25,
     )
     took = time.monotonic() - killed_at
-    print(f"leader {dead} killed: {successor} leads after {took:.1f}s")
+    print(f"leader {dead} ended ({how}): {successor} leads after {took:.1f}s")
     assert took <= 15.0, f"{successor} took over after {took:.1f}s"
 
 
@@ -102,8 +138,8 @@ def test_kubectl_scale_2_4_2_ranks_join_and_leave_the_lead_stays(kubeconfig: Pat
     assert _kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
 
     def online(count: int) -> bool:
-        up = _flux("elastic", namespace, "resource", "list", "-s", "up", "-no", "{nnodes}").split()
-        return bool(up) and up[-1] == str(count)
+        rows = [line.split() for line in _flux("elastic", namespace, "resource", "list").splitlines()[1:]]
+        return sum(int(row[1]) for row in rows if row and row[0] != "down") == count
 
     wait_until("2 ranks online", lambda: online(2), timeout=300, interval=2)
     lead_uid = pod_of(kubeconfig, namespace, "elastic", 0)["metadata"]["uid"]
@@ -182,3 +218,62 @@ def test_killing_the_leader_mid_campaign_finishes_it_with_no_member_run_twice(ku
     assert len(results) == 6 and all(r.state == "done" and r.cl is not None and r.cd for r in results), results
     _kubectl(kubeconfig, "delete", "minicluster", name, "-n", namespace, "--cascade=foreground")
     wait_until("no object of the campaign left", lambda: not objects_of(kubeconfig, namespace, name), timeout=180)
+
+
+def test_an_hpa_grows_a_minicluster_from_1_to_3_from_its_queue_through_the_custom_metrics_api(
+    kubeconfig: Path, namespace: str
+) -> None:
+    from miniclusters.api.load import load_minicluster
+    from miniclusters.render.hpa import build_hpa
+
+    wait_until(
+        "the APIService v1beta2.custom.metrics.k8s.io is Available",
+        lambda: any(
+            c["type"] == "Available" and c["status"] == "True"
+            for c in kubectl_json(kubeconfig, "get", "apiservice", "v1beta2.custom.metrics.k8s.io")["status"].get(
+                "conditions", []
+            )
+        ),
+        timeout=120,
+    )
+    spec = yaml.safe_load((ROOT / "examples" / "autoscale.yaml").read_text())
+    spec["metadata"].update(name="queue", namespace=namespace)
+    spec["spec"].update(maxSize=3, autoscale={"enabled": False, "idleSeconds": 30, "cooldownSeconds": 2})
+    spec["spec"]["containers"][0].update(image="ghcr.io/miniclusters/openmpi-openfoam:0.1.0")
+    spec["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "200m"
+    assert _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
+    wait_until(
+        "the lead answers", lambda: "free" in _flux("queue", namespace, "resource", "list"), timeout=300, interval=2
+    )
+    raw = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{namespace}/miniclusters.miniclusters.dev/queue"
+    read = _kubectl(kubeconfig, "get", "--raw", f"{raw}/job_queue_state_sched_count")
+    assert read.returncode == 0 and json.loads(read.stdout)["items"][0]["value"] == "0", read.stdout + read.stderr
+
+    hpa = build_hpa(load_minicluster(spec))
+    assert _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(hpa)).returncode == 0
+    # 4 jobs of a whole node each: 1 runs, 3 wait; the HPA wants one pod per waiting job, up to maxSize 3
+    _flux("queue", namespace, "submit", "--cc=1-4", "-N", "1", "--exclusive", "sleep", "300")
+    started = time.monotonic()
+
+    def size() -> int:
+        return int(kubectl_json(kubeconfig, "get", "minicluster/queue", "-n", namespace)["spec"]["size"])
+
+    wait_until("the HPA grew the MiniCluster to 3", lambda: size() == 3, timeout=180, interval=2)
+    grew = time.monotonic() - started
+    waiting = json.loads(_kubectl(kubeconfig, "get", "--raw", f"{raw}/job_queue_state_sched_count").stdout)
+    status = kubectl_json(kubeconfig, "get", "hpa", "queue", "-n", namespace)["status"]
+    print(f"HPA: 1 -> 3 pods {grew:.1f}s after 4 jobs were submitted; now {waiting['items'][0]['value']} waiting")
+    assert status["desiredReplicas"] >= 3 or status["currentReplicas"] == 3, status
+    wait_until(
+        "3 pods Running",
+        lambda: (
+            sum(
+                p["status"].get("phase") == "Running"
+                for p in kubectl_json(
+                    kubeconfig, "get", "pods", "-n", namespace, "-l", "app.kubernetes.io/instance=queue"
+                )["items"]
+            )
+            == 3
+        ),
+        timeout=180,
+    )
