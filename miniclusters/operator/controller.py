@@ -33,6 +33,7 @@ from miniclusters.campaign.progress import CampaignProgress
 from miniclusters.operator import conditions as cond
 from miniclusters.operator.autoscaling import AutoscaleSupervisor, Decision, PortsFor
 from miniclusters.operator.campaign import CampaignStarter, CampaignSupervisor
+from miniclusters.operator.forbidden import RefusedVerb, advice, refused_verb
 from miniclusters.operator.multiplexing import MultiplexStarter, MultiplexSupervisor
 from miniclusters.operator.queue import WorkQueue
 from miniclusters.operator.reconcile import Apply, DeleteCluster, EventSpec, Observed, Plan, ScaleJob, plan
@@ -91,6 +92,8 @@ class Controller:
         self.wall = wall
         self.instance = instance
         self.queue: WorkQueue[ClusterKey] = WorkQueue(clock)
+        self._said_forbidden: dict[ClusterKey, str] = {}
+        """The last RBAC refusal reported as an Event, by cluster (said once, logged every time)."""
         self._event_serial = 0
         self.autoscalers = (
             AutoscaleSupervisor(autoscale_ports, clock, self._report_autoscaling) if autoscale_ports else None
@@ -262,7 +265,12 @@ class Controller:
         return False
 
     def _report_loop(self, key: ClusterKey, decision: Decision, condition: str | None, action: str) -> None:
-        """Set a loop's condition (when given and changed) and record the decision's Event; never raises."""
+        """Set a loop's condition (when given and changed) and record the decision's Event; never raises. A loop
+        that RBAC refused (its exec into the lead, a resize) says which verb on which resource."""
+        refused = refused_verb(decision.message) if decision.reason == "LoopFailed" else None
+        if refused is not None:
+            decision = Decision(decision.status, decision.reason, advice(refused), decision.event_type)
+            log.error("%s: the %s loop: %s", key, action, decision.message)
         try:
             cluster = self.api.get(key.kind, key.namespace, key.name)
             status = dict(cluster.get("status") or {})
@@ -290,8 +298,12 @@ class Controller:
             self.reconcile(key)
         except ApiError as exc:
             delay = self.queue.add_rate_limited(key)
-            kind = "conflict" if exc.conflict else "transient error" if exc.transient else "API error"
-            log.warning("%s: %s (%s); retrying in %.2fs", key, exc, kind, delay)
+            refused = refused_verb(exc.message) if exc.status == 403 else None
+            if refused is not None:
+                self._forbidden(key, refused, delay)
+            else:
+                kind = "conflict" if exc.conflict else "transient error" if exc.transient else "API error"
+                log.warning("%s: %s (%s); retrying in %.2fs", key, exc, kind, delay)
         except Exception:
             delay = self.queue.add_rate_limited(key)
             log.exception("%s: reconcile failed; retrying in %.2fs", key, delay)
@@ -300,6 +312,20 @@ class Controller:
         finally:
             self.queue.done(key)
         return True
+
+    def _forbidden(self, key: ClusterKey, refused: RefusedVerb, delay: float) -> None:
+        """RBAC refused a call: say which verb on which resource, in the log every time and once per verb and
+        resource as a Warning Event on the MiniCluster (itself refused when events are: then the log only)."""
+        said = advice(refused)
+        log.error("%s: %s; retrying in %.2fs", key, said, delay)
+        if self._said_forbidden.get(key) == said:
+            return
+        self._said_forbidden[key] = said
+        try:
+            cluster = self.api.get(key.kind, key.namespace, key.name)
+        except ApiError:
+            return
+        self.emit(cluster, EventSpec("Warning", "Forbidden", "Reconcile", said))
 
     def poll_watches(self) -> None:
         for watcher in self.watchers:

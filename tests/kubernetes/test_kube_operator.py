@@ -295,3 +295,44 @@ def test_the_phase_column_summarises_the_conditions() -> None:
     assert phase_of(conditions(("False", "PodsNotReady"), "True"), 0) == "Pending"
     assert phase_of(conditions(("False", "PodsNotReady"), "True"), 2) == "Scaling"
     assert phase_of(conditions(("False", "PodsNotReady")), 3) == "NotReady"
+
+
+def test_rbac_missing_a_verb_is_named_in_an_event_and_the_log(
+    fake: FakeKube, controller: Controller, clock, make_mc, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The ClusterRole lost `patch` on jobs (server-side apply is a patch): the operator says so, once as an Event
+    and at every retry in its log, and applies the Job as soon as the verb is granted again."""
+    fake.forbidden.add(("patch", "jobs"))
+    fake.create(custom_resource(make_mc(size=2), "hpc"))
+    controller.start()
+    with pytest.raises(RuntimeError, match="not idle"):  # it keeps retrying (with back-off) while refused
+        controller.run_until_idle(advance=clock.advance, max_steps=6)
+    forbidden = [note for reason, note in _events(fake) if reason == "Forbidden"]
+    assert len(forbidden) == 1, _events(fake)
+    assert (
+        "may not patch jobs.batch in namespace hpc" in forbidden[0]
+        and "ClusterRole miniclusters-operator" in (forbidden[0])
+    )
+    assert "kubectl auth can-i patch jobs.batch --as=system:serviceaccount:test:client -n hpc" in forbidden[0]
+    logged = [r.getMessage() for r in caplog.records if "RBAC:" in r.getMessage()]
+    assert len(logged) >= 2 and all("may not patch jobs.batch" in line for line in logged)
+    assert not fake.all_of(JOB)
+    fake.forbidden.clear()
+    _run(controller, clock)
+    assert fake.stored(JOB, "demo")["spec"]["parallelism"] == 2
+
+
+def test_a_refusal_is_read_back_as_verb_resource_and_place() -> None:
+    from miniclusters.operator.forbidden import refused_verb
+
+    cluster = refused_verb(
+        'customresourcedefinitions.apiextensions.k8s.io "x" is forbidden: User "system:serviceaccount:a:b" cannot '
+        'get resource "customresourcedefinitions" in API group "apiextensions.k8s.io" at the cluster scope'
+    )
+    assert cluster is not None and cluster.qualified == "customresourcedefinitions.apiextensions.k8s.io"
+    assert cluster.namespace is None and cluster.verb == "get"
+    exec_ = refused_verb(
+        'pods "demo-0" is forbidden: User "u" cannot create resource "pods/exec" in API group "" in the namespace "hpc"'
+    )
+    assert exec_ is not None and exec_.qualified == "pods/exec" and exec_.namespace == "hpc"
+    assert refused_verb("admission webhook denied the request") is None
