@@ -46,4 +46,21 @@ SPEC_VALIDATIONS: list[dict[str, Any]] = [
         ".autoscale.enabled",
         f"'nothing to scale: maxSize (%d) must exceed max(1, minSize) to autoscale'.format([{EFFECTIVE_MAX}])",
     ),
+    # rules._multiplexing: how many simulations in all, and how many profiled at once, against max
+    _rule(
+        "!has(self.multiplexing) || self.multiplexing.total == 0 || self.multiplexing.total >= self.multiplexing.max",
+        ".multiplexing.total",
+        "\"%d is below max (%d); use 0 for 'as many as max'\".format([self.multiplexing.total, self.multiplexing.max])",
+    ),
+    _rule(
+        "!has(self.multiplexing) || self.multiplexing.profileTogether <= self.multiplexing.max",
+        ".multiplexing.profileTogether",
+        "'%d is above max (%d)'.format([self.multiplexing.profileTogether, self.multiplexing.max])",
+    ),
+    # rules._restful: the REST server may not take the brokers' overlay port
+    _rule(
+        "!has(self.restful) || !self.restful.enabled || self.restful.port != 8050",
+        ".restful.port",
+        '"8050 is the brokers\' overlay port; choose another"',
+    ),
 ]

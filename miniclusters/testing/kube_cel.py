@@ -42,8 +42,14 @@ def cel_program(expression: str) -> Any:
 
 
 def _defaulted(schema: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    """The object with its schema's defaults, at every depth (the server defaults the whole object before any
+    rule runs: a rule on spec sees spec.multiplexing.max even when the YAML gave only spec.multiplexing.total)."""
     properties = schema.get("properties") or {}
-    return {**{k: s["default"] for k, s in properties.items() if "default" in s and k not in value}, **value}
+    out = {**{k: s["default"] for k, s in properties.items() if "default" in s and k not in value}, **value}
+    for name, child in properties.items():
+        if isinstance(out.get(name), dict) and child.get("type") == "object":
+            out[name] = _defaulted(child, out[name])
+    return out
 
 
 def violations(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:

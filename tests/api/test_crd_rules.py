@@ -16,13 +16,25 @@ from miniclusters.api.crd_rules import SPEC_VALIDATIONS
 from miniclusters.api.errors import SpecError
 from miniclusters.testing.kube_cel import cel_program
 
-FIELDS = ("spec.minSize", "spec.maxSize", "spec.autoscale.enabled")
+FIELDS = (
+    "spec.minSize",
+    "spec.maxSize",
+    "spec.autoscale.enabled",
+    "spec.multiplexing.total",
+    "spec.multiplexing.profileTogether",
+    "spec.restful.port",
+)
+DEFAULTS = {"multiplexing": {"max": 4, "total": 0, "profileTogether": 1}, "restful": {"enabled": False, "port": 5000}}
+"""The CRD's defaults inside those objects (applied by the API server, before CEL, when the object is given)."""
 IMAGE = "ghcr.io/miniclusters/openmpi-openfoam:0.1.0"
 
 
 def _cel_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
     """What the API server answers: (spec + fieldPath, message) of each rule that does not hold."""
     defaulted = {"size": 1, "minSize": 0, "maxSize": 0, **spec}  # the CRD's defaults, applied before CEL
+    for key, values in DEFAULTS.items():
+        if key in spec:
+            defaulted[key] = {**values, **spec[key]}
     activation = {"self": celpy.json_to_cel(defaulted)}
     out = []
     for rule in SPEC_VALIDATIONS:
@@ -53,18 +65,32 @@ def _specs() -> list[dict[str, Any]]:
     return out
 
 
-def test_every_cel_rule_says_what_the_python_rules_say() -> None:
+def _other_specs() -> list[dict[str, Any]]:
+    """Multiplexing's counts and the REST server's port (each rule reached, and specs that pass)."""
+    out: list[dict[str, Any]] = []
+    for most, total, together in itertools.product(range(1, 4), range(0, 5), range(1, 5)):
+        out.append({"multiplexing": {"max": most, "total": total, "profileTogether": together}})
+    out.append({"multiplexing": {}})
+    for enabled, port in itertools.product((False, True), (5000, 8050)):
+        out.append({"restful": {"enabled": enabled, "port": port}})
+    return out
+
+
+@pytest.mark.parametrize("grid", [_specs, _other_specs])
+def test_every_cel_rule_says_what_the_python_rules_say(grid: Any) -> None:
     disagreements = [
         (spec, _cel_problems(spec), _python_problems(spec))
-        for spec in _specs()
+        for spec in grid()
         if sorted(_cel_problems(spec)) != sorted(_python_problems(spec))
     ]
     assert not disagreements, disagreements[:3]
-    refused = [spec for spec in _specs() if _cel_problems(spec)]
-    assert len(refused) > 100  # the grid reaches every rule, not only the specs that pass
+    refused = [spec for spec in grid() if _cel_problems(spec)]
+    assert len(refused) > (100 if grid is _specs else 20)  # the grid reaches every rule, not only passing specs
+    fields = {path for spec in grid() for path, _ in _cel_problems(spec)}
+    assert fields == ({"spec.minSize", "spec.maxSize", "spec.autoscale.enabled"} if grid is _specs else set(FIELDS[3:]))
 
 
-@pytest.mark.parametrize("field", ["minSize", "maxSize", "autoscale"])
+@pytest.mark.parametrize("field", ["minSize", "maxSize", "autoscale", "multiplexing.total", "restful.port"])
 def test_the_crd_carries_the_rules_on_spec(field: str) -> None:
     spec = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["x-kubernetes-validations"] == SPEC_VALIDATIONS

@@ -295,3 +295,20 @@ def test_the_crd_s_cel_rules_refuse_what_validate_refuses_naming_the_field(kube:
         "maxSize (4) must not be smaller than size (9)"
     )
     assert kube.api.get(MINICLUSTER, kube.namespace, "good")["spec"]["size"] == 2
+    # the multiplexing counts and the REST port, inside objects whose defaults the server fills in first
+    mux = raw("mux")
+    mux["spec"]["multiplexing"] = {"max": 3, "total": 2}
+    with pytest.raises(ApiError) as counts:
+        kube.api.create(mux)
+    assert counts.value.message == (
+        'MiniCluster.miniclusters.dev "mux" is invalid: spec.multiplexing.total: Invalid value: '
+        "2 is below max (3); use 0 for 'as many as max'"
+    )
+    rest = raw("rest")
+    rest["spec"]["restful"] = {"enabled": True, "port": 8050}
+    with pytest.raises(ApiError) as port:
+        kube.api.create(rest)
+    assert port.value.message == (
+        'MiniCluster.miniclusters.dev "rest" is invalid: spec.restful.port: Invalid value: '
+        "8050 is the brokers' overlay port; choose another"
+    )
