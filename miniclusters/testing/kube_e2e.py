@@ -24,6 +24,20 @@ def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     )
 
 
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`kubectl ARGS` (the one `minicluster kube up` built) as a user runs it; never raises on its exit code."""
+    from miniclusters.localkube.layout import Layout
+
+    return subprocess.run(
+        [str(Layout().binary("kubectl")), "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def kubectl_json(kubeconfig: Path, *args: str) -> Any:
     from miniclusters.localkube.layout import Layout
 

@@ -20,24 +20,11 @@ from typing import Any
 import pytest
 import yaml
 
-from miniclusters.testing.kube_e2e import ROOT, apply_crd, cli, kubectl_json, objects_of, pod_of, wait_until
+from miniclusters.testing.kube_e2e import ROOT, apply_crd, cli, kubectl, kubectl_json, objects_of, pod_of, wait_until
 
 OPERATOR_NS = "miniclusters-system"
 CAMPAIGNS = Path("/var/tmp/miniclusters-e2e-campaigns")
 """The node's directory the operator and the campaign's pods share (a hostPath: one node)."""
-
-
-def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    from miniclusters.localkube.layout import Layout
-
-    return subprocess.run(
-        [str(Layout().binary("kubectl")), "--kubeconfig", str(kubeconfig), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +43,11 @@ def installed(kubeconfig: Path, crd_installed: None) -> Iterator[None]:
 @pytest.fixture
 def namespace(kubeconfig: Path, installed: None) -> Iterator[str]:
     name = f"e2e-rep-{uuid.uuid4().hex[:4]}"
-    assert _kubectl(kubeconfig, "create", "namespace", name).returncode == 0
+    assert kubectl(kubeconfig, "create", "namespace", name).returncode == 0
     try:
         yield name
     finally:
-        _kubectl(kubeconfig, "delete", "namespace", name, "--wait=false")
+        kubectl(kubeconfig, "delete", "namespace", name, "--wait=false")
 
 
 def _leader(kubeconfig: Path) -> str:
@@ -94,7 +81,7 @@ def _kill_leader(kubeconfig: Path, how: str = "crash") -> tuple[str, float]:
     if how == "crash":
         os.kill(_operator_pid(pod), signal.SIGKILL)
     else:
-        killed = _kubectl(kubeconfig, "delete", "pod", pod, "-n", OPERATOR_NS, "--grace-period=0", "--force")
+        killed = kubectl(kubeconfig, "delete", "pod", pod, "-n", OPERATOR_NS, "--grace-period=0", "--force")
         assert killed.returncode == 0, killed.stderr
     return holder, time.monotonic()
 
@@ -135,7 +122,7 @@ def test_kubectl_scale_2_4_2_ranks_join_and_leave_the_lead_stays(kubeconfig: Pat
     spec = yaml.safe_load((ROOT / "examples" / "elastic.yaml").read_text())
     spec["spec"]["maxSize"] = 4
     spec["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "200m", "memory": "256Mi"}
-    assert _kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
+    assert kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
 
     def online(count: int) -> bool:
         rows = [line.split() for line in _flux("elastic", namespace, "resource", "list").splitlines()[1:]]
@@ -144,7 +131,7 @@ def test_kubectl_scale_2_4_2_ranks_join_and_leave_the_lead_stays(kubeconfig: Pat
     wait_until("2 ranks online", lambda: online(2), timeout=300, interval=2)
     lead_uid = pod_of(kubeconfig, namespace, "elastic", 0)["metadata"]["uid"]
     for size in (4, 2):
-        scaled = _kubectl(kubeconfig, "scale", "minicluster/elastic", "-n", namespace, f"--replicas={size}")
+        scaled = kubectl(kubeconfig, "scale", "minicluster/elastic", "-n", namespace, f"--replicas={size}")
         assert scaled.returncode == 0, scaled.stderr
         wait_until(f"{size} ranks online", lambda size=size: online(size), timeout=300, interval=2)
         obj = kubectl_json(kubeconfig, "get", "minicluster/elastic", "-n", namespace)
@@ -162,7 +149,7 @@ def test_kubectl_scale_2_4_2_ranks_join_and_leave_the_lead_stays(kubeconfig: Pat
         ),
         timeout=120,
     )
-    refused = _kubectl(kubeconfig, "scale", "minicluster/elastic", "-n", namespace, "--replicas=5")
+    refused = kubectl(kubeconfig, "scale", "minicluster/elastic", "-n", namespace, "--replicas=5")
     assert refused.returncode != 0 and "spec.maxSize" in refused.stderr, refused.stderr
 
 
@@ -184,7 +171,7 @@ def test_killing_the_leader_mid_campaign_finishes_it_with_no_member_run_twice(ku
     spec["spec"]["campaign"]["workdir"] = str(workdir)
     spec["spec"]["containers"][0]["volumes"] = {"campaign": {"hostPath": str(workdir), "path": str(workdir)}}
     spec["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "900m"  # 2 pods beside 2 operator replicas
-    assert _kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
+    assert kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
 
     def submitted() -> dict[str, Any] | None:
         obj = kubectl_json(kubeconfig, "get", f"minicluster/{name}", "-n", namespace)
@@ -216,7 +203,7 @@ def test_killing_the_leader_mid_campaign_finishes_it_with_no_member_run_twice(ku
     plan = plan_campaign(CampaignSpec.model_validate(spec["spec"]["campaign"]), workdir)
     results = member_results(plan, events)
     assert len(results) == 6 and all(r.state == "done" and r.cl is not None and r.cd for r in results), results
-    _kubectl(kubeconfig, "delete", "minicluster", name, "-n", namespace, "--cascade=foreground")
+    kubectl(kubeconfig, "delete", "minicluster", name, "-n", namespace, "--cascade=foreground")
     wait_until("no object of the campaign left", lambda: not objects_of(kubeconfig, namespace, name), timeout=180)
 
 
@@ -241,16 +228,16 @@ def test_an_hpa_grows_a_minicluster_from_1_to_3_from_its_queue_through_the_custo
     spec["spec"].update(maxSize=3, autoscale={"enabled": False, "idleSeconds": 30, "cooldownSeconds": 2})
     spec["spec"]["containers"][0].update(image="ghcr.io/miniclusters/openmpi-openfoam:0.1.0")
     spec["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "200m"
-    assert _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
+    assert kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
     wait_until(
         "the lead answers", lambda: "free" in _flux("queue", namespace, "resource", "list"), timeout=300, interval=2
     )
     raw = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{namespace}/miniclusters.miniclusters.dev/queue"
-    read = _kubectl(kubeconfig, "get", "--raw", f"{raw}/job_queue_state_sched_count")
+    read = kubectl(kubeconfig, "get", "--raw", f"{raw}/job_queue_state_sched_count")
     assert read.returncode == 0 and json.loads(read.stdout)["items"][0]["value"] == "0", read.stdout + read.stderr
 
     hpa = build_hpa(load_minicluster(spec))
-    assert _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(hpa)).returncode == 0
+    assert kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(hpa)).returncode == 0
     # 4 jobs of a whole node each: 1 runs, 3 wait; the HPA wants one pod per waiting job, up to maxSize 3
     _flux("queue", namespace, "submit", "--cc=1-4", "-N", "1", "--exclusive", "sleep", "300")
     started = time.monotonic()
@@ -260,7 +247,7 @@ def test_an_hpa_grows_a_minicluster_from_1_to_3_from_its_queue_through_the_custo
 
     wait_until("the HPA grew the MiniCluster to 3", lambda: size() == 3, timeout=180, interval=2)
     grew = time.monotonic() - started
-    waiting = json.loads(_kubectl(kubeconfig, "get", "--raw", f"{raw}/job_queue_state_sched_count").stdout)
+    waiting = json.loads(kubectl(kubeconfig, "get", "--raw", f"{raw}/job_queue_state_sched_count").stdout)
     status = kubectl_json(kubeconfig, "get", "hpa", "queue", "-n", namespace)["status"]
     print(f"HPA: 1 -> 3 pods {grew:.1f}s after 4 jobs were submitted; now {waiting['items'][0]['value']} waiting")
     assert status["desiredReplicas"] >= 3 or status["currentReplicas"] == 3, status

@@ -4,7 +4,6 @@ MiniCluster the CRD's rules refuse, naming the field. `uninstall` leaves no obje
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,22 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from miniclusters.testing.kube_e2e import ROOT, apply_crd, cli, kubectl_json, objects_of, wait_until
+from miniclusters.testing.kube_e2e import ROOT, apply_crd, cli, kubectl, kubectl_json, objects_of, wait_until
 
 OPERATOR_NS = "miniclusters-system"
-
-
-def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    from miniclusters.localkube.layout import Layout
-
-    return subprocess.run(
-        [str(Layout().binary("kubectl")), "--kubeconfig", str(kubeconfig), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture
@@ -36,11 +22,11 @@ def namespace(kubeconfig: Path, crd_installed: None) -> Iterator[str]:
     """A namespace of the test's own; afterwards the operator is uninstalled (whatever happened) and the CRD the
     rest of the suite uses is applied again."""
     name = f"e2e-inst-{uuid.uuid4().hex[:4]}"
-    assert _kubectl(kubeconfig, "create", "namespace", name).returncode == 0
+    assert kubectl(kubeconfig, "create", "namespace", name).returncode == 0
     try:
         yield name
     finally:
-        _kubectl(kubeconfig, "delete", "namespace", name, "--wait=false")
+        kubectl(kubeconfig, "delete", "namespace", name, "--wait=false")
         cli("operator", "uninstall", "--delete-miniclusters", timeout=300)
         apply_crd()
 
@@ -54,7 +40,7 @@ def _ours(kubeconfig: Path) -> list[str]:
         ("get", "clusterrole", "miniclusters-operator"),
         ("get", "clusterrolebinding", "miniclusters-operator"),
     ):
-        if _kubectl(kubeconfig, *args).returncode == 0:
+        if kubectl(kubeconfig, *args).returncode == 0:
             left.append(" ".join(args[1:]))
     return left
 
@@ -72,7 +58,7 @@ def test_install_apply_hello_refuse_a_bad_spec_and_uninstall(kubeconfig: Path, n
     assert status.returncode == 0 and "Ready, 0 restarts" in status.stdout, status.stdout + status.stderr
 
     # a MiniCluster applied with kubectl becomes pods that run MPI; the operator says it completed
-    applied = _kubectl(kubeconfig, "apply", "-n", namespace, "-f", str(ROOT / "examples" / "hello.yaml"))
+    applied = kubectl(kubeconfig, "apply", "-n", namespace, "-f", str(ROOT / "examples" / "hello.yaml"))
     assert applied.returncode == 0, applied.stderr
     condition = wait_until(
         "the operator marks hello Completed",
@@ -84,7 +70,7 @@ def test_install_apply_hello_refuse_a_bad_spec_and_uninstall(kubeconfig: Path, n
     logs = cli("logs", "hello", "0", "--backend", "kubernetes", "--namespace", namespace)
     ranks = sorted(line for line in logs.stdout.splitlines() if line.startswith("hello from rank"))
     assert [line.split(" on ")[0] for line in ranks] == [f"hello from rank {i} of 4" for i in range(4)], logs.stdout
-    header, row = _kubectl(kubeconfig, "get", "miniclusters", "-n", namespace).stdout.splitlines()[:2]
+    header, row = kubectl(kubeconfig, "get", "miniclusters", "-n", namespace).stdout.splitlines()[:2]
     assert header.split()[:4] == ["NAME", "SIZE", "READY", "PHASE"] and header.split()[-1] == "AGE", header
     assert row.split()[:2] == ["hello", "4"] and row.split()[3] == "Completed", row
 
@@ -92,13 +78,13 @@ def test_install_apply_hello_refuse_a_bad_spec_and_uninstall(kubeconfig: Path, n
     bad = yaml.safe_load((ROOT / "examples" / "hello.yaml").read_text())
     bad["metadata"]["name"] = "too-small"
     bad["spec"].update(size=3, maxSize=2)
-    refused = _kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(bad))
+    refused = kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(bad))
     assert refused.returncode != 0
     assert "spec.maxSize: Invalid value: maxSize (2) must not be smaller than size (3)" in refused.stderr
-    assert _kubectl(kubeconfig, "get", "minicluster", "too-small", "-n", namespace).returncode != 0
+    assert kubectl(kubeconfig, "get", "minicluster", "too-small", "-n", namespace).returncode != 0
 
     # deleting the MiniCluster removes everything it owns; uninstall removes everything install made
-    deleted = _kubectl(kubeconfig, "delete", "minicluster", "hello", "-n", namespace, "--cascade=foreground")
+    deleted = kubectl(kubeconfig, "delete", "minicluster", "hello", "-n", namespace, "--cascade=foreground")
     assert deleted.returncode == 0, deleted.stderr
     wait_until("no object of hello left", lambda: not objects_of(kubeconfig, namespace, "hello"), timeout=120)
     removed = cli("operator", "uninstall", timeout=300)
