@@ -7,6 +7,7 @@ captured in-process and shown as it prints."""
 from __future__ import annotations
 
 import contextlib
+import html
 import io
 from collections.abc import Iterator
 
@@ -33,6 +34,12 @@ def _help_text(command: click.Command) -> str:
     return "\n\n".join(part for part in out if part)
 
 
+def _code_cell(text: str) -> str:
+    """A table cell in code font: an HTML code element, since in a Markdown code span the pipe's escape stays
+    visible (`[easy\\|fcfs]` was printed)."""
+    return "<code>" + html.escape(" ".join(text.split())).replace("|", "&#124;") + "</code>"
+
+
 def _walk(command: click.Command, path: list[str], parent: click.Context | None) -> Iterator[str]:
     ctx = click.Context(command, info_name=path[-1], parent=parent)
     heading = "#" * min(len(path) + 1, 4)
@@ -46,7 +53,7 @@ def _walk(command: click.Command, path: list[str], parent: click.Context | None)
     if records:
         yield "| option | meaning |\n|---|---|"
         for names, meaning in records:
-            yield f"| `{_cell(names)}` | {_cell(meaning)} |"
+            yield f"| {_code_cell(names)} | {_cell(meaning)} |"
         yield ""
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):
