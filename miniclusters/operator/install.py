@@ -16,11 +16,18 @@ from typing import Any
 
 from miniclusters.api.crd import CRD_NAME, build_crd
 from miniclusters.backends.kubernetes.api import (
+    CONFIG_MAP,
     CRD,
     DEPLOYMENT,
+    JOB,
     LEASE,
     MINICLUSTER,
     POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE,
+    SERVICE_ACCOUNT,
     ApiError,
     KubeApi,
     kind_of,
@@ -201,6 +208,32 @@ def operator_state(api: KubeApi) -> OperatorState:
     return state
 
 
+FOREIGN_KINDS = (DEPLOYMENT, POD, SERVICE, CONFIG_MAP, SECRET, SERVICE_ACCOUNT, JOB, ROLE, ROLE_BINDING, LEASE)
+"""What a user may have put into the operator's namespace (deleting the namespace would delete it with ours)."""
+KUBERNETES_MADE = {("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")}
+
+
+def foreign_objects(api: KubeApi, namespace: str) -> list[str]:
+    """`Kind name` of each object in ``namespace`` that is not ours (our labels, or the Lease of our replicas)
+    nor one Kubernetes puts in every namespace."""
+    out = []
+    for kind in FOREIGN_KINDS:
+        try:
+            items, _ = api.list_objects(kind, namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                continue
+            raise InstallError(f"listing {kind.plural} in {namespace}: {exc.status} {exc.reason}") from None
+        for item in items:
+            meta = item.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            ours = labels.get("app.kubernetes.io/part-of") == LABELS["app.kubernetes.io/part-of"]
+            ours = ours or (kind == LEASE and meta.get("name") == LEASE_NAME)
+            if not ours and (kind.kind, meta.get("name")) not in KUBERNETES_MADE and not meta.get("deletionTimestamp"):
+                out.append(f"{kind.kind} {meta.get('name')}")
+    return out
+
+
 def uninstall(
     api: KubeApi,
     objects: list[dict[str, Any]],
@@ -211,7 +244,8 @@ def uninstall(
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Delete what install applied, the Deployment first and the CRD last, and wait until each is gone. With
-    MiniClusters left, refuse (naming them) unless ``delete_miniclusters``: the CRD's deletion would delete them."""
+    MiniClusters left, refuse (naming them) unless ``delete_miniclusters``: the CRD's deletion would delete them.
+    The namespace is kept (and said so) when it holds something install did not make."""
     try:
         left, _ = api.list_objects(MINICLUSTER, None)
     except ApiError as exc:
@@ -227,6 +261,10 @@ def uninstall(
     deadline = clock() + timeout
     for obj in reversed(objects):
         kind, meta = kind_of(obj), obj["metadata"]
+        if obj["kind"] == "Namespace" and (foreign := foreign_objects(api, meta["name"])):
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            say(f"kept Namespace {meta['name']}: it holds what install did not make ({shown})")
+            continue
         try:
             api.delete(kind, meta.get("namespace"), meta["name"], "Foreground")
         except ApiError as exc:

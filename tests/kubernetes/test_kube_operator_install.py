@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from miniclusters import __version__
 from miniclusters.api.crd import CRD_NAME
-from miniclusters.backends.kubernetes.api import CRD, DEPLOYMENT, NAMESPACE, ApiError
+from miniclusters.backends.kubernetes.api import CONFIG_MAP, CRD, DEPLOYMENT, NAMESPACE, ApiError
 from miniclusters.operator import install as installer
 from miniclusters.operator.manifests import LABELS, NAME
 from miniclusters.render import RenderOptions
@@ -158,6 +158,26 @@ def test_uninstall_removes_everything_install_applied() -> None:
     # nothing left to remove: a second uninstall is a no-op, not an error
     fake.crd_installed = False
     installer.uninstall(fake, installer.install_objects(), said.append, sleep=lambda _: None)
+
+
+def test_uninstall_keeps_the_namespace_when_it_holds_what_install_did_not_make() -> None:
+    """Deleting the namespace would delete a user's objects in it with ours: it is kept, and said so."""
+    fake = _installed()
+    theirs = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "site-notes", "namespace": "miniclusters-system"},
+    }
+    fake.create({**theirs, "data": {"notes": "ours, not the operator's"}})
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+    fake.create({**lease, "metadata": {"name": "miniclusters-operator", "namespace": installer.NAMESPACE}, "spec": {}})
+    said: list[str] = []
+    installer.uninstall(fake, installer.removable_objects(), said.append, sleep=lambda _: None)
+    assert f"kept Namespace {installer.NAMESPACE}: it holds what install did not make (ConfigMap site-notes)" in said
+    assert fake.get(NAMESPACE, None, installer.NAMESPACE)
+    assert fake.get(CONFIG_MAP, installer.NAMESPACE, "site-notes")["data"]["notes"] == "ours, not the operator's"
+    with pytest.raises(ApiError):
+        fake.get(DEPLOYMENT, installer.NAMESPACE, NAME)
 
 
 def test_status_says_not_installed_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
