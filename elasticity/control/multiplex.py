@@ -68,6 +68,12 @@ if TYPE_CHECKING:
     from elasticity.control.multiplex_ports import SharesResult
 
 
+def _sim_number(name: str) -> tuple[int, str]:
+    """sim10 after sim9 (names are sim<N>)."""
+    digits = name.removeprefix("sim")
+    return (int(digits), "") if digits.isdigit() else (1 << 30, name)
+
+
 @dataclass
 class MultiplexPlanner:
     """Remembers what it decided and what the world answered; decide() is the only entry point per tick."""
@@ -193,6 +199,19 @@ class MultiplexPlanner:
         rec.submitted_at, rec.restarts_at_submit, rec.pod_down = now, self.restarts, False
 
     # ------------------------------------------------------------------ the answers to our actions
+    def adopt(self, submitted: Mapping[str, int], now: float) -> None:
+        """Take over simulations an earlier controller submitted (sim -> how many times it was submitted): each
+        is pending until observed, its demand the equal share until its profile is read again; nothing is
+        submitted for them, and they count toward `total` as the earlier controller's did."""
+        share = self.config.equal_per_rank_m / max(1, len(submitted))
+        for name, attempts in sorted(submitted.items(), key=lambda item: _sim_number(item[0])):
+            demand = equal_demand(name, self.config.block_placement(), share)
+            self.sims[name] = SimRecord(
+                name, now, demand, retries=max(0, attempts - 1), restarts_at_submit=self.restarts
+            )
+        if submitted:
+            self._event(now, "adopted", sims=sorted(submitted, key=_sim_number))
+
     def simulation_started(self, sim: str, now: float, ok: bool, reason: str = "", job_id: str = "") -> None:
         rec = self.sims[sim]
         if ok:

@@ -413,6 +413,23 @@ class CampaignStatus(BaseModel):
     outcome: Literal["done", "cancelled"] | None = None
 
 
+class MultiplexingStatus(BaseModel):
+    """What the operator's multiplexing run has done that must outlive the operator: the operator that takes
+    over goes on with this run instead of starting another."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+    spec: str
+    """A digest of the spec.multiplexing this record belongs to."""
+    run: str
+    """The run's directory in the pods (its simulations' traces and progress)."""
+    jobs: dict[str, str] = Field(default_factory=dict)
+    """Simulation -> its Flux job on the lead."""
+    attempts: dict[str, int] = Field(default_factory=dict)
+    started: float = 0.0
+    outcome: Literal["done", "cancelled"] | None = None
+
+
 class MiniClusterStatus(BaseModel):
     """Observed state: the operator's fields (size/selector back the scale subresource) plus ours."""
 
@@ -426,6 +443,7 @@ class MiniClusterStatus(BaseModel):
     observed_generation: int = 0
     ready_pods: int = 0
     campaign: CampaignStatus | None = None
+    multiplexing: MultiplexingStatus | None = None
     phase: str = ""
     """Pending, Scaling, Running, NotReady, Completed, Failed or Invalid (the operator's summary of its
     conditions: the Phase column of `kubectl get miniclusters`)."""

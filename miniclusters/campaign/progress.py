@@ -9,28 +9,21 @@ starter reads it back; the spec's fingerprint says whether a record belongs to t
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from broker.jobs.jobid import encode_f58, parse_jobid
 from miniclusters.api.campaign import CampaignSpec
+from miniclusters.api.fingerprint import fingerprint
 
 Outcome = Literal["done", "cancelled"]
-
-
-def fingerprint(spec: CampaignSpec) -> str:
-    """A short digest of the campaign's spec: a record made for another spec is not resumed."""
-    text = json.dumps(spec.model_dump(mode="json", by_alias=True), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
 class CampaignProgress:
     spec: str
-    """fingerprint() of the spec this record belongs to."""
+    """api.fingerprint of the spec this record belongs to."""
     jobs: Mapping[str, int] = field(default_factory=dict)
     """Ensemble -> the Flux job (on the lead) running it now, its last rerun's when it was rerun."""
     reruns: Mapping[str, int] = field(default_factory=dict)

@@ -21,6 +21,7 @@ from elasticity.control.multiplex_types import Profile, SimulationView, parse_pl
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.trace import TraceFormatError, read_job_traces
 from miniclusters.backends.base import Backend, BackendError
+from miniclusters.operator.multiplex_progress import RunRecord
 
 PROGRESS = re.compile(r"^(?:iteration|Time =)\s*(\d+)\s*$")
 #: What the controller applies to every job it launches (bench/bench_mpi_wait.py, docs/multiplexing.md): ranks
@@ -101,6 +102,16 @@ class FluxSimulations:
     lead_uri: str | None = None
     """When set (local backend), job states come from the lead broker over its socket instead of a `flux jobs`
     process started in the lead pod at every look, which a pod with a small request cannot afford."""
+
+    def record(self) -> RunRecord:
+        """What the next controller needs to go on with this run (operator/multiplex_progress.py)."""
+        return RunRecord(str(self.workdir), dict(self.jobs), dict(self.attempts))
+
+    def restore(self, record: RunRecord) -> None:
+        """Go on with an earlier controller's run: its directory, its jobs and their attempts."""
+        self.workdir = Path(record.run)
+        self.jobs = dict(record.jobs)
+        self.attempts = dict(record.attempts)
 
     def sim_dir(self, sim: str) -> Path:
         """The directory of the simulation's current attempt: `<workdir>/<sim>`, then `<sim>-retry<N>`."""

@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from elasticity.control.multiplex import MultiplexPlanner
 from elasticity.control.multiplex_ports import Simulations
@@ -27,6 +28,7 @@ from miniclusters.backends.ports import ports_for
 from miniclusters.multiplex.event_mirror import ExecMirror, MirroredEventLog, lead_log_path
 from miniclusters.multiplex.exec_simulations import ExecSimulations
 from miniclusters.multiplex.settings import DEFAULT_POD_OVERHEAD_M, multiplex_config
+from miniclusters.operator.multiplex_progress import MultiplexProgress, RunRecord, adopt
 from miniclusters.operator.multiplexing import MultiplexStarter, StartedLoop
 from miniclusters.render.layout import RUN_DIR
 
@@ -74,6 +76,28 @@ def exec_simulations(
     )
 
 
+@runtime_checkable
+class Resumable(Protocol):
+    """Simulations that can hand their run to the next controller (FluxSimulations)."""
+
+    def record(self) -> RunRecord: ...
+
+    def restore(self, record: RunRecord) -> None: ...
+
+
+def _lead_jobs(backend: KubernetesBackend, name: str) -> dict[str, tuple[str, float]]:
+    """Every job of the lead: id (as printed) -> (name, submit time); raises when the lead does not answer
+    (without its list an unrecorded submission could be made twice)."""
+    from broker.jobs.jobid import encode_f58
+    from miniclusters.autoscaling.queue import lead_flux
+    from miniclusters.campaign.observe import exec_jobs
+
+    infos = exec_jobs(backend, name, lead_flux())()
+    if infos is None:
+        raise BackendError("the lead does not answer `flux jobs`: cannot tell which simulations it already runs")
+    return {encode_f58(job): (info.name, info.t_submit) for job, info in infos.items()}
+
+
 def kubernetes_multiplex_starter(
     api: KubeApi,
     simulations_for: SimulationsFor = exec_simulations,
@@ -84,7 +108,9 @@ def kubernetes_multiplex_starter(
     folder = log_dir or Path(tempfile.gettempdir()) / "miniclusters-operator"
     make_backend = backend_for or (lambda namespace: KubernetesBackend(api=api, namespace=namespace))
 
-    def start(namespace: str, mc: MiniCluster, clock: Callable[[], float]) -> StartedLoop:
+    def start(
+        namespace: str, mc: MiniCluster, clock: Callable[[], float], resume: MultiplexProgress | None = None
+    ) -> StartedLoop:
         backend = make_backend(namespace)
         status = backend.status(mc.name)
         if status.ranks_up is not None and len(status.ranks_up) < status.size:
@@ -106,12 +132,23 @@ def kubernetes_multiplex_starter(
         config = dataclasses.replace(config, cores_per_node=budget / 1000 / config.nodes)
         observer, actuator = ports_for(backend)
         simulations = simulations_for(backend, mc, config, status)
+        resumable = simulations if isinstance(simulations, Resumable) else None
+        adopted: RunRecord | None = None
+        if resume is not None:
+            if resumable is None:
+                raise InvalidRequestError("this controller's simulations cannot go on with an earlier run")
+            adopted = adopt(resume.record, resume.started, _lead_jobs(backend, mc.name))
+            resumable.restore(adopted)
         mirror = ExecMirror(backend, mc.name, lead_log_path(RUN_DIR, mc.spec.flux.flavour))
         log = MirroredEventLog(folder / f"{namespace}-{mc.name}.jsonl", "multiplex", clock, mirror)
         runner = MultiplexRunner(
             mc.name, MultiplexPlanner(config), observer, actuator, simulations, None, clock=clock, log=log
         )
         note = f"budget {budget}m (size x CPU request); job shares: pod level only (pod cgroups not delegated)"
-        return StartedLoop(runner, log.flush_mirror, note)
+        if adopted is not None:
+            runner.planner.adopt({sim: adopted.attempts.get(sim, 1) for sim in adopted.jobs}, 0.0)
+            runner.job_ids.update(adopted.jobs)
+            note = f"went on with the run in {adopted.run} ({len(adopted.jobs)} simulations submitted earlier); {note}"
+        return StartedLoop(runner, log.flush_mirror, note, resumable.record if resumable is not None else None)
 
     return start

@@ -34,6 +34,7 @@ from miniclusters.operator import conditions as cond
 from miniclusters.operator.autoscaling import AutoscaleSupervisor, Decision, PortsFor
 from miniclusters.operator.campaign import CampaignStarter, CampaignSupervisor
 from miniclusters.operator.forbidden import RefusedVerb, advice, refused_verb
+from miniclusters.operator.multiplex_progress import MultiplexProgress
 from miniclusters.operator.multiplexing import MultiplexStarter, MultiplexSupervisor
 from miniclusters.operator.queue import WorkQueue
 from miniclusters.operator.reconcile import Apply, DeleteCluster, EventSpec, Observed, Plan, ScaleJob, plan
@@ -99,7 +100,9 @@ class Controller:
             AutoscaleSupervisor(autoscale_ports, clock, self._report_autoscaling) if autoscale_ports else None
         )
         self.multiplexers = (
-            MultiplexSupervisor(multiplex_start, clock, self._report_multiplexing) if multiplex_start else None
+            MultiplexSupervisor(multiplex_start, clock, self._report_multiplexing, self._record_multiplexing)
+            if multiplex_start
+            else None
         )
         self.campaigns = (
             CampaignSupervisor(campaign_start, clock, self._report_campaign, self._record_campaign)
@@ -179,7 +182,8 @@ class Controller:
             self.autoscalers.sync(key, loops_mc.spec.autoscale if loops_mc is not None else None)
         if self.multiplexers is not None:  # its first step profiles a simulation: only once every pod is ready
             ready = cond.is_true(list(result.status.get("conditions") or []), cond.READY)
-            self.multiplexers.sync(key, loops_mc, ready)
+            recorded_run = MultiplexProgress.from_status(observed.cluster.get("status"))
+            self.multiplexers.sync(key, loops_mc, ready, recorded=recorded_run)
         if self.campaigns is not None:  # its ensembles need the pods the spec starts with
             ready = cond.is_true(list(result.status.get("conditions") or []), cond.READY)
             recorded = CampaignProgress.from_status(observed.cluster.get("status"))
@@ -248,20 +252,28 @@ class Controller:
     def _report_campaign(self, key: ClusterKey, decision: Decision, set_condition: bool) -> None:
         self._report_loop(key, decision, cond.CAMPAIGN if set_condition else None, "Campaign")
 
-    def _record_campaign(self, key: ClusterKey, progress: CampaignProgress, attempts: int = 5) -> bool:
-        """status.campaign := progress (campaign/progress.py), read-modify-write retried on 409 Conflict; False
-        (and a log line) when it could not be written: the supervisor tries again after its next step."""
+    def _record_campaign(self, key: ClusterKey, progress: CampaignProgress) -> bool:
+        """status.campaign := progress (campaign/progress.py)."""
+        return self._record_status(key, "campaign", progress.to_status())
+
+    def _record_multiplexing(self, key: ClusterKey, progress: MultiplexProgress) -> bool:
+        """status.multiplexing := progress (operator/multiplex_progress.py)."""
+        return self._record_status(key, "multiplexing", progress.to_status())
+
+    def _record_status(self, key: ClusterKey, field: str, value: dict[str, Any], attempts: int = 5) -> bool:
+        """status.<field> := value, read-modify-write retried on 409 Conflict; False (and a log line) when it
+        could not be written: the supervisor tries again after its next step."""
         for _ in range(attempts):
             try:
                 cluster = self.api.get(key.kind, key.namespace, key.name)
                 status = dict(cluster.get("status") or {})
-                self.api.replace({**cluster, "status": {**status, "campaign": progress.to_status()}}, "status")
+                self.api.replace({**cluster, "status": {**status, field: value}}, "status")
                 return True
             except ApiError as exc:
                 if not exc.conflict:
-                    log.warning("%s: could not record the campaign's progress: %s", key, exc)
+                    log.warning("%s: could not record status.%s: %s", key, field, exc)
                     return False
-        log.warning("%s: could not record the campaign's progress: %d conflicts in a row", key, attempts)
+        log.warning("%s: could not record status.%s: %d conflicts in a row", key, field, attempts)
         return False
 
     def _report_loop(self, key: ClusterKey, decision: Decision, condition: str | None, action: str) -> None:

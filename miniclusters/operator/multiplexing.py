@@ -15,14 +15,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from elasticity.control.multiplex_runner import MultiplexRunner, Progress
+from miniclusters.api.fingerprint import fingerprint
 from miniclusters.api.spec import MiniCluster, MultiplexingSpec
 from miniclusters.operator.autoscaling import Decision
-from miniclusters.operator.runners import RunnerSupervisor
+from miniclusters.operator.multiplex_progress import MultiplexProgress, Outcome, RunRecord
+from miniclusters.operator.runners import DEFAULT_INTERVAL, RunnerSupervisor
 
 if TYPE_CHECKING:
     from miniclusters.operator.controller import ClusterKey
@@ -38,10 +41,21 @@ class StartedLoop:
     flush: Callable[[], None] = lambda: None
     note: str = ""
     """Said once in the Started event (e.g. "pod level only: ...")."""
+    record: Callable[[], RunRecord] | None = None
+    """The run as the next controller needs it (None: the simulations cannot hand it over)."""
 
 
-MultiplexStarter = Callable[[str, MiniCluster, Callable[[], float]], StartedLoop]
-"""(namespace, the MiniCluster, clock) -> the loop for its spec.multiplexing; raises when it cannot be built."""
+class MultiplexStarter(Protocol):
+    def __call__(
+        self, namespace: str, mc: MiniCluster, clock: Callable[[], float], resume: MultiplexProgress | None = None
+    ) -> StartedLoop:
+        """The loop for the cluster's spec.multiplexing (going on with ``resume``'s run); raises when it cannot
+        be built."""
+        ...
+
+
+Record = Callable[["ClusterKey", MultiplexProgress], bool]
+"""Write a run's progress where the next operator finds it (status.multiplexing); False when it could not."""
 
 EventWord = tuple[str, Literal["Normal", "Warning"]]
 NOTABLE: dict[str, EventWord] = {
@@ -107,6 +121,14 @@ class ClusterLoop:
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Held for a step and for stopping: a stopped runner never submits after its simulations were cancelled."""
     stopped: bool = False
+    started_wall: float = 0.0
+    recorded: MultiplexProgress | None = None
+    """The progress last written to status.multiplexing."""
+
+    def progress(self, outcome: Outcome | None = None) -> MultiplexProgress | None:
+        if self.started.record is None:
+            return None
+        return MultiplexProgress(fingerprint(self.spec), self.started.record(), self.started_wall, outcome)
 
     @property
     def finished(self) -> bool:
@@ -137,11 +159,33 @@ class ClusterLoop:
 
 class MultiplexSupervisor(RunnerSupervisor[ClusterLoop, MultiplexStarter]):
     """Starts, steps and stops the multiplexing runners (runners.RunnerSupervisor): Events of notable planner
-    events leave the condition alone."""
+    events leave the condition alone. Each run's progress goes through ``record`` (status.multiplexing), so a
+    run outlives the operator running it."""
 
-    def sync(self, key: ClusterKey, mc: MiniCluster | None, ready: bool = True, gone: bool = False) -> None:
+    def __init__(
+        self,
+        start: MultiplexStarter,
+        clock: Callable[[], float],
+        report: Callable[[ClusterKey, Decision, bool], None],
+        record: Record | None = None,
+        interval: float = DEFAULT_INTERVAL,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(start, clock, report, interval)
+        self.record = record
+        self.wall = wall
+
+    def sync(
+        self,
+        key: ClusterKey,
+        mc: MiniCluster | None,
+        ready: bool = True,
+        gone: bool = False,
+        recorded: MultiplexProgress | None = None,
+    ) -> None:
         """Make the runner of ``key`` match its spec: start it (once every pod is ready), or stop it. A changed
-        spec restarts it: the planner's knobs are fixed for a run."""
+        spec restarts it: the planner's knobs are fixed for a run. ``recorded``: the progress in the cluster's
+        status; the run of this spec it names is gone on with (ended: left alone)."""
         running = self.loops.get(key)
         spec = mc.spec.multiplexing if mc is not None else None
         wanted = spec if spec is not None and spec.enabled else None
@@ -153,26 +197,45 @@ class MultiplexSupervisor(RunnerSupervisor[ClusterLoop, MultiplexStarter]):
                 running.stopped = True
                 if not gone:  # a deleted cluster's pods go too: nothing to cancel
                     self._cancel_running(key, running)
+                    self._save(key, running, "cancelled")
             if not gone and wanted is None:
                 why = "spec.multiplexing.enabled is false" if spec is not None else "the spec is invalid"
                 self.report(key, Decision(False, "Disabled", why, "Normal"), True)
         if wanted is None:
             self.failed.pop(key, None)
-        if mc is not None and wanted is not None and ready:
-            self._start(key, mc, wanted)
+            return
+        resume = recorded if recorded is not None and recorded.belongs_to(wanted) else None
+        if resume is not None and resume.outcome is not None:
+            return  # it ended under an earlier operator: its condition already says how
+        if mc is not None and ready:
+            self._start(key, mc, wanted, resume)
 
-    def _start(self, key: ClusterKey, mc: MiniCluster, spec: MultiplexingSpec) -> None:
+    def _start(
+        self, key: ClusterKey, mc: MiniCluster, spec: MultiplexingSpec, resume: MultiplexProgress | None
+    ) -> None:
         try:
-            started = self.start(key.namespace, mc, self.clock)
+            started = self.start(key.namespace, mc, self.clock, resume)
         except Exception as exc:
-            self._start_failed(key, f"could not start the controller: {exc}")
+            verb = "go on with" if resume is not None else "start"
+            self._start_failed(key, f"could not {verb} the controller: {exc}")
             return
         config = started.runner.planner.config
         message = (
             f"every {self.interval:g}s: {spec.command!r}, {config.ranks} ranks on {len(config.pods)} pods, up to "
             f"{config.max_simulations} at once ({config.total} in all)" + (f"; {started.note}" if started.note else "")
         )
-        self._started(key, ClusterLoop(spec, started, due=self.clock()), message)
+        loop = ClusterLoop(spec, started, due=self.clock(), recorded=resume)
+        loop.started_wall = resume.started if resume is not None else self.wall()
+        self._save(key, loop)
+        self._started(key, loop, message)
+
+    def _save(self, key: ClusterKey, loop: ClusterLoop, outcome: Outcome | None = None) -> None:
+        """Record the run's progress when it changed (a write that fails is tried again after the next step)."""
+        if self.record is None:
+            return
+        progress = loop.progress(outcome)
+        if progress is not None and progress != loop.recorded and self.record(key, progress):
+            loop.recorded = progress
 
     @staticmethod
     def _cancel_running(key: ClusterKey, loop: ClusterLoop) -> None:
@@ -198,5 +261,6 @@ class MultiplexSupervisor(RunnerSupervisor[ClusterLoop, MultiplexStarter]):
             stepped += 1
             if self.loops.get(key) is not loop:
                 continue  # stopped while it stepped: its last word was "Disabled"
+            self._save(key, loop, "done" if loop.done else None)
             self._report_step(key, loop, notable, condition)
         return stepped

@@ -55,3 +55,28 @@ def test_a_log_reopened_after_a_writer_died_mid_line_keeps_every_later_record(tm
         log.write("campaign-resume", jobs={})
     kinds = [e["kind"] for e in read_events(path)]
     assert kinds == ["submitted", "campaign-resume"]
+
+
+def test_a_multiplexing_run_s_record_round_trips_and_adopts_only_this_run_s_unrecorded_jobs() -> None:
+    from miniclusters.api.spec import MultiplexingSpec
+    from miniclusters.operator.multiplex_progress import MultiplexProgress, RunRecord
+    from miniclusters.operator.multiplex_progress import adopt as adopt_run
+
+    spec = MultiplexingSpec.model_validate({"enabled": True, "command": "proxy_solver", "max": 2})
+    from miniclusters.api.fingerprint import fingerprint
+
+    record = RunRecord("/data/multiplex/run-1", {"sim1": "ƒA"}, {})
+    progress = MultiplexProgress(fingerprint(spec), record, started=1000.0)
+    back = MultiplexProgress.from_status({"multiplexing": progress.to_status()})
+    assert back == progress and back.belongs_to(spec)
+    assert not back.belongs_to(spec.model_copy(update={"max": 3}))
+    assert MultiplexProgress.from_status({"multiplexing": {"spec": "x"}}) is None  # no run: nothing to go on with
+    lead = {
+        "ƒA": ("sim1", 1001.0),
+        "ƒB": ("sim2", 1002.0),  # submitted, not recorded
+        "ƒC": ("sim1", 1003.0),  # sim1's resubmission, not recorded
+        "ƒZ": ("sim3", 900.0),  # an earlier run's
+        "ƒY": ("lammps", 1004.0),  # a user's job
+    }
+    adopted = adopt_run(record, 1000.0, lead)
+    assert adopted.jobs == {"sim1": "ƒC", "sim2": "ƒB"} and adopted.attempts == {"sim1": 2, "sim2": 1}

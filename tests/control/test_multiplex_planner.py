@@ -380,3 +380,27 @@ def test_the_step_a_simulation_ends_files_no_rate_under_the_n_after() -> None:
     world.tick()
     assert planner.sims["sim1"].state == "done"
     assert planner.rates_by_n[1] == alone
+
+
+def test_adopted_simulations_are_watched_not_submitted_and_the_run_goes_on_to_its_total() -> None:
+    """A planner taking over an earlier controller's run (sim1 running and profiled, sim2 running): nothing is
+    submitted for them, their profiles are read again, and only sim3 starts, to reach total 3."""
+    planner = MultiplexPlanner(config(total_simulations=3, max_simulations=3))
+    world = World(planner)
+    world.state.update(sim1="running", sim2="running")
+    world.iterations.update(sim1=120.0, sim2=60.0)
+    planner.adopt({"sim1": 1, "sim2": 2}, now=0.0)
+    assert planner.sims["sim2"].retries == 1
+    assert [e["sims"] for e in planner.events if e["event"] == "adopted"] == [["sim1", "sim2"]]
+    started: list[str] = []
+    for _ in range(400):
+        started += [a.sim for a in world.tick() if isinstance(a, StartSimulation)]
+        for sim, done in list(world.iterations.items()):
+            if world.state[sim] == "running" and done >= 300:
+                world.state[sim] = "done"  # each ends after 300 iterations
+        if planner.phase == "done":
+            break
+    assert started == ["sim3"], "only what the run still lacked was started"
+    assert planner.phase == "done" and [r.state for r in planner.sims.values()] == ["done", "done", "done"]
+    assert all(rec.profiled for rec in planner.sims.values())
+    assert not any(e["event"] == "controller-start" for e in planner.events)

@@ -6,6 +6,7 @@ event log is appended to the lead's REST state directory through exec. Disabling
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from broker.jobs.jobid import encode_f58
 from elasticity.control.multiplex_ports import Submitted
 from elasticity.control.multiplex_types import Profile, SimulationView
 from miniclusters.backends.base import ExecResult
@@ -24,6 +26,7 @@ from miniclusters.multiplex.event_mirror import ExecMirror
 from miniclusters.multiplex.kube_loop import kubernetes_multiplex_starter
 from miniclusters.operator.conditions import find
 from miniclusters.operator.controller import ClusterKey, Controller
+from miniclusters.operator.multiplex_progress import RunRecord
 from miniclusters.testing.fake_kube import FakeKube, default_exec
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
@@ -247,3 +250,111 @@ def test_the_running_operator_multiplexes_on_its_own_thread(
     assert not thread.is_alive()
     assert list(scripted.started) == ["sim1"]
     assert _reasons(fake)[:2] == ["Started", "SimulationStarted"]
+
+
+@dataclass
+class FluxOfTheLead:
+    """The lead's Flux as every operator finds it: jobs keep running whoever watches them."""
+
+    clock: Any
+    started: dict[str, float] = field(default_factory=dict)
+    submitted: list[str] = field(default_factory=list)
+    ids: dict[str, int] = field(default_factory=dict)
+    wall: dict[str, float] = field(default_factory=dict)
+
+    def submit(self, sim: str) -> str:
+        self.submitted.append(sim)
+        self.started[sim] = self.clock()
+        self.ids[sim] = 1000 + len(self.submitted)
+        self.wall[sim] = time.time()
+        return encode_f58(self.ids[sim])
+
+    def jobs_json(self) -> str:
+        records = [
+            {"id": job, "name": sim, "state": "RUN", "result": "", "t_submit": self.wall[sim], "nnodes": 2}
+            for sim, job in self.ids.items()
+        ]
+        return json.dumps({"jobs": records})
+
+
+@dataclass
+class ResumableSimulations(ScriptedSimulations):
+    """ScriptedSimulations over the lead's Flux, handing their run to the next controller (as FluxSimulations)."""
+
+    flux: FluxOfTheLead | None = None
+    run: str = "/data/multiplex/run-1"
+    jobs: dict[str, str] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+
+    def submit(self, sim: str, profile_iterations: int) -> Submitted:
+        assert self.flux is not None
+        self.jobs[sim] = self.flux.submit(sim)
+        self.started = self.flux.started
+        return Submitted(True, job_id=self.jobs[sim])
+
+    def record(self) -> RunRecord:
+        return RunRecord(self.run, dict(self.jobs), dict(self.attempts))
+
+    def restore(self, record: RunRecord) -> None:
+        self.run, self.jobs, self.attempts = record.run, dict(record.jobs), dict(record.attempts)
+        assert self.flux is not None
+        self.started = {sim: self.flux.started[sim] for sim in self.jobs}
+
+
+def _mux_operator(fake: FakeKube, clock: Any, flux: FluxOfTheLead, tmp_path: Path) -> Controller:
+    def simulations(*_: Any) -> ResumableSimulations:
+        return ResumableSimulations(clock, flux=flux)
+
+    def backend_for(namespace: str) -> KubernetesBackend:
+        return KubernetesBackend(api=fake, namespace=namespace, clock=clock, sleep=clock.sleep, resize_wait=5.0)
+
+    start = kubernetes_multiplex_starter(fake, simulations, tmp_path, backend_for)
+    return Controller(fake, namespace="hpc", clock=clock, wall=clock.wall, multiplex_start=start)
+
+
+def test_an_operator_taking_over_goes_on_with_the_run_submitting_nothing_twice(
+    fake: FakeKube, clock, make_mc, lead: Lead, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    flux = FluxOfTheLead(clock)
+
+    def answers(fake_: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+        words = argv[4:] if argv[:2] == ["sh", "-c"] else argv
+        if words and words[0].endswith("flux") and words[1:3] == ["jobs", "-a"]:
+            return ExecResult(0, flux.jobs_json(), "")
+        return lead(fake_, pod, argv)
+
+    fake.exec_handler = answers
+    fake.node_cpu = "4"
+    fake.create(custom_resource(make_mc(size=2, tasks=4, multiplexing={**MUX, "total": 3}), "hpc"))
+    first = _mux_operator(fake, clock, flux, tmp_path / "a")
+    first.start()
+    _settle(first, clock)
+    for _ in range(40):
+        _tick(first, clock)
+        if len(flux.submitted) == 2:
+            break
+    assert flux.submitted == ["sim1", "sim2"]
+    recorded = fake.stored(MINICLUSTER, "demo")["status"]["multiplexing"]
+    assert set(recorded["jobs"]) == {"sim1", "sim2"} and "outcome" not in recorded, recorded
+
+    # the leader is gone; another replica reads status.multiplexing and goes on with the same run
+    second = _mux_operator(fake, clock, flux, tmp_path / "b")
+    second.start()
+    _settle(second, clock)
+    status, reason, message = _condition(fake)
+    assert (status, reason) == ("True", "Started") and "went on with the run in /data/multiplex/run-1" in message
+    assert "2 simulations submitted earlier" in message
+    for _ in range(80):
+        _tick(second, clock)
+        if _condition(fake)[1] == "Done":
+            break
+    status, reason, message = _condition(fake)
+    assert (status, reason) == ("True", "Done") and "3 finished" in message, message
+    assert flux.submitted == ["sim1", "sim2", "sim3"], "each simulation submitted once, across both operators"
+    assert fake.stored(MINICLUSTER, "demo")["status"]["multiplexing"]["outcome"] == "done"
+
+    # a third finds the run ended: nothing starts again
+    third = _mux_operator(fake, clock, flux, tmp_path / "c")
+    third.start()
+    _settle(third, clock)
+    assert KEY not in third.multiplexers.loops and len(flux.submitted) == 3  # type: ignore[union-attr]
