@@ -264,3 +264,34 @@ def test_an_hpa_grows_a_minicluster_from_1_to_3_from_its_queue_through_the_custo
         ),
         timeout=180,
     )
+
+
+def test_killing_the_leader_mid_multiplexing_goes_on_with_the_run_starting_no_simulation_twice(
+    kubeconfig: Path, namespace: str
+) -> None:
+    spec = yaml.safe_load((ROOT / "examples" / "multiplex.yaml").read_text())
+    spec["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "900m"  # 2 pods beside 2 operator replicas
+    assert kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
+
+    def status() -> dict[str, Any]:
+        return kubectl_json(kubeconfig, "get", "minicluster/multiplex", "-n", namespace).get("status") or {}
+
+    record = wait_until(
+        "a simulation submitted and recorded in status.multiplexing",
+        lambda: (r := status().get("multiplexing") or {}) and r.get("jobs") and not r.get("outcome") and r,
+        timeout=300,
+        interval=1,
+    )
+    _kill_leader(kubeconfig)
+
+    def ended() -> dict[str, Any] | None:
+        found = next((c for c in status().get("conditions", []) if c["type"] == "Multiplexing"), None)
+        return found if found and found["reason"] in ("Done", "LoopFailed", "Disabled") else None
+
+    condition = wait_until("the Multiplexing condition says Done", ended, timeout=600, interval=3)
+    assert condition["reason"] == "Done" and "3 finished" in condition["message"], condition
+    final = status()["multiplexing"]
+    assert final["outcome"] == "done" and final["run"] == record["run"], (record, final)
+    assert set(record["jobs"].items()) <= set(final["jobs"].items()), "the first leader's jobs were gone on with"
+    names = _flux("multiplex", namespace, "jobs", "-a", "-no", "{name}").split()
+    assert sorted(names) == ["sim1", "sim2", "sim3"], names
