@@ -277,6 +277,7 @@ def test_killing_the_leader_mid_multiplexing_goes_on_with_the_run_starting_no_si
 ) -> None:
     spec = yaml.safe_load((ROOT / "examples" / "multiplex.yaml").read_text())
     spec["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "900m"  # 2 pods beside 2 operator replicas
+    spec["spec"]["multiplexing"]["command"] = "proxy_solver 1000 2048 32 1,1,1,20"  # shorter than the example's
     assert kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(spec)).returncode == 0
 
     def status() -> dict[str, Any]:
