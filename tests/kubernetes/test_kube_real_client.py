@@ -242,3 +242,25 @@ def test_an_exec_that_ends_runs_no_ending(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(kubernetes.stream, "stream", fake_stream)
     result = _api("http://127.0.0.1:9").exec("hpc", "p-0", "app", ["sh", "-c", "echo hi; exit 3"], timeout=30)
     assert (result.rc, result.stdout, len(streams)) == (3, "hi\n", 1)
+
+
+def test_an_exec_into_a_container_that_just_ended_is_the_server_s_error_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The error channel then holds the reason where the client expects an exit code, and its `returncode`
+    raised ValueError through `minicluster up` (a fresh-clone CI run: hello's container ended while up waited)."""
+    import kubernetes.stream
+
+    class Ended(_HostStream):
+        @property
+        def returncode(self) -> int | None:
+            raise ValueError(
+                "invalid literal for int() with base 10: 'Internal error occurred: error executing command in "
+                "container: failed to exec in container: container is in CONTAINER_EXITED state'"
+            )
+
+    monkeypatch.setattr(kubernetes.stream, "stream", lambda _fn, _pod, _ns, command, **_kw: Ended(command))
+    with pytest.raises(ApiError) as failed:
+        _api("http://127.0.0.1:9").exec("hpc", "p-0", "app", ["true"], timeout=30)
+    assert failed.value.status == 500 and failed.value.transient
+    assert failed.value.message.endswith("container is in CONTAINER_EXITED state")

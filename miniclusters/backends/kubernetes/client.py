@@ -293,7 +293,7 @@ class RealKubeApi:
             ws.run_forever(timeout=timeout)
             finished = not ws.is_open()
             out, err = ws.read_stdout() or "", ws.read_stderr() or ""
-            rc = ws.returncode if finished else None
+            rc = _exit_code(ws) if finished else None
         finally:
             ws.close()  # without a tty, closing the stream leaves the process running: end it (exec_session.py)
             if not finished:
@@ -334,6 +334,17 @@ class RealKubeApi:
 
 
 HANDSHAKE = re.compile(r"^Handshake status (\d{3})")
+
+
+def _exit_code(ws: Any) -> int | None:
+    """The command's exit code from the error channel. When the exec itself failed there the channel holds the
+    server's reason where the client expects a number (`container is in CONTAINER_EXITED state`: the container
+    ended between the pod's listing and the exec) and the client raises ValueError: that is the server's 500."""
+    try:
+        return ws.returncode
+    except ValueError as exc:
+        reason = str(exc).partition(": ")[2].strip("'") or str(exc)
+        raise ApiError(500, "InternalError", reason) from None
 
 
 def _exec_error(exc: Any) -> ApiError:
