@@ -90,8 +90,10 @@ class CampaignVolume:
     def parse(cls, text: str) -> CampaignVolume:
         """`PATH` (a hostPath) or `CLAIM=PATH`; ValueError naming what is wrong."""
         claim, _, path = text.rpartition("=")
-        if not path.startswith("/") or path.rstrip("/") == "":
-            raise ValueError(f"{text!r}: give an absolute path (PATH or CLAIM=PATH), not '/'")
+        if not path.startswith("/"):
+            raise ValueError(f"{text!r}: the path must be absolute (PATH or CLAIM=PATH)")
+        if path.rstrip("/") == "":
+            raise ValueError(f"{text!r}: not the node's whole file system; name a directory")
         if "=" in text and not claim:
             raise ValueError(f"{text!r}: the claim's name is empty (CLAIM=PATH)")
         return cls(path.rstrip("/"), claim or None)

@@ -199,3 +199,26 @@ def test_kubectl_apply_k_crds_applies_what_install_applies() -> None:
         if doc
     ]
     assert files == installer.install_objects(COMMITTED)
+
+
+@pytest.mark.parametrize(
+    ("given", "words"),
+    [
+        ("relative/path", "the path must be absolute"),
+        ("/", "not the node's whole file system"),
+        ("=/srv", "the claim's name is empty"),
+    ],
+)
+def test_install_refuses_a_campaign_volume_it_cannot_mount_naming_the_flag(given: str, words: str) -> None:
+    from miniclusters.cli import operator_install_commands
+
+    result = CliRunner().invoke(operator_install_commands.install, ["--campaign-volume", given])
+    assert result.exit_code == 2 and "--campaign-volume" in result.output and words in result.output
+
+
+def test_a_campaign_volume_is_a_host_directory_or_a_claim_mounted_at_the_same_path() -> None:
+    from miniclusters.operator.manifests import CampaignVolume
+
+    host, claim = CampaignVolume.parse("/srv/campaigns/"), CampaignVolume.parse("shared=/srv/campaigns")
+    assert host.volume()["hostPath"] == {"path": "/srv/campaigns", "type": "DirectoryOrCreate"}
+    assert claim.volume()["persistentVolumeClaim"] == {"claimName": "shared"} and claim.path == "/srv/campaigns"
