@@ -21,6 +21,7 @@ MAX_ITERATIONS = 100_000
 """SIMPLE iterations per member at most (a hundred times the tutorial's 1,000: days of solver time per member)."""
 MAX_PROFILE_ITERATIONS = 10_000_000
 MAX_RANKS = 1024
+MAX_ENSEMBLES = 100
 MAX_MEMBERS = 1000
 """Values (members) per ensemble at most: each member is a copy of the case on disk."""
 
@@ -28,7 +29,7 @@ MAX_MEMBERS = 1000
 class EnsembleSpec(SpecModel):
     """One parameter sweep: a member per value, all members one sub-instance."""
 
-    name: str
+    name: str = Field(max_length=63)
     """A DNS-1123 label, unique in the campaign (names the sub-instance job and its directory)."""
     parameter: Literal["angleOfAttack", "mach"]
     """What the members vary: the angle of attack (degrees) or the free-stream Mach number."""
@@ -49,7 +50,7 @@ class CampaignSpec(SpecModel):
     ranks: int = Field(default=2, ge=1, le=MAX_RANKS, strict=True)
     """MPI ranks per member."""
     decomposition: Literal["concentric", "simple", "hierarchical"] = "concentric"
-    weights: list[StrictFloat] = Field(default_factory=list)
+    weights: list[StrictFloat] = Field(default_factory=list, max_length=MAX_RANKS)
     """Concentric ring weights, innermost (near-wall) last; default: equal."""
     profile_iterations: int = Field(default=1500, ge=1, le=MAX_PROFILE_ITERATIONS, strict=True)
     """PMPI windows (MPI_Allreduce calls; rhoSimpleFoam makes hundreds per iteration) before traces are written."""
@@ -57,4 +58,4 @@ class CampaignSpec(SpecModel):
     """Run the ensembles one after the other (the rigid baseline); default: all are queued at once."""
     workdir: str = ""
     """Where cases, logs, traces and results go (default: a directory in the state directory)."""
-    ensembles: list[EnsembleSpec] = Field(min_length=1)
+    ensembles: list[EnsembleSpec] = Field(min_length=1, max_length=MAX_ENSEMBLES)

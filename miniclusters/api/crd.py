@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from miniclusters.api.crd_rules import SPEC_VALIDATIONS
+from miniclusters.api.crd_rules import VALIDATIONS
 from miniclusters.api.spec import API_GROUP, API_VERSION, KIND, MiniClusterSpec, MiniClusterStatus
 
 PLURAL = "miniclusters"
@@ -86,9 +86,22 @@ def structural_schema(model: type[Any]) -> dict[str, Any]:
     return _structural(resolved)
 
 
+def schema_node(root: dict[str, Any], location: str) -> dict[str, Any]:
+    """The node of `root` at a crd_rules location (`spec.containers[].volumes{}`)."""
+    node = root
+    for part in location.replace("[]", ".[]").replace("{}", ".{}").split(".") if location else ():
+        if part == "[]":
+            node = node["items"]
+        elif part == "{}":
+            node = node["additionalProperties"]
+        else:
+            node = node["properties"][part]
+    return node
+
+
 def build_crd() -> dict[str, Any]:
     """The CRD: our group, the MiniCluster kind, status and scale subresources (for kubectl scale / HPA)."""
-    spec_schema = {**structural_schema(MiniClusterSpec), "x-kubernetes-validations": SPEC_VALIDATIONS}
+    spec_schema = structural_schema(MiniClusterSpec)
     status_schema = structural_schema(MiniClusterStatus)
     root = {
         "type": "object",
@@ -96,12 +109,15 @@ def build_crd() -> dict[str, Any]:
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            # named so the rules on metadata.name (crd_rules.py) may give it as their fieldPath
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
             "spec": spec_schema,
             "status": status_schema,
         },
         "required": ["spec"],
     }
+    for location, rules in VALIDATIONS.items():
+        schema_node(root, location)["x-kubernetes-validations"] = rules
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

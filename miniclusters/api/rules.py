@@ -19,7 +19,9 @@ from miniclusters.api.errors import Problem, join_path
 from miniclusters.api.hosts import registry_for
 from miniclusters.api.names import (
     ENV_VAR_NAME,
+    MPI_CALL,
     dns1123_label_error,
+    is_blank,
     label_key_error,
     label_value_error,
 )
@@ -83,10 +85,9 @@ def _containers(mc: MiniCluster) -> Iterator[Problem]:
     containers = mc.spec.containers
     runners = [i for i, c in enumerate(containers) if c.run_flux]
     if len(containers) > 1 and len(runners) != 1:
-        found = "none" if not runners else ", ".join(f"containers[{i}]" for i in runners)
         yield Problem(
             "spec.containers",
-            f"exactly one container must set runFlux: true when there are several (found {found})",
+            f"exactly one container must set runFlux: true when there are several ({len(runners)} do)",
         )
     seen: dict[str, str] = {}
     for group, items in (("containers", containers), ("services", mc.spec.services)):
@@ -101,9 +102,10 @@ def _containers(mc: MiniCluster) -> Iterator[Problem]:
 
 
 def _container(container: Container, path: str, runs_flux: bool, is_service: bool) -> Iterator[Problem]:
-    if not container.name and (is_service or not runs_flux):
-        what = "a service container" if is_service else "a container that does not run Flux"
-        yield Problem(f"{path}.name", f"{what} needs a name")
+    if not container.name and is_service:
+        yield Problem(f"{path}.name", "a service container needs a name")
+    elif not container.name and not runs_flux:
+        yield Problem(f"{path}.name", "a container that does not run Flux needs a name")
     if container.name:
         error = dns1123_label_error(container.name)
         if error:
@@ -112,17 +114,14 @@ def _container(container: Container, path: str, runs_flux: bool, is_service: boo
             yield Problem(f"{path}.name", f"{container.name!r} is reserved for the container miniclusters adds")
     if container.launcher and container.batch:
         yield Problem(f"{path}.batch", "launcher and batch cannot both be set; choose one")
-    if container.command and not container.command.strip():
+    if container.command and is_blank(container.command):
         yield Problem(f"{path}.command", "only spaces: give a command, or leave it out (interactive: true)")
     if runs_flux and container.commands.script and container.command:
         yield Problem(f"{path}.commands.script", "a script and a command cannot both be given; choose one")
     if is_service and (container.commands.pre or container.commands.broker_pre or container.commands.worker_pre):
         yield Problem(f"{path}.commands", "service containers do not support pre, brokerPre or workerPre")
-    for index, port in enumerate(container.ports):
-        if not 1 <= port <= 65535:
-            yield Problem(f"{path}.ports[{index}]", f"port {port} is outside 1-65535")
     for key in [*container.environment, *container.secrets]:
-        if not ENV_VAR_NAME.match(key):
+        if not ENV_VAR_NAME.fullmatch(key):
             yield Problem(f"{path}.environment.{key}", f"{key!r} is not a valid environment variable name")
     for name, volume in container.volumes.items():
         vpath = f"{path}.volumes.{name}"
@@ -177,7 +176,7 @@ def _flux(mc: MiniCluster) -> Iterator[Problem]:
             raise ValueError("negative")
     except ValueError as exc:
         yield Problem("spec.flux.connectTimeout", str(exc))
-    if flux.topology and not TOPOLOGY.match(flux.topology):
+    if flux.topology and not TOPOLOGY.fullmatch(flux.topology):
         yield Problem(
             "spec.flux.topology",
             f"{flux.topology!r} is not a Flux topology (kary:N, binomial, mincrit[:N], custom)",
@@ -233,7 +232,7 @@ def _restful(mc: MiniCluster) -> Iterator[Problem]:
 
 def _profiling(mc: MiniCluster) -> Iterator[Problem]:
     profiling = mc.spec.profiling
-    if profiling.boundary and not re.match(r"^MPI_[A-Z][a-z_]+$", profiling.boundary):
+    if profiling.boundary and not MPI_CALL.fullmatch(profiling.boundary):
         yield Problem("spec.profiling.boundary", f"{profiling.boundary!r} is not an MPI call name (e.g. MPI_Allreduce)")
     if profiling.directory and not profiling.directory.startswith("/"):
         yield Problem("spec.profiling.directory", f"{profiling.directory!r} must be an absolute path")
@@ -241,9 +240,9 @@ def _profiling(mc: MiniCluster) -> Iterator[Problem]:
 
 def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
     mux = mc.spec.multiplexing
-    if mux.enabled and not mux.command.strip() and mc.spec.campaign is None:
+    if mux.enabled and is_blank(mux.command) and mc.spec.campaign is None:
         yield Problem("spec.multiplexing.command", "required when multiplexing is enabled (the simulation to run)")
-    if mux.boundary and not re.match(r"^MPI_[A-Z][a-z_]+$", mux.boundary):
+    if mux.boundary and not MPI_CALL.fullmatch(mux.boundary):
         yield Problem("spec.multiplexing.boundary", f"{mux.boundary!r} is not an MPI call name (e.g. MPI_Allreduce)")
     if mux.workdir and (problem := workdir_problem(mux.workdir)):
         yield Problem("spec.multiplexing.workdir", problem)
@@ -312,10 +311,10 @@ def _campaign(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.campaign.weights", "weights must be positive")
     if campaign.workdir and (problem := workdir_problem(campaign.workdir)):
         yield Problem("spec.campaign.workdir", problem)
-    if mc.spec.multiplexing.command.strip():
+    if not is_blank(mc.spec.multiplexing.command):
         yield Problem("spec.multiplexing.command", "a campaign runs its own members; leave the command empty")
     if any(c.command for c in mc.spec.containers):
-        yield Problem("spec.containers[0].command", "a campaign runs its own members; leave the command empty")
+        yield Problem("spec.containers", "a campaign runs its own members; leave the containers' command empty")
 
 
 def _placement(mc: MiniCluster) -> Iterator[Problem]:

@@ -8,7 +8,7 @@ Cross-field rules live in `rules.py`, which imports this module (never the rever
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -32,9 +32,31 @@ DEFAULT_BROKER_PORT = 8050
 
 Flavour = Literal["builtin", "flux"]
 
+# Lengths the CRD needs to price its CEL rules (a rule's estimated cost grows with the longest string or list it
+# may read; unbounded, the API server refuses the CRD), each the natural limit of what the field holds.
+DNS_LABEL_MAX = 63
+"""A DNS-1123 label: a container, Service, Secret, claim or ensemble name."""
+ARG_MAX = 131072
+"""Linux's MAX_ARG_STRLEN: the longest single argument a command line can carry (a command is passed as one)."""
+PATH_MAX = 4096
+MPI_NAME_MAX = 64
+SETTING_MAX = 64
+"""A short setting written as text: a duration, a topology."""
+NAME_MAX = 253
+"""A DNS-1123 subdomain: a Secret, ConfigMap or PersistentVolumeClaim name."""
+QUANTITY_MAX = 64
+VOLUMES_MAX = 64
+"""Volumes per container."""
+LIST_MAX = 64
+"""Tolerations of the pods, bursted clusters: bounded so the rules on each item are priced."""
+CONTAINERS_MAX = 32
+"""Containers (or services) per pod: far above any real pod, low enough to price a rule per container."""
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+
 
 class Network(SpecModel):
-    headless_name: str = ""
+    headless_name: str = Field(default="", max_length=DNS_LABEL_MAX)
     """Headless Service name and pod subdomain; empty means metadata.name."""
     disable_affinity: bool = False
 
@@ -48,10 +70,10 @@ class LoggingSpec(SpecModel):
 
 
 class Archive(SpecModel):
-    path: str = ""
+    path: str = Field(default="", max_length=PATH_MAX)
     """The queue archive in the lead's filesystem: restored at start when it exists (`minicluster save` writes
     it, `minicluster up --restore` sets it)."""
-    claim_name: str = ""
+    claim_name: str = Field(default="", max_length=DNS_LABEL_MAX)
     """Ours: a PersistentVolumeClaim mounted at the archive's directory in the broker container, so a new
     MiniCluster reads what the old one wrote."""
     unfit: Literal["wait", "reject"] = "wait"
@@ -62,7 +84,8 @@ class Toleration(SpecModel):
     key: str = ""
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
     operator: Literal["", "Exists", "Equal"] = ""
-    value: str = ""
+    value: str = Field(default="", max_length=DNS_LABEL_MAX)
+    """A label value: at most 63 characters."""
 
 
 class PodSpec(SpecModel):
@@ -75,7 +98,7 @@ class PodSpec(SpecModel):
     scheduler_name: str = ""
     node_selector: dict[str, str] = Field(default_factory=dict)
     node_affinity: dict[str, list[str]] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=LIST_MAX)
     dns_policy: Literal["", "ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"] = Field(
         default="", alias="dnsPolicy"
     )
@@ -94,15 +117,15 @@ class ResourceRequirements(SpecModel):
 
 
 class ContainerVolume(SpecModel):
-    path: str = ""
-    host_path: str = ""
-    config_map_name: str = ""
+    path: str = Field(default="", max_length=PATH_MAX)
+    host_path: str = Field(default="", max_length=PATH_MAX)
+    config_map_name: str = Field(default="", max_length=NAME_MAX)
     items: dict[str, str] = Field(default_factory=dict)
-    claim_name: str = ""
-    secret_name: str = ""
+    claim_name: str = Field(default="", max_length=NAME_MAX)
+    secret_name: str = Field(default="", max_length=NAME_MAX)
     read_only: bool = False
     empty_dir_medium: str = ""
-    empty_dir_size_limit: str = ""
+    empty_dir_size_limit: str = Field(default="", max_length=QUANTITY_MAX)
     csi_driver: str = Field(default="", alias="csiDriver")
     csi_driver_attributes: dict[str, str] = Field(default_factory=dict, alias="csiDriverAttributes")
     empty_dir: bool = False
@@ -133,11 +156,11 @@ class Container(SpecModel):
     image_pull_secret: str = ""
     image: str = DEFAULT_APP_IMAGE
     working_dir: str = ""
-    name: str = ""
-    command: str = ""
+    name: str = Field(default="", max_length=DNS_LABEL_MAX)
+    command: str = Field(default="", max_length=ARG_MAX)
     pull_always: bool = False
     image_pull_policy: Literal["", "Always", "IfNotPresent", "Never"] = ""
-    ports: list[int] = Field(default_factory=list)
+    ports: list[Port] = Field(default_factory=list)
     environment: dict[str, str] = Field(default_factory=dict)
     secrets: dict[str, SecretRef] = Field(default_factory=dict)
     launcher: bool = False
@@ -146,7 +169,7 @@ class Container(SpecModel):
     logs: str = ""
     run_flux: bool = False
     no_wrap_entrypoint: bool = False
-    volumes: dict[str, ContainerVolume] = Field(default_factory=dict)
+    volumes: dict[str, ContainerVolume] = Field(default_factory=dict, max_length=VOLUMES_MAX)
     life_cycle: LifeCycle = Field(default_factory=LifeCycle)
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     commands: Commands = Field(default_factory=Commands)
@@ -183,7 +206,7 @@ class FluxBroker(SpecModel):
 class BurstedCluster(SpecModel):
     """The Flux Operator's bursted cluster: its hosts `<name>-0..size-1` join the hostlist after the pods."""
 
-    name: str = ""
+    name: str = Field(default="", max_length=DNS_LABEL_MAX)
     """Empty means `burst-<index>`, as in the operator."""
     size: int = Field(default=0, ge=0)
     """0 means spec.size, as in the operator."""
@@ -201,7 +224,7 @@ class BurstPluginLimit(SpecModel):
 class Bursting(SpecModel):
     lead_broker: FluxBroker | None = None
     hostlist: str = ""
-    clusters: list[BurstedCluster] = Field(default_factory=list)
+    clusters: list[BurstedCluster] = Field(default_factory=list, max_length=LIST_MAX)
     # ---- miniclusters extensions -------------------------------------------------------------
     plugins: list[BurstPluginLimit] = Field(default_factory=list)
     """The burst service's plugins (builtin flavour): present, the lead runs the service beside its broker."""
@@ -212,11 +235,11 @@ class FluxSpec(SpecModel):
     arch: str = ""
     submit_command: str = ""
     wrap: str = ""
-    connect_timeout: str = "5s"
+    connect_timeout: str = Field(default="5s", max_length=SETTING_MAX)
     option_flags: str = ""
     minimal_service: bool = False
     disable_socket: bool = False
-    topology: str = ""
+    topology: str = Field(default="", max_length=SETTING_MAX)
     no_wait_socket: bool = False
     complete_workers: bool = False
     log_level: int = Field(default=6, ge=0, le=7)
@@ -239,7 +262,7 @@ class RestfulSpec(SpecModel):
     mode: Literal["single-user", "multi-user"] = "single-user"
     """multi-user: each user sees only their jobs, which run as their account when the broker is root."""
     require_auth: bool = True
-    secret_name: str = ""
+    secret_name: str = Field(default="", max_length=DNS_LABEL_MAX)
     """A Secret whose keys FLUX_USER, FLUX_TOKEN and FLUX_SECRET_KEY configure the superuser and handshake."""
 
 
@@ -249,9 +272,9 @@ class ProfilingSpec(SpecModel):
     enabled: bool = False
     iterations: int = Field(default=0, ge=0)
     """Write traces after this many iterations (0: at MPI_Finalize)."""
-    directory: str = ""
+    directory: str = Field(default="", max_length=PATH_MAX)
     """Where each rank's trace goes (default: <working dir>/pmpi-<jobid>); use a shared volume on Kubernetes."""
-    boundary: str = ""
+    boundary: str = Field(default="", max_length=MPI_NAME_MAX)
     """The MPI call that ends an iteration (default MPI_Barrier; OpenFOAM: MPI_Allreduce)."""
 
 
@@ -264,7 +287,7 @@ class MultiplexingSpec(SpecModel):
     """
 
     enabled: bool = False
-    command: str = ""
+    command: str = Field(default="", max_length=ARG_MAX)
     """The simulation: an MPI program and its arguments, started as one Flux job per simulation."""
     max: int = Field(default=4, ge=1)
     """At most this many simulations at once."""
@@ -281,7 +304,7 @@ class MultiplexingSpec(SpecModel):
     """Pack another simulation only while the model predicts Theta(N)/N at or above this."""
     headroom: float = Field(default=1.2, ge=0.01)
     """A rank's request is duty x allocation x headroom."""
-    boundary: str = ""
+    boundary: str = Field(default="", max_length=MPI_NAME_MAX)
     """The MPI call that ends an iteration (default MPI_Barrier; OpenFOAM: MPI_Allreduce)."""
     workdir: str = ""
     """Where simulations write output and traces (default: a directory in the controller's state)."""
@@ -324,9 +347,9 @@ class PlacementSpec(SpecModel):
 
 
 class MiniClusterSpec(SpecModel):
-    containers: list[Container] = Field(min_length=1)
+    containers: list[Container] = Field(min_length=1, max_length=CONTAINERS_MAX)
     resource_claims: list[dict[str, Any]] = Field(default_factory=list)
-    services: list[Container] = Field(default_factory=list)
+    services: list[Container] = Field(default_factory=list, max_length=CONTAINERS_MAX)
     network: Network = Field(default_factory=Network)
     job_labels: dict[str, str] = Field(default_factory=dict)
     interactive: bool = False

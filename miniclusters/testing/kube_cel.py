@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import celpy
+from kubernetes.utils.quantity import parse_quantity
 
 
 def _format(template: Any, args: Any) -> Any:
@@ -35,21 +36,56 @@ def _format(template: Any, args: Any) -> Any:
     return celpy.celtypes.StringType("".join(out))
 
 
+def _is_quantity(text: Any) -> Any:
+    try:
+        parse_quantity(str(text))
+    except (ValueError, TypeError, ArithmeticError):
+        return celpy.celtypes.BoolType(False)
+    return celpy.celtypes.BoolType(True)
+
+
+def _quantity(text: Any) -> Any:
+    """Kubernetes' quantity library's `quantity()`: the fake keeps its value as a number (enough to compare)."""
+    try:
+        return celpy.celtypes.DoubleType(parse_quantity(str(text)))
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        return celpy.CELEvalError(str(exc))  # an error value: `true || error` is true in CEL
+
+
+def _is_less_than(a: Any, b: Any) -> Any:
+    return celpy.celtypes.BoolType(float(a) < float(b))
+
+
+FUNCTIONS: dict[str, Any] = {
+    "format": _format,
+    "isQuantity": _is_quantity,
+    "quantity": _quantity,
+    "isLessThan": _is_less_than,
+}
+"""The Kubernetes CEL libraries our rules call, beyond cel-python's standard ones."""
+
+
 @functools.cache
 def cel_program(expression: str) -> Any:
     env = celpy.Environment()
-    return env.program(env.compile(expression), functions={"format": _format})
+    return env.program(env.compile(expression), functions=FUNCTIONS)
 
 
-def _defaulted(schema: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
-    """The object with its schema's defaults, at every depth (the server defaults the whole object before any
-    rule runs: a rule on spec sees spec.multiplexing.max even when the YAML gave only spec.multiplexing.total)."""
+def _defaulted(schema: dict[str, Any], value: Any) -> Any:
+    """The value with its schema's defaults, at every depth (the server defaults the whole object before any
+    rule runs: a rule on spec sees spec.multiplexing.max even when the YAML gave only spec.multiplexing.total, and
+    a rule on spec reads containers[i].runFlux that no container wrote)."""
+    if schema.get("type") == "number" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)  # the server's CEL types a number field as double, however the YAML wrote it
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_defaulted(schema["items"], item) for item in value]
+    if not isinstance(value, dict):
+        return value
     properties = schema.get("properties") or {}
+    if not properties and isinstance(schema.get("additionalProperties"), dict):
+        return {key: _defaulted(schema["additionalProperties"], item) for key, item in value.items()}
     out = {**{k: s["default"] for k, s in properties.items() if "default" in s and k not in value}, **value}
-    for name, child in properties.items():
-        if isinstance(out.get(name), dict) and child.get("type") == "object":
-            out[name] = _defaulted(child, out[name])
-    return out
+    return {name: _defaulted(properties[name], item) if name in properties else item for name, item in out.items()}
 
 
 def violations(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
@@ -65,10 +101,14 @@ def violations(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
                 if "messageExpression" in rule
                 else rule.get("message") or f"failed rule: {rule['rule']}"
             )
-            yield f"{path}{rule.get('fieldPath', '')}: Invalid value: {message}"
+            where = f"{path}{rule.get('fieldPath', '')}".lstrip(".")
+            yield f"{where}: Invalid value: {message}"
         for name, child in (schema.get("properties") or {}).items():
             if name in value:
-                yield from violations(child, value[name], f"{path}.{name}")
+                yield from violations(child, value[name], f"{path}.{name}".lstrip("."))
+        if not schema.get("properties") and isinstance(schema.get("additionalProperties"), dict):
+            for key, item in value.items():  # a map's values: the server writes the key in brackets
+                yield from violations(schema["additionalProperties"], item, f"{path}[{key}]")
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
             yield from violations(schema["items"], item, f"{path}[{index}]")
@@ -76,7 +116,7 @@ def violations(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
 
 def refusal(schema: dict[str, Any], obj: dict[str, Any], kind: str, group: str) -> str | None:
     """The 422 message for ``obj`` when a rule does not hold, else None."""
-    found = [v for name in ("spec",) if name in obj for v in violations(schema["properties"][name], obj[name], name)]
+    found = list(violations({**schema, "properties": {"spec": schema["properties"]["spec"]}}, obj, ""))
     if not found:
         return None
     name = obj.get("metadata", {}).get("name")

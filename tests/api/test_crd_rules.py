@@ -7,14 +7,14 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import celpy
 import pytest
 
 from miniclusters.api import load_minicluster
 from miniclusters.api.crd import build_crd
-from miniclusters.api.crd_rules import SPEC_VALIDATIONS
+from miniclusters.api.crd_rules import SPEC
 from miniclusters.api.errors import SpecError
-from miniclusters.testing.kube_cel import cel_program
+from miniclusters.testing.crd_cases import Case, server_problems
+from miniclusters.testing.kube_cel import refusal
 
 FIELDS = (
     "spec.minSize",
@@ -24,24 +24,15 @@ FIELDS = (
     "spec.multiplexing.profileTogether",
     "spec.restful.port",
 )
-DEFAULTS = {"multiplexing": {"max": 4, "total": 0, "profileTogether": 1}, "restful": {"enabled": False, "port": 5000}}
-"""The CRD's defaults inside those objects (applied by the API server, before CEL, when the object is given)."""
+SCHEMA = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 IMAGE = "ghcr.io/miniclusters/openmpi-openfoam:0.1.0"
 
 
 def _cel_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
-    """What the API server answers: (spec + fieldPath, message) of each rule that does not hold."""
-    defaulted = {"size": 1, "minSize": 0, "maxSize": 0, **spec}  # the CRD's defaults, applied before CEL
-    for key, values in DEFAULTS.items():
-        if key in spec:
-            defaulted[key] = {**values, **spec[key]}
-    activation = {"self": celpy.json_to_cel(defaulted)}
-    out = []
-    for rule in SPEC_VALIDATIONS:
-        if not cel_program(rule["rule"]).evaluate(activation):
-            message = cel_program(rule["messageExpression"]).evaluate(activation)
-            out.append((f"spec{rule['fieldPath']}", str(message)))
-    return out
+    """What the API server answers: (field path, message) of each rule that does not hold, on these fields."""
+    manifest = Case("", spec).manifest()
+    found = server_problems(refusal(SCHEMA, manifest, "MiniCluster", "miniclusters.dev"))
+    return [(path, message) for path, message in found if path in FIELDS]
 
 
 def _python_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
@@ -93,5 +84,5 @@ def test_every_cel_rule_says_what_the_python_rules_say(grid: Any) -> None:
 @pytest.mark.parametrize("field", ["minSize", "maxSize", "autoscale", "multiplexing.total", "restful.port"])
 def test_the_crd_carries_the_rules_on_spec(field: str) -> None:
     spec = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    assert spec["x-kubernetes-validations"] == SPEC_VALIDATIONS
+    assert spec["x-kubernetes-validations"] == SPEC
     assert any(field in rule["fieldPath"] for rule in spec["x-kubernetes-validations"])
