@@ -110,6 +110,19 @@ def time_limit(text: str) -> float:
     return seconds
 
 
+def _set_dotted(tree: dict[str, Any], name: str, value: Any, item: str) -> None:
+    """`malleable.min=2` sets tree["malleable"]["min"], as flux-core's Jobspec.setattr nests dotted names."""
+    *parents, leaf = name.split(".")
+    if not leaf or not all(parents):
+        raise OptionError(f"--setattr: {item!r}: an empty name between dots")
+    for part in parents:
+        child = tree.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise OptionError(f"--setattr: {item!r}: {part!r} is already set to a value, not a table of attributes")
+        tree = child
+    tree[leaf] = value
+
+
 def _keyval(text: str, flag: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not key.strip():
@@ -183,7 +196,7 @@ def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_d
             name, where = (key[7:] if key.startswith("system.") else key.removeprefix(".")), system
         if not name.strip():  # `user.=x` or `system.=x`: a prefix with no attribute after it
             raise OptionError(f"--setattr: {item!r}: a name is required after {key!r} (KEY[=VAL])")
-        where[name] = value
+        _set_dotted(where, name, value, item)
     if values.get("requeue"):
         system["requeue"] = True
     output: dict[str, Any] = {}

@@ -1,12 +1,13 @@
 """Event-driven replay of a workload through a scheduling policy (the same functions the live loops call).
 
 Events are job completions and arrivals. All events at one time are handled together, completions before
-arrivals, and then the policy is asked once. Its decisions are applied shrinks first, then starts, then
-expands; a decision that breaks a rule (unknown job, size outside the job's range, more nodes than the
-machine has) raises :class:`PolicyError` -- a policy bug, never silently repaired.
+arrivals, and then the policy is asked once, through `plan_pass` (policy/scheduling/actions.py, the live
+malleable loop's path too): shrinks first, then starts, then expands; a decision that breaks a rule raises
+:class:`PolicyError`.
 
 A resized job keeps the work it has done: progress is a fraction of the whole job, made at the rate the
-speedup model gives for its current size; a resize costs ``rescale_overhead`` seconds without progress.
+speedup model gives for its current size; a resize costs ``rescale_overhead`` seconds without progress, and a
+start ``start_overhead`` (a live run's launch: 0 for a trace replay).
 """
 
 from __future__ import annotations
@@ -15,16 +16,12 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from elasticity.errors import ElasticityError
+from elasticity.policy.scheduling.actions import PolicyError, plan_pass
 from elasticity.policy.scheduling.registry import SchedulingPolicy
 from elasticity.policy.scheduling.types import RunningJob, Snapshot, WaitingJob
 from elasticity.sim.workload import SimJob, Workload
 
 _COMPLETION, _ARRIVAL = 0, 1
-
-
-class PolicyError(ElasticityError, RuntimeError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +84,7 @@ def simulate(
     *,
     policy_name: str = "policy",
     rescale_overhead: float = 0.0,
+    start_overhead: float = 0.0,
 ) -> SimResult:
     machine = workload.nodes
     jobs = [_Job(spec, ratio=(spec.estimate / spec.runtime if spec.runtime > 0 else 1.0)) for spec in workload.jobs]
@@ -112,7 +110,7 @@ def simulate(
                 job.done = min(1.0, job.done + (now - job.since) * job.rate)
             job.since = max(now, job.since) + rescale_overhead
         else:
-            job.since = now
+            job.since = now + start_overhead
         job.used_since = now
         job.nodes = nodes
         job.version += 1
@@ -152,33 +150,25 @@ def simulate(
             if changed:
                 busy.append((now, machine - free))
             continue
-        decisions = policy(Snapshot(now, machine, tuple(running.values()), tuple(waiting.values())))
-        for resize in decisions.resizes:
-            view = running.get(resize.job)
-            if view is None or not view.size.min <= resize.nodes <= view.size.max:
-                raise PolicyError(f"{policy_name}: invalid resize {resize} at t={now}")
-            if resize.nodes < view.nodes:
-                free += view.nodes - resize.nodes
-                jobs[resize.job].shrinks += 1
-                jobs[resize.job].last_resize = now
-                place(resize.job, now, resize.nodes)
-        for start in decisions.starts:
-            wait = waiting.pop(start.job, None)
-            if wait is None or not wait.size.min <= start.nodes <= wait.size.max:
-                raise PolicyError(f"{policy_name}: invalid start {start} at t={now}")
+        actions = plan_pass(
+            policy, Snapshot(now, machine, tuple(running.values()), tuple(waiting.values())), policy_name
+        )
+        for resize in actions.shrinks:
+            free += running[resize.job].nodes - resize.nodes
+            jobs[resize.job].shrinks += 1
+            jobs[resize.job].last_resize = now
+            place(resize.job, now, resize.nodes)
+        for start in actions.starts:
+            del waiting[start.job]
             free -= start.nodes
             jobs[start.job].start = now
             jobs[start.job].last_resize = now
             place(start.job, now, start.nodes)
-        for resize in decisions.resizes:
-            view = running[resize.job]
-            if resize.nodes > view.nodes:
-                free -= resize.nodes - view.nodes
-                jobs[resize.job].expands += 1
-                jobs[resize.job].last_resize = now
-                place(resize.job, now, resize.nodes)
-        if free < 0:
-            raise PolicyError(f"{policy_name}: decisions at t={now} use {machine - free} of {machine} nodes")
+        for resize in actions.expands:
+            free -= resize.nodes - running[resize.job].nodes
+            jobs[resize.job].expands += 1
+            jobs[resize.job].last_resize = now
+            place(resize.job, now, resize.nodes)
         if busy[-1][0] == now:
             busy[-1] = (now, machine - free)
         else:

@@ -23,6 +23,7 @@ EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (
     ("autoscale",),
     ("multiplexing",),
     ("campaign",),
+    ("malleable",),
     ("placement",),
     ("archive", "claimName"),
     ("archive", "unfit"),

@@ -89,6 +89,12 @@ CHECKS: dict[str, tuple[tuple[str, str], ...]] = {
         ("multiplexing command", IN_CRD),
         ("containers command", IN_CRD),
     ),
+    "_malleable": (
+        ("runtime range", IN_CRD),
+        ("median runtime", IN_CRD),
+        ("alone", IN_CRD),
+        ("containers command", IN_CRD),
+    ),
     "_placement": (
         ("policy with scaling", IN_CRD),
         ("policy with multiplexing", IN_CRD),

@@ -108,6 +108,13 @@ SPEC = [
           ".multiplexing.command", "a campaign runs its own members; leave the command empty"),
     _rule("!has(self.campaign) || !self.containers.exists(c, c.command != '')", ".containers",
           "a campaign runs its own members; leave the containers' command empty"),
+    # rules._malleable: the run owns the nodes and the jobs
+    _rule(f"!has(self.malleable) || (!has(self.campaign) && !({MUX}) && "
+          "!(has(self.autoscale) && self.autoscale.enabled))", ".malleable",
+          "a malleable run shares the MiniCluster's nodes among its jobs itself; it cannot be combined with a "
+          "campaign, multiplexing or autoscaling"),
+    _rule("!has(self.malleable) || !self.containers.exists(c, c.command != '')", ".containers",
+          "a malleable run submits its own jobs; leave the containers' command empty"),
     # rules._placement and rules._granularity
     _rule(f"!({PLACED}) || !((has(self.autoscale) && self.autoscale.enabled) || {EFFECTIVE_MAX} != self.size)",
           ".placement.policy", "'%s' fixes the job's shape from its ranks and nodes; it cannot be combined with "
@@ -204,6 +211,12 @@ ENSEMBLE = [
           f"'{CAMPAIGN_BASE}' names the campaign's base case directory; choose another"),
 ]  # fmt: skip
 
+MALLEABLE = [  # rules._malleable
+    _rule("self.runtimeMin <= self.runtimeMax", ".runtimeMin", "must not be above runtimeMax"),
+    _rule("self.runtimeMin <= self.medianRuntime && self.medianRuntime <= self.runtimeMax", ".medianRuntime",
+          "must be within [runtimeMin, runtimeMax]"),
+]  # fmt: skip
+
 VALIDATIONS: dict[str, list[dict[str, Any]]] = {
     "": [  # rules._names: the server itself holds metadata.name to a DNS-1123 subdomain, of up to 253 characters
         _rule(
@@ -238,5 +251,6 @@ VALIDATIONS: dict[str, list[dict[str, Any]]] = {
     "spec.archive": ARCHIVE,
     "spec.campaign": CAMPAIGN,
     "spec.campaign.ensembles[]": ENSEMBLE,
+    "spec.malleable": MALLEABLE,
 }
 """Where each list of rules sits in the CRD's schema: `a.b` a property, `[]` a list's items, `{}` a map's values."""

@@ -317,6 +317,25 @@ def _campaign(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.containers", "a campaign runs its own members; leave the containers' command empty")
 
 
+def _malleable(mc: MiniCluster) -> Iterator[Problem]:
+    """A live malleable run owns the MiniCluster's nodes and jobs: nothing else may start or resize them."""
+    spec, malleable = mc.spec, mc.spec.malleable
+    if malleable is None:
+        return
+    if malleable.runtime_min > malleable.runtime_max:
+        yield Problem("spec.malleable.runtimeMin", "must not be above runtimeMax")
+    if not malleable.runtime_min <= malleable.median_runtime <= malleable.runtime_max:
+        yield Problem("spec.malleable.medianRuntime", "must be within [runtimeMin, runtimeMax]")
+    if spec.campaign is not None or spec.multiplexing.enabled or spec.autoscale.enabled:
+        yield Problem(
+            "spec.malleable",
+            "a malleable run shares the MiniCluster's nodes among its jobs itself; it cannot be combined with a "
+            "campaign, multiplexing or autoscaling",
+        )
+    if any(c.command for c in spec.containers):
+        yield Problem("spec.containers", "a malleable run submits its own jobs; leave the containers' command empty")
+
+
 def _placement(mc: MiniCluster) -> Iterator[Problem]:
     """spec.placement: contradictions with the shape, multiplexing and autoscaling; what exclusive CPUs need."""
     spec, placement = mc.spec, mc.spec.placement
@@ -413,6 +432,7 @@ RULES: tuple[Rule, ...] = (
     _multiplexing,
     _multiplexing_ranks,
     _campaign,
+    _malleable,
     _placement,
     _granularity,
     _archive,

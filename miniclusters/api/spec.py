@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from miniclusters.api.campaign import CampaignSpec
+from miniclusters.api.malleable import MalleableRunSpec
 from miniclusters.api.quantity import Quantity
 from miniclusters.api.spec_base import SpecModel
 
@@ -374,6 +375,8 @@ class MiniClusterSpec(SpecModel):
     autoscale: AutoscaleSpec = Field(default_factory=AutoscaleSpec)
     campaign: CampaignSpec | None = None
     """Ensembles of OpenFOAM cases, each a Flux sub-instance (`minicluster up` runs the campaign; docs/campaign.md)."""
+    malleable: MalleableRunSpec | None = None
+    """A trace run live as malleable jobs in this MiniCluster (`minicluster up` runs it; docs/malleable.md)."""
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
 
     @property

@@ -193,6 +193,13 @@ def up(
                 )
                 sys.exit(EXIT_INVALID)
             up_campaign(target, mc, CreateOptions(render=render, timeout=timeout), keep, None)
+        if mc.spec.malleable is not None:  # the trace's jobs live, in the foreground (docs/malleable.md)
+            from miniclusters.cli.malleable_commands import up_malleable
+
+            if detach:
+                click.echo("error: --detach: a malleable run runs in the foreground", err=True)
+                sys.exit(EXIT_INVALID)
+            up_malleable(target, mc, CreateOptions(render=render, timeout=timeout), keep)
         if target.ephemeral:
             _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
             if mc.spec.autoscale.enabled:  # still up (detached or interactive): its queue now drives its size

@@ -107,6 +107,7 @@ def _everything_set() -> dict[str, Any]:
         "profileIterations": 300, "sequential": True, "workdir": "/shared/campaign",
         "ensembles": [{"name": "alpha", "parameter": "angleOfAttack", "values": [0, 2], "nodes": 2}],
     }  # fmt: skip
+    del spec["malleable"]  # a malleable run cannot share the cluster with the rest: its own fixture below
     # a campaign runs its own members: the runner has no command of its own, nor the multiplexer
     container["command"] = ""
     spec["multiplexing"]["command"] = ""
@@ -118,9 +119,27 @@ def _everything_set() -> dict[str, Any]:
     }
 
 
+def _malleable_set() -> dict[str, Any]:
+    """Every field of spec.malleable set to a value other than its default (a run of its own)."""
+    malleable = {
+        "trace": "lublin", "jobs": 8, "first": 16, "policy": "min", "malleablePercent": 50.0, "seed": 3,
+        "arrivals": 30.0, "medianRuntime": 20.0, "runtimeMin": 5.0, "runtimeMax": 60.0, "iterations": 200,
+        "resizeTimeout": 10.0, "workdir": "/shared/malleable",
+    }  # fmt: skip
+    spec = {"size": 4, "interactive": True, "containers": [{"image": "app:1"}], "malleable": malleable}
+    return {"apiVersion": "miniclusters.dev/v1alpha1", "kind": "MiniCluster", "metadata": {"name": "m"}, "spec": spec}
+
+
 def test_everything_set_fixture_sets_every_field() -> None:
     mc = load_minicluster(_everything_set())
-    assert mc.spec.model_fields_set == set(MiniClusterSpec.model_fields)
+    assert mc.spec.model_fields_set == set(MiniClusterSpec.model_fields) - {"malleable"}
+    malleable = load_minicluster(_malleable_set()).spec.malleable
+    assert malleable is not None and malleable.model_fields_set == set(type(malleable).model_fields)
+
+
+def test_a_malleable_run_round_trips_through_the_flux_operator() -> None:
+    ours = load_minicluster(_malleable_set())
+    assert from_flux_operator(to_flux_operator(ours)).spec == ours.spec
 
 
 def test_round_trip_through_flux_operator_keeps_every_field() -> None:

@@ -14,6 +14,7 @@ from elasticity.policy.queue import Waiting
 from ...jobs import submit_flags
 from ...jobs.jobid import encode_f58
 from ...jobs.jobspec import JobspecError, parse_jobspec
+from ...jobs.malleable import malleable_spec
 from ...jobs.save_policy import save_policy
 from ...jobs.states import JobState
 from ...jobs.store import QueueState
@@ -222,8 +223,15 @@ class JobQueue:
             raise ServiceError(EINVAL, f"invalid jobspec: {exc}") from None
         try:
             save_policy(jobspec)
+            malleable = malleable_spec(jobspec)
         except ValueError as exc:
             raise ServiceError(EINVAL, f"invalid jobspec: {exc}") from None
+        if malleable and spec.resources.nnodes and not malleable.min <= spec.resources.nnodes <= malleable.max:
+            raise ServiceError(
+                EINVAL,
+                f"invalid jobspec: {spec.resources.nnodes} nodes (-N) is outside attributes.system.malleable "
+                f"[min, max] = [{malleable.min}, {malleable.max}]",
+            )
         # A burstable job may need more nodes than the instance has: the burst service brings them (bursting/).
         burstable = bool(jobspec.get("attributes", {}).get("system", {}).get("burstable"))
         reason = None if burstable else self._sched.unsatisfiable(spec.resources)

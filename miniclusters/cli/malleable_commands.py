@@ -1,0 +1,68 @@
+"""`minicluster up` of a MiniCluster with spec.malleable: bring it up, run the trace live, report, tear down."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from miniclusters.api.spec import MiniCluster
+from miniclusters.backends.base import Backend, BackendError, CreateOptions
+from miniclusters.cli.interrupts import TeardownOnInterrupt
+
+EXIT_INVALID = 2
+
+
+def up_malleable(target: Backend, mc: MiniCluster, options: CreateOptions, keep: bool) -> None:
+    """The whole live run in the foreground; exits 0 when every job finished with its rigid run's answer."""
+    if not target.ephemeral or type(target).__name__ != "LocalBackend":
+        click.echo("error: spec.malleable runs live on the local backend (--backend local)", err=True)
+        sys.exit(EXIT_INVALID)
+    if target.exists(mc):
+        click.echo(f"error: MiniCluster {mc.name} exists; remove it with `minicluster down {mc.name}`", err=True)
+        sys.exit(1)
+    interactive = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
+    with TeardownOnInterrupt(f"cancelling the malleable run and tearing down MiniCluster {mc.name}"):
+        created = False
+        try:
+            status = target.create(interactive, options)
+            created = True
+            click.echo(f"MiniCluster {mc.name} up: {status.size} nodes")
+            code = _run(target, interactive)
+        except BackendError as exc:
+            click.echo(f"error: {exc}", err=True)
+            code = 1
+        finally:
+            if created and not keep:
+                target.delete(mc.name)
+                click.echo(f"MiniCluster {mc.name} down")
+    sys.exit(code)
+
+
+def _run(target: Backend, mc: MiniCluster) -> int:
+    from elasticity.figures.malleable import plot_live
+    from elasticity.policy.scheduling.registry import policy_named
+    from elasticity.sim.engine import simulate
+    from miniclusters.malleable.report import JOB_HEADER, comparison_lines, job_rows, table
+    from miniclusters.malleable.session import run_live
+
+    run = run_live(target, mc, click.echo)
+    loop = run.loop
+    states = list(loop.states.values())
+    names = [s.job.name for s in states]
+    sizes = [f"[{s.job.size.min},{s.job.size.pref},{s.job.size.max}]" for s in states]
+    reasons = {s.job.name: s.reason for s in states if s.reason}
+    for line in table(job_rows(run.result.records, names, sizes, run.answers, reasons), JOB_HEADER):
+        click.echo(line)
+    predicted = simulate(run.workload, policy_named(loop.policy_name), policy_name=loop.policy_name)
+    for line in comparison_lines({f"live {loop.policy_name}": run.result, f"simulated {loop.policy_name}": predicted}):
+        click.echo(line)
+    png = run.port.workdir / "timeline.png"
+    title = f"{run.workload.name}: {len(states)} jobs live under {loop.policy_name} on {loop.nodes} nodes"
+    busy = {"live": run.result.busy, "simulated": predicted.busy}
+    plot_live({s.job.name: s.history for s in states}, busy, loop.nodes, title, png)
+    click.echo(f"timeline {png}; events {run.port.workdir / 'events.jsonl'}")
+    done = sum(s.phase == "done" for s in states)
+    click.echo(f"malleable run: {done}/{len(states)} jobs done, {loop.resizes} resizes, answers "
+               f"{'equal to the rigid runs' if run.answers_equal else 'NOT all equal to the rigid runs'}")  # fmt: skip
+    return 0 if done == len(states) and run.answers_equal else 1

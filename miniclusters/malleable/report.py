@@ -1,0 +1,59 @@
+"""A live malleable run's tables (pure rendering): one row per job, then the run's figures beside the
+simulator's prediction for the same workload and policy."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from elasticity.sim.engine import JobRecord, SimResult
+from elasticity.sim.metrics import summarize
+
+JOB_HEADER = ("job", "size [min,pref,max]", "submit", "start", "end", "wait", "turnaround", "nodes", "resizes",
+              "answer")  # fmt: skip
+
+
+def _seconds(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.1f}"
+
+
+def job_rows(
+    records: Sequence[JobRecord],
+    names: Sequence[str],
+    sizes: Sequence[str],
+    answers: Mapping[str, tuple[str | None, str | None]],
+    reasons: Mapping[str, str],
+) -> list[list[str]]:
+    rows = []
+    for record, name, size in zip(records, names, sizes, strict=True):
+        got, want = answers.get(name, (None, None))
+        answer = reasons.get(name) or ("= rigid" if got and got == want else f"{got} != rigid {want}")
+        rows.append([
+            name, size, _seconds(record.submit), _seconds(record.start), _seconds(record.end),
+            _seconds(record.start - record.submit), _seconds(record.end - record.submit), str(record.nodes),
+            f"+{record.expands} -{record.shrinks}", answer,
+        ])  # fmt: skip
+    return rows
+
+
+def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
+    cells = [list(header), *[list(r) for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+
+
+def makespan(result: SimResult) -> float:
+    return max(r.end for r in result.records) - min(r.submit for r in result.records)
+
+
+def comparison_lines(runs: Mapping[str, SimResult]) -> list[str]:
+    """Makespan, mean wait and turnaround, utilization and resizes of each run (live and simulated)."""
+    header = ("run", "makespan (s)", "mean wait (s)", "mean turnaround (s)", "utilization", "resizes")
+    rows = []
+    for label, result in runs.items():
+        metrics = summarize(result)
+        rows.append([
+            label, f"{makespan(result):.1f}", f"{metrics['mean_wait']:.1f}", f"{metrics['mean_turnaround']:.1f}",
+            f"{metrics['utilization']:.2f}", str(sum(r.expands + r.shrinks for r in result.records)),
+        ])  # fmt: skip
+    return table(rows, header)

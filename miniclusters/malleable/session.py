@@ -1,0 +1,114 @@
+"""Wire the live malleable loop to a running MiniCluster: the workload from its spec, the solver, the Flux port,
+the event log; run it and report it as the simulator reports a run, each job's answer checked against a rigid
+run of the same problem.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elasticity.control.events import EventLog
+from elasticity.control.malleable import LiveJob, MalleableLoop
+from elasticity.policy.scheduling.registry import policy_named
+from elasticity.sim.engine import SimResult
+from elasticity.sim.live import live_jobs, live_result
+from elasticity.sim.live_trace import scaled_window
+from elasticity.sim.swf import read_swf
+from elasticity.sim.traces import trace_path
+from elasticity.sim.workload import Workload, with_malleable
+from elasticity.workloads.malleable_jacobi import build_malleable_jacobi, jacobi_arguments, read_answer
+from miniclusters.api.malleable import MalleableRunSpec
+from miniclusters.api.spec import MiniCluster
+from miniclusters.backends.base import Backend
+from miniclusters.malleable.flux_jobs import FluxMalleableJobs, SolverShape
+
+GRIDS = (32, 40, 48, 56, 64)
+"""Each job solves its own grid (by its place in the workload), so each has an answer of its own to check."""
+
+
+def live_workload(spec: MalleableRunSpec, nodes: int) -> Workload:
+    """The spec's window of its trace, scaled to `nodes` nodes and minutes, with its share made malleable."""
+    window = scaled_window(
+        read_swf(trace_path(spec.trace)), jobs=spec.jobs, first=spec.first, nodes=nodes, arrivals=spec.arrivals,
+        median_runtime=spec.median_runtime, runtime_min=spec.runtime_min, runtime_max=spec.runtime_max,
+    )  # fmt: skip
+    return with_malleable(window, spec.malleable_percent, spec.seed)
+
+
+def shape_of(job: LiveJob, iterations: int) -> SolverShape:
+    return SolverShape(GRIDS[job.index % len(GRIDS)], iterations)
+
+
+def workdir_for(mc: MiniCluster, policy: str) -> Path:
+    from miniclusters.backends.local.state import state_root
+
+    spec = mc.spec.malleable
+    assert spec is not None
+    base = Path(spec.workdir) if spec.workdir else state_root() / ".malleable" / mc.name
+    return base / policy
+
+
+def rigid_answer(solver: Path, shape: SolverShape) -> str | None:
+    """The answer of a rigid one-rank run of `shape`, unpaced: what every resized run must reproduce."""
+    with tempfile.TemporaryDirectory(prefix="malleable-rigid-") as directory:
+        argv = [str(solver), *jacobi_arguments(shape.grid, shape.iterations, directory)]
+        subprocess.run(argv, capture_output=True, timeout=300, check=False)  # an Open MPI singleton
+        return read_answer(Path(directory))
+
+
+@dataclass
+class LiveRun:
+    loop: MalleableLoop
+    port: FluxMalleableJobs
+    workload: Workload
+    result: SimResult
+    answers: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """job -> (its answer, the rigid run's)."""
+
+    @property
+    def answers_equal(self) -> bool:
+        return bool(self.answers) and all(got is not None and got == want for got, want in self.answers.values())
+
+
+def run_live(
+    backend: Backend,
+    mc: MiniCluster,
+    say: Callable[[str], None],
+    policy: str | None = None,
+    limit: float = 3600.0,
+) -> LiveRun:
+    """Run the spec's trace live on the running MiniCluster `mc` under `policy` (default: the spec's)."""
+    spec = mc.spec.malleable
+    assert spec is not None
+    name = policy or spec.policy
+    workload = live_workload(spec, mc.spec.size)
+    workdir = workdir_for(mc, name)
+    if workdir.exists():
+        shutil.rmtree(workdir)  # checkpoints of an earlier run would resume it
+    workdir.mkdir(parents=True)
+    solver = build_malleable_jacobi()
+    jobs = live_jobs(workload)
+    shapes = {job.name: shape_of(job, spec.iterations) for job in jobs}
+    port = FluxMalleableJobs(backend, mc.name, solver, workdir, shapes=shapes)
+    lead_uri = getattr(backend, "lead_uri", None)
+    if lead_uri is not None:
+        port.lead_uri = lead_uri(mc.name)
+    with EventLog(workdir / "events.jsonl", "malleable", time.time) as log:
+        loop = MalleableLoop(jobs, mc.spec.size, policy_named(name), port, name, spec.resize_timeout, log=log)
+        say(f"malleable: {len(jobs)} jobs of {workload.name} on {mc.spec.size} nodes under {name}; work in {workdir}")
+        try:
+            while not loop.finished and loop.now() < limit:
+                for line in loop.step():
+                    say(f"  {loop.now():7.1f}s  {line}")
+                time.sleep(0.25)
+        finally:
+            if not loop.finished:
+                port.cancel_all()
+    answers = {job.name: (port.answer(job), rigid_answer(solver, shapes[job.name])) for job in jobs}
+    return LiveRun(loop, port, workload, live_result(loop, workload), answers)
