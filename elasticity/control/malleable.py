@@ -25,9 +25,6 @@ from elasticity.policy.scheduling.actions import Actions, plan_pass
 from elasticity.policy.scheduling.registry import SchedulingPolicy
 from elasticity.policy.scheduling.types import Resize, RunningJob, Snapshot, WaitingJob
 
-RESIGNAL = 2.0
-"""Seconds between two signals to a job that has not checkpointed yet (one still starting may miss the first)."""
-
 
 @dataclass(frozen=True)
 class LiveJob:
@@ -75,8 +72,9 @@ class MalleableJobs(Protocol):
         """Start the job on `nodes` nodes: from its checkpoint when it has one."""
         ...
 
-    def resize(self, job: LiveJob) -> None:
-        """Ask the running job to checkpoint and exit (its contract's signal)."""
+    def resize(self, job: LiveJob) -> bool:
+        """Ask the running job to checkpoint and exit (its contract's signal); False when it cannot be asked yet
+        (still starting: a signal then would reach its launcher, not its ranks), so the loop asks again later."""
         ...
 
     def observe(self, job: LiveJob) -> Observation: ...
@@ -90,7 +88,8 @@ class _State:
     nodes: int = 0
     target: int = 0
     asked: float = 0.0
-    signalled: float = 0.0
+    signalled: bool = False
+    """The resize request reached the job (one still starting is asked once it runs)."""
     start: float = math.nan
     end: float = math.nan
     since: float = 0.0
@@ -201,9 +200,8 @@ class MalleableLoop:
             self.port.submit(job, nodes)
             state.phase, state.last_resize = "running", now
             return [f"{job.name}: restarted from its checkpoint on {nodes} nodes"]
-        if state.phase == "resizing" and now - state.signalled >= RESIGNAL and now - state.asked <= self.resize_timeout:
-            self.port.resize(job)  # a job still starting may have missed it; asking again is harmless
-            state.signalled = now
+        if state.phase == "resizing" and not state.signalled:
+            state.signalled = self.port.resize(job)
         if state.phase == "resizing" and now - state.asked > self.resize_timeout:
             state.phase, state.target, state.ignored, self._events = "running", 0, True, True
             self._deferred = None  # what waited on this shrink is planned again
@@ -235,8 +233,8 @@ class MalleableLoop:
 
     def _ask(self, resize: Resize, now: float) -> str:
         state = self.states[resize.job]
-        self.port.resize(state.job)
-        state.phase, state.target, state.asked, state.signalled = "resizing", resize.nodes, now, now
+        state.signalled = self.port.resize(state.job)
+        state.phase, state.target, state.asked = "resizing", resize.nodes, now
         verb = "shrink" if resize.nodes < state.nodes else "expand"
         return f"{state.job.name}: asked to {verb} from {state.nodes} to {resize.nodes} nodes"
 

@@ -10,6 +10,7 @@ from one size to the next, its progress, its answer, and one output and error fi
 from __future__ import annotations
 
 import contextlib
+import math
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from elasticity.control.malleable import LiveJob, Observation, Phase
 from elasticity.workloads.malleable_jacobi import (
+    PROGRESS_FILE,
     STATUS_FILE,
     jacobi_arguments,
     read_answer,
@@ -58,6 +60,8 @@ class FluxMalleableJobs:
     submissions: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     """job name -> (Flux job id, nodes) of every submission, first to last."""
     refused: dict[str, str] = field(default_factory=dict)
+    submitted: dict[str, float] = field(default_factory=dict)
+    """job name -> wall time of its latest submission."""
     _states: dict[str, JobState] = field(default_factory=dict)
     _looked: float = -1e18
 
@@ -94,6 +98,7 @@ class FluxMalleableJobs:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             (directory / STATUS_FILE).unlink(missing_ok=True)  # this submission's end writes it again
+            started = time.time() - 0.01  # the progress file's clock: mtimes are wall time
             result = self.backend.exec(self.cluster, 0, argv)
         except (OSError, BackendError) as exc:
             self.refused[job.name] = f"submitting on {nodes} nodes: {exc}"
@@ -103,16 +108,30 @@ class FluxMalleableJobs:
             self.refused[job.name] = (result.stderr or result.stdout).strip() or f"flux submit exited {result.rc}"
             return
         self.jobs[job.name] = words[-1]
+        self.submitted[job.name] = started
         self.submissions.setdefault(job.name, []).append((words[-1], nodes))
         self._looked = -1e18  # the next look sees the new job
         with contextlib.suppress(OSError), (directory / "commands.txt").open("a") as out:
             out.write(shlex.join(argv) + "\n")
 
-    def resize(self, job: LiveJob) -> None:
+    def started(self, job: LiveJob) -> bool:
+        """The latest submission's ranks are all up: its solver wrote its progress after MPI_Init (a signal before
+        that reaches mpirun while it is still launching, which ends the job instead of forwarding it)."""
+        try:
+            written = (self.job_dir(job) / PROGRESS_FILE).stat().st_mtime
+        except OSError:
+            return False
+        return written >= self.submitted.get(job.name, math.inf)
+
+    def resize(self, job: LiveJob) -> bool:
         flux_id = self.jobs.get(job.name)
-        if flux_id is not None:
-            with contextlib.suppress(BackendError):
-                self.backend.exec(self.cluster, 0, [*self.flux, "job", "kill", "--signal=SIGUSR1", flux_id])
+        if flux_id is None or not self.started(job):
+            return False
+        try:
+            result = self.backend.exec(self.cluster, 0, [*self.flux, "job", "kill", "--signal=SIGUSR1", flux_id])
+        except BackendError:
+            return False
+        return result.rc == 0
 
     def observe(self, job: LiveJob) -> Observation:
         if job.name in self.refused:

@@ -46,9 +46,10 @@ class ModelPort:
         self.asked.discard(job.name)
         self.submits.append((job.name, nodes))
 
-    def resize(self, job: LiveJob) -> None:
+    def resize(self, job: LiveJob) -> bool:
         self._advance(job)
         self.asked.add(job.name)
+        return True
 
     def _advance(self, job: LiveJob) -> None:
         if job.name in self.nodes and (job.name not in self.asked or job.name in self.ignore):
