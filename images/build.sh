@@ -73,7 +73,7 @@ for dir in ${IMAGES:-broker openmpi-openfoam flux-view pause}; do
     broker) name=miniclusters-broker; inputs="images/broker $package" ;;
     openmpi-openfoam)
       name=openmpi-openfoam
-      inputs="images/openmpi-openfoam elasticity/workloads/proxy_solver.c elasticity/pmpi/mc_pmpi.c elasticity/pmpi/mc_wait.h elasticity/pmpi/mc_wake.h" ;;
+      inputs="images/openmpi-openfoam elasticity/workloads/proxy_solver.c elasticity/workloads/malleable_jacobi.c elasticity/pmpi/mc_pmpi.c elasticity/pmpi/mc_wait.h elasticity/pmpi/mc_wake.h" ;;
     flux-view)
       name=miniclusters-flux-view; inputs="images/flux-view $package"
       staged="images/flux-view/$(basename "$flux_tarball")"

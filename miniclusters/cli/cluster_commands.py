@@ -199,7 +199,7 @@ def up(
             if detach:
                 click.echo("error: --detach: a malleable run runs in the foreground", err=True)
                 sys.exit(EXIT_INVALID)
-            up_malleable(target, mc, CreateOptions(render=render, timeout=timeout), keep)
+            up_malleable(target, backend, mc, CreateOptions(render=render, timeout=timeout), keep)
         if target.ephemeral:
             _up_ephemeral(target, mc, CreateOptions(render=render, timeout=timeout), detach, keep)
             if mc.spec.autoscale.enabled:  # still up (detached or interactive): its queue now drives its size

@@ -13,22 +13,30 @@ from miniclusters.cli.interrupts import TeardownOnInterrupt
 EXIT_INVALID = 2
 
 
-def up_malleable(target: Backend, mc: MiniCluster, options: CreateOptions, keep: bool) -> None:
+BACKENDS = ("local", "podman")
+
+
+def up_malleable(target: Backend, backend: str, mc: MiniCluster, options: CreateOptions, keep: bool) -> None:
     """The whole live run in the foreground; exits 0 when every job finished with its rigid run's answer."""
-    if not target.ephemeral or type(target).__name__ != "LocalBackend":
-        click.echo("error: spec.malleable runs live on the local backend (--backend local)", err=True)
+    from miniclusters.malleable.session import in_containers
+
+    if backend not in BACKENDS:
+        click.echo(f"error: --backend {backend}: spec.malleable runs live on {' and '.join(BACKENDS)}", err=True)
         sys.exit(EXIT_INVALID)
     if target.exists(mc):
         click.echo(f"error: MiniCluster {mc.name} exists; remove it with `minicluster down {mc.name}`", err=True)
         sys.exit(1)
     interactive = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
+    containers = backend == "podman"
+    if containers:
+        interactive = in_containers(interactive)
     with TeardownOnInterrupt(f"cancelling the malleable run and tearing down MiniCluster {mc.name}"):
         created = False
         try:
             status = target.create(interactive, options)
             created = True
             click.echo(f"MiniCluster {mc.name} up: {status.size} nodes")
-            code = _run(target, interactive)
+            code = _run(target, interactive, containers)
         except BackendError as exc:
             click.echo(f"error: {exc}", err=True)
             code = 1
@@ -39,14 +47,14 @@ def up_malleable(target: Backend, mc: MiniCluster, options: CreateOptions, keep:
     sys.exit(code)
 
 
-def _run(target: Backend, mc: MiniCluster) -> int:
+def _run(target: Backend, mc: MiniCluster, containers: bool) -> int:
     from elasticity.figures.malleable import plot_live
     from elasticity.policy.scheduling.registry import policy_named
     from elasticity.sim.engine import simulate
     from miniclusters.malleable.report import JOB_HEADER, comparison_lines, job_rows, table
     from miniclusters.malleable.session import run_live
 
-    run = run_live(target, mc, click.echo)
+    run = run_live(target, mc, click.echo, containers=containers)
     loop = run.loop
     states = list(loop.states.values())
     names = [s.job.name for s in states]

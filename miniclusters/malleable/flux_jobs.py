@@ -86,7 +86,7 @@ class FluxMalleableJobs:
         shape = self.shape(job)
         solver = jacobi_arguments(shape.grid, shape.iterations, directory, self.pace_ms(job), job.model.serial_fraction)
         return [
-            *self.flux, "submit", "-N", str(nodes), "-n", str(nodes), "-o", "mpi=openmpi", *contract,
+            *self.flux, "submit", "-N", str(nodes), "-n", str(nodes), "--exclusive", "-o", "mpi=openmpi", *contract,
             f"--job-name={job.name}", f"--cwd={directory}",
             f"--output={directory / f'output.{attempt}.txt'}", f"--error={directory / f'error.{attempt}.txt'}",
             *[f"--env={k}={v}" for k, v in sorted(self.env.items())], str(self.solver), *solver,

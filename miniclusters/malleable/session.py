@@ -28,6 +28,8 @@ from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import Backend
 from miniclusters.malleable.flux_jobs import FluxMalleableJobs, SolverShape
 
+IMAGE_SOLVER = Path("/usr/local/bin/malleable_jacobi")
+"""The solver in the application image (images/openmpi-openfoam), for pods in containers."""
 GRIDS = (32, 40, 48, 56, 64)
 """Each job solves its own grid (by its place in the workload), so each has an answer of its own to check."""
 
@@ -45,13 +47,23 @@ def shape_of(job: LiveJob, iterations: int) -> SolverShape:
     return SolverShape(GRIDS[job.index % len(GRIDS)], iterations)
 
 
-def workdir_for(mc: MiniCluster, policy: str) -> Path:
+def base_workdir(mc: MiniCluster) -> Path:
+    """The run's work directory; each policy's run gets its own folder in it."""
     from miniclusters.backends.local.state import state_root
 
     spec = mc.spec.malleable
     assert spec is not None
-    base = Path(spec.workdir) if spec.workdir else state_root() / ".malleable" / mc.name
-    return base / policy
+    return Path(spec.workdir) if spec.workdir else state_root() / ".malleable" / mc.name
+
+
+def in_containers(mc: MiniCluster) -> MiniCluster:
+    """The spec with the work directory mounted at the same path in every pod: the checkpoint rank 0 writes in one
+    pod is read by rank 0 of the restart, in whichever pod it lands, and the controller reads the files here."""
+    from miniclusters.campaign.session import with_shared_workdir
+
+    base = base_workdir(mc)
+    base.mkdir(parents=True, exist_ok=True)
+    return with_shared_workdir(mc, base)
 
 
 def rigid_answer(solver: Path, shape: SolverShape) -> str | None:
@@ -82,20 +94,22 @@ def run_live(
     say: Callable[[str], None],
     policy: str | None = None,
     limit: float = 3600.0,
+    containers: bool = False,
 ) -> LiveRun:
-    """Run the spec's trace live on the running MiniCluster `mc` under `policy` (default: the spec's)."""
+    """Run the spec's trace live on the running MiniCluster `mc` under `policy` (default: the spec's); in
+    `containers` (podman) the pods run the image's solver and share the work directory (`in_containers`)."""
     spec = mc.spec.malleable
     assert spec is not None
     name = policy or spec.policy
     workload = live_workload(spec, mc.spec.size)
-    workdir = workdir_for(mc, name)
+    workdir = base_workdir(mc) / name
     if workdir.exists():
         shutil.rmtree(workdir)  # checkpoints of an earlier run would resume it
     workdir.mkdir(parents=True)
     solver = build_malleable_jacobi()
     jobs = live_jobs(workload)
     shapes = {job.name: shape_of(job, spec.iterations) for job in jobs}
-    port = FluxMalleableJobs(backend, mc.name, solver, workdir, shapes=shapes)
+    port = FluxMalleableJobs(backend, mc.name, IMAGE_SOLVER if containers else solver, workdir, shapes=shapes)
     lead_uri = getattr(backend, "lead_uri", None)
     if lead_uri is not None:
         port.lead_uri = lead_uri(mc.name)
