@@ -35,7 +35,7 @@ from elasticity.sim.metrics import summarize
 from miniclusters.api import load_minicluster_file
 from miniclusters.backends.base import CreateOptions
 from miniclusters.backends.local.backend import LocalBackend
-from miniclusters.malleable.report import comparison_lines, makespan
+from miniclusters.malleable.report import comparison_lines, makespan, resize_overhead, start_overhead
 from miniclusters.malleable.session import LiveRun, run_live
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,25 +45,6 @@ NAME = "benchmalleable"
 
 def say(message: str) -> None:
     print(message, flush=True)
-
-
-def start_overhead(run: LiveRun) -> float:
-    """Mean seconds a rigid job ran beyond its model run time: what starting one costs here (MPI start-up)."""
-    extra = [(s.end - s.start) - s.job.runtime for s in run.loop.states.values() if s.phase == "done" and not s.expands]
-    return max(0.0, sum(extra) / len(extra)) if extra else 0.0
-
-
-def resize_overhead(run: LiveRun, start: float) -> float:
-    """Mean seconds from a resize's request to its restart (the loop's event log), plus the restart's start-up."""
-    asked: dict[str, float] = {}
-    costs = []
-    for event in read_events(run.port.workdir / "events.jsonl"):
-        what, job, t = str(event.get("what", "")), str(event.get("job", "")), float(event.get("t", 0.0))
-        if what.startswith("asked to "):
-            asked[job] = t
-        elif what.startswith("restarted from its checkpoint") and job in asked:
-            costs.append(t - asked.pop(job))
-    return sum(costs) / len(costs) + start if costs else 0.0
 
 
 def main() -> int:
@@ -95,8 +76,8 @@ def main() -> int:
     finally:
         backend.delete(NAME)
     rigid, flexible = runs["easy"], runs[opts.policy]
-    launch = start_overhead(rigid)
-    overhead = resize_overhead(flexible, launch)
+    launch = start_overhead(rigid.loop)
+    overhead = resize_overhead(flexible.loop, read_events(flexible.port.workdir / "events.jsonl"), launch)
     sims: dict[str, SimResult] = {
         policy: simulate(run.workload, policy_named(policy), policy_name=policy, rescale_overhead=overhead,
                          start_overhead=launch)

@@ -48,10 +48,18 @@ def up_malleable(target: Backend, backend: str, mc: MiniCluster, options: Create
 
 
 def _run(target: Backend, mc: MiniCluster, containers: bool) -> int:
+    from elasticity.control.events import read_events
     from elasticity.figures.malleable import plot_live
     from elasticity.policy.scheduling.registry import policy_named
     from elasticity.sim.engine import simulate
-    from miniclusters.malleable.report import JOB_HEADER, comparison_lines, job_rows, table
+    from miniclusters.malleable.report import (
+        JOB_HEADER,
+        comparison_lines,
+        job_rows,
+        resize_overhead,
+        start_overhead,
+        table,
+    )
     from miniclusters.malleable.session import run_live
 
     run = run_live(target, mc, click.echo, containers=containers)
@@ -62,7 +70,11 @@ def _run(target: Backend, mc: MiniCluster, containers: bool) -> int:
     reasons = {s.job.name: s.reason for s in states if s.reason}
     for line in table(job_rows(run.result.records, names, sizes, run.answers, reasons), JOB_HEADER):
         click.echo(line)
-    predicted = simulate(run.workload, policy_named(loop.policy_name), policy_name=loop.policy_name)
+    launch = start_overhead(loop)
+    resize = resize_overhead(loop, read_events(run.port.workdir / "events.jsonl"), launch)
+    predicted = simulate(run.workload, policy_named(loop.policy_name), policy_name=loop.policy_name,
+                         rescale_overhead=resize, start_overhead=launch)  # fmt: skip
+    click.echo(f"simulated with the costs measured in this run: a start {launch:.2f} s, a resize {resize:.2f} s")
     for line in comparison_lines({f"live {loop.policy_name}": run.result, f"simulated {loop.policy_name}": predicted}):
         click.echo(line)
     png = run.port.workdir / "timeline.png"

@@ -4,8 +4,10 @@ simulator's prediction for the same workload and policy."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+from elasticity.control.malleable import MalleableLoop
 from elasticity.sim.engine import JobRecord, SimResult
 from elasticity.sim.metrics import summarize
 
@@ -57,3 +59,28 @@ def comparison_lines(runs: Mapping[str, SimResult]) -> list[str]:
             f"{metrics['utilization']:.2f}", str(sum(r.expands + r.shrinks for r in result.records)),
         ])  # fmt: skip
     return table(rows, header)
+
+
+def start_overhead(loop: MalleableLoop) -> float:
+    """Mean seconds the jobs that never resized ran beyond their model run time: what a start costs here (MPI
+    start-up), the simulator's `start_overhead`."""
+    extra = [
+        (s.end - s.start) - s.job.runtime_on(s.final)
+        for s in loop.states.values()
+        if s.phase == "done" and not (s.expands or s.shrinks)
+    ]
+    return max(0.0, sum(extra) / len(extra)) if extra else 0.0
+
+
+def resize_overhead(loop: MalleableLoop, events: Iterable[Mapping[str, Any]], start: float) -> float:
+    """Mean seconds from a resize's request to its restart (the loop's event log), plus a start: the simulator's
+    `rescale_overhead`. 0 when nothing was resized."""
+    asked: dict[str, float] = {}
+    costs = []
+    for event in events:
+        what, job, t = str(event.get("what", "")), str(event.get("job", "")), float(event.get("t", 0.0))
+        if what.startswith("asked to "):
+            asked[job] = t
+        elif what.startswith("restarted from its checkpoint") and job in asked:
+            costs.append(t - asked.pop(job))
+    return sum(costs) / len(costs) + start if costs else 0.0
