@@ -13,7 +13,7 @@ from miniclusters.cli.interrupts import TeardownOnInterrupt
 EXIT_INVALID = 2
 
 
-BACKENDS = ("local", "podman")
+BACKENDS = ("local", "podman", "kubernetes")
 
 
 def up_malleable(target: Backend, backend: str, mc: MiniCluster, options: CreateOptions, keep: bool) -> None:
@@ -21,13 +21,13 @@ def up_malleable(target: Backend, backend: str, mc: MiniCluster, options: Create
     from miniclusters.malleable.session import in_containers
 
     if backend not in BACKENDS:
-        click.echo(f"error: --backend {backend}: spec.malleable runs live on {' and '.join(BACKENDS)}", err=True)
+        click.echo(f"error: --backend {backend}: spec.malleable runs live on {', '.join(BACKENDS)}", err=True)
         sys.exit(EXIT_INVALID)
     if target.exists(mc):
         click.echo(f"error: MiniCluster {mc.name} exists; remove it with `minicluster down {mc.name}`", err=True)
         sys.exit(1)
     interactive = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
-    containers = backend == "podman"
+    containers = backend != "local"
     if containers:
         interactive = in_containers(interactive)
     with TeardownOnInterrupt(f"cancelling the malleable run and tearing down MiniCluster {mc.name}"):
@@ -36,7 +36,7 @@ def up_malleable(target: Backend, backend: str, mc: MiniCluster, options: Create
             status = target.create(interactive, options)
             created = True
             click.echo(f"MiniCluster {mc.name} up: {status.size} nodes")
-            code = _run(target, interactive, containers)
+            code = _run(target, interactive, containers, _lead_flux(backend))
         except BackendError as exc:
             click.echo(f"error: {exc}", err=True)
             code = 1
@@ -47,7 +47,16 @@ def up_malleable(target: Backend, backend: str, mc: MiniCluster, options: Create
     sys.exit(code)
 
 
-def _run(target: Backend, mc: MiniCluster, containers: bool) -> int:
+def _lead_flux(backend: str) -> tuple[str, ...]:
+    """argv running `flux` against the lead broker, in the lead pod (Kubernetes: at whichever socket it opened)."""
+    if backend == "kubernetes":
+        from miniclusters.autoscaling.queue import lead_flux
+
+        return tuple(lead_flux())
+    return ("flux",)
+
+
+def _run(target: Backend, mc: MiniCluster, containers: bool, flux: tuple[str, ...]) -> int:
     from elasticity.control.events import read_events
     from elasticity.figures.malleable import plot_live
     from elasticity.policy.scheduling.registry import policy_named
@@ -62,7 +71,7 @@ def _run(target: Backend, mc: MiniCluster, containers: bool) -> int:
     )
     from miniclusters.malleable.session import run_live
 
-    run = run_live(target, mc, click.echo, containers=containers)
+    run = run_live(target, mc, click.echo, containers=containers, flux=flux)
     loop = run.loop
     states = list(loop.states.values())
     names = [s.job.name for s in states]

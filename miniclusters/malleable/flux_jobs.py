@@ -31,6 +31,8 @@ from miniclusters.multiplex.flux_simulations import ENDS, MPI_SETTINGS, JobState
 
 STATES_TTL = 0.25
 """Seconds one look at the lead's job list serves: the loop observes every job at each tick."""
+EXEC_STATES_TTL = 1.0
+"""The same when each look is an exec into the lead pod (podman, Kubernetes)."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ class FluxMalleableJobs:
     def states(self) -> dict[str, JobState]:
         """Flux job id -> what the lead says of it, looked up at most every STATES_TTL seconds."""
         now = self.clock()
-        if now - self._looked >= STATES_TTL:
+        if now - self._looked >= (STATES_TTL if self.lead_uri is not None else EXEC_STATES_TTL):
             self._states, self._looked = self._lookup(), now
         return self._states
 

@@ -95,9 +95,11 @@ def run_live(
     policy: str | None = None,
     limit: float = 3600.0,
     containers: bool = False,
+    flux: tuple[str, ...] = ("flux",),
 ) -> LiveRun:
     """Run the spec's trace live on the running MiniCluster `mc` under `policy` (default: the spec's); in
-    `containers` (podman) the pods run the image's solver and share the work directory (`in_containers`)."""
+    `containers` (podman, Kubernetes) the pods run the image's solver and share the work directory (`in_containers`);
+    `flux` runs `flux` in the lead pod."""
     spec = mc.spec.malleable
     assert spec is not None
     name = policy or spec.policy
@@ -109,7 +111,9 @@ def run_live(
     solver = build_malleable_jacobi()
     jobs = live_jobs(workload)
     shapes = {job.name: shape_of(job, spec.iterations) for job in jobs}
-    port = FluxMalleableJobs(backend, mc.name, IMAGE_SOLVER if containers else solver, workdir, shapes=shapes)
+    port = FluxMalleableJobs(
+        backend, mc.name, IMAGE_SOLVER if containers else solver, workdir, shapes=shapes, flux=flux
+    )
     lead_uri = getattr(backend, "lead_uri", None)
     if lead_uri is not None:
         port.lead_uri = lead_uri(mc.name)
