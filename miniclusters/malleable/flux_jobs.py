@@ -27,7 +27,7 @@ from elasticity.workloads.malleable_jacobi import (
     read_status,
 )
 from miniclusters.backends.base import Backend, BackendError
-from miniclusters.multiplex.flux_simulations import ENDS, MPI_SETTINGS, JobState, parse_jobs
+from miniclusters.multiplex.flux_simulations import ENDS, MPI_SETTINGS, JobState, job_reason, lead_job_states
 
 STATES_TTL = 0.25
 """Seconds one look at the lead's job list serves: the loop observes every job at each tick."""
@@ -160,32 +160,15 @@ class FluxMalleableJobs:
         """Flux job id -> what the lead says of it, looked up at most every STATES_TTL seconds."""
         now = self.clock()
         if now - self._looked >= (STATES_TTL if self.lead_uri is not None else EXEC_STATES_TTL):
-            self._states, self._looked = self._lookup(), now
+            self._states, self._looked = lead_job_states(self.backend, self.cluster, self.flux, self.lead_uri), now
         return self._states
 
-    def _lookup(self) -> dict[str, JobState]:
-        if self.lead_uri is not None:
-            from miniclusters.multiplex.flux_simulations import FluxSimulations
-
-            return FluxSimulations._states_from_lead(self.lead_uri)
-        fields = "{id.f58}\t{status}\t{returncode}\t{exception.type}\t{exception.note}"
-        try:
-            result = self.backend.exec(self.cluster, 0, [*self.flux, "jobs", "-a", "--format", fields])
-        except BackendError:
-            return {}
-        return parse_jobs(result.stdout)
-
     def _reason(self, job: LiveJob, flux_id: str, known: JobState) -> str:
-        words = f"flux job {flux_id}: {known.status}" + (f" rc={known.returncode}" if known.returncode else "")
-        if known.exception:
-            words += f"; {known.exception}" + (f": {known.note}" if known.note else "")
         attempt = len(self.submissions.get(job.name, ())) - 1
+        text = ""
         with contextlib.suppress(OSError):
             text = (self.job_dir(job) / f"error.{attempt}.txt").read_text(errors="replace")
-            lines = [line.strip() for line in text.splitlines() if any(c.isalnum() for c in line)][:3]
-            if lines:
-                words += "; error: " + " | ".join(lines)
-        return words
+        return job_reason(flux_id, known, text)
 
     def cancel_all(self, names: Sequence[str] = ()) -> None:
         """Cancel the jobs still in the instance (an interrupted run leaves none behind)."""

@@ -54,6 +54,52 @@ class JobState:
     note: str = ""
 
 
+def lead_job_states(
+    backend: Backend, cluster: str, flux: Sequence[str], lead_uri: str | None = None
+) -> dict[str, JobState]:
+    """Flux job id -> what the lead says of it: over the lead's socket when this machine has it (the local backend),
+    else `flux jobs` run in the lead pod; {} when the lead does not answer this time."""
+    if lead_uri is not None:
+        return _states_over_socket(lead_uri)
+    fields = "{id.f58}\t{status}\t{returncode}\t{exception.type}\t{exception.note}"
+    try:
+        result = backend.exec(cluster, 0, [*flux, "jobs", "-a", "--format", fields])
+    except BackendError:
+        return {}
+    return parse_jobs(result.stdout)
+
+
+def _states_over_socket(uri: str) -> dict[str, JobState]:
+    from broker.errors import FluxError
+    from broker.jobs.api import JobClient
+
+    try:
+        with JobClient(uri) as client:
+            infos = client.jobs("all")
+    except (FluxError, OSError):
+        return {}
+    return {
+        info.f58: JobState(
+            info.result if info.state == "INACTIVE" else info.state,
+            "" if info.returncode is None else str(info.returncode),
+            info.exception_type or "",
+            info.exception_note or "",
+        )
+        for info in infos
+    }
+
+
+def job_reason(job: str, known: JobState, errors: str = "") -> str:
+    """ "flux job ID: FAILED rc=N", its exception, and the first lines of its error output."""
+    words = f"flux job {job}: {known.status}" + (f" rc={known.returncode}" if known.returncode else "")
+    if known.exception:
+        words += f"; {known.exception}" + (f": {known.note}" if known.note else "")
+    lines = [line.strip() for line in errors.splitlines() if any(c.isalnum() for c in line)][:ERROR_LINES]
+    if lines:
+        words += "; error: " + " | ".join(lines)
+    return words
+
+
 def parse_jobs(text: str) -> dict[str, JobState]:
     """`flux jobs -a --format "{id.f58}\t{status}\t{returncode}\t{exception.type}\t{exception.note}"`, header
     first; lines without tabs are read as space-separated (id, status, returncode)."""
@@ -159,34 +205,7 @@ class FluxSimulations:
 
     def _states(self) -> dict[str, JobState]:
         """job id -> what the lead says of it."""
-        if self.lead_uri is not None:
-            return self._states_from_lead(self.lead_uri)
-        fields = "{id.f58}\t{status}\t{returncode}\t{exception.type}\t{exception.note}"
-        try:
-            result = self.backend.exec(self.cluster, 0, [*self.flux, "jobs", "-a", "--format", fields])
-        except BackendError:
-            return {}
-        return parse_jobs(result.stdout)
-
-    @staticmethod
-    def _states_from_lead(uri: str) -> dict[str, JobState]:
-        from broker.errors import FluxError
-        from broker.jobs.api import JobClient
-
-        try:
-            with JobClient(uri) as client:
-                infos = client.jobs("all")
-        except (FluxError, OSError):
-            return {}
-        return {
-            info.f58: JobState(
-                info.result if info.state == "INACTIVE" else info.state,
-                "" if info.returncode is None else str(info.returncode),
-                info.exception_type or "",
-                info.exception_note or "",
-            )
-            for info in infos
-        }
+        return lead_job_states(self.backend, self.cluster, self.flux, self.lead_uri)
 
     def observe(self) -> dict[str, SimulationView]:
         states = self._states()
@@ -205,19 +224,11 @@ class FluxSimulations:
         return views
 
     def _reason(self, sim: str, job: str, known: JobState) -> str:
-        """ "flux job ID: FAILED rc=N", its exception, and the first lines of its error output."""
-        words = f"flux job {job}: {known.status}" + (f" rc={known.returncode}" if known.returncode else "")
-        if known.exception:
-            words += f"; {known.exception}" + (f": {known.note}" if known.note else "")
+        text = ""
         if known.status != "COMPLETED":
-            try:
+            with contextlib.suppress(OSError):
                 text = self.read_text(self.sim_dir(sim) / "error.txt")
-            except OSError:
-                text = ""
-            lines = [line.strip() for line in text.splitlines() if any(c.isalnum() for c in line)][:ERROR_LINES]
-            if lines:
-                words += "; error: " + " | ".join(lines)
-        return words
+        return job_reason(job, known, text)
 
     def _iterations(self, sim: str) -> int | None:
         """Progress from the file the solver appends to while it runs (MC_PROGRESS_FILE), else its output."""

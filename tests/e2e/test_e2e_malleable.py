@@ -13,6 +13,7 @@ import yaml
 
 from elasticity.control.events import read_events
 from miniclusters.testing.kube_e2e import cli, objects_of, wait_until
+from miniclusters.testing.malleable_specs import short_run
 
 
 def test_a_short_trace_runs_live_in_real_pods_with_rigid_answers(
@@ -20,19 +21,7 @@ def test_a_short_trace_runs_live_in_real_pods_with_rigid_answers(
 ) -> None:
     name = f"mall-{uuid.uuid4().hex[:4]}"
     work = Path("/var/tmp") / f"miniclusters-e2e-{name}"  # a path the node's kubelet can mount (hostPath)
-    data = {
-        "apiVersion": "miniclusters.dev/v1alpha1",
-        "kind": "MiniCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "size": 4,
-            "containers": [{"image": "ghcr.io/miniclusters/openmpi-openfoam:0.1.0"}],
-            "malleable": {
-                "trace": "sdsc", "jobs": 4, "policy": "min", "arrivals": 6.0, "medianRuntime": 8.0,
-                "runtimeMin": 5.0, "runtimeMax": 14.0, "iterations": 100, "workdir": str(work),
-            },
-        },
-    }  # fmt: skip
+    data = short_run(name, work)
     spec = tmp_path / "mall.yaml"
     spec.write_text(yaml.safe_dump(data))
     try:

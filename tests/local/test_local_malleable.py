@@ -12,25 +12,14 @@ import pytest
 import yaml
 
 from elasticity.control.events import read_events
+from miniclusters.testing.malleable_specs import short_run
 
 pytestmark = pytest.mark.needs_root
 
 
 def _spec(directory: Path, policy: str, **malleable: Any) -> Path:
-    data = {
-        "apiVersion": "miniclusters.dev/v1alpha1",
-        "kind": "MiniCluster",
-        "metadata": {"name": "mall"},
-        "spec": {
-            "size": 4,
-            "containers": [{"image": "local"}],
-            "malleable": {
-                "trace": "sdsc", "jobs": 5, "policy": policy, "arrivals": 6.0, "medianRuntime": 8.0,
-                "runtimeMin": 4.0, "runtimeMax": 14.0, "iterations": 100, "resizeTimeout": 20.0,
-                "workdir": str(directory / "work"), **malleable,
-            },
-        },
-    }  # fmt: skip
+    data = short_run("mall", directory / "work", policy, jobs=5, image="local")
+    data["spec"]["malleable"].update(malleable)
     path = directory / "mall.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from elasticity.control.events import read_events
+from miniclusters.testing.malleable_specs import short_run
 
 MINICLUSTER = str(Path(sys.executable).parent / "minicluster")
 
@@ -21,19 +22,7 @@ MINICLUSTER = str(Path(sys.executable).parent / "minicluster")
 def test_a_short_trace_runs_live_in_containers_with_rigid_answers(images: None, tmp_path: Path) -> None:
     name = f"pmt-mall-{uuid.uuid4().hex[:6]}"
     work = tmp_path / "work"
-    data = {
-        "apiVersion": "miniclusters.dev/v1alpha1",
-        "kind": "MiniCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "size": 4,
-            "containers": [{"image": "ghcr.io/miniclusters/openmpi-openfoam:0.1.0"}],
-            "malleable": {
-                "trace": "sdsc", "jobs": 4, "policy": "min", "arrivals": 6.0, "medianRuntime": 8.0,
-                "runtimeMin": 5.0, "runtimeMax": 14.0, "iterations": 100, "workdir": str(work),
-            },
-        },
-    }  # fmt: skip
+    data = short_run(name, work)
     spec = tmp_path / "mall.yaml"
     spec.write_text(yaml.safe_dump(data))
     env = {**os.environ, "MINICLUSTERS_STATE_DIR": str(tmp_path / "state")}
