@@ -92,6 +92,7 @@ CHECKS: dict[str, tuple[tuple[str, str], ...]] = {
     "_malleable": (
         ("runtime range", IN_CRD),
         ("median runtime", IN_CRD),
+        ("workdir", _WORKDIR),
         ("alone", IN_CRD),
         ("containers command", IN_CRD),
     ),

@@ -326,6 +326,8 @@ def _malleable(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.malleable.runtimeMin", "must not be above runtimeMax")
     if not malleable.runtime_min <= malleable.median_runtime <= malleable.runtime_max:
         yield Problem("spec.malleable.medianRuntime", "must be within [runtimeMin, runtimeMax]")
+    if malleable.workdir and (problem := workdir_problem(malleable.workdir)):
+        yield Problem("spec.malleable.workdir", problem)
     if spec.campaign is not None or spec.multiplexing.enabled or spec.autoscale.enabled:
         yield Problem(
             "spec.malleable",

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from miniclusters.api.errors import SpecError
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import Backend, BackendError, CreateOptions
 from miniclusters.cli.interrupts import TeardownOnInterrupt
@@ -18,7 +19,7 @@ BACKENDS = ("local", "podman", "kubernetes")
 
 def up_malleable(target: Backend, backend: str, mc: MiniCluster, options: CreateOptions, keep: bool) -> None:
     """The whole live run in the foreground; exits 0 when every job finished with its rigid run's answer."""
-    from miniclusters.malleable.session import in_containers
+    from miniclusters.malleable.session import claim_workdir, in_containers
 
     if backend not in BACKENDS:
         click.echo(f"error: --backend {backend}: spec.malleable runs live on {', '.join(BACKENDS)}", err=True)
@@ -28,8 +29,12 @@ def up_malleable(target: Backend, backend: str, mc: MiniCluster, options: Create
         sys.exit(1)
     interactive = mc.model_copy(update={"spec": mc.spec.model_copy(update={"interactive": True})})
     containers = backend != "local"
-    if containers:
-        interactive = in_containers(interactive)
+    try:  # a work directory holding someone else's files is refused before anything starts
+        interactive = in_containers(interactive) if containers else interactive
+        claim_workdir(interactive)
+    except SpecError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(EXIT_INVALID)
     with TeardownOnInterrupt(f"cancelling the malleable run and tearing down MiniCluster {mc.name}"):
         created = False
         try:

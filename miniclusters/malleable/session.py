@@ -5,7 +5,6 @@ run of the same problem.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,7 @@ from elasticity.sim.swf import read_swf
 from elasticity.sim.traces import trace_path
 from elasticity.sim.workload import Workload, with_malleable
 from elasticity.workloads.malleable_jacobi import build_malleable_jacobi, jacobi_arguments, read_answer
+from miniclusters import workdirs
 from miniclusters.api.malleable import MalleableRunSpec
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import Backend
@@ -56,14 +56,20 @@ def base_workdir(mc: MiniCluster) -> Path:
     return Path(spec.workdir) if spec.workdir else state_root() / ".malleable" / mc.name
 
 
+def claim_workdir(mc: MiniCluster) -> Path:
+    """The work directory checked to be ours, created and marked (miniclusters/workdirs.py), or SpecError naming
+    spec.malleable.workdir: a directory of someone else's files is refused before anything is written there."""
+    spec = mc.spec.malleable
+    assert spec is not None
+    return workdirs.claim(base_workdir(mc), "spec.malleable.workdir", mc.name, "malleable", ours=not spec.workdir)
+
+
 def in_containers(mc: MiniCluster) -> MiniCluster:
     """The spec with the work directory mounted at the same path in every pod: the checkpoint rank 0 writes in one
     pod is read by rank 0 of the restart, in whichever pod it lands, and the controller reads the files here."""
     from miniclusters.campaign.session import with_shared_workdir
 
-    base = base_workdir(mc)
-    base.mkdir(parents=True, exist_ok=True)
-    return with_shared_workdir(mc, base)
+    return with_shared_workdir(mc, claim_workdir(mc))
 
 
 def rigid_answer(solver: Path, shape: SolverShape) -> str | None:
@@ -104,9 +110,9 @@ def run_live(
     assert spec is not None
     name = policy or spec.policy
     workload = live_workload(spec, mc.spec.size)
-    workdir = base_workdir(mc) / name
-    if workdir.exists():
-        shutil.rmtree(workdir)  # checkpoints of an earlier run would resume it
+    base = claim_workdir(mc)
+    workdir = base / name
+    workdirs.remove_tree(workdir, base)  # our earlier run's checkpoints would resume it
     workdir.mkdir(parents=True)
     solver = build_malleable_jacobi()
     jobs = live_jobs(workload)

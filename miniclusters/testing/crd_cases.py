@@ -121,6 +121,7 @@ CASES: tuple[Case, ...] = (
     Case("_malleable:runtime range", {"interactive": True, "malleable": {"runtimeMin": 60.0, "runtimeMax": 30.0,
                                                                         "medianRuntime": 45.0}}),
     Case("_malleable:median runtime", {"interactive": True, "malleable": {"medianRuntime": 300.0}}),
+    Case("_malleable:workdir", {"interactive": True, "malleable": {"workdir": "/etc/malleable"}}),
     Case("_malleable:alone", {"interactive": True, "malleable": {}, "multiplexing": MUX}),
     Case("_malleable:containers command", {"malleable": {}, "containers": [{"image": IMAGE, "command": "true"}]}),
     Case("_placement:policy with scaling", {"placement": {"policy": "scale"}, "size": 2, "maxSize": 4}),

@@ -54,3 +54,17 @@ def test_a_contract_refused_at_submit_names_the_attribute(mc: Callable[..., Any]
     spec.write_text(yaml.safe_dump(spec_data))
     result = mc("up", str(spec))
     assert result.returncode == 2 and "spec.malleable.runtimeMin: must not be above runtimeMax" in result.stderr
+
+
+def test_a_work_directory_holding_someone_elses_files_is_refused_untouched(
+    mc: Callable[..., Any], tmp_path: Path
+) -> None:
+    spec = _spec(tmp_path, "min")
+    theirs = tmp_path / "work"
+    (theirs / "min").mkdir(parents=True)
+    (theirs / "min" / "thesis.tex").write_text("years of work")
+    result = mc("up", str(spec))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "spec.malleable.workdir" in result.stderr and "is not empty" in result.stderr
+    assert (theirs / "min" / "thesis.tex").read_text() == "years of work"
+    assert "MiniCluster mall up" not in result.stdout, "nothing started"

@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from elasticity.figures.malleable import segments
 from elasticity.sim.live_trace import scaled_window
-from elasticity.sim.swf import read_swf
-from elasticity.sim.traces import trace_path
+from elasticity.sim.swf import SWFTrace, read_swf
 
 
-def _sdsc():  # type: ignore[no-untyped-def]
-    try:
-        return read_swf(trace_path("sdsc"))
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
+@pytest.fixture
+def sdsc(shared_trace: Callable[[str], Path]) -> SWFTrace:
+    return read_swf(shared_trace("sdsc"))
 
 
-def test_the_window_keeps_order_and_is_scaled_to_nodes_and_minutes() -> None:
-    trace = _sdsc()
+def test_the_window_keeps_order_and_is_scaled_to_nodes_and_minutes(sdsc: SWFTrace) -> None:
+    trace = sdsc
     window = scaled_window(trace, jobs=16, first=5, nodes=8, arrivals=60.0, median_runtime=40.0,
                            runtime_min=10.0, runtime_max=120.0)  # fmt: skip
     jobs = window.jobs
@@ -41,9 +40,9 @@ def test_the_window_keeps_order_and_is_scaled_to_nodes_and_minutes() -> None:
         ({"first": 10**7}, "cannot take 16"),
     ],
 )
-def test_an_impossible_window_is_refused(options: dict, words: str) -> None:  # type: ignore[type-arg]
+def test_an_impossible_window_is_refused(options: dict, words: str, sdsc: SWFTrace) -> None:  # type: ignore[type-arg]
     with pytest.raises(ValueError, match=words):
-        scaled_window(_sdsc(), **options)
+        scaled_window(sdsc, **options)
 
 
 def test_segments_are_the_stretches_a_job_held_nodes() -> None:
