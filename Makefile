@@ -115,7 +115,7 @@ $(STAMP): pyproject.toml
 	@# hatchling's editable install is a plain .pth entry: no import hook on `flux run`'s start-up, no warning
 	$(PY) -m pip install -q -e '.[dev]'
 	@# byte-compile once: CLI start-up matters (`flux run` latency) and PYTHONDONTWRITEBYTECODE may be set
-	@$(PY) -m compileall -q broker miniclusters elasticity bursting >/dev/null
+	@$(PY) -m compileall -q common broker miniclusters elasticity bursting >/dev/null
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -43,8 +43,9 @@ from typing import Any
 
 import yaml
 
+from common import idset
 from elasticity.figures.placement import write_placement_figure
-from elasticity.policy.placement import mpi_fraction_from_duty, parse_cpu_list, profile_class
+from elasticity.policy.placement import mpi_fraction_from_duty, profile_class
 from elasticity.policy.placement.profile_class import CommunicationProfile, ProfileClass
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.profile import run_profiled
@@ -165,7 +166,7 @@ def rank_figures(ranks: list[RankReport]) -> dict[str, float | None]:
             statistics.fmean(r.nonvoluntary_ctxt_switches / s for r, s in zip(ranks, seconds, strict=True)), 1
         ),
         "migrations": round(statistics.fmean(r.migrations for r in ranks), 2),
-        "pinned": round(sum(len(parse_cpu_list(r.cpus)) == 1 for r in ranks if r.cpus) / len(ranks), 2),
+        "pinned": round(sum(len(idset.decode(r.cpus)) == 1 for r in ranks if r.cpus) / len(ranks), 2),
         "broker_share": round(statistics.fmean(brokers), 4) if brokers else None,
     }
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import zmq
 
-from . import idset
+from common import idset
+
 from .broker_core import (  # re-exported: modules and the CLI import them from here
     SHUTDOWN_GRACE,
     BrokerCore,

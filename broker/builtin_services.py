@@ -8,7 +8,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import idset
+from common import idset
+
 from .cpu_report import cpu_report
 from .membership import UP
 from .protocol import EINVAL, ENOENT

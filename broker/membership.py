@@ -9,7 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import idset
+from common import idset
+
 from .errors import InputError
 from .topology import Topology
 

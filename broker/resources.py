@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import idset
+from common import idset
+
 from .bootstrap import compress_hosts
 
 CGROUP_ROOT = "/sys/fs/cgroup"

@@ -7,44 +7,22 @@ rank (OMPI_COMM_WORLD_LOCAL_RANK of OMPI_COMM_WORLD_LOCAL_SIZE, else FLUX_TASK_L
 picks a plain task's. `-v` logs the binding to stderr, `-n` (dry run) logs without binding. The profiler's
 LD_PRELOAD travels as MC_TASK_LD_PRELOAD so it loads into the rank, not into this interpreter.
 
-Standard library only, and importable: job-exec uses `task_cpus` for its own tasks.
+Standard library and the bottom layer (`common.idset`) only, and importable: job-exec uses `task_cpus` for its own
+tasks. Run as `python -I -S task_bind.py`, it finds `common` beside its own package (the checkout or the bundle).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # isolated (-I -S): the package root is not on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from common import idset
 
 PRELOAD_CARRIER = "MC_TASK_LD_PRELOAD"
-
-
-def parse_cpus(text: str) -> tuple[int, ...]:
-    """'0-2,5' -> (0, 1, 2, 5); ValueError on anything else.
-
-    A copy of elasticity.policy.placement's CPU-list format kept on purpose: this file runs as
-    `python -I -S task_bind.py` in every MPI rank, where no package of ours is importable (and elasticity may not
-    import the broker)."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        low, _, high = part.strip().partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
-            raise ValueError(f"{text!r} is not a CPU list such as 0-3,6")
-        cpus.update(range(int(low), int(high or low) + 1))
-    return tuple(sorted(cpus))
-
-
-def format_cpus(cpus: tuple[int, ...] | list[int]) -> str:
-    """(0, 1, 2, 5) -> '0-2,5'."""
-    runs: list[str] = []
-    ordered = sorted(cpus)
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        runs.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(runs)
 
 
 def task_cpus(mode: str, cpus: tuple[int, ...], index: int, ntasks: int) -> tuple[int, ...]:
@@ -57,7 +35,7 @@ def task_cpus(mode: str, cpus: tuple[int, ...], index: int, ntasks: int) -> tupl
         entries = mode[4:].split(";")
         if index >= len(entries):
             raise ValueError(f"map: has {len(entries)} entries, task {index} has none")
-        return parse_cpus(entries[index])
+        return tuple(idset.decode(entries[index]))
     if mode != "per-task" or not cpus:
         return cpus
     n = len(cpus)
@@ -88,12 +66,12 @@ def main(argv: list[str]) -> int:
         return 2
     if "-v" in flags or "-n" in flags:
         host = os.uname().nodename
-        print(f"flux-shell[{host}]: cpu-affinity: local task {index}: cpus {format_cpus(mine)}", file=sys.stderr)
+        print(f"flux-shell[{host}]: cpu-affinity: local task {index}: cpus {idset.encode(mine)}", file=sys.stderr)
     if "-n" not in flags and mine:
         try:
             os.sched_setaffinity(0, mine)
         except OSError as exc:
-            print(f"task_bind: cannot bind to cpus {format_cpus(mine)}: {exc.strerror}", file=sys.stderr)
+            print(f"task_bind: cannot bind to cpus {idset.encode(mine)}: {exc.strerror}", file=sys.stderr)
             return 1
     if PRELOAD_CARRIER in os.environ:
         os.environ["LD_PRELOAD"] = os.environ.pop(PRELOAD_CARRIER)

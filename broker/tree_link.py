@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import idset
+from common import idset
+
 from .broker_core import BrokerError
 from .membership import DOWN, LOST, UP
 from .overlay import OverlayError

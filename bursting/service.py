@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker import atomic
 from broker.burst_service import FAILED, RUNNING, STOPPED
 from broker.fsd import parse_fsd
 from bursting.lead import HandleLead, LeadPort, NodesView
@@ -45,6 +44,7 @@ from bursting.policy import (
     to_tear_down,
 )
 from bursting.reporter import STALE_AFTER, Reporter
+from common import atomic
 
 DEFAULT_IDLE_PERIOD = 30.0
 DEFAULT_INTERVAL = 1.0

@@ -61,7 +61,7 @@ base_id=$(inspect "$base" id)
 
 flux_tarball="${FLUX_CORE_TARBALL:-$root/../shared/peers/flux-core-0.88.0.tar.gz}"
 ca="${MINICLUSTERS_BUILD_CA:-/etc/ssl/certs/ca-certificates.crt}"
-package="pyproject.toml miniclusters broker elasticity bursting .dockerignore"
+package="pyproject.toml common miniclusters broker elasticity bursting .dockerignore"
 
 content_hash() {  # content_hash PATH...: one hash of every file's path and bytes (no byte-code caches)
   find "$@" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker.atomic import write_json
+from common.atomic import write_json
 from miniclusters.api.errors import Problem, SpecError
 from miniclusters.api.workdirs import workdir_problem
 

@@ -52,7 +52,7 @@ def resource_rows(
     the allocated row, with its cores split, as in Flux. A drained rank that is up is never free: its cores no
     job holds are in a "drained" row (printed only when some rank is drained), as flux-core never schedules them.
     """
-    from .. import idset
+    from common import idset
 
     reports = {int(k): v for k, v in status["reports"].items()}
     hostnames: list[str] = status["hostnames"]
@@ -184,7 +184,7 @@ def resource_r() -> None:
 def drain_rows(state: dict[str, Any], hostnames: list[str]) -> list[tuple[str, str, str, str, str]]:
     """(timestamp, state, ranks, reason, nodelist) rows as flux-core's `flux resource drain` lists them: ranks
     with one reason and one state together; "draining" while a job still runs there, else "drained"."""
-    from .. import idset
+    from common import idset
 
     busy = {int(r) for job in state.get("running", []) for r in job.get("ranks", [])}
     groups: dict[tuple[str, str], list[tuple[int, float]]] = {}
@@ -202,7 +202,7 @@ def drain_rows(state: dict[str, Any], hostnames: list[str]) -> list[tuple[str, s
 
 
 def _ranks(ranks: str) -> list[int]:
-    from .. import idset
+    from common import idset
 
     try:
         return sorted(idset.decode(ranks)) if ranks else []

@@ -14,7 +14,8 @@ import signal
 import sys
 from typing import Any
 
-from .. import idset
+from common import idset
+
 from ..client import FluxError, Handle
 
 USAGE = "flux exec [-r IDSET] [-x IDSET] [-d DIR] [-l] [-n] [-v] COMMAND..."

@@ -122,7 +122,7 @@ class StatusLine:
 
     @property
     def ranks(self) -> str:
-        from .. import idset
+        from common import idset
 
         return idset.encode(sorted(self.rank_set))
 
@@ -180,7 +180,7 @@ class Snapshot:
 def snapshot(status: Mapping[str, Any], queue_state: Mapping[str, Any] | None) -> Snapshot:
     """From the lead's `resource.status` and `job-manager.queue-state` answers (None when there is no job
     manager: nothing allocated or drained)."""
-    from .. import idset
+    from common import idset
 
     up = set(idset.decode(status["up"]))
     down = set(idset.decode(status["down"]))
@@ -289,7 +289,7 @@ def include_ranks(snap: Snapshot, targets: str) -> set[int]:
     """-i/--include: an idset of ranks, else a hostlist of node names."""
     import hostlist
 
-    from .. import idset
+    from common import idset
 
     try:
         return set(idset.decode(targets))

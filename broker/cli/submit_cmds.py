@@ -11,7 +11,8 @@ import itertools
 import os
 import sys
 
-from .. import idset
+from common import idset
+
 from ..jobs.jobid import encode_f58
 from .jobcli_common import CommandError, _attach, _exit_code, _redirected
 from .lean import connect

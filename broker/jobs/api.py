@@ -156,7 +156,7 @@ class JobInfo(NamedTuple):
 def _ranks(value: Any) -> str:
     """Ranks as an idset string, whether they come as one ("0-3") or as a list ([0, 1, 2, 3])."""
     if isinstance(value, list):
-        from broker import idset
+        from common import idset
 
         return idset.encode(int(rank) for rank in value)
     return str(value or "")

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker import atomic
 from broker.jobs.archive_members import (
     MANIFEST,
     MAX_BYTES,
@@ -40,6 +39,7 @@ from broker.jobs.archive_members import (
 from broker.jobs.journal import JobEvent
 from broker.jobs.record import replay
 from broker.jobs.store import INSTANCE, JOURNAL_FILE, OUTPUT_DIR, JobStore, QueueState
+from common import atomic
 
 KIND = "miniclusters-queue-archive"
 FORMAT_VERSION = 1

@@ -40,7 +40,7 @@ def request_shape(jobspec: dict[str, Any]) -> tuple[int, int | None, int]:
 
 def resource_summary(cores: dict[int, list[int]]) -> str:
     """What Flux's scheduler annotates a job with: "rank[0-1]/core[0-1]" (ranks with the same cores grouped)."""
-    from broker import idset
+    from common import idset
 
     groups: dict[tuple[int, ...], list[int]] = {}
     for rank in sorted(cores):

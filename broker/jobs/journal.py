@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker import atomic
 from broker.errors import BrokerFailure
 from broker.jsontext import dumps
+from common import atomic
 
 
 class JournalError(BrokerFailure):

@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker import atomic
 from broker.jobs.journal import JobEvent, Journal
 from broker.jsontext import dumps
+from common import atomic
 
 INSTANCE = 0
 """The id of the instance's own journal records."""

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common import idset
+
 from .. import task_bind
 from ..errors import InputError
 
@@ -74,7 +76,7 @@ def parse_affinity(value: object, where: str = f"-o {OPTION}") -> Affinity:
         entries = mode[4:].split(";")
         try:
             for entry in entries:
-                task_bind.parse_cpus(entry)
+                _parse_map_entry(entry)
         except ValueError as exc:
             raise AffinityError(f"{where}={value}: map: {exc}") from None
     elif mode not in MODES:
@@ -94,10 +96,10 @@ def instance_default(value: str | None, reported: set[int], allowed: set[int]) -
     """
     configured = parse_affinity(value or "off", f"attribute {ATTRIBUTE}")
     if configured.binds and reported != allowed:
-        shown = task_bind.format_cpus(sorted(reported)) or "none"
+        shown = idset.encode(reported) or "none"
         note = (
             f"{ATTRIBUTE}={value} ignored: this broker reports cores {shown} but may run on "
-            f"{task_bind.format_cpus(sorted(allowed))} (a CPU quota, not a cpuset): not its own to bind to"
+            f"{idset.encode(allowed)} (a CPU quota, not a cpuset): not its own to bind to"
         )
         return Affinity("off"), note
     return configured, ""
@@ -117,7 +119,15 @@ def usable(cores: tuple[int, ...] | list[int], allowed: set[int] | None = None) 
 
 
 def encode_cores(cores: Mapping[int, tuple[int, ...]]) -> str:
-    return " ".join(f"{rank}:{task_bind.format_cpus(list(c))}" for rank, c in sorted(cores.items()) if c)
+    return " ".join(f"{rank}:{idset.encode(c)}" for rank, c in sorted(cores.items()) if c)
+
+
+def _parse_map_entry(entry: str) -> tuple[int, ...]:
+    """One task's CPUs of `map:0-1;2`: a non-empty CPU list."""
+    cpus = tuple(idset.decode(entry))
+    if not cpus:
+        raise ValueError(f"{entry!r} is not a CPU list such as 0-3,6")
+    return cpus
 
 
 def decode_cores(text: str, rank: int) -> tuple[int, ...]:
@@ -126,7 +136,7 @@ def decode_cores(text: str, rank: int) -> tuple[int, ...]:
         key, _, cpus = item.partition(":")
         if key == str(rank):
             try:
-                return task_bind.parse_cpus(cpus)
+                return tuple(idset.decode(cpus))
             except ValueError:
                 return ()
     return ()
@@ -166,5 +176,5 @@ def carry_preload(exports: Mapping[str, str]) -> dict[str, str]:
 
 def describe(rank: int, what: str, cpus: tuple[int, ...], dry_run: bool) -> str:
     """The verbose line for one process job-exec starts ('task 3', 'mpi': mpirun and the ranks it forks here)."""
-    shown = task_bind.format_cpus(list(cpus)) if cpus else "unbound"
+    shown = idset.encode(cpus) if cpus else "unbound"
     return f"flux-shell[{rank}]: cpu-affinity{' (dry run)' if dry_run else ''}: {what}: cpus {shown}\n"

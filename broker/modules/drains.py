@@ -87,7 +87,7 @@ class DrainTable:
 
 def describe(entries: dict[int, str]) -> str:
     """ "2-3 (autoscaler: ...), 5 (maintenance)": drained ranks grouped by reason, for pending reasons."""
-    from .. import idset
+    from common import idset
 
     by_reason: dict[str, list[int]] = {}
     for rank in sorted(entries):

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .. import idset
+from common import idset
+
 from ..attributes import AttrError
 from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError

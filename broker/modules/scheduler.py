@@ -12,10 +12,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from common import idset
 from elasticity.policy.allocate import NodeCapacity, allocate, never_fits
 from elasticity.policy.queue import QUEUE_POLICIES, Plan, QueuePolicy, Running, Snapshot, Waiting, plan
 
-from .. import idset
 from ..jobs.jobspec import ResourceRequest
 from ..membership import UP
 from .drains import DrainTable

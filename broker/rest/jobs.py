@@ -14,7 +14,6 @@ from typing import Any, Protocol
 import hostlist
 from starlette.concurrency import run_in_threadpool
 
-from broker import idset
 from broker.errors import FluxError
 from broker.jobs.api import JobClient, JobInfo
 from broker.jobs.build import build_jobspec
@@ -24,6 +23,7 @@ from broker.rest.submit import SubmitError as SubmitError  # re-exported: servic
 from broker.rest.submit import SubmitRequest as SubmitRequest
 from broker.rest.submit import check_gpus
 from broker.rest.submit import parse_submit as parse_submit
+from common import idset
 
 JOB_LIST_LIMIT = 1000
 """How many jobs a listing holds unless asked otherwise: flux-core's job-list default (flux.job.JobList's

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from broker import idset
+from common import idset
 
 GROUP_VERSION = "custom.metrics.k8s.io/v1beta2"
 PREFIX = f"/apis/{GROUP_VERSION}"

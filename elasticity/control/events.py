@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from common.tee import TextSink
+
 
 class EventLog:
     """Append-only JSON lines to a file or an open text stream; one line per `write`, flushed at once.
@@ -20,7 +22,7 @@ class EventLog:
     written as strings.
     """
 
-    def __init__(self, target: Path | str | IO[str], loop: str, clock: Callable[[], float]) -> None:
+    def __init__(self, target: Path | str | TextSink, loop: str, clock: Callable[[], float]) -> None:
         self.loop = loop
         self.clock = clock
         self._lock = threading.Lock()
@@ -30,13 +32,13 @@ class EventLog:
             path = Path(target)
             path.parent.mkdir(parents=True, exist_ok=True)
             self.path = path
-            self._stream: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
-            self._owned = True
+            self._owned: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+            self._stream: TextSink = self._owned
             if _torn(path):  # a writer killed mid-line: our first record must not join its half line
                 self._stream.write("\n")
         else:
             self._stream = target
-            self._owned = False
+            self._owned = None
 
     def write(self, kind: str, cluster: str = "", **fields: Any) -> dict[str, Any]:
         """Record one event now (by the loop's clock); returns the record written."""
@@ -48,8 +50,8 @@ class EventLog:
         return record
 
     def close(self) -> None:
-        if self._owned:
-            self._stream.close()
+        if self._owned is not None:
+            self._owned.close()
 
     def __enter__(self) -> EventLog:
         return self

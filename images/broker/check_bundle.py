@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGES = ("miniclusters", "broker", "elasticity", "bursting")
+PACKAGES = ("common", "miniclusters", "broker", "elasticity", "bursting")
 DATA = ("broker/rest/web/templates", "elasticity/pmpi/mc_pmpi.c", "miniclusters/backends/local/supervisor.py")
 
 

@@ -74,6 +74,6 @@ class ExecQueue:
     def drain(self, name: str, ranks: frozenset[int]) -> None:
         """`flux resource drain --set RANKS REASON`: the ranks drained with the autoscaler's reason become exactly
         these; an operator's drains (any other reason) stay as they are."""
-        from broker import idset
+        from common import idset
 
         self._run(name, "resource", "drain", "--set", idset.encode(sorted(ranks)) if ranks else "", DRAIN_REASON)

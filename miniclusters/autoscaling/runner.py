@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, cast
+from typing import cast
 
+from common.tee import Tee
 from elasticity.control.autoscale import Autoscaler
 from elasticity.control.events import EventLog, read_events
 from elasticity.control.ports import ActuatorError
@@ -38,36 +39,6 @@ def lead_event_log(backend: Backend, name: str) -> Path | None:
     if not backend.ephemeral:
         return None
     return StateStore().lead_rest_state_dir(name) / "controllers" / "autoscale.jsonl"
-
-
-class _Tee:
-    """One event stream written to two files: the loop's own log and the lead's copy for /cluster."""
-
-    def __init__(self, first: Path, second: Path) -> None:
-        self.paths = (first, second)
-        self.files: list[IO[str]] = []
-
-    def __enter__(self) -> _Tee:
-        for path in self.paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.files.append(open(path, "a", encoding="utf-8"))
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-    def write(self, text: str) -> int:
-        for handle in self.files:
-            handle.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        for handle in self.files:
-            handle.flush()
-
-    def close(self) -> None:
-        for handle in self.files:
-            handle.close()
 
 
 def lock_path(name: str) -> Path:
@@ -165,10 +136,9 @@ def _run_holding_the_lock(
     deadline = None if run.timeout is None else time.monotonic() + run.timeout
     why = "timeout"
     mirror = lead_event_log(backend, name)
-    tee = _Tee(events, mirror) if mirror is not None and mirror != events else None
-    target = events if tee is None else cast(IO[str], tee)
+    tee = Tee(events, mirror) if mirror is not None and mirror != events else None
     main = threading.current_thread() is threading.main_thread()
-    with tee or contextlib.nullcontext(), EventLog(target, "autoscale", time.monotonic) as log:
+    with tee or contextlib.nullcontext(), EventLog(events if tee is None else tee, "autoscale", time.monotonic) as log:
         previous = signal.signal(signal.SIGTERM, _terminate) if main else None
         scaler = Autoscaler(name, observer, actuator, queue, options, clock=time.monotonic, log=log)
         status = _Status(run.state, name, run.started_by, events)

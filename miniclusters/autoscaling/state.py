@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker import atomic
+from common import atomic
 from miniclusters.backends.local.state import state_root
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import hostlist
 
-from broker import idset
 from broker.errors import FluxError
 from broker.jobs.api import JobClient, JobInfo
+from common import idset
 from elasticity.control.campaign import EnsembleState, EnsembleView, MemberState, MemberView
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.trace import TraceFormatError, read_job_traces

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from common.tee import Tee
 from elasticity.control.campaign import MultiplexKnobs
 from elasticity.control.events import EventLog, read_events
 from elasticity.figures.campaign import plot_campaign_timeline
@@ -191,7 +192,7 @@ def run(
     lead_uri = getattr(backend, "lead_uri", None)  # the local backend's lead socket on this machine
     uri = lead_uri(mc.name) if lead_uri is not None else None  # None: not our broker's (the flux flavour)
     flux, jobs_of = (local_flux(), None) if uri is not None else (["flux"], exec_jobs(backend, mc.name, ["flux"]))
-    with _Tee(events, mirror) as stream, EventLog(stream, "campaign", time.monotonic) as log:
+    with Tee(events, mirror) as stream, EventLog(stream, "campaign", time.monotonic) as log:
         runner = CampaignRunner(backend, mc.name, plan, loops, log, flux, uri or "", say=say, jobs_of=jobs_of)
         runner.script_env = script_env()
         last = [0.0]
@@ -211,33 +212,6 @@ def run(
     summary = report(plan, mc.name)
     save_state(mc.name, {**common, **summary, **live_fields(runner), "running": False, "outcome": outcome})
     return outcome, runner
-
-
-class _Tee:
-    """The event log written to the work directory and, on a local cluster, to the lead's copy for /cluster."""
-
-    def __init__(self, *paths: Path | None) -> None:
-        self.paths = [p for p in paths if p is not None]
-        self.files: list[Any] = []
-
-    def __enter__(self) -> Any:
-        for path in self.paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.files.append(open(path, "a", encoding="utf-8"))
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        for handle in self.files:
-            handle.close()
-
-    def write(self, text: str) -> int:
-        for handle in self.files:
-            handle.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        for handle in self.files:
-            handle.flush()
 
 
 def _lead_copy(backend: Any, name: str) -> Path | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ipaddress import ip_address
 from pathlib import Path
 
-from broker import atomic
+from common import atomic
 from miniclusters import lockfile
 from miniclusters.errors import MiniclustersError
 from miniclusters.localkube import bootstrap, components, configs, images, pki, probes, processes, teardown

@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from broker import atomic
+from common import atomic
 from miniclusters.errors import MiniclustersError
 from miniclusters.localkube.configs import PAUSE_IMAGE
 from miniclusters.localkube.layout import Layout

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from broker import atomic
+from common import atomic
 
 _VALIDITY = datetime.timedelta(days=365)
 _Address = ipaddress.IPv4Address | ipaddress.IPv6Address

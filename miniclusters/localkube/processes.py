@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from broker import atomic
+from common import atomic
 from miniclusters.localkube.components import Component
 from miniclusters.localkube.layout import Layout
 

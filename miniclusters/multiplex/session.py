@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker import atomic
+from common import atomic
 from elasticity.control.multiplex import MultiplexPlanner, summary_rows
 from elasticity.control.multiplex_ports import JobShares
 from elasticity.control.multiplex_types import MultiplexConfig

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker import idset
 from broker.attributes import AttrError, Attributes, parse_duration, parse_setattr
 from broker.cli.commands import render_overlay, resource_rows
 from broker.cli.start import UsageError, parse_broker, parse_start
@@ -16,6 +15,7 @@ from broker.membership import DOWN, LOST, UP, Membership, Quorum, QuorumError
 from broker.protocol import EINVAL, Message, ProtocolError, request
 from broker.service import Request, ServiceError, ServiceRegistry
 from broker.topology import TopologyError, build, custom, kary
+from common import idset
 
 
 def test_kary_fanout_2() -> None:

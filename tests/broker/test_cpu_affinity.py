@@ -17,8 +17,9 @@ from broker.modules.cpu_affinity import (
     instance_default,
     parse_affinity,
 )
-from broker.task_bind import format_cpus, parse_cpus, task_cpus
+from broker.task_bind import task_cpus
 from broker.testing import LOOPBACK_MPI_ENV
+from common import idset
 from elasticity.profiling.trace import read_job_traces
 from elasticity.workloads.placement_kernels import build_placement_kernels, parse_report
 
@@ -58,7 +59,7 @@ def test_per_task_shares_are_even_and_contiguous() -> None:
     assert [task_cpus("per-task", (0, 1), i, 4) for i in range(4)] == [(0,), (0,), (1,), (1,)]
     assert task_cpus("on", cpus, 1, 2) == cpus
     assert task_cpus("map:1;0", cpus, 1, 2) == (0,)
-    assert parse_cpus(format_cpus([0, 1, 2, 5, 7, 8])) == (0, 1, 2, 5, 7, 8)
+    assert tuple(idset.decode(idset.encode([0, 1, 2, 5, 7, 8]))) == (0, 1, 2, 5, 7, 8)
     assert decode_cores(encode_cores({0: (0, 1), 3: (4,)}), 3) == (4,)
     assert decode_cores("junk", 0) == ()
 
@@ -77,7 +78,7 @@ def _bindings(stdout: str) -> dict[str, tuple[int, ...]]:
     for line in stdout.splitlines():
         words = line.split()
         if len(words) == 3 and "." in words[0]:
-            out[f"{words[0]}@{words[1]}"] = parse_cpus(words[2])
+            out[f"{words[0]}@{words[1]}"] = tuple(idset.decode(words[2]))
     return out
 
 
@@ -128,7 +129,9 @@ def test_real_mpi_ranks_pinned_and_still_profiled(tmp_path: Path) -> None:
     proc = _instance(1, f"flux run -n2 -o pmpi -o cpu-affinity=per-task {kernels} dgemm 60 5", tmp_path)
     assert proc.returncode == 0, proc.stderr
     report = parse_report(proc.stdout)
-    assert sorted(parse_cpus(r.cpus) for r in report.ranks) == [(c,) for c in sorted(os.sched_getaffinity(0))[:2]]
+    assert sorted(tuple(idset.decode(r.cpus)) for r in report.ranks) == [
+        (c,) for c in sorted(os.sched_getaffinity(0))[:2]
+    ]
     assert all(r.broker_cpu_ms >= 0 for r in report.ranks)  # the pod's broker found among the rank's ancestors
     (directory,) = tmp_path.glob("pmpi-*")
     assert sorted(t.rank for t in read_job_traces(directory, jobid=directory.name.removeprefix("pmpi-"))) == [0, 1]

@@ -15,7 +15,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from broker import idset
 from broker.cli.submit_stream import Progress, render
 from broker.client import Handle
 from broker.jobs.api import JobClient
@@ -26,6 +25,7 @@ from broker.rest.settings import RestSettings
 from broker.rest.testing import serve_app
 from broker.rest.users import UserStore
 from broker.testing import FLUX, Instance, run_flux
+from common import idset
 
 LIMIT = 50
 LIMIT_WORDS = "the queue is full: 50 active jobs is the limit (job-manager.active-num-limit)"

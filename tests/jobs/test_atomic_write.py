@@ -1,4 +1,4 @@
-"""broker/atomic.py: the one temp-file-and-rename helper, and no hand-written copies left beside it."""
+"""common/atomic.py: the one temp-file-and-rename helper, and no hand-written copies left beside it."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from broker import atomic
+from common import atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 # Renames left, and why: the helper itself; elasticity may not import the broker (import-linter), so its compiler
 # output keeps its own mkstemp + rename; the pod supervisor runs with the standard library only (python -I -S).
 ALLOWED = {
-    "broker/atomic.py": 1,
+    "common/atomic.py": 1,
     "elasticity/pmpi/build.py": 1,
     "miniclusters/backends/local/supervisor.py": 1,
     "broker/modules/job_exec.py": 1,  # a finished job's tmpdir renamed aside for its removal: no file is written

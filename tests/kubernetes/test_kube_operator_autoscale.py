@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from broker import idset
+from common import idset
 from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import EVENT, JOB, MINICLUSTER
 from miniclusters.backends.kubernetes.objects import custom_resource

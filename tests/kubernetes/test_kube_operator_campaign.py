@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from broker import idset
 from broker.jobs.jobid import encode_f58
+from common import idset
 from elasticity.control.events import read_events
 from elasticity.profiling.trace import EVENT_DTYPE, encode_trace
 from miniclusters.api.spec import MiniCluster

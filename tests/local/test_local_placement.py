@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from elasticity.policy.placement import parse_cpu_list
+from common import idset
 from miniclusters.backends.local import cpusets
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    return tuple(idset.decode(text))
 
 
 def _spec(directory: Path, name: str, size: int, tasks: int) -> Path:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from common import idset
 from elasticity.policy.placement import (
     CommunicationProfile,
     NodeRoom,
@@ -15,10 +16,8 @@ from elasticity.policy.placement import (
     assign_cores,
     exclusive_cpus,
     form_task_groups,
-    format_cpu_list,
     mpi_aware_layout,
     mpi_fraction_from_duty,
-    parse_cpu_list,
     place_spread,
     place_task_groups,
     profile_class,
@@ -185,10 +184,10 @@ def test_exclusive_cores_are_disjoint_and_refused_rather_than_shared() -> None:
     assert assign_cores(range(4), {1}, [1, 2]) == ((0,), (2, 3))
     with pytest.raises(NotEnoughCores, match="3 exclusive core"):
         assign_cores(range(2), set(), [1, 2])
-    assert format_cpu_list([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
-    assert parse_cpu_list("0-2,5,7-8\n") == (0, 1, 2, 5, 7, 8)
+    assert idset.encode([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert tuple(idset.decode("0-2,5,7-8\n")) == (0, 1, 2, 5, 7, 8)
 
 
 @given(st.sets(st.integers(0, 127)))
 def test_cpu_list_round_trips(cpus: set[int]) -> None:
-    assert parse_cpu_list(format_cpu_list(cpus)) == tuple(sorted(cpus))
+    assert tuple(idset.decode(idset.encode(cpus))) == tuple(sorted(cpus))

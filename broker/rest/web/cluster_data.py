@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker import idset
 from broker.burst_service import ABSENT, service_words
+from common import idset
 
 Rpc = Callable[[str, int], dict[str, Any]]
 """(topic, rank) -> answer: a request to one rank of the instance."""

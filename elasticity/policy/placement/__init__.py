@@ -3,7 +3,7 @@
 Pure decisions shared by rendering (miniclusters/render), the local backend and the simulator (elasticity/sim).
 """
 
-from elasticity.policy.placement.cores import NotEnoughCores, assign_cores, format_cpu_list, parse_cpu_list
+from elasticity.policy.placement.cores import NotEnoughCores, assign_cores
 from elasticity.policy.placement.granularity import (
     PLACEMENT_POLICIES,
     Granularity,
@@ -45,11 +45,9 @@ __all__ = [
     "assign_cores",
     "exclusive_cpus",
     "form_task_groups",
-    "format_cpu_list",
     "is_network_intensive",
     "mpi_aware_layout",
     "mpi_fraction_from_duty",
-    "parse_cpu_list",
     "place_spread",
     "place_task_groups",
     "profile_class",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from common import idset
 from elasticity.errors import ElasticityError
 
 
@@ -24,7 +25,7 @@ def assign_cores(available: Iterable[int], taken: Iterable[int], counts: Sequenc
     if need > len(free):
         raise NotEnoughCores(
             f"{need} exclusive core(s) needed for {len(counts)} pod(s) but only {len(free)} free "
-            f"({format_cpu_list(free) or 'none'})"
+            f"({idset.encode(free) or 'none'})"
         )
     out = []
     start = 0
@@ -32,31 +33,3 @@ def assign_cores(available: Iterable[int], taken: Iterable[int], counts: Sequenc
         out.append(tuple(free[start : start + count]))
         start += count
     return tuple(out)
-
-
-def format_cpu_list(cpus: Iterable[int]) -> str:
-    """The kernel's list format: 0-2,5."""
-    ordered = sorted(set(cpus))
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
-def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """The kernel's list format back to CPUs ("" is none); ValueError on anything else."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        first, last = int(low), int(high) if high else int(low)
-        if last < first:
-            raise ValueError(f"bad CPU range {part!r}")
-        cpus.extend(range(first, last + 1))
-    return tuple(sorted(set(cpus)))

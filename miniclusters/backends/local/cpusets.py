@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from elasticity.policy.placement import assign_cores, format_cpu_list, parse_cpu_list
+from common import idset
+from elasticity.policy.placement import assign_cores
 from miniclusters.backends.local.cgroups import GROUP, CgroupError, PodGroups
 
 
@@ -30,7 +31,7 @@ class CpusetDriver(PodGroups):
         mine = set(os.sched_getaffinity(0))
         name = "cpuset.effective_cpus" if (self.root / "cpuset.effective_cpus").exists() else "cpuset.cpus"
         try:
-            offered = set(parse_cpu_list((self.root / name).read_text()))
+            offered = set(idset.decode((self.root / name).read_text()))
         except (OSError, ValueError):
             offered = mine
         return tuple(sorted(mine & offered)) or tuple(sorted(mine))
@@ -48,7 +49,7 @@ class CpusetDriver(PodGroups):
                 if not (pod.is_dir() and pod.name.isdigit()) or (cluster.name, int(pod.name)) == exclude:
                     continue
                 with contextlib.suppress(OSError, ValueError):
-                    found.update(parse_cpu_list(self._cpus_file(pod).read_text()))
+                    found.update(idset.decode(self._cpus_file(pod).read_text()))
         return found
 
     def _prepare_parent(self, directory: Path) -> None:
@@ -73,7 +74,7 @@ class CpusetDriver(PodGroups):
             self._prepare_parent(self.root / GROUP)
             self._prepare_parent(self.cluster_dir(cluster))
             directory.mkdir(exist_ok=True)
-            self._cpus_file(directory).write_text(format_cpu_list(cpus))
+            self._cpus_file(directory).write_text(idset.encode(cpus))
             if self.version == 1:
                 mems = (directory.parent / "cpuset.mems").read_text().strip()
                 (directory / "cpuset.mems").write_text(mems)
@@ -83,7 +84,7 @@ class CpusetDriver(PodGroups):
 
     def cpus_of(self, cluster: str, index: int) -> tuple[int, ...] | None:
         try:
-            return parse_cpu_list(self._cpus_file(self.pod_dir(cluster, index)).read_text())
+            return tuple(idset.decode(self._cpus_file(self.pod_dir(cluster, index)).read_text()))
         except (OSError, ValueError):
             return None
 

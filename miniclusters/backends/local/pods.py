@@ -12,8 +12,9 @@ import os
 import shutil
 import time
 
+from common import idset
 from elasticity.model import cpu as cpu_model
-from elasticity.policy.placement import NotEnoughCores, format_cpu_list
+from elasticity.policy.placement import NotEnoughCores
 from miniclusters.api.hosts import HostRegistry, pod_hostname
 from miniclusters.backends.base import BackendError, InvalidRequestError
 from miniclusters.backends.local import cgroups, cpusets, latency, netns, plan, process, restart, slots
@@ -77,7 +78,7 @@ class Pods:
                         "a pinned core, so lower the pods' CPU or stop other pinned MiniClusters"
                     ) from None
                 cpuset_procs = pinned.create(record.name, index, cores)
-                pod.cpus = format_cpu_list(cores)
+                pod.cpus = idset.encode(cores)
             policy = restart.policy_for(
                 index,
                 record.restart_policy,

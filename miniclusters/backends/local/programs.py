@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker import atomic
+from common import atomic
 from miniclusters.errors import MiniclustersError
 
 IMAGES_DIR = Path(__file__).resolve().parents[3] / "images"

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker import atomic
+from common import atomic
 from miniclusters import lockfile
 
 STATE_FILE = "state.json"

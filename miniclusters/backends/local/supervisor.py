@@ -92,7 +92,7 @@ def claim_failure(path: Path, backoff_limit: int) -> tuple[bool, int]:
 
 def replace_text(path: Path, text: str) -> None:
     """Write a file whole (beside it, then rename). This process runs with the standard library only (see the
-    module doc), so it keeps this one copy of broker/atomic.py's write_text."""
+    module doc), so it keeps this one copy of common/atomic.py's write_text."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(text)
     temporary.replace(path)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from broker import atomic
+from common import atomic
 
 LEDGER_FILE = "restarts.json"
 NEVER_STARTED = "0001-01-01T00:00:00Z"

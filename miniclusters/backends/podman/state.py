@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker import atomic
+from common import atomic
 
 RECORD_FILE = "podman.json"
 

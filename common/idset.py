@@ -1,14 +1,13 @@
-"""Flux idsets ("0-3,7"): the compact rank and core lists used in R, quorum and CLI output."""
+"""Flux idsets ("0-3,7"): the compact rank and core lists used in R, quorum and CLI output, and the kernel's CPU
+list format (cpuset.cpus, `taskset -c`), which is the same text."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from broker.errors import InputError
+from common.errors import IdsetError
 
-
-class IdsetError(InputError):
-    """An idset string that does not parse."""
+__all__ = ["IdsetError", "count", "decode", "encode", "ranges"]
 
 
 def encode(ids: Iterable[int]) -> str:
