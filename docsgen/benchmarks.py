@@ -18,6 +18,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.toml"
 PAGE = ROOT / "docs" / "benchmarks.md"
+#: The marker before each bench's command (docsgen/shell_blocks.py): the docs tests do not run benchmarks.
+NOT_RUN = (
+    "<!-- not run: a benchmark: its figures mean something only on a quiet machine and most take minutes; "
+    "tests/bench/test_bench_scripts.py starts every script -->"
+)
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ def render(benches: list[Bench]) -> str:
     for bench in benches:
         lines.append(f"## {bench.title}\n")
         lines.append(f"{bench.summary} *{bench.conditions}*\n")
-        lines.append(f"```bash\n{bench.command}\n```\n")
+        lines.append(f"{NOT_RUN}\n```bash\n{bench.command}\n```\n")
         for table in bench.tables:
             lines += _render_table(table)
         if bench.result:
