@@ -13,10 +13,7 @@ from collections.abc import Iterator
 
 import click
 
-
-def _cell(text: str) -> str:
-    """A Markdown table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+from docsgen.markdown_cells import cell
 
 
 def _help_text(command: click.Command) -> str:
@@ -53,7 +50,7 @@ def _walk(command: click.Command, path: list[str], parent: click.Context | None)
     if records:
         yield "| option | meaning |\n|---|---|"
         for names, meaning in records:
-            yield f"| {_code_cell(names)} | {_cell(meaning)} |"
+            yield f"| {_code_cell(names)} | {cell(meaning)} |"
         yield ""
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):

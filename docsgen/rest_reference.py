@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from docsgen.markdown_cells import cell
+
 METHODS = ("get", "post", "put", "patch", "delete")
 
 
@@ -23,10 +25,6 @@ def openapi_document() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mc-docs-") as state:
         app = create_app(RestSettings(state_dir=Path(state), require_auth=False), _NoInstance())  # type: ignore[arg-type]
         return app.openapi()
-
-
-def _cell(text: object) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def _anchor(name: str) -> str:
@@ -61,7 +59,7 @@ def _operation(path: str, method: str, operation: dict[str, Any]) -> list[str]:
             required = "yes" if p.get("required") else "no"
             schema = _type(p.get("schema", {}))
             lines.append(
-                f"| `{p['name']}` | {p['in']} | {required} | {_cell(schema)} | {_cell(p.get('description', ''))} |"
+                f"| `{p['name']}` | {p['in']} | {required} | {cell(schema)} | {cell(p.get('description', ''))} |"
             )
         lines.append("")
     body = operation.get("requestBody")
@@ -71,7 +69,7 @@ def _operation(path: str, method: str, operation: dict[str, Any]) -> list[str]:
     lines += ["| answer | meaning | body |", "|---|---|---|"]
     for code, answer in operation.get("responses", {}).items():
         schemas = [_type(value.get("schema", {})) for value in answer.get("content", {}).values()]
-        lines.append(f"| {code} | {_cell(answer.get('description', ''))} | {_cell(', '.join(schemas))} |")
+        lines.append(f"| {code} | {cell(answer.get('description', ''))} | {cell(', '.join(schemas))} |")
     lines.append("")
     return lines
 
@@ -87,7 +85,7 @@ def _schema(name: str, schema: dict[str, Any]) -> list[str]:
         for field, spec in properties.items():
             meaning = spec.get("description", "")
             lines.append(
-                f"| `{field}` | {_cell(_type(spec))} | {'yes' if field in required else 'no'} | {_cell(meaning)} |"
+                f"| `{field}` | {cell(_type(spec))} | {'yes' if field in required else 'no'} | {cell(meaning)} |"
             )
     else:
         lines.append("`" + json.dumps({k: v for k, v in schema.items() if k != "title"}) + "`")

@@ -7,8 +7,11 @@ import re
 from pathlib import Path
 
 import click
+import markdown
+import yaml
 
 from docsgen import benchmarks, cli_reference, rest_reference
+from docsgen.markdown_cells import cell
 from miniclusters.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,3 +126,40 @@ def test_every_page_of_docs_is_in_the_navigation() -> None:
     listed = set(re.findall(r":\s*([\w./-]+\.md)\s*$", (root / "mkdocs.yml").read_text(), flags=re.M))
     pages = {p.relative_to(root / "docs").as_posix() for p in (root / "docs").rglob("*.md")}
     assert pages - listed == set()
+
+
+def test_a_pipe_in_a_table_cell_shows_as_a_pipe_in_code_and_out() -> None:
+    """Outside code a pipe is escaped (else it splits the cell); inside a code span it stays bare (an escape there
+    was printed as `\\|`)."""
+    assert cell("one of `a|b` or c|d") == "one of `a|b` or c\\|d"
+    html = markdown.markdown(f"| x |\n|---|\n| {cell('one of `a|b` or c|d')} |\n", extensions=["tables"])
+    assert "<code>a|b</code> or c|d</td>" in html
+
+
+def test_no_generated_reference_page_shows_an_escaped_pipe() -> None:
+    pages = cli_reference.minicluster_page() + cli_reference.flux_page() + rest_reference.rest_page()
+    html = markdown.markdown(pages, extensions=["tables", "attr_list", "pymdownx.superfences"])
+    assert "\\|" not in html
+
+
+def test_the_home_page_table_names_every_capability_page() -> None:
+    """Every page of the nav's sections (Running clusters, REST and web, Elasticity) is a row of the home page's
+    capability table; the real Kubernetes cluster has its own row."""
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    sections = [entry for entry in nav if isinstance(next(iter(entry.values())), list)]
+    pages = {page for section in sections if "Reference" not in section for page in _nav_pages(section)}
+    home = (ROOT / "docs" / "index.md").read_text()
+    table = home[home.index("## What it does") :]
+    linked = set(re.findall(r"\]\(([\w-]+\.md)(?:#[\w-]*)?\)", table))
+    assert pages - linked == set()
+    assert "(kubernetes.md#a-real-cluster-on-this-machine)" in table
+
+
+def _nav_pages(entry: object) -> list[str]:
+    if isinstance(entry, str):
+        return [entry]
+    if isinstance(entry, dict):
+        return [page for value in entry.values() for page in _nav_pages(value)]
+    if isinstance(entry, list):
+        return [page for item in entry for page in _nav_pages(item)]
+    return []
