@@ -164,3 +164,26 @@ def _nav_pages(entry: object) -> list[str]:
     if isinstance(entry, list):
         return [page for item in entry for page in _nav_pages(item)]
     return []
+
+
+def _prose_lines(text: str) -> set[str]:
+    """A page's lines outside code fences and HTML comments, whitespace folded, long enough to be a text."""
+    lines, fenced = set(), False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        folded = " ".join(line.split())
+        if not fenced and len(folded) > 30 and not folded.startswith("<!--"):
+            lines.add(folded)
+    return lines
+
+
+def test_no_text_of_the_readme_is_copied_into_the_docs() -> None:
+    """Each text lives in one place: the README links to the pages instead of repeating them (43 of its lines were
+    copies of getting-started.md, index.md and development.md). Commands in shell blocks may repeat."""
+    readme = _prose_lines(README)
+    copied = {
+        page.name: sorted(readme & _prose_lines(page.read_text())) for page in sorted((ROOT / "docs").glob("*.md"))
+    }
+    assert {page: lines for page, lines in copied.items() if lines} == {}
