@@ -13,7 +13,7 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.toml"
@@ -48,7 +48,15 @@ class Bench:
     result: str = ""
 
 
-def _table(raw: dict[str, Any], where: str) -> Table:
+class RawTable(TypedDict, total=False):
+    """A `[[bench.table]]` as bench/results.toml writes it."""
+
+    columns: list[str]
+    rows: list[list[str]]
+    caption: str
+
+
+def _table(raw: RawTable, where: str) -> Table:
     columns = tuple(raw["columns"])
     rows = tuple(tuple(row) for row in raw["rows"])
     for number, row in enumerate(rows):
@@ -107,7 +115,12 @@ def render(benches: list[Bench]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def record_result(bench_id: str, figures: dict[str, Any], path: Path = RESULTS, page: Path | None = PAGE) -> None:
+def record_result(
+    bench_id: str,
+    figures: dict[str, Any],  # open: a bench script's own figures, any JSON
+    path: Path = RESULTS,
+    page: Path | None = PAGE,
+) -> None:
     """A bench script's `--record`: its JSON line becomes the entry's `result`, and the page is regenerated.
 
     Edits the one line in place (the file's comments and layout are kept); the tables and notes stay as they

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
+from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
 from docsgen import benchmarks, cli_reference, code_map, diagram_specs, diagrams, rest_reference  # noqa: E402
 
 
-def on_files(files: Files, config: Any) -> Files:
+def on_files(files: Files, config: MkDocsConfig) -> Files:
     generated = {
         "reference/cli.md": cli_reference.minicluster_page,
         "reference/flux.md": cli_reference.flux_page,

@@ -18,7 +18,7 @@ class _NoInstance:
     """Stands in for the instance: building the app reads routes, never jobs."""
 
 
-def openapi_document() -> dict[str, Any]:
+def openapi_document() -> dict[str, Any]:  # open: the OpenAPI document FastAPI builds (JSON Schema inside)
     from broker.rest.app import create_app
     from broker.rest.settings import RestSettings
 
@@ -31,7 +31,7 @@ def _anchor(name: str) -> str:
     return "schema-" + name.lower().replace("_", "-")
 
 
-def _type(schema: dict[str, Any]) -> str:
+def _type(schema: dict[str, Any]) -> str:  # open: a JSON Schema of the document
     """A schema's type in a few words, with links to named schemas."""
     if "$ref" in schema:
         name = str(schema["$ref"]).rsplit("/", 1)[-1]
@@ -48,7 +48,7 @@ def _type(schema: dict[str, Any]) -> str:
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 
-def _operation(path: str, method: str, operation: dict[str, Any]) -> list[str]:
+def _operation(path: str, method: str, operation: dict[str, Any]) -> list[str]:  # open: an OpenAPI operation
     lines = [f"### `{method.upper()} {path}`\n"]
     if operation.get("summary"):
         lines.append(f"**{operation['summary']}.** " + " ".join(operation.get("description", "").split()) + "\n")
@@ -74,7 +74,7 @@ def _operation(path: str, method: str, operation: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _schema(name: str, schema: dict[str, Any]) -> list[str]:
+def _schema(name: str, schema: dict[str, Any]) -> list[str]:  # open: a JSON Schema of the document
     lines = [f"### {name} {{#{_anchor(name)}}}\n"]
     if schema.get("description"):
         lines.append(" ".join(schema["description"].split()) + "\n")
@@ -93,7 +93,7 @@ def _schema(name: str, schema: dict[str, Any]) -> list[str]:
     return lines
 
 
-def rest_page(document: dict[str, Any] | None = None) -> str:
+def rest_page(document: dict[str, Any] | None = None) -> str:  # open: the OpenAPI document
     doc = document or openapi_document()
     info = doc["info"]
     lines = [
