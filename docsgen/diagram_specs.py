@@ -10,12 +10,12 @@ NAME = "hello"
 
 
 def _local_pod(index: int, lead: bool) -> Box:
-    role = "lead broker, rank 0 (+ REST server)" if lead else f"follower broker, rank {index}"
+    role = "lead broker, rank 0\n(+ REST server)" if lead else f"follower broker,\nrank {index}"
     return Box(
         f"pod {NAME}-{index}",
-        "a process group, supervised (restarts as the Job would)",
+        "a process group, supervised\n(restarted as the Job would)",
         rows=[
-            [Box(f"network namespace mc-{NAME}-{index}", "veth into the bridge; /etc/hosts names every pod")],
+            [Box(f"network namespace mc-{NAME}-{index}", "veth into the bridge;\n/etc/hosts names every pod")],
             [Box(f"hostname {NAME}-{index}", "its own UTS namespace")],
             [Box(f"cgroup miniclusters/{NAME}/{index}", "CPU weight from the pod's request")],
             [Box("rendered entrypoint", role, style="lead" if lead else "part", key=f"local-{index}")],
@@ -29,7 +29,7 @@ def local() -> Diagram:
     pods = [_local_pod(0, True), _local_pod(1, False), Box(f"pods {NAME}-2, {NAME}-3", "the same", style="faint")]
     machine = Box(
         "this machine, as root: minicluster up examples/hello.yaml",
-        "the local backend (without root: plain processes on 127.213.x addresses, nice levels)",
+        "the local backend (without root: plain processes\non 127.213.x addresses, nice levels)",
         rows=[
             [
                 Box(
@@ -50,7 +50,7 @@ def local() -> Diagram:
 
 
 def _podman_pod(index: int, lead: bool) -> Box:
-    role = "lead broker, rank 0 (+ REST server)" if lead else f"follower broker, rank {index}"
+    role = "lead broker, rank 0 (+ REST)" if lead else f"follower broker, rank {index}"
     return Box(
         f"pod {NAME}-{index}",
         "podman kube play of index " + str(index),
@@ -59,7 +59,7 @@ def _podman_pod(index: int, lead: bool) -> Box:
             [
                 Box(
                     "application container",
-                    "the spec's image runs the\nrendered entrypoint: " + role,
+                    "the spec's image runs the\nrendered entrypoint:\n" + role,
                     style="lead" if lead else "part",
                     key=f"podman-{index}",
                 )

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-CHAR_W = 0.075  # inches per character at FONT_SIZE (DejaVu Sans, a little generous)
+CHAR_W = 0.07  # inches per character at FONT_SIZE (DejaVu Sans, a little generous)
 LINE_H = 0.2  # inches per text line
 PAD = 0.1
 GAP = 0.12
