@@ -12,6 +12,7 @@ from typing import Any
 from common import idset
 
 from .errors import InputError
+from .payloads import ResourceReport
 from .topology import Topology
 
 UP = "up"
@@ -29,7 +30,7 @@ class RankInfo:
     rank: int
     hostname: str
     state: str = DOWN
-    resources: dict[str, Any] | None = None
+    resources: ResourceReport | None = None
     uuid: str = ""
     since: float = field(default_factory=time.time)
 
@@ -52,7 +53,7 @@ class Membership:
     def state(self, rank: int) -> str:
         return self.ranks[rank].state
 
-    def set(self, rank: int, state: str, resources: dict[str, Any] | None = None, uuid: str | None = None) -> bool:
+    def set(self, rank: int, state: str, resources: ResourceReport | None = None, uuid: str | None = None) -> bool:
         """Record a state change; return True if anything changed."""
         info = self.ranks[rank]
         changed = info.state != state or (uuid is not None and uuid != info.uuid)
