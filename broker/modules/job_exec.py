@@ -32,7 +32,7 @@ from .dir_remover import DirRemover
 from .exec_request import ExecRequest, ExecRequestError
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..port import ModulePort
     from ..protocol import Message
 
 OUTPUT_BATCH_DELAY = 0.05
@@ -101,7 +101,7 @@ def waitstatus(returncode: int) -> int:
 class JobExec:
     """Per-rank process management for jobs."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ModulePort) -> None:
         self.b = broker
         self.jobs: dict[int, LocalJob] = {}  # by job id; rsh-started orteds under negative keys
         self._rsh_seq = 0
@@ -504,6 +504,6 @@ def _ignore(_msg: Message) -> None:
     """Fire-and-forget reports: the lead answers, nobody waits."""
 
 
-def job_exec(broker: Broker) -> None:
+def job_exec(broker: ModulePort) -> None:
     """Module entry point (every rank)."""
     JobExec(broker)

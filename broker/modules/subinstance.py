@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from . import job_tree
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..port import ModulePort
     from .exec_request import ExecRequest
 
 _HOST_OF_URI = re.compile(r"^tcp://(\[[^\]]+\]|[^:/]+)")
@@ -64,7 +64,7 @@ def uri_host(uri: str | None, fallback: str) -> str:
     return match.group(1) if match else fallback
 
 
-def launch_command(request: ExecRequest, tmpdir: str, broker: Broker) -> list[str]:
+def launch_command(request: ExecRequest, tmpdir: str, broker: ModulePort) -> list[str]:
     """Write this rank's plan and the batch script into the job's tmpdir; return the launcher command."""
     ranks = list(request.ranks)
     config = broker.config

@@ -2,14 +2,15 @@
 
 The only writer of job records. Every change to a job is an event applied here to its record and appended to the
 journal with a group commit (one write and fsync per loop batch) before any submission is acknowledged; after
-each commit the job manager tells the other parts what changed (JobManager.committed).
+each commit it calls `on_commit` with the jobs touched (the composer, JobManager.committed, tells the other
+parts).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...jobs.jobid import FluidGenerator, encode_f58
 from ...jobs.jobspec import JobSpec, parse_jobspec
@@ -18,22 +19,20 @@ from ...jobs.journal_writer import JournalWriter
 from ...jobs.record import JobRecord, replay
 from ...jobs.states import JobState
 from ...jobs.store import JobStore, QueueState
+from ...port import BrokerPort
 from ...protocol import ENOENT
 from ...service import Request, ServiceError
-
-if TYPE_CHECKING:
-    from ...broker import Broker
-    from . import JobManager
+from .roles import OutputLine
 
 
 class JobTable:
     """Records, eventlogs, parsed jobspecs, the unflushed journal batch and the store."""
 
-    def __init__(self, jm: JobManager, broker: Broker, store: JobStore, epoch_ms: int) -> None:
-        self._jm = jm
-        self._b = broker
+    def __init__(self, port: BrokerPort, store: JobStore, epoch_ms: int, on_commit: Callable[[set[int]], None]) -> None:
+        self._port = port
+        self._on_commit = on_commit
         self._store = store
-        self._writer = JournalWriter(store.journal, broker.loop)
+        self._writer = JournalWriter(store.journal, port.loop)
         self._fluids = FluidGenerator(0, epoch_ms=epoch_ms)
         self._jobs: dict[int, JobRecord] = {}
         self._eventlogs: dict[int, list[JobEvent]] = {}
@@ -182,7 +181,7 @@ class JobTable:
     def schedule_flush(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self._b.loop.call_later(0, self.flush)
+            self._port.loop.call_later(0, self.flush)
 
     def flush(self) -> None:
         """Group commit: one write + fsync for everything since the last flush, then acknowledge and notify.
@@ -205,18 +204,18 @@ class JobTable:
         del self._buffer[:count], self._acks[:nacks]
         for req, payload in acks:
             req.respond(payload)
-        self._jm.committed({e.jobid for e in events})
+        self._on_commit({e.jobid for e in events})
         if self._buffer or self._acks:
             self.schedule_flush()
 
     # ------------------------------------------------------------------ saved files
-    def save_output(self, jobid: int, lines: list[list[Any]]) -> None:
+    def save_output(self, jobid: int, lines: list[OutputLine]) -> None:
         self._store.save_output(jobid, lines)
 
-    def save_attempt_output(self, jobid: int, attempt: int, lines: list[list[Any]]) -> None:
+    def save_attempt_output(self, jobid: int, attempt: int, lines: list[OutputLine]) -> None:
         self._store.save_attempt_output(jobid, attempt, lines)
 
-    def load_output(self, jobid: int) -> list[list[Any]] | None:
+    def load_output(self, jobid: int) -> list[OutputLine] | None:
         return self._store.load_output(jobid)
 
     def save_queue(self, state: QueueState) -> None:
