@@ -170,21 +170,8 @@ def _optional_str(table: dict[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: str | None = None) -> BootstrapConfig:
-    """Validate a parsed config dict; with no [bootstrap] hosts the instance is a singleton on `hostname`."""
-    table = data.get("bootstrap")
-    if table is None:
-        table = {}
-    if not isinstance(table, dict):
-        raise BootstrapError(f"{source}: [bootstrap] must be a table")
-    where = f"{source}: [bootstrap]"
-    unknown = sorted(set(table) - _BOOTSTRAP_KEYS)
-    if unknown:
-        raise BootstrapError(f"{where} unknown key(s): {', '.join(unknown)}")
-    port = table.get("default_port")
-    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
-        raise BootstrapError(f"{where} default_port: expected an integer port 1-65535, got {port!r}")
-    raw_hosts = table.get("hosts")
+def _host_entries(raw_hosts: object, where: str) -> list[HostEntry]:
+    """[bootstrap] hosts: each table's hostlist expanded, one entry per host, no host twice."""
     entries: list[HostEntry] = []
     seen: dict[str, int] = {}
     if raw_hosts is not None and not isinstance(raw_hosts, list):
@@ -214,6 +201,24 @@ def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: st
             entries.append(
                 HostEntry(host=name, bind=item.get("bind"), connect=item.get("connect"), parent=item.get("parent"))
             )
+    return entries
+
+
+def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: str | None = None) -> BootstrapConfig:
+    """Validate a parsed config dict; with no [bootstrap] hosts the instance is a singleton on `hostname`."""
+    table = data.get("bootstrap")
+    if table is None:
+        table = {}
+    if not isinstance(table, dict):
+        raise BootstrapError(f"{source}: [bootstrap] must be a table")
+    where = f"{source}: [bootstrap]"
+    unknown = sorted(set(table) - _BOOTSTRAP_KEYS)
+    if unknown:
+        raise BootstrapError(f"{where} unknown key(s): {', '.join(unknown)}")
+    port = table.get("default_port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        raise BootstrapError(f"{where} default_port: expected an integer port 1-65535, got {port!r}")
+    entries = _host_entries(table.get("hosts"), where)
     singleton = not entries
     if singleton:
         entries = [HostEntry(host=hostname or socket.gethostname())]

@@ -111,14 +111,14 @@ class FakePort:
     loop: FakeLoop = field(default_factory=FakeLoop)
     rundir: str = "/tmp/fake-rundir"
     starttime: float = 1_700_000_000.0
-    online: bool = True
+    quorum_reached: bool = True  # what `online` says
     cores: int = 2
     services: dict[str, Handler] = field(default_factory=dict)
     sent: list[SentRpc] = field(default_factory=list)
     published: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # open: any event's payload
     subscribers: list[tuple[str, EventCallback]] = field(default_factory=list)
     logged: list[str] = field(default_factory=list)
-    online_hooks: list[Callable[[], None]] = field(default_factory=list)
+    waiting_for_quorum: list[Callable[[], None]] = field(default_factory=list)
     close_hooks: list[Callable[[], None]] = field(default_factory=list)
     gone_hooks: list[Callable[[tuple[str, ...]], None]] = field(default_factory=list)
     membership: Membership = field(init=False)
@@ -191,11 +191,15 @@ class FakePort:
     def on_close(self, callback: Callable[[], None]) -> None:
         self.close_hooks.append(callback)
 
+    @property
+    def online(self) -> bool:
+        return self.quorum_reached
+
     def on_online(self, callback: Callable[[], None]) -> None:
-        if self.online:
+        if self.quorum_reached:
             callback()
         else:
-            self.online_hooks.append(callback)
+            self.waiting_for_quorum.append(callback)
 
     def on_client_gone(self, callback: Callable[[tuple[str, ...]], None]) -> None:
         self.gone_hooks.append(callback)

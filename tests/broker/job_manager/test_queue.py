@@ -84,11 +84,11 @@ def test_a_submit_is_journaled_queued_and_started_where_it_fits(tmp_path: Path) 
 
 def test_nothing_starts_before_the_instance_is_online_and_a_held_job_never(tmp_path: Path) -> None:
     parts = Parts(tmp_path)
-    parts.port.online = False
+    parts.port.quorum_reached = False
     waiting = parts.submit()
     held = parts.submit(urgency=0)
     assert parts.executions.started == {} and set(parts.queue.pending()) == {waiting, held}
-    parts.port.online = True
+    parts.port.quorum_reached = True
     parts.queue.kick()
     parts.port.loop.settle()
     assert set(parts.executions.started) == {waiting}
@@ -133,11 +133,11 @@ def test_bad_submissions_are_einval(tmp_path: Path) -> None:
 
 def test_urgency_reorders_and_is_refused_once_running(tmp_path: Path) -> None:
     parts = Parts(tmp_path)
-    parts.port.online = False
+    parts.port.quorum_reached = False
     first, second = parts.submit(), parts.submit()
     answer = parts.queue.svc_urgency(fake_request("job-manager.urgency", {"id": second, "urgency": 31})[0])
     assert answer == {"old_urgency": 16} and parts.table[second].priority == 2**32 - 1
-    parts.port.online = True
+    parts.port.quorum_reached = True
     parts.queue.schedule()
     assert next(iter(parts.executions.started)) == second  # the expedited job starts first
     assert parts.table[first].state == JobState.SCHED
