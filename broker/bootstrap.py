@@ -135,7 +135,7 @@ def _compress_hosts(names: tuple[str, ...]) -> str:
     return ",".join(hostlist.collect_hostlist(group) for group in groups)
 
 
-def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:
+def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:  # open: TOML the user wrote, checked key by key
     """Flux reads every *.toml in the config directory (or one file); merge their top-level tables."""
     if path.is_dir():
         files = sorted(path.glob("*.toml"))
@@ -143,7 +143,7 @@ def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:
         files = [path]
     else:
         raise BootstrapError(f"{path}: config path does not exist")
-    merged: dict[str, Any] = {}
+    merged: dict[str, Any] = {}  # open: TOML the user wrote, checked key by key
     origin: dict[str, Path] = {}
     for file in files:
         try:
@@ -163,6 +163,7 @@ def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:
     return merged, source
 
 
+# open: TOML the user wrote, checked key by key
 def _optional_str(table: dict[str, Any], key: str, where: str) -> str | None:
     value = table.get(key)
     if value is not None and not isinstance(value, str):
@@ -204,6 +205,7 @@ def _host_entries(raw_hosts: object, where: str) -> list[HostEntry]:
     return entries
 
 
+# open: TOML the user wrote, checked key by key
 def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: str | None = None) -> BootstrapConfig:
     """Validate a parsed config dict; with no [bootstrap] hosts the instance is a singleton on `hostname`."""
     table = data.get("bootstrap")

@@ -17,7 +17,7 @@ import socket
 import sys
 import time
 import uuid as uuidlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import zmq
@@ -152,7 +152,7 @@ class Broker:
     def rpc(
         self,
         topic: str,
-        payload: dict[str, Any] | None,  # open: any service's request payload
+        payload: Mapping[str, Any] | None,  # open: any service's request payload (each has its TypedDict)
         nodeid: int,
         callback: ResponseCallback,
         timeout: float | None = None,

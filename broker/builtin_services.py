@@ -18,7 +18,16 @@ from .cpu_report import cpu_report
 from .lifecycle import Lifecycle
 from .loop import Loop
 from .membership import UP, Membership
-from .payloads import ResourceReport
+from .payloads import (
+    AttrValue,
+    Empty,
+    InfoReply,
+    OverlayStatus,
+    PingReply,
+    ResourceReport,
+    ResourceStatus,
+    UptimeReply,
+)
 from .protocol import EINVAL, ENOENT
 from .resources import build_R
 from .routing import Router
@@ -73,7 +82,7 @@ class BuiltinServices:
             self.b.register("resource.R", lambda req: build_R(self._reports(), self.b.starttime))
             self.b.register("broker.shutdown", self._svc_shutdown)
 
-    def _svc_ping(self, req: Request) -> dict[str, Any]:
+    def _svc_ping(self, req: Request) -> PingReply:
         origin = req.sender if 0 <= req.sender < self.b.size else self.b.rank
         return {
             "rank": self.b.rank,
@@ -83,7 +92,7 @@ class BuiltinServices:
             "pad": req.payload.get("pad", ""),
         }
 
-    def _svc_info(self, req: Request) -> dict[str, Any]:
+    def _svc_info(self, req: Request) -> InfoReply:
         return {
             "rank": self.b.rank,
             "size": self.b.size,
@@ -98,7 +107,7 @@ class BuiltinServices:
             "resources": self.b.resources,
         }
 
-    def _svc_uptime(self, req: Request) -> dict[str, Any]:
+    def _svc_uptime(self, req: Request) -> UptimeReply:
         return {
             "rank": self.b.rank,
             "state": self._life.state,
@@ -108,33 +117,33 @@ class BuiltinServices:
             "depth": 0,
         }
 
-    def _svc_attr_get(self, req: Request) -> dict[str, Any]:
+    def _svc_attr_get(self, req: Request) -> AttrValue:
         name = req.get("name", str)
         value = self.b.attrs.get(name)
         if value is None:
             raise ServiceError(ENOENT, f"attribute {name!r} is not set")
         return {"name": name, "value": value}
 
-    def _svc_subscribe(self, req: Request) -> dict[str, Any]:
+    def _svc_subscribe(self, req: Request) -> Empty:
         topic = req.get("topic", str)
         if req.client_id is None:
             raise ServiceError(EINVAL, "event.subscribe: only local clients may subscribe")
         self.b.router.client_subscribe(bytes.fromhex(req.client_id), topic)
         return {}
 
-    def _svc_unsubscribe(self, req: Request) -> dict[str, Any]:
+    def _svc_unsubscribe(self, req: Request) -> Empty:
         topic = req.get("topic", str)
         if req.client_id is not None:
             self.b.router.client_unsubscribe(bytes.fromhex(req.client_id), topic)
         return {}
 
-    def _svc_publish(self, req: Request) -> dict[str, Any]:
+    def _svc_publish(self, req: Request) -> Empty:
         topic = req.get("topic", str)
         payload = req.get("payload", dict, required=False, default={})
         self.b.publish(topic, payload)
         return {}
 
-    def _svc_shutdown(self, req: Request) -> dict[str, Any]:
+    def _svc_shutdown(self, req: Request) -> Empty:
         req.respond({})
         self.b.loop.call_later(0.05, lambda: self._life.shutdown("flux shutdown"))
         return {}
@@ -142,7 +151,7 @@ class BuiltinServices:
     def _reports(self) -> dict[int, ResourceReport]:
         return {info.rank: info.resources for info in self.b.membership.ranks if info.resources}
 
-    def _svc_overlay_status(self, req: Request) -> dict[str, Any]:
+    def _svc_overlay_status(self, req: Request) -> OverlayStatus:
         return {
             "size": self.b.size,
             "topology": self.b.topology.name,
@@ -163,7 +172,7 @@ class BuiltinServices:
             "burst_service": self.b.bursts.service_view(),
         }
 
-    def _svc_resource_status(self, req: Request) -> dict[str, Any]:
+    def _svc_resource_status(self, req: Request) -> ResourceStatus:
         return {
             "R": build_R(self._reports(), self.b.starttime),
             "up": idset.encode(self.b.membership.in_state(UP)),

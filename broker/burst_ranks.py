@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from .bootstrap import BootstrapConfig, HostEntry
 from .burst_service import DEFAULT_STALE_AFTER, REPORTED, ServiceReport, service_view
 from .membership import DOWN
-from .payloads import ServiceView
+from .payloads import BurstRegistered, BurstReleased, Empty, ServiceView
 from .protocol import EINVAL
 from .service import Handler, Request, ServiceError
 
@@ -72,7 +72,7 @@ class BurstRanks:
         """The burst service's state now (burst_service.service_view): what status and pending jobs show."""
         return service_view(self._service, time.monotonic())
 
-    def _svc_burst_service(self, req: Request) -> dict[str, Any]:
+    def _svc_burst_service(self, req: Request) -> Empty:
         """The burst service reports its state (burst_service.py): running, or failed/stopped and why."""
         state = req.get("state", str)
         if state not in REPORTED:
@@ -85,13 +85,13 @@ class BurstRanks:
         self._service = ServiceReport(state, reason, pid, time.monotonic(), float(stale_after))
         return {}
 
-    def _svc_burst_register(self, req: Request) -> dict[str, Any]:
+    def _svc_burst_register(self, req: Request) -> BurstRegistered:
         prefix = req.get("prefix", str)
         hosts = req.get("hosts", list)
         ranks = self.register(prefix, [str(h) for h in hosts])
         return {"ranks": ranks, "size": self._b.size, "hostnames": self._b.config.hostnames}
 
-    def _svc_burst_release(self, req: Request) -> dict[str, Any]:
+    def _svc_burst_release(self, req: Request) -> BurstReleased:
         return {"released": self.release(req.get("prefix", str)), "size": self._b.size}
 
     def register(self, prefix: str, hosts: list[str]) -> list[int]:

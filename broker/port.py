@@ -8,7 +8,7 @@ fakes (tests/broker/job_manager/fakes.py). This module sits below every part: it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from .attributes import Attributes
@@ -50,7 +50,7 @@ class BrokerPort(Protocol):
     def rpc(
         self,
         topic: str,
-        payload: dict[str, Any] | None,  # open: any service's request payload
+        payload: Mapping[str, Any] | None,  # open: any service's request payload (each has its TypedDict)
         nodeid: int,
         callback: ResponseCallback,
         timeout: float | None = None,

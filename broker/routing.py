@@ -8,7 +8,7 @@ the subscriptions (of modules and of local clients); it reads the broker's tree 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import zmq
@@ -78,7 +78,7 @@ class Router:
     def rpc(
         self,
         topic: str,
-        payload: dict[str, Any] | None,  # open: any service's request payload
+        payload: Mapping[str, Any] | None,  # open: any service's request payload (each has its TypedDict)
         nodeid: int,
         callback: ResponseCallback,
         timeout: float | None = None,
@@ -96,7 +96,8 @@ class Router:
                     self.send_response(error)
 
             self._b.loop.call_later(timeout, expire)
-        msg = Message(REQUEST, topic, payload or {}, nodeid=nodeid, matchtag=tag, route=["l"], sender=self._b.rank)
+        body = payload if payload is None or isinstance(payload, dict) else dict(payload)
+        msg = Message(REQUEST, topic, body or {}, nodeid=nodeid, matchtag=tag, route=["l"], sender=self._b.rank)
         self.route_request(msg)
         return tag
 

@@ -40,7 +40,7 @@ class Request:
         return self.msg.topic
 
     @property
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> dict[str, Any]:  # open: any request's payload
         return self.msg.payload
 
     @property

@@ -9,7 +9,7 @@ logged. Used by tests/broker/job_manager/ (as flux-core tests its job-manager pa
 from __future__ import annotations
 
 import select
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +96,7 @@ class SentRpc:
     callback: ResponseCallback
     timeout: float | None
 
+    # open: whatever the test sends
     def answer(self, payload: dict[str, Any] | None = None, errnum: int = 0, errstr: str = "") -> None:
         """Deliver a response to the part, as the router would."""
         self.callback(Message(RESPONSE, self.topic, payload or {}, errnum=errnum, errstr=errstr))
@@ -144,12 +145,12 @@ class FakePort:
     def rpc(
         self,
         topic: str,
-        payload: dict[str, Any] | None,  # open: whatever the part under test sends
+        payload: Mapping[str, Any] | None,  # open: whatever the part under test sends
         nodeid: int,
         callback: ResponseCallback,
         timeout: float | None = None,
     ) -> int:
-        self.sent.append(SentRpc(topic, payload or {}, nodeid, callback, timeout))
+        self.sent.append(SentRpc(topic, dict(payload or {}), nodeid, callback, timeout))
         return len(self.sent)
 
     def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None:  # open: any event's payload
@@ -228,8 +229,10 @@ class Replies:
 
 
 def fake_request(
-    topic: str, payload: dict[str, Any] | None = None, route: tuple[str, ...] = ("c:01",)
-) -> tuple[Request, Replies]:  # open: any service's request
+    topic: str,
+    payload: dict[str, Any] | None = None,  # open: any service's request
+    route: tuple[str, ...] = ("c:01",),
+) -> tuple[Request, Replies]:
     """A request as a local client sends it, and where its response lands."""
     msg = request(topic, payload, NODEID_ANY)
     msg.route = list(route)

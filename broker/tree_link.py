@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from common import idset
 
@@ -21,7 +21,7 @@ from .lifecycle import Lifecycle
 from .membership import DOWN, LOST, UP
 from .options import BrokerError
 from .overlay import OverlayError
-from .payloads import ResourceReport
+from .payloads import HelloPayload
 from .protocol import (
     CONTROL,
     EVENT,
@@ -251,7 +251,7 @@ class TreeLink:
         assert self._b.overlay is not None
         topic = msg.topic
         if topic == "overlay.hello":
-            self._child_hello(rank, msg.payload)
+            self._child_hello(rank, cast(HelloPayload, msg.payload))  # JSON from the child: checked as read
             return
         if rank not in self._links:
             if topic not in ("overlay.goodbye",):
@@ -281,7 +281,7 @@ class TreeLink:
         self._b.membership.drop_resources(rank)
         return changed
 
-    def _child_hello(self, rank: int, payload: dict[str, Any]) -> None:
+    def _child_hello(self, rank: int, payload: HelloPayload) -> None:
         assert self._b.overlay is not None
         reason = None
         if rank >= self._b.size:
@@ -308,7 +308,7 @@ class TreeLink:
             # before anyone noticed; said now, so the lost state is not merged away by the up state below
             self._mark_subtree(rank, LOST)
         resources = payload.get("resources")
-        reported = cast(ResourceReport, resources) if isinstance(resources, dict) else None  # JSON from the child
+        reported = resources if isinstance(resources, dict) else None  # JSON from the child
         if self._b.membership.set(rank, UP, resources=reported, uuid=child_uuid):
             changed.append(rank)
         subtree = payload.get("subtree", {})

@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .. import task_bind
 from ..port import ModulePort
 from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError
@@ -160,7 +161,7 @@ def plan_launch(
         env.update(profiler)
         commands = [(rank, list(request.command)) for rank in request.tasks]
         binding = [
-            cpu_affinity.task_bind.task_cpus(affinity.mode, job_cpus, i, len(commands)) if job_cpus else ()
+            task_bind.task_cpus(affinity.mode, job_cpus, i, len(commands)) if job_cpus else ()
             for i in range(len(commands))
         ]
     return request, commands, binding

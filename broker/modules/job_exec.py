@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from common import idset
 
@@ -84,7 +84,7 @@ class JobExec:
                 print(said, flush=True)
 
     # ------------------------------------------------------------------ starting tasks
-    def start(self, req: Request) -> dict[str, Any]:
+    def start(self, req: Request) -> StartReply:
         """Start this rank's tasks of a job (as the job's user when the broker runs as root)."""
         try:
             request = ExecRequest.from_payload(req.payload)
@@ -170,9 +170,6 @@ class JobExec:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            identity: dict[str, Any] = {}
-            if account is not None:
-                identity = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
             proc = subprocess.Popen(
                 command,
                 env=env,
@@ -181,7 +178,9 @@ class JobExec:
                 stdout=out_w,
                 stderr=err_w,
                 process_group=0,
-                **identity,
+                user=None if account is None else account.pw_uid,
+                group=None if account is None else account.pw_gid,
+                extra_groups=None if account is None else [],
             )
         except OSError as exc:
             for fd in (out_r, out_w, err_r, err_w):
@@ -315,7 +314,7 @@ class JobExec:
             job_tree.sweep(job_tree.job_tag(self.tree_key, job.jobid))
 
     # ------------------------------------------------------------------ signals
-    def kill(self, req: Request) -> dict[str, Any]:
+    def kill(self, req: Request) -> KillReply:
         jobid = req.get("id", int)
         signum = int(req.payload.get("signal", signal.SIGTERM))
         self.kill_rsh(jobid, signum)
@@ -392,6 +391,20 @@ class JobExec:
 
 def _ignore(_msg: Message) -> None:
     """Fire-and-forget reports: the lead answers, nobody waits."""
+
+
+class StartReply(TypedDict):
+    """job-exec.start's answer: this rank's tasks started."""
+
+    rank: int
+    ntasks: int
+
+
+class KillReply(TypedDict):
+    """job-exec.kill's answer: processes signalled, and whether this rank runs the job at all."""
+
+    signaled: int
+    present: bool
 
 
 def job_exec(broker: ModulePort) -> None:

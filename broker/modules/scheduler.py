@@ -14,7 +14,8 @@ from typing import Protocol
 
 from common import idset
 from elasticity.policy.allocate import NodeCapacity, allocate, never_fits
-from elasticity.policy.queue import QUEUE_POLICIES, Plan, QueuePolicy, Running, Snapshot, Waiting, plan
+from elasticity.policy.queue import Plan, Running, Snapshot, Waiting, plan
+from elasticity.policy.scheduling.easy import QUEUE_POLICIES, QueuePolicy
 
 from ..jobs.jobspec import ResourceRequest
 from ..membership import UP, Membership

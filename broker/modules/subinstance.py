@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 from . import job_tree
 
 if TYPE_CHECKING:
+    from ..payloads import SubinstancePlan
     from ..port import ModulePort
-    from .exec_request import ExecRequest
+from ..payloads import SubinstancePlan
+from .exec_request import ExecRequest
 
 _HOST_OF_URI = re.compile(r"^tcp://(\[[^\]]+\]|[^:/]+)")
 SOCKET_PATH_MAX = 107
@@ -76,7 +78,7 @@ def launch_command(request: ExecRequest, tmpdir: str, broker: ModulePort) -> lis
             handle.write(script)
         os.chmod(path, 0o755)
     command = [word.replace("{{tmpdir}}", tmpdir) for word in request.command[2:]]
-    plan = {
+    plan: SubinstancePlan = {
         "index": ranks.index(broker.rank),
         "hosts": hosts,
         "cores": list(request.cores[broker.rank]),

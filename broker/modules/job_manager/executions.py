@@ -8,7 +8,6 @@ import shlex
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from ...jobs.jobid import encode_f58
 from ...jobs.jobspec import JobSpec
@@ -17,11 +16,13 @@ from ...jobs.record import JobRecord
 from ...jobs.states import PENDING, JobState
 from ...loop import Timer
 from ...membership import UP
+from ...payloads import Empty
 from ...port import BrokerPort
 from ...protocol import EHOSTUNREACH, EINVAL, ETIMEDOUT, Message
 from ...service import Request, ServiceError
 from ..exec_request import ExecRequest, Launch
 from ..mpi import wants_openmpi
+from .replies import KillRequest
 from .roles import Allocation, Holding, OutputLine, QueueRole, SaverRole, WatchesRole
 from .table import JobTable
 
@@ -164,7 +165,7 @@ class Executions:
             self._files(record)
 
     # ------------------------------------------------------------------ output
-    def svc_exec_output(self, req: Request) -> dict[str, Any]:
+    def svc_exec_output(self, req: Request) -> Empty:
         jobid = req.get("id", int)
         record = self._table.get(jobid)
         if record is not None and req.payload.get("gen", 0) == record.requeues:
@@ -208,7 +209,7 @@ class Executions:
             del self._output[old]
 
     # ------------------------------------------------------------------ completion
-    def svc_exec_done(self, req: Request) -> dict[str, Any]:
+    def svc_exec_done(self, req: Request) -> Empty:
         jobid = req.get("id", int)
         record = self._table.get(jobid)
         ex = self._execs.get(jobid)
@@ -298,18 +299,18 @@ class Executions:
 
     def _signal_ranks(self, record: JobRecord, ex: Execution, signum: int, grace: float) -> None:
         """Signal the job's tasks on each of its ranks; a rank that no longer runs them is done (see _gone)."""
-        payload = {"id": record.jobid, "gen": ex.gen, "signal": int(signum), "grace": grace}
+        payload: KillRequest = {"id": record.jobid, "gen": ex.gen, "signal": int(signum), "grace": grace}
         for rank in record.ranks:
             self._signal_rank(record.jobid, ex.gen, rank, payload)
 
-    def _signal_rank(self, jobid: int, gen: int, rank: int, payload: dict[str, Any]) -> None:
+    def _signal_rank(self, jobid: int, gen: int, rank: int, payload: KillRequest) -> None:
         answer = self._on_signaled(jobid, gen, rank, payload)
         self._port.rpc("job-exec.kill", payload, rank, answer, timeout=SIGNAL_ANSWER_TIMEOUT)
 
-    def _on_signaled(self, jobid: int, gen: int, rank: int, payload: dict[str, Any]) -> Callable[[Message], None]:
+    def _on_signaled(self, jobid: int, gen: int, rank: int, payload: KillRequest) -> Callable[[Message], None]:
         return lambda msg: self._gone(jobid, gen, rank, msg, payload)
 
-    def _gone(self, jobid: int, gen: int, rank: int, msg: Message, payload: dict[str, Any]) -> None:
+    def _gone(self, jobid: int, gen: int, rank: int, msg: Message, payload: KillRequest) -> None:
         """A rank that is unreachable, or whose broker does not run the job (it restarted), will never report
         the job's end there: its part ends now, as killed, so cancel and kill always end the job. A rank that
         did not answer is asked again (SIGNAL_ANSWER_TIMEOUT says why) while its part of the job is not over."""
@@ -326,7 +327,7 @@ class Executions:
         if jobid in self._execs and record.requeues == gen and record.state == JobState.RUN:
             self.exception(record, "timeout", "resource allocation expired")
 
-    def svc_cancel(self, req: Request) -> dict[str, Any]:
+    def svc_cancel(self, req: Request) -> Empty:
         record = self._table.record(req)
         if record.state == JobState.INACTIVE or (record.state == JobState.CLEANUP and record.jobid not in self._execs):
             raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: job is inactive")
@@ -334,7 +335,7 @@ class Executions:
         self.exception(record, "cancel", note or "canceled by user")
         return {}
 
-    def svc_raise(self, req: Request) -> dict[str, Any]:
+    def svc_raise(self, req: Request) -> Empty:
         record = self._table.record(req)
         if record.state == JobState.INACTIVE:
             raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: job is inactive")
@@ -342,7 +343,7 @@ class Executions:
         self.exception(record, kind, req.get("note", str, required=False, default=""), req.get("severity", int))
         return {}
 
-    def svc_kill(self, req: Request) -> dict[str, Any]:
+    def svc_kill(self, req: Request) -> Empty:
         record = self._table.record(req)
         if record.jobid not in self._execs:
             raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: job is not running")

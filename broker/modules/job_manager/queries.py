@@ -16,14 +16,15 @@ from ...jobs.record import JobRecord
 from ...jobs.rest_records import detail_record
 from ...jobs.states import ACTIVE, JobState
 from ...jsontext import dumps
-from ...payloads import ServiceView
+from ...payloads import Empty, ServiceView
 from ...protocol import EINVAL
 from ...service import Request, ServiceError
+from .replies import HistoryReply, StatsReply
 from .roles import ExecutionsRole, QueueRole
 from .table import JobTable
 from .warmer import ViewWarmer
 
-RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {  # open: jobs/info.job_info's view
     "job-list": dumps,  # what `flux jobs` and JobClient read
     "restful": lambda info: dumps(detail_record(JobInfo.from_dict(info))),  # GET /v1/jobs?details, passed on
 }
@@ -50,7 +51,7 @@ class Queries:
         self._executions = executions
         self._warmer = warmer
 
-    def info(self, record: JobRecord) -> dict[str, Any]:
+    def info(self, record: JobRecord) -> dict[str, Any]:  # open: jobs/info.job_info's view (broker/jobs)
         hostnames = self._hostnames()
         nodelist = compress_hosts([hostnames[r] for r in record.ranks if r < len(hostnames)]) if record.ranks else ""
         requested: int | None = None
@@ -139,7 +140,7 @@ class Queries:
         record = self._table.get(jobid)
         if record is None or not self._changes_only_with_events(record):
             return  # gone, or a view that is made at each listing anyway (a running job's)
-        info: dict[str, Any] | None = None
+        info: dict[str, Any] | None = None  # open: jobs/info.job_info's view
 
         def rendered(kind: str) -> Callable[[JobRecord], str]:
             def render(record: JobRecord) -> str:
@@ -157,14 +158,14 @@ class Queries:
         pending burstable job's while a note says why it waits (the burst service's view changes it)."""
         return record.state != JobState.RUN and self._burst_note(record) is None
 
-    def svc_info(self, req: Request) -> dict[str, Any]:
+    def svc_info(self, req: Request) -> dict[str, Any]:  # open: the job-list view, and its jobspec
         record = self._table.record(req)
         info = self.info(record)
         if req.payload.get("jobspec"):
             info["jobspec"] = record.jobspec
         return info
 
-    def svc_stats(self, req: Request) -> dict[str, Any]:
+    def svc_stats(self, req: Request) -> StatsReply:
         counts = {str(state.name).lower(): 0 for state in JobState}
         for record in self._table.records():
             counts[str(record.state.name).lower()] += 1
@@ -176,7 +177,7 @@ class Queries:
             "views": {"kept": self._table.views_kept(), "to_render": self._warmer.pending},
         }
 
-    def svc_history(self, req: Request) -> dict[str, Any]:
+    def svc_history(self, req: Request) -> HistoryReply:
         """flux-core's job-manager.history.get: the user's job ids, newest first, sliced by `slice`."""
         try:
             wanted = parse_slice(req.get("slice", str, required=False, default="[:1]"))
@@ -187,23 +188,23 @@ class Queries:
         ids.sort(reverse=True)  # FLUIDs grow with submission time
         return {"jobs": ids[wanted]}
 
-    def svc_annotate(self, req: Request) -> dict[str, Any]:
+    def svc_annotate(self, req: Request) -> Empty:
         record = self._table.record(req)
         self._table.post(record, "annotate", req.get("annotations", dict))
         return {}
 
 
-def _owner_filter(owner: dict[str, Any] | None) -> tuple[str, int] | None:
+def _owner_filter(owner: object) -> tuple[str, int] | None:
     """job-manager.list's `owner`: (name, uid), or ServiceError naming the field."""
     if owner is None:
         return None
-    name, uid = owner.get("name"), owner.get("uid", -1)
+    name, uid = (owner.get("name"), owner.get("uid", -1)) if isinstance(owner, dict) else (None, None)
     if not isinstance(name, str) or not name or not isinstance(uid, int) or isinstance(uid, bool):
         raise ServiceError(EINVAL, 'job-manager.list: \'owner\' must be {"name": a user name, "uid": an integer}')
     return name, uid
 
 
-def _slots(resource: dict[str, Any]) -> int:
+def _slots(resource: dict[str, Any]) -> int:  # open: a jobspec resource entry (user JSON)
     count = resource.get("count", 1)
     count = count if isinstance(count, int) else 1
     if resource.get("type") == "node":

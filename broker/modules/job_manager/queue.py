@@ -8,7 +8,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Set
-from typing import Any
 
 from elasticity.policy.queue import Waiting
 
@@ -24,6 +23,7 @@ from ...protocol import EINVAL, EPERM
 from ...service import Request, ServiceError
 from ..drains import DrainError, DrainMode, describe
 from ..scheduler import ClusterView, Scheduler
+from .replies import QueueStatus, UrgencyReply
 from .roles import ExecutionsRole, WatchesRole
 from .table import JobTable
 
@@ -279,7 +279,7 @@ class JobQueue:
         table.ack_after_commit(req, {"id": record.jobid})
         return None
 
-    def svc_urgency(self, req: Request) -> dict[str, Any]:
+    def svc_urgency(self, req: Request) -> UrgencyReply:
         record = self._table.record(req)
         urgency = req.get("urgency", int)
         if not 0 <= urgency <= 31:
@@ -293,7 +293,7 @@ class JobQueue:
         self.kick()
         return {"old_urgency": old}
 
-    def svc_queue(self, req: Request) -> dict[str, Any]:
+    def svc_queue(self, req: Request) -> QueueStatus:
         action = req.get("action", str, required=False, default="status")
         reason = req.get("reason", str, required=False, default="")
         if action == "start":

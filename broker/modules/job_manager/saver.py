@@ -199,7 +199,8 @@ class Saver:
         if pending is None or self._executions.count() or self._table.unflushed():
             return
         self._saving = None
-        from ...jobs.archive import ArchiveError, read_archive, summary, write_archive
+        from ...jobs.archive import read_archive, summary, write_archive
+        from ...jobs.archive_members import ArchiveError
 
         try:
             manifest = write_archive(self._table.store, pending.path, pending.source, pending.requeued)
@@ -220,7 +221,8 @@ def _restore_archive(port: BrokerPort, statedir: Path) -> bool:
     path = port.attrs.get("content.restore")
     if not path:
         return False
-    from ...jobs.archive import ArchiveError, read_archive, restore_into, restored_before
+    from ...jobs.archive import read_archive, restore_into, restored_before
+    from ...jobs.archive_members import ArchiveError
 
     if restored_before(statedir):
         return True  # a restarted lead: the queue is in its journal (the archive may be gone)

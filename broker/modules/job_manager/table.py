@@ -22,6 +22,7 @@ from ...jobs.store import JobStore, QueueState
 from ...port import BrokerPort
 from ...protocol import ENOENT
 from ...service import Request, ServiceError
+from .replies import SubmitAck
 from .roles import OutputLine
 
 
@@ -39,7 +40,7 @@ class JobTable:
         self._specs: dict[int, JobSpec] = {}
         self._views: dict[int, dict[str, str]] = {}  # listed jobs' views as JSON by kind, dropped at the next event
         self._buffer: list[JobEvent] = []
-        self._acks: list[tuple[Request, dict[str, Any]]] = []
+        self._acks: list[tuple[Request, SubmitAck]] = []
         self._flush_scheduled = False
         self._active_count = 0
         self._last_id = 0
@@ -116,7 +117,9 @@ class JobTable:
         return self._store
 
     # ------------------------------------------------------------------ writing
-    def create(self, jobspec: dict[str, Any], spec: JobSpec, userid: int, urgency: int, flags: int) -> JobRecord:
+    def create(  # open: jobspec is the user's JSON (broker/jobs parses it)
+        self, jobspec: dict[str, Any], spec: JobSpec, userid: int, urgency: int, flags: int
+    ) -> JobRecord:
         """A new job: a FLUID, its record, and its submit event in the next commit."""
         jobid = self._fluids.next(self._last_id)
         self._last_id = jobid
@@ -133,7 +136,7 @@ class JobTable:
         self._buffer.append(event)
         return record
 
-    def share_environment(self, jobspec: dict[str, Any]) -> None:
+    def share_environment(self, jobspec: dict[str, Any]) -> None:  # open: the user's jobspec JSON
         """A job's environment equal to the last job's becomes that same dict: jobs submitted together (`--cc`, a
         script's loop) carry one environment, which was more than half of a queued job's memory (issue 41).
         Jobspecs are never changed once submitted, so sharing is safe."""
@@ -146,7 +149,7 @@ class JobTable:
         else:
             self._environment = environment
 
-    def post(self, record: JobRecord, name: str, context: dict[str, Any] | None = None) -> JobEvent:
+    def post(self, record: JobRecord, name: str, context: dict[str, Any] | None = None) -> JobEvent:  # open: per event
         """Apply an event to a job's record and journal it in the next commit."""
         event = JobEvent(record.jobid, name, time.time(), context or {})
         record.apply(event)
@@ -156,7 +159,7 @@ class JobTable:
         self.schedule_flush()
         return event
 
-    def ack_after_commit(self, req: Request, payload: dict[str, Any]) -> None:
+    def ack_after_commit(self, req: Request, payload: SubmitAck) -> None:
         """Answer `req` once what it changed is on disk."""
         self._acks.append((req, payload))
         self.schedule_flush()

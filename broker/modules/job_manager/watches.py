@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ...jobs import submit_flags
 from ...jobs.record import JobRecord
@@ -20,6 +19,7 @@ from ...jobs.states import JobState
 from ...membership import UP
 from ...protocol import ECHILD, EHOSTUNREACH, Message
 from ...service import Request
+from .replies import OutputChunk
 from .roles import ExecutionsRole, InfoRole, QueueRole
 from .table import JobTable
 
@@ -205,7 +205,7 @@ class Watches:
         keep: list[Watch] = []
         for watch in watches:
             if watch.offset < len(lines) or eof or not watch.req.payload.get("wait", False):
-                payload: dict[str, Any] = {"lines": lines[watch.offset :], "offset": len(lines), "eof": eof}
+                payload: OutputChunk = {"lines": lines[watch.offset :], "offset": len(lines), "eof": eof}
                 if eof:
                     payload["info"] = self._queries.info(record)
                 watch.req.respond(payload)
