@@ -9,7 +9,7 @@ import pwd
 import shutil
 import subprocess
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from .. import task_bind
 from ..port import ModulePort
@@ -21,6 +21,20 @@ from .exec_request import ExecRequest
 OutputLine = list[Any]  # open: [stream, taskrank, text], the JSON array job-manager.exec-output carries
 Commands = list[tuple[int, list[str]]]
 """(task rank, argv) of each process to start here."""
+
+
+class StartReply(TypedDict):
+    """job-exec.start's answer: this rank's tasks started."""
+
+    rank: int
+    ntasks: int
+
+
+class KillReply(TypedDict):
+    """job-exec.kill's answer: processes signalled, and whether this rank runs the job at all."""
+
+    signaled: int
+    present: bool
 
 
 def start_failure(program: str, cwd: str | None, exc: OSError) -> tuple[str, int]:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 from common import idset
 
@@ -28,7 +28,9 @@ from ..service import Request, ServiceError
 from . import cpu_affinity, job_tree, mpi, pmpi
 from .dir_remover import DirRemover
 from .exec_launch import (
+    KillReply,
     LocalJob,
+    StartReply,
     Task,
     account_for,
     hand_over,
@@ -391,20 +393,6 @@ class JobExec:
 
 def _ignore(_msg: Message) -> None:
     """Fire-and-forget reports: the lead answers, nobody waits."""
-
-
-class StartReply(TypedDict):
-    """job-exec.start's answer: this rank's tasks started."""
-
-    rank: int
-    ntasks: int
-
-
-class KillReply(TypedDict):
-    """job-exec.kill's answer: processes signalled, and whether this rank runs the job at all."""
-
-    signaled: int
-    present: bool
 
 
 def job_exec(broker: ModulePort) -> None:

@@ -304,11 +304,8 @@ class Executions:
             self._signal_rank(record.jobid, ex.gen, rank, payload)
 
     def _signal_rank(self, jobid: int, gen: int, rank: int, payload: KillRequest) -> None:
-        answer = self._on_signaled(jobid, gen, rank, payload)
+        answer: Callable[[Message], None] = lambda msg: self._gone(jobid, gen, rank, msg, payload)  # noqa: E731
         self._port.rpc("job-exec.kill", payload, rank, answer, timeout=SIGNAL_ANSWER_TIMEOUT)
-
-    def _on_signaled(self, jobid: int, gen: int, rank: int, payload: KillRequest) -> Callable[[Message], None]:
-        return lambda msg: self._gone(jobid, gen, rank, msg, payload)
 
     def _gone(self, jobid: int, gen: int, rank: int, msg: Message, payload: KillRequest) -> None:
         """A rank that is unreachable, or whose broker does not run the job (it restarted), will never report
