@@ -135,7 +135,7 @@ def _compress_hosts(names: tuple[str, ...]) -> str:
     return ",".join(hostlist.collect_hostlist(group) for group in groups)
 
 
-def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:
+def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:  # open: TOML the user wrote, checked key by key
     """Flux reads every *.toml in the config directory (or one file); merge their top-level tables."""
     if path.is_dir():
         files = sorted(path.glob("*.toml"))
@@ -143,7 +143,7 @@ def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:
         files = [path]
     else:
         raise BootstrapError(f"{path}: config path does not exist")
-    merged: dict[str, Any] = {}
+    merged: dict[str, Any] = {}  # open: TOML the user wrote, checked key by key
     origin: dict[str, Path] = {}
     for file in files:
         try:
@@ -163,6 +163,7 @@ def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:
     return merged, source
 
 
+# open: TOML the user wrote, checked key by key
 def _optional_str(table: dict[str, Any], key: str, where: str) -> str | None:
     value = table.get(key)
     if value is not None and not isinstance(value, str):
@@ -170,21 +171,8 @@ def _optional_str(table: dict[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: str | None = None) -> BootstrapConfig:
-    """Validate a parsed config dict; with no [bootstrap] hosts the instance is a singleton on `hostname`."""
-    table = data.get("bootstrap")
-    if table is None:
-        table = {}
-    if not isinstance(table, dict):
-        raise BootstrapError(f"{source}: [bootstrap] must be a table")
-    where = f"{source}: [bootstrap]"
-    unknown = sorted(set(table) - _BOOTSTRAP_KEYS)
-    if unknown:
-        raise BootstrapError(f"{where} unknown key(s): {', '.join(unknown)}")
-    port = table.get("default_port")
-    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
-        raise BootstrapError(f"{where} default_port: expected an integer port 1-65535, got {port!r}")
-    raw_hosts = table.get("hosts")
+def _host_entries(raw_hosts: object, where: str) -> list[HostEntry]:
+    """[bootstrap] hosts: each table's hostlist expanded, one entry per host, no host twice."""
     entries: list[HostEntry] = []
     seen: dict[str, int] = {}
     if raw_hosts is not None and not isinstance(raw_hosts, list):
@@ -214,6 +202,25 @@ def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: st
             entries.append(
                 HostEntry(host=name, bind=item.get("bind"), connect=item.get("connect"), parent=item.get("parent"))
             )
+    return entries
+
+
+# open: TOML the user wrote, checked key by key
+def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: str | None = None) -> BootstrapConfig:
+    """Validate a parsed config dict; with no [bootstrap] hosts the instance is a singleton on `hostname`."""
+    table = data.get("bootstrap")
+    if table is None:
+        table = {}
+    if not isinstance(table, dict):
+        raise BootstrapError(f"{source}: [bootstrap] must be a table")
+    where = f"{source}: [bootstrap]"
+    unknown = sorted(set(table) - _BOOTSTRAP_KEYS)
+    if unknown:
+        raise BootstrapError(f"{where} unknown key(s): {', '.join(unknown)}")
+    port = table.get("default_port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        raise BootstrapError(f"{where} default_port: expected an integer port 1-65535, got {port!r}")
+    entries = _host_entries(table.get("hosts"), where)
     singleton = not entries
     if singleton:
         entries = [HostEntry(host=hostname or socket.gethostname())]

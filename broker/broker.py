@@ -1,66 +1,229 @@
 """One broker process: joins the tree overlay, tracks membership, routes RPCs and events, runs the initial program.
 
-Everything happens on one thread in a small poll loop (loop.py); modules such as the job manager plug in by
-registering services (`Broker.register`), sending RPCs (`Broker.rpc`) and publishing/subscribing to events.
+Everything happens on one thread in a small poll loop (loop.py). The broker composes its parts, each owning its
+state (tests/broker/test_broker_parts.py checks it): lifecycle.py (run directory, signals, the initial program,
+shutdown, close hooks), tree_link.py (the parent link, children, membership and quorum, heartbeats), routing.py
+(local clients, request/response/event routing), burst_ranks.py (ranks bursts add) and builtin_services.py.
+Modules such as the job manager plug in through the narrow port (port.py): registering services, sending RPCs,
+publishing and subscribing to events.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
-import shutil
-import signal
-import subprocess
+import socket
 import sys
-import tempfile
-from pathlib import Path
+import time
+import uuid as uuidlib
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import zmq
 
 from common import idset
 
-from .broker_core import (  # re-exported: modules and the CLI import them from here
-    SHUTDOWN_GRACE,
-    BrokerCore,
-    BrokerError,
-    BrokerOptions,
-    EventCallback,
-    Module,
-    ResponseCallback,
-    StartRefused,
-    _log,
-)
+from .attributes import AttrError
+from .bootstrap import BootstrapError, HostEntry
 from .builtin_services import BuiltinServices
+from .burst_ranks import BurstRanks
 from .curve_cert import CurveCertError, load_zcert
 from .errors import InputError
-from .membership import UP
-from .overlay import Overlay, OverlayError
-from .protocol import (
-    control,
+from .lifecycle import Lifecycle
+from .loop import Loop
+from .membership import UP, Membership, Quorum, QuorumError, RankInfo
+from .options import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    BrokerError,
+    BrokerOptions,
+    StartRefused,
+    log_line,
 )
+from .overlay import Overlay, OverlayError
+from .payloads import ResourceReport, ServiceView
+from .port import EventCallback, Module, ModulePort, ResponseCallback
+from .protocol import EVENT, Message
 from .refused import EXIT_REFUSED, refusal_line
 from .resources import local_resources
+from .routing import Router
+from .service import Handler, ServiceRegistry
+from .topology import Topology, TopologyError, build
 from .tree_link import TreeLink
 
 __all__ = [
     "Broker",
-    "BrokerCore",
     "BrokerError",
     "BrokerOptions",
     "EventCallback",
     "Module",
+    "ModulePort",
     "ResponseCallback",
+    "StartRefused",
     "run_broker",
 ]
 
 
-class Broker(BrokerCore):
+class Broker:
     """A broker of the instance described by the bootstrap config, at the rank its hostname selects."""
 
     def __init__(self, options: BrokerOptions) -> None:
-        super().__init__(options)
-        self.tree = TreeLink(self)
+        self.options = options
+        self.config = options.config
+        self.attrs = options.attrs
+        self.verbose = options.verbose
+        hostname = options.hostname or self.attrs.get("hostname") or os.environ.get("FLUX_FAKE_HOSTNAME")
+        self.hostname: str = hostname or socket.gethostname()
+        try:
+            self.rank = 0 if self.config.singleton else self.config.rank_of(self.hostname)
+            self.size = self.config.size
+            fanout = self.attrs.integer("tbon.fanout", None)
+            # As flux-core ranks them: -Stbon.topo, then -Stbon.fanout, then the config's [tbon] topo.
+            topo = self.attrs.get("tbon.topo") or (self.config.topo if fanout is None else None)
+            self.topology: Topology = build(self.size, topo, fanout, self.config.explicit_parents())
+            self.quorum = Quorum.parse(self.attrs.get("broker.quorum"), self.size)
+            self.hb_interval = self.attrs.duration("heartbeat.interval", DEFAULT_HEARTBEAT_INTERVAL)
+            self.hb_timeout = self.attrs.duration("heartbeat.timeout", DEFAULT_HEARTBEAT_TIMEOUT)
+            self.connect_timeout = self.attrs.duration("tbon.connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+            self.rejoin = self.attrs.boolean("broker.rejoin", False)
+        except (BootstrapError, TopologyError, QuorumError, AttrError) as exc:
+            raise BrokerError(str(exc)) from None
+        if self.hb_timeout <= self.hb_interval:
+            raise BrokerError(
+                f"heartbeat.timeout ({self.hb_timeout}s) must exceed heartbeat.interval ({self.hb_interval}s)"
+            )
+        self.parent_rank = self.topology.parent(self.rank)
+        self.child_ranks = self.topology.children(self.rank)
+        self.subtree = self.topology.descendants(self.rank)
+        self.uuid = uuidlib.uuid4().hex
+        self.starttime = time.time()
+        self.loop = Loop()
+        self.services = ServiceRegistry()
+        self.membership = Membership(self.config.hostnames)
+        self.ctx: zmq.Context[zmq.Socket[bytes]] | None = None
+        self.overlay: Overlay | None = None
+        self.client_sock: zmq.Socket[bytes] | None = None
+        self.resources: ResourceReport = {}
+        self.life = Lifecycle(self.rank, self.loop, self.attrs, options.command, options.verbose, options.handle_sigint)
+        self.bursts = BurstRanks(self)
+        self.router = Router(self)
+        self.tree = TreeLink(self, self.life)
+        self.life.attach(self.tree)
 
+    # ------------------------------------------------------------------ the port (port.py)
+    @property
+    def hostnames(self) -> list[str]:
+        return self.config.hostnames
+
+    @property
+    def rundir(self) -> str:
+        return self.life.rundir
+
+    @property
+    def local_uri(self) -> str:
+        return self.life.local_uri
+
+    @property
+    def state(self) -> str:
+        return self.life.state
+
+    @property
+    def exit_code(self) -> int:
+        return self.life.exit_code
+
+    @property
+    def online(self) -> bool:
+        return self.tree.online
+
+    @property
+    def bootstrap_size(self) -> int:
+        """The instance's configured hosts: its size without the ranks bursts add at run time (burst_ranks.py)."""
+        return self.options.config.size
+
+    def burst_view(self) -> ServiceView:
+        return self.bursts.service_view()
+
+    def register(self, topic: str, handler: Handler) -> None:
+        """Serve `topic` on this broker (e.g. "job-manager.submit", or "job-manager.*" for a whole service)."""
+        self.services.register(topic, handler)
+
+    def rpc(
+        self,
+        topic: str,
+        payload: Mapping[str, Any] | None,  # open: any service's request payload (each has its TypedDict)
+        nodeid: int,
+        callback: ResponseCallback,
+        timeout: float | None = None,
+    ) -> int:
+        """Send a request from this broker to any rank (or NODEID_ANY); callback gets the response Message.
+
+        With a timeout, a request still unanswered after `timeout` seconds (e.g. its target was lost on
+        the way) gets an ETIMEDOUT error response instead, and a late real response is dropped.
+        """
+        return self.router.rpc(topic, payload, nodeid, callback, timeout)
+
+    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None:  # open: any event's payload
+        """Publish an event to every broker of the instance (sequenced by rank 0)."""
+        msg = Message(EVENT, topic, payload or {}, sender=self.rank)
+        if self.rank == 0:
+            self.router.distribute_event(msg)
+        else:
+            assert self.overlay is not None
+            self.overlay.send_parent(msg)
+
+    def subscribe(self, prefix: str, callback: EventCallback) -> None:
+        """Call `callback` for every event whose topic starts with `prefix`."""
+        self.router.subscribe(prefix, callback)
+
+    def on_online(self, callback: Callable[[], None]) -> None:
+        """Run `callback` on rank 0 once the quorum has joined (immediately if it already has)."""
+        self.tree.on_online(callback)
+
+    def on_client_gone(self, callback: Callable[[tuple[str, ...]], None]) -> None:
+        """Run `callback(route)` when a client here or below disconnects (its deferred requests can be dropped;
+        Request.origin is the same route)."""
+        self.router.on_client_gone(callback)
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Run `callback` when the broker closes (modules stop their processes, flush their files)."""
+        self.life.on_close(callback)
+
+    def log(self, text: str) -> None:
+        """A line on stderr, as flux-broker[rank] (always; debug only with -v)."""
+        log_line(self.rank, text)
+
+    def debug(self, text: str) -> None:
+        """A line on stderr with -v only."""
+        if self.verbose:
+            log_line(self.rank, text)
+
+    # ------------------------------------------------------------------ what the parts ask
+    def set_hosts(self, hosts: tuple[HostEntry, ...]) -> None:
+        """The instance's hosts become `hosts` (a burst's appended, released trailing ones dropped): config,
+        topology (new ranks hang off rank 0), membership, size."""
+        first, size = self.size, len(hosts)
+        parents = list(self.topology.parents[:size]) + [0] * max(0, size - self.topology.size)
+        self.config = dataclasses.replace(self.config, hosts=hosts)
+        self.topology = Topology(tuple(parents), name=self.topology.name)
+        del self.membership.ranks[size:]
+        self.membership.ranks += [RankInfo(rank, e.host) for rank, e in enumerate(hosts[first:], start=first)]
+        self.size = size
+        self.child_ranks = self.topology.children(self.rank)
+        self.subtree = self.topology.descendants(self.rank)
+        self.attrs.set("size", self.size)
+        self.attrs.set("hostlist", self.config.hostlist())
+
+    def release_rank(self, rank: int, reason: str) -> bool:
+        """Let a rank go (a released burst's); True when its state changed (tree_link.TreeLink.release_rank)."""
+        return self.tree.release_rank(rank, reason)
+
+    def shutdown(self, reason: str) -> None:
+        """Shut this broker and its subtree down (lifecycle.Lifecycle.shutdown)."""
+        self.life.shutdown(reason)
+
+    # ------------------------------------------------------------------ start-up
     def setup(self) -> None:
         """Load the certificate, bind and connect sockets. Raises BrokerError; cleans up after itself."""
         try:
@@ -77,19 +240,46 @@ class Broker(BrokerCore):
                 cert = load_zcert(self.config.curve_cert)
             except CurveCertError as exc:
                 raise BrokerError(f"curve certificate: {exc}") from None
-        self.resources = local_resources(self.rank, self.hostname or "")
+        self.resources = self._local_resources()
+        self.life.init_rundir()
+        if not self.attrs.get("statedir"):
+            self.attrs.set("statedir", f"{self.rundir}/state")
+        self.ctx = zmq.Context()
+        self.overlay = Overlay(self.ctx, self.rank, cert)
+        self._bind_clients()
+        self._bind_children(self.overlay)
+        if self.rank > 0:
+            uri = self.config.connect_uri(self.parent_rank)
+            if uri is None:
+                raise BrokerError(
+                    f"{self.config.source}: no connect URI for parent rank {self.parent_rank} "
+                    "(set [bootstrap] default_connect or hosts[].connect)"
+                )
+            self.attrs.set("tbon.parent-endpoint", uri)
+        self._set_attributes()
+        BuiltinServices(self, self.life)
+        self.bursts.register_services()
+        for module in self.options.modules:
+            self._load(module)
+        self.membership.set(self.rank, UP, resources=self.resources, uuid=self.uuid)
+        self._start_reading(self.overlay)
+        self.life.install_signals()
+        if self.rank == 0:
+            self.tree.check_quorum()
+
+    def _local_resources(self) -> ResourceReport:
+        resources = local_resources(self.rank, self.hostname)
         cores = self.attrs.get("resource.cores")
         if cores:  # a sub-instance owns only the cores its parent allocated to it
             try:
                 ids = idset.decode(cores)
             except idset.IdsetError as exc:
                 raise BrokerError(f"attribute resource.cores: {exc}") from None
-            self.resources.update(cores=idset.encode(ids), ncores=len(ids))
-        self._init_rundir()
-        if not self.attrs.get("statedir"):
-            self.attrs.set("statedir", f"{self.rundir}/state")
-        self.ctx = zmq.Context()
-        self.overlay = Overlay(self.ctx, self.rank, cert)
+            resources["cores"], resources["ncores"] = idset.encode(ids), len(ids)
+        return resources
+
+    def _bind_clients(self) -> None:
+        assert self.ctx is not None
         self.client_sock = self.ctx.socket(zmq.ROUTER)
         self.client_sock.setsockopt(zmq.LINGER, 0)
         self.client_sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -101,114 +291,74 @@ class Broker(BrokerCore):
             self.client_sock.bind(f"ipc://{self.rundir}/local")
         except zmq.ZMQError as exc:
             raise BrokerError(f"cannot bind local client socket {self.rundir}/local: {exc.strerror}") from None
-        if self.child_ranks:
-            uri = self.config.bind_uri(self.rank)
-            if uri is None:
-                raise BrokerError(
-                    f"{self.config.source}: rank {self.rank} ({self.hostname}) has children but no bind URI "
-                    "(set [bootstrap] default_bind or hosts[].bind)"
-                )
-            try:
-                bound = self.overlay.bind_children(uri)
-            except OverlayError as exc:
-                raise BrokerError(str(exc)) from None
-            self.attrs.set("tbon.endpoint", bound)
-        if self.rank > 0:
-            uri = self.config.connect_uri(self.parent_rank)
-            if uri is None:
-                raise BrokerError(
-                    f"{self.config.source}: no connect URI for parent rank {self.parent_rank} "
-                    "(set [bootstrap] default_connect or hosts[].connect)"
-                )
-            self.attrs.set("tbon.parent-endpoint", uri)
-        self._set_attributes()
-        BuiltinServices(self)
-        self.bursts.register_services()
-        for module in self.options.modules:
-            try:
-                module(self)
-            except (OSError, InputError) as exc:  # a path it cannot use, a setting it refuses: one clear line
-                name = getattr(module, "__name__", "module").replace("_", "-")
-                detail = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else exc
-                raise BrokerError(f"{name}: {detail}") from None
-        self.membership.set(self.rank, UP, resources=self.resources, uuid=self.uuid)
+
+    def _bind_children(self, overlay: Overlay) -> None:
+        if not self.child_ranks:
+            return
+        uri = self.config.bind_uri(self.rank)
+        if uri is None:
+            raise BrokerError(
+                f"{self.config.source}: rank {self.rank} ({self.hostname}) has children but no bind URI "
+                "(set [bootstrap] default_bind or hosts[].bind)"
+            )
+        try:
+            bound = overlay.bind_children(uri)
+        except OverlayError as exc:
+            raise BrokerError(str(exc)) from None
+        self.attrs.set("tbon.endpoint", bound)
+
+    def _load(self, module: Module) -> None:
+        try:
+            module(self)
+        except (OSError, InputError) as exc:  # a path it cannot use, a setting it refuses: one clear line
+            name = getattr(module, "__name__", "module").replace("_", "-")
+            detail = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else exc
+            raise BrokerError(f"{name}: {detail}") from None
+
+    def _start_reading(self, overlay: Overlay) -> None:
+        assert self.client_sock is not None
         self.loop.add_reader(self.client_sock, self.router.on_client)
-        if self.overlay.child_sock is not None:
-            self.loop.add_reader(self.overlay.child_sock, self.tree.on_children)
-        if self.overlay.zap_sock is not None:
-            self.loop.add_reader(self.overlay.zap_sock, self.overlay.handle_zap)
+        if overlay.child_sock is not None:
+            self.loop.add_reader(overlay.child_sock, self.tree.on_children)
+        if overlay.zap_sock is not None:
+            self.loop.add_reader(overlay.zap_sock, overlay.handle_zap)
         if self.rank > 0:
             self.tree.connect_parent()
         self.loop.call_every(self.hb_interval, self.tree.heartbeat)
         self.loop.call_every(max(0.01, min(self.hb_interval, self.hb_timeout / 10)), self.tree.check_liveness)
-        self._install_signals()
-        if self.rank == 0:
-            self.tree.check_quorum()
-
-    def _init_rundir(self) -> None:
-        rundir = self.attrs.get("rundir")
-        if rundir:
-            Path(rundir).mkdir(parents=True, exist_ok=True, mode=0o700)
-            self.rundir = rundir
-        else:
-            self.rundir = tempfile.mkdtemp(prefix="flux-")
-            self._created_rundir = True
 
     def _set_attributes(self) -> None:
-        self.attrs.set("rank", self.rank)
-        self.attrs.set("size", self.size)
-        self.attrs.set("hostlist", self.config.hostlist())
-        self.attrs.set("hostname", self.hostname)
-        self.attrs.set("local-uri", self.local_uri)
-        self.attrs.set("rundir", self.rundir)
-        self.attrs.set("tbon.topo", self.topology.name)
-        self.attrs.set("tbon.parent", self.parent_rank)
-        self.attrs.set("tbon.level", self.topology.depth(self.rank))
-        self.attrs.set("broker.quorum", self.quorum.count if not self.quorum.ranks else idset.encode(self.quorum.ranks))
-        self.attrs.set("broker.pid", os.getpid())
-        self.attrs.set("broker.starttime", f"{self.starttime:.3f}")
+        quorum = self.quorum.count if not self.quorum.ranks else idset.encode(self.quorum.ranks)
+        for name, value in (
+            ("rank", self.rank),
+            ("size", self.size),
+            ("hostlist", self.config.hostlist()),
+            ("hostname", self.hostname),
+            ("local-uri", self.local_uri),
+            ("rundir", self.rundir),
+            ("tbon.topo", self.topology.name),
+            ("tbon.parent", self.parent_rank),
+            ("tbon.level", self.topology.depth(self.rank)),
+            ("broker.quorum", quorum),
+            ("broker.pid", os.getpid()),
+            ("broker.starttime", f"{self.starttime:.3f}"),
+        ):
+            self.attrs.set(name, value)
         if "instance-level" not in self.attrs:
             self.attrs.set("instance-level", 0)
         self.attrs.set("version", "0.88.0-miniclusters")
 
-    def _install_signals(self) -> None:
-        self._signal_r, self._signal_w = os.pipe()
-        os.set_blocking(self._signal_w, False)
-        os.set_blocking(self._signal_r, False)
-        signal.set_wakeup_fd(self._signal_w, warn_on_full_buffer=False)
-        signal.signal(signal.SIGTERM, self._on_signal)
-        if self.options.handle_sigint:
-            signal.signal(signal.SIGINT, self._on_signal)
-        self.loop.add_reader(self._signal_r, self._drain_signals)
-
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        self._pending_signals.append(signum)
-
-    def _drain_signals(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            os.read(self._signal_r, 512)
-        while self._pending_signals:
-            signum = self._pending_signals.pop()
-            self.debug(f"signal {signum}: shutting down")
-            self.shutdown(f"signal {signum}")
-
+    # ------------------------------------------------------------------ running and closing
     def run(self) -> int:
         """Run until the broker exits; return its exit code."""
         try:
             self.loop.run()
         finally:
             self.close()
-        return self.exit_code
+        return self.life.exit_code
 
     def close(self) -> None:
-        hooks, self._close_hooks = self._close_hooks, []
-        for hook in hooks:
-            try:
-                hook()
-            except Exception as exc:  # one module's failure must not stop the others' clean-up
-                _log(self.rank, f"close hook failed: {exc!r}")
-        if self._command is not None and self._command.poll() is None:
-            self._signal_command(signal.SIGKILL)
+        self.life.run_close_hooks()
         if self.overlay is not None:
             self.overlay.close()
         if self.client_sock is not None:
@@ -219,91 +369,7 @@ class Broker(BrokerCore):
         if self.ctx is not None:
             self.ctx.term()
             self.ctx = None
-        if self._signal_w >= 0:
-            signal.set_wakeup_fd(-1)
-            os.close(self._signal_w)
-            os.close(self._signal_r)
-            self._signal_w = self._signal_r = -1
-        if self._created_rundir and self.rundir:
-            shutil.rmtree(self.rundir, ignore_errors=True)
-            self._created_rundir = False
-
-    def start_command(self) -> None:
-        env = dict(os.environ, FLUX_URI=self.local_uri)
-        bindir = os.path.dirname(sys.executable)  # where the `flux` console script is installed
-        if shutil.which("flux", path=env.get("PATH")) is None and os.path.exists(os.path.join(bindir, "flux")):
-            env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
-        try:
-            # its own process group, so shutdown reaches everything the program started
-            self._command = subprocess.Popen(self.options.command, env=env, process_group=0)
-        except OSError as exc:
-            _log(self.rank, f"{self.options.command[0]}: {exc.strerror or exc}")
-            self.exit_code = 127 if isinstance(exc, FileNotFoundError) else 126
-            self.shutdown("initial program failed to start")
-            return
-        self._command_fd = os.pidfd_open(self._command.pid)
-        self.loop.add_reader(self._command_fd, self._on_command_exit)
-
-    def _on_command_exit(self) -> None:
-        assert self._command is not None and self._command_fd is not None
-        code = self._command.wait()
-        self.loop.remove_reader(self._command_fd)
-        os.close(self._command_fd)
-        self._command_fd = None
-        self.exit_code = 128 - code if code < 0 else code
-        self.debug(f"initial program exited with {self.exit_code}")
-        self._command = None
-        if self.state == "shutdown":
-            self._shutdown_children("instance shutdown")
-        else:
-            self.shutdown("initial program exited")
-
-    def shutdown(self, reason: str) -> None:
-        """Shut this broker and its subtree down: stop the initial program, tell children, say goodbye."""
-        if self.state == "shutdown":
-            return
-        self.state = "shutdown"
-        self.debug(f"shutdown: {reason}")
-        if self._command is not None and self._command.poll() is None:
-            self._signal_command(signal.SIGTERM)
-            self.loop.call_later(SHUTDOWN_GRACE, self._kill_command)
-            return  # _on_command_exit continues with the children
-        self._shutdown_children(reason)
-
-    def _signal_command(self, signum: int) -> None:
-        if self._command is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._command.pid, signum)
-
-    def _kill_command(self) -> None:
-        if self._command is not None and self._command.poll() is None:
-            self._signal_command(signal.SIGKILL)
-
-    def _shutdown_children(self, reason: str) -> None:
-        assert self.overlay is not None
-        children = self.tree.connected_children()
-        for rank in children:
-            self.overlay.send_child(rank, control("overlay.shutdown", {"reason": reason}, sender=self.rank))
-        if not children:
-            self.finish()
-        else:
-            self._shutdown_timer = self.loop.call_later(SHUTDOWN_GRACE, self.finish)
-
-    def maybe_finish_shutdown(self) -> None:
-        if self.state == "shutdown" and not self.tree.connected_children() and self._command is None:
-            self.finish()
-
-    def finish(self) -> None:
-        if self._finishing:
-            return
-        self._finishing = True
-        assert self.overlay is not None
-        if self.rank > 0 and self.overlay.parent_sock is not None:
-            self.overlay.send_parent(control("overlay.goodbye", sender=self.rank))
-            self.loop.remove_reader(self.overlay.parent_sock)
-            self.tree.stop_watching_parent()
-            self.overlay.close_parent(linger_ms=500)
-        self.loop.stop()
+        self.life.release()
 
 
 def run_broker(options: BrokerOptions) -> int:

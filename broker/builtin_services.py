@@ -1,30 +1,72 @@
 """The broker's built-in services: broker.*, attr.* and event.* on every rank; overlay and resource status, R
-and shutdown on the lead. They read the broker's state and never change it except through its public API.
+and shutdown on the lead. They read the broker through :class:`ServicesHost` and change it only through the
+parts' methods (a subscription through the router, shutdown through the lifecycle).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from common import idset
 
+from .attributes import Attributes
+from .bootstrap import BootstrapConfig
+from .burst_ranks import BurstRanks
 from .cpu_report import cpu_report
-from .membership import UP
+from .lifecycle import Lifecycle
+from .loop import Loop
+from .membership import UP, Membership
+from .payloads import (
+    AttrValue,
+    Empty,
+    InfoReply,
+    OverlayStatus,
+    PingReply,
+    ResourceReport,
+    ResourceStatus,
+    UptimeReply,
+)
 from .protocol import EINVAL, ENOENT
 from .resources import build_R
-from .service import Request, ServiceError
+from .routing import Router
+from .service import Handler, Request, ServiceError
+from .topology import Topology
+from .tree_link import TreeLink
 
-if TYPE_CHECKING:
-    from .broker import Broker
+
+class ServicesHost(Protocol):
+    """What the built-in services read of the broker (broker.Broker provides it)."""
+
+    rank: int
+    size: int
+    hostname: str
+    uuid: str
+    starttime: float
+    parent_rank: int
+    child_ranks: list[int]
+    attrs: Attributes
+    config: BootstrapConfig
+    topology: Topology
+    membership: Membership
+    resources: ResourceReport
+    loop: Loop
+    tree: TreeLink
+    router: Router
+    bursts: BurstRanks
+
+    def register(self, topic: str, handler: Handler) -> None: ...
+
+    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None: ...  # open: any event's payload
 
 
 class BuiltinServices:
     """Registers itself on the broker it is given."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ServicesHost, life: Lifecycle) -> None:
         self.b = broker
+        self._life = life
         self.b.register("broker.ping", self._svc_ping)
         self.b.register("broker.info", self._svc_info)
         self.b.register("broker.uptime", self._svc_uptime)
@@ -40,7 +82,7 @@ class BuiltinServices:
             self.b.register("resource.R", lambda req: build_R(self._reports(), self.b.starttime))
             self.b.register("broker.shutdown", self._svc_shutdown)
 
-    def _svc_ping(self, req: Request) -> dict[str, Any]:
+    def _svc_ping(self, req: Request) -> PingReply:
         origin = req.sender if 0 <= req.sender < self.b.size else self.b.rank
         return {
             "rank": self.b.rank,
@@ -50,7 +92,7 @@ class BuiltinServices:
             "pad": req.payload.get("pad", ""),
         }
 
-    def _svc_info(self, req: Request) -> dict[str, Any]:
+    def _svc_info(self, req: Request) -> InfoReply:
         return {
             "rank": self.b.rank,
             "size": self.b.size,
@@ -58,63 +100,63 @@ class BuiltinServices:
             "parent": self.b.parent_rank,
             "children": self.b.child_ranks,
             "connected_children": sorted(self.b.tree.connected_children()),
-            "state": self.b.state,
+            "state": self._life.state,
             "joined": self.b.tree.joined,
             "uuid": self.b.uuid,
             "pid": os.getpid(),
             "resources": self.b.resources,
         }
 
-    def _svc_uptime(self, req: Request) -> dict[str, Any]:
+    def _svc_uptime(self, req: Request) -> UptimeReply:
         return {
             "rank": self.b.rank,
-            "state": self.b.state,
+            "state": self._life.state,
             "starttime": self.b.starttime,
             "uptime": time.time() - self.b.starttime,
             "size": self.b.size,
             "depth": 0,
         }
 
-    def _svc_attr_get(self, req: Request) -> dict[str, Any]:
+    def _svc_attr_get(self, req: Request) -> AttrValue:
         name = req.get("name", str)
         value = self.b.attrs.get(name)
         if value is None:
             raise ServiceError(ENOENT, f"attribute {name!r} is not set")
         return {"name": name, "value": value}
 
-    def _svc_subscribe(self, req: Request) -> dict[str, Any]:
+    def _svc_subscribe(self, req: Request) -> Empty:
         topic = req.get("topic", str)
         if req.client_id is None:
             raise ServiceError(EINVAL, "event.subscribe: only local clients may subscribe")
         self.b.router.client_subscribe(bytes.fromhex(req.client_id), topic)
         return {}
 
-    def _svc_unsubscribe(self, req: Request) -> dict[str, Any]:
+    def _svc_unsubscribe(self, req: Request) -> Empty:
         topic = req.get("topic", str)
         if req.client_id is not None:
             self.b.router.client_unsubscribe(bytes.fromhex(req.client_id), topic)
         return {}
 
-    def _svc_publish(self, req: Request) -> dict[str, Any]:
+    def _svc_publish(self, req: Request) -> Empty:
         topic = req.get("topic", str)
         payload = req.get("payload", dict, required=False, default={})
         self.b.publish(topic, payload)
         return {}
 
-    def _svc_shutdown(self, req: Request) -> dict[str, Any]:
+    def _svc_shutdown(self, req: Request) -> Empty:
         req.respond({})
-        self.b.loop.call_later(0.05, lambda: self.b.shutdown("flux shutdown"))
+        self.b.loop.call_later(0.05, lambda: self._life.shutdown("flux shutdown"))
         return {}
 
-    def _reports(self) -> dict[int, dict[str, Any]]:
+    def _reports(self) -> dict[int, ResourceReport]:
         return {info.rank: info.resources for info in self.b.membership.ranks if info.resources}
 
-    def _svc_overlay_status(self, req: Request) -> dict[str, Any]:
+    def _svc_overlay_status(self, req: Request) -> OverlayStatus:
         return {
             "size": self.b.size,
             "topology": self.b.topology.name,
             "parents": list(self.b.topology.parents),
-            "state": self.b.state,
+            "state": self._life.state,
             "ranks": [
                 {
                     "rank": info.rank,
@@ -130,7 +172,7 @@ class BuiltinServices:
             "burst_service": self.b.bursts.service_view(),
         }
 
-    def _svc_resource_status(self, req: Request) -> dict[str, Any]:
+    def _svc_resource_status(self, req: Request) -> ResourceStatus:
         return {
             "R": build_R(self._reports(), self.b.starttime),
             "up": idset.encode(self.b.membership.in_state(UP)),

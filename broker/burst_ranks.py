@@ -17,22 +17,41 @@ service's last report, and it changes the instance's hosts and a rank's link onl
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .bootstrap import HostEntry
+from .bootstrap import BootstrapConfig, HostEntry
 from .burst_service import DEFAULT_STALE_AFTER, REPORTED, ServiceReport, service_view
 from .membership import DOWN
+from .payloads import BurstRegistered, BurstReleased, Empty, ServiceView
 from .protocol import EINVAL
-from .service import Request, ServiceError
+from .service import Handler, Request, ServiceError
 
-if TYPE_CHECKING:
-    from .broker_core import BrokerCore
+
+class BurstHost(Protocol):
+    """What the burst part reads and asks of the broker (broker.Broker provides it)."""
+
+    rank: int
+    size: int
+    config: BootstrapConfig
+
+    @property
+    def bootstrap_size(self) -> int: ...
+
+    def register(self, topic: str, handler: Handler) -> None: ...
+
+    def set_hosts(self, hosts: tuple[HostEntry, ...]) -> None: ...
+
+    def release_rank(self, rank: int, reason: str) -> bool: ...
+
+    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None: ...  # open: any event's payload
+
+    def log(self, text: str) -> None: ...
 
 
 class BurstRanks:
     """The lead's run-time ranks (see the module docstring)."""
 
-    def __init__(self, broker: BrokerCore) -> None:
+    def __init__(self, broker: BurstHost) -> None:
         self._b = broker
         self._prefixes: dict[int, str] = {}
         """rank -> burst prefix, for ranks registered at run time."""
@@ -49,11 +68,11 @@ class BurstRanks:
         """The burst that registered `rank` ("" for a bootstrap host)."""
         return self._prefixes.get(rank, "")
 
-    def service_view(self) -> dict[str, Any]:
+    def service_view(self) -> ServiceView:
         """The burst service's state now (burst_service.service_view): what status and pending jobs show."""
         return service_view(self._service, time.monotonic())
 
-    def _svc_burst_service(self, req: Request) -> dict[str, Any]:
+    def _svc_burst_service(self, req: Request) -> Empty:
         """The burst service reports its state (burst_service.py): running, or failed/stopped and why."""
         state = req.get("state", str)
         if state not in REPORTED:
@@ -66,13 +85,13 @@ class BurstRanks:
         self._service = ServiceReport(state, reason, pid, time.monotonic(), float(stale_after))
         return {}
 
-    def _svc_burst_register(self, req: Request) -> dict[str, Any]:
+    def _svc_burst_register(self, req: Request) -> BurstRegistered:
         prefix = req.get("prefix", str)
         hosts = req.get("hosts", list)
         ranks = self.register(prefix, [str(h) for h in hosts])
         return {"ranks": ranks, "size": self._b.size, "hostnames": self._b.config.hostnames}
 
-    def _svc_burst_release(self, req: Request) -> dict[str, Any]:
+    def _svc_burst_release(self, req: Request) -> BurstReleased:
         return {"released": self.release(req.get("prefix", str)), "size": self._b.size}
 
     def register(self, prefix: str, hosts: list[str]) -> list[int]:

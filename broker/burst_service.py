@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .payloads import ServiceView
+
 RUNNING = "running"
 FAILED = "failed"
 STOPPED = "stopped"
@@ -34,7 +36,7 @@ class ServiceReport:
     stale_after: float = DEFAULT_STALE_AFTER
 
 
-def service_view(report: ServiceReport | None, now: float) -> dict[str, Any]:
+def service_view(report: ServiceReport | None, now: float) -> ServiceView:
     """{state, reason, pid, age}: running | failed | stopped (reported, or a running one gone quiet) | absent."""
     if report is None:
         return {

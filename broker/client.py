@@ -42,7 +42,7 @@ class Handle:
         if path.startswith("ipc://") and not os.path.exists(path[len("ipc://") :]):
             raise FluxError(111, f"cannot connect to {uri}: no broker socket there")
         self.uri = uri
-        self._ctx: zmq.Context = zmq.Context.instance()
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.connect(path)
@@ -65,6 +65,7 @@ class Handle:
             self._sock.close(0)
 
     # -------------------------------------------------------------------------------------------
+    # open: any service's payload
     def send_request(self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = NODEID_ANY) -> int:
         """Send a request without waiting; returns the matchtag to pass to `wait`."""
         tag = next(self._tags)
@@ -72,7 +73,7 @@ class Handle:
         self._sock.send(msg.encode())
         return tag
 
-    def wait(self, tag: int, timeout: float | None = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    def wait(self, tag: int, timeout: float | None = DEFAULT_TIMEOUT) -> dict[str, Any]:  # open: any service's payload
         """The payload of the response with this matchtag; raises FluxError on an error response/timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while tag not in self._responses:
@@ -88,17 +89,17 @@ class Handle:
     def rpc(
         self,
         topic: str,
-        payload: dict[str, Any] | None = None,
+        payload: dict[str, Any] | None = None,  # open: any service's payload
         nodeid: int = NODEID_ANY,
         timeout: float | None = DEFAULT_TIMEOUT,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any]:  # open: any service's payload
         """Request/response to the service `topic` on rank `nodeid` (NODEID_ANY: nearest provider)."""
         return self.wait(self.send_request(topic, payload, nodeid), timeout)
 
     def rpc_raw(
         self,
         topic: str,
-        payload: dict[str, Any] | None = None,
+        payload: dict[str, Any] | None = None,  # open: any service's payload
         nodeid: int = NODEID_ANY,
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> bytes:
@@ -125,7 +126,7 @@ class Handle:
     def unsubscribe(self, topic: str) -> None:
         self.rpc("event.unsubscribe", {"topic": topic})
 
-    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None:
+    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None:  # open: any service's payload
         self.rpc("event.publish", {"topic": topic, "payload": payload or {}})
 
     def recv_event(self, timeout: float | None = DEFAULT_TIMEOUT) -> Message | None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
 
+from .payloads import CpuReport
 from .resources import _V1_CPU_DIRS, CGROUP_ROOT, _cgroup_dirs, _read, _self_cgroup, parse_proc_cgroup
 
 POD_LEAF = "pod"
@@ -63,9 +63,7 @@ def _usage_usec(
     return _process_usage_usec(directory, proc), "processes"
 
 
-def cpu_report(
-    root: str | Path = CGROUP_ROOT, proc_cgroup: str | None = None, proc: str | Path = "/proc"
-) -> dict[str, Any]:
+def cpu_report(root: str | Path = CGROUP_ROOT, proc_cgroup: str | None = None, proc: str | Path = "/proc") -> CpuReport:
     """{"cgroup", "knob", "weight", "usage_usec", "usage_from", "time"} ({"cgroup": ""} without a cgroup)."""
     text = _self_cgroup() if proc_cgroup is None else proc_cgroup
     dirs = _cgroup_dirs("cpu", _V1_CPU_DIRS, Path(root), text)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from common import idset
 
 from .errors import InputError
+from .payloads import RankEntry, ResourceReport
 from .topology import Topology
 
 UP = "up"
@@ -29,11 +29,11 @@ class RankInfo:
     rank: int
     hostname: str
     state: str = DOWN
-    resources: dict[str, Any] | None = None
+    resources: ResourceReport | None = None
     uuid: str = ""
     since: float = field(default_factory=time.time)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> RankEntry:
         return {
             "state": self.state,
             "hostname": self.hostname,
@@ -52,7 +52,7 @@ class Membership:
     def state(self, rank: int) -> str:
         return self.ranks[rank].state
 
-    def set(self, rank: int, state: str, resources: dict[str, Any] | None = None, uuid: str | None = None) -> bool:
+    def set(self, rank: int, state: str, resources: ResourceReport | None = None, uuid: str | None = None) -> bool:
         """Record a state change; return True if anything changed."""
         info = self.ranks[rank]
         changed = info.state != state or (uuid is not None and uuid != info.uuid)
@@ -70,11 +70,11 @@ class Membership:
         """A released rank's resources are gone (a broker joining at that rank again reports its own)."""
         self.ranks[rank].resources = None
 
-    def snapshot(self, ranks: list[int]) -> dict[str, dict[str, Any]]:
+    def snapshot(self, ranks: list[int]) -> dict[str, RankEntry]:
         """JSON-able view of some ranks (sent upstream in hello/update messages)."""
         return {str(r): self.ranks[r].as_dict() for r in ranks}
 
-    def merge(self, update: dict[str, Any]) -> list[int]:
+    def merge(self, update: dict[str, RankEntry]) -> list[int]:  # JSON from a child: each entry checked
         """Apply a snapshot from a child; return the ranks that changed."""
         changed: list[int] = []
         for key, entry in update.items():

@@ -33,14 +33,14 @@ class OverlayError(BrokerFailure):
 class Overlay:
     """Owns the overlay sockets of one broker; the broker's loop polls `child_sock`, `parent_sock`, `zap_sock`."""
 
-    def __init__(self, ctx: zmq.Context, rank: int, cert: CurveCertificate | None) -> None:
+    def __init__(self, ctx: zmq.Context[zmq.Socket[bytes]], rank: int, cert: CurveCertificate | None) -> None:
         self.ctx = ctx
         self.rank = rank
         self.cert = cert
-        self.child_sock: zmq.Socket | None = None
-        self.parent_sock: zmq.Socket | None = None
-        self.parent_monitor: zmq.Socket | None = None
-        self.zap_sock: zmq.Socket | None = None
+        self.child_sock: zmq.Socket[bytes] | None = None
+        self.parent_sock: zmq.Socket[bytes] | None = None
+        self.parent_monitor: zmq.Socket[bytes] | None = None
+        self.zap_sock: zmq.Socket[bytes] | None = None
         self.bound_uri: str | None = None
         self.rejected = 0  # ZAP denials (wrong key)
 

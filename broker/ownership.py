@@ -2,7 +2,9 @@
 and the local backend scan their packages with it (one owner per piece of state, DESIGN.md).
 
 A write is an assignment, augmented assignment, deletion or item assignment, or a call of a mutating method
-(`append`, `pop`, `update`, ...) on an attribute, inside a method of a class. Standard library only.
+(`append`, `pop`, `update`, ...; a scan may name more, as the job manager's names DrainTable's `apply`) on an
+attribute, inside a method of a class or, when asked, a module-level function (and the closures in it: the class
+is then "<module>"). Standard library only.
 """
 
 from __future__ import annotations
@@ -36,14 +38,14 @@ def _root(node: ast.expr) -> tuple[str, str] | None:
     return None
 
 
-def _targets(node: ast.AST) -> list[ast.expr]:
+def _targets(node: ast.AST, mutators: frozenset[str] | set[str] = MUTATORS) -> list[ast.expr]:
     if isinstance(node, ast.Assign):
         found = list(node.targets)
     elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
         found = [node.target]
     elif isinstance(node, ast.Delete):
         found = list(node.targets)
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in mutators:
         found = [node.func.value]
     else:
         return []
@@ -57,17 +59,25 @@ def _targets(node: ast.AST) -> list[ast.expr]:
     return flat
 
 
-def writes(source: str, module: str) -> list[Write]:
-    """Every write to an attribute (of self or of another object) inside the classes of a module."""
+def writes(
+    source: str, module: str, mutators: frozenset[str] | set[str] = MUTATORS, functions: bool = False
+) -> list[Write]:
+    """Every write to an attribute (of self or of another object) inside the classes of a module, and inside its
+    module-level functions too with `functions` (a closure registered as a handler writes as much as a method)."""
+    tree = ast.parse(source)
+    scopes: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        scopes += [(cls.name, n) for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if functions:
+        scopes += [("<module>", n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     found = []
-    for cls in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)):
-        for method in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-            for node in ast.walk(method):
-                for target in _targets(node):
-                    root = _root(target)
-                    if root is not None:
-                        line = getattr(node, "lineno", 0)
-                        found.append(Write(module, cls.name, method.name, *root, line, isinstance(node, ast.Call)))
+    for owner, method in scopes:
+        for node in ast.walk(method):
+            for target in _targets(node, mutators):
+                root = _root(target)
+                if root is not None:
+                    line = getattr(node, "lineno", 0)
+                    found.append(Write(module, owner, method.name, *root, line, isinstance(node, ast.Call)))
     return found
 
 

@@ -54,7 +54,7 @@ class Message:
 
     type: str
     topic: str
-    payload: dict[str, Any] = field(default_factory=dict)
+    payload: dict[str, Any] = field(default_factory=dict)  # open: any message's payload
     nodeid: int = NODEID_ANY
     matchtag: int = 0
     route: list[str] = field(default_factory=list)
@@ -67,7 +67,7 @@ class Message:
     from pieces its service keeps encoded (job-manager.list) is not decoded and encoded again per message."""
 
     def encode(self) -> bytes:
-        body: dict[str, Any] = {"t": self.type, "topic": self.topic}
+        body: dict[str, Any] = {"t": self.type, "topic": self.topic}  # open: any message's payload
         if self.nodeid != NODEID_ANY:
             body["n"] = self.nodeid
         if self.matchtag:
@@ -152,7 +152,7 @@ class Message:
         except (TypeError, ValueError) as exc:
             raise ProtocolError(f"malformed field: {exc}") from None
 
-    def response(self, payload: dict[str, Any] | None = None) -> Message:
+    def response(self, payload: dict[str, Any] | None = None) -> Message:  # open: any message's payload
         """A success response that will retrace this request's route."""
         return Message(RESPONSE, self.topic, payload or {}, matchtag=self.matchtag, route=list(self.route))
 
@@ -163,9 +163,11 @@ class Message:
         )
 
 
+# open: any message's payload
 def request(topic: str, payload: dict[str, Any] | None = None, nodeid: int = NODEID_ANY, matchtag: int = 0) -> Message:
     return Message(REQUEST, topic, payload or {}, nodeid=nodeid, matchtag=matchtag)
 
 
+# open: any message's payload
 def control(topic: str, payload: dict[str, Any] | None = None, sender: int = -1) -> Message:
     return Message(CONTROL, topic, payload or {}, sender=sender)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from common import idset
 
 from .bootstrap import compress_hosts
+from .payloads import ResourceReport, RLiteEntry, RSpec
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 _V1_CPU_DIRS = ("cpu,cpuacct", "cpu", "cpuacct,cpu")
@@ -138,7 +139,7 @@ def local_resources(
     proc_cgroup: str | None = None,
     affinity: set[int] | None = None,
     meminfo: str | Path = "/proc/meminfo",
-) -> dict[str, Any]:
+) -> ResourceReport:
     """This broker's report: usable cores (ids and count), memory bytes, hostname."""
     cpus = usable_cores(os.sched_getaffinity(0) if affinity is None else affinity, cgroup_cpu_limit(root, proc_cgroup))
     total = meminfo_total(meminfo)
@@ -147,13 +148,13 @@ def local_resources(
     return {"rank": rank, "hostname": hostname, "cores": idset.encode(cpus), "ncores": len(cpus), "memory": memory}
 
 
-def build_R(reports: dict[int, dict[str, Any]], starttime: float = 0.0, expiration: float = 0.0) -> dict[str, Any]:
+def build_R(reports: Mapping[int, ResourceReport], starttime: float = 0.0, expiration: float = 0.0) -> RSpec:
     """Flux's R (version 1, R_lite): ranks with identical core sets share one entry; nodelist in rank order."""
     by_cores: dict[str, list[int]] = {}
     for rank in sorted(reports):
         by_cores.setdefault(str(reports[rank]["cores"]), []).append(rank)
     entries = sorted(by_cores.items(), key=lambda item: item[1][0])
-    r_lite = [{"rank": idset.encode(ranks), "children": {"core": cores}} for cores, ranks in entries]
+    r_lite: list[RLiteEntry] = [{"rank": idset.encode(ranks), "children": {"core": cores}} for cores, ranks in entries]
     hosts = [str(reports[rank]["hostname"]) for rank in sorted(reports)]
     return {
         "version": 1,

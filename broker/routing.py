@@ -1,17 +1,21 @@
 """Routing: local clients on the ipc socket, requests up/down the tree, responses back, events to subscribers.
 
 :class:`Router` is a part of the broker, not a mixin: it alone owns the outstanding RPCs, the event sequence and
-the subscriptions (of modules and of local clients); it reads the broker's tree (rank, topology, children,
-overlay, client socket) and changes nothing of it.
+the subscriptions (of modules and of local clients); it reads the broker's tree through :class:`RouterHost`
+(rank, topology, children, overlay, client socket) and changes nothing of it.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import zmq
 
+from .loop import Loop
+from .overlay import Overlay
+from .port import EventCallback, ResponseCallback
 from .protocol import (
     CONTROL,
     EHOSTUNREACH,
@@ -25,21 +29,44 @@ from .protocol import (
     PayloadError,
     ProtocolError,
 )
-from .service import Request
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from .broker_core import BrokerCore, EventCallback, ResponseCallback
+from .service import Request, ServiceRegistry
+from .topology import Topology
 
 READS_FIRST = frozenset({"job-manager.info", "job-manager.list", "job-manager.stats", "attr.get"})
 """Requests that only read, answered ahead of the others that arrived with them (see Router.on_client)."""
 
 
+class TreeView(Protocol):
+    """What routing reads of the broker's place in the tree (tree_link.TreeLink)."""
+
+    @property
+    def joined(self) -> bool: ...
+
+    def has_child(self, rank: int) -> bool: ...
+
+    def connected_children(self) -> list[int]: ...
+
+
+class RouterHost(Protocol):
+    """What routing reads of the broker (broker.Broker provides it)."""
+
+    rank: int
+    size: int
+    parent_rank: int
+    topology: Topology
+    loop: Loop
+    services: ServiceRegistry
+    overlay: Overlay | None
+    client_sock: zmq.Socket[bytes] | None
+
+    @property
+    def tree(self) -> TreeView: ...
+
+
 class Router:
     """Clients and routing (see the module docstring)."""
 
-    def __init__(self, broker: BrokerCore) -> None:
+    def __init__(self, broker: RouterHost) -> None:
         self._b = broker
         self._matchtag = 0
         self._pending: dict[int, ResponseCallback] = {}
@@ -51,12 +78,12 @@ class Router:
     def rpc(
         self,
         topic: str,
-        payload: dict[str, Any] | None,
+        payload: Mapping[str, Any] | None,  # open: any service's request payload (each has its TypedDict)
         nodeid: int,
         callback: ResponseCallback,
         timeout: float | None = None,
     ) -> int:
-        """See BrokerCore.rpc."""
+        """See broker.Broker.rpc."""
         self._matchtag += 1
         tag = self._matchtag
         self._pending[tag] = callback
@@ -69,7 +96,8 @@ class Router:
                     self.send_response(error)
 
             self._b.loop.call_later(timeout, expire)
-        msg = Message(REQUEST, topic, payload or {}, nodeid=nodeid, matchtag=tag, route=["l"], sender=self._b.rank)
+        body = payload if payload is None or isinstance(payload, dict) else dict(payload)
+        msg = Message(REQUEST, topic, body or {}, nodeid=nodeid, matchtag=tag, route=["l"], sender=self._b.rank)
         self.route_request(msg)
         return tag
 

@@ -8,7 +8,7 @@ Raising ServiceError sends an error response.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import BrokerBaseError
@@ -40,7 +40,7 @@ class Request:
         return self.msg.topic
 
     @property
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> dict[str, Any]:  # open: any request's payload
         return self.msg.payload
 
     @property
@@ -67,10 +67,11 @@ class Request:
             raise ServiceError(EINVAL, f"{self.topic}: '{key}' must be {kind.__name__}")
         return value
 
-    def respond(self, payload: dict[str, Any] | None = None) -> None:
+    def respond(self, payload: Mapping[str, Any] | None = None) -> None:  # open: any service's reply (TypedDicts)
         if not self.responded:
             self.responded = True
-            self._send(self.msg.response(payload))
+            body = payload if payload is None or isinstance(payload, dict) else dict(payload)
+            self._send(self.msg.response(body))
 
     def respond_encoded(self, payload: str) -> None:
         """Respond with a payload that is JSON text already (a JSON object; see Message.encoded_payload)."""
@@ -86,7 +87,7 @@ class Request:
             self._send(self.msg.error(errnum, errstr))
 
 
-Handler = Callable[[Request], "dict[str, Any] | None"]
+Handler = Callable[[Request], "Mapping[str, Any] | None"]  # open: each service's reply; each has its TypedDict
 
 
 class ServiceRegistry:

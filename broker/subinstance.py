@@ -12,13 +12,13 @@ import json
 import os
 import socket
 import sys
-from typing import Any
 
 from .attributes import Attributes
 from .bootstrap import BootstrapError, parse_bootstrap
 from .broker import BrokerOptions, run_broker
 from .client import FluxError, Handle
 from .modules import default_modules
+from .payloads import SubinstancePlan
 
 
 def _free_port(address: str) -> int:
@@ -28,7 +28,7 @@ def _free_port(address: str) -> int:
         return int(sock.getsockname()[1])
 
 
-def _endpoint(plan: dict[str, Any], parent: Handle, jobid: int) -> str:
+def _endpoint(plan: SubinstancePlan, parent: Handle, jobid: int) -> str:
     """Rank 0: pick and publish the endpoint; others: wait until rank 0 has published it."""
     rundir = plan["rundir"]
     if plan["index"] == 0:
@@ -49,7 +49,7 @@ def _endpoint(plan: dict[str, Any], parent: Handle, jobid: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     with open(args[0], encoding="utf-8") as handle:
-        plan: dict[str, Any] = json.load(handle)
+        plan: SubinstancePlan = json.load(handle)
     jobid = int(os.environ["FLUX_JOB_ID"])
     try:
         with Handle(os.environ["FLUX_URI"]) as parent:
@@ -57,11 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     except FluxError as exc:
         print(f"flux-subinstance: {exc}", file=sys.stderr)
         return 1
-    hosts: list[dict[str, Any]] = [{"host": name} for name, _addr in plan["hosts"]]
+    hosts: list[dict[str, str]] = [{"host": name} for name, _addr in plan["hosts"]]
     hosts[0].update(bind=endpoint, connect=endpoint)
-    table: dict[str, Any] = {"hosts": hosts}
-    if len(hosts) > 1 and plan.get("cert"):
-        table["curve_cert"] = plan["cert"]
+    table: dict[str, list[dict[str, str]] | str] = {"hosts": hosts}
+    cert = plan.get("cert")
+    if len(hosts) > 1 and cert:
+        table["curve_cert"] = cert
     hostname = plan["hosts"][plan["index"]][0]
     try:
         config = parse_bootstrap({"bootstrap": table}, f"sub-instance of job {jobid}", hostname)

@@ -215,7 +215,9 @@ def pack_archive(path: Path, members: list[ArchiveMember], compress: bool = True
     import json
     import tarfile
 
-    from broker.jobs.archive import FORMAT_VERSION, JOURNAL_FILE, KIND, MANIFEST
+    from broker.jobs.archive import FORMAT_VERSION, KIND
+    from broker.jobs.archive_members import MANIFEST
+    from broker.jobs.store import JOURNAL_FILE
 
     regular = {name: data for name, kind, data, _ in members if kind == tarfile.REGTYPE}
     regular.setdefault(JOURNAL_FILE, b"")

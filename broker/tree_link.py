@@ -2,8 +2,9 @@
 
 :class:`TreeLink` is a part of the broker, not a mixin: it alone owns the links to its connected children, whether
 it has joined its parent, the instance's being online (and what waits for it) and the membership changes not yet
-published. It changes the broker only through its methods (`set_state`, `set_exit_code`, `shutdown`, `finish`,
-`publish`, `start_command`); tests/broker/test_broker_parts.py checks it.
+published. It reads the broker through :class:`TreeHost` and changes the broker's life only through the lifecycle
+part (`set_state`, `set_exit_code`, `shutdown`, `finish`, `start_command`); tests/broker/test_broker_parts.py
+checks it.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import cast
 
 from common import idset
 
-from .broker_core import BrokerError
+from .lifecycle import Lifecycle
 from .membership import DOWN, LOST, UP
+from .options import BrokerError
 from .overlay import OverlayError
+from .payloads import HelloPayload
 from .protocol import (
     CONTROL,
     EVENT,
@@ -27,9 +30,7 @@ from .protocol import (
     Message,
     control,
 )
-
-if TYPE_CHECKING:
-    from .broker_core import BrokerCore
+from .tree_host import TreeHost
 
 MEMBERSHIP_EVENT_DELAY = 0.05
 MEMBERSHIP_EVENT_DELAY_PER_BROKER = 0.0005
@@ -66,8 +67,9 @@ class ChildLink:
 class TreeLink:
     """Parent link, children, membership, heartbeats (see the module docstring)."""
 
-    def __init__(self, broker: BrokerCore) -> None:
+    def __init__(self, broker: TreeHost, life: Lifecycle) -> None:
         self._b = broker
+        self._life = life
         self._links: dict[int, ChildLink] = {}
         """rank -> link, for the children connected now."""
         self._joined = broker.rank == 0
@@ -142,6 +144,23 @@ class TreeLink:
             elif self._parent_closed_at is None:
                 self._parent_closed_at = time.monotonic()
 
+    def shutdown_children(self, reason: str) -> bool:
+        """Tell every connected child to shut down (lifecycle.Lifecycle's shutdown); whether there was one."""
+        assert self._b.overlay is not None
+        children = self.connected_children()
+        for rank in children:
+            self._b.overlay.send_child(rank, control("overlay.shutdown", {"reason": reason}, sender=self._b.rank))
+        return bool(children)
+
+    def leave_parent(self) -> None:
+        """At the end: say goodbye to the parent and close the link (rank > 0)."""
+        assert self._b.overlay is not None
+        if self._b.rank > 0 and self._b.overlay.parent_sock is not None:
+            self._b.overlay.send_parent(control("overlay.goodbye", sender=self._b.rank))
+            self._b.loop.remove_reader(self._b.overlay.parent_sock)
+            self.stop_watching_parent()
+            self._b.overlay.close_parent(linger_ms=500)
+
     def stop_watching_parent(self) -> None:
         """Before the parent socket closes: its monitor goes with it."""
         assert self._b.overlay is not None
@@ -168,8 +187,8 @@ class TreeLink:
         if msg.topic == "overlay.welcome":
             if not self._joined:
                 self._joined = True
-                if self._b.state == "join":
-                    self._b.set_state("run")
+                if self._life.state == "join":
+                    self._life.set_state("run")
                 self._b.debug(f"joined parent rank {self._b.parent_rank}")
                 if self._b.subtree:  # children may have joined us before we joined our parent
                     snapshot = self._b.membership.snapshot(self._b.subtree)
@@ -177,8 +196,8 @@ class TreeLink:
                     self._b.overlay.send_parent(control("overlay.update", {"ranks": snapshot}, sender=self._b.rank))
         elif msg.topic == "overlay.deny":
             self._b.log(f"parent rank {self._b.parent_rank} refused us: {msg.payload.get('reason')}")
-            self._b.set_exit_code(1)
-            self._b.finish()
+            self._life.set_exit_code(1)
+            self._life.finish()
         elif msg.topic == "overlay.reset":
             if self._joined and not self._b.rejoin:
                 self._parent_lost()  # our parent restarted: the instance we joined is gone
@@ -186,16 +205,16 @@ class TreeLink:
                 self._joined = False
                 self._send_hello()
         elif msg.topic == "overlay.shutdown":
-            self._b.shutdown(str(msg.payload.get("reason", "instance shutdown")))
+            self._life.shutdown(str(msg.payload.get("reason", "instance shutdown")))
 
     def _parent_lost(self) -> None:
-        if self._b.state == "shutdown":
-            self._b.finish()
+        if self._life.state == "shutdown":
+            self._life.finish()
             return
         if not self._b.rejoin:
             self._b.log(f"lost connection to parent rank {self._b.parent_rank}; exiting")
-            self._b.set_exit_code(1)
-            self._b.shutdown("parent lost")
+            self._life.set_exit_code(1)
+            self._life.shutdown("parent lost")
             return
         self._b.log(f"lost connection to parent rank {self._b.parent_rank}; waiting to rejoin")
         assert self._b.overlay is not None
@@ -204,7 +223,7 @@ class TreeLink:
         self.stop_watching_parent()
         self._b.overlay.close_parent()
         self._joined = False
-        self._b.set_state("join")
+        self._life.set_state("join")
         self.connect_parent()
 
     def on_children(self) -> None:
@@ -232,7 +251,7 @@ class TreeLink:
         assert self._b.overlay is not None
         topic = msg.topic
         if topic == "overlay.hello":
-            self._child_hello(rank, msg.payload)
+            self._child_hello(rank, cast(HelloPayload, msg.payload))  # JSON from the child: checked as read
             return
         if rank not in self._links:
             if topic not in ("overlay.goodbye",):
@@ -249,7 +268,7 @@ class TreeLink:
         elif topic == "overlay.goodbye":
             del self._links[rank]
             self._mark_subtree(rank, DOWN)
-            self._b.maybe_finish_shutdown()
+            self._life.maybe_finish_shutdown()
 
     def release_rank(self, rank: int, reason: str) -> bool:
         """Let a rank go (a released burst's): tell its broker to stop, forget the link, mark it down and drop
@@ -262,7 +281,7 @@ class TreeLink:
         self._b.membership.drop_resources(rank)
         return changed
 
-    def _child_hello(self, rank: int, payload: dict[str, Any]) -> None:
+    def _child_hello(self, rank: int, payload: HelloPayload) -> None:
         assert self._b.overlay is not None
         reason = None
         if rank >= self._b.size:
@@ -274,7 +293,7 @@ class TreeLink:
             reason = f"size mismatch: parent has {self._b.bootstrap_size} ranks, child has {payload.get('size')}"
         elif payload.get("hostname") != self._b.config.hostnames[rank]:
             reason = f"rank {rank} should be {self._b.config.hostnames[rank]!r}, not {payload.get('hostname')!r}"
-        elif self._b.state == "shutdown":
+        elif self._life.state == "shutdown":
             reason = "instance is shutting down"
         if reason is not None:
             self._b.log(f"denied hello from rank {rank}: {reason}")
@@ -289,7 +308,7 @@ class TreeLink:
             # before anyone noticed; said now, so the lost state is not merged away by the up state below
             self._mark_subtree(rank, LOST)
         resources = payload.get("resources")
-        reported = resources if isinstance(resources, dict) else None
+        reported = resources if isinstance(resources, dict) else None  # JSON from the child
         if self._b.membership.set(rank, UP, resources=reported, uuid=child_uuid):
             changed.append(rank)
         subtree = payload.get("subtree", {})
@@ -338,17 +357,16 @@ class TreeLink:
         self._b.publish("membership.update", {"ranks": states})
 
     def check_quorum(self) -> None:
-        if self._online or self._b.state == "shutdown" or not self._b.quorum.reached(self._b.membership):
+        if self._online or self._life.state == "shutdown" or not self._b.quorum.reached(self._b.membership):
             return
         self._online = True
-        self._b.set_state("run")
+        self._life.set_state("run")
         self._b.debug(f"quorum reached: instance online ({len(self._b.membership.in_state(UP))}/{self._b.size} up)")
         self._b.publish("broker.online", {"up": idset.encode(self._b.membership.in_state(UP))})
         for hook in self._online_hooks:
             hook()
         self._online_hooks.clear()
-        if self._b.options.command and not self._b.attrs.get("broker.rc2_none"):  # flux-core's "no initial program"
-            self._b.start_command()
+        self._life.start_command()
 
     def heartbeat(self) -> None:
         """Every interval: tell children and parent we are alive (or retry hello while joining)."""
@@ -383,7 +401,7 @@ class TreeLink:
         self._b.log(f"child rank {rank} ({self._b.config.hostnames[rank]}) lost: {why}")
         del self._links[rank]
         self._mark_subtree(rank, LOST)
-        self._b.maybe_finish_shutdown()
+        self._life.maybe_finish_shutdown()
 
     def check_liveness(self) -> None:
         """Often (the interval, or timeout/10 if less): a peer silent for longer than heartbeat.timeout is lost,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..broker import Module
+    from ..port import Module
 
 
 def default_modules() -> list[Module]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypedDict, cast
 
 from broker.errors import InputError
 
@@ -19,6 +19,34 @@ LAUNCHES: tuple[Launch, ...] = ("tasks", "mpi", "broker")
 
 class ExecRequestError(InputError):
     """A `job-exec.start` payload that is not a valid request (names the field)."""
+
+
+class ExecSpec(TypedDict):
+    """job-exec.start's `spec`: what every rank of the job is given."""
+
+    command: list[str]
+    userid: int
+    env: dict[str, str]
+    cwd: str
+    size: int
+    nnodes: int
+    launch: str
+    hosts: list[list[str | int]]
+    ranks: list[int]
+    cores: dict[str, list[int]]
+    batch: dict[str, str]
+    level: int
+    mpirun_args: list[str]
+    shell_options: dict[str, Any]  # open: the job's shell options (-o), any JSON
+
+
+class ExecStart(TypedDict):
+    """job-exec.start as the job manager sends it to one rank: the job, its generation, this rank's tasks."""
+
+    id: int
+    gen: int
+    spec: ExecSpec
+    tasks: list[int]
 
 
 @dataclass(frozen=True)
@@ -53,8 +81,8 @@ class ExecRequest:
     def nnodes(self) -> int:
         return len(self.ranks)
 
-    def to_payload(self) -> dict[str, Any]:
-        spec = {
+    def to_payload(self) -> ExecStart:
+        spec: ExecSpec = {
             "command": list(self.command),
             "userid": self.userid,
             "env": dict(self.env),
@@ -138,11 +166,11 @@ def _ints(data: Mapping[str, Any], where: str, key: str) -> list[int]:
     values = _get(data, key, list, where)
     if not all(_int(v) for v in values):
         raise ExecRequestError(f"{where}{key}: expected a list of integers, got {values!r}")
-    return values
+    return [int(v) for v in values]
 
 
 def _strings(data: Mapping[str, Any], where: str, key: str) -> list[str]:
     values = _get(data, key, list, f"{where}.")
     if not all(isinstance(v, str) for v in values):
         raise ExecRequestError(f"{where}.{key}: expected a list of strings, got {values!r}")
-    return values
+    return [str(v) for v in values]

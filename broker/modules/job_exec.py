@@ -13,26 +13,36 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from common import idset
 
 from ..attributes import AttrError
-from ..protocol import EINVAL, EPERM
+from ..protocol import EINVAL
 from ..service import Request, ServiceError
-from . import cpu_affinity, job_tree, mpi, pmpi, subinstance
+from . import cpu_affinity, job_tree, mpi, pmpi
 from .dir_remover import DirRemover
+from .exec_launch import (
+    KillReply,
+    LocalJob,
+    StartReply,
+    Task,
+    account_for,
+    hand_over,
+    plan_launch,
+    remove_job_dir,
+    start_failure,
+    waitstatus,
+)
 from .exec_request import ExecRequest, ExecRequestError
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..port import ModulePort
     from ..protocol import Message
 
 OUTPUT_BATCH_DELAY = 0.05
@@ -41,67 +51,10 @@ DEFAULT_KILL_GRACE = 5.0
 MAX_LINE = 65536
 
 
-def start_failure(program: str, cwd: str | None, exc: OSError) -> tuple[str, int]:
-    """Why a task did not start, and its exit code (127: no such command, 126: cannot run it, 1: bad cwd).
-
-    subprocess reports a failed chdir in the child with the directory as the error's filename.
-    """
-    reason = exc.strerror or str(exc)
-    if cwd and exc.filename == cwd and exc.filename != program:
-        return f"start failed: cannot change to working directory {cwd}: {reason}", 1
-    if isinstance(exc, FileNotFoundError):
-        return f"start failed: {program}: command not found", 127
-    return f"start failed: {program}: {reason}", 126
-
-
-@dataclass
-class Task:
-    """One process of a job on this rank."""
-
-    taskrank: int
-    proc: subprocess.Popen[bytes] | None
-    pidfd: int = -1
-    fds: dict[int, str] = field(default_factory=dict)  # pipe fd -> "stdout"/"stderr"
-    partial: dict[str, bytes] = field(default_factory=dict)
-    status: int | None = None
-    reply: Request | None = None  # job-exec.rsh: answered when the process exits
-
-
-def run_as(userid: int) -> pwd.struct_passwd | None:
-    """The account to switch to for a job of `userid`, None to run as ourselves; refuses what we cannot do."""
-    if userid == os.getuid():
-        return None
-    if os.geteuid() != 0:
-        raise ServiceError(EPERM, f"cannot run a job as uid {userid}: the broker does not run as root")
-    try:
-        return pwd.getpwuid(userid)
-    except KeyError:
-        raise ServiceError(EINVAL, f"cannot run a job as uid {userid}: no such user on rank's host") from None
-
-
-@dataclass
-class LocalJob:
-    jobid: int
-    gen: int
-    tasks: list[Task] = field(default_factory=list)
-    output: list[list[Any]] = field(default_factory=list)
-    flush_pending: bool = False
-    tmpdir: str = ""
-    killed_at: float = 0.0
-    done: bool = False
-    report: bool = True  # rsh-only jobs (orteds) report through the agent, not to the job manager
-    owner: int = 0  # for rsh entries: the job the orted belongs to
-
-
-def waitstatus(returncode: int) -> int:
-    """Popen's returncode (-signal or code) as a wait(2) status, as Flux's eventlog records it."""
-    return -returncode if returncode < 0 else (returncode & 0xFF) << 8
-
-
 class JobExec:
     """Per-rank process management for jobs."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ModulePort) -> None:
         self.b = broker
         self.jobs: dict[int, LocalJob] = {}  # by job id; rsh-started orteds under negative keys
         self._rsh_seq = 0
@@ -120,7 +73,7 @@ class JobExec:
         broker.register("job-exec.rsh", self.rsh)
         broker.register("job-exec.list", lambda req: {"jobs": sorted(self.jobs)})
         broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
-        self._remover = DirRemover(_remove_job_dir)
+        self._remover = DirRemover(remove_job_dir)
         broker.on_close(self.close)
         self.tree_key = job_tree.rank_key(broker.rundir, broker.rank)
         # Our previous incarnation's jobs are over. Only one that ran jobs can have left any (each job's tasks
@@ -133,7 +86,7 @@ class JobExec:
                 print(said, flush=True)
 
     # ------------------------------------------------------------------ starting tasks
-    def start(self, req: Request) -> dict[str, Any]:
+    def start(self, req: Request) -> StartReply:
         """Start this rank's tasks of a job (as the job's user when the broker runs as root)."""
         try:
             request = ExecRequest.from_payload(req.payload)
@@ -143,16 +96,7 @@ class JobExec:
         job = self.jobs.get(jobid)
         if job is not None and not job.done:
             raise ServiceError(EINVAL, f"job {jobid} already has tasks on rank {self.b.rank}")
-        account = run_as(request.userid)
-        if request.launch == "mpi" and account is not None and request.nnodes > 1:
-            # mpirun starts its orteds on the other ranks through job-exec.rsh, which its agent reaches on the
-            # broker's socket: the instance owner's alone (a 0700 rundir), and the orted would run as the owner.
-            raise ServiceError(
-                EPERM,
-                f"-o mpi=openmpi across {request.nnodes} nodes: a job of another user (uid {request.userid}) cannot "
-                "start Open MPI's daemons on other pods in multi-user mode (its launch agent cannot reach the "
-                "broker as that user); run it on one node (-N1) or as the instance owner",
-            )
+        account = account_for(request)
         affinity = self._affinity(request)
         profiling = pmpi.pmpi_settings(dict(request.shell_options), jobid, request.cwd or os.getcwd())
         job = LocalJob(jobid, request.gen)
@@ -167,34 +111,7 @@ class JobExec:
         profiler = pmpi.pmpi_variables(profiling, jobid, env) if profiling and request.launch != "broker" else {}
         if "MC_PMPI_DIR" in profiler:
             os.makedirs(profiler["MC_PMPI_DIR"], exist_ok=True)
-        binding: list[tuple[int, ...]] = []
-        if request.launch == "mpi":
-            env.update(mpi.MPI_ENV)
-            session_parent, ignored = _session_parent(env, account)
-            if ignored:
-                job.output.append(
-                    ["stderr", request.tasks[0] if request.tasks else 0, f"flux-shell[{self.b.rank}]: {ignored}\n"]
-                )
-            env[mpi.SESSION_VARIABLE] = mpi.session_base(job.tmpdir, session_parent)
-            exports = profiler
-            if job_cpus and not affinity.dry_run:  # each orted binds to its rank's cores (job-exec.rsh)
-                env[cpu_affinity.CORES_VARIABLE] = cpu_affinity.encode_cores(request.cores)
-            if job_cpus and affinity.per_task:  # and each rank to its own share of them
-                request = replace(request, command=(*cpu_affinity.mpirun_wrapper(affinity), *request.command))
-                exports = cpu_affinity.carry_preload(profiler)
-            request = replace(request, mpirun_args=(*pmpi.mpirun_exports(exports), *request.mpirun_args))
-            commands = [(0, mpi.mpirun_command(request, job.tmpdir, self.b.rank))]
-            binding = [job_cpus]
-        elif request.launch == "broker":
-            commands = [(request.tasks[0], subinstance.launch_command(request, job.tmpdir, self.b))]
-            binding = [job_cpus]
-        else:
-            env.update(profiler)
-            commands = [(rank, list(request.command)) for rank in request.tasks]
-            binding = [
-                cpu_affinity.task_bind.task_cpus(affinity.mode, job_cpus, i, len(commands)) if job_cpus else ()
-                for i in range(len(commands))
-            ]
+        request, commands, binding = plan_launch(request, job, env, affinity, job_cpus, account, profiler, self.b)
         if affinity.verbose or affinity.dry_run:
             for (taskrank, _command), cpus in zip(commands, binding, strict=True):
                 what = request.launch if request.launch != "tasks" else f"task {taskrank}"
@@ -203,12 +120,7 @@ class JobExec:
         if affinity.dry_run:
             binding = [() for _ in commands]
         if account is not None:
-            os.chown(job.tmpdir, account.pw_uid, account.pw_gid)
-            if mpi.SESSION_VARIABLE in env:
-                os.chown(env[mpi.SESSION_VARIABLE], account.pw_uid, account.pw_gid)
-            if "MC_PMPI_DIR" in profiler:
-                os.chown(profiler["MC_PMPI_DIR"], account.pw_uid, account.pw_gid)
-            env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
+            hand_over(account, job.tmpdir, env, profiler)
         for local_id, ((taskrank, command), cpus) in enumerate(zip(commands, binding, strict=True)):
             task_env = dict(env, FLUX_TASK_RANK=str(taskrank), FLUX_TASK_LOCAL_ID=str(local_id))
             with cpu_affinity.forked_on(cpus):
@@ -260,9 +172,6 @@ class JobExec:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            identity: dict[str, Any] = {}
-            if account is not None:
-                identity = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
             proc = subprocess.Popen(
                 command,
                 env=env,
@@ -271,7 +180,9 @@ class JobExec:
                 stdout=out_w,
                 stderr=err_w,
                 process_group=0,
-                **identity,
+                user=None if account is None else account.pw_uid,
+                group=None if account is None else account.pw_gid,
+                extra_groups=None if account is None else [],
             )
         except OSError as exc:
             for fd in (out_r, out_w, err_r, err_w):
@@ -405,7 +316,7 @@ class JobExec:
             job_tree.sweep(job_tree.job_tag(self.tree_key, job.jobid))
 
     # ------------------------------------------------------------------ signals
-    def kill(self, req: Request) -> dict[str, Any]:
+    def kill(self, req: Request) -> KillReply:
         jobid = req.get("id", int)
         signum = int(req.payload.get("signal", signal.SIGTERM))
         self.kill_rsh(jobid, signum)
@@ -441,7 +352,7 @@ class JobExec:
                 if task.proc is not None:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         task.proc.wait(timeout=1.0)
-            _remove_job_dir(job.tmpdir)
+            remove_job_dir(job.tmpdir)
         if self.jobs:
             job_tree.sweep(f"{self.tree_key}.", prefix=True)
 
@@ -480,30 +391,10 @@ class JobExec:
                 self._signal(job, signum)
 
 
-def _session_parent(env: dict[str, str], account: pwd.struct_passwd | None) -> tuple[str | None, str | None]:
-    """Where the job's Open MPI session bases go (its own OMPI_MCA_orte_tmpdir_base, else None: $TMPDIR), and a
-    note for the job's stderr when its choice is not used. A job of another user never chooses: the broker (root)
-    would make and chown a directory inside one the user controls, where a symlink swapped in would hand the
-    user whatever it points at; under $TMPDIR (sticky) the user cannot replace what root made."""
-    parent = env.get(mpi.SESSION_VARIABLE) or None
-    if parent is None or account is None:
-        return parent, None
-    return (
-        None,
-        f"{mpi.SESSION_VARIABLE}={parent} not used: a job of another user keeps its Open MPI sessions in $TMPDIR",
-    )
-
-
-def _remove_job_dir(path: str) -> None:
-    subinstance.remove_child_rundir(path)
-    mpi.remove_session_base(path)
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def _ignore(_msg: Message) -> None:
     """Fire-and-forget reports: the lead answers, nobody waits."""
 
 
-def job_exec(broker: Broker) -> None:
+def job_exec(broker: ModulePort) -> None:
     """Module entry point (every rank)."""
     JobExec(broker)

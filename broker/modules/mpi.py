@@ -78,7 +78,7 @@ def orted_command(command: str, base: str) -> str:
     return _ORTED_SESSION.sub(lambda m: m.group(1) + shlex.quote(base), command, count=1)
 
 
-def wants_openmpi(shell_options: dict[str, Any]) -> bool:
+def wants_openmpi(shell_options: dict[str, Any]) -> bool:  # open: the job's -o options, any JSON
     value = str(shell_options.get("mpi", "")).lower()
     return value in ("openmpi", "ompi", "openmpi@5", "openmpi@4")
 

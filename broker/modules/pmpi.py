@@ -21,7 +21,7 @@ from ..protocol import EINVAL
 from ..service import ServiceError
 
 
-def wait_mode(shell_options: dict[str, Any]) -> str | None:
+def wait_mode(shell_options: dict[str, Any]) -> str | None:  # open: the job's -o options, any JSON
     """`-o mpi-wait=MODE` (pure), or None; ServiceError names a bad value."""
     mode = shell_options.get("mpi-wait")
     if mode is None:
@@ -31,6 +31,7 @@ def wait_mode(shell_options: dict[str, Any]) -> str | None:
     return str(mode)
 
 
+# open: the job's -o options (any JSON); the settings' dict is read by broker/rest/web/figures.py as it is
 def pmpi_settings(shell_options: dict[str, Any], jobid: int, cwd: str) -> dict[str, Any] | None:
     """The profiling and wait settings a job asked for (pure), or None; ServiceError names a bad option."""
     wait = wait_mode(shell_options)
@@ -52,7 +53,11 @@ def pmpi_settings(shell_options: dict[str, Any], jobid: int, cwd: str) -> dict[s
     return {"iterations": iterations, "dir": directory, "boundary": boundary, "wait": wait}
 
 
-def pmpi_variables(settings: dict[str, Any], jobid: int, job_env: Mapping[str, str] | None = None) -> dict[str, str]:
+def pmpi_variables(
+    settings: dict[str, Any],  # open: pmpi_settings' dict (see there)
+    jobid: int,
+    job_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The variables that load and configure the profiler (building the library once, cached), with the wait
     mode's tuning knobs the job's own environment sets (mpirun forwards only what it is given with -x)."""
     from elasticity.pmpi.build import PmpiBuildError, build_pmpi_library

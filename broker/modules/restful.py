@@ -12,13 +12,13 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..port import ModulePort
 
 PORT_ATTRIBUTE = "restful.port"
 HOST_ATTRIBUTE = "restful.host"
 
 
-def restful(b: Broker) -> None:
+def restful(b: ModulePort) -> None:
     port = b.attrs.get(PORT_ATTRIBUTE)
     if b.rank != 0 or not port:
         return

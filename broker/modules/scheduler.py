@@ -10,24 +10,32 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from common import idset
 from elasticity.policy.allocate import NodeCapacity, allocate, never_fits
-from elasticity.policy.queue import QUEUE_POLICIES, Plan, QueuePolicy, Running, Snapshot, Waiting, plan
+from elasticity.policy.queue import Plan, Running, Snapshot, Waiting, plan
+from elasticity.policy.scheduling.easy import QUEUE_POLICIES, QueuePolicy
 
 from ..jobs.jobspec import ResourceRequest
-from ..membership import UP
+from ..membership import UP, Membership
 from .drains import DrainTable
 
-if TYPE_CHECKING:
-    from ..broker import Broker
+
+class ClusterView(Protocol):
+    """What scheduling reads of the broker: the ranks' states and resource reports, and the instance's size."""
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def membership(self) -> Membership: ...
 
 
 class Scheduler:
     """Node/core allocation for the job manager with a pluggable queue policy (fcfs, easy)."""
 
-    def __init__(self, broker: Broker, policy: str, drains: DrainTable | None = None) -> None:
+    def __init__(self, broker: ClusterView, policy: str, drains: DrainTable | None = None) -> None:
         if policy not in QUEUE_POLICIES:
             raise ValueError(f"sched.queue-policy: unknown policy {policy!r} (expected {', '.join(QUEUE_POLICIES)})")
         self.b = broker

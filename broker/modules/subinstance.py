@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 from . import job_tree
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from .exec_request import ExecRequest
+    from ..payloads import SubinstancePlan
+    from ..port import ModulePort
+from ..payloads import SubinstancePlan
+from .exec_request import ExecRequest
 
 _HOST_OF_URI = re.compile(r"^tcp://(\[[^\]]+\]|[^:/]+)")
 SOCKET_PATH_MAX = 107
@@ -64,7 +66,7 @@ def uri_host(uri: str | None, fallback: str) -> str:
     return match.group(1) if match else fallback
 
 
-def launch_command(request: ExecRequest, tmpdir: str, broker: Broker) -> list[str]:
+def launch_command(request: ExecRequest, tmpdir: str, broker: ModulePort) -> list[str]:
     """Write this rank's plan and the batch script into the job's tmpdir; return the launcher command."""
     ranks = list(request.ranks)
     config = broker.config
@@ -76,7 +78,7 @@ def launch_command(request: ExecRequest, tmpdir: str, broker: Broker) -> list[st
             handle.write(script)
         os.chmod(path, 0o755)
     command = [word.replace("{{tmpdir}}", tmpdir) for word in request.command[2:]]
-    plan = {
+    plan: SubinstancePlan = {
         "index": ranks.index(broker.rank),
         "hosts": hosts,
         "cores": list(request.cores[broker.rank]),

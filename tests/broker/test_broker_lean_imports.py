@@ -10,7 +10,8 @@ import sys
 PROBE = """
 import json, sys
 import broker.broker, broker.cli.flux, broker.testsize
-from broker.modules import job_manager, job_exec, scheduler, restful, drains, queue_state, subinstance
+from broker.modules import job_manager, job_exec, scheduler, restful, drains, subinstance
+from broker.modules.job_manager import queue_state
 print(json.dumps(sorted(sys.modules)))
 """
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from broker.modules.exec_launch import session_parent as _session_parent
 from broker.modules.exec_request import ExecRequest, ExecRequestError
-from broker.modules.job_exec import _session_parent
 from broker.modules.mpi import mpirun_command, orted_command, orted_session_parent
 
 REQUEST = ExecRequest(

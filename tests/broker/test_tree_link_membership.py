@@ -26,7 +26,7 @@ class _Loop:
 
 @dataclass
 class _Lead:
-    """The part of BrokerCore that rank 0's TreeLink reads while joins arrive."""
+    """What rank 0's TreeLink reads of the broker (tree_host.TreeHost) and of its lifecycle while joins arrive."""
 
     size: int
     rank: int = 0
@@ -46,11 +46,17 @@ class _Lead:
     def debug(self, _text: str) -> None:
         pass
 
+    def set_state(self, state: str) -> None:
+        self.state = state
+
+    def start_command(self) -> None:
+        pass
+
 
 @pytest.mark.parametrize("size", [8, 512])
 def test_joins_within_the_delay_make_one_event_published_after_it(size: int) -> None:
     lead = _Lead(size)
-    tree = TreeLink(lead)  # type: ignore[arg-type]
+    tree = TreeLink(lead, lead)  # type: ignore[arg-type]
     for rank in (1, 2, 3):
         lead.membership.set(rank, UP)
         tree._changed([rank])

@@ -9,7 +9,9 @@ it; the others ask through small methods; tests/broker/test_job_manager_parts.py
 - watches.py: deferred replies (job wait, output/eventlog watches, annotation and queue-idle waits), answered
   when the job reaches the point asked for, so clients never poll
 - saver.py: save and restore of the queue
-- queries.py (list, info, stats; no state) and restart.py (the one restore path; no state)
+- queries.py (list, info, stats; no state), queue_state.py (queue-state and drain for autoscalers; no state) and
+  restart.py (the one restore path; no state)
+- roles.py: what the parts ask of one another (protocols); each part gets the broker's port and its collaborators
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from typing import TYPE_CHECKING
 
 from ...attributes import AttrError
 from ...jobs.store import JobStore
-from .. import queue_state
 from .executions import Executions
 from .queries import Queries
 from .queue import JobQueue
+from .queue_state import QueueStateService
 from .restart import recover
 from .saver import Saver
 from .table import JobTable
@@ -30,25 +32,33 @@ from .warmer import ViewWarmer
 from .watches import Watches
 
 if TYPE_CHECKING:
-    from ...broker import Broker
+    from ...port import ModulePort
 
 
 class JobManager:
-    """The job manager: its parts put together, and its services registered."""
+    """The job manager: its parts put together, and its services registered. Each part is given the broker's
+    narrow port (port.BrokerPort) and the collaborators it needs, never this object (roles.py says what each asks
+    of the others); the parts made before their collaborators get them through `wire`."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ModulePort) -> None:
         self.broker = broker
-        self.saver = Saver(self, broker)  # first: a restored archive is unpacked before the store is read
         statedir = Path(broker.attrs.get("statedir") or f"{broker.rundir}/state")
+        # first: a restored archive is unpacked before the store is read
+        self.saver = Saver(broker, statedir, broker.on_online)
         store = JobStore(statedir, fsync=broker.attrs.boolean("job-manager.fsync", True))
         saved = store.restore(now_ms=int(broker.starttime * 1000))
-        self.table = JobTable(self, broker, store, saved.epoch_ms)
-        self.queue = JobQueue(self, broker, saved.queue)
-        self.executions = Executions(self, broker)
-        self.watches = Watches(self, broker)
-        self.queries = Queries(self, broker)
-        self.warmer = ViewWarmer(broker.loop, self.queries.render_ahead)
-        recover(self, saved.events, restart_policy(broker))
+        self.table = JobTable(broker, store, saved.epoch_ms, self.committed)
+        self.queue = JobQueue(broker, broker, lambda: broker.online, self.table, saved.queue)
+        self.watches = Watches(self.table, self.queue)
+        self.executions = Executions(broker, self.table, self.queue, self.watches, self.saver)
+        self.warmer = ViewWarmer(broker.loop, lambda jobid, kinds: self.queries.render_ahead(jobid, kinds))
+        self.queries = Queries(
+            lambda: broker.hostnames, broker.burst_view, self.table, self.queue, self.executions, self.warmer
+        )
+        self.queue.wire(self.executions, self.watches)
+        self.watches.wire(self.executions, self.queries)
+        self.saver.wire(self.table, self.queue, self.executions)
+        recover(self.table, self.queue, self.executions, self.watches, saved.events, restart_policy(broker))
         broker.subscribe("membership.update", self.executions.on_membership)
         broker.subscribe("membership.update", self.watches.on_membership)
         broker.on_online(self.queue.kick)
@@ -78,7 +88,7 @@ class JobManager:
             "save": self.saver.svc_save,
         }.items():
             broker.register(f"job-manager.{topic}", handler)
-        queue_state.register(self)
+        self.queue_state = QueueStateService(broker, self.table, self.queue, self.executions)
 
     def committed(self, touched: set[int]) -> None:
         """After each group commit (JobTable.flush): answer watchers, schedule, check idle waits and a save."""
@@ -92,7 +102,7 @@ class JobManager:
 RESTART_POLICIES = ("fail", "requeue")
 
 
-def restart_policy(broker: Broker) -> str:
+def restart_policy(broker: ModulePort) -> str:
     """What a lead restart does to the jobs it was running (restart.py); a misspelling is refused at start."""
     policy = broker.attrs.get("job-manager.restart-policy") or "fail"
     if policy not in RESTART_POLICIES:
@@ -100,7 +110,7 @@ def restart_policy(broker: Broker) -> str:
     return policy
 
 
-def job_manager(broker: Broker) -> None:
+def job_manager(broker: ModulePort) -> None:
     """Module entry point: the job manager runs on the lead only."""
     if broker.rank == 0:
         JobManager(broker)

@@ -8,22 +8,23 @@ import shlex
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
 
 from ...jobs.jobid import encode_f58
 from ...jobs.jobspec import JobSpec
 from ...jobs.output_files import OutputFiles, file_targets
 from ...jobs.record import JobRecord
 from ...jobs.states import PENDING, JobState
+from ...loop import Timer
 from ...membership import UP
+from ...payloads import Empty
+from ...port import BrokerPort
 from ...protocol import EHOSTUNREACH, EINVAL, ETIMEDOUT, Message
 from ...service import Request, ServiceError
 from ..exec_request import ExecRequest, Launch
 from ..mpi import wants_openmpi
-
-if TYPE_CHECKING:
-    from ...broker import Broker
-    from . import JobManager
+from .replies import KillRequest
+from .roles import Allocation, Holding, OutputLine, QueueRole, SaverRole, WatchesRole
+from .table import JobTable
 
 DEFAULT_KILL_GRACE = 5.0
 KILLED = signal.SIGKILL  # wait status of a task that died with its broker
@@ -43,7 +44,7 @@ class Execution:
     ranks_left: set[int]
     status: int = 0
     started: int = 0
-    timers: list[Any] = field(default_factory=list)
+    timers: list[Timer] = field(default_factory=list)
     killing: bool = False
 
 
@@ -51,12 +52,17 @@ class Executions:
     """Running jobs, their output (in memory while active and for the last OUTPUT_CACHE inactive jobs, and in
     their --output/--error files), and jobs a lead restart left running on ranks (orphans)."""
 
-    def __init__(self, jm: JobManager, broker: Broker) -> None:
-        self._jm = jm
-        self._b = broker
-        self._kill_grace = broker.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
+    def __init__(
+        self, port: BrokerPort, table: JobTable, queue: QueueRole, watches: WatchesRole, saver: SaverRole
+    ) -> None:
+        self._port = port
+        self._table = table
+        self._queue = queue
+        self._watches = watches
+        self._saver = saver
+        self._kill_grace = port.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
         self._execs: dict[int, Execution] = {}
-        self._output: dict[int, list[list[Any]]] = {}
+        self._output: dict[int, list[OutputLine]] = {}
         self._output_files: dict[int, OutputFiles] = {}  # --output/--error files, open while the job runs
         self._orphans: set[int] = set()
 
@@ -71,17 +77,17 @@ class Executions:
     def is_running(self, jobid: int) -> bool:
         return jobid in self._execs
 
-    def holding(self) -> list[tuple[int, dict[int, list[int]], float, float]]:
+    def holding(self) -> list[Holding]:
         """(jobid, allocation, t_run, duration) of every job holding resources."""
-        table = self._jm.table
+        table = self._table
         return [(jobid, table[jobid].cores, table[jobid].t_run, ex.spec.duration) for jobid, ex in self._execs.items()]
 
-    def lines(self, jobid: int) -> list[list[Any]]:
+    def lines(self, jobid: int) -> list[OutputLine]:
         """A job's output so far (read back from disk once it is out of the cache)."""
         if jobid in self._output:
             return self._output[jobid]
-        if self._jm.table[jobid].state == JobState.INACTIVE:
-            return self._jm.table.load_output(jobid) or []
+        if self._table[jobid].state == JobState.INACTIVE:
+            return self._table.load_output(jobid) or []
         return []
 
     def adopt_orphan(self, jobid: int) -> None:
@@ -89,15 +95,15 @@ class Executions:
         self._orphans.add(jobid)
 
     # ------------------------------------------------------------------ starting
-    def start(self, record: JobRecord, allocation: dict[int, list[int]]) -> None:
-        table = self._jm.table
-        if self._jm.queue.take_drain_note(record.jobid):  # no longer waiting for drained ranks
+    def start(self, record: JobRecord, allocation: Allocation) -> None:
+        table = self._table
+        if self._queue.take_drain_note(record.jobid):  # no longer waiting for drained ranks
             table.post(record, "annotate", {"sched": {"reason_pending": ""}})
         ranks = sorted(allocation)
         table.post(record, "alloc", {"ranks": ranks, "cores": {str(r): allocation[r] for r in ranks}})
         spec = table.spec(record)
         counts = _task_counts(spec, allocation)
-        hostnames = self._b.config.hostnames
+        hostnames = self._port.hostnames
         launch: Launch = "tasks"
         if spec.command[:2] == ["flux", "broker"]:
             launch = "broker"
@@ -120,7 +126,7 @@ class Executions:
             env=spec.environment,
             cwd=spec.cwd,
             batch_script=script if isinstance(script, str) else None,
-            level=int(self._b.attrs.get("instance-level") or 0),
+            level=int(self._port.attrs.get("instance-level") or 0),
             mpirun_args=_words(spec.shell_options.get("mpirun-args")),
             shell_options=spec.shell_options,
         )
@@ -136,45 +142,45 @@ class Executions:
             if launch == "broker":
                 taskranks = (ranks.index(rank),)
             payload = replace(request, tasks=taskranks).to_payload()
-            self._b.rpc("job-exec.start", payload, rank, self._on_started(record.jobid, rank))
+            self._port.rpc("job-exec.start", payload, rank, self._on_started(record.jobid, rank))
         if spec.duration > 0:
-            ex.timers.append(self._b.loop.call_later(spec.duration, lambda: self._expire(record.jobid, ex.gen)))
+            ex.timers.append(self._port.loop.call_later(spec.duration, lambda: self._expire(record.jobid, ex.gen)))
 
     def _on_started(self, jobid: int, rank: int) -> Callable[[Message], None]:
         return lambda msg: self._started(jobid, rank, msg)
 
     def _started(self, jobid: int, rank: int, msg: Message) -> None:
         ex = self._execs.get(jobid)
-        record = self._jm.table[jobid]
+        record = self._table[jobid]
         if ex is None or ex.gen != record.requeues:
             return
         if msg.errnum:
-            note = f"rank {rank} ({self._b.config.hostnames[rank]}): exec failed: {msg.errstr}"
+            note = f"rank {rank} ({self._port.hostnames[rank]}): exec failed: {msg.errstr}"
             self.exception(record, "exec", note)
             self._rank_done(record, ex, rank, 1 << 8)
             return
         ex.started += 1
         if ex.started == 1:
-            self._jm.table.post(record, "start", {})
+            self._table.post(record, "start", {})
             self._files(record)
 
     # ------------------------------------------------------------------ output
-    def svc_exec_output(self, req: Request) -> dict[str, Any]:
+    def svc_exec_output(self, req: Request) -> Empty:
         jobid = req.get("id", int)
-        record = self._jm.table.get(jobid)
+        record = self._table.get(jobid)
         if record is not None and req.payload.get("gen", 0) == record.requeues:
             self._add_output(jobid, req.get("lines", list))
         return {}
 
-    def _add_output(self, jobid: int, lines: list[list[Any]]) -> None:
+    def _add_output(self, jobid: int, lines: list[OutputLine]) -> None:
         self._output.setdefault(jobid, []).extend(lines)
-        record = self._jm.table[jobid]
+        record = self._table[jobid]
         files = self._files(record)
         if files is not None and not files.failed:
             files.write(lines)
             if files.error is not None:  # said once, and not fatal: the output is kept for `flux job attach`
                 self.exception(record, "output", f"{files.error}; the output is kept (flux job attach)", severity=1)
-        self._jm.watches.notify_output(jobid)
+        self._watches.notify_output(jobid)
 
     def _files(self, record: JobRecord) -> OutputFiles | None:
         """Open the job's output files when it starts (created empty, then written as lines arrive)."""
@@ -195,17 +201,17 @@ class Executions:
     def _save_output(self, jobid: int) -> None:
         lines = self._output.get(jobid, [])
         if lines:
-            self._jm.table.save_output(jobid, lines)
+            self._table.save_output(jobid, lines)
         self._close_files(jobid)
-        table = self._jm.table
+        table = self._table
         inactive = [j for j in self._output if table[j].state == JobState.INACTIVE]
         for old in inactive[: max(0, len(inactive) - OUTPUT_CACHE)]:
             del self._output[old]
 
     # ------------------------------------------------------------------ completion
-    def svc_exec_done(self, req: Request) -> dict[str, Any]:
+    def svc_exec_done(self, req: Request) -> Empty:
         jobid = req.get("id", int)
-        record = self._jm.table.get(jobid)
+        record = self._table.get(jobid)
         ex = self._execs.get(jobid)
         if record is None or ex is None or req.payload.get("gen", 0) != ex.gen:
             return {}
@@ -227,31 +233,31 @@ class Executions:
         self._complete(record, ex)
 
     def _complete(self, record: JobRecord, ex: Execution) -> None:
-        if self._jm.saver.checkpointed(record):
+        if self._saver.checkpointed(record):
             return  # a save asked it to checkpoint: requeued, not finished
         for timer in ex.timers:
             timer.cancel()
         del self._execs[record.jobid]
         if len(record.ranks) > 1 and ex.killing:
             for rank in record.ranks:  # stray orteds and late tasks
-                self._b.rpc("job-exec.kill", {"id": record.jobid, "signal": signal.SIGKILL}, rank, _ignore)
-        self._jm.table.post(record, "finish", {"status": ex.status})
+                self._port.rpc("job-exec.kill", {"id": record.jobid, "signal": signal.SIGKILL}, rank, _ignore)
+        self._table.post(record, "finish", {"status": ex.status})
         self.release(record)
 
     def release(self, record: JobRecord) -> None:
         """The job's resources are free and it is over."""
-        self._jm.table.post(record, "release", {"ranks": list(record.ranks), "final": True})
-        self._jm.table.post(record, "clean")
-        self._jm.queue.mark_dirty()
+        self._table.post(record, "release", {"ranks": list(record.ranks), "final": True})
+        self._table.post(record, "clean")
+        self._queue.mark_dirty()
         self._inactive(record)
 
     def _inactive(self, record: JobRecord) -> None:
-        self._jm.queue.take_drain_note(record.jobid)
-        self._jm.table.retire(record.jobid)
-        self._jm.watches.job_ended(record)
+        self._queue.take_drain_note(record.jobid)
+        self._table.retire(record.jobid)
+        self._watches.job_ended(record)
         self._save_output(record.jobid)
-        self._jm.watches.notify_output(record.jobid)
-        self._jm.watches.annotations_ended(record)
+        self._watches.notify_output(record.jobid)
+        self._watches.annotations_ended(record)
 
     def requeue(self, record: JobRecord, kind: str, note: str) -> None:
         """Stop a running job and put it back in the queue (a save, a lost rank): its output so far is kept as
@@ -260,27 +266,27 @@ class Executions:
         ex = self._execs[jobid]
         lines = self._output.pop(jobid, [])
         if lines:
-            self._jm.table.save_attempt_output(jobid, record.requeues, lines)
+            self._table.save_attempt_output(jobid, record.requeues, lines)
         self._close_files(jobid)
-        self._jm.table.post(record, "exception", {"type": kind, "severity": 1, "note": note})
+        self._table.post(record, "exception", {"type": kind, "severity": 1, "note": note})
         self._kill(record, ex, signal.SIGKILL)
         for timer in ex.timers:
             timer.cancel()
         del self._execs[jobid]
-        self._jm.table.post(record, "requeue", {"note": note})
-        self._jm.queue.enqueue(jobid)
+        self._table.post(record, "requeue", {"note": note})
+        self._queue.enqueue(jobid)
 
     # ------------------------------------------------------------------ exceptions, signals, time limits
     def exception(self, record: JobRecord, kind: str, note: str, severity: int = 0) -> None:
         was_pending = bool(record.state & PENDING)
         context = {"type": kind, "severity": severity, "note": note, "userid": os.getuid()}
-        self._jm.table.post(record, "exception", context)
+        self._table.post(record, "exception", context)
         if severity != 0:
             return
         if was_pending:  # never started: nothing to kill
-            self._jm.queue.dequeue(record.jobid)
-            self._jm.table.post(record, "clean")
-            self._jm.queue.mark_dirty()
+            self._queue.dequeue(record.jobid)
+            self._table.post(record, "clean")
+            self._queue.mark_dirty()
             self._inactive(record)
             return
         ex = self._execs.get(record.jobid)
@@ -293,18 +299,15 @@ class Executions:
 
     def _signal_ranks(self, record: JobRecord, ex: Execution, signum: int, grace: float) -> None:
         """Signal the job's tasks on each of its ranks; a rank that no longer runs them is done (see _gone)."""
-        payload = {"id": record.jobid, "gen": ex.gen, "signal": int(signum), "grace": grace}
+        payload: KillRequest = {"id": record.jobid, "gen": ex.gen, "signal": int(signum), "grace": grace}
         for rank in record.ranks:
             self._signal_rank(record.jobid, ex.gen, rank, payload)
 
-    def _signal_rank(self, jobid: int, gen: int, rank: int, payload: dict[str, Any]) -> None:
-        answer = self._on_signaled(jobid, gen, rank, payload)
-        self._b.rpc("job-exec.kill", payload, rank, answer, timeout=SIGNAL_ANSWER_TIMEOUT)
+    def _signal_rank(self, jobid: int, gen: int, rank: int, payload: KillRequest) -> None:
+        answer: Callable[[Message], None] = lambda msg: self._gone(jobid, gen, rank, msg, payload)  # noqa: E731
+        self._port.rpc("job-exec.kill", payload, rank, answer, timeout=SIGNAL_ANSWER_TIMEOUT)
 
-    def _on_signaled(self, jobid: int, gen: int, rank: int, payload: dict[str, Any]) -> Callable[[Message], None]:
-        return lambda msg: self._gone(jobid, gen, rank, msg, payload)
-
-    def _gone(self, jobid: int, gen: int, rank: int, msg: Message, payload: dict[str, Any]) -> None:
+    def _gone(self, jobid: int, gen: int, rank: int, msg: Message, payload: KillRequest) -> None:
         """A rank that is unreachable, or whose broker does not run the job (it restarted), will never report
         the job's end there: its part ends now, as killed, so cancel and kill always end the job. A rank that
         did not answer is asked again (SIGNAL_ANSWER_TIMEOUT says why) while its part of the job is not over."""
@@ -314,31 +317,31 @@ class Executions:
         if msg.errnum == ETIMEDOUT:
             self._signal_rank(jobid, gen, rank, payload)
         elif msg.errnum == EHOSTUNREACH or (not msg.errnum and msg.payload.get("present") is False):
-            self._rank_done(self._jm.table[jobid], ex, rank, KILLED)
+            self._rank_done(self._table[jobid], ex, rank, KILLED)
 
     def _expire(self, jobid: int, gen: int) -> None:
-        record = self._jm.table[jobid]
+        record = self._table[jobid]
         if jobid in self._execs and record.requeues == gen and record.state == JobState.RUN:
             self.exception(record, "timeout", "resource allocation expired")
 
-    def svc_cancel(self, req: Request) -> dict[str, Any]:
-        record = self._jm.table.record(req)
+    def svc_cancel(self, req: Request) -> Empty:
+        record = self._table.record(req)
         if record.state == JobState.INACTIVE or (record.state == JobState.CLEANUP and record.jobid not in self._execs):
             raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: job is inactive")
         note = req.get("note", str, required=False, default="")
         self.exception(record, "cancel", note or "canceled by user")
         return {}
 
-    def svc_raise(self, req: Request) -> dict[str, Any]:
-        record = self._jm.table.record(req)
+    def svc_raise(self, req: Request) -> Empty:
+        record = self._table.record(req)
         if record.state == JobState.INACTIVE:
             raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: job is inactive")
         kind = req.get("type", str)
         self.exception(record, kind, req.get("note", str, required=False, default=""), req.get("severity", int))
         return {}
 
-    def svc_kill(self, req: Request) -> dict[str, Any]:
-        record = self._jm.table.record(req)
+    def svc_kill(self, req: Request) -> Empty:
+        record = self._table.record(req)
         if record.jobid not in self._execs:
             raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: job is not running")
         signum = req.get("signal", int, required=False, default=int(signal.SIGTERM))
@@ -352,20 +355,20 @@ class Executions:
             rank = int(key)
             if state == UP:
                 for jobid in self._orphans:
-                    self._b.rpc("job-exec.kill", {"id": jobid, "signal": int(signal.SIGKILL)}, rank, _ignore)
+                    self._port.rpc("job-exec.kill", {"id": jobid, "signal": int(signal.SIGKILL)}, rank, _ignore)
                 continue
             for jobid, ex in list(self._execs.items()):
-                record = self._jm.table[jobid]
+                record = self._table[jobid]
                 if rank not in record.ranks:
                     continue
-                host = self._b.config.hostnames[rank]
+                host = self._port.hostnames[rank]
                 note = f"lost contact with broker rank {rank} ({host}): it is {state}"
                 if requeue_allowed(record):
                     self.requeue(record, "node-failure", note)
                 else:
                     self.exception(record, "node-failure", note)
                     self._rank_done(record, ex, rank, KILLED)
-        self._jm.queue.kick()
+        self._queue.kick()
 
 
 def requeue_allowed(record: JobRecord) -> bool:
@@ -374,7 +377,7 @@ def requeue_allowed(record: JobRecord) -> bool:
     return str(system.get("requeue", "")).lower() in ("1", "true", "yes", "on")
 
 
-def _task_counts(spec: JobSpec, allocation: dict[int, list[int]]) -> dict[int, int]:
+def _task_counts(spec: JobSpec, allocation: Allocation) -> dict[int, int]:
     request = spec.resources
     ranks = sorted(allocation)
     if request.nnodes is not None:

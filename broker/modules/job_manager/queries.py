@@ -4,7 +4,7 @@ Holds no state of its own: it reads the job table, the queue and the executions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...bootstrap import compress_hosts
 from ...burst_service import pending_note
@@ -16,15 +16,15 @@ from ...jobs.record import JobRecord
 from ...jobs.rest_records import detail_record
 from ...jobs.states import ACTIVE, JobState
 from ...jsontext import dumps
+from ...payloads import Empty, ServiceView
 from ...protocol import EINVAL
 from ...service import Request, ServiceError
+from .replies import HistoryReply, StatsReply
+from .roles import ExecutionsRole, QueueRole
+from .table import JobTable
+from .warmer import ViewWarmer
 
-if TYPE_CHECKING:
-    from ...broker import Broker
-    from . import JobManager
-
-
-RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {  # open: jobs/info.job_info's view
     "job-list": dumps,  # what `flux jobs` and JobClient read
     "restful": lambda info: dumps(detail_record(JobInfo.from_dict(info))),  # GET /v1/jobs?details, passed on
 }
@@ -32,17 +32,32 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
 
 
 class Queries:
-    def __init__(self, jm: JobManager, broker: Broker) -> None:
-        self._jm = jm
-        self._b = broker
+    """Reads only: the table's records rendered, the queue's and the executions' counts; `hostnames` and
+    `burst_view` are the broker's now (a burst changes both)."""
 
-    def info(self, record: JobRecord) -> dict[str, Any]:
-        hostnames = self._b.config.hostnames
+    def __init__(
+        self,
+        hostnames: Callable[[], list[str]],
+        burst_view: Callable[[], ServiceView],
+        table: JobTable,
+        queue: QueueRole,
+        executions: ExecutionsRole,
+        warmer: ViewWarmer,
+    ) -> None:
+        self._hostnames = hostnames
+        self._burst_view = burst_view
+        self._table = table
+        self._queue = queue
+        self._executions = executions
+        self._warmer = warmer
+
+    def info(self, record: JobRecord) -> dict[str, Any]:  # open: jobs/info.job_info's view (broker/jobs)
+        hostnames = self._hostnames()
         nodelist = compress_hosts([hostnames[r] for r in record.ranks if r < len(hostnames)]) if record.ranks else ""
         requested: int | None = None
         try:
             if record.state != JobState.INACTIVE:
-                resources = self._jm.table.spec(record).resources  # parsed once per job, kept (a listing reads all)
+                resources = self._table.spec(record).resources  # parsed once per job, kept (a listing reads all)
                 ntasks, requested = resources.ntasks, (resources.nnodes or 0)
             else:
                 ntasks = -1
@@ -64,8 +79,8 @@ class Queries:
             "burstable"
         ):
             return None
-        note = pending_note(self._b.bursts.service_view())
-        if note is None or self._jm.queue.sched.unsatisfiable(self._jm.table.spec(record).resources) is None:
+        note = pending_note(self._burst_view())
+        if note is None or self._queue.sched.unsatisfiable(self._table.spec(record).resources) is None:
             return None
         return note
 
@@ -76,7 +91,7 @@ class Queries:
         `view` "restful" lists the REST API's detailed records instead (broker/jobs/rest_records.py), which the
         REST server passes on undecoded; `keyed` gives them as an object keyed by id, as GET /v1/jobs?details
         does; `owner` ({"name", "uid"}) keeps one tenant's jobs among those, by the access rule (jobs/info.owned_by)."""
-        table = self._jm.table
+        table = self._table
         mask = req.get("states", int, required=False, default=int(ACTIVE | JobState.INACTIVE))
         count = req.get("max_entries", int, required=False, default=0)
         userid = req.get("userid", int, required=False, default=-1)
@@ -86,7 +101,7 @@ class Queries:
         render = RENDERERS.get(kind)
         if render is None:
             raise ServiceError(EINVAL, f"'view' must be job-list or restful, not {kind!r}")
-        self._jm.warmer.listed(kind)
+        self._warmer.listed(kind)
         owner = _owner_filter(req.get("owner", dict, required=False, default=None))
         records = [table[i] for i in ids if i in table] if ids is not None else list(table.records())
         active, inactive = int(ACTIVE), int(JobState.INACTIVE)
@@ -122,10 +137,10 @@ class Queries:
 
     def render_ahead(self, jobid: int, kinds: frozenset[str]) -> None:
         """The job's views of these kinds, kept by the table before a listing asks (warmer.py says when)."""
-        record = self._jm.table.get(jobid)
+        record = self._table.get(jobid)
         if record is None or not self._changes_only_with_events(record):
             return  # gone, or a view that is made at each listing anyway (a running job's)
-        info: dict[str, Any] | None = None
+        info: dict[str, Any] | None = None  # open: jobs/info.job_info's view
 
         def rendered(kind: str) -> Callable[[JobRecord], str]:
             def render(record: JobRecord) -> str:
@@ -136,60 +151,60 @@ class Queries:
             return render
 
         for kind in kinds:
-            self._jm.table.encoded_view(record, kind, rendered(kind), keep=True)
+            self._table.encoded_view(record, kind, rendered(kind), keep=True)
 
     def _changes_only_with_events(self, record: JobRecord) -> bool:
         """Whether the job's view changes only with its events: not a running job's (its runtime grows) nor a
         pending burstable job's while a note says why it waits (the burst service's view changes it)."""
         return record.state != JobState.RUN and self._burst_note(record) is None
 
-    def svc_info(self, req: Request) -> dict[str, Any]:
-        record = self._jm.table.record(req)
+    def svc_info(self, req: Request) -> dict[str, Any]:  # open: the job-list view, and its jobspec
+        record = self._table.record(req)
         info = self.info(record)
         if req.payload.get("jobspec"):
             info["jobspec"] = record.jobspec
         return info
 
-    def svc_stats(self, req: Request) -> dict[str, Any]:
+    def svc_stats(self, req: Request) -> StatsReply:
         counts = {str(state.name).lower(): 0 for state in JobState}
-        for record in self._jm.table.records():
+        for record in self._table.records():
             counts[str(record.state.name).lower()] += 1
         return {
             "states": counts,
-            "queue_length": len(self._jm.queue.pending()),
-            "running": self._jm.executions.count(),
+            "queue_length": len(self._queue.pending()),
+            "running": self._executions.count(),
             # listing views kept by kind, and jobs whose views wait to be rendered ahead (warmer.py)
-            "views": {"kept": self._jm.table.views_kept(), "to_render": self._jm.warmer.pending},
+            "views": {"kept": self._table.views_kept(), "to_render": self._warmer.pending},
         }
 
-    def svc_history(self, req: Request) -> dict[str, Any]:
+    def svc_history(self, req: Request) -> HistoryReply:
         """flux-core's job-manager.history.get: the user's job ids, newest first, sliced by `slice`."""
         try:
             wanted = parse_slice(req.get("slice", str, required=False, default="[:1]"))
         except SliceError as exc:
             raise ServiceError(EINVAL, str(exc)) from None
         userid = req.get("userid", int)
-        ids = [r.jobid for r in self._jm.table.records() if r.userid == userid]
+        ids = [r.jobid for r in self._table.records() if r.userid == userid]
         ids.sort(reverse=True)  # FLUIDs grow with submission time
         return {"jobs": ids[wanted]}
 
-    def svc_annotate(self, req: Request) -> dict[str, Any]:
-        record = self._jm.table.record(req)
-        self._jm.table.post(record, "annotate", req.get("annotations", dict))
+    def svc_annotate(self, req: Request) -> Empty:
+        record = self._table.record(req)
+        self._table.post(record, "annotate", req.get("annotations", dict))
         return {}
 
 
-def _owner_filter(owner: dict[str, Any] | None) -> tuple[str, int] | None:
+def _owner_filter(owner: object) -> tuple[str, int] | None:
     """job-manager.list's `owner`: (name, uid), or ServiceError naming the field."""
     if owner is None:
         return None
-    name, uid = owner.get("name"), owner.get("uid", -1)
+    name, uid = (owner.get("name"), owner.get("uid", -1)) if isinstance(owner, dict) else (None, None)
     if not isinstance(name, str) or not name or not isinstance(uid, int) or isinstance(uid, bool):
         raise ServiceError(EINVAL, 'job-manager.list: \'owner\' must be {"name": a user name, "uid": an integer}')
     return name, uid
 
 
-def _slots(resource: dict[str, Any]) -> int:
+def _slots(resource: dict[str, Any]) -> int:  # open: a jobspec resource entry (user JSON)
     count = resource.get("count", 1)
     count = count if isinstance(count, int) else 1
     if resource.get("type") == "node":

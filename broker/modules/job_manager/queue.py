@@ -6,8 +6,8 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-from collections.abc import Set
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable, Set
 
 from elasticity.policy.queue import Waiting
 
@@ -18,14 +18,14 @@ from ...jobs.malleable import malleable_spec
 from ...jobs.save_policy import save_policy
 from ...jobs.states import JobState
 from ...jobs.store import QueueState
+from ...port import BrokerPort
 from ...protocol import EINVAL, EPERM
 from ...service import Request, ServiceError
-from ..drains import describe
-from ..scheduler import Scheduler
-
-if TYPE_CHECKING:
-    from ...broker import Broker
-    from . import JobManager
+from ..drains import DrainError, DrainMode, describe
+from ..scheduler import ClusterView, Scheduler
+from .replies import QueueStatus, UrgencyReply
+from .roles import ExecutionsRole, WatchesRole
+from .table import JobTable
 
 ENOSPC = 28
 EAGAIN = 11
@@ -52,14 +52,25 @@ class JobQueue:
     """The pending jobs in order, the scheduler, whether the queue runs and takes submissions, and the
     "waiting for drained ranks" reasons it gave."""
 
-    def __init__(self, jm: JobManager, broker: Broker, saved: QueueState) -> None:
-        self._jm = jm
-        self._b = broker
-        self._sched = Scheduler(broker, broker.attrs.get("sched.queue-policy", "fcfs") or "fcfs")
+    def __init__(
+        self,
+        port: BrokerPort,
+        cluster: ClusterView,
+        online: Callable[[], bool],
+        table: JobTable,
+        saved: QueueState,
+    ) -> None:
+        self._port = port
+        self._cluster = cluster
+        self._online = online
+        self._table = table
+        self._executions: ExecutionsRole | None = None
+        self._watches: WatchesRole | None = None
+        self._sched = Scheduler(cluster, port.attrs.get("sched.queue-policy", "fcfs") or "fcfs")
         self._pending: set[int] = set()  # jobs in SCHED
         self._order: list[int] | None = None  # the queue sorted by priority, then submission
-        self._depth = broker.attrs.integer("sched.queue-depth", 256, minimum=1) or 256
-        self._active_limit = broker.attrs.integer(ACTIVE_LIMIT, DEFAULT_ACTIVE_LIMIT) or 0
+        self._depth = port.attrs.integer("sched.queue-depth", 256, minimum=1) or 256
+        self._active_limit = port.attrs.integer(ACTIVE_LIMIT, DEFAULT_ACTIVE_LIMIT) or 0
         self._dirty = False
         self._started = True
         self._stop_reason = ""
@@ -72,7 +83,17 @@ class JobQueue:
         self._enabled, self._enable_reason = saved.enabled, saved.enable_reason
         if saved.policy:
             with contextlib.suppress(ValueError):
-                self._sched = Scheduler(broker, saved.policy, self._sched.drains)
+                self._sched = Scheduler(cluster, saved.policy, self._sched.drains)
+
+    def wire(self, executions: ExecutionsRole, watches: WatchesRole) -> None:
+        """The parts made after this one: the running jobs (what holds resources, starting one) and the watches."""
+        self._executions = executions
+        self._watches = watches
+
+    @property
+    def _execs(self) -> ExecutionsRole:
+        assert self._executions is not None, "JobQueue.wire was not called"
+        return self._executions
 
     # ------------------------------------------------------------------ what others read and ask
     @property
@@ -88,7 +109,7 @@ class JobQueue:
         in_step = self._order is not None and jobid not in self._pending and len(self._order) == len(self._pending)
         self._pending.add(jobid)
         if in_step and self._order is not None:  # the order holds exactly the queue: no stale entry, no twin
-            table = self._jm.table
+            table = self._table
             bisect.insort(self._order, jobid, key=lambda j: (-table[j].priority, j))
         else:
             self._order = None
@@ -103,11 +124,20 @@ class JobQueue:
     def kick(self) -> None:
         """Run a scheduling pass soon."""
         self._dirty = True
-        self._jm.table.schedule_flush()
+        self._table.schedule_flush()
 
     def take_drain_note(self, jobid: int) -> bool:
         """Forget the drained-ranks reason given to a job; whether there was one."""
         return bool(self._drain_noted.pop(jobid, None))
+
+    def drain(self, mode: DrainMode, ranks: list[int], reason: str) -> frozenset[int]:
+        """Drain or undrain ranks (drains.DrainTable.apply), then schedule: the ranks drained now."""
+        try:
+            self._sched.drains.apply(mode, ranks, reason, time.time())
+        except DrainError as exc:
+            raise ServiceError(EINVAL, f"{exc}") from None
+        self.kick()
+        return self._sched.drained
 
     def interrupted_by(self, reason: str) -> bool:
         return reason in (self._stop_reason, self._enable_reason)
@@ -131,7 +161,7 @@ class JobQueue:
             enable_reason=self._enable_reason,
             policy=self._sched.policy,
         )
-        self._jm.table.save_queue(state)
+        self._table.save_queue(state)
 
     # ------------------------------------------------------------------ scheduling
     def schedule_if_dirty(self) -> None:
@@ -140,9 +170,9 @@ class JobQueue:
 
     def schedule(self) -> None:
         self._dirty = False
-        if not self._started or not self._pending or not self._b.tree.online:
+        if not self._started or not self._pending or not self._online():
             return
-        table = self._jm.table
+        table = self._table
         if self._order is None or len(self._order) > 2 * len(self._pending) + 64:
             self._order = sorted(self._pending, key=lambda j: (-table[j].priority, j))
         order = self._order
@@ -171,16 +201,16 @@ class JobQueue:
         if not waiting:
             return
         started = set()
-        for jobid, allocation in self._sched.plan(waiting, self._jm.executions.holding()).start:
+        for jobid, allocation in self._sched.plan(waiting, self._execs.holding()).start:
             self._pending.discard(jobid)
-            self._jm.executions.start(table[jobid], allocation)
+            self._execs.start(table[jobid], allocation)
             started.add(jobid)
         self._note_drains([w for w in waiting if w.jobid not in started])
 
     def _note_drains(self, waiting: list[Waiting]) -> None:
         """Give the jobs that wait for drained ranks that reason (`flux jobs` INFO, sched.reason_pending), and take
         it back once they no longer do. A reason someone else set (a burst) is left alone."""
-        held = self._sched.held_by_drains(waiting, self._jm.executions.holding())
+        held = self._sched.held_by_drains(waiting, self._execs.holding())
         text = ""
         if held:
             drains = self._sched.drains.entries
@@ -190,13 +220,13 @@ class JobQueue:
             noted = self._drain_noted.get(job.jobid, "")
             if want == noted:
                 continue
-            record = self._jm.table[job.jobid]
+            record = self._table[job.jobid]
             current = str((record.extra.get("sched") or {}).get("reason_pending") or "")
             if current != noted:  # another reason came since: not ours to change
                 self._drain_noted.pop(job.jobid, None)
                 if current:
                     continue
-            self._jm.table.post(record, "annotate", {"sched": {"reason_pending": want}})
+            self._table.post(record, "annotate", {"sched": {"reason_pending": want}})
             if want:
                 self._drain_noted[job.jobid] = want
             else:
@@ -207,7 +237,7 @@ class JobQueue:
         """Validate, assign a FLUID, journal, and acknowledge only after the group commit."""
         if not self._enabled:
             raise ServiceError(EPERM, f"job submission is disabled: {self._enable_reason or 'queue disabled'}")
-        if self._active_limit and self._jm.table.active_count >= self._active_limit:
+        if self._active_limit and self._table.active_count >= self._active_limit:
             raise ServiceError(EAGAIN, queue_full(self._active_limit))
         jobspec = req.get("jobspec", dict)
         urgency = req.get("urgency", int, required=False, default=16)
@@ -216,7 +246,7 @@ class JobQueue:
         flags = req.get("flags", int, required=False, default=0)
         if flags < 0 or flags & ~submit_flags.KNOWN:
             raise ServiceError(EINVAL, f"flags: unknown flag bits {flags:#x} (known: {submit_flags.KNOWN:#x})")
-        self._jm.table.share_environment(jobspec)
+        self._table.share_environment(jobspec)
         try:
             spec = parse_jobspec(jobspec)
         except JobspecError as exc:
@@ -238,9 +268,10 @@ class JobQueue:
         if reason is not None:
             raise ServiceError(ENOSPC, f"unsatisfiable request: {reason}")
         userid = req.get("userid", int, required=False, default=os.getuid())
-        table = self._jm.table
+        table = self._table
         record = table.create(jobspec, spec, userid, urgency, flags)
-        self._jm.watches.submitted(record)
+        assert self._watches is not None, "JobQueue.wire was not called"
+        self._watches.submitted(record)
         table.post(record, "depend")
         table.post(record, "priority", {"priority": priority(urgency)})
         self.enqueue(record.jobid)
@@ -248,21 +279,21 @@ class JobQueue:
         table.ack_after_commit(req, {"id": record.jobid})
         return None
 
-    def svc_urgency(self, req: Request) -> dict[str, Any]:
-        record = self._jm.table.record(req)
+    def svc_urgency(self, req: Request) -> UrgencyReply:
+        record = self._table.record(req)
         urgency = req.get("urgency", int)
         if not 0 <= urgency <= 31:
             raise ServiceError(EINVAL, f"urgency: must be between 0 and 31 (got {urgency})")
         if not record.state & (JobState.DEPEND | JobState.PRIORITY | JobState.SCHED):
             raise ServiceError(EINVAL, f"{encode_f58(record.jobid)}: urgency cannot be changed once running")
         old = record.urgency
-        self._jm.table.post(record, "urgency", {"urgency": urgency})
-        self._jm.table.post(record, "priority", {"priority": priority(urgency)})
+        self._table.post(record, "urgency", {"urgency": urgency})
+        self._table.post(record, "priority", {"priority": priority(urgency)})
         self._order = None
         self.kick()
         return {"old_urgency": old}
 
-    def svc_queue(self, req: Request) -> dict[str, Any]:
+    def svc_queue(self, req: Request) -> QueueStatus:
         action = req.get("action", str, required=False, default="status")
         reason = req.get("reason", str, required=False, default="")
         if action == "start":
@@ -276,7 +307,7 @@ class JobQueue:
             self._enabled, self._enable_reason = False, reason
         elif action == "policy":
             try:
-                self._sched = Scheduler(self._b, reason, self._sched.drains)
+                self._sched = Scheduler(self._cluster, reason, self._sched.drains)
             except ValueError as exc:
                 raise ServiceError(EINVAL, str(exc)) from None
             self.kick()
@@ -291,5 +322,5 @@ class JobQueue:
             "stop_reason": self._stop_reason,
             "policy": self._sched.policy,
             "pending": len(self._pending),
-            "running": self._jm.executions.count(),
+            "running": self._execs.count(),
         }

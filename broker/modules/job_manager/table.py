@@ -2,14 +2,15 @@
 
 The only writer of job records. Every change to a job is an event applied here to its record and appended to the
 journal with a group commit (one write and fsync per loop batch) before any submission is acknowledged; after
-each commit the job manager tells the other parts what changed (JobManager.committed).
+each commit it calls `on_commit` with the jobs touched (the composer, JobManager.committed, tells the other
+parts).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...jobs.jobid import FluidGenerator, encode_f58
 from ...jobs.jobspec import JobSpec, parse_jobspec
@@ -18,29 +19,28 @@ from ...jobs.journal_writer import JournalWriter
 from ...jobs.record import JobRecord, replay
 from ...jobs.states import JobState
 from ...jobs.store import JobStore, QueueState
+from ...port import BrokerPort
 from ...protocol import ENOENT
 from ...service import Request, ServiceError
-
-if TYPE_CHECKING:
-    from ...broker import Broker
-    from . import JobManager
+from .replies import SubmitAck
+from .roles import OutputLine
 
 
 class JobTable:
     """Records, eventlogs, parsed jobspecs, the unflushed journal batch and the store."""
 
-    def __init__(self, jm: JobManager, broker: Broker, store: JobStore, epoch_ms: int) -> None:
-        self._jm = jm
-        self._b = broker
+    def __init__(self, port: BrokerPort, store: JobStore, epoch_ms: int, on_commit: Callable[[set[int]], None]) -> None:
+        self._port = port
+        self._on_commit = on_commit
         self._store = store
-        self._writer = JournalWriter(store.journal, broker.loop)
+        self._writer = JournalWriter(store.journal, port.loop)
         self._fluids = FluidGenerator(0, epoch_ms=epoch_ms)
         self._jobs: dict[int, JobRecord] = {}
         self._eventlogs: dict[int, list[JobEvent]] = {}
         self._specs: dict[int, JobSpec] = {}
         self._views: dict[int, dict[str, str]] = {}  # listed jobs' views as JSON by kind, dropped at the next event
         self._buffer: list[JobEvent] = []
-        self._acks: list[tuple[Request, dict[str, Any]]] = []
+        self._acks: list[tuple[Request, SubmitAck]] = []
         self._flush_scheduled = False
         self._active_count = 0
         self._last_id = 0
@@ -117,7 +117,9 @@ class JobTable:
         return self._store
 
     # ------------------------------------------------------------------ writing
-    def create(self, jobspec: dict[str, Any], spec: JobSpec, userid: int, urgency: int, flags: int) -> JobRecord:
+    def create(  # open: jobspec is the user's JSON (broker/jobs parses it)
+        self, jobspec: dict[str, Any], spec: JobSpec, userid: int, urgency: int, flags: int
+    ) -> JobRecord:
         """A new job: a FLUID, its record, and its submit event in the next commit."""
         jobid = self._fluids.next(self._last_id)
         self._last_id = jobid
@@ -134,7 +136,7 @@ class JobTable:
         self._buffer.append(event)
         return record
 
-    def share_environment(self, jobspec: dict[str, Any]) -> None:
+    def share_environment(self, jobspec: dict[str, Any]) -> None:  # open: the user's jobspec JSON
         """A job's environment equal to the last job's becomes that same dict: jobs submitted together (`--cc`, a
         script's loop) carry one environment, which was more than half of a queued job's memory (issue 41).
         Jobspecs are never changed once submitted, so sharing is safe."""
@@ -147,7 +149,7 @@ class JobTable:
         else:
             self._environment = environment
 
-    def post(self, record: JobRecord, name: str, context: dict[str, Any] | None = None) -> JobEvent:
+    def post(self, record: JobRecord, name: str, context: dict[str, Any] | None = None) -> JobEvent:  # open: per event
         """Apply an event to a job's record and journal it in the next commit."""
         event = JobEvent(record.jobid, name, time.time(), context or {})
         record.apply(event)
@@ -157,7 +159,7 @@ class JobTable:
         self.schedule_flush()
         return event
 
-    def ack_after_commit(self, req: Request, payload: dict[str, Any]) -> None:
+    def ack_after_commit(self, req: Request, payload: SubmitAck) -> None:
         """Answer `req` once what it changed is on disk."""
         self._acks.append((req, payload))
         self.schedule_flush()
@@ -182,7 +184,7 @@ class JobTable:
     def schedule_flush(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self._b.loop.call_later(0, self.flush)
+            self._port.loop.call_later(0, self.flush)
 
     def flush(self) -> None:
         """Group commit: one write + fsync for everything since the last flush, then acknowledge and notify.
@@ -205,18 +207,18 @@ class JobTable:
         del self._buffer[:count], self._acks[:nacks]
         for req, payload in acks:
             req.respond(payload)
-        self._jm.committed({e.jobid for e in events})
+        self._on_commit({e.jobid for e in events})
         if self._buffer or self._acks:
             self.schedule_flush()
 
     # ------------------------------------------------------------------ saved files
-    def save_output(self, jobid: int, lines: list[list[Any]]) -> None:
+    def save_output(self, jobid: int, lines: list[OutputLine]) -> None:
         self._store.save_output(jobid, lines)
 
-    def save_attempt_output(self, jobid: int, attempt: int, lines: list[list[Any]]) -> None:
+    def save_attempt_output(self, jobid: int, attempt: int, lines: list[OutputLine]) -> None:
         self._store.save_attempt_output(jobid, attempt, lines)
 
-    def load_output(self, jobid: int) -> list[list[Any]] | None:
+    def load_output(self, jobid: int) -> list[OutputLine] | None:
         return self._store.load_output(jobid)
 
     def save_queue(self, state: QueueState) -> None:

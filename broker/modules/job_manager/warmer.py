@@ -31,7 +31,7 @@ class ViewWarmer:
         self._loop = loop
         self._render = render
         self._kinds: frozenset[str] = frozenset()
-        self._queue: dict[int, None] = {}  # insertion-ordered and without repeats
+        self._waiting: dict[int, None] = {}  # insertion-ordered and without repeats
         self._timer: Timer | None = None
 
     def listed(self, kind: str) -> None:
@@ -42,25 +42,25 @@ class ViewWarmer:
     def touched(self, jobids: Iterable[int]) -> None:
         if not self._kinds:
             return  # nobody lists: nothing to render ahead
-        self._queue.update(dict.fromkeys(jobids))
-        if self._timer is None and self._queue:
+        self._waiting.update(dict.fromkeys(jobids))
+        if self._timer is None and self._waiting:
             self._timer = self._loop.call_later(WARM_DELAY, self._run)
 
     @property
     def pending(self) -> int:
-        return len(self._queue)
+        return len(self._waiting)
 
     def _run(self) -> None:
         self._timer = None
-        for _ in range(min(WARM_BATCH, len(self._queue))):
-            jobid = next(iter(self._queue))
-            del self._queue[jobid]
+        for _ in range(min(WARM_BATCH, len(self._waiting))):
+            jobid = next(iter(self._waiting))
+            del self._waiting[jobid]
             self._render(jobid, self._kinds)
-        if self._queue:
+        if self._waiting:
             self._timer = self._loop.call_later(WARM_PAUSE, self._run)
 
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._queue.clear()
+        self._waiting.clear()

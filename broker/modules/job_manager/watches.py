@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from ...jobs import submit_flags
 from ...jobs.record import JobRecord
@@ -20,10 +19,9 @@ from ...jobs.states import JobState
 from ...membership import UP
 from ...protocol import ECHILD, EHOSTUNREACH, Message
 from ...service import Request
-
-if TYPE_CHECKING:
-    from ...broker import Broker
-    from . import JobManager
+from .replies import OutputChunk
+from .roles import ExecutionsRole, InfoRole, QueueRole
+from .table import JobTable
 
 
 @dataclass(frozen=True)
@@ -35,9 +33,10 @@ class Watch:
 class Watches:
     """Every request waiting on a job or on the queue."""
 
-    def __init__(self, jm: JobManager, broker: Broker) -> None:
-        self._jm = jm
-        self._b = broker
+    def __init__(self, table: JobTable, queue: QueueRole) -> None:
+        self._table = table
+        self._queue = queue
+        self._parts: tuple[ExecutionsRole, InfoRole] | None = None
         self._waiters: dict[int, list[Request]] = {}  # by id; those without `keep` take a waitable job's end
         self._zombies: dict[int, None] = {}  # waitable jobs ended and not yet waited for, oldest first
         self._any_waiters: list[Request] = []  # waits for whichever waitable job ends next
@@ -48,17 +47,31 @@ class Watches:
         self._annotation_waits: dict[int, list[tuple[Request, str]]] = {}
         self._idle_waits: list[tuple[Request, str]] = []
 
+    def wire(self, executions: ExecutionsRole, queries: InfoRole) -> None:
+        """The parts made after this one: the running jobs' output and count, and the jobs' views answers carry."""
+        self._parts = (executions, queries)
+
+    @property
+    def _executions(self) -> ExecutionsRole:
+        assert self._parts is not None, "Watches.wire was not called"
+        return self._parts[0]
+
+    @property
+    def _queries(self) -> InfoRole:
+        assert self._parts is not None, "Watches.wire was not called"
+        return self._parts[1]
+
     # ------------------------------------------------------------------ services
     def svc_wait(self, req: Request) -> None:
         if req.get("id", int) == submit_flags.JOBID_ANY:
             self._wait_any(req)
             return None
-        record = self._jm.table.record(req)
+        record = self._table.record(req)
         keep = req.get("keep", bool, required=False, default=False)
         if record.state == JobState.INACTIVE:
             if not keep:
                 self._zombies.pop(record.jobid, None)
-            req.respond(self._jm.queries.info(record))
+            req.respond(self._queries.info(record))
             return None
         waiters = self._waiters.setdefault(record.jobid, [])
         spoken_for = self._takes(waiters)
@@ -77,7 +90,7 @@ class Watches:
         if self._zombies:
             jobid = next(iter(self._zombies))
             del self._zombies[jobid]
-            req.respond(self._jm.queries.info(self._jm.table[jobid]))
+            req.respond(self._queries.info(self._table[jobid]))
             return
         self._any_waiters.append(req)
         self._refuse_any_beyond_waitables()
@@ -119,26 +132,26 @@ class Watches:
                 self._waiters[jobid] = kept
             else:
                 del self._waiters[jobid]
-            if self._jm.table[jobid].flags & submit_flags.WAITABLE and self._takes(waiters) > self._takes(kept):
+            if self._table[jobid].flags & submit_flags.WAITABLE and self._takes(waiters) > self._takes(kept):
                 self._waitable_waiters -= 1
         return gone
 
     def svc_output(self, req: Request) -> None:
-        record = self._jm.table.record(req)
+        record = self._table.record(req)
         offset = req.get("offset", int, required=False, default=0)
         self._output_watches.setdefault(record.jobid, []).append(Watch(req, offset))
         self.notify_output(record.jobid)
         return None
 
     def svc_eventlog(self, req: Request) -> None:
-        record = self._jm.table.record(req)
+        record = self._table.record(req)
         offset = req.get("offset", int, required=False, default=0)
         self._eventlog_watches.setdefault(record.jobid, []).append(Watch(req, offset))
         self._notify_eventlog(record.jobid)
         return None
 
     def svc_annotation_wait(self, req: Request) -> None:
-        record = self._jm.table.record(req)
+        record = self._table.record(req)
         key = req.get("key", str)
         if key in record.extra or record.state == JobState.INACTIVE:
             req.respond({"annotations": dict(record.extra), "state": record.state.name})
@@ -164,7 +177,7 @@ class Watches:
         """The job is inactive: whoever waits for it is answered."""
         waiters = self._waiters.pop(record.jobid, [])
         if waiters:
-            info = self._jm.queries.info(record)
+            info = self._queries.info(record)
             for req in waiters:
                 req.respond(info)
         if not record.flags & submit_flags.WAITABLE:
@@ -173,7 +186,7 @@ class Watches:
         if self._takes(waiters):
             self._waitable_waiters -= 1
         elif self._any_waiters:
-            self._any_waiters.pop(0).respond(self._jm.queries.info(record))
+            self._any_waiters.pop(0).respond(self._queries.info(record))
         else:
             self._zombies[record.jobid] = None
 
@@ -186,15 +199,15 @@ class Watches:
         watches = self._output_watches.get(jobid)
         if not watches:
             return
-        record = self._jm.table[jobid]
-        lines = self._jm.executions.lines(jobid)
+        record = self._table[jobid]
+        lines = self._executions.lines(jobid)
         eof = record.state == JobState.INACTIVE
         keep: list[Watch] = []
         for watch in watches:
             if watch.offset < len(lines) or eof or not watch.req.payload.get("wait", False):
-                payload: dict[str, Any] = {"lines": lines[watch.offset :], "offset": len(lines), "eof": eof}
+                payload: OutputChunk = {"lines": lines[watch.offset :], "offset": len(lines), "eof": eof}
                 if eof:
-                    payload["info"] = self._jm.queries.info(record)
+                    payload["info"] = self._queries.info(record)
                 watch.req.respond(payload)
             else:
                 keep.append(watch)
@@ -206,13 +219,13 @@ class Watches:
     def check_idle(self) -> None:
         if not self._idle_waits:
             return
-        active = self._jm.table.active_count
-        running = self._jm.executions.count()
+        active = self._table.active_count
+        running = self._executions.count()
         keep = []
         for req, mode in self._idle_waits:
             done = not running if mode == "idle" else active == 0
             if done:
-                req.respond({"pending": len(self._jm.queue.pending()), "running": running})
+                req.respond({"pending": len(self._queue.pending()), "running": running})
             else:
                 keep.append((req, mode))
         self._idle_waits = keep
@@ -222,7 +235,7 @@ class Watches:
         watches = self._eventlog_watches.get(jobid)
         if not watches:
             return
-        table = self._jm.table
+        table = self._table
         events = table.eventlog(jobid)
         flushed = len(events) - table.unflushed(jobid)
         eof = table[jobid].state == JobState.INACTIVE
@@ -242,7 +255,7 @@ class Watches:
             del self._eventlog_watches[jobid]
 
     def _notify_annotations(self, jobid: int) -> None:
-        record = self._jm.table[jobid]
+        record = self._table[jobid]
         keep = []
         for req, key in self._annotation_waits.pop(jobid, []):
             if key in record.extra:
