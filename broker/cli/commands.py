@@ -7,7 +7,8 @@ import getpass
 import json
 import sys
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import click
 
@@ -15,6 +16,7 @@ from ..bootstrap import compress_hosts
 from ..client import FluxError, Handle
 from ..jsondepth import depth_problem, too_deep
 from ..protocol import NODEID_ANY
+from .replies import OverlayStatus, QueueState, ResourceStatus
 
 
 def _handle() -> Handle:
@@ -24,12 +26,21 @@ def _handle() -> Handle:
         raise click.ClickException(str(exc)) from None
 
 
+# open: an RPC's payload and answer, their shape the topic's (typed below where a command renders one)
 def _rpc(topic: str, payload: dict[str, Any] | None = None, nodeid: int = NODEID_ANY) -> dict[str, Any]:
     with _handle() as handle:
         try:
             return handle.rpc(topic, payload, nodeid=nodeid, timeout=10.0)
         except FluxError as exc:
             raise click.ClickException(f"{topic}: {exc}") from None
+
+
+def _resource_status(nodeid: int = NODEID_ANY) -> ResourceStatus:
+    return cast(ResourceStatus, _rpc("resource.status", nodeid=nodeid))
+
+
+def _overlay_status() -> OverlayStatus:
+    return cast(OverlayStatus, _rpc("overlay.status"))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,7 +55,7 @@ def resource() -> None:
 
 
 def resource_rows(
-    status: dict[str, Any], allocated: dict[int, int] | None = None, drained: set[int] | None = None
+    status: ResourceStatus, allocated: dict[int, int] | None = None, drained: set[int] | None = None
 ) -> list[tuple[str, int, int, int, str]]:
     """(state, nnodes, ncores, ngpus, nodelist) rows as `flux resource list` prints them.
 
@@ -103,7 +114,7 @@ def _allocated() -> dict[int, int]:
 @resource.command("list")
 def resource_list() -> None:
     """Free, allocated, drained and down nodes and cores."""
-    status = _rpc("resource.status")
+    status = _resource_status()
     drained = {int(rank) for rank in (_queue_state() or {}).get("drained", [])}
     click.echo(f"{'STATE':>10} {'NNODES':>6} {'NCORES':>8} {'NGPUS':>8} NODELIST")
     for state, nnodes, ncores, ngpus, nodelist in resource_rows(status, _allocated(), drained):
@@ -156,7 +167,7 @@ def resource_status(
         return fail(str(exc))
     if when == "never" or (when == "auto" and not sys.stdout.isatty()):
         formatter = formatter.without(["color_up", "color_off"])
-    snap = rs.snapshot(_rpc("resource.status", nodeid=0), _queue_state())
+    snap = rs.snapshot(_resource_status(nodeid=0), _queue_state())
     if include:
         try:
             snap = snap.restricted(rs.include_ranks(snap, include))
@@ -167,10 +178,10 @@ def resource_status(
         print(line)  # not click.echo, which drops --color's escapes when stdout is no terminal
 
 
-def _queue_state() -> dict[str, Any] | None:
+def _queue_state() -> QueueState | None:
     """Running jobs' ranks and drained ranks, or None where no job manager answers (nothing allocated)."""
     try:
-        return _rpc("job-manager.queue-state", nodeid=0)
+        return cast(QueueState, _rpc("job-manager.queue-state", nodeid=0))
     except click.ClickException:
         return None
 
@@ -181,7 +192,8 @@ def resource_r() -> None:
     click.echo(json.dumps(_rpc("resource.R")))
 
 
-def drain_rows(state: dict[str, Any], hostnames: list[str]) -> list[tuple[str, str, str, str, str]]:
+# open: a replies.QueueState, but miniclusters/cli/autoscale_status.py passes the answer it read as JSON
+def drain_rows(state: Mapping[str, Any], hostnames: list[str]) -> list[tuple[str, str, str, str, str]]:
     """(timestamp, state, ranks, reason, nodelist) rows as flux-core's `flux resource drain` lists them: ranks
     with one reason and one state together; "draining" while a job still runs there, else "drained"."""
     from common import idset
@@ -231,8 +243,8 @@ def resource_drain(ranks: str | None, reason: tuple[str, ...], force: bool, upda
     if ranks is None:
         if reason or force or update or exact:
             raise click.UsageError("RANKS is required to drain (without it, the drained ranks are listed)")
-        state = _rpc("job-manager.queue-state")
-        hostnames = list(_rpc("resource.status").get("hostnames", []))
+        state = cast(QueueState, _rpc("job-manager.queue-state"))
+        hostnames = list(_resource_status().get("hostnames", []))
         click.echo(f"{'TIMESTAMP':<20} {'STATE':<8} {'RANK':<8} {'REASON':<30} NODELIST")
         for stamp, word, ids, why, hosts in drain_rows(state, hostnames):
             click.echo(f"{stamp:<20} {word:<8} {ids:<8} {why:<30} {hosts}".rstrip())
@@ -269,7 +281,7 @@ def overlay() -> None:
     """Show the tree-based overlay network."""
 
 
-def render_overlay(status: dict[str, Any]) -> list[str]:
+def render_overlay(status: OverlayStatus) -> list[str]:
     """The tree as `flux overlay status` draws it: 'RANK HOST: full|partial|degraded|lost|offline'."""
     ranks = status["ranks"]
     parents: list[int] = status["parents"]
@@ -297,7 +309,7 @@ def render_overlay(status: dict[str, Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the raw status object.")
 def overlay_status(as_json: bool) -> None:
     """Per-rank overlay state, drawn as the tree."""
-    status = _rpc("overlay.status")
+    status = _overlay_status()
     if as_json:
         click.echo(json.dumps(status))
         return
@@ -309,7 +321,7 @@ def overlay_status(as_json: bool) -> None:
 @click.argument("rank", type=int)
 def overlay_parentof(rank: int) -> None:
     """Print the parent rank of RANK."""
-    status = _rpc("overlay.status")
+    status = _overlay_status()
     if not 0 < rank < status["size"]:
         raise click.ClickException(f"rank {rank} has no parent in an instance of size {status['size']}")
     click.echo(status["parents"][rank])

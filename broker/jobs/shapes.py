@@ -1,0 +1,169 @@
+"""The fixed JSON shapes the job layer writes and reads: job records the job manager answers with, the REST
+flavour of a job, eventlog entries, the archive's manifest and summary, the job manager's small replies.
+
+TypedDicts only (no behaviour), in a module of their own so every side (broker, CLI, REST, product) names the
+same shape. The lean job CLI imports this module only for type checking (`typing` costs `flux run` start-up).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class JobException(TypedDict, total=False):
+    """A job's first fatal exception as a job record reports it (occurred False: none)."""
+
+    occurred: bool
+    type: str
+    note: str
+    severity: int
+
+
+class ExceptionContext(TypedDict, total=False):
+    """The context of a journaled `exception` event (flux-core's eventlog names)."""
+
+    type: str
+    severity: int
+    note: str
+    userid: int
+
+
+class JobInfoRecord(TypedDict, total=False):
+    """A job as job-manager.info, .list and .wait answer (broker/jobs/info.job_info writes all of these keys;
+    JobInfo.from_dict also reads records that leave some out, as flux-core's job-list does)."""
+
+    id: int
+    id_f58: str
+    state: str
+    result: str
+    returncode: int | None
+    waitstatus: int | None
+    success: bool
+    nnodes: int
+    ntasks: int
+    ranks: list[int] | str
+    nodelist: str
+    runtime: float
+    exception: JobException
+    name: str
+    userid: int
+    urgency: int
+    priority: int
+    t_submit: float
+    t_depend: float
+    t_priority: float
+    t_sched: float
+    t_run: float
+    t_cleanup: float
+    t_inactive: float
+    duration: float
+    ncores: int
+    allocation: dict[str, int]
+    expiration: float
+    cwd: str
+    queue: str
+    burstable: bool
+    owner: str
+    annotations: dict[str, Any]  # open: whatever the scheduler, a burst service or `flux job annotate` attached
+    requeues: int
+
+
+class RestfulJob(TypedDict):
+    """GET /v1/jobs/{id} as flux-restful-api returns it (JobInfo.to_restful)."""
+
+    id: int
+    state: str
+    result: str
+    returncode: int | None
+    nnodes: int
+    ntasks: int
+    nodelist: str
+    runtime: float
+    exception: JobException
+    name: str
+    userid: int
+    urgency: int
+    priority: int
+    t_submit: float
+    t_run: float
+    t_cleanup: float
+    t_inactive: float
+    success: bool
+    duration: float
+
+
+class ArchiveSource(TypedDict):
+    """The cluster an archive was saved on (archive.Source as JSON)."""
+
+    cluster: str
+    hosts: list[str]
+    size: int
+
+
+class SavedJobEntry(TypedDict, total=False):
+    """One line of the manifest's job index (archive.SavedJob as JSON; result and requeued may be left out)."""
+
+    id: int
+    state: str
+    result: str
+    requeued: bool
+
+
+class ManifestDoc(TypedDict):
+    """manifest.json inside a queue archive."""
+
+    kind: str
+    format: int
+    created: float
+    source: ArchiveSource
+    jobs: list[SavedJobEntry]
+    files: dict[str, str]
+
+
+class ArchiveSummary(TypedDict):
+    """The counts people read about an archive: how many jobs, pending, requeued by the save, done."""
+
+    cluster: str
+    jobs: int
+    pending: int
+    requeued: int
+    inactive: int
+
+
+class EventlogEntry(TypedDict):
+    """One entry of a job's eventlog as job-manager.eventlog answers (Flux's names: submit, alloc, finish...)."""
+
+    name: str
+    timestamp: float
+    context: dict[str, Any]  # open: each event name carries its own context (annotate: anything)
+
+
+class QueueStatus(TypedDict):
+    """job-manager.queue's answer: whether the queue is enabled and started, why not, its policy and counts."""
+
+    enabled: bool
+    enable_reason: str
+    started: bool
+    stop_reason: str
+    policy: str
+    pending: int
+    running: int
+
+
+class QueueCounts(TypedDict):
+    """job-manager.queue-idle's answer once the queue is idle (or drained): what is left."""
+
+    pending: int
+    running: int
+
+
+class SaveReply(TypedDict, total=False):
+    """job-manager.save's answer once the archive is written: where, when, and the archive's counts."""
+
+    path: str
+    saved: float
+    cluster: str
+    jobs: int
+    pending: int
+    requeued: int
+    inactive: int
