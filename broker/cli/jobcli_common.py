@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..jobs.api import JobClient, JobInfo, RpcHandle
+    from .option_values import OptionValues
 
 EXIT_USAGE = 2
 
@@ -55,7 +56,7 @@ def _report_exception(info: dict[str, Any]) -> None:
         )
 
 
-def _redirected(values: dict[str, Any]) -> frozenset[str]:
+def _redirected(values: OptionValues) -> frozenset[str]:
     """Streams that go to files instead of the terminal: as in Flux, --output takes stderr too unless --error."""
     streams = set()
     if values.get("output"):

@@ -18,6 +18,8 @@ TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations
 if TYPE_CHECKING:
     from typing import Any
 
+    from .option_values import OptionValues
+
 SUBMIT_OPTS = [
     Opt(("-n", "--ntasks"), "ntasks", help="number of tasks"),
     Opt(("-N", "--nodes"), "nodes", help="number of nodes (brokers)"),
@@ -159,7 +161,7 @@ def links_mpi(program: str) -> bool:
     return b"libmpi.so" in data
 
 
-def submit_flag_bits(values: dict[str, Any]) -> int:
+def submit_flag_bits(values: OptionValues) -> int:
     """--flags as flux-core's submit flag bits; other words are refused, as there."""
     bits = 0
     for flag in (f for item in values.get("flags", []) for f in item.split(",")):
@@ -169,7 +171,7 @@ def submit_flag_bits(values: dict[str, Any]) -> int:
     return bits
 
 
-def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_default: bool = False) -> dict[str, Any]:
+def build_from_options(values: OptionValues, command: list[str], batch_nodes_default: bool = False) -> dict[str, Any]:
     """The jobspec `flux submit` would build for these options."""
     if not command:
         raise OptionError("a command is required")

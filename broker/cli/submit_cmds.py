@@ -26,12 +26,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..jobs.api import RpcHandle
+    from .option_values import OptionValues
 
 
 # ------------------------------------------------------------------------------------------ submission
-def _submit_many(
-    handle: RpcHandle, jobspecs: Iterator[dict[str, Any]], total: int, values: dict[str, Any]
-) -> list[int]:
+def _submit_many(handle: RpcHandle, jobspecs: Iterator[dict[str, Any]], total: int, values: OptionValues) -> list[int]:
     """Stream the submissions (submit_stream.py), printing each id as its answer comes (unless --quiet); the ids
     are kept only for --watch and --wait, which need them after."""
     keep = bool(values.get("watch") or values.get("wait"))
@@ -64,12 +63,12 @@ def _print_jobspec(jobspec: object) -> None:
     print(json.dumps(jobspec))
 
 
-def _copies(values: dict[str, Any], jobspec: dict[str, Any]) -> tuple[Iterator[dict[str, Any]], int]:
+def _copies(values: OptionValues, jobspec: dict[str, Any]) -> tuple[Iterator[dict[str, Any]], int]:
     """The jobspecs --cc/--bcc ask for, made one at a time as they are sent, and how many: a range of 10**8 ids
     is two numbers here, never a list."""
-    for flag, key in (("--cc", "cc"), ("--bcc", "bcc")):
-        if values.get(key):
-            spans = _spans(flag, values[key])
+    for flag, key, text in (("--cc", "cc", values.get("cc")), ("--bcc", "bcc", values.get("bcc"))):
+        if text:
+            spans = _spans(flag, text)
             ids = (i for first, last in spans for i in range(first, last + 1))
             copies = (substitute(jobspec, {"cc": str(i)}) for i in ids) if key == "cc" else (jobspec for _ in ids)
             return copies, idset.count(spans)
@@ -160,7 +159,7 @@ def _fill_positional(word: str, combo: tuple[str, ...], mapping: dict[str, str])
 BATCH_OPTS = [*SUBMIT_OPTS, Opt(("--wrap",), "wrap", "flag", help="wrap the arguments in a /bin/sh script")]
 
 
-def _instance_jobspec(values: dict[str, Any], initial: list[str], script: str | None) -> dict[str, Any]:
+def _instance_jobspec(values: OptionValues, initial: list[str], script: str | None) -> dict[str, Any]:
     if not values.get("nodes") and not values.get("ntasks"):
         values["nodes"] = "1"
     jobspec = build_from_options(values, ["flux", "broker", *initial], batch_nodes_default=True)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
     from ..jobs.api import RpcHandle
+    from .option_values import OptionValues
 
 SUBMIT_WINDOW = 256
 """Submissions in flight: enough to keep the broker busy, few enough to bound both queues and our memory."""
@@ -90,7 +91,7 @@ class Progress:
             self.stream.flush()
 
 
-def submit_one(handle: RpcHandle, jobspec: dict[str, Any], values: dict[str, Any]) -> int:
+def submit_one(handle: RpcHandle, jobspec: dict[str, Any], values: OptionValues) -> int:
     """One submission, one round trip: `flux run`, `batch`, `alloc` and a submit without copies."""
     return int(handle.rpc("job-manager.submit", _payload(jobspec, values))["id"])
 
@@ -99,7 +100,7 @@ def submit_stream(
     handle: RpcHandle,
     jobspecs: Iterable[dict[str, Any]],
     total: int,
-    values: dict[str, Any],
+    values: OptionValues,
     took: Callable[[list[int]], None],
     progress: Progress | None = None,
 ) -> int:
@@ -159,6 +160,6 @@ def submit_stream(
     return accepted
 
 
-def _payload(jobspec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+def _payload(jobspec: dict[str, Any], values: OptionValues) -> dict[str, Any]:
     urgency = as_int(values, "urgency", 16) or 0
     return {"jobspec": jobspec, "urgency": urgency, "userid": os.getuid(), "flags": submit_flag_bits(values)}
