@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..jobs.api import JobClient, JobInfo, RpcHandle
+    from ..jobs.shapes import JobInfoRecord
     from .option_values import OptionValues
 
 EXIT_USAGE = 2
@@ -45,7 +46,7 @@ def _exit_code(info: JobInfo) -> int:
     return exit_code(info.returncode, info.success)
 
 
-def _report_exception(info: dict[str, Any]) -> None:
+def _report_exception(info: JobInfoRecord) -> None:
     """From the job's view as the broker sends it (JobInfo.from_dict reads the same fields)."""
     exception = info.get("exception") or {}
     if exception.get("type"):
@@ -76,7 +77,7 @@ def _attach(handle: RpcHandle, jobid: int, label: bool, redirected: frozenset[st
         _print_lines([line for line in reply["lines"] if line[0] not in redirected], label)
         offset = int(reply["offset"])
         if reply["eof"]:
-            info = reply["info"]
+            info: JobInfoRecord = reply["info"]
             _report_exception(info)
             return exit_code(info.get("returncode"), info.get("result") == "COMPLETED")  # as JobInfo.success
 

@@ -6,7 +6,7 @@ TypedDicts only; a lean command imports this module only for type checking.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 
 class ResourceStatus(TypedDict):
@@ -81,3 +81,16 @@ class OverlayStatus(TypedDict, total=False):
     parents: list[int]
     state: str
     ranks: list[OverlayRank]
+
+
+class WireMessage(TypedDict, total=False):
+    """One broker message as JSON on the wire (broker/protocol.py): its kind (req, rsp, evt), topic, matchtag,
+    target rank, payload, and on an error response its errno and text."""
+
+    t: str
+    topic: str
+    m: int
+    n: int
+    p: dict[str, Any]  # open: the payload, its shape the topic's
+    e: int
+    es: str

@@ -27,17 +27,17 @@ class JobSpec:
     """The jobspec's own dict, which jobs with equal environments share (the job manager): never change it."""
     name: str = ""
     queue: str = ""
-    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, Any] = field(default_factory=dict)  # open: jobspec attributes (system.*, user.*)
     """The whole attributes tree, including system.* keys we do not interpret (e.g. system.burstable)."""
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)  # open: the jobspec as submitted
 
     @property
-    def shell_options(self) -> dict[str, Any]:
+    def shell_options(self) -> dict[str, Any]:  # open: shell options are the shell's (and plugins')
         options = self.attributes.get("system", {}).get("shell", {}).get("options", {})
         return options if isinstance(options, dict) else {}
 
 
-def _count(node: dict[str, Any], where: str) -> int:
+def _count(node: dict[str, Any], where: str) -> int:  # open: an untrusted resource vertex, checked here
     count = node.get("count", 1)
     if isinstance(count, dict):
         count = count.get("min", 1)
@@ -46,7 +46,7 @@ def _count(node: dict[str, Any], where: str) -> int:
     return count
 
 
-def _slot_shape(slot: dict[str, Any], where: str) -> tuple[int, int]:
+def _slot_shape(slot: dict[str, Any], where: str) -> tuple[int, int]:  # open: untrusted, checked here
     cores = gpus = 0
     for index, child in enumerate(slot.get("with", [])):
         kind = child.get("type")
@@ -61,33 +61,29 @@ def _slot_shape(slot: dict[str, Any], where: str) -> tuple[int, int]:
     return cores, gpus
 
 
-def parse_jobspec(data: Any) -> JobSpec:
-    """Validate a version 1 jobspec into what the job manager and scheduler need."""
-    if not isinstance(data, dict):
-        raise JobspecError("jobspec: must be a JSON object")
-    if data.get("version") != 1:
-        raise JobspecError(f"version: only version 1 is supported (got {data.get('version')!r})")
+def _resource_shape(data: dict[str, Any]) -> tuple[int | None, bool, int, int, int]:  # open: untrusted JSON
+    """(nnodes or None, exclusive, total slots, cores and GPUs per slot) from the one resource vertex."""
     resources = data.get("resources")
     if not isinstance(resources, list) or len(resources) != 1 or not isinstance(resources[0], dict):
         raise JobspecError("resources: must hold exactly one resource vertex")
     top = resources[0]
-    exclusive = False
     if top.get("type") == "node":
-        nnodes: int | None = _count(top, "resources[0]")
-        exclusive = bool(top.get("exclusive", False))
+        nnodes = _count(top, "resources[0]")
         children = top.get("with", [])
         if len(children) != 1 or children[0].get("type") != "slot":
             raise JobspecError("resources[0].with: a node must hold exactly one slot vertex")
         slot = children[0]
         slots_per_node = _count(slot, "resources[0].with[0]")
         cores, gpus = _slot_shape(slot, "resources[0].with[0]")
-        total_slots = slots_per_node * (nnodes or 1)
-    elif top.get("type") == "slot":
-        nnodes = None
-        total_slots = _count(top, "resources[0]")
+        return nnodes, bool(top.get("exclusive", False)), slots_per_node * nnodes, cores, gpus
+    if top.get("type") == "slot":
         cores, gpus = _slot_shape(top, "resources[0]")
-    else:
-        raise JobspecError(f"resources[0].type: {top.get('type')!r} is not supported (node or slot)")
+        return None, False, _count(top, "resources[0]"), cores, gpus
+    raise JobspecError(f"resources[0].type: {top.get('type')!r} is not supported (node or slot)")
+
+
+def _task(data: dict[str, Any], total_slots: int) -> tuple[list[str], int]:  # open: untrusted JSON
+    """(command, ntasks) from the one task entry."""
     tasks = data.get("tasks")
     if not isinstance(tasks, list) or len(tasks) != 1 or not isinstance(tasks[0], dict):
         raise JobspecError("tasks: must hold exactly one task entry")
@@ -102,12 +98,14 @@ def parse_jobspec(data: Any) -> JobSpec:
         ntasks = count["total"]
         if not isinstance(ntasks, int) or ntasks < 1 or ntasks > total_slots:
             raise JobspecError(f"tasks[0].count.total: must be between 1 and {total_slots}")
-    else:
-        per_slot = count.get("per_slot", 1)
-        if per_slot != 1:
-            raise JobspecError("tasks[0].count.per_slot: only 1 is supported")
-        ntasks = total_slots
-    attributes = data.get("attributes", {})
+        return command, ntasks
+    if count.get("per_slot", 1) != 1:
+        raise JobspecError("tasks[0].count.per_slot: only 1 is supported")
+    return command, total_slots
+
+
+def _system(attributes: Any) -> tuple[dict[str, Any], float, dict[str, str], str]:  # open: the attributes tree
+    """(system attributes, duration, environment, cwd), each checked."""
     if not isinstance(attributes, dict):
         raise JobspecError("attributes: must be an object")
     system = attributes.get("system", {})
@@ -122,6 +120,19 @@ def parse_jobspec(data: Any) -> JobSpec:
     cwd = system.get("cwd", "")
     if not isinstance(cwd, str):
         raise JobspecError("attributes.system.cwd: must be a string")
+    return system, float(duration), environment, cwd
+
+
+def parse_jobspec(data: Any) -> JobSpec:
+    """Validate a version 1 jobspec into what the job manager and scheduler need."""
+    if not isinstance(data, dict):
+        raise JobspecError("jobspec: must be a JSON object")
+    if data.get("version") != 1:
+        raise JobspecError(f"version: only version 1 is supported (got {data.get('version')!r})")
+    nnodes, exclusive, total_slots, cores, gpus = _resource_shape(data)
+    command, ntasks = _task(data, total_slots)
+    attributes = data.get("attributes", {})
+    system, duration, environment, cwd = _system(attributes)
     job = system.get("job", {})
     name = job.get("name", "") if isinstance(job, dict) else ""
     request = ResourceRequest(
@@ -130,7 +141,7 @@ def parse_jobspec(data: Any) -> JobSpec:
     return JobSpec(
         command=list(command),
         resources=request,
-        duration=float(duration),
+        duration=duration,
         cwd=cwd,
         environment=environment,  # the jobspec's own (no copy: read-only, and shared by jobs, issue 41)
         name=str(name or command[0].rsplit("/", 1)[-1]),

@@ -9,6 +9,28 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+ResourceVertex = TypedDict(
+    "ResourceVertex",
+    {"type": str, "count": int, "label": str, "exclusive": bool, "with": list["ResourceVertex"]},
+    total=False,
+)
+"""A jobspec resource vertex (RFC 14) as build_jobspec writes them: node > slot > core/gpu."""
+
+
+class TaskEntry(TypedDict):
+    """A jobspec's task entry: the command, the slot it runs in, and the count (per_slot 1, or a total)."""
+
+    command: list[str]
+    slot: str
+    count: dict[str, int]
+
+
+class JobspecAttributes(TypedDict, total=False):
+    """A jobspec's attributes: system (duration, cwd, environment, job.name, queue, shell.options...) and user."""
+
+    system: dict[str, Any]  # open: system attributes, including any a user sets with --setattr
+    user: dict[str, Any]  # open: the user's own
+
 
 class JobException(TypedDict, total=False):
     """A job's first fatal exception as a job record reports it (occurred False: none)."""
