@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from elasticity.control.multiplex_answers import PlannerAnswers
 from elasticity.control.multiplex_observe import PlannerObservation
@@ -47,7 +47,7 @@ from elasticity.control.multiplex_types import (
 from elasticity.policy.fairness import fairness_step, progress_ratio
 from elasticity.policy.multiplex_requests import PodPlan, SimulationDemand, apply_fairness, equal_demand
 
-__all__ = ["MultiplexPlanner", "all_done", "summary_rows"]
+__all__ = ["MultiplexPlanner", "SummaryRow", "all_done", "summary_rows"]
 
 
 @dataclass
@@ -231,9 +231,26 @@ class MultiplexPlanner(PlannerAnswers, PlannerObservation):
         return progress_ratio(rates)
 
 
-def summary_rows(planner: MultiplexPlanner) -> list[dict[str, Any]]:
+class SummaryRow(TypedDict):
+    """A simulation in the closing table (and the session's JSON): its end or state so far, request, why."""
+
+    sim: str
+    state: str
+    request_m: int
+    profiled: bool
+    makespan: float | None
+    iterations: int | None
+    retries: int
+    reason: str
+    job: NotRequired[str]
+    """The Flux job id, added by the session's report (miniclusters/multiplex/report.py)."""
+    mean_duty: NotRequired[float | None]
+    """The mean duty cycle of its ranks, added by the session's report."""
+
+
+def summary_rows(planner: MultiplexPlanner) -> list[SummaryRow]:
     """One row per simulation for the closing table: its end (or state so far), why, and its last iteration."""
-    rows = []
+    rows: list[SummaryRow] = []
     for rec in planner.sims.values():
         makespan = (rec.finished_at - rec.started_at) if rec.finished_at and rec.started_at else None
         rows.append(

@@ -37,7 +37,7 @@ class PlannerState:
 
     config: MultiplexConfig
     sims: dict[str, SimRecord] = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # open: each event kind has its own fields
     planned: PodPlan | None = None
     pod_ceiling_m: dict[int, int] = field(default_factory=dict)
     deferred_until: float | None = None
