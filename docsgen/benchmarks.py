@@ -13,7 +13,7 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.toml"
@@ -43,7 +43,15 @@ class Bench:
     result: str = ""
 
 
-def _table(raw: dict[str, Any], where: str) -> Table:
+class RawTable(TypedDict):
+    """A `[[bench.table]]` of bench/results.toml: the columns, the rows of cells, and a caption if any."""
+
+    columns: list[str]
+    rows: list[list[str]]
+    caption: NotRequired[str]
+
+
+def _table(raw: RawTable, where: str) -> Table:
     columns = tuple(raw["columns"])
     rows = tuple(tuple(row) for row in raw["rows"])
     for number, row in enumerate(rows):
@@ -102,6 +110,7 @@ def render(benches: list[Bench]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# open: each bench's own figures, recorded as the JSON line it printed
 def record_result(bench_id: str, figures: dict[str, Any], path: Path = RESULTS, page: Path | None = PAGE) -> None:
     """A bench script's `--record`: its JSON line becomes the entry's `result`, and the page is regenerated.
 
