@@ -22,7 +22,7 @@ from broker.jobs.jobid import encode_f58, parse_jobid
 from broker.jobs.states import ACTIVE, JobState, parse_states
 
 if TYPE_CHECKING:
-    from broker.jobs.shapes import QueueCounts, QueueStatus, RestfulJob, SaveReply
+    from broker.jobs.shapes import JobStats, QueueCounts, QueueStatus, RestfulJob, SaveReply
 
 NODEID_ANY = -1
 LEAD = 0
@@ -204,7 +204,7 @@ class JobClient:
     # ------------------------------------------------------------------ submission
     def submit(
         self,
-        jobspec: dict[str, Any] | None = None,
+        jobspec: dict[str, Any] | None = None,  # open: a user's jobspec, as build_jobspec's
         *,
         command: list[str] | None = None,
         ntasks: int = 1,
@@ -216,8 +216,8 @@ class JobClient:
         cwd: str | None = None,
         name: str = "",
         urgency: int = 16,
-        shell_options: dict[str, Any] | None = None,
-        system_attributes: dict[str, Any] | None = None,
+        shell_options: dict[str, Any] | None = None,  # open: as build_jobspec's
+        system_attributes: dict[str, Any] | None = None,  # open: as build_jobspec's
         userid: int | None = None,
         waitable: bool = False,
     ) -> int:
@@ -264,14 +264,16 @@ class JobClient:
     def info(self, jobid: int | str) -> JobInfo:
         return JobInfo.from_dict(self._rpc("job-manager.info", {"id": as_jobid(jobid)}))
 
-    def jobspec(self, jobid: int | str) -> dict[str, Any]:
-        spec: dict[str, Any] = self._rpc("job-manager.info", {"id": as_jobid(jobid), "jobspec": True})["jobspec"]
+    def jobspec(self, jobid: int | str) -> dict[str, Any]:  # open: the user's jobspec as submitted
+        spec: dict[str, Any] = self._rpc(  # open: as above
+            "job-manager.info", {"id": as_jobid(jobid), "jobspec": True}
+        )["jobspec"]
         return spec
 
-    def stats(self) -> dict[str, Any]:
-        return self._rpc("job-manager.stats")
+    def stats(self) -> JobStats:
+        return cast("JobStats", self._rpc("job-manager.stats"))
 
-    def resources(self) -> dict[str, Any]:
+    def resources(self) -> dict[str, Any]:  # open: broker/rest keeps it as a dict (shape: cli.replies.ResourceStatus)
         """R, up/down ranks, hostnames and per-rank reports (resource.status on the lead)."""
         return self.handle.rpc("resource.status", {}, LEAD, 30.0)
 

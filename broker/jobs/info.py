@@ -71,7 +71,7 @@ def _requested_nodes(record: JobRecord, known: int | None) -> int | None:
 
 def job_info(
     record: JobRecord, nodelist: str, ntasks: int, now: float | None = None, requested_nodes: int | None = None
-) -> dict[str, Any]:  # shape: shapes.JobInfoRecord (job_manager/queries.py returns it as a dict)
+) -> dict[str, Any]:  # open until job_manager/queries.py names its shape, shapes.JobInfoRecord
     """The fields the Flux RESTful API returns for a job, plus Flux's own names for the same things.
 
     `requested_nodes`: the node count its jobspec asks for (None: none asked), when the caller already parsed

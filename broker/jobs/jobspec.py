@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.jobs.build import JobspecError, build_jobspec
 from elasticity.model.resources import ResourceRequest
@@ -61,9 +61,8 @@ def _slot_shape(slot: dict[str, Any], where: str) -> tuple[int, int]:  # open: u
     return cores, gpus
 
 
-def _resource_shape(data: dict[str, Any]) -> tuple[int | None, bool, int, int, int]:  # open: untrusted JSON
+def _resource_shape(resources: object) -> tuple[int | None, bool, int, int, int]:
     """(nnodes or None, exclusive, total slots, cores and GPUs per slot) from the one resource vertex."""
-    resources = data.get("resources")
     if not isinstance(resources, list) or len(resources) != 1 or not isinstance(resources[0], dict):
         raise JobspecError("resources: must hold exactly one resource vertex")
     top = resources[0]
@@ -77,14 +76,14 @@ def _resource_shape(data: dict[str, Any]) -> tuple[int | None, bool, int, int, i
         cores, gpus = _slot_shape(slot, "resources[0].with[0]")
         return nnodes, bool(top.get("exclusive", False)), slots_per_node * nnodes, cores, gpus
     if top.get("type") == "slot":
+        total_slots = _count(top, "resources[0]")
         cores, gpus = _slot_shape(top, "resources[0]")
-        return None, False, _count(top, "resources[0]"), cores, gpus
+        return None, False, total_slots, cores, gpus
     raise JobspecError(f"resources[0].type: {top.get('type')!r} is not supported (node or slot)")
 
 
-def _task(data: dict[str, Any], total_slots: int) -> tuple[list[str], int]:  # open: untrusted JSON
+def _task(tasks: object, total_slots: int) -> tuple[list[str], int]:
     """(command, ntasks) from the one task entry."""
-    tasks = data.get("tasks")
     if not isinstance(tasks, list) or len(tasks) != 1 or not isinstance(tasks[0], dict):
         raise JobspecError("tasks: must hold exactly one task entry")
     task = tasks[0]
@@ -104,8 +103,18 @@ def _task(data: dict[str, Any], total_slots: int) -> tuple[list[str], int]:  # o
     return command, total_slots
 
 
-def _system(attributes: Any) -> tuple[dict[str, Any], float, dict[str, str], str]:  # open: the attributes tree
-    """(system attributes, duration, environment, cwd), each checked."""
+class _System(NamedTuple):
+    """What the job manager reads of attributes.system, each checked."""
+
+    duration: float
+    environment: dict[str, str]
+    cwd: str
+    name: str
+    queue: str
+
+
+def _system(attributes: object) -> _System:
+    """The system attributes the job manager reads, each checked (the job name: none here is "")."""
     if not isinstance(attributes, dict):
         raise JobspecError("attributes: must be an object")
     system = attributes.get("system", {})
@@ -120,7 +129,9 @@ def _system(attributes: Any) -> tuple[dict[str, Any], float, dict[str, str], str
     cwd = system.get("cwd", "")
     if not isinstance(cwd, str):
         raise JobspecError("attributes.system.cwd: must be a string")
-    return system, float(duration), environment, cwd
+    job = system.get("job", {})
+    name = job.get("name", "") if isinstance(job, dict) else ""
+    return _System(float(duration), environment, cwd, str(name or ""), str(system.get("queue", "")))
 
 
 def parse_jobspec(data: Any) -> JobSpec:
@@ -129,23 +140,21 @@ def parse_jobspec(data: Any) -> JobSpec:
         raise JobspecError("jobspec: must be a JSON object")
     if data.get("version") != 1:
         raise JobspecError(f"version: only version 1 is supported (got {data.get('version')!r})")
-    nnodes, exclusive, total_slots, cores, gpus = _resource_shape(data)
-    command, ntasks = _task(data, total_slots)
+    nnodes, exclusive, total_slots, cores, gpus = _resource_shape(data.get("resources"))
+    command, ntasks = _task(data.get("tasks"), total_slots)
     attributes = data.get("attributes", {})
-    system, duration, environment, cwd = _system(attributes)
-    job = system.get("job", {})
-    name = job.get("name", "") if isinstance(job, dict) else ""
+    system = _system(attributes)
     request = ResourceRequest(
         ntasks=ntasks, cores_per_task=cores, nnodes=nnodes, exclusive=exclusive, gpus_per_task=gpus
     )
     return JobSpec(
         command=list(command),
         resources=request,
-        duration=duration,
-        cwd=cwd,
-        environment=environment,  # the jobspec's own (no copy: read-only, and shared by jobs, issue 41)
-        name=str(name or command[0].rsplit("/", 1)[-1]),
-        queue=str(system.get("queue", "")),
+        duration=system.duration,
+        cwd=system.cwd,
+        environment=system.environment,  # the jobspec's own (no copy: read-only, and shared by jobs, issue 41)
+        name=system.name or command[0].rsplit("/", 1)[-1],
+        queue=system.queue,
         attributes=attributes,
         raw=data,
     )

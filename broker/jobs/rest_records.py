@@ -17,9 +17,11 @@ STATE_BITS = {"NEW": 1, "DEPEND": 2, "PRIORITY": 4, "SCHED": 8, "RUN": 16, "CLEA
 RESULT_BITS = {"COMPLETED": 1, "FAILED": 2, "CANCELED": 4, "TIMEOUT": 8}
 
 
+# open (both records): broker/rest/app.py and the job manager's restful view hold them as plain dicts; the keys
+# are job-list's, some present only once known (see the module doc)
 def listing_record(job: JobInfo) -> dict[str, Any]:
     """One entry of GET /v1/jobs without details: job-list's record, with integer state and result."""
-    record: dict[str, Any] = {
+    record: dict[str, Any] = {  # open: as above
         "id": job.id,
         "userid": job.userid,
         "urgency": job.urgency,

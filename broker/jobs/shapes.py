@@ -152,12 +152,20 @@ class ArchiveSummary(TypedDict):
     inactive: int
 
 
-class EventlogEntry(TypedDict):
-    """One entry of a job's eventlog as job-manager.eventlog answers (Flux's names: submit, alloc, finish...)."""
+class StatsViews(TypedDict):
+    """Listing views kept by kind, and jobs whose views wait to be rendered ahead."""
 
-    name: str
-    timestamp: float
-    context: dict[str, Any]  # open: each event name carries its own context (annotate: anything)
+    kept: dict[str, int]
+    to_render: int
+
+
+class JobStats(TypedDict):
+    """job-manager.stats: jobs by state name (lower case), the queue's length, how many run, listing views."""
+
+    states: dict[str, int]
+    queue_length: int
+    running: int
+    views: StatsViews
 
 
 class QueueStatus(TypedDict):
