@@ -8,16 +8,11 @@ from __future__ import annotations
 
 from broker.errors import InputError
 
+from .lean_typing import cast
+
 TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations only
 if TYPE_CHECKING:
-    from typing import cast
-
     from .option_values import IntOption, OptionValues
-else:
-
-    def cast(_type: object, value: object) -> object:
-        """typing.cast without importing typing (the parsed options become OptionValues for the type checker)."""
-        return value
 
 
 class OptionError(InputError):

@@ -32,6 +32,22 @@ class JobspecAttributes(TypedDict, total=False):
     user: dict[str, Any]  # open: the user's own
 
 
+class Jobspec(TypedDict):
+    """A version 1 jobspec (RFC 14/25) as build_jobspec writes it; its attributes are open."""
+
+    version: int
+    resources: list[ResourceVertex]
+    tasks: list[TaskEntry]
+    attributes: JobspecAttributes
+
+
+class FileOutput(TypedDict):
+    """Where a stream goes (shell option output.stdout / output.stderr): a file at a path."""
+
+    type: str
+    path: str
+
+
 class JobException(TypedDict, total=False):
     """A job's first fatal exception as a job record reports it (occurred False: none)."""
 
