@@ -135,7 +135,7 @@ class LeanHandle:
 
     def rpc(  # open: payload and answer, as send_request's
         self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = -1, timeout: float | None = 30.0
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any]:  # open: as above
         return self.wait(self.send_request(topic, payload, nodeid), timeout)
 
 

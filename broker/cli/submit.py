@@ -114,7 +114,7 @@ def time_limit(text: str) -> float:
     return seconds
 
 
-def _set_dotted(tree: dict[str, Any], name: str, value: Any, item: str) -> None:
+def _set_dotted(tree: dict[str, Any], name: str, value: Any, item: str) -> None:  # open: --setattr's tree
     """`malleable.min=2` sets tree["malleable"]["min"], as flux-core's Jobspec.setattr nests dotted names."""
     *parents, leaf = name.split(".")
     if not leaf or not all(parents):
@@ -189,9 +189,10 @@ def build_from_options(values: OptionValues, command: list[str], batch_nodes_def
     if as_int(values, "gpus_per_task", 0):
         raise OptionError("--gpus-per-task: this broker has no GPU support")
     exclusive = bool(values.get("exclusive")) or (batch_nodes_default and nodes is not None and ntasks is None)
+    # open (shell, system, user): --setopt and --setattr name any option or attribute, with any JSON value
     shell: dict[str, Any] = dict(_keyval(o, "--setopt") for o in values.get("setopt", []))
     system: dict[str, Any] = {}
-    user: dict[str, Any] = {}
+    user: dict[str, Any] = {}  # open: as above
     for item in values.get("setattr", []):
         key, value = _keyval(item, "--setattr")
         if key.startswith("user."):

@@ -63,7 +63,7 @@ def listing_record(job: JobInfo) -> dict[str, Any]:
     return record
 
 
-def detail_record(job: JobInfo) -> dict[str, Any]:
+def detail_record(job: JobInfo) -> dict[str, Any]:  # open: as listing_record
     """GET /v1/jobs/{id}: the job-list record with state and result as words, returncode, runtime, exception."""
     record = listing_record(job)
     for name in ("ranks", "expiration"):  # the reference fills these in for its data tables

@@ -44,7 +44,7 @@ def member_rows(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [dict(row) for row in rows.values()]
 
 
-def plot_campaign_timeline(events: Sequence[dict[str, Any]], path: Path, title: str = "campaign") -> Path:
+def plot_campaign_timeline(events: Sequence[dict[str, Any]], path: Path, title: str = "campaign") -> Path:  # open
     """Top: a lane per ensemble and per member (bars from start to end, coloured by state), resizes and scaling
     marked. Bottom: requested vs allocatable CPU and the cluster size over time."""
     samples = [e for e in events if e.get("kind") == "sample"]

@@ -54,6 +54,7 @@ def timeline_rows(events: Iterable[Mapping[str, Any]]) -> dict[str, SimulationRo
     return rows
 
 
+# open: as above
 def write_timeline(events: list[Mapping[str, Any]], path: Path | str, allocatable_m: int | None = None) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
