@@ -42,6 +42,7 @@ class HandleLead:
         self.timeout = timeout
         self.handle: Any = None
 
+    # open: an RPC's payload and answer, their shape the topic's (as broker/jobs/api.RpcHandle's)
     def _rpc(self, topic: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         """One RPC to the lead; the socket is (re)opened as needed (the lead may start after us, or restart)."""
         from broker.client import FluxError, Handle
@@ -49,7 +50,7 @@ class HandleLead:
         try:
             if self.handle is None:
                 self.handle = Handle(self.uri)
-            reply: dict[str, Any] = self.handle.rpc(topic, payload or {}, nodeid=0, timeout=self.timeout)
+            reply: dict[str, Any] = self.handle.rpc(topic, payload or {}, nodeid=0, timeout=self.timeout)  # open
             return reply
         except FluxError as exc:
             if exc.errnum in (111, 110, 2):  # ECONNREFUSED, ETIMEDOUT, ENOENT: start afresh next time

@@ -8,17 +8,37 @@ burst service, its plugins or their discovery (an import-linter contract keeps i
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from bursting.discovery import plugin_factories
 from bursting.lead import HandleLead
 from bursting.plugin import BurstError, LeadContext
-from bursting.service import BurstRefused, BurstService, StateFile, UnknownBurst
+from bursting.service import BurstRefused, BurstService, UnknownBurst
+from bursting.state_file import StateFile
 
 JOIN_TIMEOUT = 180.0
+
+
+class LeadContextFields(TypedDict):
+    """plugin.LeadContext's fields as a backend hands them over."""
+
+    cluster: str
+    spec: dict[str, Any]  # open: the lead MiniCluster as a Kubernetes object, copied into bursts as is
+    certificate: str
+    broker_port: NotRequired[int]
+    namespace: NotRequired[str]
+    options: NotRequired[dict[str, str]]
+
+
+class LeadAccess(TypedDict):
+    """What a backend's `lead_context(name)` knows of the lead: its broker's URI, the burst state file, and the
+    context the plugins get."""
+
+    lead_uri: str
+    state_file: str
+    context: LeadContextFields
 
 
 class UnknownPlugin(BurstError, LookupError):
@@ -34,7 +54,7 @@ class Joined:
     hosts: tuple[str, ...]
 
 
-def _service(cluster: str, lead: Mapping[str, Any], plugin: str) -> BurstService:
+def _service(cluster: str, lead: LeadAccess, plugin: str) -> BurstService:
     try:
         factory = plugin_factories([plugin])[plugin]
     except LookupError as exc:
@@ -45,7 +65,7 @@ def _service(cluster: str, lead: Mapping[str, Any], plugin: str) -> BurstService
     )
 
 
-def burst(cluster: str, lead: Mapping[str, Any], plugin: str, nodes: int, join_timeout: float = JOIN_TIMEOUT) -> Joined:
+def burst(cluster: str, lead: LeadAccess, plugin: str, nodes: int, join_timeout: float = JOIN_TIMEOUT) -> Joined:
     """Bring up `nodes` followers through `plugin` and wait until they joined the lead as new ranks.
 
     Raises UnknownPlugin, BurstRefused (the plugin's limit, e.g. spec.flux.bursting.plugins size) or BurstError
@@ -62,9 +82,19 @@ def burst(cluster: str, lead: Mapping[str, Any], plugin: str, nodes: int, join_t
     return Joined(record.name, tuple(record.ranks), tuple(record.burst().hosts))
 
 
-def release(cluster: str, lead: Mapping[str, Any], plugin: str, name: str) -> None:
+def release(cluster: str, lead: LeadAccess, plugin: str, name: str) -> None:
     """Tear down the burst `name` (as `minicluster status` names it). Raises UnknownPlugin or UnknownBurst."""
     _service(cluster, lead, plugin).release(name)
 
 
-__all__ = ["BurstError", "BurstRefused", "Joined", "UnknownBurst", "UnknownPlugin", "burst", "release"]
+__all__ = [
+    "BurstError",
+    "BurstRefused",
+    "Joined",
+    "LeadAccess",
+    "LeadContextFields",
+    "UnknownBurst",
+    "UnknownPlugin",
+    "burst",
+    "release",
+]

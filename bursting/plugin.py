@@ -24,7 +24,7 @@ class LeadContext:
 
     cluster: str
     """The lead MiniCluster's name."""
-    spec: dict[str, Any]
+    spec: dict[str, Any]  # open: a Kubernetes object (the MiniCluster), copied into bursts as is
     """The lead MiniCluster (as a dict): bursts run the same containers."""
     certificate: str
     """The instance's CURVE certificate (zcert text): burst brokers must hold the same key."""

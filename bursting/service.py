@@ -21,10 +21,8 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from broker.burst_service import FAILED, RUNNING, STOPPED
 from broker.fsd import parse_fsd
@@ -44,7 +42,7 @@ from bursting.policy import (
     to_tear_down,
 )
 from bursting.reporter import STALE_AFTER, Reporter
-from common import atomic
+from bursting.state_file import BurstRecord, BurstState, StateFile
 
 DEFAULT_IDLE_PERIOD = 30.0
 DEFAULT_INTERVAL = 1.0
@@ -61,68 +59,6 @@ class BurstRefused(BurstError):
 
 class UnknownBurst(BurstError, LookupError):
     """A burst name that is not one of the cluster's bursts."""
-
-
-@dataclass
-class BurstRecord:
-    """A burst as the state file keeps it."""
-
-    name: str
-    nodes: int
-    plugin: str
-    ranks: list[int]
-    lead_hosts: list[str]
-    lead_address: str = ""
-    lead_port: int = 8050
-    state: str = "launching"
-    """launching | up | failed | released"""
-    reason: str = ""
-    idle_since: float | None = None
-    job: int | None = None
-    manual: bool = False
-    used: bool = False
-    launched_at: float = 0.0
-    """A job has run on it; a burst made by hand idles only after that (or goes with `--release`)."""
-
-    def burst(self) -> Burst:
-        return Burst(self.name, self.nodes, self.plugin, tuple(self.lead_hosts), self.lead_address, self.lead_port)
-
-
-@dataclass
-class BurstState:
-    bursts: dict[str, BurstRecord] = field(default_factory=dict)
-    pending: dict[str, str] = field(default_factory=dict)
-    """job id -> why it still waits (what `minicluster status` shows)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"bursts": {k: asdict(v) for k, v in self.bursts.items()}, "pending": self.pending}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> BurstState:
-        bursts = {k: BurstRecord(**v) for k, v in (data.get("bursts") or {}).items()}
-        return cls(bursts, dict(data.get("pending") or {}))
-
-
-class StateFile:
-    """The bursts of one MiniCluster on disk, read-modify-written under a lock (service and CLI share it)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def read(self) -> BurstState:
-        try:
-            return BurstState.from_json(json.loads(self.path.read_text()))
-        except (OSError, ValueError):
-            return BurstState()
-
-    @contextlib.contextmanager
-    def update(self) -> Iterator[BurstState]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "a+") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            state = self.read()
-            yield state
-            atomic.write_json(self.path, state.to_json())
 
 
 class BurstService:

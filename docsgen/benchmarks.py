@@ -13,7 +13,7 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.toml"
@@ -48,12 +48,12 @@ class Bench:
     result: str = ""
 
 
-class RawTable(TypedDict, total=False):
-    """A `[[bench.table]]` as bench/results.toml writes it."""
+class RawTable(TypedDict):
+    """A `[[bench.table]]` of bench/results.toml: the columns, the rows of cells, and a caption if any."""
 
     columns: list[str]
     rows: list[list[str]]
-    caption: str
+    caption: NotRequired[str]
 
 
 def _table(raw: RawTable, where: str) -> Table:
@@ -115,12 +115,8 @@ def render(benches: list[Bench]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def record_result(
-    bench_id: str,
-    figures: dict[str, Any],  # open: a bench script's own figures, any JSON
-    path: Path = RESULTS,
-    page: Path | None = PAGE,
-) -> None:
+# open: each bench's own figures, recorded as the JSON line it printed
+def record_result(bench_id: str, figures: dict[str, Any], path: Path = RESULTS, page: Path | None = PAGE) -> None:
     """A bench script's `--record`: its JSON line becomes the entry's `result`, and the page is regenerated.
 
     Edits the one line in place (the file's comments and layout are kept); the tables and notes stay as they

@@ -7,48 +7,116 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict, cast
 
 from docsgen.markdown_cells import cell
 
-METHODS = ("get", "post", "put", "patch", "delete")
+Method = Literal["get", "post", "put", "patch", "delete"]
+METHODS: tuple[Method, ...] = ("get", "post", "put", "patch", "delete")
+
+# The parts of an OpenAPI 3.1 document (and its JSON Schemas) the page renders; the rest is not read.
+Schema = TypedDict(
+    "Schema",
+    {
+        "$ref": str,
+        "anyOf": list["Schema"],
+        "oneOf": list["Schema"],
+        "allOf": list["Schema"],
+        "type": str,
+        "items": "Schema",
+        "enum": list[object],
+        "minimum": float,
+        "maximum": float,
+        "title": str,
+        "description": str,
+        "properties": dict[str, "Schema"],
+        "required": list[str],
+    },
+    total=False,
+)
+Parameter = TypedDict(
+    "Parameter",
+    {"name": str, "in": str, "required": bool, "schema": Schema, "description": str},
+    total=False,
+)
+
+
+class MediaType(TypedDict, total=False):
+    schema: Schema
+
+
+class RequestBody(TypedDict, total=False):
+    content: dict[str, MediaType]
+    required: bool
+
+
+class Answer(TypedDict, total=False):
+    description: str
+    content: dict[str, MediaType]
+
+
+class Operation(TypedDict, total=False):
+    summary: str
+    description: str
+    parameters: list[Parameter]
+    requestBody: RequestBody
+    responses: dict[str, Answer]
+
+
+class Info(TypedDict, total=False):
+    title: str
+    version: str
+    description: str
+
+
+class Components(TypedDict, total=False):
+    schemas: dict[str, Schema]
+
+
+class OpenApi(TypedDict, total=False):
+    """An OpenAPI document, as far as the page reads it."""
+
+    info: Info
+    paths: dict[str, dict[Method, Operation]]
+    components: Components
 
 
 class _NoInstance:
     """Stands in for the instance: building the app reads routes, never jobs."""
 
 
-def openapi_document() -> dict[str, Any]:  # open: the OpenAPI document FastAPI builds (JSON Schema inside)
+def openapi_document() -> OpenApi:
     from broker.rest.app import create_app
     from broker.rest.settings import RestSettings
 
     with tempfile.TemporaryDirectory(prefix="mc-docs-") as state:
         app = create_app(RestSettings(state_dir=Path(state), require_auth=False), _NoInstance())  # type: ignore[arg-type]
-        return app.openapi()
+        return cast(OpenApi, app.openapi())
 
 
 def _anchor(name: str) -> str:
     return "schema-" + name.lower().replace("_", "-")
 
 
-def _type(schema: dict[str, Any]) -> str:  # open: a JSON Schema of the document
+def _type(schema: Schema) -> str:
     """A schema's type in a few words, with links to named schemas."""
     if "$ref" in schema:
         name = str(schema["$ref"]).rsplit("/", 1)[-1]
         return f"[{name}](#{_anchor(name)})"
-    for key in ("anyOf", "oneOf", "allOf"):
-        if key in schema:
-            return " or ".join(_type(part) for part in schema[key])
-    kind = str(schema.get("type", "any"))
+    for parts in (schema.get("anyOf"), schema.get("oneOf"), schema.get("allOf")):
+        if parts is not None:
+            return " or ".join(_type(part) for part in parts)
+    kind = schema.get("type", "any")
     if kind == "array":
         return f"array of {_type(schema.get('items', {}))}"
     if "enum" in schema:
         return kind + ": " + ", ".join(f"`{value}`" for value in schema["enum"])
-    bounds = [f"{word} {schema[key]}" for key, word in (("minimum", "≥"), ("maximum", "≤")) if key in schema]
+    bounds = [f"{word} {value}" for value, word in ((schema.get("minimum"), "≥"), (schema.get("maximum"), "≤"))
+              if value is not None]  # fmt: skip
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 
-def _operation(path: str, method: str, operation: dict[str, Any]) -> list[str]:  # open: an OpenAPI operation
+def _operation(path: str, method: str, operation: Operation) -> list[str]:
     lines = [f"### `{method.upper()} {path}`\n"]
     if operation.get("summary"):
         lines.append(f"**{operation['summary']}.** " + " ".join(operation.get("description", "").split()) + "\n")
@@ -74,7 +142,7 @@ def _operation(path: str, method: str, operation: dict[str, Any]) -> list[str]: 
     return lines
 
 
-def _schema(name: str, schema: dict[str, Any]) -> list[str]:  # open: a JSON Schema of the document
+def _schema(name: str, schema: Schema) -> list[str]:
     lines = [f"### {name} {{#{_anchor(name)}}}\n"]
     if schema.get("description"):
         lines.append(" ".join(schema["description"].split()) + "\n")
@@ -93,7 +161,7 @@ def _schema(name: str, schema: dict[str, Any]) -> list[str]:  # open: a JSON Sch
     return lines
 
 
-def rest_page(document: dict[str, Any] | None = None) -> str:  # open: the OpenAPI document
+def rest_page(document: OpenApi | None = None) -> str:
     doc = document or openapi_document()
     info = doc["info"]
     lines = [

@@ -7,14 +7,17 @@ import getpass
 import json
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import click
 
-from ..bootstrap import compress_hosts
 from ..client import FluxError, Handle
 from ..jsondepth import depth_problem, too_deep
 from ..protocol import NODEID_ANY
+from .replies import OverlayStatus, QueueState, ResourceStatus
+from .resource_render import drain_rows as drain_rows
+from .resource_render import render_overlay as render_overlay
+from .resource_render import resource_rows as resource_rows
 
 
 def _handle() -> Handle:
@@ -24,12 +27,21 @@ def _handle() -> Handle:
         raise click.ClickException(str(exc)) from None
 
 
+# open: an RPC's payload and answer, their shape the topic's (typed below where a command renders one)
 def _rpc(topic: str, payload: dict[str, Any] | None = None, nodeid: int = NODEID_ANY) -> dict[str, Any]:
     with _handle() as handle:
         try:
             return handle.rpc(topic, payload, nodeid=nodeid, timeout=10.0)
         except FluxError as exc:
             raise click.ClickException(f"{topic}: {exc}") from None
+
+
+def _resource_status(nodeid: int = NODEID_ANY) -> ResourceStatus:
+    return cast(ResourceStatus, _rpc("resource.status", nodeid=nodeid))
+
+
+def _overlay_status() -> OverlayStatus:
+    return cast(OverlayStatus, _rpc("overlay.status"))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -41,50 +53,6 @@ def cli() -> None:
 @cli.group()
 def resource() -> None:
     """Show the instance's resources."""
-
-
-def resource_rows(
-    status: dict[str, Any], allocated: dict[int, int] | None = None, drained: set[int] | None = None
-) -> list[tuple[str, int, int, int, str]]:
-    """(state, nnodes, ncores, ngpus, nodelist) rows as `flux resource list` prints them.
-
-    `allocated` is cores held by running jobs per rank; a rank partly in use appears in both the free and
-    the allocated row, with its cores split, as in Flux. A drained rank that is up is never free: its cores no
-    job holds are in a "drained" row (printed only when some rank is drained), as flux-core never schedules them.
-    """
-    from common import idset
-
-    reports = {int(k): v for k, v in status["reports"].items()}
-    hostnames: list[str] = status["hostnames"]
-    allocated = allocated or {}
-    drained = drained or set()
-    # A rank that never reported (its pod not started yet, or removed by a scale-down) still has its cores in
-    # the instance's configured R, and Flux lists them as down: the pods of one cluster are alike, so count it
-    # like the others rather than as 0 cores.
-    counts = [int(report["ncores"]) for report in reports.values()]
-    typical = max(set(counts), key=counts.count) if counts else 0
-
-    def ncores(rank: int) -> int:
-        return int(reports[rank]["ncores"]) if rank in reports else typical
-
-    up = idset.decode(status["up"])
-    used = {rank: min(allocated.get(rank, 0), ncores(rank)) for rank in up}
-    idle = [rank for rank in up if used[rank] < ncores(rank)]
-    free = [rank for rank in idle if rank not in drained]
-    held = [rank for rank in idle if rank in drained]
-    busy = [rank for rank in up if used[rank]]
-    down = idset.decode(status["down"])
-    rows = []
-    for state, ranks, cores in (
-        ("free", free, sum(ncores(r) - used[r] for r in free)),
-        ("allocated", busy, sum(used[r] for r in busy)),
-        ("drained", held, sum(ncores(r) - used[r] for r in held)),
-        ("down", down, sum(ncores(r) for r in down)),
-    ):
-        if state == "drained" and not ranks:
-            continue
-        rows.append((state, len(ranks), cores, 0, compress_hosts([hostnames[r] for r in ranks])))
-    return rows
 
 
 def _allocated() -> dict[int, int]:
@@ -103,7 +71,7 @@ def _allocated() -> dict[int, int]:
 @resource.command("list")
 def resource_list() -> None:
     """Free, allocated, drained and down nodes and cores."""
-    status = _rpc("resource.status")
+    status = _resource_status()
     drained = {int(rank) for rank in (_queue_state() or {}).get("drained", [])}
     click.echo(f"{'STATE':>10} {'NNODES':>6} {'NCORES':>8} {'NGPUS':>8} NODELIST")
     for state, nnodes, ncores, ngpus, nodelist in resource_rows(status, _allocated(), drained):
@@ -156,7 +124,7 @@ def resource_status(
         return fail(str(exc))
     if when == "never" or (when == "auto" and not sys.stdout.isatty()):
         formatter = formatter.without(["color_up", "color_off"])
-    snap = rs.snapshot(_rpc("resource.status", nodeid=0), _queue_state())
+    snap = rs.snapshot(_resource_status(nodeid=0), _queue_state())
     if include:
         try:
             snap = snap.restricted(rs.include_ranks(snap, include))
@@ -167,10 +135,10 @@ def resource_status(
         print(line)  # not click.echo, which drops --color's escapes when stdout is no terminal
 
 
-def _queue_state() -> dict[str, Any] | None:
+def _queue_state() -> QueueState | None:
     """Running jobs' ranks and drained ranks, or None where no job manager answers (nothing allocated)."""
     try:
-        return _rpc("job-manager.queue-state", nodeid=0)
+        return cast(QueueState, _rpc("job-manager.queue-state", nodeid=0))
     except click.ClickException:
         return None
 
@@ -179,26 +147,6 @@ def _queue_state() -> dict[str, Any] | None:
 def resource_r() -> None:
     """The instance's resource set in Flux's R format (JSON)."""
     click.echo(json.dumps(_rpc("resource.R")))
-
-
-def drain_rows(state: dict[str, Any], hostnames: list[str]) -> list[tuple[str, str, str, str, str]]:
-    """(timestamp, state, ranks, reason, nodelist) rows as flux-core's `flux resource drain` lists them: ranks
-    with one reason and one state together; "draining" while a job still runs there, else "drained"."""
-    from common import idset
-
-    busy = {int(r) for job in state.get("running", []) for r in job.get("ranks", [])}
-    groups: dict[tuple[str, str], list[tuple[int, float]]] = {}
-    for key, entry in (state.get("drain") or {}).items():
-        rank = int(key)
-        word = "draining" if rank in busy else "drained"
-        groups.setdefault((word, str(entry.get("reason", ""))), []).append((rank, float(entry.get("timestamp", 0))))
-    rows = []
-    for (word, reason), members in sorted(groups.items(), key=lambda item: min(r for r, _ in item[1])):
-        ranks = sorted(r for r, _ in members)
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(max(t for _, t in members)))
-        hosts = compress_hosts([hostnames[r] for r in ranks if r < len(hostnames)])
-        rows.append((stamp, word, idset.encode(ranks), reason, hosts))
-    return rows
 
 
 def _ranks(ranks: str) -> list[int]:
@@ -231,8 +179,8 @@ def resource_drain(ranks: str | None, reason: tuple[str, ...], force: bool, upda
     if ranks is None:
         if reason or force or update or exact:
             raise click.UsageError("RANKS is required to drain (without it, the drained ranks are listed)")
-        state = _rpc("job-manager.queue-state")
-        hostnames = list(_rpc("resource.status").get("hostnames", []))
+        state = cast(QueueState, _rpc("job-manager.queue-state"))
+        hostnames = list(_resource_status().get("hostnames", []))
         click.echo(f"{'TIMESTAMP':<20} {'STATE':<8} {'RANK':<8} {'REASON':<30} NODELIST")
         for stamp, word, ids, why, hosts in drain_rows(state, hostnames):
             click.echo(f"{stamp:<20} {word:<8} {ids:<8} {why:<30} {hosts}".rstrip())
@@ -269,35 +217,11 @@ def overlay() -> None:
     """Show the tree-based overlay network."""
 
 
-def render_overlay(status: dict[str, Any]) -> list[str]:
-    """The tree as `flux overlay status` draws it: 'RANK HOST: full|partial|degraded|lost|offline'."""
-    ranks = status["ranks"]
-    parents: list[int] = status["parents"]
-    children: dict[int, list[int]] = {}
-    for rank, parent in enumerate(parents):
-        children.setdefault(parent, []).append(rank)
-
-    def label(rank: int) -> str:
-        return f"{rank} {ranks[rank]['hostname']}: {ranks[rank]['status']}"
-
-    lines = [label(0)]
-
-    def walk(rank: int, prefix: str) -> None:
-        kids = children.get(rank, [])
-        for index, kid in enumerate(kids):
-            last = index == len(kids) - 1
-            lines.append(f"{prefix}{'└─ ' if last else '├─ '}{label(kid)}")
-            walk(kid, prefix + ("   " if last else "│  "))
-
-    walk(0, "")
-    return lines
-
-
 @overlay.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw status object.")
 def overlay_status(as_json: bool) -> None:
     """Per-rank overlay state, drawn as the tree."""
-    status = _rpc("overlay.status")
+    status = _overlay_status()
     if as_json:
         click.echo(json.dumps(status))
         return
@@ -309,7 +233,7 @@ def overlay_status(as_json: bool) -> None:
 @click.argument("rank", type=int)
 def overlay_parentof(rank: int) -> None:
     """Print the parent rank of RANK."""
-    status = _rpc("overlay.status")
+    status = _overlay_status()
     if not 0 < rank < status["size"]:
         raise click.ClickException(f"rank {rank} has no parent in an instance of size {status['size']}")
     click.echo(status["parents"][rank])

@@ -21,18 +21,22 @@ if TYPE_CHECKING:
 
 def command(name: str) -> Callable[[list[str]], int]:
     """The command's function, its module imported now (`flux run` need not load `flux jobs`'s formatting)."""
+    found: Callable[[list[str]], int]
     if name in ("submit", "run", "bulksubmit", "batch", "alloc"):
         from . import submit_cmds
 
-        return getattr(submit_cmds, f"cmd_{name}")
+        found = getattr(submit_cmds, f"cmd_{name}")
+        return found
     if name in ("jobs", "job", "cancel"):
         from . import job_cmds
 
-        return getattr(job_cmds, f"cmd_{name}")
+        found = getattr(job_cmds, f"cmd_{name}")
+        return found
     if name in ("queue", "proxy"):
         from . import queue_proxy
 
-        return getattr(queue_proxy, f"cmd_{name}")
+        found = getattr(queue_proxy, f"cmd_{name}")
+        return found
     raise KeyError(name)
 
 
@@ -66,7 +70,8 @@ def help_options(name: str) -> list[Opt]:
     """Each command's own options (before, `flux jobs --help` showed submit's)."""
     from .job_cmds import CANCEL_OPTS, JOBS_OPTS
     from .queue_proxy import QUEUE_OPTS
-    from .submit_cmds import BATCH_OPTS, SUBMIT_OPTS
+    from .submit import SUBMIT_OPTS
+    from .submit_cmds import BATCH_OPTS
 
     return {"batch": BATCH_OPTS, "jobs": JOBS_OPTS, "cancel": CANCEL_OPTS, "queue": QUEUE_OPTS}.get(
         name, SUBMIT_OPTS if name in ("submit", "run", "bulksubmit", "alloc") else []

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..jobs.api import JobClient, JobInfo, RpcHandle
+    from ..jobs.shapes import JobInfoRecord
+    from .option_values import OptionValues
 
 EXIT_USAGE = 2
 
@@ -44,7 +46,7 @@ def _exit_code(info: JobInfo) -> int:
     return exit_code(info.returncode, info.success)
 
 
-def _report_exception(info: dict[str, Any]) -> None:
+def _report_exception(info: JobInfoRecord) -> None:
     """From the job's view as the broker sends it (JobInfo.from_dict reads the same fields)."""
     exception = info.get("exception") or {}
     if exception.get("type"):
@@ -55,7 +57,7 @@ def _report_exception(info: dict[str, Any]) -> None:
         )
 
 
-def _redirected(values: dict[str, Any]) -> frozenset[str]:
+def _redirected(values: OptionValues) -> frozenset[str]:
     """Streams that go to files instead of the terminal: as in Flux, --output takes stderr too unless --error."""
     streams = set()
     if values.get("output"):
@@ -75,7 +77,7 @@ def _attach(handle: RpcHandle, jobid: int, label: bool, redirected: frozenset[st
         _print_lines([line for line in reply["lines"] if line[0] not in redirected], label)
         offset = int(reply["offset"])
         if reply["eof"]:
-            info = reply["info"]
+            info: JobInfoRecord = reply["info"]
             _report_exception(info)
             return exit_code(info.get("returncode"), info.get("result") == "COMPLETED")  # as JobInfo.success
 

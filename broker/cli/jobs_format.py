@@ -62,7 +62,7 @@ def _contextual_info(info: JobInfo) -> str:
     return info.nodelist
 
 
-def field_values(info: JobInfo) -> dict[str, Any]:
+def field_values(info: JobInfo) -> dict[str, str | int | float | bool]:
     """Every plain field of `info` by its Flux name (FIELDS names the same set; a test holds them equal)."""
     import pwd
 

@@ -21,6 +21,8 @@ TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations
 if TYPE_CHECKING:
     from typing import Any
 
+    from .replies import WireMessage
+
 
 class LeanHandle:
     """Request/response to the local broker over a Unix socket, the subset JobClient needs."""
@@ -36,8 +38,8 @@ class LeanHandle:
             raise FluxError(111, f"cannot connect to {uri}: {exc.strerror or exc}") from None
         self._buf = bytearray()
         self._tags = itertools.count(1)
-        self._responses: dict[int, dict[str, Any]] = {}
-        self._events: list[dict[str, Any]] = []  # received, not yet read (the job CLI reads none)
+        self._responses: dict[int, WireMessage] = {}
+        self._events: list[WireMessage] = []  # received, not yet read (the job CLI reads none)
         self._sock.sendall(dealer_hello())
         greeting = self._read_exact(GREETING_SIZE, None)  # the broker's
         if not is_greeting(greeting):
@@ -93,9 +95,10 @@ class LeanHandle:
         raise FluxError(71, f"{self.uri} is not a broker speaking ZMTP 3: {why}")  # EPROTO
 
     # ------------------------------------------------------------------ requests
+    # open: an RPC's payload and answer, their shape the topic's (JobClient's methods type what they read)
     def send_request(self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = -1) -> int:
         tag = next(self._tags)
-        body: dict[str, Any] = {"t": "req", "topic": topic, "m": tag}
+        body: WireMessage = {"t": "req", "topic": topic, "m": tag}
         if nodeid != -1:
             body["n"] = nodeid
         if payload:
@@ -110,7 +113,7 @@ class LeanHandle:
         self._sock.sendall(frame(head[:-1] + b',"p":' + payload + b"}"))
         return tag
 
-    def wait(self, tag: int, timeout: float | None = 30.0) -> dict[str, Any]:
+    def wait(self, tag: int, timeout: float | None = 30.0) -> dict[str, Any]:  # open: the answer, as above
         deadline = None if timeout is None else time.monotonic() + timeout
         while tag not in self._responses:
             try:
@@ -119,7 +122,7 @@ class LeanHandle:
                 raise FluxError(110, f"timed out after {timeout}s waiting for a response from {self.uri}") from None
             if flags & 0x04:
                 continue  # commands (PING etc.)
-            message = loads(data)
+            message: WireMessage = loads(data)
             if message.get("t") == "rsp":
                 self._responses[int(message.get("m", 0))] = message
             elif message.get("t") == "evt":
@@ -128,12 +131,11 @@ class LeanHandle:
         if message.get("e"):
             errnum = int(message["e"])
             raise FluxError(errnum, str(message.get("es") or os.strerror(errnum)))
-        payload: dict[str, Any] = message.get("p", {})
-        return payload
+        return message.get("p", {})
 
-    def rpc(
+    def rpc(  # open: payload and answer, as send_request's
         self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = -1, timeout: float | None = 30.0
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any]:  # open: as above
         return self.wait(self.send_request(topic, payload, nodeid), timeout)
 
 

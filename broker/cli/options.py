@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from broker.errors import InputError
 
+from .lean_typing import cast
+
 TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations only
 if TYPE_CHECKING:
-    from typing import Any
+    from .option_values import IntOption, OptionValues
 
 
 class OptionError(InputError):
@@ -39,10 +41,10 @@ class Opt:
         return self.kind in ("value", "multi")
 
 
-def parse(argv: list[str], opts: list[Opt], interleave: bool = False) -> tuple[dict[str, Any], list[str]]:
+def parse(argv: list[str], opts: list[Opt], interleave: bool = False) -> tuple[OptionValues, list[str]]:
     """(values by dest, positional args). Without interleave, options stop at the first positional (the command)."""
     table: dict[str, Opt] = {name: opt for opt in opts for name in opt.names}
-    values: dict[str, Any] = {}
+    values: dict[str, str | int | list[str]] = {}
     positional: list[str] = []
     i = 0
     while i < len(argv):
@@ -72,7 +74,8 @@ def parse(argv: list[str], opts: list[Opt], interleave: bool = False) -> tuple[d
                 raise OptionError(f"option {name} takes no value")
             if value is not None:  # bundled short flags like -av
                 argv = [*argv[: i + 1], f"-{value}", *argv[i + 1 :]]
-            values[opt.dest] = values.get(opt.dest, 0) + 1 if opt.kind == "count" else True
+            counted = values.get(opt.dest, 0)
+            values[opt.dest] = (counted if isinstance(counted, int) else 0) + 1 if opt.kind == "count" else True
             i += 1
             continue
         if value is None:
@@ -81,14 +84,16 @@ def parse(argv: list[str], opts: list[Opt], interleave: bool = False) -> tuple[d
             i += 1
             value = argv[i]
         if opt.kind == "multi":
-            values.setdefault(opt.dest, []).append(value)
+            given = values.setdefault(opt.dest, [])
+            if isinstance(given, list):
+                given.append(value)
         else:
             values[opt.dest] = value
         i += 1
-    return values, positional
+    return cast("OptionValues", values), positional
 
 
-def as_int(values: dict[str, Any], key: str, default: int | None, minimum: int = 0) -> int | None:
+def as_int(values: OptionValues, key: IntOption, default: int | None, minimum: int = 0) -> int | None:
     raw = values.get(key)
     if raw is None:
         return default

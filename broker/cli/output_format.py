@@ -84,6 +84,7 @@ class _Formatter(string.Formatter):
 class _HeaderFormatter(_Formatter):
     """Looks a field's heading up by its whole (dotted) name instead of following attributes."""
 
+    # open: string.Formatter.get_field's own signature
     def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         return kwargs[field_name], field_name
 

@@ -7,10 +7,13 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .jobcli_common import CommandError, _client, _flux_error, _jobid
 from .options import Opt, OptionError, parse
+
+if TYPE_CHECKING:
+    from .option_values import OptionValues
 
 # ------------------------------------------------------------------------------------------ queue
 QUEUE_OPTS = [
@@ -65,7 +68,7 @@ def cmd_queue(argv: list[str]) -> int:
     return 0
 
 
-def _timeout(values: dict[str, Any], default: float | None) -> float | None:
+def _timeout(values: OptionValues, default: float | None) -> float | None:
     from ..fsd import parse_fsd
 
     if not values.get("timeout"):
@@ -76,7 +79,7 @@ def _timeout(values: dict[str, Any], default: float | None) -> float | None:
         raise OptionError(f"--timeout: {exc}") from None
 
 
-def _queue_save(client: Any, args: list[str], values: dict[str, Any]) -> int:
+def _queue_save(client: Any, args: list[str], values: OptionValues) -> int:
     """`flux queue save ARCHIVE`: not in Flux (whose `flux dump` saves the content store); ours writes the queue
     archive that `minicluster up --restore` reads."""
     if len(args) != 1:

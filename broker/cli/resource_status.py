@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import InputError
 from .output_format import OutputFormat
+from .replies import QueueState, ResourceStatus
 
 FORMATS = {
     "default": (
@@ -177,7 +177,7 @@ class Snapshot:
         )
 
 
-def snapshot(status: Mapping[str, Any], queue_state: Mapping[str, Any] | None) -> Snapshot:
+def snapshot(status: ResourceStatus, queue_state: QueueState | None) -> Snapshot:
     """From the lead's `resource.status` and `job-manager.queue-state` answers (None when there is no job
     manager: nothing allocated or drained)."""
     from common import idset

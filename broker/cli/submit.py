@@ -12,11 +12,15 @@ import os
 
 from ..jobs import submit_flags
 from ..jobs.build import JobspecError, build_jobspec
+from .lean_typing import cast
 from .options import Opt, OptionError, as_int
 
 TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations only
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..jobs.shapes import FileOutput, Jobspec
+    from .option_values import OptionValues
 
 SUBMIT_OPTS = [
     Opt(("-n", "--ntasks"), "ntasks", help="number of tasks"),
@@ -110,7 +114,7 @@ def time_limit(text: str) -> float:
     return seconds
 
 
-def _set_dotted(tree: dict[str, Any], name: str, value: Any, item: str) -> None:
+def _set_dotted(tree: dict[str, Any], name: str, value: Any, item: str) -> None:  # open: --setattr's tree
     """`malleable.min=2` sets tree["malleable"]["min"], as flux-core's Jobspec.setattr nests dotted names."""
     *parents, leaf = name.split(".")
     if not leaf or not all(parents):
@@ -159,7 +163,7 @@ def links_mpi(program: str) -> bool:
     return b"libmpi.so" in data
 
 
-def submit_flag_bits(values: dict[str, Any]) -> int:
+def submit_flag_bits(values: OptionValues) -> int:
     """--flags as flux-core's submit flag bits; other words are refused, as there."""
     bits = 0
     for flag in (f for item in values.get("flags", []) for f in item.split(",")):
@@ -169,7 +173,7 @@ def submit_flag_bits(values: dict[str, Any]) -> int:
     return bits
 
 
-def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_default: bool = False) -> dict[str, Any]:
+def build_from_options(values: OptionValues, command: list[str], batch_nodes_default: bool = False) -> Jobspec:
     """The jobspec `flux submit` would build for these options."""
     if not command:
         raise OptionError("a command is required")
@@ -185,9 +189,10 @@ def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_d
     if as_int(values, "gpus_per_task", 0):
         raise OptionError("--gpus-per-task: this broker has no GPU support")
     exclusive = bool(values.get("exclusive")) or (batch_nodes_default and nodes is not None and ntasks is None)
+    # open (shell, system, user): --setopt and --setattr name any option or attribute, with any JSON value
     shell: dict[str, Any] = dict(_keyval(o, "--setopt") for o in values.get("setopt", []))
     system: dict[str, Any] = {}
-    user: dict[str, Any] = {}
+    user: dict[str, Any] = {}  # open: as above
     for item in values.get("setattr", []):
         key, value = _keyval(item, "--setattr")
         if key.startswith("user."):
@@ -199,7 +204,7 @@ def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_d
         _set_dotted(where, name, value, item)
     if values.get("requeue"):
         system["requeue"] = True
-    output: dict[str, Any] = {}
+    output: dict[str, FileOutput] = {}
     if values.get("output"):
         output["stdout"] = {"type": "file", "path": values["output"]}
     if values.get("error"):
@@ -213,26 +218,30 @@ def build_from_options(values: dict[str, Any], command: list[str], batch_nodes_d
         del shell["mpi"]
     environment = apply_env_rules(dict(os.environ), values.get("env", []), values.get("env_remove", []))
     try:
-        return build_jobspec(
-            command,
-            ntasks=total,
-            nnodes=nodes,
-            cores_per_task=cores,
-            exclusive=exclusive,
-            duration=time_limit(values["time_limit"]) if values.get("time_limit") else 0.0,
-            cwd=values.get("cwd") or os.getcwd(),
-            environment=environment,
-            name=values.get("job_name", ""),
-            queue=values.get("queue", ""),
-            shell_options=shell or None,
-            system_attributes=system or None,
-            user_attributes=user or None,
+        # build_jobspec writes a shapes.Jobspec; it answers an open dict for the callers that keep it as one
+        return cast(
+            "Jobspec",
+            build_jobspec(
+                command,
+                ntasks=total,
+                nnodes=nodes,
+                cores_per_task=cores,
+                exclusive=exclusive,
+                duration=time_limit(values["time_limit"]) if values.get("time_limit") else 0.0,
+                cwd=values.get("cwd") or os.getcwd(),
+                environment=environment,
+                name=values.get("job_name", ""),
+                queue=values.get("queue", ""),
+                shell_options=shell or None,
+                system_attributes=system or None,
+                user_attributes=user or None,
+            ),
         )
     except JobspecError as exc:
         raise OptionError(str(exc)) from None
 
 
-def substitute(jobspec: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:
+def substitute(jobspec: Jobspec, mapping: dict[str, str]) -> Jobspec:
     """The jobspec with {cc}/{} style placeholders replaced in the command and job name.
 
     Copies only the path to what changes and shares the rest (the environment is most of a jobspec): `--cc=1-5000`
@@ -246,10 +255,14 @@ def substitute(jobspec: dict[str, Any], mapping: dict[str, str]) -> dict[str, An
     new_name = _fill(name, mapping) if name is not None else None
     if command == task["command"] and new_name == name:
         return jobspec
-    out = dict(jobspec)
-    out["tasks"] = [dict(task, command=command), *jobspec["tasks"][1:]]
+    out = jobspec.copy()
+    first = task.copy()
+    first["command"] = command
+    out["tasks"] = [first, *jobspec["tasks"][1:]]
     if new_name != name:
-        out["attributes"] = dict(jobspec["attributes"], system=dict(system, job=dict(job, name=new_name)))
+        attributes = jobspec["attributes"].copy()
+        attributes["system"] = dict(system, job=dict(job or {}, name=new_name))  # a dict: it held the name
+        out["attributes"] = attributes
     return out
 
 

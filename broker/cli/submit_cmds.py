@@ -23,15 +23,14 @@ from .submit_stream import Progress, submit_one, submit_stream
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from typing import Any
 
     from ..jobs.api import RpcHandle
+    from ..jobs.shapes import Jobspec
+    from .option_values import OptionValues
 
 
 # ------------------------------------------------------------------------------------------ submission
-def _submit_many(
-    handle: RpcHandle, jobspecs: Iterator[dict[str, Any]], total: int, values: dict[str, Any]
-) -> list[int]:
+def _submit_many(handle: RpcHandle, jobspecs: Iterator[Jobspec], total: int, values: OptionValues) -> list[int]:
     """Stream the submissions (submit_stream.py), printing each id as its answer comes (unless --quiet); the ids
     are kept only for --watch and --wait, which need them after."""
     keep = bool(values.get("watch") or values.get("wait"))
@@ -64,12 +63,12 @@ def _print_jobspec(jobspec: object) -> None:
     print(json.dumps(jobspec))
 
 
-def _copies(values: dict[str, Any], jobspec: dict[str, Any]) -> tuple[Iterator[dict[str, Any]], int]:
+def _copies(values: OptionValues, jobspec: Jobspec) -> tuple[Iterator[Jobspec], int]:
     """The jobspecs --cc/--bcc ask for, made one at a time as they are sent, and how many: a range of 10**8 ids
     is two numbers here, never a list."""
-    for flag, key in (("--cc", "cc"), ("--bcc", "bcc")):
-        if values.get(key):
-            spans = _spans(flag, values[key])
+    for flag, key, text in (("--cc", "cc", values.get("cc")), ("--bcc", "bcc", values.get("bcc"))):
+        if text:
+            spans = _spans(flag, text)
             ids = (i for first, last in spans for i in range(first, last + 1))
             copies = (substitute(jobspec, {"cc": str(i)}) for i in ids) if key == "cc" else (jobspec for _ in ids)
             return copies, idset.count(spans)
@@ -124,13 +123,13 @@ def cmd_bulksubmit(argv: list[str]) -> int:
     template, inputs = groups[0], groups[1:]
     if not template or not inputs or not all(inputs):
         raise OptionError("usage: flux bulksubmit [OPTIONS] COMMAND... ::: ARGS... [::: ARGS...]")
-    build_from_options(values, template)  # a bad option is refused before anything is sent
-    copies = _copies(values, {})[1]
+    checked = build_from_options(values, template)  # a bad option is refused before anything is sent
+    copies = _copies(values, checked)[1]
     combos = 1
     for group in inputs:
         combos *= len(group)
 
-    def specs() -> Iterator[dict[str, Any]]:
+    def specs() -> Iterator[Jobspec]:
         for seq, combo in enumerate(itertools.product(*inputs)):
             mapping = {str(i): v for i, v in enumerate(combo)}
             mapping["seq"] = str(seq)
@@ -160,7 +159,7 @@ def _fill_positional(word: str, combo: tuple[str, ...], mapping: dict[str, str])
 BATCH_OPTS = [*SUBMIT_OPTS, Opt(("--wrap",), "wrap", "flag", help="wrap the arguments in a /bin/sh script")]
 
 
-def _instance_jobspec(values: dict[str, Any], initial: list[str], script: str | None) -> dict[str, Any]:
+def _instance_jobspec(values: OptionValues, initial: list[str], script: str | None) -> Jobspec:
     if not values.get("nodes") and not values.get("ntasks"):
         values["nodes"] = "1"
     jobspec = build_from_options(values, ["flux", "broker", *initial], batch_nodes_default=True)

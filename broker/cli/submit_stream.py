@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
     from ..jobs.api import RpcHandle
+    from ..jobs.shapes import Jobspec
+    from .option_values import OptionValues
 
 SUBMIT_WINDOW = 256
 """Submissions in flight: enough to keep the broker busy, few enough to bound both queues and our memory."""
@@ -90,16 +92,16 @@ class Progress:
             self.stream.flush()
 
 
-def submit_one(handle: RpcHandle, jobspec: dict[str, Any], values: dict[str, Any]) -> int:
+def submit_one(handle: RpcHandle, jobspec: Jobspec, values: OptionValues) -> int:
     """One submission, one round trip: `flux run`, `batch`, `alloc` and a submit without copies."""
     return int(handle.rpc("job-manager.submit", _payload(jobspec, values))["id"])
 
 
 def submit_stream(
     handle: RpcHandle,
-    jobspecs: Iterable[dict[str, Any]],
+    jobspecs: Iterable[Jobspec],
     total: int,
-    values: dict[str, Any],
+    values: OptionValues,
     took: Callable[[list[int]], None],
     progress: Progress | None = None,
 ) -> int:
@@ -131,7 +133,7 @@ def submit_stream(
         if progress is not None:
             progress.update(accepted)
 
-    base = _payload({}, values)
+    base = _payload(None, values)
     for spec in jobspecs:
         if len(pending) - first >= SUBMIT_WINDOW:
             answer(pending[first])
@@ -159,6 +161,7 @@ def submit_stream(
     return accepted
 
 
-def _payload(jobspec: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+def _payload(jobspec: Jobspec | None, values: OptionValues) -> dict[str, Any]:  # open: an RPC payload
     urgency = as_int(values, "urgency", 16) or 0
-    return {"jobspec": jobspec, "urgency": urgency, "userid": os.getuid(), "flags": submit_flag_bits(values)}
+    spec: Jobspec | dict[str, str] = {} if jobspec is None else jobspec  # {}: a base, its jobspec set per copy
+    return {"jobspec": spec, "urgency": urgency, "userid": os.getuid(), "flags": submit_flag_bits(values)}

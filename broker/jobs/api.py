@@ -14,12 +14,15 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from broker.jobs import submit_flags
 from broker.jobs.build import build_jobspec
 from broker.jobs.jobid import encode_f58, parse_jobid
 from broker.jobs.states import ACTIVE, JobState, parse_states
+
+if TYPE_CHECKING:
+    from broker.jobs.shapes import JobStats, QueueCounts, QueueStatus, RestfulJob, SaveReply
 
 NODEID_ANY = -1
 LEAD = 0
@@ -28,14 +31,15 @@ LEAD = 0
 class RpcHandle(Protocol):
     """What JobClient needs from a connection (client.Handle and the lean CLI transport both fit)."""
 
+    # open: an RPC's payload and answer: their shape is the topic's (typed by the JobClient method that asks)
     def rpc(
         self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = NODEID_ANY, timeout: float | None = ...
-    ) -> dict[str, Any]: ...
+    ) -> dict[str, Any]: ...  # open: as above
 
     def close(self) -> None: ...
 
 
-NO_ANNOTATIONS: Mapping[str, Any] = MappingProxyType({})
+NO_ANNOTATIONS: Mapping[str, Any] = MappingProxyType({})  # open: annotations are whatever was attached
 
 
 class JobInfo(NamedTuple):
@@ -65,7 +69,7 @@ class JobInfo(NamedTuple):
     exception_note: str = ""
     waitstatus: int | None = None
     duration: float = 0.0
-    annotations: Mapping[str, Any] = NO_ANNOTATIONS
+    annotations: Mapping[str, Any] = NO_ANNOTATIONS  # open: whatever the scheduler or `flux job annotate` attached
     t_depend: float = 0.0
     t_priority: float = 0.0
     t_sched: float = 0.0
@@ -89,6 +93,8 @@ class JobInfo(NamedTuple):
         return self.result == "COMPLETED"
 
     @classmethod
+    # open: job-list records from this broker or from flux-core, read leniently (this broker's: shapes.JobInfoRecord;
+    # callers in broker/modules and broker/rest pass their RPC answers as they came)
     def from_dict(cls, data: dict[str, Any]) -> JobInfo:
         exception = data.get("exception") or {}
         return cls(
@@ -124,7 +130,7 @@ class JobInfo(NamedTuple):
             owner=str(data.get("owner") or ""),
         )
 
-    def to_restful(self) -> dict[str, Any]:
+    def to_restful(self) -> RestfulJob:
         """The shape flux-restful-api returns from GET /v1/jobs/{id}."""
         return {
             "id": self.id,
@@ -191,13 +197,14 @@ class JobClient:
     def close(self) -> None:
         self.handle.close()
 
+    # open: an RPC's payload and answer, typed by each method below at the one place its JSON enters
     def _rpc(self, topic: str, payload: dict[str, Any] | None = None, timeout: float | None = 30.0) -> dict[str, Any]:
         return self.handle.rpc(topic, payload or {}, NODEID_ANY, timeout)
 
     # ------------------------------------------------------------------ submission
     def submit(
         self,
-        jobspec: dict[str, Any] | None = None,
+        jobspec: dict[str, Any] | None = None,  # open: a user's jobspec, as build_jobspec's
         *,
         command: list[str] | None = None,
         ntasks: int = 1,
@@ -209,8 +216,8 @@ class JobClient:
         cwd: str | None = None,
         name: str = "",
         urgency: int = 16,
-        shell_options: dict[str, Any] | None = None,
-        system_attributes: dict[str, Any] | None = None,
+        shell_options: dict[str, Any] | None = None,  # open: as build_jobspec's
+        system_attributes: dict[str, Any] | None = None,  # open: as build_jobspec's
         userid: int | None = None,
         waitable: bool = False,
     ) -> int:
@@ -257,14 +264,16 @@ class JobClient:
     def info(self, jobid: int | str) -> JobInfo:
         return JobInfo.from_dict(self._rpc("job-manager.info", {"id": as_jobid(jobid)}))
 
-    def jobspec(self, jobid: int | str) -> dict[str, Any]:
-        spec: dict[str, Any] = self._rpc("job-manager.info", {"id": as_jobid(jobid), "jobspec": True})["jobspec"]
+    def jobspec(self, jobid: int | str) -> dict[str, Any]:  # open: the user's jobspec as submitted
+        spec: dict[str, Any] = self._rpc(  # open: as above
+            "job-manager.info", {"id": as_jobid(jobid), "jobspec": True}
+        )["jobspec"]
         return spec
 
-    def stats(self) -> dict[str, Any]:
-        return self._rpc("job-manager.stats")
+    def stats(self) -> JobStats:
+        return cast("JobStats", self._rpc("job-manager.stats"))
 
-    def resources(self) -> dict[str, Any]:
+    def resources(self) -> dict[str, Any]:  # open: broker/rest keeps it as a dict (shape: cli.replies.ResourceStatus)
         """R, up/down ranks, hostnames and per-rank reports (resource.status on the lead)."""
         return self.handle.rpc("resource.status", {}, LEAD, 30.0)
 
@@ -282,9 +291,7 @@ class JobClient:
         """Block until the job is inactive; its final info (raises FluxError errno 110 on timeout).
 
         A waitable job's end stays for `wait_any` unless `take` (`flux job wait JOBID`, as flux-core's)."""
-        payload: dict[str, Any] = {"id": as_jobid(jobid)}
-        if not take:
-            payload["keep"] = True
+        payload = {"id": as_jobid(jobid), "keep": True} if not take else {"id": as_jobid(jobid)}
         return JobInfo.from_dict(self._rpc("job-manager.wait", payload, timeout=timeout))
 
     def last(self, slice_text: str = "[:1]", userid: int | None = None) -> list[int]:
@@ -295,21 +302,22 @@ class JobClient:
     def wait_any(self, timeout: float | None = None) -> JobInfo:
         """The end of whichever waitable job ends first and is not yet waited for (kept until taken); raises
         FluxError errno 10 (ECHILD) when no waitable job is left to wait for, as flux-core's FLUX_JOBID_ANY."""
-        return JobInfo.from_dict(self._rpc("job-manager.wait", {"id": submit_flags.JOBID_ANY}, timeout=timeout))
+        reply = self._rpc("job-manager.wait", {"id": submit_flags.JOBID_ANY}, timeout=timeout)
+        return JobInfo.from_dict(reply)
 
-    def queue(self, action: str = "status", reason: str = "") -> dict[str, Any]:
+    def queue(self, action: str = "status", reason: str = "") -> QueueStatus:
         """status | start | stop | enable | disable | policy (reason = fcfs/easy)."""
-        return self._rpc("job-manager.queue", {"action": action, "reason": reason})
+        return cast("QueueStatus", self._rpc("job-manager.queue", {"action": action, "reason": reason}))
 
-    def queue_idle(self, mode: str = "idle", timeout: float | None = None) -> dict[str, Any]:
-        """Wait until no job runs ("idle") or no job is active at all ("drain")."""
-        return self._rpc("job-manager.queue-idle", {"mode": mode}, timeout=timeout)
+    def queue_idle(self, mode: str = "idle", timeout: float | None = None) -> QueueCounts:
+        """Wait until no job runs ("idle") or no job is active at all ("drain"); answers with the counts then."""
+        return cast("QueueCounts", self._rpc("job-manager.queue-idle", {"mode": mode}, timeout=timeout))
 
-    def queue_save(self, path: str, cluster: str = "", timeout: float = 600.0, force: bool = False) -> dict[str, Any]:
+    def queue_save(self, path: str, cluster: str = "", timeout: float = 600.0, force: bool = False) -> SaveReply:
         """Stop the queue, settle running jobs by their save policy, write the queue archive at `path` (on the
         lead's filesystem; an existing file only with `force`); answers once written, with counts."""
         payload = {"path": path, "cluster": cluster, "timeout": timeout, "force": force}
-        return self._rpc("job-manager.save", payload, timeout=timeout + 60.0)
+        return cast("SaveReply", self._rpc("job-manager.save", payload, timeout=timeout + 60.0))
 
     # ------------------------------------------------------------------ output and events
     def output(self, jobid: int | str, offset: int = 0, wait: bool = False) -> tuple[list[OutputLine], int, bool]:
@@ -333,6 +341,7 @@ class JobClient:
             if eof:
                 return
 
+    # open: as callers in broker/rest take them (each entry is a shapes.EventlogEntry)
     def events(self, jobid: int | str, follow: bool = True) -> Iterator[dict[str, Any]]:
         """The job's eventlog (Flux names: submit, alloc, start, finish, ...), following it until the end."""
         offset = 0

@@ -26,7 +26,7 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.jobs.archive_members import (
     MANIFEST,
@@ -40,6 +40,9 @@ from broker.jobs.journal import JobEvent
 from broker.jobs.record import replay
 from broker.jobs.store import INSTANCE, JOURNAL_FILE, OUTPUT_DIR, JobStore, QueueState
 from common import atomic
+
+if TYPE_CHECKING:
+    from broker.jobs.shapes import ArchiveSummary, ManifestDoc, SavedJobEntry
 
 KIND = "miniclusters-queue-archive"
 FORMAT_VERSION = 1
@@ -77,17 +80,16 @@ class Manifest:
     """Member name -> sha256 hex of its bytes."""
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "kind": KIND,
-                "format": self.format,
-                "created": self.created,
-                "source": self.source.__dict__,
-                "jobs": [job.__dict__ for job in self.jobs],
-                "files": self.files,
-            },
-            indent=1,
-        )
+        source = self.source
+        doc: ManifestDoc = {
+            "kind": KIND,
+            "format": self.format,
+            "created": self.created,
+            "source": {"cluster": source.cluster, "hosts": source.hosts, "size": source.size},
+            "jobs": [{"id": j.id, "state": j.state, "result": j.result, "requeued": j.requeued} for j in self.jobs],
+            "files": self.files,
+        }
+        return json.dumps(doc, indent=1)
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def write_archive(
 
 
 # ---------------------------------------------------------------------------------------------- reading
-def _saved_job(job: dict[str, Any]) -> SavedJob:
+def _saved_job(job: SavedJobEntry) -> SavedJob:
     """One line of the index, its types checked (an id is compared and hashed, a state compared)."""
     unknown = set(job) - {"id", "state", "result", "requeued"}
     if unknown:
@@ -284,7 +286,7 @@ def restore_into(statedir: Path | str, archive: QueueArchive) -> bool:
     return True
 
 
-def summary(manifest: Manifest) -> dict[str, Any]:
+def summary(manifest: Manifest) -> ArchiveSummary:
     """Counts people read: how many jobs, pending, requeued by the save, done."""
     return {
         "cluster": manifest.source.cluster,

@@ -13,6 +13,8 @@ TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations
 if TYPE_CHECKING:
     from typing import Any
 
+    from broker.jobs.shapes import JobspecAttributes, ResourceVertex, TaskEntry
+
 
 class JobspecError(InputError):
     """A jobspec that cannot be run; the message names the offending field."""
@@ -30,10 +32,10 @@ def build_jobspec(
     environment: dict[str, str] | None = None,
     name: str = "",
     queue: str = "",
-    shell_options: dict[str, Any] | None = None,
-    system_attributes: dict[str, Any] | None = None,
-    user_attributes: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    shell_options: dict[str, Any] | None = None,  # open: the shell's options (and its plugins')
+    system_attributes: dict[str, Any] | None = None,  # open: jobspec system attributes, any of them
+    user_attributes: dict[str, Any] | None = None,  # open: the user's own attributes
+) -> dict[str, Any]:  # open: a jobspec as every caller stores and sends it (its vertices: shapes.ResourceVertex)
     """A canonical version 1 jobspec, as `flux submit` would produce it."""
     if not command:
         raise JobspecError("command: must not be empty")
@@ -45,25 +47,11 @@ def build_jobspec(
         ntasks = nnodes
     if cores_per_task < 1:
         raise JobspecError(f"cores_per_task: must be at least 1 (got {cores_per_task})")
-    slot_with: list[dict[str, Any]] = [{"type": "core", "count": cores_per_task}]
+    slot_with: list[ResourceVertex] = [{"type": "core", "count": cores_per_task}]
     if gpus_per_task:
         slot_with.append({"type": "gpu", "count": gpus_per_task})
-    tasks: dict[str, Any] = {"command": list(command), "slot": "task", "count": {"per_slot": 1}}
-    if nnodes is None:
-        resources = [{"type": "slot", "count": ntasks, "label": "task", "with": slot_with}]
-    else:
-        per_node = math.ceil(ntasks / nnodes)
-        node: dict[str, Any] = {
-            "type": "node",
-            "count": nnodes,
-            "with": [{"type": "slot", "count": per_node, "label": "task", "with": slot_with}],
-        }
-        if exclusive:
-            node["exclusive"] = True
-        resources = [node]
-        if ntasks % nnodes:
-            tasks["count"] = {"total": ntasks}
-    system: dict[str, Any] = dict(system_attributes or {})
+    resources, tasks = _shape(command, ntasks, nnodes, exclusive, slot_with)
+    system = dict(system_attributes or {})
     system["duration"] = float(duration)
     if cwd:
         system["cwd"] = cwd
@@ -75,7 +63,27 @@ def build_jobspec(
         system["queue"] = queue
     if shell_options:
         system.setdefault("shell", {})["options"] = dict(shell_options)
-    attributes: dict[str, Any] = {"system": system}
+    attributes: JobspecAttributes = {"system": system}
     if user_attributes:
         attributes["user"] = dict(user_attributes)
     return {"version": 1, "resources": resources, "tasks": [tasks], "attributes": attributes}
+
+
+def _shape(
+    command: list[str], ntasks: int, nnodes: int | None, exclusive: bool, slot_with: list[ResourceVertex]
+) -> tuple[list[ResourceVertex], TaskEntry]:
+    """The resource vertex (`-n N`: N slots; `-N M`: M nodes each holding its share of slots) and the task."""
+    tasks: TaskEntry = {"command": list(command), "slot": "task", "count": {"per_slot": 1}}
+    if nnodes is None:
+        return [{"type": "slot", "count": ntasks, "label": "task", "with": slot_with}], tasks
+    per_node = math.ceil(ntasks / nnodes)
+    node: ResourceVertex = {
+        "type": "node",
+        "count": nnodes,
+        "with": [{"type": "slot", "count": per_node, "label": "task", "with": slot_with}],
+    }
+    if exclusive:
+        node["exclusive"] = True
+    if ntasks % nnodes:
+        tasks["count"] = {"total": ntasks}
+    return [node], tasks

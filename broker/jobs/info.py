@@ -10,7 +10,7 @@ from broker.jobs.record import JobRecord
 from broker.jobs.states import JobState
 
 
-def job_owner(jobspec: dict[str, Any]) -> str:
+def job_owner(jobspec: dict[str, Any]) -> str:  # open: a user's jobspec (RFC 14), read leniently
     """The REST user recorded in the jobspec at submit (attributes.system.miniclusters.owner), "" if none.
 
     Kept in the jobspec so it survives the journal, save/restore and flux-core's KVS alike."""
@@ -27,7 +27,7 @@ def owned_by(owner: str, userid: int, name: str, uid: int) -> bool:
     return owner == name if owner else uid >= 0 and userid == uid
 
 
-def request_shape(jobspec: dict[str, Any]) -> tuple[int, int | None, int]:
+def request_shape(jobspec: dict[str, Any]) -> tuple[int, int | None, int]:  # open: a user's jobspec
     """(ntasks, nnodes or None, cores per task) straight from a jobspec, without full validation."""
     from broker.jobs.jobspec import JobspecError, parse_jobspec
 
@@ -53,7 +53,7 @@ def resource_summary(cores: dict[int, list[int]]) -> str:
     return ",".join(f"rank{brackets(ranks)}/core{brackets(list(c))}" for c, ranks in groups.items() if c)
 
 
-def _annotations(record: JobRecord) -> dict[str, Any]:
+def _annotations(record: JobRecord) -> dict[str, Any]:  # open: annotations are whatever was attached
     annotations = dict(record.extra)
     sched = annotations.get("sched")
     if record.cores and not (isinstance(sched, dict) and "resource_summary" in sched):
@@ -71,7 +71,7 @@ def _requested_nodes(record: JobRecord, known: int | None) -> int | None:
 
 def job_info(
     record: JobRecord, nodelist: str, ntasks: int, now: float | None = None, requested_nodes: int | None = None
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # open until job_manager/queries.py names its shape, shapes.JobInfoRecord
     """The fields the Flux RESTful API returns for a job, plus Flux's own names for the same things.
 
     `requested_nodes`: the node count its jobspec asks for (None: none asked), when the caller already parsed

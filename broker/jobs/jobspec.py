@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.jobs.build import JobspecError, build_jobspec
 from elasticity.model.resources import ResourceRequest
@@ -27,17 +27,17 @@ class JobSpec:
     """The jobspec's own dict, which jobs with equal environments share (the job manager): never change it."""
     name: str = ""
     queue: str = ""
-    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, Any] = field(default_factory=dict)  # open: jobspec attributes (system.*, user.*)
     """The whole attributes tree, including system.* keys we do not interpret (e.g. system.burstable)."""
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)  # open: the jobspec as submitted
 
     @property
-    def shell_options(self) -> dict[str, Any]:
+    def shell_options(self) -> dict[str, Any]:  # open: shell options are the shell's (and plugins')
         options = self.attributes.get("system", {}).get("shell", {}).get("options", {})
         return options if isinstance(options, dict) else {}
 
 
-def _count(node: dict[str, Any], where: str) -> int:
+def _count(node: dict[str, Any], where: str) -> int:  # open: an untrusted resource vertex, checked here
     count = node.get("count", 1)
     if isinstance(count, dict):
         count = count.get("min", 1)
@@ -46,7 +46,7 @@ def _count(node: dict[str, Any], where: str) -> int:
     return count
 
 
-def _slot_shape(slot: dict[str, Any], where: str) -> tuple[int, int]:
+def _slot_shape(slot: dict[str, Any], where: str) -> tuple[int, int]:  # open: untrusted, checked here
     cores = gpus = 0
     for index, child in enumerate(slot.get("with", [])):
         kind = child.get("type")
@@ -61,34 +61,29 @@ def _slot_shape(slot: dict[str, Any], where: str) -> tuple[int, int]:
     return cores, gpus
 
 
-def parse_jobspec(data: Any) -> JobSpec:
-    """Validate a version 1 jobspec into what the job manager and scheduler need."""
-    if not isinstance(data, dict):
-        raise JobspecError("jobspec: must be a JSON object")
-    if data.get("version") != 1:
-        raise JobspecError(f"version: only version 1 is supported (got {data.get('version')!r})")
-    resources = data.get("resources")
+def _resource_shape(resources: object) -> tuple[int | None, bool, int, int, int]:
+    """(nnodes or None, exclusive, total slots, cores and GPUs per slot) from the one resource vertex."""
     if not isinstance(resources, list) or len(resources) != 1 or not isinstance(resources[0], dict):
         raise JobspecError("resources: must hold exactly one resource vertex")
     top = resources[0]
-    exclusive = False
     if top.get("type") == "node":
-        nnodes: int | None = _count(top, "resources[0]")
-        exclusive = bool(top.get("exclusive", False))
+        nnodes = _count(top, "resources[0]")
         children = top.get("with", [])
         if len(children) != 1 or children[0].get("type") != "slot":
             raise JobspecError("resources[0].with: a node must hold exactly one slot vertex")
         slot = children[0]
         slots_per_node = _count(slot, "resources[0].with[0]")
         cores, gpus = _slot_shape(slot, "resources[0].with[0]")
-        total_slots = slots_per_node * (nnodes or 1)
-    elif top.get("type") == "slot":
-        nnodes = None
+        return nnodes, bool(top.get("exclusive", False)), slots_per_node * nnodes, cores, gpus
+    if top.get("type") == "slot":
         total_slots = _count(top, "resources[0]")
         cores, gpus = _slot_shape(top, "resources[0]")
-    else:
-        raise JobspecError(f"resources[0].type: {top.get('type')!r} is not supported (node or slot)")
-    tasks = data.get("tasks")
+        return None, False, total_slots, cores, gpus
+    raise JobspecError(f"resources[0].type: {top.get('type')!r} is not supported (node or slot)")
+
+
+def _task(tasks: object, total_slots: int) -> tuple[list[str], int]:
+    """(command, ntasks) from the one task entry."""
     if not isinstance(tasks, list) or len(tasks) != 1 or not isinstance(tasks[0], dict):
         raise JobspecError("tasks: must hold exactly one task entry")
     task = tasks[0]
@@ -102,12 +97,24 @@ def parse_jobspec(data: Any) -> JobSpec:
         ntasks = count["total"]
         if not isinstance(ntasks, int) or ntasks < 1 or ntasks > total_slots:
             raise JobspecError(f"tasks[0].count.total: must be between 1 and {total_slots}")
-    else:
-        per_slot = count.get("per_slot", 1)
-        if per_slot != 1:
-            raise JobspecError("tasks[0].count.per_slot: only 1 is supported")
-        ntasks = total_slots
-    attributes = data.get("attributes", {})
+        return command, ntasks
+    if count.get("per_slot", 1) != 1:
+        raise JobspecError("tasks[0].count.per_slot: only 1 is supported")
+    return command, total_slots
+
+
+class _System(NamedTuple):
+    """What the job manager reads of attributes.system, each checked."""
+
+    duration: float
+    environment: dict[str, str]
+    cwd: str
+    name: str
+    queue: str
+
+
+def _system(attributes: object) -> _System:
+    """The system attributes the job manager reads, each checked (the job name: none here is "")."""
     if not isinstance(attributes, dict):
         raise JobspecError("attributes: must be an object")
     system = attributes.get("system", {})
@@ -124,17 +131,30 @@ def parse_jobspec(data: Any) -> JobSpec:
         raise JobspecError("attributes.system.cwd: must be a string")
     job = system.get("job", {})
     name = job.get("name", "") if isinstance(job, dict) else ""
+    return _System(float(duration), environment, cwd, str(name or ""), str(system.get("queue", "")))
+
+
+def parse_jobspec(data: Any) -> JobSpec:
+    """Validate a version 1 jobspec into what the job manager and scheduler need."""
+    if not isinstance(data, dict):
+        raise JobspecError("jobspec: must be a JSON object")
+    if data.get("version") != 1:
+        raise JobspecError(f"version: only version 1 is supported (got {data.get('version')!r})")
+    nnodes, exclusive, total_slots, cores, gpus = _resource_shape(data.get("resources"))
+    command, ntasks = _task(data.get("tasks"), total_slots)
+    attributes = data.get("attributes", {})
+    system = _system(attributes)
     request = ResourceRequest(
         ntasks=ntasks, cores_per_task=cores, nnodes=nnodes, exclusive=exclusive, gpus_per_task=gpus
     )
     return JobSpec(
         command=list(command),
         resources=request,
-        duration=float(duration),
-        cwd=cwd,
-        environment=environment,  # the jobspec's own (no copy: read-only, and shared by jobs, issue 41)
-        name=str(name or command[0].rsplit("/", 1)[-1]),
-        queue=str(system.get("queue", "")),
+        duration=system.duration,
+        cwd=system.cwd,
+        environment=system.environment,  # the jobspec's own (no copy: read-only, and shared by jobs, issue 41)
+        name=system.name or command[0].rsplit("/", 1)[-1],
+        queue=system.queue,
         attributes=attributes,
         raw=data,
     )

@@ -28,7 +28,7 @@ class JobEvent:
     jobid: int
     name: str
     timestamp: float
-    context: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)  # open: each event name has its own (annotate: anything)
 
     def to_json(self) -> str:
         return dumps({"id": self.jobid, "name": self.name, "timestamp": self.timestamp, "context": self.context})

@@ -35,7 +35,7 @@ class MalleableSpec:
     """Seconds the job has to checkpoint once signalled; past them it keeps its size (the resize is dropped)."""
 
 
-def _count(section: dict[str, Any], key: str) -> int | None:
+def _count(section: dict[str, Any], key: str) -> int | None:  # open: the user's attributes
     if key not in section:
         return None
     value = section[key]
@@ -64,7 +64,7 @@ def _timeout(value: Any) -> float:
     return seconds
 
 
-def malleable_spec(jobspec: dict[str, Any]) -> MalleableSpec | None:
+def malleable_spec(jobspec: dict[str, Any]) -> MalleableSpec | None:  # open: a user's jobspec
     """The job's malleable contract, None for a rigid job; ValueError naming the attribute when it is wrong."""
     section = jobspec.get("attributes", {}).get("system", {}).get("malleable")
     if section is None:

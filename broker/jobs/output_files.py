@@ -13,7 +13,7 @@ from typing import IO, Any
 from broker.jobs.jobid import encode_f58
 
 
-def file_targets(jobspec: dict[str, Any], jobid: int) -> dict[str, str]:
+def file_targets(jobspec: dict[str, Any], jobid: int) -> dict[str, str]:  # open: a user's jobspec
     """{stream: path} from the jobspec's shell output options ({{id}} expands as in Flux); stderr follows stdout."""
     options = jobspec.get("attributes", {}).get("system", {}).get("shell", {}).get("options", {})
     output = options.get("output", {}) if isinstance(options, dict) else {}

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from broker.jobs.journal import JobEvent
 from broker.jobs.states import JobResult, JobState
+
+if TYPE_CHECKING:
+    from broker.jobs.shapes import ExceptionContext
 
 # Flux eventlog names and the state each leads to.
 _STATE_AFTER = {
@@ -23,7 +26,7 @@ _STATE_AFTER = {
 @dataclass
 class JobRecord:
     jobid: int
-    jobspec: dict[str, Any]
+    jobspec: dict[str, Any]  # open: the user's jobspec (RFC 14) as submitted, validated by jobs/jobspec.py
     userid: int
     urgency: int
     t_submit: float
@@ -31,7 +34,7 @@ class JobRecord:
     priority: int = 0
     result: JobResult | None = None
     waitstatus: int | None = None
-    exception: dict[str, Any] | None = None
+    exception: ExceptionContext | None = None
     ranks: list[int] = field(default_factory=list)
     cores: dict[int, list[int]] = field(default_factory=dict)
     t_depend: float = 0.0  # when it entered DEPEND, PRIORITY, SCHED (Flux's job-list reports each)
@@ -42,7 +45,7 @@ class JobRecord:
     t_inactive: float = 0.0
     requeues: int = 0
     flags: int = 0  # flux-core's submit flags (jobs/submit_flags.py)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # open: annotations, whatever was attached
 
     @property
     def returncode(self) -> int | None:
@@ -73,7 +76,7 @@ class JobRecord:
             # The first fatal exception decides the result, as in flux-core's job-list: a job canceled and then
             # failed by a lost rank before its tasks were gone stays CANCELED.
             if int(context.get("severity", 0)) == 0 and self.exception is None:
-                self.exception = dict(context)
+                self.exception = cast("ExceptionContext", dict(context))  # the journal's JSON, as written
                 kind = context.get("type", "")
                 self.result = {
                     "cancel": JobResult.CANCELED,

@@ -17,9 +17,11 @@ STATE_BITS = {"NEW": 1, "DEPEND": 2, "PRIORITY": 4, "SCHED": 8, "RUN": 16, "CLEA
 RESULT_BITS = {"COMPLETED": 1, "FAILED": 2, "CANCELED": 4, "TIMEOUT": 8}
 
 
+# open (both records): broker/rest/app.py and the job manager's restful view hold them as plain dicts; the keys
+# are job-list's, some present only once known (see the module doc)
 def listing_record(job: JobInfo) -> dict[str, Any]:
     """One entry of GET /v1/jobs without details: job-list's record, with integer state and result."""
-    record: dict[str, Any] = {
+    record: dict[str, Any] = {  # open: as above
         "id": job.id,
         "userid": job.userid,
         "urgency": job.urgency,
@@ -61,7 +63,7 @@ def listing_record(job: JobInfo) -> dict[str, Any]:
     return record
 
 
-def detail_record(job: JobInfo) -> dict[str, Any]:
+def detail_record(job: JobInfo) -> dict[str, Any]:  # open: as listing_record
     """GET /v1/jobs/{id}: the job-list record with state and result as words, returncode, runtime, exception."""
     record = listing_record(job)
     for name in ("ranks", "expiration"):  # the reference fills these in for its data tables

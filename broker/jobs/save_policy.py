@@ -44,7 +44,7 @@ def _signal(value: Any) -> int:
         raise ValueError(f"attributes.system.checkpoint-signal: {value!r} is not a signal (e.g. SIGUSR1)") from None
 
 
-def save_policy(jobspec: dict[str, Any]) -> SavePolicy:
+def save_policy(jobspec: dict[str, Any]) -> SavePolicy:  # open: a user's jobspec
     """The job's save policy; ValueError naming the attribute when it is wrong."""
     system = jobspec.get("attributes", {}).get("system", {})
     policy = system.get("save-policy", DEFAULT_POLICY)

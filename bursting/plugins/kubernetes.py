@@ -26,6 +26,7 @@ from miniclusters.render.layout import INDEX_LABEL
 SERVICE_TYPES = ("NodePort", "LoadBalancer")
 
 
+# open: a Kubernetes Service object, handed to the API as it is
 def lead_service(cluster: str, burst: Burst, namespace: str, service_type: str, port: int) -> dict[str, Any]:
     """The Service exposing the lead broker's overlay port (pod index 0 of the lead's Job) to one burst."""
     return {

@@ -76,7 +76,7 @@ class Autoscaler:
     stepped: bool = False
     size: int | None = None
     """The cluster's size when last seen (after this loop's own scale)."""
-    last: dict[str, object] | None = None
+    last: dict[str, object] | None = None  # open: an event's kind and its fields, each kind its own
     """The last event other than a sample (for status lines)."""
 
     def step(self) -> AutoscaleStep:

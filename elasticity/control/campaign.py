@@ -213,7 +213,7 @@ class CampaignPlanner:
     autoscale: AutoscaleOptions | None
     multiplex: MultiplexKnobs | None
     memory: AutoscaleMemory = field(default_factory=AutoscaleMemory)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # open: each event kind has its own fields
 
     def decide(self, obs: CampaignObservation) -> CampaignDecision:
         view = obs.cluster

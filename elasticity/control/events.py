@@ -40,6 +40,7 @@ class EventLog:
             self._stream = target
             self._owned = None
 
+    # open: a record is the loop's fields plus the event's own, which differ by kind and by loop
     def write(self, kind: str, cluster: str = "", **fields: Any) -> dict[str, Any]:
         """Record one event now (by the loop's clock); returns the record written."""
         record = {"time": self.clock(), "loop": self.loop, "cluster": cluster, "kind": kind, **fields}
@@ -70,7 +71,7 @@ def _torn(path: Path) -> bool:
         return handle.read(1) != b"\n"
 
 
-def read_events(path: Path | str) -> Iterator[dict[str, Any]]:
+def read_events(path: Path | str) -> Iterator[dict[str, Any]]:  # open: as EventLog.write's records
     """The records of a log in order; a torn last line (a writer killed mid-write) is skipped."""
     with open(path, encoding="utf-8") as handle:
         for line in handle:

@@ -6,9 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from elasticity.model.throughput import Geometry, ThroughputModel, fit_beta
+
+
+class RefitFields(TypedDict):
+    """The `refit` event's fields: the fitted beta and its error, the top N observed, u and the knee."""
+
+    beta: float
+    beta_stderr: float
+    n: int
+    demand: float
+    knee: int
 
 
 @dataclass
@@ -32,7 +42,7 @@ class ThroughputLearning:
 
     def refit(
         self, geometry: Geometry, cpu_demand: float, knee: Callable[[ThroughputModel], int]
-    ) -> dict[str, Any] | None:
+    ) -> RefitFields | None:
         """Fit beta to the rates at N = 1..top (all needed). Returns the `refit` event's fields when the fit is
         news (a first fit, a new N, or a moved knee, which is what packing decides by), else None: the rates
         wobble by a few percent from step to step, and every event is also a Kubernetes Event under the

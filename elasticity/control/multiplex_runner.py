@@ -47,7 +47,7 @@ class MultiplexActed:
     """What one step did: the progress after it, and the planner events it added (decisions and answers)."""
 
     progress: Progress
-    events: tuple[dict[str, object], ...] = ()
+    events: tuple[dict[str, object], ...] = ()  # open: planner events, each kind with its own fields
 
 
 MultiplexStep = StepResult[Observation, list[Action], MultiplexActed]
@@ -137,7 +137,7 @@ class MultiplexRunner:
         elif isinstance(action, SetJobShares) and self.shares is not None:
             planner.shares_answered(now, self.shares.level, self.shares.set_shares(action.shares_m))
 
-    def _flush(self) -> tuple[dict[str, object], ...]:
+    def _flush(self) -> tuple[dict[str, object], ...]:  # open: as MultiplexActed.events
         """Write the planner's new events to the JSON-lines log; returns them."""
         new = tuple(self.planner.events[self._logged :])
         if self.log is not None:

@@ -9,6 +9,7 @@ from typing import Any
 from elasticity.figures.canvas import StepLine, figure, save, step_panel
 
 
+# open: the autoscaler's event records, each kind with its own fields (the samples are read)
 def plot_autoscale_timeline(events: Iterable[dict[str, Any]], path: Path, title: str = "autoscaling") -> Path:
     samples = [e for e in events if e.get("kind") == "sample"]
     if not samples:

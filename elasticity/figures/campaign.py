@@ -6,21 +6,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from elasticity.figures.canvas import figure, save, step_panel
+from elasticity.figures.canvas import StepLine, figure, save, step_panel
 
 STATE_COLOURS = {"done": "tab:green", "failed": "tab:red", "cancelled": "tab:gray", "running": "tab:blue"}
 
 
+class MemberRow(TypedDict, total=False):
+    """A campaign member in the table beside the figure (mean_duty and pods once it was profiled)."""
+
+    ensemble: str | None
+    member: str
+    state: str | None
+    mean_duty: float
+    pods: list[str]
+
+
+# open (events, here and below): the campaign's event log records, each kind with its own fields
 def member_states(events: Sequence[dict[str, Any]]) -> dict[str, str]:
     """Each member's last state in the log (`member` events)."""
     return {str(e["member"]): str(e["state"]) for e in events if e.get("kind") == "member"}
 
 
+# open (the answer): broker/rest/web/cluster.py holds these rows as plain dicts; each is a MemberRow
 def member_rows(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per member: ensemble, state, mean duty cycle once profiled (for tables beside the figure)."""
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, MemberRow] = {}
     for e in events:
         if e.get("kind") != "member":
             continue
@@ -29,10 +41,10 @@ def member_rows(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if e.get("duty"):
             row["mean_duty"] = round(sum(e["duty"]) / len(e["duty"]), 3)
             row["pods"] = sorted(set(e.get("pods") or []))
-    return list(rows.values())
+    return [dict(row) for row in rows.values()]
 
 
-def plot_campaign_timeline(events: Sequence[dict[str, Any]], path: Path, title: str = "campaign") -> Path:
+def plot_campaign_timeline(events: Sequence[dict[str, Any]], path: Path, title: str = "campaign") -> Path:  # open
     """Top: a lane per ensemble and per member (bars from start to end, coloured by state), resizes and scaling
     marked. Bottom: requested vs allocatable CPU and the cluster size over time."""
     samples = [e for e in events if e.get("kind") == "sample"]
@@ -84,7 +96,7 @@ def plot_campaign_timeline(events: Sequence[dict[str, Any]], path: Path, title: 
     top.set_title("ensembles and members (| profiled; orange: resize; cyan: scale)")
     top.grid(axis="x", alpha=0.3)
     times = [float(s["t"]) for s in samples]
-    cpu = [
+    cpu: list[StepLine] = [
         ("CPU requested", [s["requested_m"] / 1000 for s in samples], {"color": "tab:orange"}),
         ("CPU allocatable", [s["allocatable_m"] / 1000 for s in samples], {"color": "black", "linestyle": "--"}),
         ("size (pods)", [s["size"] for s in samples], {"color": "tab:cyan"}),

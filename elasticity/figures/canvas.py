@@ -5,9 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-StepLine = tuple[str, Sequence[float], dict[str, Any]]
+
+class LineStyle(TypedDict, total=False):
+    """The line style keywords our figures pass to matplotlib's ``step``."""
+
+    color: str
+    linestyle: str
+    alpha: float
+    linewidth: float
+
+
+StepLine = tuple[str, Sequence[float], LineStyle]
 """(legend label, one value per time, line style for matplotlib's ``step``)."""
 
 

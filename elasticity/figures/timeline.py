@@ -9,15 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 ENDS = ("done", "failed", "cancelled", "timeout")
 """The events that end a simulation's row (the controller's terminal states)."""
 
 
-def timeline_rows(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+class SimulationRow(TypedDict):
+    """One simulation's row of the timeline: when it was submitted, came up, was profiled and ended (None: not
+    yet), how it ended, and when a fairness step moved CPU to or from it."""
+
+    start: float
+    running: float | None
+    profiled: float | None
+    end: float | None
+    end_kind: str | None
+    fairness: list[float]
+
+
+# open (events, here and below): the controller's event records, each kind with its own fields
+def timeline_rows(events: Iterable[Mapping[str, Any]]) -> dict[str, SimulationRow]:
     """sim -> {start, running, profiled, end, end_kind, fairness: [t...]} from the event records (pure)."""
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, SimulationRow] = {}
     for e in events:
         sim = e.get("sim")
         kind = e.get("kind") or e.get("event")
@@ -41,6 +54,7 @@ def timeline_rows(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, An
     return rows
 
 
+# open: as above
 def write_timeline(events: list[Mapping[str, Any]], path: Path | str, allocatable_m: int | None = None) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -130,13 +130,15 @@ def weight_table(formula: Formula) -> np.ndarray:
     if formula == "v1":
         return shares
     if formula == "v2-linear":
-        return 1 + ((shares - 2) * 9999) // 262142
+        linear: np.ndarray = 1 + ((shares - 2) * 9999) // 262142
+        return linear
     if formula == "v2-nonlinear":
         lg = np.log2(shares.astype(float))
         w = np.ceil(np.power(10.0, (lg * lg + 125.0 * lg) / 612.0 - 7.0 / 34.0)).astype(np.int64)
         w[shares <= MIN_SHARES] = MIN_WEIGHT
         w[shares >= MAX_SHARES] = MAX_WEIGHT
-        return np.clip(w, MIN_WEIGHT, MAX_WEIGHT)
+        clipped: np.ndarray = np.clip(w, MIN_WEIGHT, MAX_WEIGHT)
+        return clipped
     raise ValueError(f"unknown weight formula {formula!r}; choose one of {', '.join(FORMULAS)}")
 
 

@@ -21,19 +21,22 @@ def _kubernetes_parse_quantity() -> Callable[[object], Decimal]:
     `__init__`, which imports the whole API client (about 0.8 s of CPU on every CLI call that reads a request)."""
     loaded = sys.modules.get("kubernetes.utils.quantity")
     if loaded is not None:
-        return loaded.parse_quantity
+        parse: Callable[[object], Decimal] = loaded.parse_quantity
+        return parse
     package = importlib.util.find_spec("kubernetes")
     if package is None or not package.submodule_search_locations:
         raise ImportError("the kubernetes client is not installed (pip install kubernetes)")
     path = Path(next(iter(package.submodule_search_locations))) / "utils" / "quantity.py"
     if not path.is_file():  # frozen (the broker bundle keeps the client's modules in its archive): import it
-        return importlib.import_module("kubernetes.utils.quantity").parse_quantity
+        frozen: Callable[[object], Decimal] = importlib.import_module("kubernetes.utils.quantity").parse_quantity
+        return frozen
     spec = importlib.util.spec_from_file_location("miniclusters_kubernetes_quantity", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.parse_quantity
+    parser: Callable[[object], Decimal] = module.parse_quantity
+    return parser
 
 
 def parse_quantity(value: str | int | float) -> Decimal:

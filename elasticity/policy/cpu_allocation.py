@@ -48,7 +48,8 @@ def rank_needs_millicores(
     d = np.nan_to_num(np.asarray(duty, dtype=float), nan=1.0)
     if np.any(d < 0) or np.any(d > 1):
         raise ValueError("duty cycles must lie in [0, 1]")
-    return d * np.asarray(allocation_millicores, dtype=float) * headroom
+    needs: np.ndarray = d * np.asarray(allocation_millicores, dtype=float) * headroom
+    return needs
 
 
 def ratio_error(
@@ -162,7 +163,8 @@ def _share_errors(weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
     share_w = w / w.sum(axis=-1, keepdims=True)
     share_t = targets / targets.sum()
     keep = share_t > 0
-    return np.max(np.abs(share_w[..., keep] - share_t[keep]) / share_t[keep], axis=-1)
+    errors: np.ndarray = np.max(np.abs(share_w[..., keep] - share_t[keep]) / share_t[keep], axis=-1)
+    return errors
 
 
 def _weight_preserving(
@@ -201,7 +203,8 @@ def _weight_preserving(
     good = np.flatnonzero(errors <= errors.min() + tolerance)
     totals = cands[good].sum(axis=1)
     best = good[np.lexsort((errors[good], -totals))[0]]
-    return cands[best]
+    chosen: np.ndarray = cands[best]
+    return chosen
 
 
 def allocate_pod_requests(

@@ -58,7 +58,8 @@ def busy_time_in_windows(
         partial = np.clip(t - starts[safe], 0, lengths[safe])
         return np.where(idx >= 0, before[safe] + partial, 0)
 
-    return covered_until(win_end) - covered_until(win_start)
+    covered: np.ndarray = covered_until(win_end) - covered_until(win_start)
+    return covered
 
 
 def duty_cycle(t_compute: np.ndarray, t_mpi: np.ndarray) -> np.ndarray:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from elasticity.model.cpu import Formula
 from elasticity.pmpi.build import build_pmpi_library
 from elasticity.pmpi.env import pmpi_environment
 from elasticity.policy.cpu_allocation import (
     AllocationPlan,
-    Formula,
     Mode,
     allocate_pod_requests,
     placement_from_hostnames,

@@ -37,7 +37,7 @@ def run_autoscale_scenario(
     step: float = 5.0,
     duration: float = 2000.0,
     clock: list[float] | None = None,
-) -> tuple[SimulatedQueue, list[dict[str, Any]]]:
+) -> tuple[SimulatedQueue, list[dict[str, Any]]]:  # open: the event log's records
     """Submit ``jobs`` one every ``submit_every`` s, step the loop every ``step`` s for ``duration`` s."""
     now = clock if clock is not None else [0.0]
     queue = SimulatedQueue(observer, name)

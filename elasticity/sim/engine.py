@@ -78,6 +78,34 @@ def _runtime(job: SimJob, nodes: int) -> float:
     return job.model.runtime(job.runtime, job.size.pref, nodes)
 
 
+def _place(job: _Job, index: int, now: float, nodes: int, rescale_overhead: float, start_overhead: float) -> RunningJob:
+    """Run (or resize) `job` on `nodes` from `now`: its progress so far is banked, its end recomputed; returns
+    the view the policy sees (the caller files it as running and queues the completion)."""
+    spec = job.spec
+    if job.nodes:
+        job.node_seconds += job.nodes * (now - job.used_since)
+        if now > job.since:
+            job.done = min(1.0, job.done + (now - job.since) * job.rate)
+        job.since = max(now, job.since) + rescale_overhead
+    else:
+        job.since = now + start_overhead
+    job.used_since = now
+    job.nodes = nodes
+    job.version += 1
+    length = _runtime(spec, nodes)
+    if length <= 0:
+        job.rate = math.inf
+        job.end = job.since
+        expected = job.since
+    else:
+        job.rate = 1.0 / length
+        remaining = (1.0 - job.done) * length
+        job.end = job.since + remaining
+        expected = job.since + remaining * job.ratio
+    job.view = RunningJob(index, nodes, spec.size, expected, spec.priority, job.last_resize)
+    return job.view
+
+
 def simulate(
     workload: Workload,
     policy: SchedulingPolicy,
@@ -102,31 +130,8 @@ def simulate(
     elastic = any(spec.size.malleable for spec in workload.jobs)
 
     def place(index: int, now: float, nodes: int) -> None:
-        job = jobs[index]
-        spec = job.spec
-        if job.nodes:
-            job.node_seconds += job.nodes * (now - job.used_since)
-            if now > job.since:
-                job.done = min(1.0, job.done + (now - job.since) * job.rate)
-            job.since = max(now, job.since) + rescale_overhead
-        else:
-            job.since = now + start_overhead
-        job.used_since = now
-        job.nodes = nodes
-        job.version += 1
-        length = _runtime(spec, nodes)
-        if length <= 0:
-            job.rate = math.inf
-            job.end = job.since
-            expected = job.since
-        else:
-            job.rate = 1.0 / length
-            remaining = (1.0 - job.done) * length
-            job.end = job.since + remaining
-            expected = job.since + remaining * job.ratio
-        job.view = RunningJob(index, nodes, spec.size, expected, spec.priority, job.last_resize)
-        running[index] = job.view
-        heapq.heappush(events, (job.end, _COMPLETION, index, job.version))
+        running[index] = _place(jobs[index], index, now, nodes, rescale_overhead, start_overhead)
+        heapq.heappush(events, (jobs[index].end, _COMPLETION, index, jobs[index].version))
 
     while events:
         now = events[0][0]

@@ -36,8 +36,9 @@ class Row:
     mean: dict[str, float]
     iqr: dict[str, float]
 
-    def as_json(self) -> dict[str, object]:
-        row: dict[str, object] = {"policy": self.policy, "malleable": self.malleable}
+    def as_json(self) -> dict[str, str | float | dict[str, float]]:
+        """policy, malleable share, each metric's mean (jobs as a whole number) and the IQRs under `iqr`."""
+        row: dict[str, str | float | dict[str, float]] = {"policy": self.policy, "malleable": self.malleable}
         row.update({name: self.mean[name] for name in METRICS})
         row["jobs"] = int(self.mean["jobs"])
         row["iqr"] = {name: self.iqr[name] for name in METRICS if name != "jobs"}

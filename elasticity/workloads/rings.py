@@ -48,7 +48,8 @@ def proportional_counts(n_cells: int, weights: Sequence[float] | np.ndarray) -> 
     for i in np.flatnonzero(counts == 0):
         counts[int(np.argmax(counts))] -= 1
         counts[i] = 1
-    return counts
+    lifted: np.ndarray = counts
+    return lifted
 
 
 def ring_order(weights: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -89,7 +90,8 @@ def planar_distances(centres: np.ndarray, centre: Sequence[float], axes: tuple[i
         raise ValueError(f"centres must be an (n, >{max(axes)}) array, got shape {c.shape}")
     p = np.asarray(centre, dtype=float)
     a, b = axes
-    return np.hypot(c[:, a] - p[a], c[:, b] - p[b])
+    distances: np.ndarray = np.hypot(c[:, a] - p[a], c[:, b] - p[b])
+    return distances
 
 
 def grid_split(n: int) -> tuple[int, int, int]:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.attributes import AttrError, Attributes, parse_duration, parse_setattr
-from broker.cli.commands import render_overlay, resource_rows
+from broker.cli.resource_render import render_overlay, resource_rows
 from broker.cli.start import UsageError, parse_broker, parse_start
 from broker.membership import DOWN, LOST, UP, Membership, Quorum, QuorumError
 from broker.protocol import EINVAL, Message, ProtocolError, request

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli.commands import drain_rows
+from broker.cli.resource_render import drain_rows
 from miniclusters.autoscaling.state import load_state, save_state, state_file
 from miniclusters.cli.autoscale_status import print_autoscaler_state, print_drains
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from bursting.service import BurstRecord, StateFile
+from bursting.state_file import BurstRecord, StateFile
 from miniclusters.backends.local.state import StateStore
 from miniclusters.cli import burst_commands, main
 

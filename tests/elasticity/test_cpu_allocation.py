@@ -129,6 +129,22 @@ def test_placement_from_hostnames() -> None:
     assert placement_from_hostnames(["mc-0", "mc-0", "mc-1", "mc-0"]) == {"mc-0": [0, 1, 3], "mc-1": [2]}
 
 
+@pytest.mark.parametrize("mode", ["proportional", "weight-preserving"])
+def test_a_subnormal_need_under_a_budget_gets_the_rest_of_the_budget(mode: str) -> None:
+    """Regression: a subnormal need (2.2e-309) once overflowed the water-filling multiplier to inf,
+    and 0 * inf = NaN cast to int64 gave -9223372036854775808 millicores."""
+    plan = allocate_pod_requests(
+        [0.0, 2.2e-309],
+        one_rank_pods(2),
+        floor_millicores=200,
+        budget_millicores=1000,
+        mode=mode,  # type: ignore[arg-type]
+    )
+    assert plan.requests() == {"pod-0": 200, "pod-1": 800}
+    assert plan.total_request_millicores == 1000
+    assert all(np.isfinite(p.target_millicores) for p in plan.pods)
+
+
 needs_st = st.lists(st.floats(0.0, 4000.0, allow_nan=False), min_size=1, max_size=12)
 
 

@@ -61,7 +61,9 @@ def plan_malleable(snapshot: Snapshot, strategy: Strategy) -> Decisions:
         started[job.job] = nodes
         sizes[job.job] = nodes
         ranges[job.job] = job.size
-    floor_of = (lambda job: ranges[job].pref) if strategy == "keeppref" else (lambda job: ranges[job].min)
+    floor_of: Callable[[int], int] = (
+        (lambda job: ranges[job].pref) if strategy == "keeppref" else (lambda job: ranges[job].min)
+    )
 
     # Step 2: shrink to start waiting jobs, in queue order.
     begun = {waiting[index].job for index, _ in plan.starts}
