@@ -44,6 +44,7 @@ from typing import Any
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.info import job_owner
+from broker.rest.async_flux import FluxLoopJobs
 from broker.rest.flux_records import job_info_from_list
 from broker.rest.jobs import JOB_LIST_LIMIT, SubmitRequest, job_command, job_environment, system_attributes
 from broker.rest.per_thread import PerThread
@@ -85,8 +86,6 @@ class FluxJobService:
         self._owners: dict[int, str] = {}
         self._owners_lock = threading.Lock()
         self.environment = dict(os.environ)  # what jobs are given (job_environment), read once
-        from broker.rest.async_flux import FluxLoopJobs
-
         self.asynchronous = FluxLoopJobs(self)  # what the hot routes await on the loop (broker/rest/jobs.py)
 
     def _connect(self) -> Any:
