@@ -109,7 +109,7 @@ TraceDir = Callable[[JobInfo], tuple[Path, str | None] | None]
 def latest_profile(state_dir: Path, jobs: Iterable[JobInfo], trace_dir: TraceDir) -> Profile | None:
     """The newest profiled job with traces on disk, its duty cycles and figure (cached). A running job counts
     once its ranks wrote their traces (`-o pmpi=K` writes them after K iterations, as multiplexing does)."""
-    from elasticity.profiling.profile import DEFAULT_BOUNDARY_CALL as DEFAULT_BOUNDARY
+    from elasticity.profiling.duty_cycle import DEFAULT_BOUNDARY_CALL as DEFAULT_BOUNDARY
     from elasticity.profiling.profile import profile_traces
     from elasticity.profiling.report import write_figure
     from elasticity.profiling.trace import find_trace_files
