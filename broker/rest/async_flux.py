@@ -32,6 +32,7 @@ from broker.jobs.api import JobInfo
 from broker.jobs.info import job_owner
 from broker.rest.flux_records import job_info_from_list
 from broker.rest.jobs import JOB_LIST_LIMIT, InThreads, JobService, SubmitRequest
+from broker.rest.json_types import Payload
 
 SEND_RETRY_SECONDS = 0.005
 
@@ -143,7 +144,7 @@ class AsyncFluxHandle:
                 raise FluxError(errno.ETIMEDOUT, f"cannot send to {self.uri or '$FLUX_URI'}: its queue stays full")
             await asyncio.sleep(SEND_RETRY_SECONDS)
 
-    async def rpc(self, topic: str, payload: dict[str, Any], timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    async def rpc(self, topic: str, payload: Payload, timeout: float = DEFAULT_TIMEOUT) -> Payload:
         """The response's payload; FluxError(errnum, the error's text) on an error response or after `timeout`."""
         ffi, lib = self._ffi, self._lib
         h = self._open()

@@ -16,6 +16,7 @@ from typing import Any, NotRequired, TypedDict, cast
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from broker.rest.answers import JobStats, QueueState, ResourceStatus
 from broker.rest.schemas import Responses
 from common import idset
 
@@ -34,35 +35,6 @@ Source = Callable[[], Mapping[str, int]]
 SourceFor = Callable[[str, str | None, str], Mapping[str, int]]
 """(kind, namespace, name) -> every metric's value now for that object: how a server of many instances (the
 operator, behind the API server's aggregator) reads the lead of the MiniCluster asked about."""
-
-
-class RankReport(TypedDict, total=False):
-    ncores: int
-
-
-class ResourceStatus(TypedDict, total=False):
-    """What compute_metrics reads of a `resource.status` answer."""
-
-    up: str
-    reports: dict[str, RankReport]
-
-
-class RunningJob(TypedDict, total=False):
-    ranks: list[int]
-    cores: dict[str, int]
-
-
-class QueueState(TypedDict, total=False):
-    """What compute_metrics reads of a `job-manager.queue-state` answer."""
-
-    running: list[RunningJob]
-    drained: list[int]
-
-
-class JobStats(TypedDict, total=False):
-    """What compute_metrics reads of a `job-manager.stats` answer."""
-
-    states: dict[str, int]
 
 
 def compute_metrics(resources: ResourceStatus, queue_state: QueueState, stats: JobStats) -> dict[str, int]:

@@ -6,23 +6,22 @@ built-in broker's RPC) or in a worker thread (flux-core), through RestState.jobs
 
 # No `from __future__ import annotations`: FastAPI reads the parameters' annotations at runtime.
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from broker.client import FluxError
 from broker.rest import access
 from broker.rest.jobs import SubmitError, parse_submit
+from broker.rest.json_types import JsonObject
 from broker.rest.schemas import PROTECTED, Detail, Invalid, Submitted, submit_openapi
 from broker.rest.state import Rest
 
 router = APIRouter(tags=["jobs"])
 
 
-async def _read_params(request: Request) -> tuple[dict[str, Any], str]:  # open: parameters before validation
+async def _read_params(request: Request) -> tuple[JsonObject, str]:
     """The parameters (query string, then the body's), and what is wrong with the body ("" when nothing)."""
-    params: dict[str, Any] = dict(request.query_params)  # open: the caller's JSON, validated by parse_submit
+    params: JsonObject = dict(request.query_params)
     content_type = request.headers.get("content-type", "")
     try:
         if "application/json" in content_type:

@@ -9,13 +9,14 @@ working (broker/rest/users.py).
 
 # No `from __future__ import annotations`: FastAPI reads the dependencies from the annotations at runtime.
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from broker.rest.json_types import JsonObject
 from broker.rest.messages import error_lines
 from broker.rest.schemas import PROTECTED, Detail, Invalid, Responses
 from broker.rest.state import Rest, RestState, User
@@ -74,9 +75,6 @@ def _invalid(errors: list[str]) -> JSONResponse:
 
 def _error_lines(exc: ValidationError) -> list[str]:
     return error_lines(exc.errors(include_url=False), {"extra_forbidden": "unknown field"})
-
-
-JsonObject = dict[str, Any]  # open: a request body before its model validates it
 
 
 async def _json_object(request: Request, shape: str) -> JsonObject | JSONResponse:

@@ -15,6 +15,7 @@ from broker.rest.web.cluster_data import ClusterReader, RankRow, broker_reader, 
 from broker.rest.web.context import Web, WebContext
 from broker.rest.web.figures import (
     CONTROLLERS,
+    ControllerEvent,
     Profile,
     TraceDir,
     broker_trace_dir,
@@ -26,6 +27,7 @@ from broker.rest.web.figures import (
 from broker.rest.web.pages import PageError, render, require_user
 
 router = APIRouter(include_in_schema=False)
+CampaignRow = dict[str, Any]  # open: a row of elasticity.figures.campaign.member_rows, as it makes them
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ Sources = Annotated[ClusterSources, Depends(cluster_sources)]
 
 class Controller(TypedDict):
     name: str
-    last: dict[str, Any] | None  # open: the controller's last event record, as it logged it
+    last: ControllerEvent | None
     log: str
 
 
@@ -64,7 +66,7 @@ class ClusterValues(TypedDict):
     rows: list[RankRow]
     nodes: list[str]
     controllers: list[Controller]
-    campaign: list[dict[str, Any]]  # open: elasticity.figures.campaign.member_rows' rows, as it makes them
+    campaign: list[CampaignRow]
     profile: Profile | None
     requested: int
     used: int
@@ -82,7 +84,7 @@ def _controllers(state_dir: Path) -> list[Controller]:
     ]
 
 
-def _campaign(state_dir: Path) -> list[dict[str, Any]]:  # open: member_rows' rows (elasticity's shape)
+def _campaign(state_dir: Path) -> list[CampaignRow]:
     if not controller_log(state_dir, "campaign").is_file():
         return []
     from elasticity.control.events import read_events

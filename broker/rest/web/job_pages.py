@@ -19,6 +19,7 @@ from starlette.responses import Response
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.jobid import JobIdError, encode_f58, parse_jobid
+from broker.rest.answers import EventRecord
 from broker.rest.jobs import stream_lines
 from broker.rest.submit import SubmitError, parse_submit
 from broker.rest.users import Principal
@@ -149,7 +150,7 @@ def _submit_posted(request: Request, context: WebContext, form: FormData) -> Res
 
 # ---------------------------------------------------------------------- one job
 def job_values(context: WebContext, job: JobInfo) -> JobValues:
-    eventlog: Callable[[int], list[dict[str, object]]] | None = getattr(context.service, "eventlog", None)
+    eventlog: Callable[[int], list[EventRecord]] | None = getattr(context.service, "eventlog", None)
     events = event_rows(eventlog(job.id)) if eventlog else None
     return JobValues(job=job, fields=job_fields(job), events=events)
 
