@@ -11,11 +11,11 @@ This module only builds that state and puts the routers together.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
-from starlette.types import ASGIApp
 
 from broker.rest import auth_api, instance_api, jobs_api, submit_api, users_api
 from broker.rest.body_guard import BodyLimit, BodyTooLarge
@@ -56,27 +56,20 @@ def create_app(settings: RestSettings, service: JobService, users: UserStore | N
         app.include_router(router)
     mount_web(app, web_context(rest))
     hot_routes_first(app, HOT_ROUTERS)
-    app.front = _fast_job_read(rest)
+    app.front = functools.partial(FastJobRead, read=rest.read_job_plainly)  # broker/rest/fast_read.py
     return app
 
 
 def _limit_bodies(app: FastAPI, limit: int) -> None:
     """Refuse a request body over `limit` bytes (413), however it is sent (broker/rest/body_guard.py)."""
     app.add_middleware(BodyLimit, limit=limit)
-
-    async def body_too_large(request: Request, exc: Exception) -> JSONResponse:
-        return BodyLimit(app, limit).too_large()
-
     app.add_exception_handler(BodyTooLarge, body_too_large)
 
 
-def _fast_job_read(rest: RestState) -> Callable[[ASGIApp], ASGIApp]:
-    """The layer answering a plain GET of one job ahead of the framework (broker/rest/fast_read.py)."""
-
-    def front(stack: ASGIApp) -> ASGIApp:
-        return FastJobRead(stack, rest.read_job_plainly)
-
-    return front
+async def body_too_large(request: Request, exc: Exception) -> JSONResponse:
+    """413, as BodyLimit answers it, for a body found too large while a route reads it."""
+    rest: RestState = request.app.state.rest
+    return BodyLimit(request.app, rest.settings.max_body_bytes).too_large()
 
 
 def web_context(rest: RestState) -> WebContext:
