@@ -11,3 +11,5 @@ from typing import Any
 JsonObject = dict[str, Any]  # open: a request's JSON object before its model validates it (any keys, any values)
 Payload = dict[str, Any]  # open: an RPC's payload or answer; its shape is the topic's, not the transport's
 Jobspec = dict[str, Any]  # open: an RFC 14 jobspec, with whatever attributes its submitter set
+Responses = dict[int | str, dict[str, Any]]  # open: FastAPI's own type for a route's OpenAPI response objects
+"""A route's `responses`: status code -> {"model": ..., "description": ...} (or any OpenAPI response object)."""

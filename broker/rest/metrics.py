@@ -17,7 +17,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from broker.rest.answers import JobStats, QueueState, ResourceStatus
-from broker.rest.schemas import Responses
+from broker.rest.json_types import Responses
 from common import idset
 
 GROUP_VERSION = "custom.metrics.k8s.io/v1beta2"

@@ -10,6 +10,7 @@ from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
+from broker.rest.json_types import Responses
 from broker.rest.submit import SubmitParams
 
 
@@ -42,9 +43,6 @@ class Cancelled(BaseModel):
     Message: str
     id: str
 
-
-Responses = dict[int | str, dict[str, Any]]  # open: FastAPI's own type for a route's OpenAPI response objects
-"""A route's `responses`: status code -> {"model": ..., "description": ...} (or any OpenAPI response object)."""
 
 PROTECTED: Responses = {
     401: {"model": Detail, "description": "no or bad credentials; the WWW-Authenticate header names /v1/token"}

@@ -16,9 +16,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from broker.rest.json_types import JsonObject
+from broker.rest.json_types import JsonObject, Responses
 from broker.rest.messages import error_lines
-from broker.rest.schemas import PROTECTED, Detail, Invalid, Responses
+from broker.rest.schemas import PROTECTED, Detail, Invalid
 from broker.rest.state import Rest, RestState, User
 from broker.rest.users import MAX_NAME_CHARS, MAX_PASSWORD_BYTES, NAME_RULE, Principal, UserError, check_name
 
