@@ -14,13 +14,13 @@ broker's own clients are: nothing here is touched from another thread.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import zmq
 
 from broker.client import DEFAULT_TIMEOUT, uri_to_endpoint
 from broker.jobs.api import JobInfo
 from broker.jobs.states import ACTIVE, JobState
+from broker.rest.json_types import Jobspec, Payload
 from broker.rest.local_handle import LocalAsyncHandle, PendingRequests
 
 SEND_RETRY_SECONDS = 0.005
@@ -92,9 +92,7 @@ class AsyncHandle:
                     raise
                 await asyncio.sleep(SEND_RETRY_SECONDS)
 
-    async def rpc(
-        self, topic: str, payload: dict[str, Any] | None = None, timeout: float | None = DEFAULT_TIMEOUT
-    ) -> dict[str, Any]:
+    async def rpc(self, topic: str, payload: Payload | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> Payload:
         """The response's payload; FluxError on an error response or after `timeout` seconds."""
         sock = self._socket()
 
@@ -146,7 +144,7 @@ class AsyncBrokerJobs:
         reply = await self.handle.rpc("job-manager.list", payload)
         return [JobInfo.from_dict(j) for j in reply["jobs"]]
 
-    async def submit_jobspec(self, jobspec: dict[str, Any], userid: int, urgency: int = 16) -> int:
+    async def submit_jobspec(self, jobspec: Jobspec, userid: int, urgency: int = 16) -> int:
         reply = await self.handle.rpc("job-manager.submit", {"jobspec": jobspec, "urgency": urgency, "userid": userid})
         return int(reply["id"])
 

@@ -24,17 +24,15 @@ import errno
 import importlib
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from broker.client import DEFAULT_TIMEOUT
 from broker.errors import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.info import job_owner
 from broker.rest.flux_records import job_info_from_list
-from broker.rest.jobs import JOB_LIST_LIMIT, InThreads, SubmitRequest
-
-if TYPE_CHECKING:
-    from broker.rest.flux_service import FluxJobService
+from broker.rest.jobs import JOB_LIST_LIMIT, InThreads, JobService, SubmitRequest
+from broker.rest.json_types import Payload
 
 SEND_RETRY_SECONDS = 0.005
 
@@ -146,7 +144,7 @@ class AsyncFluxHandle:
                 raise FluxError(errno.ETIMEDOUT, f"cannot send to {self.uri or '$FLUX_URI'}: its queue stays full")
             await asyncio.sleep(SEND_RETRY_SECONDS)
 
-    async def rpc(self, topic: str, payload: dict[str, Any], timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    async def rpc(self, topic: str, payload: Payload, timeout: float = DEFAULT_TIMEOUT) -> Payload:
         """The response's payload; FluxError(errnum, the error's text) on an error response or after `timeout`."""
         ffi, lib = self._ffi, self._lib
         h = self._open()
@@ -200,11 +198,22 @@ def _expire(waiter: asyncio.Future[tuple[int, str, Any]]) -> None:
         waiter.set_exception(TimeoutError())
 
 
+class FluxJobSource(JobService, Protocol):
+    """What FluxLoopJobs needs of the flux flavour's blocking service (broker/rest/flux_service.py's
+    FluxJobService): its flux-python package and URI, and the owners it remembers."""
+
+    flux: Any  # the flux-python package (imported at start-up, untyped)
+    uri: str | None
+
+    def known_owner(self, jobid: int) -> str | None: ...
+    def remember_owner(self, jobid: int, owner: str) -> None: ...
+
+
 class FluxLoopJobs:
     """AsyncJobService of the flux flavour: one job's read awaited on the loop over AsyncFluxHandle; submits and
     listings stay in worker threads (flux.job.submit signs the jobspec in C, and job-list's listing streams)."""
 
-    def __init__(self, service: FluxJobService) -> None:
+    def __init__(self, service: FluxJobSource) -> None:
         self.service = service
         self.handle = AsyncFluxHandle(service.flux, service.uri)
         self._threads = InThreads(service)

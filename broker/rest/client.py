@@ -4,13 +4,41 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypedDict, cast
 from urllib.parse import quote
 
 import httpx
 
 from broker.errors import BrokerFailure
 from broker.rest.tokens import encode_handshake, short_key_warning
+
+JobRecord = dict[str, Any]  # open: a server's job record (ours: broker/jobs/rest_records.py; flux-restful-api's)
+
+
+class UserEntry(TypedDict):
+    name: str
+    superuser: bool
+
+
+class UserAdded(UserEntry):
+    """POST /v1/users (broker/rest/users_api.py: UserAdded)."""
+
+    Message: str
+    mode: str
+
+
+class UserList(TypedDict):
+    """GET /v1/users."""
+
+    users: list[UserEntry]
+    mode: str
+
+
+class UserChanged(TypedDict):
+    """DELETE /v1/users/{name} and PUT /v1/users/{name}/password."""
+
+    Message: str
+    name: str
 
 
 class RestError(BrokerFailure):
@@ -109,13 +137,12 @@ class RestClient:
             query[key] = str(value).lower() if isinstance(value, bool) else str(value)
         return int(self.request("POST", "/v1/jobs/submit", params=query).json()["id"])
 
-    def jobs(self, detail: bool = True) -> list[dict[str, Any]]:
+    def jobs(self, detail: bool = True) -> list[JobRecord]:
         body = self.request("GET", "/v1/jobs", params={"detail": detail, "listing": True}).json()
         return list(body["jobs"] if isinstance(body, dict) and "jobs" in body else body)
 
-    def job(self, jobid: int | str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", f"/v1/jobs/{jobid}").json()
-        return result
+    def job(self, jobid: int | str) -> JobRecord:
+        return cast(JobRecord, self.request("GET", f"/v1/jobs/{jobid}").json())
 
     def output(self, jobid: int | str) -> list[str]:
         return list(self.request("GET", f"/v1/jobs/{jobid}/output").json().get("Output", []))
@@ -143,23 +170,19 @@ class RestClient:
         return str(self.request("POST", "/v1/service/stop").json().get("Message", ""))
 
     # ------------------------------------------------------------------ users (superuser only)
-    def add_user(self, name: str, password: str, superuser: bool = False) -> dict[str, Any]:
+    def add_user(self, name: str, password: str, superuser: bool = False) -> UserAdded:
         """The password goes in the JSON body only (never the URL)."""
         body = {"name": name, "password": password, "superuser": superuser}
-        result: dict[str, Any] = self.request("POST", "/v1/users", json=body).json()
-        return result
+        return cast(UserAdded, self.request("POST", "/v1/users", json=body).json())
 
-    def users(self) -> dict[str, Any]:
+    def users(self) -> UserList:
         """{"users": [{"name", "superuser"}...], "mode": the server's mode}."""
-        result: dict[str, Any] = self.request("GET", "/v1/users").json()
-        return result
+        return cast(UserList, self.request("GET", "/v1/users").json())
 
-    def remove_user(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("DELETE", f"/v1/users/{quote(name, safe='')}").json()
-        return result
+    def remove_user(self, name: str) -> UserChanged:
+        return cast(UserChanged, self.request("DELETE", f"/v1/users/{quote(name, safe='')}").json())
 
-    def set_password(self, name: str, password: str) -> dict[str, Any]:
+    def set_password(self, name: str, password: str) -> UserChanged:
         """Your own password, or anyone's as a superuser; tokens issued before (yours too) stop working."""
         path = f"/v1/users/{quote(name, safe='')}/password"
-        result: dict[str, Any] = self.request("PUT", path, json={"password": password}).json()
-        return result
+        return cast(UserChanged, self.request("PUT", path, json={"password": password}).json())

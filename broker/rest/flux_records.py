@@ -36,7 +36,7 @@ def returncode_of(waitstatus: int | None, result: str) -> int | None:
     return None
 
 
-def job_info_from_list(record: dict[str, Any], now: float | None = None) -> JobInfo:
+def job_info_from_list(record: dict[str, Any], now: float | None = None) -> JobInfo:  # open: read key by key
     """Map one raw job-list record ("job-list.list" / "list-id" with attrs ["all"]) onto our JobInfo.
 
     flux.job.JobInfo does the same, but building one costs milliseconds of Python (it makes a namedtuple class

@@ -44,6 +44,8 @@ from typing import Any
 from broker.client import FluxError
 from broker.jobs.api import JobInfo
 from broker.jobs.info import job_owner
+from broker.rest.answers import EventRecord, OutputContext
+from broker.rest.async_flux import FluxLoopJobs
 from broker.rest.flux_records import job_info_from_list
 from broker.rest.jobs import JOB_LIST_LIMIT, SubmitRequest, job_command, job_environment, system_attributes
 from broker.rest.per_thread import PerThread
@@ -61,7 +63,7 @@ def _flux_error(exc: OSError, what: str) -> FluxError:
     return FluxError(number, f"{what}: {exc.strerror or exc}")
 
 
-def _event_data(context: dict[str, Any]) -> str:
+def _event_data(context: OutputContext) -> str:
     """The text of an RFC 24 "data" event, decoded as flux.job.output.OutputEvent does (job/output.py)."""
     data = context.get("data")
     if not isinstance(data, str):
@@ -85,8 +87,6 @@ class FluxJobService:
         self._owners: dict[int, str] = {}
         self._owners_lock = threading.Lock()
         self.environment = dict(os.environ)  # what jobs are given (job_environment), read once
-        from broker.rest.async_flux import FluxLoopJobs
-
         self.asynchronous = FluxLoopJobs(self)  # what the hot routes await on the loop (broker/rest/jobs.py)
 
     def _connect(self) -> Any:
@@ -235,7 +235,7 @@ class FluxJobService:
                 chunks.append(_event_data(event.context))
         return "".join(chunks)
 
-    def eventlog(self, jobid: int) -> list[dict[str, Any]]:
+    def eventlog(self, jobid: int) -> list[EventRecord]:
         """The job's main eventlog (the KVS key `eventlog`, RFC 21) as the web page shows it."""
         try:
             found = self.flux.job.job_kvs_lookup(self.handle, jobid, keys=["eventlog"])
@@ -246,7 +246,7 @@ class FluxJobService:
         for entry in (text if isinstance(text, str) else "").splitlines():
             if entry.strip():
                 event = self.flux.job.EventLogEvent(entry)
-                events.append({"timestamp": event.timestamp, "name": event.name, "context": dict(event.context)})
+                events.append(EventRecord(timestamp=event.timestamp, name=event.name, context=dict(event.context)))
         return events
 
     def output(self, jobid: int, offset: int = 0, wait: bool = False) -> tuple[list[str], int, bool]:

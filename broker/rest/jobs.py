@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol
+from typing import NotRequired, Protocol, TypedDict, cast
 
 import hostlist
 from starlette.concurrency import run_in_threadpool
@@ -18,6 +18,8 @@ from broker.errors import FluxError
 from broker.jobs.api import JobClient, JobInfo
 from broker.jobs.build import build_jobspec
 from broker.jobs.states import ACTIVE, JobState
+from broker.rest.answers import EventRecord
+from broker.rest.json_types import Jobspec
 from broker.rest.per_thread import PerThread
 from broker.rest.submit import SubmitError as SubmitError  # re-exported: services and tests import them from here
 from broker.rest.submit import SubmitRequest as SubmitRequest
@@ -45,19 +47,41 @@ def job_environment(envars: Mapping[str, str], base: Mapping[str, str] | None = 
     return {k: v for k, v in source.items() if k not in PRIVATE_VARIABLES} | dict(envars)
 
 
-def system_attributes(request: SubmitRequest) -> dict[str, object]:
+class SystemAttributes(TypedDict, total=False):
+    """The jobspec's attributes.system entries a REST submit adds."""
+
+    burstable: int
+    miniclusters: dict[str, str]
+
+
+def system_attributes(request: SubmitRequest) -> SystemAttributes:
     """The jobspec's attributes.system entries a REST submit adds: burstable, and the owner (broker/rest/access.py)."""
-    system: dict[str, object] = {"burstable": 1} if request.burstable else {}
+    system = SystemAttributes(burstable=1) if request.burstable else SystemAttributes()
     if request.owner:
         system["miniclusters"] = {"owner": request.owner}
     return system
 
 
-def job_command(jobspec: Mapping[str, Any]) -> list[str]:
+def job_command(jobspec: Jobspec) -> list[str]:
     """The command of a jobspec (RFC 14: tasks[0].command), [] when it has none."""
     tasks = jobspec.get("tasks")
     command = tasks[0].get("command") if isinstance(tasks, list) and tasks and isinstance(tasks[0], dict) else None
     return [str(word) for word in command] if isinstance(command, list) else []
+
+
+class ListOwner(TypedDict):
+    name: str
+    uid: int
+
+
+class ListRequest(TypedDict):
+    """`job-manager.list` as the detailed listing asks it: rendered by the broker as GET /v1/jobs answers."""
+
+    states: int
+    max_entries: int
+    view: str
+    keyed: bool
+    owner: NotRequired[ListOwner]
 
 
 class JobService(Protocol):
@@ -76,7 +100,7 @@ class JobService(Protocol):
     def shutdown(self) -> None: ...
 
 
-def broker_jobspec(request: SubmitRequest, environment: Mapping[str, str] | None = None) -> dict[str, Any]:
+def broker_jobspec(request: SubmitRequest, environment: Mapping[str, str] | None = None) -> Jobspec:
     """The jobspec the built-in broker gets for a REST submit (both of BrokerJobService's paths build it here);
     `environment` is the server's (job_environment's `base`)."""
     check_gpus(request, 0)  # the built-in broker schedules no GPUs: refuse rather than ignore the request
@@ -90,7 +114,7 @@ def broker_jobspec(request: SubmitRequest, environment: Mapping[str, str] | None
         cwd=request.workdir,
         environment=job_environment(request.envars, environment),
         shell_options=request.option_flags or None,
-        system_attributes=system_attributes(request) or None,
+        system_attributes=dict(system_attributes(request)) or None,
     )
 
 
@@ -174,10 +198,9 @@ class BrokerJobService:
         """The detailed listing as the JSON text GET /v1/jobs answers, rendered by the broker and passed on
         undecoded (issue 27: 5,000 jobs in under 100 ms). The same records and order as `jobs` with
         detail_record, and the same access rule (`owner`: access.listing_owner)."""
-        payload: dict[str, object] = {"states": int(ACTIVE | JobState.INACTIVE), "max_entries": limit}
-        payload.update(view="restful", keyed=keyed)
+        payload = ListRequest(states=int(ACTIVE | JobState.INACTIVE), max_entries=limit, view="restful", keyed=keyed)
         if owner is not None:
-            payload["owner"] = {"name": owner[0], "uid": owner[1]}
+            payload["owner"] = ListOwner(name=owner[0], uid=owner[1])
         handle = self.client.handle
         answer: bytes = handle.rpc_raw("job-manager.list", payload)  # type: ignore[attr-defined]
         if not (answer.startswith(LISTING_PREFIX) and answer.endswith(b"}")):
@@ -195,9 +218,9 @@ class BrokerJobService:
         """The job's command, from its jobspec (the web page shows it; not part of the API's JobService)."""
         return job_command(self.client.jobspec(jobid))
 
-    def eventlog(self, jobid: int) -> list[dict[str, object]]:
+    def eventlog(self, jobid: int) -> list[EventRecord]:
         """The job's eventlog so far (the web page shows it; not part of the API's JobService)."""
-        return list(self.client.events(jobid, follow=False))
+        return [cast(EventRecord, event) for event in self.client.events(jobid, follow=False)]
 
     def nodes(self) -> list[str]:
         status = self.client.resources()

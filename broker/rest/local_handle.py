@@ -21,6 +21,7 @@ from typing import Any
 from broker.client import DEFAULT_TIMEOUT
 from broker.errors import FluxError
 from broker.protocol import NODEID_ANY, REQUEST, RESPONSE, Message, ProtocolError
+from broker.rest.json_types import Payload
 from broker.zmtp import COMMAND, DISCONNECT, FrameError, FrameReader, dealer_hello, frame
 
 ETIMEDOUT = 110
@@ -62,10 +63,10 @@ class PendingRequests:
     async def call(
         self,
         topic: str,
-        payload: dict[str, Any] | None,
+        payload: Payload | None,
         timeout: float | None,
         send: Callable[[bytes, float], Awaitable[None]],
-    ) -> dict[str, Any]:
+    ) -> Payload:
         """The response's payload; FluxError on an error response, a lost connection or after `timeout` s."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (DEFAULT_TIMEOUT if timeout is None else timeout)
@@ -196,9 +197,7 @@ class LocalAsyncHandle:
             self._dealer = None
         self._requests.fail_all()
 
-    async def rpc(
-        self, topic: str, payload: dict[str, Any] | None = None, timeout: float | None = DEFAULT_TIMEOUT
-    ) -> dict[str, Any]:
+    async def rpc(self, topic: str, payload: Payload | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> Payload:
         """The response's payload; FluxError on an error response, a lost connection or after `timeout` s."""
 
         async def send(data: bytes, deadline: float) -> None:

@@ -8,7 +8,8 @@ client sees "num_tasks: must be a whole number" and never a library's wording.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+
+from pydantic_core import ErrorDetails
 
 VALUE_ERROR_PREFIX = "Value error, "  # pydantic's prefix on a ValueError raised by our own validators
 
@@ -32,7 +33,7 @@ _FIXED = {
 }
 
 
-def reason(error: Mapping[str, Any]) -> str:
+def reason(error: ErrorDetails) -> str:
     """One pydantic error (an `ErrorDetails`) as a reason in words, without the field's name."""
     kind = str(error.get("type", ""))
     context = error.get("ctx") or {}
@@ -57,13 +58,13 @@ def reason(error: Mapping[str, Any]) -> str:
     return "has a value that is not accepted here"
 
 
-def field_name(error: Mapping[str, Any], skip: Iterable[str] = ()) -> str:
+def field_name(error: ErrorDetails, skip: Iterable[str] = ()) -> str:
     """The field an error is about: the first part of its location that is not a location kind ("query")."""
     parts = [str(part) for part in error.get("loc", ()) if str(part) not in set(skip)]
     return parts[0] if parts else "body"
 
 
-def error_lines(errors: Iterable[Mapping[str, Any]], overrides: Mapping[str, str] | None = None) -> list[str]:
+def error_lines(errors: Iterable[ErrorDetails], overrides: Mapping[str, str] | None = None) -> list[str]:
     """ "field: reason" lines, each once (a union reports one field once per member)."""
     lines = []
     for error in errors:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from broker.rest.answers import JobStats, QueueState, ResourceStatus
+from broker.rest.json_types import Responses
 from common import idset
 
 GROUP_VERSION = "custom.metrics.k8s.io/v1beta2"
@@ -35,9 +37,7 @@ SourceFor = Callable[[str, str | None, str], Mapping[str, int]]
 operator, behind the API server's aggregator) reads the lead of the MiniCluster asked about."""
 
 
-def compute_metrics(
-    resources: Mapping[str, Any], queue_state: Mapping[str, Any], stats: Mapping[str, Any]
-) -> dict[str, int]:
+def compute_metrics(resources: ResourceStatus, queue_state: QueueState, stats: JobStats) -> dict[str, int]:
     """From `resource.status`, `job-manager.queue-state` and `job-manager.stats` answers (pure)."""
     up = set(idset.decode(str(resources.get("up", ""))))
     reports = {int(rank): report for rank, report in dict(resources.get("reports", {})).items()}
@@ -71,26 +71,144 @@ def broker_source(uri: str) -> Source:
         from broker.jobs.api import LEAD, JobClient
 
         with JobClient(uri) as client:
-            resources = client.resources()
-            queue_state = client.handle.rpc("job-manager.queue-state", {}, LEAD, 30.0)
-            return compute_metrics(resources, queue_state, client.stats())
+            resources = cast(ResourceStatus, client.resources())  # the broker's answers, as JSON comes
+            queue_state = cast(QueueState, client.handle.rpc("job-manager.queue-state", {}, LEAD, 30.0))
+            return compute_metrics(resources, queue_state, cast(JobStats, client.stats()))
 
     return read
 
 
+class Status(TypedDict):
+    """A Kubernetes Status object (a failure)."""
+
+    kind: str
+    apiVersion: str
+    metadata: dict[str, str]
+    status: str
+    message: str
+    reason: str
+    code: int
+
+
 def _status(code: int, reason: str, message: str) -> JSONResponse:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message}
-    return JSONResponse({**body, "reason": reason, "code": code}, status_code=code)
+    body = Status(
+        kind="Status", apiVersion="v1", metadata={}, status="Failure", message=message, reason=reason, code=code
+    )
+    return JSONResponse(body, status_code=code)
 
 
 _STATUS = {
     "description": "a Kubernetes Status object (kind Status, reason, message, code)",
     "content": {"application/json": {"schema": {"type": "object"}}},
 }
-VALUE_ERRORS: dict[int | str, dict[str, Any]] = {
+VALUE_ERRORS: Responses = {
     404: {**_STATUS, "description": "the metric is not one this lead serves (a Status naming the ones it does)"},
     503: {**_STATUS, "description": "the instance could not be read now (the HPA keeps its last decision)"},
 }
+
+
+class APIResource(TypedDict):
+    name: str
+    singularName: str
+    namespaced: bool
+    kind: str
+    verbs: list[str]
+
+
+class APIResourceList(TypedDict):
+    kind: str
+    apiVersion: str
+    groupVersion: str
+    resources: list[APIResource]
+
+
+class DescribedObject(TypedDict):
+    kind: str
+    name: str
+    apiVersion: str
+    namespace: NotRequired[str]
+
+
+class MetricValue(TypedDict):
+    describedObject: DescribedObject
+    metric: dict[str, str]
+    timestamp: str
+    value: str
+
+
+class MetricValueList(TypedDict):
+    kind: str
+    apiVersion: str
+    metadata: dict[str, str]
+    items: list[MetricValue]
+
+
+def resources() -> APIResourceList:
+    """APIResourceList: the metrics this lead serves."""
+    return APIResourceList(
+        kind="APIResourceList",
+        apiVersion="v1",
+        groupVersion=GROUP_VERSION,
+        resources=[
+            APIResource(name=f"*/{name}", singularName="", namespaced=True, kind="MetricValueList", verbs=["get"])
+            for name in METRIC_NAMES
+        ],
+    )
+
+
+def _one_source(source: Source) -> SourceFor:
+    """A SourceFor answering every object from the one lead `source` reads."""
+
+    def source_for(_kind: str, _namespace: str | None, _name: str) -> Mapping[str, int]:
+        return source()
+
+    return source_for
+
+
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class MetricValues:
+    """The value routes (bound methods), answering from `source_for` at `clock`'s time: a router may serve one
+    lead (the broker's own) or many (the operator's), so what it reads is the router's, not the app's."""
+
+    def __init__(self, source_for: SourceFor, clock: Callable[[], datetime.datetime]) -> None:
+        self.source_for = source_for
+        self.clock = clock
+
+    def value_list(
+        self, kind: str, namespace: str | None, name: str, metric: str, api_version: str
+    ) -> MetricValueList | JSONResponse:
+        if metric not in METRIC_NAMES:
+            return _status(
+                404, "NotFound", f"metric {metric!r} is not served here (choose from {', '.join(METRIC_NAMES)})"
+            )
+        try:
+            values = self.source_for(kind, namespace, name)
+        except LookupError as exc:  # no such object (or not one that has a lead)
+            return _status(404, "NotFound", str(exc))
+        except Exception as exc:  # the instance is down or busy: the HPA keeps its last decision
+            return _status(503, "ServiceUnavailable", f"cannot read the instance: {exc}")
+        described = DescribedObject(kind=kind, name=name, apiVersion=api_version)
+        if namespace is not None:
+            described["namespace"] = namespace
+        stamp = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        item = MetricValue(
+            describedObject=described, metric={"name": metric}, timestamp=stamp, value=str(int(values[metric]))
+        )
+        return MetricValueList(kind="MetricValueList", apiVersion=GROUP_VERSION, metadata={}, items=[item])
+
+    def namespace_metric(self, namespace: str, metric: str) -> MetricValueList | JSONResponse:
+        return self.value_list("Namespace", None, namespace, metric, "v1")
+
+    def object_metric(self, namespace: str, resource: str, name: str, metric: str) -> MetricValueList | JSONResponse:
+        kind, api_version = _kind(resource)
+        return self.value_list(kind, namespace, name, metric, api_version)
+
+    def cluster_metric(self, resource: str, name: str, metric: str) -> MetricValueList | JSONResponse:
+        kind, api_version = _kind(resource)
+        return self.value_list(kind, None, name, metric, api_version)
 
 
 def metrics_router(
@@ -99,72 +217,19 @@ def metrics_router(
     source_for: SourceFor | None = None,
 ) -> APIRouter:
     """The API's routes, answering from ``source`` (this lead) or ``source_for`` (the object asked about)."""
-    now = clock or (lambda: datetime.datetime.now(datetime.UTC))
     if source_for is None:
         assert source is not None
-        one = source
-
-        def source_for(_kind: str, _namespace: str | None, _name: str) -> Mapping[str, int]:
-            return one()
-
+        source_for = _one_source(source)
+    values = MetricValues(source_for, clock or _utc_now)
     router = APIRouter(prefix=PREFIX, tags=["custom metrics"])
-
-    @router.get("")
-    def resources() -> dict[str, Any]:
-        """APIResourceList: the metrics this lead serves."""
-        return {
-            "kind": "APIResourceList",
-            "apiVersion": "v1",
-            "groupVersion": GROUP_VERSION,
-            "resources": [
-                {
-                    "name": f"*/{name}",
-                    "singularName": "",
-                    "namespaced": True,
-                    "kind": "MetricValueList",
-                    "verbs": ["get"],
-                }
-                for name in METRIC_NAMES
-            ],
-        }
-
-    def value_list(kind: str, namespace: str | None, name: str, metric: str, api_version: str) -> Any:
-        if metric not in METRIC_NAMES:
-            return _status(
-                404, "NotFound", f"metric {metric!r} is not served here (choose from {', '.join(METRIC_NAMES)})"
-            )
-        try:
-            values = source_for(kind, namespace, name)
-        except LookupError as exc:  # no such object (or not one that has a lead)
-            return _status(404, "NotFound", str(exc))
-        except Exception as exc:  # the instance is down or busy: the HPA keeps its last decision
-            return _status(503, "ServiceUnavailable", f"cannot read the instance: {exc}")
-        described: dict[str, Any] = {"kind": kind, "name": name, "apiVersion": api_version}
-        if namespace is not None:
-            described["namespace"] = namespace
-        stamp = now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        item = {
-            "describedObject": described,
-            "metric": {"name": metric},
-            "timestamp": stamp,
-            "value": str(int(values[metric])),
-        }
-        return {"kind": "MetricValueList", "apiVersion": GROUP_VERSION, "metadata": {}, "items": [item]}
-
-    @router.get("/namespaces/{namespace}/metrics/{metric}", responses=VALUE_ERRORS)
-    def namespace_metric(namespace: str, metric: str) -> Any:
-        return value_list("Namespace", None, namespace, metric, "v1")
-
-    @router.get("/namespaces/{namespace}/{resource}/{name}/{metric}", responses=VALUE_ERRORS)
-    def object_metric(namespace: str, resource: str, name: str, metric: str) -> Any:
-        kind, api_version = _kind(resource)
-        return value_list(kind, namespace, name, metric, api_version)
-
-    @router.get("/{resource}/{name}/{metric}", responses=VALUE_ERRORS)
-    def cluster_metric(resource: str, name: str, metric: str) -> Any:
-        kind, api_version = _kind(resource)
-        return value_list(kind, None, name, metric, api_version)
-
+    # response_model: the free-form objects these routes' schemas have always said
+    router.add_api_route("", resources, methods=["GET"], response_model=dict)
+    for path, endpoint in (
+        ("/namespaces/{namespace}/metrics/{metric}", values.namespace_metric),
+        ("/namespaces/{namespace}/{resource}/{name}/{metric}", values.object_metric),
+        ("/{resource}/{name}/{metric}", values.cluster_metric),
+    ):
+        router.add_api_route(path, endpoint, methods=["GET"], responses=VALUE_ERRORS, response_model=Any)
     return router
 
 

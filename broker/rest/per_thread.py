@@ -36,7 +36,7 @@ class PerThread(Generic[T]):
         self._close = close
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._finalizers: list[weakref.finalize] = []
+        self._finalizers: list[weakref.finalize[[T], _Slot[T]]] = []
 
     def get(self) -> T:
         slot: _Slot[T] | None = getattr(self._local, "slot", None)

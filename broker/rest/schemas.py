@@ -6,10 +6,11 @@ they are described here from the same pydantic model that validates them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
+from broker.rest.json_types import Responses
 from broker.rest.submit import SubmitParams
 
 
@@ -43,19 +44,26 @@ class Cancelled(BaseModel):
     id: str
 
 
-PROTECTED: dict[int | str, dict[str, Any]] = {
+PROTECTED: Responses = {
     401: {"model": Detail, "description": "no or bad credentials; the WWW-Authenticate header names /v1/token"}
 }
-DENIED: dict[int | str, dict[str, Any]] = {400: {"model": Denied, "description": "wrong credentials or token"}}
-BAD_ID: dict[int | str, dict[str, Any]] = {
+DENIED: Responses = {400: {"model": Denied, "description": "wrong credentials or token"}}
+BAD_ID: Responses = {
     400: {"model": Detail, "description": "not a job id"},
     404: {"model": Detail, "description": "no such job (or not yours)"},
 }
 
 
-def _query_parameters() -> list[dict[str, Any]]:
+QueryParameter = TypedDict(
+    "QueryParameter",
+    {"name": str, "in": str, "required": bool, "description": str, "schema": dict[str, str | int]},
+)
+"""An OpenAPI parameter object, as submit's are described ("in" is a keyword: the functional form)."""
+
+
+def _query_parameters() -> list[QueryParameter]:
     """The submit fields as query parameters: how the upstream Python client sends them (all text)."""
-    out = []
+    out: list[QueryParameter] = []
     for name, info in SubmitParams.model_fields.items():
         out.append(
             {
@@ -69,7 +77,7 @@ def _query_parameters() -> list[dict[str, Any]]:
     return out
 
 
-def submit_openapi() -> dict[str, Any]:
+def submit_openapi() -> dict[str, Any]:  # open: FastAPI's `openapi_extra`, any OpenAPI operation fields
     """`openapi_extra` for POST /v1/jobs/submit: the query parameters and the JSON and form bodies."""
     schema = SubmitParams.model_json_schema()
     form = {

@@ -7,6 +7,12 @@ import gc
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.rest.flux_service import FluxJobService
+    from broker.rest.jobs import BrokerJobService
+    from broker.rest.settings import RestSettings
 
 FLAVOURS = ("builtin", "flux")
 UNUSED_PACKAGES = ("cryptography", "pydantic.v1")
@@ -45,7 +51,7 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flux restful serve", description=__doc__)
     parser.add_argument("--host", help="address to listen on (default $FLUX_RESTFUL_HOST or 0.0.0.0)")
     parser.add_argument("--port", type=_port, help="port 1-65535 (default $FLUX_RESTFUL_PORT or 5000)")
@@ -58,15 +64,15 @@ def main(argv: list[str] | None = None) -> int:
         help="builtin: our broker; flux: flux-core through the flux-python bindings "
         "(default $MINICLUSTER_FLAVOUR or builtin)",
     )
-    args = parser.parse_args(argv)
-    sys.setswitchinterval(SWITCH_INTERVAL)
-    decline_unused_imports()  # before anything imports PyJWT (the settings do)
-    from broker.rest.settings import RestSettings, SettingsError
+    return parser
 
-    flavour = args.flavour or os.environ.get("MINICLUSTER_FLAVOUR") or "builtin"
+
+def _flavour(args: argparse.Namespace) -> str | None:
+    """The flavour asked for, or None (said why on stderr) when it cannot be served here."""
+    flavour: str = args.flavour or os.environ.get("MINICLUSTER_FLAVOUR") or "builtin"
     if flavour not in FLAVOURS:
         print(f"flux restful serve: MINICLUSTER_FLAVOUR={flavour!r}: expected builtin or flux", file=sys.stderr)
-        return 2
+        return None
     if flavour == "flux":
         from broker.rest.flux_service import import_flux
 
@@ -78,36 +84,58 @@ def main(argv: list[str] | None = None) -> int:
                 "install flux-core or use --flavour builtin",
                 file=sys.stderr,
             )
-            return 2
+            return None
+    return flavour
 
-    uri = args.uri or os.environ.get("FLUX_URI")
-    if not uri:
-        print("flux restful serve: FLUX_URI is not set: run inside an instance or pass --uri", file=sys.stderr)
-        return 2
+
+def _settings(args: argparse.Namespace, uri: str) -> RestSettings | None:
+    """The settings from the environment, or None (said why on stderr)."""
+    from broker.rest.settings import RestSettings, SettingsError
+
     state_dir = Path(args.state_dir) if args.state_dir else Path(uri.removeprefix("local://")).parent / "restful"
     try:
         settings = RestSettings.from_env(state_dir)
     except SettingsError as exc:
         print(f"flux restful serve: {exc}", file=sys.stderr)
-        return 2
+        return None
     if settings.require_auth and not settings.superuser:
         print(
             "flux restful serve: note: no FLUX_USER/FLUX_TOKEN given; only users in the database can log in",
             file=sys.stderr,
         )
+    return settings
+
+
+def _service(flavour: str, uri: str) -> BrokerJobService | FluxJobService:
+    if flavour == "flux":
+        from broker.rest.flux_service import FluxJobService
+
+        return FluxJobService(uri)
+    from broker.rest.jobs import BrokerJobService
+
+    return BrokerJobService(uri)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    decline_unused_imports()  # before anything imports PyJWT (the settings do)
+    flavour = _flavour(args)
+    if flavour is None:
+        return 2
+    uri = args.uri or os.environ.get("FLUX_URI")
+    if not uri:
+        print("flux restful serve: FLUX_URI is not set: run inside an instance or pass --uri", file=sys.stderr)
+        return 2
+    settings = _settings(args, uri)
+    if settings is None:
+        return 2
 
     import uvicorn
 
     from broker.rest.app import create_app
-    from broker.rest.jobs import BrokerJobService
 
-    service: BrokerJobService | FluxJobService
-    if flavour == "flux":
-        from broker.rest.flux_service import FluxJobService
-
-        service = FluxJobService(uri)
-    else:
-        service = BrokerJobService(uri)
+    service = _service(flavour, uri)
     app = create_app(settings, service)
     if flavour != "flux":
         from broker.rest.metrics import broker_source, metrics_router

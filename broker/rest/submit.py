@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from broker.errors import InputError
+from broker.rest.json_types import JsonObject
 from broker.rest.messages import error_lines
 
 MAX_COMMAND_CHARS = 65536
@@ -34,7 +35,7 @@ class SubmitRequest:
     gpus_per_task: int = 0
     num_nodes: int | None = None
     exclusive: bool = False
-    option_flags: dict[str, Any] = field(default_factory=dict)
+    option_flags: dict[str, Any] = field(default_factory=dict)  # open: shell options, each any JSON value
     envars: dict[str, str] = field(default_factory=dict)
     workdir: str = ""
     runtime: float = 0.0
@@ -186,7 +187,7 @@ def _error_lines(exc: ValidationError) -> list[str]:
     ]
 
 
-def parse_submit(params: Mapping[str, Any]) -> SubmitRequest:
+def parse_submit(params: JsonObject) -> SubmitRequest:
     """Validate submit parameters from a query string, a form or a JSON body; every error names its field."""
     try:
         model = SubmitParams.model_validate(dict(params))

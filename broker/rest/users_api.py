@@ -7,20 +7,20 @@ are never echoed in an answer and never logged; a removed, re-added or re-passwo
 working (broker/rest/users.py).
 """
 
-# No `from __future__ import annotations`: FastAPI reads the `User` dependency from the annotations at runtime.
+# No `from __future__ import annotations`: FastAPI reads the dependencies from the annotations at runtime.
 
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from broker.rest.json_types import JsonObject, Responses
 from broker.rest.messages import error_lines
 from broker.rest.schemas import PROTECTED, Detail, Invalid
-from broker.rest.settings import RestSettings
-from broker.rest.users import MAX_NAME_CHARS, MAX_PASSWORD_BYTES, NAME_RULE, Principal, UserError, UserStore, check_name
+from broker.rest.state import Rest, RestState, User
+from broker.rest.users import MAX_NAME_CHARS, MAX_PASSWORD_BYTES, NAME_RULE, Principal, UserError, check_name
 
 
 class NewUser(BaseModel):
@@ -66,7 +66,7 @@ class PasswordChanged(BaseModel):
     name: str
 
 
-FORBIDDEN: dict[int | str, dict[str, Any]] = {403: {"model": Detail, "description": "the caller is not a superuser"}}
+FORBIDDEN: Responses = {403: {"model": Detail, "description": "the caller is not a superuser"}}
 
 
 def _invalid(errors: list[str]) -> JSONResponse:
@@ -77,7 +77,7 @@ def _error_lines(exc: ValidationError) -> list[str]:
     return error_lines(exc.errors(include_url=False), {"extra_forbidden": "unknown field"})
 
 
-async def _json_object(request: Request, shape: str) -> dict[str, Any] | JSONResponse:
+async def _json_object(request: Request, shape: str) -> JsonObject | JSONResponse:
     """The request's JSON object, or the 400 answer saying what is wrong with the body."""
     if "application/json" not in request.headers.get("content-type", ""):
         return _invalid([f"body: send a JSON object {shape} (application/json)"])
@@ -90,132 +90,138 @@ async def _json_object(request: Request, shape: str) -> dict[str, Any] | JSONRes
     return body
 
 
-def users_router(users: UserStore, settings: RestSettings, current_user: Callable[[Request], Principal]) -> APIRouter:
-    """`current_user` is the app's authentication dependency (401 with WWW-Authenticate when it fails)."""
-    router = APIRouter(prefix="/v1/users", tags=["users"])
+router = APIRouter(prefix="/v1/users", tags=["users"])
 
-    def superuser(user: Annotated[Principal, Depends(current_user)]) -> Principal:
-        if not user.is_superuser:
-            raise HTTPException(403, "only a superuser may manage users")
-        return user
 
-    Admin = Annotated[Principal, Depends(superuser)]
+def superuser(user: User) -> Principal:
+    """The caller, when a superuser; else 403 (after authentication's 401)."""
+    if not user.is_superuser:
+        raise HTTPException(403, "only a superuser may manage users")
+    return user
 
-    @router.post(
-        "",
-        status_code=201,
-        response_model=UserAdded,
-        responses={
-            **PROTECTED,
-            **FORBIDDEN,
-            400: {"model": Invalid, "description": "invalid name or password; each error names its field"},
-            409: {"model": Detail, "description": "a user with that name exists"},
-        },
-        openapi_extra={
-            "requestBody": {"required": True, "content": {"application/json": {"schema": NewUser.model_json_schema()}}}
-        },
-    )
-    async def add_user(request: Request, admin: Admin) -> JSONResponse:
-        """Add a user (superuser only). Body: {"name", "password", "superuser"}."""
-        body = await _json_object(request, "{name, password, superuser}")
-        if isinstance(body, JSONResponse):
-            return body
-        return await run_in_threadpool(add_validated, body)  # bcrypt: a quarter of a second, off the event loop
 
-    def add_validated(body: dict[str, Any]) -> JSONResponse:
-        try:
-            new = NewUser.model_validate(body)
-        except ValidationError as exc:
-            return _invalid(_error_lines(exc))
-        try:
-            users.add(new.name, new.password, superuser=new.superuser)
-        except UserError as exc:
-            if exc.reason == "exists":
-                raise HTTPException(409, str(exc)) from None
-            return _invalid([str(exc)])
-        added = UserAdded(Message=f"User {new.name} added.", name=new.name, superuser=new.superuser, mode=settings.mode)
-        return JSONResponse(added.model_dump(), status_code=201)
+Admin = Annotated[Principal, Depends(superuser)]
 
-    @router.get("", response_model=UserList, responses={**PROTECTED, **FORBIDDEN})
-    def list_users(admin: Admin) -> UserList:
-        """Every user and whether they are a superuser (superuser only); never a password or its hash."""
-        records = [UserRecord(name=p.name, superuser=p.is_superuser) for p in users.principals()]
-        return UserList(users=records, mode=settings.mode)
 
-    @router.delete(
-        "/{name}",
-        response_model=UserRemoved,
-        responses={
-            **PROTECTED,
-            **FORBIDDEN,
-            400: {"model": Detail, "description": "not a valid user name"},
-            404: {"model": Detail, "description": "no such user"},
-            409: {"model": Detail, "description": "the caller's own account, or the configured superuser"},
-        },
-    )
-    def remove_user(name: str, admin: Admin) -> UserRemoved:
-        """Remove a user (superuser only); every token issued to them stops working at once."""
-        try:
-            check_name(name)
-        except UserError as exc:
-            raise HTTPException(400, str(exc)) from None
-        if name == admin.name:
-            raise HTTPException(409, f"name: {name!r} is your own account; another superuser must remove it")
-        if name == settings.superuser:
-            raise HTTPException(
-                409, f"name: {name!r} is the configured superuser (FLUX_USER); it is recreated at every start"
-            )
-        try:
-            users.remove(name)
-        except UserError as exc:
+@router.post(
+    "",
+    status_code=201,
+    response_model=UserAdded,
+    responses={
+        **PROTECTED,
+        **FORBIDDEN,
+        400: {"model": Invalid, "description": "invalid name or password; each error names its field"},
+        409: {"model": Detail, "description": "a user with that name exists"},
+    },
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": NewUser.model_json_schema()}}}
+    },
+)
+async def add_user(request: Request, admin: Admin, rest: Rest) -> JSONResponse:
+    """Add a user (superuser only). Body: {"name", "password", "superuser"}."""
+    body = await _json_object(request, "{name, password, superuser}")
+    if isinstance(body, JSONResponse):
+        return body
+    return await run_in_threadpool(_add_validated, rest, body)  # bcrypt: a quarter of a second, off the event loop
+
+
+def _add_validated(rest: RestState, body: JsonObject) -> JSONResponse:
+    try:
+        new = NewUser.model_validate(body)
+    except ValidationError as exc:
+        return _invalid(_error_lines(exc))
+    try:
+        rest.users.add(new.name, new.password, superuser=new.superuser)
+    except UserError as exc:
+        if exc.reason == "exists":
+            raise HTTPException(409, str(exc)) from None
+        return _invalid([str(exc)])
+    mode = rest.settings.mode
+    added = UserAdded(Message=f"User {new.name} added.", name=new.name, superuser=new.superuser, mode=mode)
+    return JSONResponse(added.model_dump(), status_code=201)
+
+
+@router.get("", response_model=UserList, responses={**PROTECTED, **FORBIDDEN})
+def list_users(admin: Admin, rest: Rest) -> UserList:
+    """Every user and whether they are a superuser (superuser only); never a password or its hash."""
+    records = [UserRecord(name=p.name, superuser=p.is_superuser) for p in rest.users.principals()]
+    return UserList(users=records, mode=rest.settings.mode)
+
+
+@router.delete(
+    "/{name}",
+    response_model=UserRemoved,
+    responses={
+        **PROTECTED,
+        **FORBIDDEN,
+        400: {"model": Detail, "description": "not a valid user name"},
+        404: {"model": Detail, "description": "no such user"},
+        409: {"model": Detail, "description": "the caller's own account, or the configured superuser"},
+    },
+)
+def remove_user(name: str, admin: Admin, rest: Rest) -> UserRemoved:
+    """Remove a user (superuser only); every token issued to them stops working at once."""
+    try:
+        check_name(name)
+    except UserError as exc:
+        raise HTTPException(400, str(exc)) from None
+    if name == admin.name:
+        raise HTTPException(409, f"name: {name!r} is your own account; another superuser must remove it")
+    if name == rest.settings.superuser:
+        raise HTTPException(
+            409, f"name: {name!r} is the configured superuser (FLUX_USER); it is recreated at every start"
+        )
+    try:
+        rest.users.remove(name)
+    except UserError as exc:
+        raise HTTPException(404, str(exc)) from None
+    return UserRemoved(Message=f"User {name} removed; their tokens no longer work.", name=name)
+
+
+@router.put(
+    "/{name}/password",
+    response_model=PasswordChanged,
+    responses={
+        **PROTECTED,
+        400: {"model": Invalid, "description": "invalid name or password; each error names its field"},
+        403: {"model": Detail, "description": "another user's password, and the caller is not a superuser"},
+        404: {"model": Detail, "description": "no such user"},
+        409: {"model": Detail, "description": "the configured superuser, whose password FLUX_TOKEN sets"},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": NewPassword.model_json_schema()}},
+        }
+    },
+)
+async def change_password(name: str, request: Request, user: User, rest: Rest) -> PasswordChanged | JSONResponse:
+    """Set a new password (your own, or anyone's as a superuser); every token issued before stops working."""
+    try:
+        check_name(name)
+    except UserError as exc:
+        return _invalid([str(exc)])
+    if name != user.name and not user.is_superuser:
+        raise HTTPException(403, "only a superuser may change another user's password")
+    if name == rest.settings.superuser:
+        raise HTTPException(
+            409, f"name: {name!r} is the configured superuser; FLUX_TOKEN sets its password at every start"
+        )
+    body = await _json_object(request, "{password}")
+    if isinstance(body, JSONResponse):
+        return body
+    return await run_in_threadpool(_set_validated, rest, name, body)
+
+
+def _set_validated(rest: RestState, name: str, body: JsonObject) -> PasswordChanged | JSONResponse:
+    try:
+        new = NewPassword.model_validate(body)
+    except ValidationError as exc:
+        return _invalid(_error_lines(exc))
+    try:
+        rest.users.set_password(name, new.password)
+    except UserError as exc:
+        if exc.reason == "missing":
             raise HTTPException(404, str(exc)) from None
-        return UserRemoved(Message=f"User {name} removed; their tokens no longer work.", name=name)
-
-    @router.put(
-        "/{name}/password",
-        response_model=PasswordChanged,
-        responses={
-            **PROTECTED,
-            400: {"model": Invalid, "description": "invalid name or password; each error names its field"},
-            403: {"model": Detail, "description": "another user's password, and the caller is not a superuser"},
-            404: {"model": Detail, "description": "no such user"},
-            409: {"model": Detail, "description": "the configured superuser, whose password FLUX_TOKEN sets"},
-        },
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": NewPassword.model_json_schema()}},
-            }
-        },
-    )
-    async def change_password(name: str, request: Request, user: Annotated[Principal, Depends(current_user)]) -> Any:
-        """Set a new password (your own, or anyone's as a superuser); every token issued before stops working."""
-        try:
-            check_name(name)
-        except UserError as exc:
-            return _invalid([str(exc)])
-        if name != user.name and not user.is_superuser:
-            raise HTTPException(403, "only a superuser may change another user's password")
-        if name == settings.superuser:
-            raise HTTPException(
-                409, f"name: {name!r} is the configured superuser; FLUX_TOKEN sets its password at every start"
-            )
-        body = await _json_object(request, "{password}")
-        if isinstance(body, JSONResponse):
-            return body
-        return await run_in_threadpool(set_validated, name, body)
-
-    def set_validated(name: str, body: dict[str, Any]) -> Any:
-        try:
-            new = NewPassword.model_validate(body)
-        except ValidationError as exc:
-            return _invalid(_error_lines(exc))
-        try:
-            users.set_password(name, new.password)
-        except UserError as exc:
-            if exc.reason == "missing":
-                raise HTTPException(404, str(exc)) from None
-            return _invalid([str(exc)])
-        return PasswordChanged(Message=f"Password of {name} changed; tokens issued before no longer work.", name=name)
-
-    return router
+        return _invalid([str(exc)])
+    return PasswordChanged(Message=f"Password of {name} changed; tokens issued before no longer work.", name=name)

@@ -10,13 +10,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from broker.burst_service import ABSENT, service_words
+from broker.rest.answers import CpuReport, Drain, QueueState, ResourceStatus
 from common import idset
 
-Rpc = Callable[[str, int], dict[str, Any]]
-"""(topic, rank) -> answer: a request to one rank of the instance."""
+Rpc = Callable[[str, int], CpuReport]
+"""(topic, rank) -> answer: a request to one rank of the instance (the reader asks `resource.cpu`)."""
 FIRST_SAMPLE_GAP = 0.5
 STALE_SAMPLE = 60.0
 
@@ -35,7 +36,7 @@ class RankRow:
     """The drain reason when the rank takes no new jobs (`flux resource drain`, the autoscaler), else None."""
 
 
-def request_millicores(report: Mapping[str, Any], v2_formula: str = "nonlinear") -> int | None:
+def request_millicores(report: CpuReport, v2_formula: str = "nonlinear") -> int | None:
     """The CPU request a rank's cgroup weight stands for, through the kubelet's mapping (elasticity/model/cpu.py);
     for cgroup v2 the smallest request with that weight (the mapping is many-to-one)."""
     from elasticity.model import cpu as cpu_model
@@ -48,7 +49,7 @@ def request_millicores(report: Mapping[str, Any], v2_formula: str = "nonlinear")
     return cpu_model.weight_to_milli(weight, v2_formula)
 
 
-def used_millicores(before: Mapping[str, Any], after: Mapping[str, Any]) -> int | None:
+def used_millicores(before: CpuReport, after: CpuReport) -> int | None:
     """CPU in use between two reports of one rank, in millicores (None when either lacks a counter)."""
     a, b = before.get("usage_usec"), after.get("usage_usec")
     elapsed = float(after.get("time", 0.0)) - float(before.get("time", 0.0))
@@ -58,10 +59,10 @@ def used_millicores(before: Mapping[str, Any], after: Mapping[str, Any]) -> int 
 
 
 def rank_rows(
-    status: Mapping[str, Any],
-    now: Mapping[int, Mapping[str, Any]],
-    before: Mapping[int, Mapping[str, Any]],
-    drains: Mapping[str, Mapping[str, Any]] | None = None,
+    status: ResourceStatus,
+    now: Mapping[int, CpuReport],
+    before: Mapping[int, CpuReport],
+    drains: Mapping[str, Drain] | None = None,
 ) -> list[RankRow]:
     """One row per rank of the instance, from `resource.status`, two rounds of `resource.cpu` and the drain table
     (`job-manager.queue-state`'s `drain`: {"<rank>": {"reason", "timestamp"}}) (pure)."""
@@ -71,7 +72,7 @@ def rank_rows(
     reports = {int(rank): report for rank, report in dict(status.get("reports", {})).items()}
     rows = []
     for rank, hostname in enumerate(hostnames):
-        report = now.get(rank, {})
+        report = now.get(rank, CpuReport())
         error = str(report.get("error", ""))
         rows.append(
             RankRow(
@@ -94,25 +95,25 @@ class ClusterReader:
 
     def __init__(
         self,
-        status: Callable[[], dict[str, Any]],
+        status: Callable[[], ResourceStatus],
         rpc: Rpc,
         clock: Callable[[], float] = time.monotonic,
-        drains: Callable[[], dict[str, Any]] = dict,
+        drains: Callable[[], dict[str, Drain]] = dict,
     ):
         self.status = status
         self.rpc = rpc
         self.drains = drains
         self.clock = clock
-        self._last: dict[int, tuple[float, dict[str, Any]]] = {}
+        self._last: dict[int, tuple[float, CpuReport]] = {}
         self._lock = threading.Lock()
 
-    def _reports(self, ranks: list[int]) -> dict[int, dict[str, Any]]:
-        out: dict[int, dict[str, Any]] = {}
+    def _reports(self, ranks: list[int]) -> dict[int, CpuReport]:
+        out: dict[int, CpuReport] = {}
         for rank in ranks:
             try:
                 out[rank] = self.rpc("resource.cpu", rank)
             except Exception as exc:  # an old broker or a flux-core rank: the row says so
-                out[rank] = {"error": f"resource.cpu: {exc}"}
+                out[rank] = CpuReport(error=f"resource.cpu: {exc}")
         return out
 
     def rows(self) -> list[RankRow]:
@@ -142,14 +143,15 @@ def broker_reader(service: Any) -> ClusterReader | None:
     if client is None or not hasattr(client, "resources"):
         return None
 
-    def status() -> dict[str, Any]:
-        return dict(service.client.resources())
+    def status() -> ResourceStatus:
+        return cast(ResourceStatus, dict(service.client.resources()))  # the answers, as JSON comes
 
-    def rpc(topic: str, rank: int) -> dict[str, Any]:
-        return dict(service.client.handle.rpc(topic, {}, rank, 5.0))
+    def rpc(topic: str, rank: int) -> CpuReport:
+        return cast(CpuReport, dict(service.client.handle.rpc(topic, {}, rank, 5.0)))
 
-    def drains() -> dict[str, Any]:
-        return dict(dict(service.client.handle.rpc("job-manager.queue-state", {}, 0, 5.0)).get("drain", {}))
+    def drains() -> dict[str, Drain]:
+        queue_state = cast(QueueState, service.client.handle.rpc("job-manager.queue-state", {}, 0, 5.0))
+        return dict(queue_state.get("drain", {}))
 
     return ClusterReader(status, rpc, drains=drains)
 

@@ -1,15 +1,17 @@
 """What the pages need from the REST app: the same settings, service, users and rules as `/v1`.
 
 The access rule and authentication are passed in (not re-implemented), so the pages and the API can never
-disagree on who may see a job; when the rule moves to its own module, app.py passes that one instead.
+disagree on who may see a job (broker/rest/app.py: web_context binds them to the API's RestState). mount_web
+keeps the context at `app.state.web`; the page routers reach it through the `Web` dependency.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: FastAPI reads `web_context`'s parameter from its annotation at runtime.
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from broker.jobs.api import JobInfo
 from broker.rest.jobs import JobService, SubmitRequest
@@ -35,3 +37,13 @@ class WebContext:
     visible: Visible
     submit: SubmitAs
     visible_jobs: VisibleJobs
+
+
+async def web_context(request: Request) -> WebContext:
+    """The app's WebContext (a dependency; `async def`: no worker-thread hand-off to find it)."""
+    context: WebContext = request.app.state.web
+    return context
+
+
+Web = Annotated[WebContext, Depends(web_context)]
+"""A page's parameter for the context: `def page(request: Request, context: Web)`."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from elasticity.profiling.duty_cycle import DutyCycleAnalysis
 
 CONTROLLERS = ("multiplex", "autoscale", "campaign")
+ControllerEvent = dict[str, Any]  # open: a controller's event record (elasticity/control/events.py), any kind
 PROFILE_SCAN = 50  # newest jobs looked at for traces
 _draw_lock = threading.Lock()
 
@@ -60,7 +61,7 @@ def controller_figure(state_dir: Path, name: str) -> Path | None:
         return None
 
     def draw(path: Path) -> None:
-        events: list[dict[str, Any]] = list(read_events(log))
+        events: list[ControllerEvent] = list(read_events(log))
         if name == "autoscale":
             from elasticity.control.timeline import plot_autoscale_timeline
 
@@ -82,7 +83,7 @@ def controller_figure(state_dir: Path, name: str) -> Path | None:
         return None
 
 
-def last_event(state_dir: Path, name: str) -> dict[str, Any] | None:
+def last_event(state_dir: Path, name: str) -> ControllerEvent | None:
     from elasticity.control.events import read_events
 
     log = controller_log(state_dir, name)
@@ -109,7 +110,7 @@ TraceDir = Callable[[JobInfo], tuple[Path, str | None] | None]
 def latest_profile(state_dir: Path, jobs: Iterable[JobInfo], trace_dir: TraceDir) -> Profile | None:
     """The newest profiled job with traces on disk, its duty cycles and figure (cached). A running job counts
     once its ranks wrote their traces (`-o pmpi=K` writes them after K iterations, as multiplexing does)."""
-    from elasticity.profiling.profile import DEFAULT_BOUNDARY_CALL as DEFAULT_BOUNDARY
+    from elasticity.profiling.duty_cycle import DEFAULT_BOUNDARY_CALL as DEFAULT_BOUNDARY
     from elasticity.profiling.profile import profile_traces
     from elasticity.profiling.report import write_figure
     from elasticity.profiling.trace import find_trace_files

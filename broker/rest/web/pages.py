@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from fastapi import Request
@@ -16,11 +16,14 @@ from broker.rest.users import Principal
 from broker.rest.web.context import WebContext
 from broker.rest.web.session import CSRF_FIELD, csrf_token, remember_csrf, session_user
 
+if TYPE_CHECKING:
+    from fastapi.templating import Jinja2Templates
+
 HERE = Path(__file__).resolve().parent
 
 
 @functools.cache
-def templates() -> Any:
+def templates() -> Jinja2Templates:
     """The pages' Jinja2 templates, loaded at the first page shown: a server only ever asked for its API never
     imports Jinja2 (issue 27's memory target for the REST server)."""
     from fastapi.templating import Jinja2Templates
@@ -64,7 +67,7 @@ def render(
     request: Request,
     context: WebContext,
     name: str,
-    values: dict[str, Any],
+    values: dict[str, Any],  # open: a template's variables, whatever that page shows
     user: Principal | None = None,
     status: int = 200,
 ) -> Response:

@@ -10,7 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.datastructures import UploadFile
+
 from broker.jobs.api import JobInfo
+from broker.rest.answers import EventRecord
 from broker.rest.submit import SubmitParams
 
 PAGE_SIZE = 20
@@ -118,7 +121,7 @@ class EventRow:
     context: str
 
 
-def event_rows(events: Sequence[Mapping[str, Any]], limit: int = 240) -> list[EventRow]:
+def event_rows(events: Sequence[EventRecord], limit: int = 240) -> list[EventRow]:
     """The eventlog as rows: seconds since submit, name, context (the jobspec left out: it is the whole request,
     environment and all, and the fields above already say what matters)."""
     start = float(events[0].get("timestamp", 0.0)) if events else 0.0
@@ -162,7 +165,7 @@ def submit_fields() -> list[FormField]:
     return out
 
 
-def submit_params(form: Mapping[str, Any], fields: Sequence[FormField]) -> dict[str, str]:
+def submit_params(form: Mapping[str, str | UploadFile], fields: Sequence[FormField]) -> dict[str, str]:
     """Form input -> the API's submit parameters: blank fields left to their defaults, checkboxes true/false."""
     params: dict[str, str] = {}
     for field in fields:
