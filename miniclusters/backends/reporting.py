@@ -44,9 +44,7 @@ def millicores(quantity: str | None) -> int | None:
     return cpu_millicores(quantity) if quantity is not None else None
 
 
-def pod_view(
-    status: PodStatus, restarts: int, resize: ResizeOutcome | None = None, resize_reason: str = ""
-) -> PodView:
+def pod_view(status: PodStatus, restarts: int, resize: ResizeOutcome | None = None, resize_reason: str = "") -> PodView:
     """One pod's status as the Observer port's PodView."""
     return PodView(
         index=status.index,
