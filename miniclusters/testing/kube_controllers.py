@@ -37,6 +37,49 @@ class Controllers:
         def _touch(self, obj: dict[str, Any], event: str) -> None: ...
         def _remove(self, obj: dict[str, Any]) -> None: ...
 
+        pod_logs: dict[str, list[str]]
+
+    # ------------------------------------------------------------------ the kubelet's events (test controls)
+    def finish_pod(self, job: str, index: int, exit_code: int = 0, namespace: str | None = None) -> None:
+        """The container of pod `index` exits (the kubelet reports it); the Job controller reacts."""
+        pod = self.pods_of(job, namespace)[index]
+        pod["status"]["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+        for status in pod["status"].get("containerStatuses", []):
+            status["state"] = {"terminated": self._terminated(pod, status["name"], exit_code)}
+            status["ready"] = False
+        self._set_condition(pod, "Ready", "False", "PodCompleted")
+        self._touch(pod, "MODIFIED")
+        self.run_controllers()
+
+    def crash_container(self, job: str, index: int, exit_code: int = 137, namespace: str | None = None) -> None:
+        """The container of pod `index` fails and the kubelet restarts it in place (restartPolicy OnFailure):
+        restartCount goes up, the last termination moves to lastState, and until the back-off ends the
+        container waits with reason CrashLoopBackOff and the pod is not Ready; its phase stays Running.
+        https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-restarts
+        """
+        pod = self.pods_of(job, namespace)[index]
+        for status in pod["status"].get("containerStatuses", []):
+            status["restartCount"] = int(status.get("restartCount", 0)) + 1
+            status["lastState"] = {"terminated": self._terminated(pod, status["name"], exit_code)}
+            waiting = {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}
+            status["state"] = {"waiting": waiting}
+            status["ready"] = False
+        self._set_condition(pod, "Ready", "False", "ContainersNotReady")
+        self._touch(pod, "MODIFIED")
+
+    def _terminated(self, pod: dict[str, Any], container: str, exit_code: int) -> dict[str, Any]:
+        """The kubelet's record of an ended container; with terminationMessagePolicy FallbackToLogsOnError, a
+        failed one's message is the tail of its log (at most 80 lines and 2048 bytes, the termination message
+        file being empty here).
+        https://kubernetes.io/docs/tasks/debug/debug-application/determine-reason-pod-failure/"""
+        ended: dict[str, Any] = {"exitCode": exit_code, "reason": "Completed" if not exit_code else "Error"}
+        spec: dict[str, Any] = next((c for c in pod["spec"]["containers"] if c["name"] == container), {})
+        if exit_code and spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            tail = "\n".join(self.pod_logs.get(pod["metadata"]["name"], [])[-80:])
+            if tail:
+                ended["message"] = tail.encode()[-2048:].decode(errors="ignore")
+        return ended
+
     # ------------------------------------------------------------------ controllers
     def run_controllers(self) -> None:
         """The Job controller and the kubelet, until nothing changes."""
