@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from miniclusters.api.hosts import registry_for
 from miniclusters.api.spec import Container, ContainerVolume, MiniCluster, ResourceRequirements
 from miniclusters.render.entrypoint import render_sidecar_command
+from miniclusters.render.kube_types import (
+    Affinity,
+    ConfigMapVolumeSource,
+    CSIVolumeSource,
+    EmptyDirVolumeSource,
+    EnvVar,
+    Job,
+    KeyToPath,
+    Lifecycle,
+    LocalObjectReference,
+    NodeSelectorRequirement,
+    ObjectMeta,
+    PodContainer,
+    PodSpec,
+    PodVolume,
+    ResizePolicy,
+    Toleration,
+    VolumeMount,
+)
+from miniclusters.render.kube_types import ResourceRequirements as ContainerResources
 from miniclusters.render.layout import (
     BROKER_INSTALL_DIR,
     BROKER_TOML,
@@ -32,12 +52,12 @@ from miniclusters.render.layout import (
 from miniclusters.render.options import RenderOptions
 from miniclusters.render.placement import guaranteed_init_resources, task_group_rules
 
-CPU_RESIZE_POLICY = [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]
+CPU_RESIZE_POLICY: list[ResizePolicy] = [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]
 
 
-def _resources(resources: ResourceRequirements) -> dict[str, Any]:
+def _resources(resources: ResourceRequirements) -> ContainerResources:
     """Requests and limits exactly as given: we never add a CPU limit (CFS throttling hurts MPI)."""
-    out: dict[str, Any] = {}
+    out: ContainerResources = {}
     if resources.requests:
         out["requests"] = {k: str(v) for k, v in resources.requests.items()}
     if resources.limits:
@@ -47,7 +67,7 @@ def _resources(resources: ResourceRequirements) -> dict[str, Any]:
     return out
 
 
-def _security_context(context: dict[str, Any]) -> dict[str, Any]:
+def _security_context(context: dict[str, Any]) -> dict[str, Any]:  # open: a corev1.SecurityContext, passed through
     """Pass a corev1.SecurityContext through, translating the operator's older `addCapabilities`."""
     out = {k: v for k, v in context.items() if k != "addCapabilities"}
     if context.get("addCapabilities"):
@@ -63,8 +83,8 @@ def _pull_policy(container: Container) -> str:
     return "Always" if container.pull_always else "IfNotPresent"
 
 
-def _env(container: Container, extra: dict[str, str]) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in extra.items()]
+def _env(container: Container, extra: dict[str, str]) -> list[EnvVar]:
+    env: list[EnvVar] = [{"name": k, "value": v} for k, v in extra.items()]
     env += [{"name": k, "value": v} for k, v in container.environment.items()]
     env += [
         {"name": k, "valueFrom": {"secretKeyRef": {"name": s.name, "key": s.key}}} for k, s in container.secrets.items()
@@ -72,11 +92,11 @@ def _env(container: Container, extra: dict[str, str]) -> list[dict[str, Any]]:
     return env
 
 
-def _volume_source(volume: ContainerVolume) -> dict[str, Any]:
+def _volume_source(volume: ContainerVolume) -> PodVolume:
     if volume.secret_name:
         return {"secret": {"secretName": volume.secret_name}}
     if volume.config_map_name:
-        source: dict[str, Any] = {"name": volume.config_map_name}
+        source: ConfigMapVolumeSource = {"name": volume.config_map_name}
         if volume.items:
             source["items"] = [{"key": k, "path": p} for k, p in volume.items.items()]
         return {"configMap": source}
@@ -85,11 +105,11 @@ def _volume_source(volume: ContainerVolume) -> dict[str, Any]:
     if volume.host_path:
         return {"hostPath": {"path": volume.host_path}}
     if volume.csi_driver:
-        csi: dict[str, Any] = {"driver": volume.csi_driver, "readOnly": volume.read_only}
+        csi: CSIVolumeSource = {"driver": volume.csi_driver, "readOnly": volume.read_only}
         if volume.csi_driver_attributes:
             csi["volumeAttributes"] = volume.csi_driver_attributes
         return {"csi": csi}
-    empty: dict[str, Any] = {}
+    empty: EmptyDirVolumeSource = {}
     if volume.empty_dir_medium:
         empty["medium"] = volume.empty_dir_medium
     if volume.empty_dir_size_limit:
@@ -97,28 +117,28 @@ def _volume_source(volume: ContainerVolume) -> dict[str, Any]:
     return {"emptyDir": empty}
 
 
-def _user_volumes(mc: MiniCluster) -> list[dict[str, Any]]:
-    seen: dict[str, dict[str, Any]] = {}
+def _user_volumes(mc: MiniCluster) -> list[PodVolume]:
+    seen: dict[str, PodVolume] = {}
     for container in [*mc.spec.containers, *mc.spec.services]:
         for name, volume in container.volumes.items():
             seen.setdefault(name, {"name": name, **_volume_source(volume)})
     return list(seen.values())
 
 
-def _user_mounts(container: Container) -> list[dict[str, Any]]:
+def _user_mounts(container: Container) -> list[VolumeMount]:
     mounts = []
     for name, volume in container.volumes.items():
         if not volume.path:
             continue
-        mount: dict[str, Any] = {"name": name, "mountPath": volume.path}
+        mount: VolumeMount = {"name": name, "mountPath": volume.path}
         if volume.read_only:
             mount["readOnly"] = True
         mounts.append(mount)
     return mounts
 
 
-def _lifecycle(container: Container) -> dict[str, Any]:
-    lifecycle: dict[str, Any] = {}
+def _lifecycle(container: Container) -> Lifecycle:
+    lifecycle: Lifecycle = {}
     if container.life_cycle.post_start_exec:
         lifecycle["postStart"] = {"exec": {"command": ["/bin/sh", "-c", container.life_cycle.post_start_exec]}}
     if container.life_cycle.pre_stop_exec:
@@ -126,8 +146,8 @@ def _lifecycle(container: Container) -> dict[str, Any]:
     return lifecycle
 
 
-def _base_container(container: Container, name: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": name, "image": container.image, "imagePullPolicy": _pull_policy(container)}
+def _base_container(container: Container, name: str) -> PodContainer:
+    out: PodContainer = {"name": name, "image": container.image, "imagePullPolicy": _pull_policy(container)}
     if container.working_dir:
         out["workingDir"] = container.working_dir
     if container.ports:
@@ -146,7 +166,7 @@ def _base_container(container: Container, name: str) -> dict[str, Any]:
 RESTFUL_SECRET_KEYS = ("FLUX_USER", "FLUX_TOKEN", "FLUX_SECRET_KEY")
 
 
-def _restful_env(mc: MiniCluster) -> list[dict[str, Any]]:
+def _restful_env(mc: MiniCluster) -> list[EnvVar]:
     """The REST server's credentials come from the user's Secret, never from the spec itself."""
     restful = mc.spec.restful
     if not (restful.enabled and restful.secret_name):
@@ -168,8 +188,8 @@ def _broker_env(mc: MiniCluster, namespace: str) -> dict[str, str]:
     }
 
 
-def _broker_mounts(mc: MiniCluster) -> list[dict[str, Any]]:
-    mounts: list[dict[str, Any]] = [
+def _broker_mounts(mc: MiniCluster) -> list[VolumeMount]:
+    mounts: list[VolumeMount] = [
         {"name": VOLUME_CONFIG, "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": VOLUME_SCRIPTS, "mountPath": SCRIPTS_DIR, "readOnly": True},
         {"name": VOLUME_CURVE, "mountPath": CURVE_DIR, "readOnly": True},
@@ -186,7 +206,7 @@ def _broker_mounts(mc: MiniCluster) -> list[dict[str, Any]]:
     return mounts
 
 
-def build_containers(mc: MiniCluster, namespace: str) -> list[dict[str, Any]]:
+def build_containers(mc: MiniCluster, namespace: str) -> list[PodContainer]:
     spec = mc.spec
     runner_index = spec.flux_runner_index
     containers = []
@@ -231,12 +251,12 @@ def build_containers(mc: MiniCluster, namespace: str) -> list[dict[str, Any]]:
     return containers
 
 
-def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[dict[str, Any]]:
+def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[PodContainer]:
     """What brings the broker into an application image that does not contain it."""
     spec = mc.spec
     exclusive = spec.placement.cpus == "exclusive"
     if spec.flux.flavour == "builtin":
-        installer: dict[str, Any] = {
+        installer: PodContainer = {
             "name": "miniclusters-broker",
             "image": options.broker_image,
             "imagePullPolicy": "IfNotPresent",
@@ -249,7 +269,7 @@ def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[dict[
     view = spec.flux.container
     if view.disable:
         return []
-    init: dict[str, Any] = {
+    init: PodContainer = {
         "name": view.name,
         "image": view.image,
         "imagePullPolicy": "Always" if view.pull_always else "IfNotPresent",
@@ -272,19 +292,18 @@ def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[dict[
     return [init]
 
 
-def build_volumes(mc: MiniCluster) -> list[dict[str, Any]]:
-    volumes: list[dict[str, Any]] = [
+def build_volumes(mc: MiniCluster) -> list[PodVolume]:
+    scripts: list[KeyToPath] = [{"key": ENTRYPOINT, "path": ENTRYPOINT, "mode": 0o755}]
+    if mc.spec.flux.bursting.plugins:
+        scripts.append({"key": BURST_SPEC, "path": BURST_SPEC})
+    volumes: list[PodVolume] = [
         {
             "name": VOLUME_CONFIG,
             "configMap": {"name": config_map_name(mc), "items": [{"key": BROKER_TOML, "path": BROKER_TOML}]},
         },
         {
             "name": VOLUME_SCRIPTS,
-            "configMap": {
-                "name": config_map_name(mc),
-                "items": [{"key": ENTRYPOINT, "path": ENTRYPOINT, "mode": 0o755}]
-                + ([{"key": BURST_SPEC, "path": BURST_SPEC}] if mc.spec.flux.bursting.plugins else []),
-            },
+            "configMap": {"name": config_map_name(mc), "items": scripts},
         },
         {"name": VOLUME_CURVE, "secret": {"secretName": curve_secret_name(mc), "defaultMode": 0o400}},
         {"name": VOLUME_RUN, "emptyDir": {}},
@@ -298,8 +317,9 @@ def build_volumes(mc: MiniCluster) -> list[dict[str, Any]]:
     return volumes + _user_volumes(mc)
 
 
-def build_affinity(mc: MiniCluster) -> dict[str, Any]:
-    affinity: dict[str, Any] = dict(task_group_rules(mc).get("affinity", {}))
+def build_affinity(mc: MiniCluster) -> Affinity:
+    rules = task_group_rules(mc)
+    affinity: Affinity = rules["affinity"].copy() if "affinity" in rules else {}
     if not affinity and not mc.spec.network.disable_affinity:
         affinity["podAntiAffinity"] = {
             "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -313,7 +333,7 @@ def build_affinity(mc: MiniCluster) -> dict[str, Any]:
             ]
         }
     if mc.spec.pod.node_affinity:
-        expressions = [
+        expressions: list[NodeSelectorRequirement] = [
             {"key": key, "operator": "In", "values": values} for key, values in mc.spec.pod.node_affinity.items()
         ]
         affinity["nodeAffinity"] = {
@@ -322,16 +342,16 @@ def build_affinity(mc: MiniCluster) -> dict[str, Any]:
     return affinity
 
 
-def _image_pull_secrets(mc: MiniCluster) -> list[dict[str, str]]:
+def _image_pull_secrets(mc: MiniCluster) -> list[LocalObjectReference]:
     names = [c.image_pull_secret for c in [*mc.spec.containers, *mc.spec.services] if c.image_pull_secret]
     if mc.spec.flux.flavour == "flux" and mc.spec.flux.container.image_pull_secret:
         names.append(mc.spec.flux.container.image_pull_secret)
     return [{"name": n} for n in dict.fromkeys(names)]
 
 
-def build_pod_spec(mc: MiniCluster, namespace: str, options: RenderOptions) -> dict[str, Any]:
+def build_pod_spec(mc: MiniCluster, namespace: str, options: RenderOptions) -> PodSpec:
     pod = mc.spec.pod
-    spec: dict[str, Any] = {
+    spec: PodSpec = {
         "subdomain": mc.headless_name,
         "restartPolicy": pod.restart_policy or "OnFailure",
         "initContainers": build_init_containers(mc, options),
@@ -344,7 +364,7 @@ def build_pod_spec(mc: MiniCluster, namespace: str, options: RenderOptions) -> d
     spread = task_group_rules(mc).get("topologySpreadConstraints")
     if spread:
         spec["topologySpreadConstraints"] = spread
-    optional: dict[str, Any] = {
+    optional: PodSpec = {
         "serviceAccountName": pod.service_account_name,
         "runtimeClassName": pod.runtime_class_name,
         "schedulerName": pod.scheduler_name,
@@ -354,30 +374,28 @@ def build_pod_spec(mc: MiniCluster, namespace: str, options: RenderOptions) -> d
         "imagePullSecrets": _image_pull_secrets(mc),
         "resourceClaims": mc.spec.resource_claims,
         "overhead": {k: str(v) for k, v in pod.resources.items()},
-        "tolerations": [t.model_dump(by_alias=True, exclude_defaults=True) for t in pod.tolerations],
+        "tolerations": [cast(Toleration, t.model_dump(by_alias=True, exclude_defaults=True)) for t in pod.tolerations],
     }
-    spec |= {k: v for k, v in optional.items() if v}
-    if pod.automount_service_account_token:
-        spec["automountServiceAccountToken"] = True
-    for key, flag in (
-        ("hostIPC", pod.host_ipc),
-        ("hostPID", pod.host_pid),
-        ("shareProcessNamespace", mc.spec.share_process_namespace),
-    ):
-        if flag:
-            spec[key] = True
+    spec.update(cast(PodSpec, {k: v for k, v in optional.items() if v}))
+    flags: PodSpec = {
+        "automountServiceAccountToken": pod.automount_service_account_token,
+        "hostIPC": pod.host_ipc,
+        "hostPID": pod.host_pid,
+        "shareProcessNamespace": mc.spec.share_process_namespace,
+    }
+    spec.update(cast(PodSpec, {k: True for k, v in flags.items() if v}))
     if not spec["initContainers"]:
         del spec["initContainers"]
     return spec
 
 
-def build_job(mc: MiniCluster, options: RenderOptions | None = None) -> dict[str, Any]:
+def build_job(mc: MiniCluster, options: RenderOptions | None = None) -> Job:
     """The Indexed Job: completions = parallelism = size; the Job succeeds when index 0 (the lead) does."""
     options = options or RenderOptions()
     namespace = options.namespace or mc.namespace
     spec = mc.spec
     pod_labels = {**spec.pod.labels, **common_labels(mc)}
-    template_meta: dict[str, Any] = {"labels": pod_labels}
+    template_meta: ObjectMeta = {"labels": pod_labels}
     if spec.pod.annotations:
         template_meta["annotations"] = dict(spec.pod.annotations)
     return {
