@@ -34,7 +34,7 @@ from miniclusters.backends.podman.pods import (
 )
 from miniclusters.backends.podman.state import PodmanStore
 from miniclusters.backends.reporting import Polling
-from miniclusters.render import render_minicluster
+from miniclusters.render import render_minicluster, render_objects
 from miniclusters.render.layout import INDEX_LABEL
 
 
@@ -51,7 +51,7 @@ def _rendered(size: int = 2, max_size: int = 4) -> Rendered:
             },
         }
     )
-    return Rendered.from_objects(render_minicluster(mc))
+    return Rendered.from_rendered(render_objects(mc))
 
 
 def _env(container: dict[str, Any]) -> dict[str, str]:

@@ -23,7 +23,7 @@ from miniclusters.backends.podman.pods import Rendered, container_name
 from miniclusters.backends.podman.restarts import RestartLedger, seen_of
 from miniclusters.backends.podman.state import PodmanRecord, PodmanStore
 from miniclusters.backends.reporting import Polling
-from miniclusters.render import RenderOptions, render_minicluster
+from miniclusters.render import RenderOptions, render_objects
 from miniclusters.render.layout import BROKER_INSTALL_DIR, NAME_LABEL, RUN_DIR
 
 
@@ -87,7 +87,7 @@ class PodmanContext:
             namespace=self.namespace,
             certificate=parse_zcert(record.certificate),
         )
-        return Rendered.from_objects(render_minicluster(mc, options))
+        return Rendered.from_rendered(render_objects(mc, options))
 
     def pods(self, name: str, mc: MiniCluster) -> list[PodmanPod]:
         return read_pods(self.podman, name, runner_container(mc))
