@@ -10,11 +10,17 @@ and, when several rules fail, every one of them in brackets, comma-separated.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import celpy
-from kubernetes.utils.quantity import parse_quantity
+import celpy.adapter
+import celpy.evaluation
+from kubernetes.utils import quantity as kube_quantity
+
+# The client's quantity parser (what the real apiserver's CEL `quantity()` accepts); untyped upstream.
+parse_quantity: Callable[[str], Decimal] = kube_quantity.parse_quantity
 
 
 def _format(template: Any, args: Any) -> Any:
@@ -49,7 +55,7 @@ def _quantity(text: Any) -> Any:
     try:
         return celpy.celtypes.DoubleType(parse_quantity(str(text)))
     except (ValueError, TypeError, ArithmeticError) as exc:
-        return celpy.CELEvalError(str(exc))  # an error value: `true || error` is true in CEL
+        return celpy.evaluation.CELEvalError(str(exc))  # an error value: `true || error` is true in CEL
 
 
 def _is_less_than(a: Any, b: Any) -> Any:
@@ -93,7 +99,7 @@ def violations(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
     if isinstance(value, dict):
         value = _defaulted(schema, value)
         for rule in schema.get("x-kubernetes-validations") or []:
-            activation = {"self": celpy.json_to_cel(value)}
+            activation = {"self": celpy.adapter.json_to_cel(value)}
             if cel_program(rule["rule"]).evaluate(activation):
                 continue
             message = (

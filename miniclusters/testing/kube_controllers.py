@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from elasticity.model.node import Node, PodCpu, Verdict, admit_resize, deferred_message, infeasible_message
 from miniclusters.api.quantity import cpu_millicores
+from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING
 from miniclusters.backends.kubernetes.api import JOB, POD, Kind
-from miniclusters.backends.kubernetes.status import RESIZE_IN_PROGRESS, RESIZE_PENDING, qos_class
+from miniclusters.backends.kubernetes.status import qos_class
 from miniclusters.render.layout import INDEX_LABEL
 
 KubeletMode = Literal["auto", "accept", "in-progress", "defer", "infeasible"]

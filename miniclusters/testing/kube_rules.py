@@ -261,7 +261,7 @@ def check_resize(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     other change (an image patched through it stays as it was); resources other than cpu and memory, removing a
     request or a limit, and a change of QoS class are refused with 422 in its words."""
     name = old["metadata"]["name"]
-    spec = copy.deepcopy(old["spec"])
+    spec: dict[str, Any] = copy.deepcopy(old["spec"])
     patched = {c["name"]: c for c in new["spec"].get("containers", [])}
     for index, container in enumerate(spec.get("containers", [])):
         after = patched.get(container["name"])

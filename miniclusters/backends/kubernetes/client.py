@@ -48,8 +48,11 @@ def _status_error(status: int, body: bytes | str | None, fallback: str) -> ApiEr
 
 def load_api_client(context: str | None = None) -> tuple[Any, str]:
     """(ApiClient, default namespace) from the kubeconfig (context given or current) or the in-cluster config."""
-    from kubernetes import client, config
+    from kubernetes import client
+    from kubernetes import config as kube_config
     from kubernetes.config.config_exception import ConfigException
+
+    config: Any = kube_config  # the client's config loaders are untyped
 
     # Read $KUBECONFIG now: the client computes its default location once, at import time.
     config_file = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
@@ -341,7 +344,8 @@ def _exit_code(ws: Any) -> int | None:
     server's reason where the client expects a number (`container is in CONTAINER_EXITED state`: the container
     ended between the pod's listing and the exec) and the client raises ValueError: that is the server's 500."""
     try:
-        return ws.returncode
+        code: int | None = ws.returncode
+        return code
     except ValueError as exc:
         reason = str(exc).partition(": ")[2].strip("'") or str(exc)
         raise ApiError(500, "InternalError", reason) from None

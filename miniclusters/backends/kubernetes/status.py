@@ -13,7 +13,11 @@ from typing import Any
 
 from broker.refused import EXIT_REFUSED, refusal_reason
 from miniclusters.api.quantity import cpu_millicores, parse_quantity
-from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING, PodCondition, PodStatus, ResizeOutcome
+from miniclusters.backends.base import (
+    RESIZE_IN_PROGRESS as RESIZE_IN_PROGRESS,  # re-exported: the operator reads them here
+)
+from miniclusters.backends.base import RESIZE_PENDING as RESIZE_PENDING
+from miniclusters.backends.base import PodCondition, PodStatus, ResizeOutcome
 from miniclusters.render.layout import INDEX_LABEL
 
 
