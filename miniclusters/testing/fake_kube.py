@@ -70,7 +70,9 @@ class FakeKube(Controllers):
     authorizer: Authorizer | None = None
     """RBAC for the client: (verb, apiGroup, resource[/subresource], namespace or None, name) -> allowed;
     e.g. fake_rbac.RbacAuthorizer(...).allowed over rendered Roles and bindings. None: everything is allowed."""
+    # open: the fake stores and serves objects of any kind
     exec_handler: Callable[[FakeKube, dict[str, Any], list[str]], ExecResult] | None = None
+    # open: the fake stores and serves objects of any kind
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     calls: list[RecordedCall] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
@@ -98,9 +100,11 @@ class FakeKube(Controllers):
         """Forget watch history, so older resourceVersions answer 410 Gone (see DOCS_WATCH)."""
         self._events.compacted = self._rv
 
+    # open: the fake stores and serves objects of any kind
     def stored(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
         return self.objects[(self._key(kind), self._ns(kind, namespace), name)]
 
+    # open: the fake stores and serves objects of any kind
     def all_of(self, kind: Kind, namespace: str | None = None) -> list[dict[str, Any]]:
         key = self._key(kind)
         return [
@@ -109,6 +113,7 @@ class FakeKube(Controllers):
             if k == key and (namespace is None or ns == namespace or not kind.namespaced)
         ]
 
+    # open: the fake stores and serves objects of any kind
     def pods_of(self, job: str, namespace: str | None = None) -> dict[int, dict[str, Any]]:
         out = {}
         for pod in self.all_of(POD, namespace or self.namespace):
@@ -148,16 +153,18 @@ class FakeKube(Controllers):
         self._rv += 1
         return str(self._rv)
 
-    def _touch(self, obj: dict[str, Any], event: str) -> None:
+    def _touch(self, obj: dict[str, Any], event: str) -> None:  # open: the fake stores and serves objects of any kind
         obj["metadata"]["resourceVersion"] = self._next_rv()
         self._events.add(self._rv, event, self._key(kind_of(obj)), obj)
 
+    # open: the fake stores and serves objects of any kind
     def _lookup(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
         obj = self.objects.get((self._key(kind), self._ns(kind, namespace), name))
         if obj is None:
             raise missing(kind, name)
         return obj
 
+    # open: the fake stores and serves objects of any kind
     def _validated(self, obj: dict[str, Any], how: Literal["create", "patch", "apply"] = "create") -> dict[str, Any]:
         stored, warnings = validate_object(obj, how)
         self.warnings.extend(warnings)
@@ -169,13 +176,14 @@ class FakeKube(Controllers):
             hook(self)
 
     # ------------------------------------------------------------------ KubeApi: reads
+    # open: the fake stores and serves objects of any kind
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
         self._record("get", kind, namespace, name)
         return copy.deepcopy(self._lookup(kind, namespace, name))
 
     def list_objects(
         self, kind: Kind, namespace: str | None, label_selector: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[list[dict[str, Any]], str]:  # open: the fake stores and serves objects of any kind
         self._record("list", kind, namespace, None)
         items = [
             copy.deepcopy(o)
@@ -203,7 +211,7 @@ class FakeKube(Controllers):
         return served_resources(api_version, self)
 
     # ------------------------------------------------------------------ KubeApi: writes
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:  # open: the fake stores and serves objects of any kind
         kind = kind_of(obj)
         meta = obj.get("metadata", {})
         self._record("create", kind, meta.get("namespace"), meta.get("name"), body=obj)
@@ -215,6 +223,7 @@ class FakeKube(Controllers):
             raise ApiError(409, "AlreadyExists", f'{kind.plural} "{meta["name"]}" already exists')
         return copy.deepcopy(self._insert(kind, obj))
 
+    # open: the fake stores and serves objects of any kind
     def _insert(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
         stored = copy.deepcopy(obj)
         stored.pop("status", None)
@@ -232,6 +241,7 @@ class FakeKube(Controllers):
         self.run_controllers()
         return stored
 
+    # open: the fake stores and serves objects of any kind
     def apply(self, obj: dict[str, Any], field_manager: str, force: bool = True) -> dict[str, Any]:
         kind = kind_of(obj)
         meta = obj.get("metadata", {})
@@ -256,8 +266,13 @@ class FakeKube(Controllers):
         return copy.deepcopy(self._update(kind, current, apply_merge(current, applied)))
 
     def _update(
-        self, kind: Kind, current: dict[str, Any], new: dict[str, Any], status_only: bool = False
-    ) -> dict[str, Any]:
+        # open: the fake stores and serves objects of any kind
+        self,
+        kind: Kind,
+        current: dict[str, Any],
+        new: dict[str, Any],
+        status_only: bool = False,
+    ) -> dict[str, Any]:  # open: the fake stores and serves objects of any kind
         if status_only:
             merged = copy.deepcopy(current)
             merged["status"] = copy.deepcopy(new.get("status", {}))
@@ -287,7 +302,7 @@ class FakeKube(Controllers):
         patch_type: PatchType = "merge",
         subresource: str | None = None,
         field_manager: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any]:  # open: the fake stores and serves objects of any kind
         self._record("patch", kind, namespace, name, subresource, body)
         self._run_before_write()
         current = self._lookup(kind, namespace, name)
@@ -325,6 +340,7 @@ class FakeKube(Controllers):
             return copy.deepcopy(current)
         return copy.deepcopy(self._update(kind, current, new, status_only=subresource == "status"))
 
+    # open: the fake stores and serves objects of any kind
     def _patch_scale(self, kind: Kind, current: dict[str, Any], body: Any) -> dict[str, Any]:
         new = scaled(kind, current, body)
         if self.validate:  # the CRD's schema holds (real server, v1.37.2: replicas 0 -> 422, spec.size minimum 1)
@@ -334,6 +350,7 @@ class FakeKube(Controllers):
 
     scale_of = staticmethod(scale_of)
 
+    # open: the fake stores and serves objects of any kind
     def replace(self, obj: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
         kind = kind_of(obj)
         meta = obj["metadata"]
@@ -365,7 +382,7 @@ class FakeKube(Controllers):
         self._remove(obj)
         self.run_controllers()
 
-    def _remove(self, obj: dict[str, Any]) -> None:
+    def _remove(self, obj: dict[str, Any]) -> None:  # open: the fake stores and serves objects of any kind
         kind = kind_of(obj)
         meta = obj["metadata"]
         self.objects.pop((self._key(kind), self._ns(kind, meta.get("namespace")), meta["name"]), None)

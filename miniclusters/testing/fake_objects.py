@@ -97,7 +97,7 @@ NODE_PORT_RANGE = range(30000, 32768)
 """The API server's default --service-node-port-range (30000-32767)."""
 
 
-def allocate_node_ports(service: dict[str, Any], taken: set[int]) -> None:
+def allocate_node_ports(service: dict[str, Any], taken: set[int]) -> None:  # open: a Service as a client sends it
     """A NodePort or LoadBalancer Service gets a node port per port from the range unless it names one; a port
     already allocated, or outside the range, is refused with 422 (kubernetes.io/docs/concepts/services-networking/
     service/#type-nodeport: "the Kubernetes control plane allocates a port from a range specified by

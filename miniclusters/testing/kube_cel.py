@@ -62,7 +62,7 @@ def _is_less_than(a: Any, b: Any) -> Any:
     return celpy.celtypes.BoolType(float(a) < float(b))
 
 
-FUNCTIONS: dict[str, Any] = {
+FUNCTIONS: dict[str, Any] = {  # open: OpenAPI schemas and CEL values of any shape
     "format": _format,
     "isQuantity": _is_quantity,
     "quantity": _quantity,
@@ -77,7 +77,7 @@ def cel_program(expression: str) -> Any:
     return env.program(env.compile(expression), functions=FUNCTIONS)
 
 
-def _defaulted(schema: dict[str, Any], value: Any) -> Any:
+def _defaulted(schema: dict[str, Any], value: Any) -> Any:  # open: OpenAPI schemas and CEL values of any shape
     """The value with its schema's defaults, at every depth (the server defaults the whole object before any
     rule runs: a rule on spec sees spec.multiplexing.max even when the YAML gave only spec.multiplexing.total, and
     a rule on spec reads containers[i].runFlux that no container wrote)."""
@@ -94,6 +94,7 @@ def _defaulted(schema: dict[str, Any], value: Any) -> Any:
     return {name: _defaulted(properties[name], item) if name in properties else item for name, item in out.items()}
 
 
+# open: OpenAPI schemas and CEL values of any shape
 def violations(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
     """`path.field: Invalid value: message` for each rule that does not hold, outermost first."""
     if isinstance(value, dict):
@@ -120,6 +121,7 @@ def violations(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
             yield from violations(schema["items"], item, f"{path}[{index}]")
 
 
+# open: OpenAPI schemas and CEL values of any shape
 def refusal(schema: dict[str, Any], obj: dict[str, Any], kind: str, group: str) -> str | None:
     """The 422 message for ``obj`` when a rule does not hold, else None."""
     found = list(violations({**schema, "properties": {"spec": schema["properties"]["spec"]}}, obj, ""))

@@ -98,8 +98,10 @@ _JSON_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list
 
 
 def validate_object(
-    obj: dict[str, Any], how: Literal["create", "patch", "apply"] = "create"
-) -> tuple[dict[str, Any], list[str]]:
+    # open: objects of any kind, as a client sends them
+    obj: dict[str, Any],
+    how: Literal["create", "patch", "apply"] = "create",
+) -> tuple[dict[str, Any], list[str]]:  # open: objects of any kind, as a client sends them
     """The object as the API server stores it and the warnings it answers with, or the error it answers with.
 
     Built-in kinds are checked against the official schema of the real server's version (kubernetes-validate,
@@ -183,6 +185,7 @@ def _strip_nulls(node: Any) -> Any:
     return node
 
 
+# open: objects of any kind, as a client sends them
 def check_pod_template(template_spec: dict[str, Any], where: str) -> None:
     # Pods with restartPolicy Never (Job pods) may only use resizePolicy NotRequired (DOCS_RESIZE:
     # "If the Pod's restartPolicy is Never, container's resize restart policy must be set to NotRequired").
@@ -200,6 +203,7 @@ def check_pod_template(template_spec: dict[str, Any], where: str) -> None:
                     )
 
 
+# open: objects of any kind, as a client sends them
 def check_update(kind: Kind, old: dict[str, Any], new: dict[str, Any]) -> None:
     name = old["metadata"]["name"]
     if kind == JOB:
@@ -255,13 +259,14 @@ def check_update(kind: Kind, old: dict[str, Any], new: dict[str, Any]) -> None:
             )
 
 
+# open: objects of any kind, as a client sends them
 def check_resize(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """The pod spec a `resize` patch leaves (DOCS_RESIZE), as the real server (v1.37.2) answers: the resize
     subresource takes only containers' resources and resizePolicy from the patched pod and silently drops any
     other change (an image patched through it stays as it was); resources other than cpu and memory, removing a
     request or a limit, and a change of QoS class are refused with 422 in its words."""
     name = old["metadata"]["name"]
-    spec: dict[str, Any] = copy.deepcopy(old["spec"])
+    spec: dict[str, Any] = copy.deepcopy(old["spec"])  # open: objects of any kind, as a client sends them
     patched = {c["name"]: c for c in new["spec"].get("containers", [])}
     for index, container in enumerate(spec.get("containers", [])):
         after = patched.get(container["name"])
@@ -298,6 +303,7 @@ def check_resize(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+# open: objects of any kind, as a client sends them
 def check_resize_fits_node(pod: dict[str, Any], node_cpu_millicores: int) -> None:
     """The apiserver's PodResize admission (plugin/pkg/admission/podresize, Kubernetes 1.33+): a resize whose pod
     would request more CPU than its node's allocatable is refused at once, 403 with the cause NodeCapacity and

@@ -149,6 +149,7 @@ class KubernetesActuator:
             pods.update({index: fresh[index] for index in requests if index in fresh})
 
     @staticmethod
+    # open: a pod as the API returns it
     def _answer(pod: dict[str, Any], index: int, milli: int, container: str) -> PodResize:
         outcome, message = resize_outcome(pod, format_millicores(milli), container)
         actual = pod_status(pod, container).cpu_actual

@@ -76,6 +76,7 @@ class KubeContext:
         except ApiError as exc:
             raise explain(exc, doing) from None
 
+    # open: objects as the API returns them
     def get_optional(self, kind: Any, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
             return with_retries(lambda: self.api.get(kind, namespace or self.namespace, name), sleep=self.sleep)
@@ -118,7 +119,7 @@ class KubeContext:
             return False
         return True
 
-    def load(self, name: str) -> tuple[dict[str, Any], MiniCluster]:
+    def load(self, name: str) -> tuple[dict[str, Any], MiniCluster]:  # open: objects as the API returns them
         obj = self.get_optional(MINICLUSTER, name)
         if obj is None:
             raise NotFoundError(f"MiniCluster {name!r} not found in namespace {self.namespace!r}")
@@ -128,13 +129,13 @@ class KubeContext:
         except SpecError as exc:
             raise InvalidRequestError(str(exc)) from None
 
-    def pods(self, name: str) -> list[dict[str, Any]]:
+    def pods(self, name: str) -> list[dict[str, Any]]:  # open: objects as the API returns them
         items, _ = self.call(
             f"listing the pods of {name!r}", lambda: self.api.list_objects(POD, self.namespace, f"{NAME_LABEL}={name}")
         )
         return [dict(p) for p in live_pods(items)]
 
-    def pod(self, mc: MiniCluster, index: int) -> dict[str, Any]:
+    def pod(self, mc: MiniCluster, index: int) -> dict[str, Any]:  # open: objects as the API returns them
         pods = {pod_status(p).index: p for p in self.pods(mc.name)}
         if index not in pods:
             raise no_such_pod(mc.name, index, pods, mc.spec.size)

@@ -57,7 +57,7 @@ class KubernetesLifecycle:
         """The MiniCluster object in the namespace `create(mc)` would use (a missing CRD: none)."""
         return self._ctx.get_optional(MINICLUSTER, mc.name, self.namespace_for(mc)) is not None
 
-    def _apply_job(self, job: dict[str, Any], doing: str) -> None:
+    def _apply_job(self, job: dict[str, Any], doing: str) -> None:  # open: the Job as the API takes it
         ctx = self._ctx
         try:
             with_retries(lambda: ctx.api.apply(job, field_manager=FIELD_MANAGER, force=True), sleep=ctx.sleep)

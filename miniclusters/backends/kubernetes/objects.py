@@ -29,6 +29,7 @@ def selector_for(name: str) -> str:
     return f"{NAME_LABEL}={name}"
 
 
+# open: objects as the API takes or returns them (the operator passes its own)
 def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
     """Makes `owner` the controller of an object, so deleting the MiniCluster deletes it (garbage collection)."""
     meta = owner["metadata"]
@@ -42,6 +43,7 @@ def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# open: objects as the API takes or returns them (the operator passes its own)
 def custom_resource(mc: MiniCluster, namespace: str) -> dict[str, Any]:
     """Our MiniCluster object as sent to the API (no status: that belongs to the status subresource)."""
     data = mc.to_dict()
@@ -53,6 +55,7 @@ def custom_resource(mc: MiniCluster, namespace: str) -> dict[str, Any]:
     return data
 
 
+# open: objects as the API takes or returns them (the operator passes its own)
 def certificate_from_secret(secret: dict[str, Any] | None) -> CurveCertificate | None:
     """The keypair stored in an existing curve Secret, or None when absent or unreadable."""
     if not secret:
@@ -66,6 +69,7 @@ def certificate_from_secret(secret: dict[str, Any] | None) -> CurveCertificate |
         return None
 
 
+# open: objects as the API takes or returns them (the operator passes its own)
 def template_fingerprint(template: dict[str, Any]) -> str:
     """A hash of the pod template, leaving out the size (which scaling changes without a new template)."""
     normalized = copy.deepcopy(template)
@@ -79,10 +83,10 @@ def template_fingerprint(template: dict[str, Any]) -> str:
 def desired_objects(
     mc: MiniCluster,
     namespace: str,
-    owner: dict[str, Any] | None,
+    owner: dict[str, Any] | None,  # open: objects as the API takes or returns them (the operator passes its own)
     options: RenderOptions,
     certificate: CurveCertificate | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, Any]]:  # open: objects as the API takes or returns them (the operator passes its own)
     """Secret, ConfigMap, Service, Job in apply order, owned by `owner` (the MiniCluster object) when given."""
     options = replace(options, namespace=namespace, certificate=certificate or options.certificate)
     objects = render_minicluster(mc, options)

@@ -72,7 +72,7 @@ class KubernetesObserver:
         max_size = registered_hosts(job) or mc.spec.effective_max_size
         return cluster_view(mc, tuple(views), max_size, self._ctx.clock())
 
-    def _ask_lead(self, mc: MiniCluster, lead: dict[str, Any]) -> Ranks:
+    def _ask_lead(self, mc: MiniCluster, lead: dict[str, Any]) -> Ranks:  # open: a pod as the API returns it
         argv = overlay_command(mc)
         ctx = self._ctx
         result = ctx.call(

@@ -302,6 +302,7 @@ class Preparer:
         curve = cluster_dir / "curve" / CURVE_FILE
         curve.write_text(render_zcert(certificate_for(mc, options.render.certificate)))
         curve.chmod(0o600)
+        # open: render_broker_toml's keyword arguments
         local: dict[str, Any] = {"curve_cert": str(curve), "r_file": str(cluster_dir / "R")}
         if record.mode == "netns":
             local["default_connect"] = "tcp://%h:%p"

@@ -40,7 +40,7 @@ class PodmanPod:
     index: int
     name: str
     pod_state: str
-    container: dict[str, Any] | None
+    container: dict[str, Any] | None  # open: `podman inspect`'s JSON
     stopped_by_user: bool = False
     """Its container was stopped by hand (`podman kill`, `podman stop`): podman will not restart it."""
 
@@ -107,7 +107,7 @@ def phase_of(pod: PodmanPod) -> tuple[str, int | None, str | None]:
     return "Unknown", None, status
 
 
-def _restarted_on_failure(container: dict[str, Any]) -> bool:
+def _restarted_on_failure(container: dict[str, Any]) -> bool:  # open: `podman inspect`'s JSON
     return bool(container.get("HostConfig", {}).get("RestartPolicy", {}).get("Name") == "on-failure")
 
 
@@ -160,7 +160,7 @@ def read_pods(podman: Podman, cluster: str, runner: str) -> list[PodmanPod]:
         if found is not None and found[0] == cluster:
             indexes[found[1]] = str(pod.get("Status", ""))
     names = [container_name(cluster, i, runner) for i in sorted(indexes)]
-    inspected: dict[str, dict[str, Any]] = {}
+    inspected: dict[str, dict[str, Any]] = {}  # open: `podman inspect`'s JSON
     if names:
         # Containers may be missing (still initialising): inspect does not stop at the first unknown name.
         answer = podman.run(["container", "inspect", *names], "inspecting containers", check=False)
@@ -175,7 +175,7 @@ def read_pods(podman: Podman, cluster: str, runner: str) -> list[PodmanPod]:
     return pods
 
 
-def stopped_by_user(podman: Podman, container: dict[str, Any]) -> bool:
+def stopped_by_user(podman: Podman, container: dict[str, Any]) -> bool:  # open: `podman inspect`'s JSON
     """Whether a container that exited non-zero under on-failure was stopped by hand, which is why podman does
     not restart it: newer podman says so in inspect (State.StoppedByUser); 4.3 only in its event log, as a kill
     or stop since the container's last start. Asked only of such a container (one `podman events`)."""

@@ -39,7 +39,7 @@ class Seen:
         return self.forgotten + self.count
 
 
-def seen_of(container: dict[str, Any]) -> tuple[str, str, int]:
+def seen_of(container: dict[str, Any]) -> tuple[str, str, int]:  # open: `podman inspect`'s JSON; the ledger as JSON
     """(id, StartedAt, RestartCount) of a container's inspect document: what advance() reads."""
     state = container.get("State") or {}
     return str(container.get("Id", "")), str(state.get("StartedAt", "")), int(container.get("RestartCount") or 0)
@@ -80,6 +80,7 @@ class RestartLedger:
         last = self._load()
         now = {**last, **{index: advance(last.get(index), *observed) for index, observed in seen.items()}}
         if now != last and self.path.parent.is_dir():
+            # open: `podman inspect`'s JSON; the ledger as JSON
             document: dict[str, Any] = {str(index): asdict(entry) for index, entry in sorted(now.items())}
             atomic.write_text(self.path, json.dumps(document, indent=1))
         return {index: now[index].restarts for index in seen}
