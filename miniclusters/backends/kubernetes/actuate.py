@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import cast
 
 from elasticity.control.ports import PodResize, ScaleResult
 from miniclusters.api.quantity import cpu_millicores, format_millicores
@@ -25,6 +25,7 @@ from miniclusters.backends.kubernetes.objects import certificate_from_secret, de
 from miniclusters.backends.kubernetes.retry import with_retries
 from miniclusters.backends.kubernetes.status import pod_status, resize_outcome
 from miniclusters.backends.policy import check_scale, spec_size_patch
+from miniclusters.render.kube_types import Pod
 from miniclusters.render.layout import FIELD_MANAGER, config_map_name
 
 
@@ -111,7 +112,7 @@ class KubernetesActuator:
             cpu = format_millicores(requests[index])
             body = {"spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": cpu}}}]}}
             try:
-                pods[index] = with_retries(
+                resized = with_retries(
                     partial(
                         self._ctx.api.patch,
                         POD,
@@ -124,6 +125,7 @@ class KubernetesActuator:
                     ),
                     sleep=self._ctx.sleep,
                 )
+                pods[index] = cast(Pod, resized)  # the resized pod, as the API returns it
             except ApiError as exc:
                 if not is_capacity_refusal(exc):
                     raise explain(exc, f"resizing pod {names[index]} (index {index}) to cpu {cpu}") from None
@@ -150,7 +152,7 @@ class KubernetesActuator:
 
     @staticmethod
     # open: a pod as the API returns it
-    def _answer(pod: dict[str, Any], index: int, milli: int, container: str) -> PodResize:
+    def _answer(pod: Pod, index: int, milli: int, container: str) -> PodResize:
         outcome, message = resize_outcome(pod, format_millicores(milli), container)
         actual = pod_status(pod, container).cpu_actual
         return PodResize(index, outcome, message, milli, cpu_millicores(actual) if actual is not None else None)

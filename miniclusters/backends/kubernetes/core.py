@@ -8,7 +8,7 @@ list) and actuate.py (scale and resize: the actuator). backend.py itself reaches
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import MiniCluster
@@ -24,6 +24,7 @@ from miniclusters.backends.kubernetes.api import CRD, MINICLUSTER, POD, ApiError
 from miniclusters.backends.kubernetes.retry import with_retries
 from miniclusters.backends.kubernetes.status import live_pods, pod_status
 from miniclusters.backends.reporting import Polling
+from miniclusters.render.kube_types import Pod
 from miniclusters.render.layout import NAME_LABEL
 
 CRD_SETTLE_S = 15.0
@@ -129,13 +130,13 @@ class KubeContext:
         except SpecError as exc:
             raise InvalidRequestError(str(exc)) from None
 
-    def pods(self, name: str) -> list[dict[str, Any]]:  # open: objects as the API returns them
+    def pods(self, name: str) -> list[Pod]:
         items, _ = self.call(
             f"listing the pods of {name!r}", lambda: self.api.list_objects(POD, self.namespace, f"{NAME_LABEL}={name}")
         )
-        return [dict(p) for p in live_pods(items)]
+        return [cast(Pod, dict(p)) for p in live_pods(items)]  # the pods as the API returns them
 
-    def pod(self, mc: MiniCluster, index: int) -> dict[str, Any]:  # open: objects as the API returns them
+    def pod(self, mc: MiniCluster, index: int) -> Pod:
         pods = {pod_status(p).index: p for p in self.pods(mc.name)}
         if index not in pods:
             raise no_such_pod(mc.name, index, pods, mc.spec.size)

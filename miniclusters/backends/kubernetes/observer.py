@@ -3,8 +3,6 @@ port's view (no exec into the lead) and the list of MiniClusters, read through t
 
 from __future__ import annotations
 
-from typing import Any
-
 from elasticity.control.ports import ClusterView
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
@@ -23,6 +21,7 @@ from miniclusters.backends.kubernetes.lead import overlay_command
 from miniclusters.backends.kubernetes.status import live_pods, pod_status, restart_count
 from miniclusters.backends.overlay import overlay_ranks
 from miniclusters.backends.reporting import LeadReport, Ranks, cluster_status, cluster_view, pod_view
+from miniclusters.render.kube_types import Pod
 from miniclusters.render.layout import NAME_LABEL
 
 
@@ -72,7 +71,7 @@ class KubernetesObserver:
         max_size = registered_hosts(job) or mc.spec.effective_max_size
         return cluster_view(mc, tuple(views), max_size, self._ctx.clock())
 
-    def _ask_lead(self, mc: MiniCluster, lead: dict[str, Any]) -> Ranks:  # open: a pod as the API returns it
+    def _ask_lead(self, mc: MiniCluster, lead: Pod) -> Ranks:
         argv = overlay_command(mc)
         ctx = self._ctx
         result = ctx.call(

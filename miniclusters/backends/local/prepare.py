@@ -10,7 +10,6 @@ import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from broker.curve_cert import render_zcert
 from elasticity.policy.placement import NotEnoughCores, assign_cores
@@ -302,13 +301,13 @@ class Preparer:
         curve = cluster_dir / "curve" / CURVE_FILE
         curve.write_text(render_zcert(certificate_for(mc, options.render.certificate)))
         curve.chmod(0o600)
-        # open: render_broker_toml's keyword arguments
-        local: dict[str, Any] = {"curve_cert": str(curve), "r_file": str(cluster_dir / "R")}
+        default_connect: str | None = None
+        hosts: list[dict[str, str]] | None = None
         if record.mode == "netns":
-            local["default_connect"] = "tcp://%h:%p"
+            default_connect = "tcp://%h:%p"
         else:
             port = DEFAULT_BROKER_PORT
-            local["hosts"] = [
+            hosts = [
                 {
                     "host": host,
                     "bind": f"tcp://{addressing.pod_address(i)}:{port}",
@@ -316,7 +315,14 @@ class Preparer:
                 }
                 for i, host in enumerate(registry_for(mc).pod_hostnames())
             ]
-        toml = render_broker_toml(mc, NAMESPACE, **local)
+        toml = render_broker_toml(
+            mc,
+            NAMESPACE,
+            curve_cert=str(curve),
+            r_file=str(cluster_dir / "R"),
+            default_connect=default_connect,
+            hosts=hosts,
+        )
         (cluster_dir / "config" / BROKER_TOML).write_text(toml)
         (cluster_dir / ENTRYPOINT).write_text(render_entrypoint(mc))
         self._ctx.store.save_spec(mc.name, mc.to_dict())
