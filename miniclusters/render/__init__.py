@@ -62,4 +62,5 @@ def render_objects(mc: MiniCluster, options: RenderOptions | None = None) -> Ren
 # open: the list form `minicluster render` dumps and the API applies, any object to its callers (cli, operator)
 def render_minicluster(mc: MiniCluster, options: RenderOptions | None = None) -> list[dict[str, Any]]:
     """Every object, in the order they should be applied (config before the pods that mount it)."""
-    return [cast(dict[str, Any], obj) for obj in render_objects(mc, options).in_apply_order()]
+    objects = render_objects(mc, options).in_apply_order()
+    return [cast(dict[str, Any], obj) for obj in objects]  # open: as above

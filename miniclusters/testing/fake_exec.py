@@ -7,12 +7,23 @@ import json
 from typing import Any, Protocol
 
 from miniclusters.backends.base import ExecResult
+from miniclusters.backends.kubernetes.api import ApiError
 
 
 class PodsOfJobs(Protocol):
     """The fake's pods by Job index (FakeKube.pods_of)."""
 
     def pods_of(self, job: str, namespace: str | None = None) -> dict[int, dict[str, Any]]: ...  # open: stored pods
+
+
+def check_exec(pod: dict[str, Any]) -> None:  # open: a stored pod
+    """ApiError unless the pod runs: one may exec only into a running pod's container (the real server's words)."""
+    phase = pod["status"].get("phase")
+    if phase == "Pending":
+        # the fake's kubelet starts a pod as it binds it: a Pending pod is unbound
+        raise ApiError(400, "BadRequest", f"pod {pod['metadata']['name']} does not have a host assigned")
+    if phase != "Running":
+        raise ApiError(400, "BadRequest", f"cannot exec into a container in a completed pod; current phase is {phase}")
 
 
 def default_exec(fake: PodsOfJobs, pod: dict[str, Any], argv: list[str]) -> ExecResult:  # open: a stored pod

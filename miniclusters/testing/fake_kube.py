@@ -30,9 +30,18 @@ from miniclusters.backends.kubernetes.api import (
     kind_of,
 )
 from miniclusters.render.layout import INDEX_LABEL
-from miniclusters.testing.fake_exec import default_exec
+from miniclusters.testing.fake_exec import check_exec, default_exec
 from miniclusters.testing.fake_merge import apply_merge, merge_patch, selector_matches, strategic_merge
-from miniclusters.testing.fake_objects import check_version, missing, scale_of, scaled, server_defaults
+from miniclusters.testing.fake_objects import (
+    check_version,
+    missing,
+    no_field_manager,
+    resized_spec,
+    scale_of,
+    scaled,
+    server_defaults,
+    unconditional_update_refused,
+)
 from miniclusters.testing.fake_requests import (
     Authorizer,
     Fault,
@@ -44,8 +53,6 @@ from miniclusters.testing.fake_requests import (
 from miniclusters.testing.fake_watch import EventLog
 from miniclusters.testing.kube_controllers import Controllers, KubeletMode
 from miniclusters.testing.kube_rules import (
-    check_resize,
-    check_resize_fits_node,
     check_update,
     validate_object,
 )
@@ -248,12 +255,7 @@ class FakeKube(Controllers):
         self._record("apply", kind, meta.get("namespace"), meta.get("name"), body=obj)
         self._run_before_write()
         if not field_manager:
-            # the real server's words (v1.37.2)
-            raise ApiError(
-                422,
-                "Invalid",
-                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
-            )
+            raise no_field_manager()
         if self.validate:
             obj = self._validated(obj, "apply")
         key = (self._key(kind), self._ns(kind, meta.get("namespace")), meta["name"])
@@ -266,11 +268,10 @@ class FakeKube(Controllers):
         return copy.deepcopy(self._update(kind, current, apply_merge(current, applied)))
 
     def _update(
-        # open: the fake stores and serves objects of any kind
         self,
         kind: Kind,
-        current: dict[str, Any],
-        new: dict[str, Any],
+        current: dict[str, Any],  # open: the fake stores and serves objects of any kind
+        new: dict[str, Any],  # open: the fake stores and serves objects of any kind
         status_only: bool = False,
     ) -> dict[str, Any]:  # open: the fake stores and serves objects of any kind
         if status_only:
@@ -327,13 +328,7 @@ class FakeKube(Controllers):
             checked = self._validated({k: v for k, v in new.items() if k != "status"}, "patch")
             new = {**checked, "status": new["status"]} if "status" in new else checked
         if subresource == "resize":
-            spec = check_resize(current, new)
-            # The PodResize admission weighs a pod bound to a node (the real server let a resize of an unscheduled
-            # pod far past the node's CPU through, v1.37.2); the fake's kubelet binds and starts a pod at once, so
-            # a pod it has not started (start_pods False) is unbound. A test forcing the kubelet's answer gets it.
-            bound = current["status"].get("phase") != "Pending"
-            if self.kubelet == "auto" and bound:
-                check_resize_fits_node({**new, "spec": spec}, cpu_millicores(self.node_cpu))
+            spec = resized_spec(current, new, self.kubelet == "auto", cpu_millicores(self.node_cpu))
             current["spec"] = spec
             self._touch(current, "MODIFIED")
             self.run_controllers()
@@ -358,15 +353,7 @@ class FakeKube(Controllers):
         self._run_before_write()
         current = self._lookup(kind, meta.get("namespace"), meta["name"])
         if not meta.get("resourceVersion") and kind in (MINICLUSTER, FLUX_MINICLUSTER):
-            # Built-in kinds allow an unconditional update (a PUT without resourceVersion); custom resources do
-            # not (the real server, v1.37.2: a ConfigMap's went through, a MiniCluster's was refused so).
-            group = f".{kind.group}" if kind.group else ""
-            raise ApiError(
-                422,
-                "Invalid",
-                f'{kind.plural}{group} "{meta["name"]}" is invalid: metadata.resourceVersion: Invalid value: 0: '
-                "must be specified for an update",
-            )
+            raise unconditional_update_refused(kind, meta["name"])
         check_version(current, obj)
         if subresource not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -399,15 +386,7 @@ class FakeKube(Controllers):
     ) -> ExecResult:
         self._record("exec", POD, namespace, pod, "exec", argv)
         obj = self._lookup(POD, namespace, pod)
-        if obj["status"].get("phase") == "Pending":
-            # the fake's kubelet starts a pod as it binds it: a Pending pod is unbound (the real server's words)
-            raise ApiError(400, "BadRequest", f"pod {pod} does not have a host assigned")
-        if obj["status"].get("phase") != "Running":
-            raise ApiError(
-                400,
-                "BadRequest",
-                f"cannot exec into a container in a completed pod; current phase is {obj['status'].get('phase')}",
-            )
+        check_exec(obj)
         handler = self.exec_handler or default_exec
         return handler(self, obj, argv)
 

@@ -18,7 +18,7 @@ from miniclusters.backends.kubernetes.api import (
     kind_of,
 )
 from miniclusters.backends.kubernetes.status import qos_class
-from miniclusters.testing.kube_rules import check_pod_template
+from miniclusters.testing.kube_rules import check_pod_template, check_resize, check_resize_fits_node
 
 CUSTOM_KINDS = (MINICLUSTER, FLUX_MINICLUSTER)
 
@@ -126,3 +126,34 @@ def allocate_node_ports(service: dict[str, Any], taken: set[int]) -> None:  # op
             wanted = next(p for p in NODE_PORT_RANGE if p not in taken)
             port["nodePort"] = wanted
         taken.add(wanted)
+
+
+def no_field_manager() -> ApiError:
+    """An apply without a field manager (the real server's words, v1.37.2)."""
+    message = 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch'
+    return ApiError(422, "Invalid", message)
+
+
+def unconditional_update_refused(kind: Kind, name: str) -> ApiError:
+    """Built-in kinds allow an unconditional update (a PUT without resourceVersion); custom resources do not (the
+    real server, v1.37.2: a ConfigMap's went through, a MiniCluster's was refused so)."""
+    group = f".{kind.group}" if kind.group else ""
+    return ApiError(
+        422,
+        "Invalid",
+        f'{kind.plural}{group} "{name}" is invalid: metadata.resourceVersion: Invalid value: 0: '
+        "must be specified for an update",
+    )
+
+
+# open: pods as the fake stores them
+def resized_spec(current: dict[str, Any], new: dict[str, Any], admit: bool, node_millicores: int) -> dict[str, Any]:
+    """The pod spec a `resize` patch leaves (kube_rules.check_resize). The PodResize admission weighs a pod bound
+    to a node (the real server let a resize of an unscheduled pod far past the node's CPU through, v1.37.2); the
+    fake's kubelet binds and starts a pod at once, so a pod it has not started (start_pods False) is unbound. A
+    test forcing the kubelet's answer (`admit` False) gets it."""
+    spec = check_resize(current, new)
+    bound = current["status"].get("phase") != "Pending"
+    if admit and bound:
+        check_resize_fits_node({**new, "spec": spec}, node_millicores)
+    return spec
