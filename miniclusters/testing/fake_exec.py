@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import ApiError
+from miniclusters.render.kube_types import PodObjectStatus
 
 
 class PodsOfJobs(Protocol):
@@ -16,12 +17,12 @@ class PodsOfJobs(Protocol):
     def pods_of(self, job: str, namespace: str | None = None) -> dict[int, dict[str, Any]]: ...  # open: stored pods
 
 
-def check_exec(pod: dict[str, Any]) -> None:  # open: a stored pod
+def check_exec(pod: str, status: PodObjectStatus) -> None:
     """ApiError unless the pod runs: one may exec only into a running pod's container (the real server's words)."""
-    phase = pod["status"].get("phase")
+    phase = status.get("phase")
     if phase == "Pending":
         # the fake's kubelet starts a pod as it binds it: a Pending pod is unbound
-        raise ApiError(400, "BadRequest", f"pod {pod['metadata']['name']} does not have a host assigned")
+        raise ApiError(400, "BadRequest", f"pod {pod} does not have a host assigned")
     if phase != "Running":
         raise ApiError(400, "BadRequest", f"cannot exec into a container in a completed pod; current phase is {phase}")
 

@@ -263,7 +263,7 @@ class FakeKube(Controllers):
         if current is None:
             # Server-side apply creates the object when it does not exist.
             return copy.deepcopy(self._insert(kind, obj))
-        check_version(current, obj)
+        check_version(kind, current["metadata"], obj.get("metadata"))
         applied = {k: v for k, v in obj.items() if k != "status"}
         return copy.deepcopy(self._update(kind, current, apply_merge(current, applied)))
 
@@ -317,7 +317,7 @@ class FakeKube(Controllers):
                 "the body of the request was in an unknown format - accepted media types include: "
                 "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
             )
-        check_version(current, body if isinstance(body, dict) else None)
+        check_version(kind, current["metadata"], body.get("metadata") if isinstance(body, dict) else None)
         if subresource == "scale":
             return self._patch_scale(kind, current, body)
         merge = strategic_merge if patch_type == "strategic" else merge_patch
@@ -354,7 +354,7 @@ class FakeKube(Controllers):
         current = self._lookup(kind, meta.get("namespace"), meta["name"])
         if not meta.get("resourceVersion") and kind in (MINICLUSTER, FLUX_MINICLUSTER):
             raise unconditional_update_refused(kind, meta["name"])
-        check_version(current, obj)
+        check_version(kind, current["metadata"], obj["metadata"])
         if subresource not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if self.validate and (subresource is None or kind in (MINICLUSTER, FLUX_MINICLUSTER)):
@@ -386,7 +386,7 @@ class FakeKube(Controllers):
     ) -> ExecResult:
         self._record("exec", POD, namespace, pod, "exec", argv)
         obj = self._lookup(POD, namespace, pod)
-        check_exec(obj)
+        check_exec(pod, obj["status"])
         handler = self.exec_handler or default_exec
         return handler(self, obj, argv)
 

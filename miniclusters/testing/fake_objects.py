@@ -15,9 +15,9 @@ from miniclusters.backends.kubernetes.api import (
     SERVICE,
     ApiError,
     Kind,
-    kind_of,
 )
 from miniclusters.backends.kubernetes.status import qos_class
+from miniclusters.render.kube_types import ObjectMeta
 from miniclusters.testing.kube_rules import check_pod_template, check_resize, check_resize_fits_node
 
 CUSTOM_KINDS = (MINICLUSTER, FLUX_MINICLUSTER)
@@ -53,16 +53,15 @@ def missing(kind: Kind, name: str) -> ApiError:
     return ApiError(404, "NotFound", f'{kind.plural}{group} "{name}" not found')
 
 
-def check_version(current: dict[str, Any], sent: dict[str, Any] | None) -> None:  # open: any kind's objects
-    """Optimistic concurrency: a write carrying a stale metadata.resourceVersion fails with 409 Conflict
+def check_version(kind: Kind, current: ObjectMeta, sent: ObjectMeta | None) -> None:
+    """Optimistic concurrency: a write whose metadata carries a stale resourceVersion fails with 409 Conflict
     (DOCS_CONCURRENCY)."""
-    wanted = ((sent or {}).get("metadata") or {}).get("resourceVersion")
-    if wanted and wanted != current["metadata"]["resourceVersion"]:
-        kind = kind_of(current)
+    wanted = (sent or {}).get("resourceVersion")
+    if wanted and wanted != current["resourceVersion"]:
         raise ApiError(
             409,
             "Conflict",
-            f'Operation cannot be fulfilled on {kind.plural} "{current["metadata"]["name"]}": the object has '
+            f'Operation cannot be fulfilled on {kind.plural} "{current["name"]}": the object has '
             "been modified; please apply your changes to the latest version and try again",
         )
 

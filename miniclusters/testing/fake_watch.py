@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from miniclusters.backends.kubernetes.api import Kind, WatchEvent
+from miniclusters.render.kube_types import ObjectMeta
 from miniclusters.testing.fake_merge import selector_matches
 
 
@@ -53,7 +54,7 @@ class EventLog:
                 if recorded.version <= since:
                     continue
                 since = recorded.version
-                if recorded.key == key and _wanted(recorded.obj, kind, namespace, selector):
+                if recorded.key == key and _wanted(recorded.obj["metadata"], kind, namespace, selector):
                     yield WatchEvent(recorded.event, copy.deepcopy(recorded.obj))
             with self.changed:
                 left = deadline - time.monotonic()
@@ -63,8 +64,7 @@ class EventLog:
                     self.changed.wait(left)
 
 
-def _wanted(obj: dict[str, Any], kind: Kind, namespace: str | None, selector: str | None) -> bool:  # open: any kind
-    meta = obj["metadata"]
+def _wanted(meta: ObjectMeta, kind: Kind, namespace: str | None, selector: str | None) -> bool:
     if namespace and kind.namespaced and meta.get("namespace") != namespace:
         return False
     return selector_matches(meta.get("labels", {}), selector)

@@ -12,6 +12,7 @@ from miniclusters.api.quantity import cpu_millicores
 from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING
 from miniclusters.backends.kubernetes.api import JOB, POD, Kind
 from miniclusters.backends.kubernetes.status import qos_class
+from miniclusters.render.kube_types import ContainerStateDetail, PodContainer
 from miniclusters.render.layout import INDEX_LABEL
 
 KubeletMode = Literal["auto", "accept", "in-progress", "defer", "infeasible"]
@@ -74,15 +75,14 @@ class Controllers:
         self._touch(pod, "MODIFIED")
 
     # open: stored objects, with any field the controllers and the kubelet write
-    def _terminated(self, pod: dict[str, Any], container: str, exit_code: int) -> dict[str, Any]:
+    def _terminated(self, pod: dict[str, Any], container: str, exit_code: int) -> ContainerStateDetail:
         """The kubelet's record of an ended container; with terminationMessagePolicy FallbackToLogsOnError, a
         failed one's message is the tail of its log (at most 80 lines and 2048 bytes, the termination message
         file being empty here).
         https://kubernetes.io/docs/tasks/debug/debug-application/determine-reason-pod-failure/"""
-        # open: stored objects, with any field the controllers and the kubelet write
-        ended: dict[str, Any] = {"exitCode": exit_code, "reason": "Completed" if not exit_code else "Error"}
-        # open: stored objects, with any field the controllers and the kubelet write
-        spec: dict[str, Any] = next((c for c in pod["spec"]["containers"] if c["name"] == container), {})
+        ended: ContainerStateDetail = {"exitCode": exit_code, "reason": "Completed" if not exit_code else "Error"}
+        none: PodContainer = {}
+        spec: PodContainer = next((c for c in pod["spec"]["containers"] if c["name"] == container), none)
         if exit_code and spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
             tail = "\n".join(self.pod_logs.get(pod["metadata"]["name"], [])[-80:])
             if tail:

@@ -102,9 +102,8 @@ def pod_of(kubeconfig: Path, namespace: str, name: str, index: int) -> dict[str,
     pods = kubectl_json(
         kubeconfig, "get", "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-completion-index={index}"
     )
-    # open: kubectl's JSON
-    found: list[dict[str, Any]] = [p for p in pods["items"] if p["metadata"]["name"].startswith(f"{name}-{index}-")]
-    assert len(found) == 1, [p["metadata"]["name"] for p in pods["items"]]
+    found = [p for p in pods["items"] if p["metadata"]["name"].startswith(f"{name}-{index}-")]
+    assert len(found) == 1 and isinstance(found[0], dict), [p["metadata"]["name"] for p in pods["items"]]
     return found[0]
 
 
