@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
 # ResizeOutcome is the ports' enum (one vocabulary for resize outcomes); backend errors are actuator errors.
-from elasticity.control.ports import ActuatorError, ClusterView, PodResize, Rejected, ResizeOutcome, ScaleResult
+from elasticity.control.ports import ActuatorError, ClusterView, PodResize, Rejected, ScaleResult
+from elasticity.control.ports import ResizeOutcome as ResizeOutcome
 from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.errors import MiniclustersError

@@ -29,6 +29,7 @@ def check_scale(min_size: int, max_size: int, size: int, name: str = "") -> int:
     raise InvalidRequestError(f"{who}size {size} is {why}; allowed range is [{allowed.minimum}, {allowed.maximum}]")
 
 
+# open: a MiniCluster's spec as the API returns it
 def spec_size_patch(spec: Mapping[str, Any], size: int, registered: int) -> dict[str, int]:
     """The change to a MiniCluster's `spec` that sets its size: the one place a size is written.
 

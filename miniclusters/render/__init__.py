@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from miniclusters.api.spec import MiniCluster
 from miniclusters.render.job import build_job
+from miniclusters.render.kube_types import ConfigMap, Job, RenderedObject, Secret, Service
 from miniclusters.render.objects import (
     build_config_map,
     build_curve_secret,
@@ -16,7 +18,7 @@ from miniclusters.render.objects import (
 from miniclusters.render.options import RenderOptions
 from miniclusters.render.placement import shape_for_placement
 
-__all__ = ["RenderOptions", "render_minicluster", "with_flavour"]
+__all__ = ["RenderOptions", "RenderedObjects", "render_minicluster", "render_objects", "with_flavour"]
 
 
 def with_flavour(mc: MiniCluster, flavour: str | None) -> MiniCluster:
@@ -27,16 +29,38 @@ def with_flavour(mc: MiniCluster, flavour: str | None) -> MiniCluster:
     return mc.model_copy(update={"spec": mc.spec.model_copy(update={"flux": flux})})
 
 
-def render_minicluster(mc: MiniCluster, options: RenderOptions | None = None) -> list[dict[str, Any]]:
-    """Every object, in the order they should be applied (config before the pods that mount it)."""
+@dataclass(frozen=True)
+class RenderedObjects:
+    """Every object a MiniCluster renders to, each by what it is."""
+
+    secret: Secret
+    config_map: ConfigMap
+    headless_service: Service
+    restful_service: Service | None
+    job: Job
+
+    def in_apply_order(self) -> list[RenderedObject]:
+        """Config before the pods that mount it: Secret, ConfigMap, the Services, the Job."""
+        services = [self.headless_service] + ([self.restful_service] if self.restful_service else [])
+        return [self.secret, self.config_map, *services, self.job]
+
+
+def render_objects(mc: MiniCluster, options: RenderOptions | None = None) -> RenderedObjects:
+    """Every object, typed (kube_types.py): what the backends read."""
     options = options or RenderOptions()
     mc = shape_for_placement(with_flavour(mc, options.flavour))
     namespace = options.namespace or mc.namespace
-    objects = [
-        build_curve_secret(mc, namespace, certificate_for(mc, options.certificate)),
-        build_config_map(mc, namespace, options.cluster_domain),
-        build_headless_service(mc, namespace),
-    ]
-    if mc.spec.restful.enabled:
-        objects.append(build_restful_service(mc, namespace))
-    return [*objects, build_job(mc, options)]
+    return RenderedObjects(
+        secret=build_curve_secret(mc, namespace, certificate_for(mc, options.certificate)),
+        config_map=build_config_map(mc, namespace, options.cluster_domain),
+        headless_service=build_headless_service(mc, namespace),
+        restful_service=build_restful_service(mc, namespace) if mc.spec.restful.enabled else None,
+        job=build_job(mc, options),
+    )
+
+
+# open: the list form `minicluster render` dumps and the API applies, any object to its callers (cli, operator)
+def render_minicluster(mc: MiniCluster, options: RenderOptions | None = None) -> list[dict[str, Any]]:
+    """Every object, in the order they should be applied (config before the pods that mount it)."""
+    objects = render_objects(mc, options).in_apply_order()
+    return [cast(dict[str, Any], obj) for obj in objects]  # open: as above

@@ -5,7 +5,7 @@ The builtin broker reads the same file, so one ConfigMap serves both flavours.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import tomli_w
 
@@ -23,6 +23,29 @@ DEFAULT_TOPOLOGY = "kary:32"
 KVS_CHECKPOINT_PERIOD = "1s"
 
 
+class Bootstrap(TypedDict, total=False):
+    curve_cert: str
+    default_port: int
+    default_bind: str
+    default_connect: str
+    hosts: list[dict[str, str]]
+
+
+BrokerConfig = TypedDict(
+    "BrokerConfig",
+    {
+        "access": dict[str, bool],
+        "resource": dict[str, str | bool],
+        "sched-fluxion-qmanager": dict[str, str],
+        "tbon": dict[str, str],
+        "kvs": dict[str, str],
+        "bootstrap": Bootstrap,
+    },
+    total=False,
+)
+"""The broker config's tables (flux-config-bootstrap(5) and friends), as data."""
+
+
 def build_broker_config(
     mc: MiniCluster,
     namespace: str,
@@ -33,7 +56,7 @@ def build_broker_config(
     default_connect: str | None = None,
     hosts: list[dict[str, str]] | None = None,
     r_file: str | None = None,
-) -> dict[str, Any]:
+) -> BrokerConfig:
     """The config as data (hosts over 0..maxSize-1 so pods added later join as known ranks).
 
     The keyword arguments let the local backend point at its own certificate path, connect by bare host name
@@ -45,16 +68,14 @@ def build_broker_config(
     host_entries = hosts or [{"host": registry.hostlist()}]
     if spec.flux.bursting.lead_broker:
         host_entries = burst_host_entries(mc, hosts)
-    bootstrap: dict[str, Any] = {}
+    bootstrap: Bootstrap = {}
     if registry.size > 1 or registry.custom:
         bootstrap["curve_cert"] = curve_cert or f"{CURVE_DIR}/{CURVE_FILE}"
-    bootstrap |= {
-        "default_port": DEFAULT_BROKER_PORT,
-        "default_bind": default_bind or "tcp://eth0:%p",
-        "default_connect": default_connect or f"tcp://%h.{service_domain(mc, namespace, cluster_domain)}:%p",
-        "hosts": host_entries,
-    }
-    config: dict[str, Any] = {
+    bootstrap["default_port"] = DEFAULT_BROKER_PORT
+    bootstrap["default_bind"] = default_bind or "tcp://eth0:%p"
+    bootstrap["default_connect"] = default_connect or f"tcp://%h.{service_domain(mc, namespace, cluster_domain)}:%p"
+    bootstrap["hosts"] = host_entries
+    config: BrokerConfig = {
         "access": {"allow-guest-user": True, "allow-root-owner": True},
         "resource": {"path": r_file or R_FILE, "noverify": True},
         "sched-fluxion-qmanager": {"queue-policy": spec.flux.scheduler.queue_policy or "fcfs"},

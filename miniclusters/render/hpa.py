@@ -10,17 +10,63 @@ reach the API server through an APIService for ``custom.metrics.k8s.io/v1beta2``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from miniclusters.api.spec import API_GROUP, API_VERSION, KIND, MiniCluster
+from miniclusters.render.kube_types import ObjectMeta
 
 DEFAULT_METRIC = "job_queue_state_sched_count"
 
 
-def build_hpa(mc: MiniCluster, metric: str = DEFAULT_METRIC, per_pod: int = 1) -> dict[str, Any]:
+class ScaleTarget(TypedDict):
+    apiVersion: str
+    kind: str
+    name: str
+
+
+class ScalingPolicy(TypedDict):
+    type: str
+    value: int
+    periodSeconds: int
+
+
+class ScalingRules(TypedDict):
+    stabilizationWindowSeconds: int
+    policies: list[ScalingPolicy]
+
+
+class ObjectMetricSource(TypedDict):
+    describedObject: ScaleTarget
+    metric: dict[str, str]
+    target: dict[str, str]
+
+
+class MetricSpec(TypedDict):
+    type: str
+    object: ObjectMetricSource
+
+
+class HpaSpec(TypedDict):
+    scaleTargetRef: ScaleTarget
+    minReplicas: int
+    maxReplicas: int
+    metrics: list[MetricSpec]
+    behavior: dict[str, ScalingRules]
+
+
+class HorizontalPodAutoscaler(TypedDict):
+    """autoscaling/v2, the fields we emit."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: HpaSpec
+
+
+def build_hpa(mc: MiniCluster, metric: str = DEFAULT_METRIC, per_pod: int = 1) -> HorizontalPodAutoscaler:
     spec = mc.spec
-    target = {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, "name": mc.name}
-    metadata: dict[str, Any] = {"name": mc.name, "labels": {"app.kubernetes.io/managed-by": "miniclusters"}}
+    target: ScaleTarget = {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, "name": mc.name}
+    metadata: ObjectMeta = {"name": mc.name, "labels": {"app.kubernetes.io/managed-by": "miniclusters"}}
     if mc.metadata.namespace:
         metadata["namespace"] = mc.metadata.namespace
     return {
@@ -28,14 +74,14 @@ def build_hpa(mc: MiniCluster, metric: str = DEFAULT_METRIC, per_pod: int = 1) -
         "kind": "HorizontalPodAutoscaler",
         "metadata": metadata,
         "spec": {
-            "scaleTargetRef": dict(target),
+            "scaleTargetRef": target.copy(),
             "minReplicas": max(1, spec.min_size),
             "maxReplicas": spec.effective_max_size,
             "metrics": [
                 {
                     "type": "Object",
                     "object": {
-                        "describedObject": dict(target),
+                        "describedObject": target.copy(),
                         "metric": {"name": metric},
                         "target": {"type": "AverageValue", "averageValue": str(per_pod)},
                     },

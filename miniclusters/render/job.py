@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+import miniclusters.render.kube_types as k8s
 from miniclusters.api.hosts import registry_for
 from miniclusters.api.spec import Container, ContainerVolume, MiniCluster, ResourceRequirements
 from miniclusters.render.entrypoint import render_sidecar_command
@@ -32,12 +33,12 @@ from miniclusters.render.layout import (
 from miniclusters.render.options import RenderOptions
 from miniclusters.render.placement import guaranteed_init_resources, task_group_rules
 
-CPU_RESIZE_POLICY = [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]
+CPU_RESIZE_POLICY: list[k8s.ResizePolicy] = [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]
 
 
-def _resources(resources: ResourceRequirements) -> dict[str, Any]:
+def _resources(resources: ResourceRequirements) -> k8s.ResourceRequirements:
     """Requests and limits exactly as given: we never add a CPU limit (CFS throttling hurts MPI)."""
-    out: dict[str, Any] = {}
+    out: k8s.ResourceRequirements = {}
     if resources.requests:
         out["requests"] = {k: str(v) for k, v in resources.requests.items()}
     if resources.limits:
@@ -47,7 +48,7 @@ def _resources(resources: ResourceRequirements) -> dict[str, Any]:
     return out
 
 
-def _security_context(context: dict[str, Any]) -> dict[str, Any]:
+def _security_context(context: dict[str, Any]) -> dict[str, Any]:  # open: a corev1.SecurityContext, passed through
     """Pass a corev1.SecurityContext through, translating the operator's older `addCapabilities`."""
     out = {k: v for k, v in context.items() if k != "addCapabilities"}
     if context.get("addCapabilities"):
@@ -63,8 +64,8 @@ def _pull_policy(container: Container) -> str:
     return "Always" if container.pull_always else "IfNotPresent"
 
 
-def _env(container: Container, extra: dict[str, str]) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in extra.items()]
+def _env(container: Container, extra: dict[str, str]) -> list[k8s.EnvVar]:
+    env: list[k8s.EnvVar] = [{"name": k, "value": v} for k, v in extra.items()]
     env += [{"name": k, "value": v} for k, v in container.environment.items()]
     env += [
         {"name": k, "valueFrom": {"secretKeyRef": {"name": s.name, "key": s.key}}} for k, s in container.secrets.items()
@@ -72,11 +73,11 @@ def _env(container: Container, extra: dict[str, str]) -> list[dict[str, Any]]:
     return env
 
 
-def _volume_source(volume: ContainerVolume) -> dict[str, Any]:
+def _volume_source(volume: ContainerVolume) -> k8s.PodVolume:
     if volume.secret_name:
         return {"secret": {"secretName": volume.secret_name}}
     if volume.config_map_name:
-        source: dict[str, Any] = {"name": volume.config_map_name}
+        source: k8s.ConfigMapVolumeSource = {"name": volume.config_map_name}
         if volume.items:
             source["items"] = [{"key": k, "path": p} for k, p in volume.items.items()]
         return {"configMap": source}
@@ -85,11 +86,11 @@ def _volume_source(volume: ContainerVolume) -> dict[str, Any]:
     if volume.host_path:
         return {"hostPath": {"path": volume.host_path}}
     if volume.csi_driver:
-        csi: dict[str, Any] = {"driver": volume.csi_driver, "readOnly": volume.read_only}
+        csi: k8s.CSIVolumeSource = {"driver": volume.csi_driver, "readOnly": volume.read_only}
         if volume.csi_driver_attributes:
             csi["volumeAttributes"] = volume.csi_driver_attributes
         return {"csi": csi}
-    empty: dict[str, Any] = {}
+    empty: k8s.EmptyDirVolumeSource = {}
     if volume.empty_dir_medium:
         empty["medium"] = volume.empty_dir_medium
     if volume.empty_dir_size_limit:
@@ -97,28 +98,28 @@ def _volume_source(volume: ContainerVolume) -> dict[str, Any]:
     return {"emptyDir": empty}
 
 
-def _user_volumes(mc: MiniCluster) -> list[dict[str, Any]]:
-    seen: dict[str, dict[str, Any]] = {}
+def _user_volumes(mc: MiniCluster) -> list[k8s.PodVolume]:
+    seen: dict[str, k8s.PodVolume] = {}
     for container in [*mc.spec.containers, *mc.spec.services]:
         for name, volume in container.volumes.items():
             seen.setdefault(name, {"name": name, **_volume_source(volume)})
     return list(seen.values())
 
 
-def _user_mounts(container: Container) -> list[dict[str, Any]]:
+def _user_mounts(container: Container) -> list[k8s.VolumeMount]:
     mounts = []
     for name, volume in container.volumes.items():
         if not volume.path:
             continue
-        mount: dict[str, Any] = {"name": name, "mountPath": volume.path}
+        mount: k8s.VolumeMount = {"name": name, "mountPath": volume.path}
         if volume.read_only:
             mount["readOnly"] = True
         mounts.append(mount)
     return mounts
 
 
-def _lifecycle(container: Container) -> dict[str, Any]:
-    lifecycle: dict[str, Any] = {}
+def _lifecycle(container: Container) -> k8s.Lifecycle:
+    lifecycle: k8s.Lifecycle = {}
     if container.life_cycle.post_start_exec:
         lifecycle["postStart"] = {"exec": {"command": ["/bin/sh", "-c", container.life_cycle.post_start_exec]}}
     if container.life_cycle.pre_stop_exec:
@@ -126,8 +127,8 @@ def _lifecycle(container: Container) -> dict[str, Any]:
     return lifecycle
 
 
-def _base_container(container: Container, name: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": name, "image": container.image, "imagePullPolicy": _pull_policy(container)}
+def _base_container(container: Container, name: str) -> k8s.PodContainer:
+    out: k8s.PodContainer = {"name": name, "image": container.image, "imagePullPolicy": _pull_policy(container)}
     if container.working_dir:
         out["workingDir"] = container.working_dir
     if container.ports:
@@ -146,7 +147,7 @@ def _base_container(container: Container, name: str) -> dict[str, Any]:
 RESTFUL_SECRET_KEYS = ("FLUX_USER", "FLUX_TOKEN", "FLUX_SECRET_KEY")
 
 
-def _restful_env(mc: MiniCluster) -> list[dict[str, Any]]:
+def _restful_env(mc: MiniCluster) -> list[k8s.EnvVar]:
     """The REST server's credentials come from the user's Secret, never from the spec itself."""
     restful = mc.spec.restful
     if not (restful.enabled and restful.secret_name):
@@ -168,8 +169,8 @@ def _broker_env(mc: MiniCluster, namespace: str) -> dict[str, str]:
     }
 
 
-def _broker_mounts(mc: MiniCluster) -> list[dict[str, Any]]:
-    mounts: list[dict[str, Any]] = [
+def _broker_mounts(mc: MiniCluster) -> list[k8s.VolumeMount]:
+    mounts: list[k8s.VolumeMount] = [
         {"name": VOLUME_CONFIG, "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": VOLUME_SCRIPTS, "mountPath": SCRIPTS_DIR, "readOnly": True},
         {"name": VOLUME_CURVE, "mountPath": CURVE_DIR, "readOnly": True},
@@ -186,7 +187,7 @@ def _broker_mounts(mc: MiniCluster) -> list[dict[str, Any]]:
     return mounts
 
 
-def build_containers(mc: MiniCluster, namespace: str) -> list[dict[str, Any]]:
+def build_containers(mc: MiniCluster, namespace: str) -> list[k8s.PodContainer]:
     spec = mc.spec
     runner_index = spec.flux_runner_index
     containers = []
@@ -231,12 +232,12 @@ def build_containers(mc: MiniCluster, namespace: str) -> list[dict[str, Any]]:
     return containers
 
 
-def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[dict[str, Any]]:
+def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[k8s.PodContainer]:
     """What brings the broker into an application image that does not contain it."""
     spec = mc.spec
     exclusive = spec.placement.cpus == "exclusive"
     if spec.flux.flavour == "builtin":
-        installer: dict[str, Any] = {
+        installer: k8s.PodContainer = {
             "name": "miniclusters-broker",
             "image": options.broker_image,
             "imagePullPolicy": "IfNotPresent",
@@ -249,7 +250,7 @@ def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[dict[
     view = spec.flux.container
     if view.disable:
         return []
-    init: dict[str, Any] = {
+    init: k8s.PodContainer = {
         "name": view.name,
         "image": view.image,
         "imagePullPolicy": "Always" if view.pull_always else "IfNotPresent",
@@ -272,19 +273,18 @@ def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[dict[
     return [init]
 
 
-def build_volumes(mc: MiniCluster) -> list[dict[str, Any]]:
-    volumes: list[dict[str, Any]] = [
+def build_volumes(mc: MiniCluster) -> list[k8s.PodVolume]:
+    scripts: list[k8s.KeyToPath] = [{"key": ENTRYPOINT, "path": ENTRYPOINT, "mode": 0o755}]
+    if mc.spec.flux.bursting.plugins:
+        scripts.append({"key": BURST_SPEC, "path": BURST_SPEC})
+    volumes: list[k8s.PodVolume] = [
         {
             "name": VOLUME_CONFIG,
             "configMap": {"name": config_map_name(mc), "items": [{"key": BROKER_TOML, "path": BROKER_TOML}]},
         },
         {
             "name": VOLUME_SCRIPTS,
-            "configMap": {
-                "name": config_map_name(mc),
-                "items": [{"key": ENTRYPOINT, "path": ENTRYPOINT, "mode": 0o755}]
-                + ([{"key": BURST_SPEC, "path": BURST_SPEC}] if mc.spec.flux.bursting.plugins else []),
-            },
+            "configMap": {"name": config_map_name(mc), "items": scripts},
         },
         {"name": VOLUME_CURVE, "secret": {"secretName": curve_secret_name(mc), "defaultMode": 0o400}},
         {"name": VOLUME_RUN, "emptyDir": {}},
@@ -298,8 +298,9 @@ def build_volumes(mc: MiniCluster) -> list[dict[str, Any]]:
     return volumes + _user_volumes(mc)
 
 
-def build_affinity(mc: MiniCluster) -> dict[str, Any]:
-    affinity: dict[str, Any] = dict(task_group_rules(mc).get("affinity", {}))
+def build_affinity(mc: MiniCluster) -> k8s.Affinity:
+    rules = task_group_rules(mc)
+    affinity: k8s.Affinity = rules["affinity"].copy() if "affinity" in rules else {}
     if not affinity and not mc.spec.network.disable_affinity:
         affinity["podAntiAffinity"] = {
             "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -313,7 +314,7 @@ def build_affinity(mc: MiniCluster) -> dict[str, Any]:
             ]
         }
     if mc.spec.pod.node_affinity:
-        expressions = [
+        expressions: list[k8s.NodeSelectorRequirement] = [
             {"key": key, "operator": "In", "values": values} for key, values in mc.spec.pod.node_affinity.items()
         ]
         affinity["nodeAffinity"] = {
@@ -322,16 +323,16 @@ def build_affinity(mc: MiniCluster) -> dict[str, Any]:
     return affinity
 
 
-def _image_pull_secrets(mc: MiniCluster) -> list[dict[str, str]]:
+def _image_pull_secrets(mc: MiniCluster) -> list[k8s.LocalObjectReference]:
     names = [c.image_pull_secret for c in [*mc.spec.containers, *mc.spec.services] if c.image_pull_secret]
     if mc.spec.flux.flavour == "flux" and mc.spec.flux.container.image_pull_secret:
         names.append(mc.spec.flux.container.image_pull_secret)
     return [{"name": n} for n in dict.fromkeys(names)]
 
 
-def build_pod_spec(mc: MiniCluster, namespace: str, options: RenderOptions) -> dict[str, Any]:
+def build_pod_spec(mc: MiniCluster, namespace: str, options: RenderOptions) -> k8s.PodSpec:
     pod = mc.spec.pod
-    spec: dict[str, Any] = {
+    spec: k8s.PodSpec = {
         "subdomain": mc.headless_name,
         "restartPolicy": pod.restart_policy or "OnFailure",
         "initContainers": build_init_containers(mc, options),
@@ -344,7 +345,7 @@ def build_pod_spec(mc: MiniCluster, namespace: str, options: RenderOptions) -> d
     spread = task_group_rules(mc).get("topologySpreadConstraints")
     if spread:
         spec["topologySpreadConstraints"] = spread
-    optional: dict[str, Any] = {
+    optional: k8s.PodSpec = {
         "serviceAccountName": pod.service_account_name,
         "runtimeClassName": pod.runtime_class_name,
         "schedulerName": pod.scheduler_name,
@@ -354,30 +355,30 @@ def build_pod_spec(mc: MiniCluster, namespace: str, options: RenderOptions) -> d
         "imagePullSecrets": _image_pull_secrets(mc),
         "resourceClaims": mc.spec.resource_claims,
         "overhead": {k: str(v) for k, v in pod.resources.items()},
-        "tolerations": [t.model_dump(by_alias=True, exclude_defaults=True) for t in pod.tolerations],
+        "tolerations": [
+            cast(k8s.Toleration, t.model_dump(by_alias=True, exclude_defaults=True)) for t in pod.tolerations
+        ],
     }
-    spec |= {k: v for k, v in optional.items() if v}
-    if pod.automount_service_account_token:
-        spec["automountServiceAccountToken"] = True
-    for key, flag in (
-        ("hostIPC", pod.host_ipc),
-        ("hostPID", pod.host_pid),
-        ("shareProcessNamespace", mc.spec.share_process_namespace),
-    ):
-        if flag:
-            spec[key] = True
+    spec.update(cast(k8s.PodSpec, {k: v for k, v in optional.items() if v}))
+    flags: k8s.PodSpec = {
+        "automountServiceAccountToken": pod.automount_service_account_token,
+        "hostIPC": pod.host_ipc,
+        "hostPID": pod.host_pid,
+        "shareProcessNamespace": mc.spec.share_process_namespace,
+    }
+    spec.update(cast(k8s.PodSpec, {k: True for k, v in flags.items() if v}))
     if not spec["initContainers"]:
         del spec["initContainers"]
     return spec
 
 
-def build_job(mc: MiniCluster, options: RenderOptions | None = None) -> dict[str, Any]:
+def build_job(mc: MiniCluster, options: RenderOptions | None = None) -> k8s.Job:
     """The Indexed Job: completions = parallelism = size; the Job succeeds when index 0 (the lead) does."""
     options = options or RenderOptions()
     namespace = options.namespace or mc.namespace
     spec = mc.spec
     pod_labels = {**spec.pod.labels, **common_labels(mc)}
-    template_meta: dict[str, Any] = {"labels": pod_labels}
+    template_meta: k8s.ObjectMeta = {"labels": pod_labels}
     if spec.pod.annotations:
         template_meta["annotations"] = dict(spec.pod.annotations)
     return {

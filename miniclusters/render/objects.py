@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
 
 from broker.curve_cert import CurveCertificate, generate_certificate, parse_zcert, render_zcert
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
 from miniclusters.render.broker_config import render_broker_toml
 from miniclusters.render.entrypoint import render_entrypoint
 from miniclusters.render.job import lead_selector
+from miniclusters.render.kube_types import ConfigMap, Secret, Service
 from miniclusters.render.layout import (
     BROKER_TOML,
     BURST_SPEC,
@@ -23,7 +23,7 @@ from miniclusters.render.layout import (
 )
 
 
-def build_headless_service(mc: MiniCluster, namespace: str) -> dict[str, Any]:
+def build_headless_service(mc: MiniCluster, namespace: str) -> Service:
     """clusterIP None and publishNotReadyAddresses, so brokers resolve each other before they are ready."""
     selector = lead_selector(mc) if mc.spec.flux.minimal_service else selector_labels(mc)
     return {
@@ -39,7 +39,7 @@ def build_headless_service(mc: MiniCluster, namespace: str) -> dict[str, Any]:
     }
 
 
-def build_restful_service(mc: MiniCluster, namespace: str) -> dict[str, Any]:
+def build_restful_service(mc: MiniCluster, namespace: str) -> Service:
     """A ClusterIP Service in front of the lead broker's REST API (spec.restful.enabled)."""
     return {
         "apiVersion": "v1",
@@ -53,7 +53,7 @@ def build_restful_service(mc: MiniCluster, namespace: str) -> dict[str, Any]:
     }
 
 
-def build_config_map(mc: MiniCluster, namespace: str, cluster_domain: str) -> dict[str, Any]:
+def build_config_map(mc: MiniCluster, namespace: str, cluster_domain: str) -> ConfigMap:
     data = {BROKER_TOML: render_broker_toml(mc, namespace, cluster_domain), ENTRYPOINT: render_entrypoint(mc)}
     if mc.spec.flux.bursting.plugins:  # the lead's burst service makes its bursts from the same spec
         data[BURST_SPEC] = json.dumps(mc.to_dict(), sort_keys=True)
@@ -72,7 +72,7 @@ def certificate_for(mc: MiniCluster, given: CurveCertificate | None = None) -> C
     return given or generate_certificate(name=f"{mc.name}-0", hostname=f"{mc.name}-0")
 
 
-def build_curve_secret(mc: MiniCluster, namespace: str, certificate: CurveCertificate) -> dict[str, Any]:
+def build_curve_secret(mc: MiniCluster, namespace: str, certificate: CurveCertificate) -> Secret:
     """The shared CURVE keypair in zcert format: a Secret, since it holds a private key."""
     encoded = base64.b64encode(render_zcert(certificate).encode()).decode()
     return {

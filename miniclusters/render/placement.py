@@ -9,8 +9,6 @@ twice changes nothing. An Indexed Job has one pod template, so every pod request
 
 from __future__ import annotations
 
-from typing import Any
-
 from elasticity.model.resources import cpu_millicores, format_millicores, parse_quantity
 from elasticity.policy.placement import (
     CommunicationProfile,
@@ -19,7 +17,10 @@ from elasticity.policy.placement import (
     profile_class,
     select_granularity,
 )
+from miniclusters.api.quantity import Quantity
 from miniclusters.api.spec import MiniCluster, ResourceRequirements
+from miniclusters.render.kube_types import PodAffinityTerm, TaskGroupRules
+from miniclusters.render.kube_types import ResourceRequirements as ContainerResources
 from miniclusters.render.layout import selector_labels
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
@@ -70,7 +71,7 @@ def shape_for_placement(mc: MiniCluster, measured: CommunicationProfile | None =
         return mc
     runner_index = spec.flux_runner_index
     runner = spec.containers[runner_index]
-    requests: dict[str, Any] = dict(runner.resources.requests)
+    requests: dict[str, Quantity] = dict(runner.resources.requests)
     size, groups = spec.size, placement.groups
     if placement.policy != "none":
         shape = placement_granularity(mc, measured)
@@ -121,13 +122,13 @@ INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
 """What an init container requests (and is limited to) when the pod must be Guaranteed."""
 
 
-def guaranteed_init_resources(given: ResourceRequirements | None = None) -> dict[str, Any]:
+def guaranteed_init_resources(given: ResourceRequirements | None = None) -> ContainerResources:
     """Init containers count for the QoS class too: requests equal limits, the given ones or a small default."""
     requests = {k: str(v) for k, v in (given.requests if given else {}).items()} or dict(INIT_RESOURCES)
     return {"requests": requests, "limits": dict(requests)}
 
 
-def task_group_rules(mc: MiniCluster) -> dict[str, Any]:
+def task_group_rules(mc: MiniCluster) -> TaskGroupRules:
     """Pod-spec fields for a shaped spec's task groups: empty without groups.
 
     One group: required pod affinity to the MiniCluster's own pods (all on one node). Several: at most
@@ -137,7 +138,7 @@ def task_group_rules(mc: MiniCluster) -> dict[str, Any]:
     groups, pods = mc.spec.placement.groups, mc.spec.size
     if groups < 1 or pods < 2:
         return {}
-    own = {"labelSelector": {"matchLabels": selector_labels(mc)}, "topologyKey": HOSTNAME_KEY}
+    own: PodAffinityTerm = {"labelSelector": {"matchLabels": selector_labels(mc)}, "topologyKey": HOSTNAME_KEY}
     if groups == 1:
         return {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [own]}}}
     per_group = -(-pods // groups)

@@ -22,9 +22,10 @@ SIDECAR = {"image": IMAGE, "name": "sidecar"}
 class Case:
     check: str
     """`function:check` of crd_coverage.CHECKS."""
-    spec: dict[str, Any]
+    spec: dict[str, Any]  # open: MiniCluster manifests as a user writes them
     name: str = "case"
 
+    # open: MiniCluster manifests as a user writes them
     def manifest(self, namespace: str = "default") -> dict[str, Any]:
         spec = copy.deepcopy(self.spec)
         spec.setdefault("containers", [{"image": IMAGE}])
@@ -32,7 +33,7 @@ class Case:
         return {"apiVersion": OUR_API_VERSION, "kind": "MiniCluster", "metadata": meta, "spec": spec}
 
 
-def _vol(**volume: Any) -> dict[str, Any]:
+def _vol(**volume: Any) -> dict[str, Any]:  # open: MiniCluster manifests as a user writes them
     return {"containers": [{"image": IMAGE, "volumes": {"data": volume}}]}
 
 
@@ -40,11 +41,11 @@ MUX = {"enabled": True, "command": "./sim", "max": 2}
 CAMPAIGN = {"ensembles": [{"name": "aoa", "parameter": "angleOfAttack", "values": [0.0, 4.0]}]}
 
 
-def _campaign(**fields: Any) -> dict[str, Any]:
+def _campaign(**fields: Any) -> dict[str, Any]:  # open: MiniCluster manifests as a user writes them
     return {"interactive": True, "campaign": {**CAMPAIGN, **fields}}
 
 
-def _ensemble(**fields: Any) -> dict[str, Any]:
+def _ensemble(**fields: Any) -> dict[str, Any]:  # open: MiniCluster manifests as a user writes them
     return _campaign(ensembles=[{"name": "aoa", "parameter": "angleOfAttack", "values": [0.0], **fields}])
 
 
@@ -158,6 +159,7 @@ CASES: tuple[Case, ...] = (
 )  # fmt: skip
 
 
+# open: MiniCluster manifests as a user writes them
 def python_problems(manifest: dict[str, Any]) -> list[tuple[str, str]]:
     """What `minicluster validate` says: (field path, message) of each problem, sorted."""
     try:

@@ -41,11 +41,12 @@ class RbacAuthorizer:
     """Answers "may `subject` do `verb` on this resource in this namespace?" from the RBAC objects given."""
 
     subject: Subject
-    objects: list[dict[str, Any]] = field(default_factory=list)
+    objects: list[dict[str, Any]] = field(default_factory=list)  # open: Roles and bindings as a client sends them
 
-    def add(self, objects: Iterable[dict[str, Any]]) -> None:
+    def add(self, objects: Iterable[dict[str, Any]]) -> None:  # open: Roles and bindings as a client sends them
         self.objects.extend(o for o in objects if o.get("apiVersion") == RBAC)
 
+    # open: Roles and bindings as a client sends them
     def _role(self, kind: str, name: str, namespace: str | None) -> list[dict[str, Any]]:
         for obj in self.objects:
             meta = obj.get("metadata", {})
@@ -54,7 +55,7 @@ class RbacAuthorizer:
                 return list(obj.get("rules", []))
         return []  # a binding to a role that does not exist grants nothing
 
-    def _bound(self, binding: dict[str, Any]) -> bool:
+    def _bound(self, binding: dict[str, Any]) -> bool:  # open: Roles and bindings as a client sends them
         for subject in binding.get("subjects", []):
             if subject.get("kind") != self.subject.kind or subject.get("name") != self.subject.name:
                 continue
@@ -62,9 +63,10 @@ class RbacAuthorizer:
                 return True
         return False
 
+    # open: Roles and bindings as a client sends them
     def rules_for(self, namespace: str | None) -> list[dict[str, Any]]:
         """Every rule the subject holds in `namespace` (None: cluster-wide)."""
-        rules: list[dict[str, Any]] = []
+        rules: list[dict[str, Any]] = []  # open: Roles and bindings as a client sends them
         for binding in self.objects:
             if not self._bound(binding):
                 continue

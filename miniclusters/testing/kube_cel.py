@@ -10,11 +10,17 @@ and, when several rules fail, every one of them in brackets, comma-separated.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import celpy
-from kubernetes.utils.quantity import parse_quantity
+import celpy.adapter
+import celpy.evaluation
+from kubernetes.utils import quantity as kube_quantity
+
+# The client's quantity parser (what the real apiserver's CEL `quantity()` accepts); untyped upstream.
+parse_quantity: Callable[[str], Decimal] = kube_quantity.parse_quantity
 
 
 def _format(template: Any, args: Any) -> Any:
@@ -49,14 +55,14 @@ def _quantity(text: Any) -> Any:
     try:
         return celpy.celtypes.DoubleType(parse_quantity(str(text)))
     except (ValueError, TypeError, ArithmeticError) as exc:
-        return celpy.CELEvalError(str(exc))  # an error value: `true || error` is true in CEL
+        return celpy.evaluation.CELEvalError(str(exc))  # an error value: `true || error` is true in CEL
 
 
 def _is_less_than(a: Any, b: Any) -> Any:
     return celpy.celtypes.BoolType(float(a) < float(b))
 
 
-FUNCTIONS: dict[str, Any] = {
+FUNCTIONS: dict[str, Any] = {  # open: OpenAPI schemas and CEL values of any shape
     "format": _format,
     "isQuantity": _is_quantity,
     "quantity": _quantity,
@@ -71,7 +77,7 @@ def cel_program(expression: str) -> Any:
     return env.program(env.compile(expression), functions=FUNCTIONS)
 
 
-def _defaulted(schema: dict[str, Any], value: Any) -> Any:
+def _defaulted(schema: dict[str, Any], value: Any) -> Any:  # open: OpenAPI schemas and CEL values of any shape
     """The value with its schema's defaults, at every depth (the server defaults the whole object before any
     rule runs: a rule on spec sees spec.multiplexing.max even when the YAML gave only spec.multiplexing.total, and
     a rule on spec reads containers[i].runFlux that no container wrote)."""
@@ -88,12 +94,13 @@ def _defaulted(schema: dict[str, Any], value: Any) -> Any:
     return {name: _defaulted(properties[name], item) if name in properties else item for name, item in out.items()}
 
 
+# open: OpenAPI schemas and CEL values of any shape
 def violations(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
     """`path.field: Invalid value: message` for each rule that does not hold, outermost first."""
     if isinstance(value, dict):
         value = _defaulted(schema, value)
         for rule in schema.get("x-kubernetes-validations") or []:
-            activation = {"self": celpy.json_to_cel(value)}
+            activation = {"self": celpy.adapter.json_to_cel(value)}
             if cel_program(rule["rule"]).evaluate(activation):
                 continue
             message = (
@@ -114,6 +121,7 @@ def violations(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
             yield from violations(schema["items"], item, f"{path}[{index}]")
 
 
+# open: OpenAPI schemas and CEL values of any shape
 def refusal(schema: dict[str, Any], obj: dict[str, Any], kind: str, group: str) -> str | None:
     """The 422 message for ``obj`` when a rule does not hold, else None."""
     found = list(violations({**schema, "properties": {"spec": schema["properties"]["spec"]}}, obj, ""))

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from elasticity.model.node import Node, PodCpu, Verdict, admit_resize, deferred_message, infeasible_message
 from miniclusters.api.quantity import cpu_millicores
+from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING
 from miniclusters.backends.kubernetes.api import JOB, POD, Kind
-from miniclusters.backends.kubernetes.status import RESIZE_IN_PROGRESS, RESIZE_PENDING, qos_class
+from miniclusters.backends.kubernetes.status import qos_class
+from miniclusters.render.kube_types import ContainerStateDetail, PodContainer
 from miniclusters.render.layout import INDEX_LABEL
 
 KubeletMode = Literal["auto", "accept", "in-progress", "defer", "infeasible"]
@@ -23,19 +25,69 @@ class Controllers:
     """Mixed into FakeKube; declares (for type checking) the parts of the fake the controllers use."""
 
     if TYPE_CHECKING:
+        # open: stored objects, with any field the controllers and the kubelet write
         objects: dict[tuple[str, str, str], dict[str, Any]]
         kubelet: KubeletMode
         node_cpu: str
         start_pods: bool
         _uid: itertools.count[int]
 
+        # open: stored objects, with any field the controllers and the kubelet write
         def all_of(self, kind: Kind, namespace: str | None = None) -> list[dict[str, Any]]: ...
+        # open: stored objects, with any field the controllers and the kubelet write
         def pods_of(self, job: str, namespace: str | None = None) -> dict[int, dict[str, Any]]: ...
         @staticmethod
         def _key(kind: Kind) -> str: ...
         def _now(self) -> str: ...
+        # open: stored objects, with any field the controllers and the kubelet write
         def _touch(self, obj: dict[str, Any], event: str) -> None: ...
+        # open: stored objects, with any field the controllers and the kubelet write
         def _remove(self, obj: dict[str, Any]) -> None: ...
+
+        pod_logs: dict[str, list[str]]
+
+    # ------------------------------------------------------------------ the kubelet's events (test controls)
+    def finish_pod(self, job: str, index: int, exit_code: int = 0, namespace: str | None = None) -> None:
+        """The container of pod `index` exits (the kubelet reports it); the Job controller reacts."""
+        pod = self.pods_of(job, namespace)[index]
+        pod["status"]["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+        for status in pod["status"].get("containerStatuses", []):
+            status["state"] = {"terminated": self._terminated(pod, status["name"], exit_code)}
+            status["ready"] = False
+        self._set_condition(pod, "Ready", "False", "PodCompleted")
+        self._touch(pod, "MODIFIED")
+        self.run_controllers()
+
+    def crash_container(self, job: str, index: int, exit_code: int = 137, namespace: str | None = None) -> None:
+        """The container of pod `index` fails and the kubelet restarts it in place (restartPolicy OnFailure):
+        restartCount goes up, the last termination moves to lastState, and until the back-off ends the
+        container waits with reason CrashLoopBackOff and the pod is not Ready; its phase stays Running.
+        https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-restarts
+        """
+        pod = self.pods_of(job, namespace)[index]
+        for status in pod["status"].get("containerStatuses", []):
+            status["restartCount"] = int(status.get("restartCount", 0)) + 1
+            status["lastState"] = {"terminated": self._terminated(pod, status["name"], exit_code)}
+            waiting = {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}
+            status["state"] = {"waiting": waiting}
+            status["ready"] = False
+        self._set_condition(pod, "Ready", "False", "ContainersNotReady")
+        self._touch(pod, "MODIFIED")
+
+    # open: stored objects, with any field the controllers and the kubelet write
+    def _terminated(self, pod: dict[str, Any], container: str, exit_code: int) -> ContainerStateDetail:
+        """The kubelet's record of an ended container; with terminationMessagePolicy FallbackToLogsOnError, a
+        failed one's message is the tail of its log (at most 80 lines and 2048 bytes, the termination message
+        file being empty here).
+        https://kubernetes.io/docs/tasks/debug/debug-application/determine-reason-pod-failure/"""
+        ended: ContainerStateDetail = {"exitCode": exit_code, "reason": "Completed" if not exit_code else "Error"}
+        none: PodContainer = {}
+        spec: PodContainer = next((c for c in pod["spec"]["containers"] if c["name"] == container), none)
+        if exit_code and spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            tail = "\n".join(self.pod_logs.get(pod["metadata"]["name"], [])[-80:])
+            if tail:
+                ended["message"] = tail.encode()[-2048:].decode(errors="ignore")
+        return ended
 
     # ------------------------------------------------------------------ controllers
     def run_controllers(self) -> None:
@@ -49,6 +101,7 @@ class Controllers:
             if not changed:
                 return
 
+    # open: stored objects, with any field the controllers and the kubelet write
     def _job_controller(self, job: dict[str, Any]) -> bool:
         spec, status = job["spec"], job.setdefault("status", {})
         if any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in status.get("conditions", [])):
@@ -102,14 +155,16 @@ class Controllers:
         return changed
 
     @staticmethod
+    # open: stored objects, with any field the controllers and the kubelet write
     def _ready(pod: dict[str, Any]) -> bool:
         return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
 
+    # open: stored objects, with any field the controllers and the kubelet write
     def _create_pod(self, job: dict[str, Any], index: int) -> None:
         template = copy.deepcopy(job["spec"]["template"])
         name = job["metadata"]["name"]
         meta = template.get("metadata", {})
-        pod: dict[str, Any] = {
+        pod: dict[str, Any] = {  # open: stored objects, with any field the controllers and the kubelet write
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
@@ -136,6 +191,7 @@ class Controllers:
         stored = self._insert_raw(pod)
         stored["status"] = {"phase": "Pending", "qosClass": qos_class(stored["spec"]), "conditions": []}
 
+    # open: stored objects, with any field the controllers and the kubelet write
     def _insert_raw(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         meta["uid"] = f"uid-{next(self._uid):04d}"
@@ -145,6 +201,7 @@ class Controllers:
         self._touch(obj, "ADDED")
         return obj
 
+    # open: stored objects, with any field the controllers and the kubelet write
     def _set_condition(self, pod: dict[str, Any], kind: str, status: str, reason: str = "", message: str = "") -> None:
         conditions = [c for c in pod["status"].get("conditions", []) if c["type"] != kind]
         if status:
@@ -162,6 +219,7 @@ class Controllers:
         return out
 
     @staticmethod
+    # open: stored objects, with any field the controllers and the kubelet write
     def _own_allocated_milli(pod: dict[str, Any]) -> int:
         total = 0
         for status in pod["status"].get("containerStatuses", []):
@@ -169,6 +227,7 @@ class Controllers:
             total += cpu_millicores(cpu) if cpu else 0
         return total
 
+    # open: stored objects, with any field the controllers and the kubelet write
     def _kubelet(self, pod: dict[str, Any]) -> bool:
         status = pod["status"]
         before = copy.deepcopy(status)
@@ -202,6 +261,7 @@ class Controllers:
             return True
         return False
 
+    # open: stored objects, with any field the controllers and the kubelet write
     def _resize(self, pod: dict[str, Any]) -> None:
         """Compare desired and allocated CPU; act as the kubelet would (or as the test forces)."""
         statuses = {s["name"]: s for s in pod["status"].get("containerStatuses", [])}

@@ -97,13 +97,13 @@ def objects_of(kubeconfig: Path, namespace: str, name: str) -> list[str]:
     )
 
 
-def pod_of(kubeconfig: Path, namespace: str, name: str, index: int) -> dict[str, Any]:
+def pod_of(kubeconfig: Path, namespace: str, name: str, index: int) -> dict[str, Any]:  # open: kubectl's JSON
     """The one pod of MiniCluster ``name`` with completion index ``index``."""
     pods = kubectl_json(
         kubeconfig, "get", "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-completion-index={index}"
     )
     found = [p for p in pods["items"] if p["metadata"]["name"].startswith(f"{name}-{index}-")]
-    assert len(found) == 1, [p["metadata"]["name"] for p in pods["items"]]
+    assert len(found) == 1 and isinstance(found[0], dict), [p["metadata"]["name"] for p in pods["items"]]
     return found[0]
 
 

@@ -98,8 +98,10 @@ _JSON_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list
 
 
 def validate_object(
-    obj: dict[str, Any], how: Literal["create", "patch", "apply"] = "create"
-) -> tuple[dict[str, Any], list[str]]:
+    # open: objects of any kind, as a client sends them
+    obj: dict[str, Any],
+    how: Literal["create", "patch", "apply"] = "create",
+) -> tuple[dict[str, Any], list[str]]:  # open: objects of any kind, as a client sends them
     """The object as the API server stores it and the warnings it answers with, or the error it answers with.
 
     Built-in kinds are checked against the official schema of the real server's version (kubernetes-validate,
@@ -183,75 +185,7 @@ def _strip_nulls(node: Any) -> Any:
     return node
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: dicts merge, null deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
-
-
-def strategic_merge(target: Any, patch: Any) -> Any:
-    """Strategic merge patch, as far as we use it: lists of named objects (containers) merge by name."""
-    if isinstance(patch, dict):
-        out = copy.deepcopy(target) if isinstance(target, dict) else {}
-        for key, value in patch.items():
-            if value is None:
-                out.pop(key, None)
-            else:
-                out[key] = strategic_merge(out.get(key), value)
-        return out
-    if (
-        isinstance(patch, list)
-        and isinstance(target, list)
-        and all(isinstance(x, dict) and "name" in x for x in [*patch, *target])
-    ):
-        merged = [copy.deepcopy(x) for x in target]
-        for item in patch:
-            for i, existing in enumerate(merged):
-                if existing["name"] == item["name"]:
-                    merged[i] = strategic_merge(existing, item)
-                    break
-            else:
-                merged.append(copy.deepcopy(item))
-        return merged
-    return copy.deepcopy(patch)
-
-
-def apply_merge(target: Any, applied: Any) -> Any:
-    """Server-side apply approximated for a single field manager: applied fields win, others are kept."""
-    if isinstance(applied, dict) and isinstance(target, dict):
-        out = copy.deepcopy(target)
-        for key, value in applied.items():
-            out[key] = apply_merge(target.get(key), value)
-        return out
-    return copy.deepcopy(applied)
-
-
-def _selector_matches(labels: dict[str, str], selector: str | None) -> bool:
-    """Equality-based label selectors: `a=b,c=d`, `a!=b`, `a` (exists)."""
-    if not selector:
-        return True
-    for term in selector.split(","):
-        term = term.strip()
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key.strip()) == value.strip():
-                return False
-        elif "=" in term:
-            key, value = term.split("=", 1)
-            if labels.get(key.strip().rstrip("=")) != value.strip():
-                return False
-        elif term not in labels:
-            return False
-    return True
-
-
+# open: objects of any kind, as a client sends them
 def check_pod_template(template_spec: dict[str, Any], where: str) -> None:
     # Pods with restartPolicy Never (Job pods) may only use resizePolicy NotRequired (DOCS_RESIZE:
     # "If the Pod's restartPolicy is Never, container's resize restart policy must be set to NotRequired").
@@ -269,6 +203,7 @@ def check_pod_template(template_spec: dict[str, Any], where: str) -> None:
                     )
 
 
+# open: objects of any kind, as a client sends them
 def check_update(kind: Kind, old: dict[str, Any], new: dict[str, Any]) -> None:
     name = old["metadata"]["name"]
     if kind == JOB:
@@ -324,13 +259,14 @@ def check_update(kind: Kind, old: dict[str, Any], new: dict[str, Any]) -> None:
             )
 
 
+# open: objects of any kind, as a client sends them
 def check_resize(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """The pod spec a `resize` patch leaves (DOCS_RESIZE), as the real server (v1.37.2) answers: the resize
     subresource takes only containers' resources and resizePolicy from the patched pod and silently drops any
     other change (an image patched through it stays as it was); resources other than cpu and memory, removing a
     request or a limit, and a change of QoS class are refused with 422 in its words."""
     name = old["metadata"]["name"]
-    spec = copy.deepcopy(old["spec"])
+    spec: dict[str, Any] = copy.deepcopy(old["spec"])  # open: objects of any kind, as a client sends them
     patched = {c["name"]: c for c in new["spec"].get("containers", [])}
     for index, container in enumerate(spec.get("containers", [])):
         after = patched.get(container["name"])
@@ -367,41 +303,7 @@ def check_resize(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-NODE_PORT_RANGE = range(30000, 32768)
-"""The API server's default --service-node-port-range (30000-32767)."""
-
-
-def allocate_node_ports(service: dict[str, Any], taken: set[int]) -> None:
-    """A NodePort or LoadBalancer Service gets a node port per port from the range unless it names one; a port
-    already allocated, or outside the range, is refused with 422 (kubernetes.io/docs/concepts/services-networking/
-    service/#type-nodeport: "the Kubernetes control plane allocates a port from a range specified by
-    --service-node-port-range flag (default: 30000-32767)"; "If you want a specific port number, you can specify
-    a value in the nodePort field ... If that port is already in use ... the API transaction failed")."""
-    spec = service.get("spec", {})
-    if spec.get("type") not in ("NodePort", "LoadBalancer"):
-        return
-    for index, port in enumerate(spec.get("ports", [])):
-        wanted = port.get("nodePort")
-        if wanted is not None:
-            if wanted not in NODE_PORT_RANGE or wanted in taken:
-                # the real server's words (v1.37.2)
-                why = (
-                    "provided port is already allocated"
-                    if wanted in taken
-                    else "provided port is not in the valid range. The range of valid ports is 30000-32767"
-                )
-                name = service.get("metadata", {}).get("name")
-                raise ApiError(
-                    422,
-                    "Invalid",
-                    f'Service "{name}" is invalid: spec.ports[{index}].nodePort: Invalid value: {wanted}: {why}',
-                )
-        else:
-            wanted = next(p for p in NODE_PORT_RANGE if p not in taken)
-            port["nodePort"] = wanted
-        taken.add(wanted)
-
-
+# open: objects of any kind, as a client sends them
 def check_resize_fits_node(pod: dict[str, Any], node_cpu_millicores: int) -> None:
     """The apiserver's PodResize admission (plugin/pkg/admission/podresize, Kubernetes 1.33+): a resize whose pod
     would request more CPU than its node's allocatable is refused at once, 403 with the cause NodeCapacity and

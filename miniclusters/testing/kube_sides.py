@@ -65,7 +65,7 @@ class KubeSide:
 
     def mc(self, name: str = "demo", **spec: Any) -> MiniCluster:
         """A MiniCluster in this side's namespace whose pods run on the real node: its image, a small CPU request."""
-        data: dict[str, Any] = {
+        data: dict[str, Any] = {  # open: objects as either server returns them
             "apiVersion": "miniclusters.dev/v1alpha1",
             "kind": "MiniCluster",
             "metadata": {"name": name, "namespace": self.namespace},
@@ -80,7 +80,7 @@ class KubeSide:
         data["spec"].update(copy.deepcopy(spec))
         return load_minicluster(data)
 
-    def pods_of(self, job: str) -> dict[int, dict[str, Any]]:
+    def pods_of(self, job: str) -> dict[int, dict[str, Any]]:  # open: objects as either server returns them
         """The Job's pods by completion index, as listed now; pods being deleted (deletionTimestamp set: the real
         kubelet is still stopping them) are left out, as the fake removes a pod at once."""
         pods, _ = self.api.list_objects(POD, self.namespace, f"job-name={job}")
@@ -90,10 +90,11 @@ class KubeSide:
             if not p["metadata"].get("deletionTimestamp") and INDEX_LABEL in p["metadata"].get("labels", {})
         }
 
+    # open: objects as either server returns them
     def pods(self, job: str, indexes: range | list[int], running: bool = False) -> dict[int, dict[str, Any]]:
         """The Job's pods once they are exactly ``indexes`` (and all Running when ``running``)."""
 
-        def settled() -> dict[int, dict[str, Any]] | None:
+        def settled() -> dict[int, dict[str, Any]] | None:  # open: objects as either server returns them
             pods = self.pods_of(job)
             if sorted(pods) != list(indexes):
                 return None

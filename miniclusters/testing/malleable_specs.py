@@ -8,6 +8,7 @@ from typing import Any
 APP_IMAGE = "ghcr.io/miniclusters/openmpi-openfoam:0.1.0"
 
 
+# open: a MiniCluster manifest as a user writes it
 def short_run(name: str, workdir: Path, policy: str = "min", jobs: int = 4, image: str = APP_IMAGE) -> dict[str, Any]:
     """A MiniCluster whose spec.malleable runs `jobs` jobs of a few seconds each (about half a minute in all)."""
     malleable = {

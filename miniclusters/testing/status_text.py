@@ -22,7 +22,7 @@ def _cells(line: str, columns: list[tuple[str, int]]) -> dict[str, str]:
     return cells
 
 
-def parse_status_text(text: str) -> dict[str, Any]:
+def parse_status_text(text: str) -> dict[str, Any]:  # open: `minicluster status` output as JSON of any shape
     """{"header": {...}, "conditions": [{TYPE, STATUS, REASON, MESSAGE}], "pods": [{POD, READY, ...}]}."""
     lines = text.splitlines()
     header: dict[str, str] = {}
@@ -59,6 +59,7 @@ def parse_status_text(text: str) -> dict[str, Any]:
     return {"header": header, "conditions": conditions, "pods": pods}
 
 
+# open: `minicluster status` output as JSON of any shape
 def disagreements(text: str, document: dict[str, Any]) -> list[str]:
     """Every fact where the text and the JSON document of one status differ (empty when they agree)."""
     parsed = parse_status_text(text)

@@ -15,7 +15,8 @@ from elasticity.profiling.trace import EVENT_DTYPE, encode_trace
 from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.multiplex.exec_simulations import FETCH_TRACES, ExecSimulations
-from miniclusters.testing.fake_kube import FakeKube, default_exec
+from miniclusters.testing.fake_exec import default_exec
+from miniclusters.testing.fake_kube import FakeKube
 
 WORKDIR = "/run/flux/multiplex"
 CALLS = ("MPI_Barrier",)

@@ -17,7 +17,8 @@ from miniclusters.cli.operator_commands import kubernetes_autoscale_ports
 from miniclusters.operator.autoscaling import AutoscalePorts
 from miniclusters.operator.conditions import find
 from miniclusters.operator.controller import ClusterKey, Controller
-from miniclusters.testing.fake_kube import FakeKube, default_exec
+from miniclusters.testing.fake_exec import default_exec
+from miniclusters.testing.fake_kube import FakeKube
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
 AUTOSCALE = {"enabled": True, "idleSeconds": 60, "cooldownSeconds": 0, "intervalSeconds": 5}

@@ -30,7 +30,8 @@ from miniclusters.campaign.kube import kubernetes_campaign_starter
 from miniclusters.campaign.plan import ENDED, SUBMITTED, CampaignPlan, batch_script, plan_campaign
 from miniclusters.operator.conditions import find
 from miniclusters.operator.controller import ClusterKey, Controller
-from miniclusters.testing.fake_kube import FakeKube, default_exec
+from miniclusters.testing.fake_exec import default_exec
+from miniclusters.testing.fake_kube import FakeKube
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
 RUNS_FOR = 20.0

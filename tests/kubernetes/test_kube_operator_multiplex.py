@@ -27,7 +27,8 @@ from miniclusters.multiplex.kube_loop import kubernetes_multiplex_starter
 from miniclusters.operator.conditions import find
 from miniclusters.operator.controller import ClusterKey, Controller
 from miniclusters.operator.multiplex_progress import RunRecord
-from miniclusters.testing.fake_kube import FakeKube, default_exec
+from miniclusters.testing.fake_exec import default_exec
+from miniclusters.testing.fake_kube import FakeKube
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
 MUX = {"enabled": True, "command": "proxy_solver 500 2048 32 1,1,1,20", "max": 2, "total": 2}

@@ -18,7 +18,8 @@ from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, JOB
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.cli import main
-from miniclusters.testing.fake_kube import FakeKube, default_exec
+from miniclusters.testing.fake_exec import default_exec
+from miniclusters.testing.fake_kube import FakeKube
 
 ARCHIVE = "/archive/queue.tar.gz"
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import pytest
 
 from broker.curve_cert import parse_zcert
 from miniclusters.api import load_minicluster
+from miniclusters.backends.podman.core import PodmanContext
 from miniclusters.backends.podman.observe import (
     PodmanPod,
     millicores_to_shares,
@@ -17,6 +20,7 @@ from miniclusters.backends.podman.observe import (
     read_cpu_shares,
     shares_to_millicores,
 )
+from miniclusters.backends.podman.play import PodPlayer
 from miniclusters.backends.podman.pods import (
     Rendered,
     host_aliases,
@@ -28,7 +32,9 @@ from miniclusters.backends.podman.pods import (
     registered_hosts,
     secret_files,
 )
-from miniclusters.render import render_minicluster
+from miniclusters.backends.podman.state import PodmanStore
+from miniclusters.backends.reporting import Polling
+from miniclusters.render import render_minicluster, render_objects
 from miniclusters.render.layout import INDEX_LABEL
 
 
@@ -45,7 +51,7 @@ def _rendered(size: int = 2, max_size: int = 4) -> Rendered:
             },
         }
     )
-    return Rendered.from_objects(render_minicluster(mc))
+    return Rendered.from_rendered(render_objects(mc))
 
 
 def _env(container: dict[str, Any]) -> dict[str, str]:
@@ -227,25 +233,31 @@ class _FlakyPodman:
         return subprocess.CompletedProcess(argv, 0, "", "")
 
 
+def _player(podman: Any, sleep: Callable[[float], None]) -> PodPlayer:
+    """The part that removes pods, over a scripted podman (it reads nothing from the state directory)."""
+    ctx = PodmanContext(podman, PodmanStore(), "default", Polling(time.monotonic, sleep, 1.0))
+    return PodPlayer(ctx)
+
+
 def test_a_pod_removal_that_fails_while_cgroups_are_busy_is_tried_again() -> None:
-    from miniclusters.backends.podman.core import POD_RM_ATTEMPTS, PodmanCore
+    from miniclusters.backends.podman.play import POD_RM_ATTEMPTS
 
     flaky = _FlakyPodman(failures=POD_RM_ATTEMPTS - 1)
     naps: list[float] = []
-    core = PodmanCore(podman=flaky, sleep=naps.append)  # type: ignore[arg-type]
-    core._remove_pods(_rendered(), [0, 1])
+    player = _player(flaky, naps.append)
+    player.remove_pods(_rendered(), [0, 1])
     removals = [call for call in flaky.calls if call[:2] == ["pod", "rm"]]
     assert len(removals) == POD_RM_ATTEMPTS and len(naps) == POD_RM_ATTEMPTS - 1
 
 
 def test_a_pod_removal_that_keeps_failing_names_every_error() -> None:
-    from miniclusters.backends.podman.core import POD_RM_ATTEMPTS, PodmanCore
     from miniclusters.backends.podman.engine import PodmanError
+    from miniclusters.backends.podman.play import POD_RM_ATTEMPTS
 
     flaky = _FlakyPodman(failures=POD_RM_ATTEMPTS)
-    core = PodmanCore(podman=flaky, sleep=lambda _s: None)  # type: ignore[arg-type]
+    player = _player(flaky, lambda _s: None)
     with pytest.raises(PodmanError) as raised:
-        core._remove_pods(_rendered(), [0])
+        player.remove_pods(_rendered(), [0])
     message = str(raised.value)
     assert "2 errors occurred:" in message
     assert "removing container abc from pod pm-0" in message and "removing pod pm-0 cgroup" in message
@@ -273,11 +285,9 @@ class _ListingPodman(_FlakyPodman):
 def test_pods_are_killed_before_removal_without_waiting_out_a_grace_each() -> None:
     """A removal stops one container at a time and waits out each one's grace (the entrypoint's bash ignores
     SIGTERM): the pods that exist are killed first, in one call naming only them, then removed."""
-    from miniclusters.backends.podman.core import PodmanCore
-
     listing = _ListingPodman(present=["pm-0", "pm-2", "other-0"])
-    core = PodmanCore(podman=listing, sleep=lambda _s: None)  # type: ignore[arg-type]
-    core._remove_pods(_rendered(), [0, 1, 2])
+    player = _player(listing, lambda _s: None)
+    player.remove_pods(_rendered(), [0, 1, 2])
     verbs = [call[:2] for call in listing.calls]
     kills = [call for call in listing.calls if call[:2] == ["pod", "kill"]]
     assert kills == [["pod", "kill", "pm-0", "pm-2"]]

@@ -96,7 +96,7 @@ KINDS: tuple[Kind, ...] = (
 )
 
 
-def kind_of(obj: Mapping[str, Any]) -> Kind:
+def kind_of(obj: Mapping[str, Any]) -> Kind:  # open: any kind's object, as the API server takes or returns it
     for kind in KINDS:
         if kind.api_version == obj.get("apiVersion") and kind.kind == obj.get("kind"):
             return kind
@@ -133,7 +133,7 @@ class ApiError(MiniclustersError):
 class WatchEvent:
     type: str
     """ADDED, MODIFIED, DELETED, BOOKMARK or ERROR."""
-    object: dict[str, Any]
+    object: dict[str, Any]  # open: any kind's object, as the API server takes or returns it
 
 
 class KubeApi(Protocol):
@@ -142,16 +142,19 @@ class KubeApi(Protocol):
     namespace: str
     """The default namespace (kubeconfig context, or the pod's own when in-cluster)."""
 
+    # open: any kind's object, as the API server takes or returns it
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]: ...
 
     def list_objects(
         self, kind: Kind, namespace: str | None, label_selector: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[list[dict[str, Any]], str]:  # open: any kind's object, as the API server takes or returns it
         """Items and the list's resourceVersion (to start a watch from)."""
         ...
 
+    # open: any kind's object, as the API server takes or returns it
     def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
 
+    # open: any kind's object, as the API server takes or returns it
     def apply(self, obj: dict[str, Any], field_manager: str, force: bool = True) -> dict[str, Any]:
         """Server-side apply (PATCH, application/apply-patch+yaml)."""
         ...
@@ -165,8 +168,9 @@ class KubeApi(Protocol):
         patch_type: PatchType = "merge",
         subresource: str | None = None,
         field_manager: str | None = None,
-    ) -> dict[str, Any]: ...
+    ) -> dict[str, Any]: ...  # open: any kind's object, as the API server takes or returns it
 
+    # open: any kind's object, as the API server takes or returns it
     def replace(self, obj: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
         """PUT: optimistic concurrency through metadata.resourceVersion (409 when stale)."""
         ...

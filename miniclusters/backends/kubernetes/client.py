@@ -48,8 +48,11 @@ def _status_error(status: int, body: bytes | str | None, fallback: str) -> ApiEr
 
 def load_api_client(context: str | None = None) -> tuple[Any, str]:
     """(ApiClient, default namespace) from the kubeconfig (context given or current) or the in-cluster config."""
-    from kubernetes import client, config
+    from kubernetes import client
+    from kubernetes import config as kube_config
     from kubernetes.config.config_exception import ConfigException
+
+    config: Any = kube_config  # the client's config loaders are untyped
 
     # Read $KUBECONFIG now: the client computes its default location once, at import time.
     config_file = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
@@ -152,13 +155,15 @@ class RealKubeApi:
         return (namespace or self.namespace) if kind.namespaced else None
 
     # ------------------------------------------------------------------ verbs
+    # open: any kind's object, as the API server takes or returns it
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
+        # open: any kind's object, as the API server takes or returns it
         result: dict[str, Any] = self._send("GET", kind.path(self._ns(kind, namespace), name))
         return result
 
     def list_objects(
         self, kind: Kind, namespace: str | None, label_selector: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[list[dict[str, Any]], str]:  # open: any kind's object, as the API server takes or returns it
         query = [("labelSelector", label_selector)] if label_selector else None
         data = self._send("GET", kind.path(namespace), query=query)
         items = data.get("items") or []
@@ -167,20 +172,22 @@ class RealKubeApi:
             item.setdefault("kind", kind.kind)
         return items, str(data.get("metadata", {}).get("resourceVersion", ""))
 
+    # open: any kind's object, as the API server takes or returns it
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         kind = kind_of(obj)
-        result: dict[str, Any] = self._send(
+        result: dict[str, Any] = self._send(  # open: any kind's object, as the API server takes or returns it
             "POST", kind.path(self._ns(kind, obj["metadata"].get("namespace"))), body=obj
         )
         return result
 
+    # open: any kind's object, as the API server takes or returns it
     def apply(self, obj: dict[str, Any], field_manager: str, force: bool = True) -> dict[str, Any]:
         kind = kind_of(obj)
         meta = obj["metadata"]
         query: list[tuple[str, Any]] = [("fieldManager", field_manager)]
         if force:
             query.append(("force", True))
-        result: dict[str, Any] = self._send(
+        result: dict[str, Any] = self._send(  # open: any kind's object, as the API server takes or returns it
             "PATCH", kind.path(self._ns(kind, meta.get("namespace")), meta["name"]), query, obj, CONTENT_TYPES["apply"]
         )
         return result
@@ -194,18 +201,18 @@ class RealKubeApi:
         patch_type: PatchType = "merge",
         subresource: str | None = None,
         field_manager: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any]:  # open: any kind's object, as the API server takes or returns it
         if kind == POD and subresource == "resize":
             return self._resize(namespace or self.namespace, name, body, patch_type, field_manager)
         query = [("fieldManager", field_manager)] if field_manager else None
-        result: dict[str, Any] = self._send(
+        result: dict[str, Any] = self._send(  # open: any kind's object, as the API server takes or returns it
             "PATCH", kind.path(self._ns(kind, namespace), name, subresource), query, body, CONTENT_TYPES[patch_type]
         )
         return result
 
     def _resize(
         self, namespace: str, name: str, body: Any, patch_type: PatchType, field_manager: str | None
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any]:  # open: any kind's object, as the API server takes or returns it
         """PATCH pods/NAME/resize through the typed method (kubernetes client >= 32)."""
         import urllib3
         from kubernetes import client
@@ -220,13 +227,15 @@ class RealKubeApi:
             raise _status_error(int(exc.status or 0), exc.body, str(exc.reason or "Error")) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise UnreachableError(f"cannot reach the Kubernetes API at {self.host}: {exc}") from None
+        # open: any kind's object, as the API server takes or returns it
         result: dict[str, Any] = self.client.sanitize_for_serialization(pod)
         return result
 
+    # open: any kind's object, as the API server takes or returns it
     def replace(self, obj: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
         kind = kind_of(obj)
         meta = obj["metadata"]
-        result: dict[str, Any] = self._send(
+        result: dict[str, Any] = self._send(  # open: any kind's object, as the API server takes or returns it
             "PUT", kind.path(self._ns(kind, meta.get("namespace")), meta["name"], subresource), body=obj
         )
         return result
@@ -274,6 +283,7 @@ class RealKubeApi:
 
         core = client.CoreV1Api(self._exec_client())
         token = exec_session.new_token()
+        # open: any kind's object, as the API server takes or returns it
         kwargs: dict[str, Any] = {"stderr": True, "stdin": False, "stdout": True, "tty": False}
         if container:
             kwargs["container"] = container
@@ -301,6 +311,7 @@ class RealKubeApi:
         return ExecResult(124 if rc is None else int(rc), out, err)
 
     @staticmethod
+    # open: any kind's object, as the API server takes or returns it
     def _end_exec(core: Any, stream: Any, namespace: str, pod: str, kwargs: dict[str, Any], token: str) -> None:
         """Run the ending of exec `token` in its pod: best effort, the exec is being given up on already."""
         from kubernetes.client.exceptions import ApiException
@@ -341,7 +352,8 @@ def _exit_code(ws: Any) -> int | None:
     server's reason where the client expects a number (`container is in CONTAINER_EXITED state`: the container
     ended between the pod's listing and the exec) and the client raises ValueError: that is the server's 500."""
     try:
-        return ws.returncode
+        code: int | None = ws.returncode
+        return code
     except ValueError as exc:
         reason = str(exc).partition(": ")[2].strip("'") or str(exc)
         raise ApiError(500, "InternalError", reason) from None

@@ -1,20 +1,19 @@
-"""Plumbing every part of the Kubernetes backend shares: the API handle, errors in words, loading objects.
+"""What every part of the Kubernetes backend shares: the API handle, its namespace, errors in words, loading objects.
 
-The backend is split by concern: core.py (this), actuate.py (scale and resize: the actuator), backend.py (create,
-status and the Observer port, exec, logs, delete, list).
+The backend is made of parts, each given only what it needs and composed by backend.py: this context (the API
+handle, the namespace, polling), lifecycle.py (create, exists, delete), observer.py (status, the Observer port,
+list) and actuate.py (scale and resize: the actuator). backend.py itself reaches into a pod (exec, logs).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
     BackendError,
-    ClusterStatus,
     ForbiddenError,
     InvalidRequestError,
     MissingAPIError,
@@ -24,7 +23,8 @@ from miniclusters.backends.base import (
 from miniclusters.backends.kubernetes.api import CRD, MINICLUSTER, POD, ApiError, KubeApi
 from miniclusters.backends.kubernetes.retry import with_retries
 from miniclusters.backends.kubernetes.status import live_pods, pod_status
-from miniclusters.backends.wait import ProgressCallback
+from miniclusters.backends.reporting import Polling
+from miniclusters.render.kube_types import Pod
 from miniclusters.render.layout import NAME_LABEL
 
 CRD_SETTLE_S = 15.0
@@ -52,49 +52,33 @@ def runner_container(mc: MiniCluster) -> str:
     return mc.spec.containers[mc.spec.flux_runner_index].name or mc.name
 
 
-class KubernetesCore:
-    """The API handle and the helpers every concern uses."""
+class KubeContext:
+    """The API handle, the namespace every call goes to, how to wait, and the helpers every part uses (it holds
+    no cluster state: that lives in the API server)."""
 
-    name = "kubernetes"
-    ephemeral = False
-
-    def status(self, name: str) -> ClusterStatus:
-        """Provided by backend.KubernetesBackend (declared here so the actuator can call it)."""
-        raise NotImplementedError
-
-    def __init__(
-        self,
-        context: str | None = None,
-        namespace: str | None = None,
-        api: KubeApi | None = None,
-        progress: ProgressCallback | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        poll_interval: float = 2.0,
-        resize_wait: float = 10.0,
-        latency: str | None = None,
-    ) -> None:
-        if latency:
-            raise InvalidRequestError(f"--latency applies to the local backend only (backend is {self.name!r})")
-        if api is None:
-            from miniclusters.backends.kubernetes.client import RealKubeApi
-
-            api = RealKubeApi.from_kubeconfig(context, namespace)
+    def __init__(self, api: KubeApi, namespace: str, polling: Polling, resize_wait: float) -> None:
         self.api = api
-        self.namespace = namespace or api.namespace
-        self.progress = progress
-        self.clock = clock
-        self.sleep = sleep
-        self.poll_interval = poll_interval
+        self.namespace = namespace
+        """Set by create to the namespace the cluster was created in (lifecycle.namespace_for)."""
+        self.polling = polling
         self.resize_wait = resize_wait
 
-    def _call(self, doing: str, call: Callable[[], T]) -> T:
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.polling.clock
+
+    @property
+    def sleep(self) -> Callable[[float], None]:
+        return self.polling.sleep
+
+    def call(self, doing: str, call: Callable[[], T]) -> T:
         try:
             return with_retries(call, sleep=self.sleep)
         except ApiError as exc:
             raise explain(exc, doing) from None
 
-    def _get_optional(self, kind: Any, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    # open: objects as the API returns them
+    def get_optional(self, kind: Any, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
             return with_retries(lambda: self.api.get(kind, namespace or self.namespace, name), sleep=self.sleep)
         except ApiError as exc:
@@ -136,8 +120,8 @@ class KubernetesCore:
             return False
         return True
 
-    def _load(self, name: str) -> tuple[dict[str, Any], MiniCluster]:
-        obj = self._get_optional(MINICLUSTER, name)
+    def load(self, name: str) -> tuple[dict[str, Any], MiniCluster]:  # open: objects as the API returns them
+        obj = self.get_optional(MINICLUSTER, name)
         if obj is None:
             raise NotFoundError(f"MiniCluster {name!r} not found in namespace {self.namespace!r}")
         data = {k: v for k, v in obj.items() if k != "status"}
@@ -146,14 +130,14 @@ class KubernetesCore:
         except SpecError as exc:
             raise InvalidRequestError(str(exc)) from None
 
-    def _pods(self, name: str) -> list[dict[str, Any]]:
-        items, _ = self._call(
+    def pods(self, name: str) -> list[Pod]:
+        items, _ = self.call(
             f"listing the pods of {name!r}", lambda: self.api.list_objects(POD, self.namespace, f"{NAME_LABEL}={name}")
         )
-        return [dict(p) for p in live_pods(items)]
+        return [cast(Pod, dict(p)) for p in live_pods(items)]  # the pods as the API returns them
 
-    def _pod(self, mc: MiniCluster, index: int) -> dict[str, Any]:
-        pods = {pod_status(p).index: p for p in self._pods(mc.name)}
+    def pod(self, mc: MiniCluster, index: int) -> Pod:
+        pods = {pod_status(p).index: p for p in self.pods(mc.name)}
         if index not in pods:
             raise no_such_pod(mc.name, index, pods, mc.spec.size)
         return pods[index]

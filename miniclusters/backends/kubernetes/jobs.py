@@ -10,6 +10,7 @@ MAX_SIZE_ENV = "MINICLUSTER_MAX_SIZE"
 """The pod template's variable holding the number of hosts registered at creation (render/job.py sets it)."""
 
 
+# open: a Job as the API returns it (the operator's too)
 def job_outcome(job: dict[str, Any] | None) -> tuple[bool, bool | None]:
     """(finished, succeeded) from the Job's Complete / Failed conditions."""
     for condition in (job or {}).get("status", {}).get("conditions", []) or []:
@@ -22,6 +23,7 @@ def job_outcome(job: dict[str, Any] | None) -> tuple[bool, bool | None]:
     return False, None
 
 
+# open: a Job as the API returns it (the operator's too)
 def summary_state(job: dict[str, Any] | None, ready: int, size: int) -> str:
     finished, succeeded = job_outcome(job)
     if finished:
@@ -31,6 +33,7 @@ def summary_state(job: dict[str, Any] | None, ready: int, size: int) -> str:
     return "Ready" if ready >= size else "Starting"
 
 
+# open: a Job as the API returns it (the operator's too)
 def scale_patch(job: dict[str, Any], size: int) -> dict[str, Any] | None:
     """The next merge patch towards `size`, guarded by resourceVersion; None when the Job is there already.
 
@@ -47,6 +50,7 @@ def scale_patch(job: dict[str, Any], size: int) -> dict[str, Any] | None:
     return {"metadata": version, "spec": {"parallelism": size, "completions": size}}
 
 
+# open: a Job as the API returns it (the operator's too)
 def registered_hosts(job: dict[str, Any] | None) -> int | None:
     """How many hosts the Job's pods were created with (its immutable pod template), None when unknown.
 

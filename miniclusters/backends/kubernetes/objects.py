@@ -13,11 +13,12 @@ import copy
 import hashlib
 import json
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from broker.curve_cert import CurveCertificate, parse_zcert
 from miniclusters.api.spec import MiniCluster
-from miniclusters.render import RenderOptions, render_minicluster
+from miniclusters.render import RenderOptions, render_objects
+from miniclusters.render.kube_types import OwnerReference, PodTemplate
 from miniclusters.render.layout import CURVE_FILE, NAME_LABEL, curve_secret_name
 
 TEMPLATE_HASH_ANNOTATION = "miniclusters.dev/template-hash"
@@ -29,7 +30,8 @@ def selector_for(name: str) -> str:
     return f"{NAME_LABEL}={name}"
 
 
-def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
+# open: the owner (our MiniCluster) as the API returns it
+def owner_reference(owner: dict[str, Any]) -> OwnerReference:
     """Makes `owner` the controller of an object, so deleting the MiniCluster deletes it (garbage collection)."""
     meta = owner["metadata"]
     return {
@@ -42,7 +44,7 @@ def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def custom_resource(mc: MiniCluster, namespace: str) -> dict[str, Any]:
+def custom_resource(mc: MiniCluster, namespace: str) -> dict[str, Any]:  # open: the MiniCluster as JSON
     """Our MiniCluster object as sent to the API (no status: that belongs to the status subresource)."""
     data = mc.to_dict()
     data.pop("status", None)
@@ -53,6 +55,7 @@ def custom_resource(mc: MiniCluster, namespace: str) -> dict[str, Any]:
     return data
 
 
+# open: a Secret as the API returns it (the operator passes its own)
 def certificate_from_secret(secret: dict[str, Any] | None) -> CurveCertificate | None:
     """The keypair stored in an existing curve Secret, or None when absent or unreadable."""
     if not secret:
@@ -66,7 +69,7 @@ def certificate_from_secret(secret: dict[str, Any] | None) -> CurveCertificate |
         return None
 
 
-def template_fingerprint(template: dict[str, Any]) -> str:
+def template_fingerprint(template: PodTemplate) -> str:
     """A hash of the pod template, leaving out the size (which scaling changes without a new template)."""
     normalized = copy.deepcopy(template)
     for container in normalized.get("spec", {}).get("containers", []):
@@ -79,20 +82,22 @@ def template_fingerprint(template: dict[str, Any]) -> str:
 def desired_objects(
     mc: MiniCluster,
     namespace: str,
-    owner: dict[str, Any] | None,
+    owner: dict[str, Any] | None,  # open: the owner (our MiniCluster) as the API returns it
     options: RenderOptions,
     certificate: CurveCertificate | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, Any]]:  # open: objects to apply, any kind to the API (and the operator)
     """Secret, ConfigMap, Service, Job in apply order, owned by `owner` (the MiniCluster object) when given."""
     options = replace(options, namespace=namespace, certificate=certificate or options.certificate)
-    objects = render_minicluster(mc, options)
-    for obj in objects:
-        if owner is not None:
-            obj["metadata"]["ownerReferences"] = [owner_reference(owner)]
-        if obj["kind"] == "Job":
-            annotations = obj["metadata"].setdefault("annotations", {})
-            annotations[TEMPLATE_HASH_ANNOTATION] = template_fingerprint(obj["spec"]["template"])
-    return objects
+    rendered = render_objects(mc, options)
+    objects = rendered.in_apply_order()
+    if owner is not None:
+        reference = owner_reference(owner)
+        for obj in objects:
+            obj["metadata"]["ownerReferences"] = [reference.copy()]
+    job = rendered.job
+    annotations = job["metadata"].setdefault("annotations", {})
+    annotations[TEMPLATE_HASH_ANNOTATION] = template_fingerprint(job["spec"]["template"])
+    return [cast(dict[str, Any], obj) for obj in objects]  # open: as above
 
 
 def secret_name(mc: MiniCluster) -> str:

@@ -13,11 +13,15 @@ from typing import Any
 
 from broker.refused import EXIT_REFUSED, refusal_reason
 from miniclusters.api.quantity import cpu_millicores, parse_quantity
-from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING, PodCondition, PodStatus, ResizeOutcome
+from miniclusters.backends.base import (
+    RESIZE_IN_PROGRESS as RESIZE_IN_PROGRESS,  # re-exported: the operator reads them here
+)
+from miniclusters.backends.base import RESIZE_PENDING as RESIZE_PENDING
+from miniclusters.backends.base import PodCondition, PodStatus, ResizeOutcome
 from miniclusters.render.layout import INDEX_LABEL
 
 
-def pod_index(pod: Mapping[str, Any]) -> int | None:
+def pod_index(pod: Mapping[str, Any]) -> int | None:  # open: pods as the API returns them (the operator's too)
     meta = pod.get("metadata", {})
     raw = (meta.get("labels") or {}).get(INDEX_LABEL) or (meta.get("annotations") or {}).get(INDEX_LABEL)
     try:
@@ -26,6 +30,7 @@ def pod_index(pod: Mapping[str, Any]) -> int | None:
         return None
 
 
+# open: pods as the API returns them (the operator's too)
 def _container(pod: Mapping[str, Any], container: str | None) -> Mapping[str, Any]:
     containers = pod.get("spec", {}).get("containers") or [{}]
     if container:
@@ -33,22 +38,26 @@ def _container(pod: Mapping[str, Any], container: str | None) -> Mapping[str, An
     return dict(containers[0])
 
 
+# open: pods as the API returns them (the operator's too)
 def _container_status(pod: Mapping[str, Any], container: str | None) -> Mapping[str, Any]:
     statuses = pod.get("status", {}).get("containerStatuses") or []
     name = container or _container(pod, None).get("name")
     return next((s for s in statuses if s.get("name") == name), {})
 
 
+# open: pods as the API returns them (the operator's too)
 def desired_cpu(pod: Mapping[str, Any], container: str | None = None) -> str | None:
     value = (_container(pod, container).get("resources") or {}).get("requests", {}).get("cpu")
     return None if value is None else str(value)
 
 
+# open: pods as the API returns them (the operator's too)
 def allocated_cpu(pod: Mapping[str, Any], container: str | None = None) -> str | None:
     value = (_container_status(pod, container).get("allocatedResources") or {}).get("cpu")
     return None if value is None else str(value)
 
 
+# open: pods as the API returns them (the operator's too)
 def actual_cpu(pod: Mapping[str, Any], container: str | None = None) -> str | None:
     value = (_container_status(pod, container).get("resources") or {}).get("requests", {}).get("cpu")
     return None if value is None else str(value)
@@ -60,6 +69,7 @@ def same_cpu(a: str | None, b: str | None) -> bool:
     return cpu_millicores(a) == cpu_millicores(b)
 
 
+# open: pods as the API returns them (the operator's too)
 def conditions(pod: Mapping[str, Any]) -> tuple[PodCondition, ...]:
     return tuple(
         PodCondition(
@@ -69,22 +79,24 @@ def conditions(pod: Mapping[str, Any]) -> tuple[PodCondition, ...]:
     )
 
 
-def is_ready(pod: Mapping[str, Any]) -> bool:
+def is_ready(pod: Mapping[str, Any]) -> bool:  # open: pods as the API returns them (the operator's too)
     return any(c.type == "Ready" and c.status == "True" for c in conditions(pod))
 
 
+# open: pods as the API returns them (the operator's too)
 def exit_code(pod: Mapping[str, Any], container: str | None = None) -> int | None:
     terminated = (_container_status(pod, container).get("state") or {}).get("terminated")
     return None if not terminated else int(terminated.get("exitCode", 0))
 
 
+# open: pods as the API returns them (the operator's too)
 def restart_count(pod: Mapping[str, Any], container: str | None = None) -> int:
     """kubectl's RESTARTS: the container's restartCount."""
     count = _container_status(pod, container).get("restartCount")
     return count if isinstance(count, int) else 0
 
 
-def _init_reason(pod: Mapping[str, Any]) -> str | None:
+def _init_reason(pod: Mapping[str, Any]) -> str | None:  # open: pods as the API returns them (the operator's too)
     """An init container that fails or cannot start, as kubectl's STATUS shows it (Init:CrashLoopBackOff): the
     pod's own container never starts then, and its status says only PodInitializing."""
     for status in pod.get("status", {}).get("initContainerStatuses") or []:
@@ -98,6 +110,7 @@ def _init_reason(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
+# open: pods as the API returns them (the operator's too)
 def container_reason(pod: Mapping[str, Any], container: str | None = None) -> str | None:
     """Why the container waits or ended (CrashLoopBackOff, Error, OOMKilled, Init:CrashLoopBackOff, ...), as
     kubectl's STATUS shows."""
@@ -112,6 +125,7 @@ def container_reason(pod: Mapping[str, Any], container: str | None = None) -> st
     return None
 
 
+# open: pods as the API returns them (the operator's too)
 def refused(pod: Mapping[str, Any], container: str | None = None) -> str | None:
     """The reason the container's broker refused to start (exit EXIT_REFUSED, broker/refused.py), from its
     termination message (the log's tail: terminationMessagePolicy FallbackToLogsOnError); None when it did not.
@@ -127,6 +141,7 @@ def refused(pod: Mapping[str, Any], container: str | None = None) -> str | None:
     return refusal_reason(str(ended.get("message") or "")) or f"exit {EXIT_REFUSED}, see its logs (pod {name})"
 
 
+# open: pods as the API returns them (the operator's too)
 def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatus:
     index = pod_index(pod)
     return PodStatus(
@@ -146,9 +161,10 @@ def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatu
     )
 
 
+# open: pods as the API returns them (the operator's too)
 def live_pods(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Pods not being deleted, one per index (the newest wins), sorted by index."""
-    by_index: dict[int, Mapping[str, Any]] = {}
+    by_index: dict[int, Mapping[str, Any]] = {}  # open: pods as the API returns them (the operator's too)
     for pod in pods:
         index = pod_index(pod)
         if index is None or pod.get("metadata", {}).get("deletionTimestamp"):
@@ -160,6 +176,7 @@ def live_pods(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [by_index[i] for i in sorted(by_index)]
 
 
+# open: pods as the API returns them (the operator's too)
 def resize_outcome(pod: Mapping[str, Any], cpu: str, container: str | None = None) -> tuple[ResizeOutcome, str]:
     """What the pod's status says about a CPU resize to `cpu`, with the kubelet's message."""
     for condition in conditions(pod):
@@ -178,7 +195,7 @@ def resize_outcome(pod: Mapping[str, Any], cpu: str, container: str | None = Non
     return ResizeOutcome.ACCEPTED, "resize requested; the kubelet has not reported on it yet"
 
 
-def qos_class(pod_spec: Mapping[str, Any]) -> str:
+def qos_class(pod_spec: Mapping[str, Any]) -> str:  # open: pods as the API returns them (the operator's too)
     """Guaranteed, Burstable or BestEffort (https://kubernetes.io/docs/concepts/workloads/pods/pod-qos/)."""
     containers = list(pod_spec.get("containers") or []) + list(pod_spec.get("initContainers") or [])
     any_set = False

@@ -117,6 +117,7 @@ class LocalBackend:
     def finish_teardown(self, name: str) -> bool:
         return self._lifecycle.finish_teardown(name)
 
+    # open: the spec as stored JSON; the lead context as bursts read it
     def stored_spec(self, name: str) -> dict[str, Any] | None:
         return self._lifecycle.stored_spec(name)
 
@@ -149,6 +150,7 @@ class LocalBackend:
         return self._actuator.resize_many(name, requests)
 
     # ------------------------------------------------------------------ bursts
+    # open: the spec as stored JSON; the lead context as bursts read it
     def lead_context(self, name: str) -> dict[str, Any]:
         return self._bursts.lead_context(name)
 

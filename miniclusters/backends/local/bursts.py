@@ -54,7 +54,7 @@ class Bursts:
                     found.append(other)
         return found
 
-    def lead_context(self, name: str) -> dict[str, Any]:
+    def lead_context(self, name: str) -> dict[str, Any]:  # open: the lead context as bursts read it
         """What the burst service and its plugins need about a cluster's lead (bursting.plugin.LeadContext),
         plus where its broker answers and where its bursts are recorded."""
         _record, mc = self._ctx.load(name)

@@ -130,7 +130,7 @@ class Lifecycle:
         with self._ctx.store.lock():
             return self._finish_teardown(name)
 
-    def stored_spec(self, name: str) -> dict[str, Any] | None:
+    def stored_spec(self, name: str) -> dict[str, Any] | None:  # open: the spec as stored JSON
         """The spec a cluster on this machine was created from (None when there is no such cluster, or only what a
         teardown cut short left of one)."""
         if not self._ctx.store.exists(name):

@@ -8,13 +8,13 @@ import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from broker.curve_cert import render_zcert
 from elasticity.policy.placement import NotEnoughCores, assign_cores
 from miniclusters.api.hosts import pod_hostname, registry_for
-from miniclusters.api.quantity import cpu_millicores
+from miniclusters.api.quantity import Quantity, cpu_millicores
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
 from miniclusters.backends.base import BackendError, CreateOptions, InvalidRequestError
 from miniclusters.backends.local import cgroups, cpusets, flux_view, latency, netns, plan, programs, restart, slots
@@ -122,38 +122,8 @@ class Preparer:
             )
         mode = "netns" if settings.privileged else "process"
         if mode == "netns":
-            leftovers = sorted(n for n in netns.list_namespaces() if n.startswith(f"mc-{name}-"))
-            clash = next((n for n in leftovers if netns.namespace_in_use(n)), None)
-            if clash:
-                raise InvalidRequestError(
-                    f"MiniCluster {name!r}: network namespace {clash!r} already exists on this machine with "
-                    f"processes in it (a cluster of this name from another state directory is running: "
-                    f"`ip netns pids {clash}` lists them); choose another metadata.name"
-                )
-            for stale in leftovers:  # empty namespaces: a crashed run's leftovers, nobody lives there
-                netns.delete_namespace(stale)
-            if leftovers:
-                self._ctx.notify(
-                    f"removed {len(leftovers)} empty network namespace(s) left by a crashed run: {', '.join(leftovers)}"
-                )
-        latency_method: str | None = None
-        if settings.latency:
-            if mode != "netns":
-                raise InvalidRequestError(
-                    f"--latency {settings.latency}: network emulation needs root (pods in their own network "
-                    "namespaces); unprivileged pods share the loopback interface"
-                )
-            latency_method, why = latency_probe()
-            if latency_method is None:
-                raise InvalidRequestError(
-                    f"--latency {settings.latency}: no way to delay packets on this machine ({why}); "
-                    "load sch_netem (e.g. linux-modules-extra), or install iptables and libnetfilter-queue-dev "
-                    "for the NFQUEUE delay line (`make setup`), or drop --latency"
-                )
-            if why:
-                self._ctx.notify(
-                    f"--latency {settings.latency}: netem is unavailable ({why}); using the NFQUEUE delay line"
-                )
+            self._clear_namespaces(name)
+        latency_method = self._latency_method(mode)
         socket_path = store.pod_dir(name, mc.spec.effective_max_size - 1) / "tmp" / "flux-xxxxxxxx" / "local"
         if len(str(socket_path)) > SOCKET_PATH_MAX:
             raise InvalidRequestError(
@@ -161,69 +131,18 @@ class Preparer:
                 f"{SOCKET_PATH_MAX} characters; set MINICLUSTERS_STATE_DIR to a shorter path"
             )
         runner = mc.spec.containers[mc.spec.flux_runner_index]
-        requests, limits = runner.resources.requests, runner.resources.limits
-        cpu = cpu_millicores(requests["cpu"]) if "cpu" in requests else 0
-        cpu_limit = cpu_millicores(limits["cpu"]) if "cpu" in limits else None
-        if cpu == 0 and cpu_limit:
-            cpu = cpu_limit  # Kubernetes defaults a missing request to the limit
-
+        cpu, cpu_limit = runner_cpu(runner.resources.requests, runner.resources.limits)
         try:
             program_path, image_environment = programs.provide_image(runner.image, self._ctx.notify)
         except programs.ProgramBuildError as exc:
             raise BackendError(f"spec.containers[{mc.spec.flux_runner_index}].image: {exc}") from None
         restart_policy, backoff_limit, restart_delay = restart.restart_settings(mc)
-        taken = {store.load(other).slot for other in store.names()}
-        routes = netns.routes_in_use() if mode == "netns" else []
-        loopback = mode != "netns"
-        try:
-            slot = slots.claim(
-                store.cluster_dir(name), lambda busy: plan.choose_slot(taken | busy, routes, loopback).slot
-            )
-        except RuntimeError as exc:
-            raise BackendError(f"MiniCluster {name!r}: {exc}") from None
-        addressing = plan.addressing_for(slot, loopback)
-        driver = cgroups.detect(v2_formula=settings.weight_formula) if mode == "netns" else None
-        if mode == "netns" and driver is None:
-            self._ctx.notify(
-                "notice: no writable cgroup cpu controller: pod CPU weights are approximated with nice levels"
-            )
-        if mode == "process":
-            self._ctx.notify(
-                "notice: not root (or unprivileged mode): pods are plain processes on 127.213.x addresses sharing "
-                "this machine's network, hostname and CPU cgroup (CPU weight approximated with nice levels)"
-            )
-        pinning = cpusets.detect() if mc.spec.placement.cpus == "exclusive" else None
-        if pinning is not None:
-            cores = exclusive_cores_per_pod(mc)
-            try:
-                assign_cores(pinning.machine_cpus(), pinning.taken(), [cores] * mc.spec.size)
-            except NotEnoughCores as exc:
-                raise InvalidRequestError(
-                    f"spec.placement.cpus: exclusive gives each of the {mc.spec.size} pods {cores} core(s) of its "
-                    f"own: {exc}; nothing shares a pinned core, so lower size, tasks or the CPU request, or stop "
-                    "other pinned MiniClusters"
-                ) from None
-        flavour = mc.spec.flux.flavour
+        addressing = self._claim_addressing(name, mode)
+        driver = self._cgroup_driver(mode)
+        pinning = self._pinning(mc)
         environment = image_environment | dict(runner.environment) | restful_credentials(mc)
-        if flavour == "flux":
-            core = self._flux_core()
-            flux = core.flux
-            environment |= flux_environment(core, store.cluster_dir(name))
-        else:
-            flux = find_flux()
-        cluster_dir = store.cluster_dir(name)
-        broker_dir = flux.parent.parent
-        if mode == "process":
-            # A stand-in install: bin/flux is the shim (flux-core's own `flux` knows its prefix), lib the real one.
-            broker_dir = cluster_dir / "broker"
-            (broker_dir / "bin").mkdir(parents=True, exist_ok=True)
-            shim = broker_dir / "bin" / "flux"
-            shim.write_text(HOSTNAME_SHIM.format(flux=str(flux), option=HOSTNAME_OPTION[flavour], env=HOSTNAME_ENV))
-            shim.chmod(0o755)
-            if flavour == "flux":
-                with contextlib.suppress(FileExistsError):
-                    (broker_dir / "lib").symlink_to(flux.parent.parent / "lib")
-                environment["MINICLUSTER_FLUX_VIEW"] = str(broker_dir)
+        broker_dir = self._broker_dir(mc, mode, environment)
+        flavour = mc.spec.flux.flavour
 
         pods = {
             index: PodRecord(
@@ -268,6 +187,111 @@ class Preparer:
         store.save(record)
         return record
 
+    def _clear_namespaces(self, name: str) -> None:
+        """Refuse a network namespace of this name in use; remove the empty ones a crashed run left."""
+        leftovers = sorted(n for n in netns.list_namespaces() if n.startswith(f"mc-{name}-"))
+        clash = next((n for n in leftovers if netns.namespace_in_use(n)), None)
+        if clash:
+            raise InvalidRequestError(
+                f"MiniCluster {name!r}: network namespace {clash!r} already exists on this machine with "
+                f"processes in it (a cluster of this name from another state directory is running: "
+                f"`ip netns pids {clash}` lists them); choose another metadata.name"
+            )
+        for stale in leftovers:  # empty namespaces: a crashed run's leftovers, nobody lives there
+            netns.delete_namespace(stale)
+        if leftovers:
+            self._ctx.notify(
+                f"removed {len(leftovers)} empty network namespace(s) left by a crashed run: {', '.join(leftovers)}"
+            )
+
+    def _latency_method(self, mode: str) -> str | None:
+        """How --latency delays packets here (None without --latency); refused where it cannot."""
+        latency = self._ctx.settings.latency
+        if not latency:
+            return None
+        if mode != "netns":
+            raise InvalidRequestError(
+                f"--latency {latency}: network emulation needs root (pods in their own network "
+                "namespaces); unprivileged pods share the loopback interface"
+            )
+        method, why = latency_probe()
+        if method is None:
+            raise InvalidRequestError(
+                f"--latency {latency}: no way to delay packets on this machine ({why}); "
+                "load sch_netem (e.g. linux-modules-extra), or install iptables and libnetfilter-queue-dev "
+                "for the NFQUEUE delay line (`make setup`), or drop --latency"
+            )
+        if why:
+            self._ctx.notify(f"--latency {latency}: netem is unavailable ({why}); using the NFQUEUE delay line")
+        return method
+
+    def _claim_addressing(self, name: str, mode: str) -> plan.Addressing:
+        """A slot no other cluster here holds (nor a route of this machine's), and its addresses."""
+        store = self._ctx.store
+        taken = {store.load(other).slot for other in store.names()}
+        routes = netns.routes_in_use() if mode == "netns" else []
+        loopback = mode != "netns"
+        try:
+            slot = slots.claim(
+                store.cluster_dir(name), lambda busy: plan.choose_slot(taken | busy, routes, loopback).slot
+            )
+        except RuntimeError as exc:
+            raise BackendError(f"MiniCluster {name!r}: {exc}") from None
+        return plan.addressing_for(slot, loopback)
+
+    def _cgroup_driver(self, mode: str) -> cgroups.CgroupDriver | None:
+        """The cgroup CPU controller pods are weighed with (netns mode), saying when nice levels stand in."""
+        driver = cgroups.detect(v2_formula=self._ctx.settings.weight_formula) if mode == "netns" else None
+        if mode == "netns" and driver is None:
+            self._ctx.notify(
+                "notice: no writable cgroup cpu controller: pod CPU weights are approximated with nice levels"
+            )
+        if mode == "process":
+            self._ctx.notify(
+                "notice: not root (or unprivileged mode): pods are plain processes on 127.213.x addresses sharing "
+                "this machine's network, hostname and CPU cgroup (CPU weight approximated with nice levels)"
+            )
+        return driver
+
+    def _pinning(self, mc: MiniCluster) -> cpusets.CpusetDriver | None:
+        """The cpuset controller for spec.placement.cpus exclusive, refused when the cores are not free."""
+        pinning = cpusets.detect() if mc.spec.placement.cpus == "exclusive" else None
+        if pinning is not None:
+            cores = exclusive_cores_per_pod(mc)
+            try:
+                assign_cores(pinning.machine_cpus(), pinning.taken(), [cores] * mc.spec.size)
+            except NotEnoughCores as exc:
+                raise InvalidRequestError(
+                    f"spec.placement.cpus: exclusive gives each of the {mc.spec.size} pods {cores} core(s) of its "
+                    f"own: {exc}; nothing shares a pinned core, so lower size, tasks or the CPU request, or stop "
+                    "other pinned MiniClusters"
+                ) from None
+        return pinning
+
+    def _broker_dir(self, mc: MiniCluster, mode: str, environment: dict[str, str]) -> Path:
+        """The broker install the pods run (adding flux-core's variables to `environment`): in process mode a
+        stand-in whose bin/flux is the hostname shim (flux-core's own `flux` knows its prefix), lib the real one."""
+        flavour = mc.spec.flux.flavour
+        cluster_dir = self._ctx.store.cluster_dir(mc.name)
+        if flavour == "flux":
+            core = self._flux_core()
+            flux = core.flux
+            environment |= flux_environment(core, cluster_dir)
+        else:
+            flux = find_flux()
+        broker_dir = flux.parent.parent
+        if mode == "process":
+            broker_dir = cluster_dir / "broker"
+            (broker_dir / "bin").mkdir(parents=True, exist_ok=True)
+            shim = broker_dir / "bin" / "flux"
+            shim.write_text(HOSTNAME_SHIM.format(flux=str(flux), option=HOSTNAME_OPTION[flavour], env=HOSTNAME_ENV))
+            shim.chmod(0o755)
+            if flavour == "flux":
+                with contextlib.suppress(FileExistsError):
+                    (broker_dir / "lib").symlink_to(flux.parent.parent / "lib")
+                environment["MINICLUSTER_FLUX_VIEW"] = str(broker_dir)
+        return broker_dir
+
     def _write_files(
         self, mc: MiniCluster, record: ClusterRecord, addressing: plan.Addressing, options: CreateOptions
     ) -> None:
@@ -277,12 +301,13 @@ class Preparer:
         curve = cluster_dir / "curve" / CURVE_FILE
         curve.write_text(render_zcert(certificate_for(mc, options.render.certificate)))
         curve.chmod(0o600)
-        local: dict[str, Any] = {"curve_cert": str(curve), "r_file": str(cluster_dir / "R")}
+        default_connect: str | None = None
+        hosts: list[dict[str, str]] | None = None
         if record.mode == "netns":
-            local["default_connect"] = "tcp://%h:%p"
+            default_connect = "tcp://%h:%p"
         else:
             port = DEFAULT_BROKER_PORT
-            local["hosts"] = [
+            hosts = [
                 {
                     "host": host,
                     "bind": f"tcp://{addressing.pod_address(i)}:{port}",
@@ -290,7 +315,14 @@ class Preparer:
                 }
                 for i, host in enumerate(registry_for(mc).pod_hostnames())
             ]
-        toml = render_broker_toml(mc, NAMESPACE, **local)
+        toml = render_broker_toml(
+            mc,
+            NAMESPACE,
+            curve_cert=str(curve),
+            r_file=str(cluster_dir / "R"),
+            default_connect=default_connect,
+            hosts=hosts,
+        )
         (cluster_dir / "config" / BROKER_TOML).write_text(toml)
         (cluster_dir / ENTRYPOINT).write_text(render_entrypoint(mc))
         self._ctx.store.save_spec(mc.name, mc.to_dict())
@@ -309,6 +341,15 @@ def flux_environment(core: flux_view.FluxCore, cluster_dir: Path) -> dict[str, s
     if core.python_path is not None:
         env["PYTHONPATH"] = str(core.python_path)
     return env
+
+
+def runner_cpu(requests: Mapping[str, Quantity], limits: Mapping[str, Quantity]) -> tuple[int, int | None]:
+    """(request, limit) in millicores of the runner container; a missing request is the limit, as in Kubernetes."""
+    cpu = cpu_millicores(requests["cpu"]) if "cpu" in requests else 0
+    cpu_limit = cpu_millicores(limits["cpu"]) if "cpu" in limits else None
+    if cpu == 0 and cpu_limit:
+        cpu = cpu_limit  # Kubernetes defaults a missing request to the limit
+    return cpu, cpu_limit
 
 
 def latency_probe() -> tuple[str | None, str]:

@@ -97,13 +97,13 @@ class ClusterRecord:
     cluster that `list` and `status` show as Deleting and the next `up` or `down` finishes removing."""
     pods: dict[int, PodRecord] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:  # open: the record and the spec as stored JSON
         data = asdict(self)
         data["pods"] = {str(k): asdict(v) for k, v in sorted(self.pods.items())}
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ClusterRecord:
+    def from_json(cls, data: dict[str, Any]) -> ClusterRecord:  # open: the record and the spec as stored JSON
         pods = {int(k): PodRecord(**v) for k, v in (data.get("pods") or {}).items()}
         return cls(**{**data, "pods": pods})
 
@@ -150,11 +150,12 @@ class StateStore:
         # private: the record may carry the REST API's credentials for the lead pod
         atomic.write_json(directory / STATE_FILE, record.to_json(), mode=0o600)
 
-    def save_spec(self, name: str, spec: dict[str, Any]) -> None:
+    def save_spec(self, name: str, spec: dict[str, Any]) -> None:  # open: the record and the spec as stored JSON
         """The spec (it holds the size a scale changes): written whole, so a reader never sees half of it."""
         atomic.write_json(self.cluster_dir(name) / SPEC_FILE, spec)
 
-    def load_spec(self, name: str) -> dict[str, Any]:
+    def load_spec(self, name: str) -> dict[str, Any]:  # open: the record and the spec as stored JSON
+        # open: the record and the spec as stored JSON
         data: dict[str, Any] = json.loads((self.cluster_dir(name) / SPEC_FILE).read_text())
         return data
 

@@ -102,7 +102,7 @@ def write_state(path: Path, **state: object) -> None:
     replace_text(path, json.dumps(state))
 
 
-def read_state(path: Path) -> dict[str, object]:
+def read_state(path: Path) -> dict[str, object]:  # open: the supervisor's state file as JSON
     """The pod's restart record ({} before the first failure)."""
     try:
         data = json.loads(path.read_text())

@@ -8,45 +8,45 @@ from dataclasses import replace
 
 from elasticity.control.ports import PodResize, ScaleResult
 from miniclusters.backends.base import (
-    ClusterStatus,
     InvalidRequestError,
     ResizeOutcome,
     ResizeResult,
     requested_millicores,
 )
-from miniclusters.backends.podman.core import PodmanCore
-from miniclusters.backends.podman.observe import read_pods, shares_to_millicores, this_machine
+from miniclusters.backends.podman.core import PodmanContext, runner_container
+from miniclusters.backends.podman.observe import shares_to_millicores, this_machine
+from miniclusters.backends.podman.play import PodPlayer
 from miniclusters.backends.policy import check_scale
 
 
-class PodmanActuator(PodmanCore):
-    """scale and resize."""
+class PodmanActuator:
+    """scale and resize: given the context and the pod player."""
 
-    def scale(self, name: str, size: int) -> ClusterStatus:
-        """Add pods for the new indexes (they join as the ranks the broker config registered) or remove the
-        highest ones; the lead (index 0) is never removed."""
-        self.scale_to(name, size)
-        return self.status(name)
+    def __init__(self, ctx: PodmanContext, player: PodPlayer) -> None:
+        self._ctx = ctx
+        self._player = player
 
     def scale_to(self, name: str, size: int) -> ScaleResult:
-        record, mc = self._load(name)
-        registered = int(record.spec["spec"]["maxSize"])
+        """Add pods for the new indexes (they join as the ranks the broker config registered) or remove the
+        highest ones; the lead (index 0) is never removed."""
+        record, mc = self._ctx.load(name)
+        registered = record.registered
         check_scale(mc.spec.min_size, registered, size, name)
         previous = mc.spec.size
-        present = {p.index for p in self._pods(name, mc)}
-        record = self._with_size(record, size)
-        self.store.save(record)
-        record, mc = self._load(name)
-        rendered = self._rendered(record, mc)
+        present = {p.index for p in self._ctx.pods(name, mc)}
+        record = record.with_size(size)
+        self._ctx.store.save(record)
+        record, mc = self._ctx.load(name)
+        rendered = self._ctx.rendered(record, mc)
         gone = sorted(i for i in present if i >= size)
         if gone:
-            self._remove_pods(rendered, gone)
+            self._player.remove_pods(rendered, gone)
             kept = {k: v for k, v in record.cpu.items() if int(k) < size}
             record = replace(record, cpu=kept)
-            self.store.save(record)
+            self._ctx.store.save(record)
         new = [i for i in range(size) if i not in present]
         if new:
-            self._play(record, rendered, new, self._runner(mc), lead_restarts=True)
+            self._player.play(record, rendered, new, runner_container(mc), lead_restarts=True)
         return ScaleResult(name, previous, size)
 
     def resize(self, name: str, index: int, cpu: str) -> ResizeResult:
@@ -57,9 +57,9 @@ class PodmanActuator(PodmanCore):
     def resize_many(self, name: str, requests: Mapping[int, int]) -> dict[int, PodResize]:
         """One `podman update` per pod; a request above this machine's CPUs is Infeasible (as the kubelet says
         of more than the node's capacity) and changes nothing."""
-        record, mc = self._load(name)
+        record, mc = self._ctx.load(name)
         for index, milli in requests.items():
-            self._require_index(name, mc, index)
+            self._ctx.require_index(name, mc, index)
             if milli < 0:
                 raise InvalidRequestError(f"pod index {index}: negative CPU request {milli}m")
         capacity = this_machine().allocatable_millicores
@@ -74,11 +74,11 @@ class PodmanActuator(PodmanCore):
                     milli,
                 )
                 continue
-            self._set_shares(name, index, self._runner(mc), milli)
+            self._player.set_shares(name, index, runner_container(mc), milli)
             record = replace(record, cpu={**record.cpu, str(index): milli})
-            self.store.save(record)
+            self._ctx.store.save(record)
             answers[index] = PodResize(index, ResizeOutcome.DONE, "cpu.shares updated in place", milli)
-        pods = {p.index: p for p in read_pods(self.podman, name, self._runner(mc))}
+        pods = {p.index: p for p in self._ctx.pods(name, mc)}
         out = {}
         for index, answer in answers.items():
             shares = pods[index].cpu_shares if index in pods else None

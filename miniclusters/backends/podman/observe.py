@@ -10,7 +10,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from elasticity.model.node import Node
 from miniclusters.api.quantity import format_millicores
@@ -20,6 +20,33 @@ from miniclusters.backends.podman.pods import CLUSTER_LABEL, cluster_of, contain
 from miniclusters.render.layout import NAME_LABEL
 
 NODE_NAME = "podman"
+
+
+class ContainerState(TypedDict, total=False):
+    Status: str
+    Pid: int
+    ExitCode: int
+    StartedAt: str
+    CgroupPath: str
+    StoppedByUser: bool
+
+
+class RestartPolicy(TypedDict, total=False):
+    Name: str
+
+
+class HostConfig(TypedDict, total=False):
+    RestartPolicy: RestartPolicy
+
+
+class InspectedContainer(TypedDict, total=False):
+    """`podman container inspect`'s document of one container: the fields we read."""
+
+    Id: str
+    Name: str
+    State: ContainerState
+    HostConfig: HostConfig
+    RestartCount: int
 
 
 def this_machine() -> Node:
@@ -40,7 +67,7 @@ class PodmanPod:
     index: int
     name: str
     pod_state: str
-    container: dict[str, Any] | None
+    container: InspectedContainer | None
     stopped_by_user: bool = False
     """Its container was stopped by hand (`podman kill`, `podman stop`): podman will not restart it."""
 
@@ -107,7 +134,7 @@ def phase_of(pod: PodmanPod) -> tuple[str, int | None, str | None]:
     return "Unknown", None, status
 
 
-def _restarted_on_failure(container: dict[str, Any]) -> bool:
+def _restarted_on_failure(container: InspectedContainer) -> bool:
     return bool(container.get("HostConfig", {}).get("RestartPolicy", {}).get("Name") == "on-failure")
 
 
@@ -160,7 +187,7 @@ def read_pods(podman: Podman, cluster: str, runner: str) -> list[PodmanPod]:
         if found is not None and found[0] == cluster:
             indexes[found[1]] = str(pod.get("Status", ""))
     names = [container_name(cluster, i, runner) for i in sorted(indexes)]
-    inspected: dict[str, dict[str, Any]] = {}
+    inspected: dict[str, InspectedContainer] = {}
     if names:
         # Containers may be missing (still initialising): inspect does not stop at the first unknown name.
         answer = podman.run(["container", "inspect", *names], "inspecting containers", check=False)
@@ -175,7 +202,7 @@ def read_pods(podman: Podman, cluster: str, runner: str) -> list[PodmanPod]:
     return pods
 
 
-def stopped_by_user(podman: Podman, container: dict[str, Any]) -> bool:
+def stopped_by_user(podman: Podman, container: InspectedContainer) -> bool:
     """Whether a container that exited non-zero under on-failure was stopped by hand, which is why podman does
     not restart it: newer podman says so in inspect (State.StoppedByUser); 4.3 only in its event log, as a kill
     or stop since the container's last start. Asked only of such a container (one `podman events`)."""

@@ -15,12 +15,22 @@ import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
+from miniclusters.render import RenderedObjects
+from miniclusters.render.kube_types import (
+    ConfigMap,
+    HostAlias,
+    Job,
+    Pod,
+    PodSpec,
+    RenderedObject,
+    Secret,
+    SecretVolumeSource,
+    Service,
+)
 from miniclusters.render.layout import INDEX_LABEL, NAME_LABEL
 
-POD_FIELDS_PODMAN_IGNORES = ("subdomain", "affinity")
-CONTAINER_FIELDS_PODMAN_IGNORES = ("resizePolicy",)
 FIRST_HOST_OFFSET = 2
 """Pod i gets the network's address `first + FIRST_HOST_OFFSET + i` (`.1` is the bridge's gateway)."""
 CLUSTER_LABEL = "miniclusters.dev/backend"
@@ -30,22 +40,33 @@ CLUSTER_LABEL = "miniclusters.dev/backend"
 class Rendered:
     """The objects `render_minicluster` returned, by kind."""
 
-    secret: dict[str, Any]
-    config_map: dict[str, Any]
-    service: dict[str, Any]
-    job: dict[str, Any]
+    secret: Secret
+    config_map: ConfigMap
+    service: Service
+    """The headless Service (the REST one is reached through the lead's address instead)."""
+    job: Job
 
     @classmethod
-    def from_objects(cls, objects: Sequence[Mapping[str, Any]]) -> Rendered:
-        by_kind: dict[str, dict[str, Any]] = {}
+    def from_rendered(cls, objects: RenderedObjects) -> Rendered:
+        return cls(objects.secret, objects.config_map, objects.headless_service, objects.job)
+
+    @classmethod
+    def from_objects(cls, objects: Sequence[RenderedObject]) -> Rendered:
+        """From the list form (render_minicluster), by kind; ValueError when one is missing."""
+        by_kind: dict[str, RenderedObject] = {}
         for obj in objects:
             if obj["kind"] == "Service" and obj["spec"].get("clusterIP") != "None":
                 continue  # the REST Service: reached through the lead's address instead
-            by_kind.setdefault(obj["kind"], dict(obj))
+            by_kind.setdefault(obj["kind"], obj)
         missing = [k for k in ("Secret", "ConfigMap", "Service", "Job") if k not in by_kind]
         if missing:
             raise ValueError(f"rendered objects lack {', '.join(missing)}")
-        return cls(by_kind["Secret"], by_kind["ConfigMap"], by_kind["Service"], by_kind["Job"])
+        return cls(
+            cast(Secret, by_kind["Secret"]),
+            cast(ConfigMap, by_kind["ConfigMap"]),
+            cast(Service, by_kind["Service"]),
+            cast(Job, by_kind["Job"]),
+        )
 
     @property
     def name(self) -> str:
@@ -84,7 +105,7 @@ def host_names(rendered: Rendered, index: int, cluster_domain: str = "cluster.lo
     return [host, f"{host}.{service}", f"{host}.{service}.{rendered.namespace}.svc.{cluster_domain}"]
 
 
-def host_aliases(rendered: Rendered, subnet: str, max_size: int) -> list[dict[str, Any]]:
+def host_aliases(rendered: Rendered, subnet: str, max_size: int) -> list[HostAlias]:
     """/etc/hosts lines for every registered host (up to maxSize): pods added by a scale-up are already named."""
     return [{"ip": pod_address(subnet, i), "hostnames": host_names(rendered, i)} for i in range(max_size)]
 
@@ -96,7 +117,7 @@ def owned_name(cluster: str, index: int, name: str) -> str:
     return f"{pod_name(cluster, index)}-{name}"
 
 
-def _private_volumes(spec: dict[str, Any], cluster: str, index: int) -> None:
+def _private_volumes(spec: PodSpec, cluster: str, index: int) -> None:
     """Rename the pod's emptyDir, ConfigMap and Secret volumes to pod-private names (and their mounts)."""
     renamed: dict[str, str] = {}
     for volume in spec.get("volumes", []):
@@ -116,8 +137,8 @@ def _private_volumes(spec: dict[str, Any], cluster: str, index: int) -> None:
             mount["name"] = renamed.get(mount["name"], mount["name"])
 
 
-def _renamed(obj: Mapping[str, Any], cluster: str, index: int) -> dict[str, Any]:
-    out = copy.deepcopy(dict(obj))
+def _renamed(obj: ConfigMap, cluster: str, index: int) -> ConfigMap:
+    out = copy.deepcopy(obj)
     out["metadata"] = {**out["metadata"], "name": owned_name(cluster, index, out["metadata"]["name"])}
     return out
 
@@ -141,15 +162,14 @@ def orphan_volumes(cluster: str, volumes: Iterable[str], others: Iterable[str]) 
     return [v for v in volumes if mine.match(v) and not any(v.startswith(f"{o}-") for o in longer)]
 
 
-def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) -> dict[str, Any]:
+def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) -> Pod:
     """The Pod the Indexed Job controller would create for `index`, as podman kube play accepts it."""
     template = copy.deepcopy(rendered.job["spec"]["template"])
     spec = template["spec"]
-    for key in POD_FIELDS_PODMAN_IGNORES:
-        spec.pop(key, None)
+    spec.pop("subdomain", None)  # fields podman does not know
+    spec.pop("affinity", None)
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
-        for key in CONTAINER_FIELDS_PODMAN_IGNORES:
-            container.pop(key, None)
+        container.pop("resizePolicy", None)
     for container in spec["containers"]:
         env = [e for e in container.get("env", []) if e.get("name") != "JOB_COMPLETION_INDEX"]
         container["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": str(index)}, *env]
@@ -166,9 +186,10 @@ def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) ->
     }
 
 
-def play_documents(rendered: Rendered, index: int, subnet: str, max_size: int) -> list[dict[str, Any]]:
-    """What one `podman kube play` of pod `index` reads: the Secret and ConfigMap it mounts, then the Pod."""
-    return [_renamed(rendered.config_map, rendered.name, index), pod_for_index(rendered, index, subnet, max_size)]
+def play_documents(rendered: Rendered, index: int, subnet: str, max_size: int) -> tuple[ConfigMap, Pod]:
+    """What one `podman kube play` of pod `index` reads: the ConfigMap it mounts, then the Pod (the Secret's
+    volume the backend fills itself: secret_files)."""
+    return (_renamed(rendered.config_map, rendered.name, index), pod_for_index(rendered, index, subnet, max_size))
 
 
 def secret_volume(rendered: Rendered, index: int) -> str:
@@ -181,7 +202,8 @@ def secret_files(rendered: Rendered) -> dict[str, tuple[bytes, int]]:
     spec = rendered.job["spec"]["template"]["spec"]
     wanted = rendered.secret["metadata"]["name"]
     volumes = spec.get("volumes", [])
-    source: dict[str, Any] = next((v["secret"] for v in volumes if v.get("secret", {}).get("secretName") == wanted), {})
+    none: SecretVolumeSource = {}
+    source = next((v["secret"] for v in volumes if "secret" in v and v["secret"].get("secretName") == wanted), none)
     mode = int(source.get("defaultMode", 0o644))
     data = {key: base64.b64decode(value) for key, value in rendered.secret.get("data", {}).items()}
     if "items" in source:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from common import atomic
+from miniclusters.backends.podman.observe import InspectedContainer
 
 LEDGER_FILE = "restarts.json"
 NEVER_STARTED = "0001-01-01T00:00:00Z"
@@ -39,7 +40,7 @@ class Seen:
         return self.forgotten + self.count
 
 
-def seen_of(container: dict[str, Any]) -> tuple[str, str, int]:
+def seen_of(container: InspectedContainer) -> tuple[str, str, int]:
     """(id, StartedAt, RestartCount) of a container's inspect document: what advance() reads."""
     state = container.get("State") or {}
     return str(container.get("Id", "")), str(state.get("StartedAt", "")), int(container.get("RestartCount") or 0)
@@ -80,6 +81,7 @@ class RestartLedger:
         last = self._load()
         now = {**last, **{index: advance(last.get(index), *observed) for index, observed in seen.items()}}
         if now != last and self.path.parent.is_dir():
+            # open: the ledger as JSON (its entries as dataclasses.asdict gives them)
             document: dict[str, Any] = {str(index): asdict(entry) for index, entry in sorted(now.items())}
             atomic.write_text(self.path, json.dumps(document, indent=1))
         return {index: now[index].restarts for index in seen}

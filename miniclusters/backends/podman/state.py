@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from common import atomic
+from miniclusters.api.spec import MiniCluster
 
 RECORD_FILE = "podman.json"
 
@@ -32,7 +33,7 @@ def state_root() -> Path:
 @dataclass(frozen=True)
 class PodmanRecord:
     name: str
-    spec: dict[str, Any]
+    spec: dict[str, Any]  # open: the MiniCluster as JSON (MiniCluster.to_dict), read back by load_minicluster
     """The MiniCluster (to_dict), spec.size kept at the wanted size and maxSize pinned to the registered hosts."""
     registry: str
     tag: str
@@ -46,6 +47,22 @@ class PodmanRecord:
 
     def cpu_of(self, index: int) -> int | None:
         return self.cpu.get(str(index))
+
+    @property
+    def registered(self) -> int:
+        """The hosts the broker config registers (spec.maxSize, pinned when the cluster was created)."""
+        return int(self.spec["spec"]["maxSize"])
+
+    def with_size(self, size: int) -> PodmanRecord:
+        """This record with spec.size changed (the one writer's record of the wanted size)."""
+        return replace(self, spec={**self.spec, "spec": {**self.spec["spec"], "size": size}})
+
+
+def pinned_spec(mc: MiniCluster, size: int, registered: int) -> dict[str, Any]:  # open: the spec's own JSON
+    """The spec as stored: size as wanted, maxSize pinned to the hosts the broker config registers."""
+    data = mc.to_dict()
+    data["spec"] = {**data["spec"], "size": size, "maxSize": registered}
+    return data
 
 
 class PodmanStore:
