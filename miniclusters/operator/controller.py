@@ -11,7 +11,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,33 +30,21 @@ from miniclusters.backends.kubernetes.api import (
 )
 from miniclusters.campaign.progress import CampaignProgress
 from miniclusters.operator import conditions as cond
-from miniclusters.operator.autoscaling import AutoscaleSupervisor, Decision, PortsFor
+from miniclusters.operator.autoscaling import AutoscaleSupervisor, PortsFor
 from miniclusters.operator.campaign import CampaignStarter, CampaignSupervisor
 from miniclusters.operator.forbidden import RefusedVerb, advice, refused_verb
+from miniclusters.operator.loop_types import ClusterKey, Decision
 from miniclusters.operator.multiplex_progress import MultiplexProgress
 from miniclusters.operator.multiplexing import MultiplexStarter, MultiplexSupervisor
 from miniclusters.operator.queue import WorkQueue
 from miniclusters.operator.reconcile import Apply, DeleteCluster, EventSpec, Observed, Plan, ScaleJob, plan
+from miniclusters.operator.watcher import Watcher
 from miniclusters.render import RenderOptions
 from miniclusters.render.layout import FIELD_MANAGER, NAME_LABEL
 
 log = logging.getLogger("miniclusters.operator")
 REPORTING_CONTROLLER = "miniclusters.dev/operator"
 RESYNC_SECONDS = 300.0
-
-
-@dataclass(frozen=True, order=True)
-class ClusterKey:
-    api_version: str
-    namespace: str
-    name: str
-
-    @property
-    def kind(self) -> Kind:
-        return FLUX_MINICLUSTER if self.api_version == FLUX_MINICLUSTER.api_version else MINICLUSTER
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 def _rfc3339(moment: datetime, micro: bool = False) -> str:
@@ -109,10 +96,8 @@ class Controller:
             if campaign_start
             else None
         )
-        self.watchers = [Watcher(self, kind, None) for kind in self.kinds] + [
-            Watcher(self, JOB, NAME_LABEL),
-            Watcher(self, POD, NAME_LABEL),
-        ]
+        watched = [(kind, None) for kind in self.kinds] + [(JOB, NAME_LABEL), (POD, NAME_LABEL)]
+        self.watchers = [Watcher(api, namespace, kind, selector, self.enqueue) for kind, selector in watched]
 
     # ------------------------------------------------------------------ keys
     def keys_for(self, obj: dict[str, Any]) -> list[ClusterKey]:
@@ -412,55 +397,3 @@ class Controller:
             self.campaigns.step_due()
             due = self.campaigns.next_due()
             stop.wait(1.0 if due is None else min(1.0, max(0.05, due - self.clock())))
-
-
-class Watcher:
-    """list + watch for one kind, feeding keys to the controller's queue; relists on 410 Gone."""
-
-    def __init__(self, controller: Controller, kind: Kind, label_selector: str | None) -> None:
-        self.controller = controller
-        self.kind = kind
-        self.label_selector = label_selector
-        self.resource_version = ""
-        self.failures = 0
-
-    @property
-    def api(self) -> KubeApi:
-        return self.controller.api
-
-    def sync(self) -> None:
-        items, self.resource_version = self.api.list_objects(self.kind, self.controller.namespace, self.label_selector)
-        for item in items:
-            self.controller.enqueue(item)
-
-    resync = sync
-
-    def poll(self, timeout_seconds: int) -> None:
-        if not self.resource_version:
-            self.sync()
-            return
-        events = self.api.watch(
-            self.kind, self.controller.namespace, self.resource_version, timeout_seconds, self.label_selector
-        )
-        for event in events:
-            if event.type == "ERROR":
-                if event.object.get("code") == 410:
-                    self.sync()  # our resourceVersion expired: list again
-                    return
-                raise ApiError(int(event.object.get("code") or 500), "WatchError", str(event.object.get("message")))
-            version = event.object.get("metadata", {}).get("resourceVersion")
-            if version:
-                self.resource_version = version
-            if event.type != "BOOKMARK":
-                self.controller.enqueue(event.object)
-
-    def run(self, stop: threading.Event, timeout_seconds: int) -> None:
-        while not stop.is_set():
-            try:
-                self.poll(timeout_seconds)
-                self.failures = 0
-            except Exception as exc:  # keep watching whatever happens; back off on repeated failures
-                self.failures += 1
-                delay = min(30.0, 0.5 * 2 ** min(self.failures, 6))
-                log.warning("watch %s failed: %s; retrying in %.1fs", self.kind.plural, exc, delay)
-                stop.wait(delay)

@@ -18,17 +18,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from elasticity.control.multiplex_runner import MultiplexRunner, Progress
 from miniclusters.api.fingerprint import fingerprint
 from miniclusters.api.spec import MiniCluster, MultiplexingSpec
-from miniclusters.operator.autoscaling import Decision
+from miniclusters.operator.loop_types import ClusterKey, Decision
 from miniclusters.operator.multiplex_progress import MultiplexProgress, Outcome, RunRecord
 from miniclusters.operator.runners import DEFAULT_INTERVAL, RunnerSupervisor
-
-if TYPE_CHECKING:
-    from miniclusters.operator.controller import ClusterKey
 
 log = logging.getLogger("miniclusters.operator.multiplexing")
 
