@@ -63,7 +63,7 @@ def autoscale(
       minicluster autoscale autoscale --spec examples/autoscale.yaml --until-idle --plot autoscale.png
     """
     from elasticity.policy.autoscale import AutoscaleOptions
-    from miniclusters.api.spec import AutoscaleSpec
+    from miniclusters.api.extension_specs import AutoscaleSpec
     from miniclusters.autoscaling.queue import ExecQueue, local_flux
     from miniclusters.autoscaling.runner import RunOptions, run_autoscaler
     from miniclusters.autoscaling.state import state_file

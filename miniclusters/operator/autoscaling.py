@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from elasticity.control.autoscale import Autoscaler, QueuePort
 from elasticity.control.ports import Actuator, Observer
 from elasticity.policy.autoscale import AutoscaleOptions
-from miniclusters.api.spec import AutoscaleSpec
+from miniclusters.api.extension_specs import AutoscaleSpec
 from miniclusters.operator.loop_types import ClusterKey, Decision
 
 log = logging.getLogger("miniclusters.operator.autoscaling")

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from miniclusters.api.extension_specs import MultiplexingSpec
 from miniclusters.api.fingerprint import fingerprint
-from miniclusters.api.spec import MultiplexingSpec
 
 Outcome = Literal["done", "cancelled"]
 

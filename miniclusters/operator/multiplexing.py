@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from elasticity.control.multiplex_runner import MultiplexRunner, Progress
+from miniclusters.api.extension_specs import MultiplexingSpec
 from miniclusters.api.fingerprint import fingerprint
-from miniclusters.api.spec import MiniCluster, MultiplexingSpec
+from miniclusters.api.spec import MiniCluster
 from miniclusters.operator.loop_types import ClusterKey, Decision
 from miniclusters.operator.multiplex_progress import MultiplexProgress, Outcome, RunRecord
 from miniclusters.operator.runners import DEFAULT_INTERVAL, RunnerSupervisor
