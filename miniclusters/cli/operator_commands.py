@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from miniclusters.cli.cluster_commands import _errors
+from miniclusters.cli.backend_options import backend_errors
 from miniclusters.cli.interrupts import EXIT_INTERRUPTED
 from miniclusters.render import RenderOptions
 
@@ -95,7 +95,7 @@ def operator(
         raise click.UsageError("give --all-namespaces or --namespace, not both")
     if (custom_metrics_port is None) != (custom_metrics_tls is None):
         raise click.UsageError("--custom-metrics-port and --custom-metrics-tls go together")
-    with _errors():
+    with backend_errors():
         api = RealKubeApi.from_kubeconfig(context, namespaces[0] if namespaces else None)
         from miniclusters.backends.kubernetes.backend import KubernetesBackend
         from miniclusters.campaign.kube import kubernetes_campaign_starter
