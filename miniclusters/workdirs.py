@@ -21,8 +21,25 @@ from common.atomic import write_json
 from miniclusters.api.errors import Problem, SpecError
 from miniclusters.api.workdirs import workdir_problem
 
+STATE_ENV = "MINICLUSTERS_STATE_DIR"
 MARKER = ".minicluster-workdir.json"
 """In every work directory we made: {"kind", "cluster", "uid", "created"}."""
+
+
+def state_root() -> Path:
+    """Where this machine keeps our state, whatever the backend: $MINICLUSTERS_STATE_DIR, else
+    $XDG_STATE_HOME/miniclusters, else ~/.local/state/miniclusters (the local backend's clusters live there too)."""
+    explicit = os.environ.get(STATE_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "miniclusters"
+
+
+def workdir_for(kind: str, name: str, configured: str) -> Path:
+    """A run's work directory: the one the spec names, else `.<kind>/<name>` in our state (no cluster is called
+    `.<kind>`: names cannot start with a dot). Not claimed yet: see `claim`."""
+    return Path(configured) if configured else state_root() / f".{kind}" / name
 
 
 def _refuse(field: str, message: str) -> SpecError:

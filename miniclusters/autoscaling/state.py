@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from common import atomic
-from miniclusters.backends.local.state import state_root
+from miniclusters.workdirs import state_root
 
 
 def autoscale_dir() -> Path:

@@ -433,9 +433,3 @@ def replayed_states(path: Path | None) -> dict[str, str]:
             state = str(record["state"]) + ("+profiled" if record.get("duty") is not None else "")
             states[f"{record['ensemble']}/{record['member']}"] = state
     return states
-
-
-def workdir_for(name: str, configured: str) -> Path:
-    from miniclusters.backends.local.state import state_root
-
-    return Path(configured) if configured else state_root() / ".campaign" / name

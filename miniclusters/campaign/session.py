@@ -35,7 +35,7 @@ from miniclusters.campaign.results import (
     unused_scaled_pods,
     write_tables,
 )
-from miniclusters.campaign.runner import CampaignRunner, Loops, workdir_for
+from miniclusters.campaign.runner import CampaignRunner, Loops
 from miniclusters.campaign.state_file import save_state
 
 MPI_SETTINGS = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_btl": "tcp,self"}
@@ -45,7 +45,7 @@ DEFAULT_RIGID_M = 1000
 def plan_of(mc: MiniCluster) -> CampaignPlan:
     spec = mc.spec.campaign
     assert spec is not None
-    return plan_campaign(spec, workdir_for(mc.name, spec.workdir))
+    return plan_campaign(spec, workdirs.workdir_for("campaign", mc.name, spec.workdir))
 
 
 def claim_workdir(mc: MiniCluster) -> Path:
@@ -53,7 +53,7 @@ def claim_workdir(mc: MiniCluster) -> Path:
     spec.campaign.workdir: before anything is written or deleted there."""
     spec = mc.spec.campaign
     assert spec is not None
-    path = workdir_for(mc.name, spec.workdir)
+    path = workdirs.workdir_for("campaign", mc.name, spec.workdir)
     return workdirs.claim(path, "spec.campaign.workdir", mc.name, "campaign", ours=not spec.workdir)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from common import atomic
 from miniclusters import pidlock
-from miniclusters.backends.local.state import state_root
+from miniclusters.workdirs import state_root
 
 
 def campaign_dir() -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from miniclusters.autoscaling.state import read_loop_state
-from miniclusters.backends.local.state import state_root
+from miniclusters.workdirs import state_root
 
 
 def state_file(backend: str, name: str) -> Path:
