@@ -3,7 +3,7 @@ across a restart of the operator (split from spec.py; the CRD's status schema is
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -73,3 +73,52 @@ class MiniClusterStatus(BaseModel):
     phase: str = ""
     """Pending, Scaling, Running, NotReady, Completed, Failed or Invalid (the operator's summary of its
     conditions: the Phase column of `kubectl get miniclusters`)."""
+
+
+# The same status as JSON, as the operator reads and writes it through the API (camelCase keys).
+class ConditionJson(TypedDict):
+    """A metav1.Condition."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    lastTransitionTime: str
+    observedGeneration: int
+
+
+class CampaignStatusJson(TypedDict):
+    """``status.campaign`` (CampaignStatus)."""
+
+    spec: str
+    jobs: dict[str, str]
+    reruns: dict[str, int]
+    cancelled: list[str]
+    started: float
+    outcome: NotRequired[Literal["done", "cancelled"]]
+
+
+class MultiplexingStatusJson(TypedDict):
+    """``status.multiplexing`` (MultiplexingStatus)."""
+
+    spec: str
+    run: str
+    jobs: dict[str, str]
+    attempts: dict[str, int]
+    started: float
+    outcome: NotRequired[Literal["done", "cancelled"]]
+
+
+class StatusJson(TypedDict, total=False):
+    """``status`` (MiniClusterStatus)."""
+
+    size: int
+    selector: str
+    jobid: str
+    maximumSize: int
+    conditions: list[ConditionJson]
+    observedGeneration: int
+    readyPods: int
+    campaign: CampaignStatusJson
+    multiplexing: MultiplexingStatusJson
+    phase: str

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from miniclusters.api.spec import MiniCluster
+from miniclusters.api.status import CampaignStatusJson, MultiplexingStatusJson
 from miniclusters.backends.kubernetes.api import (
     CONFIG_MAP,
     EVENT,
@@ -245,7 +246,9 @@ class Controller:
         """status.multiplexing := progress (operator/multiplex_progress.py)."""
         return self._record_status(key, "multiplexing", progress.to_status())
 
-    def _record_status(self, key: ClusterKey, field: str, value: dict[str, Any], attempts: int = 5) -> bool:
+    def _record_status(
+        self, key: ClusterKey, field: str, value: CampaignStatusJson | MultiplexingStatusJson, attempts: int = 5
+    ) -> bool:
         """status.<field> := value, read-modify-write retried on 409 Conflict; False (and a log line) when it
         could not be written: the supervisor tries again after its next step."""
         for _ in range(attempts):

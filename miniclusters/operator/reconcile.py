@@ -8,12 +8,14 @@ created twice; an existing CURVE certificate is reused; the immutable Job templa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.conversion import from_flux_operator
 from miniclusters.api.errors import Problem
 from miniclusters.api.spec import FLUX_OPERATOR_API_VERSION, MiniCluster
+from miniclusters.api.status import ConditionJson, StatusJson
+from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING, PodStatus
 from miniclusters.backends.kubernetes.jobs import job_outcome, registered_hosts, scale_patch
 from miniclusters.backends.kubernetes.objects import (
     TEMPLATE_HASH_ANNOTATION,
@@ -21,7 +23,7 @@ from miniclusters.backends.kubernetes.objects import (
     desired_objects,
     selector_for,
 )
-from miniclusters.backends.kubernetes.status import RESIZE_IN_PROGRESS, RESIZE_PENDING, live_pods, pod_status
+from miniclusters.backends.kubernetes.status import live_pods, pod_status
 from miniclusters.operator import conditions as cond
 from miniclusters.render import RenderOptions
 
@@ -71,7 +73,7 @@ class EventSpec:
 @dataclass(frozen=True)
 class Plan:
     actions: list[Action]
-    status: dict[str, Any]
+    status: StatusJson
     events: list[EventSpec]
     mc: MiniCluster | None = None
 
@@ -119,30 +121,75 @@ def _service_differs(current: dict[str, Any] | None, desired: dict[str, Any]) ->
 def plan(observed: Observed, options: RenderOptions, now: str) -> Plan:
     """What to do for one MiniCluster and the status it should show afterwards."""
     cluster = observed.cluster
-    meta = cluster["metadata"]
-    generation = int(meta.get("generation", 0))
-    old_status = dict(cluster.get("status") or {})
-    conditions: list[dict[str, Any]] = list(old_status.get("conditions") or [])
-    events: list[EventSpec] = []
+    generation = int(cluster["metadata"].get("generation", 0))
+    old_status = cast(StatusJson, dict(cluster.get("status") or {}))  # the one place the stored status is read
     try:
         mc = with_registered_ceiling(load_cluster(cluster), observed.job)
     except SpecError as exc:
-        message = "; ".join(str(p) for p in exc.problems)
-        was = cond.find(conditions, cond.INVALID_SPEC)
-        if not (was and was.get("status") == "True" and was.get("message") == message):
-            events.append(EventSpec("Warning", "InvalidSpec", "Validate", f"nothing changed: {message}"))
-        conditions = cond.set_condition(conditions, cond.INVALID_SPEC, True, "SpecRejected", message, now, generation)
-        ready_condition = cond.find(conditions, cond.READY)
-        if ready_condition is None or ready_condition.get("status") != "True":
-            conditions = cond.set_condition(
-                conditions, cond.READY, False, "InvalidSpec", "the spec is invalid; see InvalidSpec", now, generation
-            )
-        status = {**old_status, "conditions": conditions, "observedGeneration": generation, "phase": "Invalid"}
-        status.setdefault("selector", selector_for(meta["name"]))
-        status.setdefault("size", 0)
-        return Plan([], status, events)
+        return _invalid(cluster, old_status, exc, now, generation)
+    actions, template_drift = _object_actions(observed, mc, options)
+    events = [_action_event(action, mc) for action in actions]
+    finished, succeeded = job_outcome(observed.job)
+    pods = [pod_status(p) for p in live_pods(observed.pods)]
+    ready = sum(1 for p in pods if p.ready)
+    job = observed.job
+    job_size = int(job["spec"].get("parallelism") or 0) if job else 0
+    stamp = _Stamp(now, generation)
+    conditions = list(old_status.get("conditions") or [])
+    conditions = cond.set_condition(conditions, cond.INVALID_SPEC, False, "SpecValid", "", now, generation)
+    outcome = (finished, bool(succeeded))
+    conditions = _ready(conditions, stamp, outcome, job is not None and job_size == mc.spec.size, ready, mc)
+    conditions = _scaling(conditions, stamp, finished, job_size, pods, mc.spec.size)
+    conditions = _resizing(conditions, stamp, pods)
+    job_failures = int(((job or {}).get("status") or {}).get("failed") or 0)
+    conditions = _degraded(conditions, stamp, template_drift, outcome, pods, job_failures, mc)
+    status: StatusJson = {
+        **old_status,
+        "size": job_size,
+        "selector": selector_for(mc.name),
+        "maximumSize": mc.spec.effective_max_size,
+        "readyPods": ready,
+        "observedGeneration": generation,
+        "conditions": conditions,
+        "phase": phase_of(conditions, ready),
+    }
+    return Plan(actions, status, events, mc)
 
-    namespace = meta.get("namespace") or mc.namespace
+
+@dataclass(frozen=True)
+class _Stamp:
+    """When a condition is set, and for which generation of the spec."""
+
+    now: str
+    generation: int
+
+
+def _invalid(cluster: dict[str, Any], old_status: StatusJson, exc: SpecError, now: str, generation: int) -> Plan:
+    """A spec in error changes nothing: InvalidSpec (with one Warning Event per new message) and phase Invalid."""
+    meta = cluster["metadata"]
+    conditions = list(old_status.get("conditions") or [])
+    events: list[EventSpec] = []
+    message = "; ".join(str(p) for p in exc.problems)
+    was = cond.find(conditions, cond.INVALID_SPEC)
+    if not (was and was.get("status") == "True" and was.get("message") == message):
+        events.append(EventSpec("Warning", "InvalidSpec", "Validate", f"nothing changed: {message}"))
+    conditions = cond.set_condition(conditions, cond.INVALID_SPEC, True, "SpecRejected", message, now, generation)
+    ready_condition = cond.find(conditions, cond.READY)
+    if ready_condition is None or ready_condition.get("status") != "True":
+        conditions = cond.set_condition(
+            conditions, cond.READY, False, "InvalidSpec", "the spec is invalid; see InvalidSpec", now, generation
+        )
+    status: StatusJson = {**old_status, "conditions": conditions, "observedGeneration": generation, "phase": "Invalid"}
+    status.setdefault("selector", selector_for(meta["name"]))
+    status.setdefault("size", 0)
+    return Plan([], status, events)
+
+
+def _object_actions(observed: Observed, mc: MiniCluster, options: RenderOptions) -> tuple[list[Action], str]:
+    """What to apply, scale or delete to reach the desired objects, and why the Job's template cannot follow
+    (empty when it can)."""
+    cluster = observed.cluster
+    namespace = cluster["metadata"].get("namespace") or mc.namespace
     certificate = certificate_from_secret(observed.secret)
     desired = {o["kind"]: o for o in desired_objects(mc, namespace, cluster, options, certificate)}
     actions: list[Action] = []
@@ -152,7 +199,6 @@ def plan(observed: Observed, options: RenderOptions, now: str) -> Plan:
         actions.append(Apply(desired["ConfigMap"], "Created" if observed.config_map is None else "Updated"))
     if _service_differs(observed.service, desired["Service"]):
         actions.append(Apply(desired["Service"], "Created" if observed.service is None else "Updated"))
-
     job = observed.job
     finished, succeeded = job_outcome(job)
     template_drift = ""
@@ -172,44 +218,50 @@ def plan(observed: Observed, options: RenderOptions, now: str) -> Plan:
             actions.append(ScaleJob(patch, current, int(patch["spec"]["parallelism"])))
     if finished and succeeded and mc.spec.cleanup:
         actions.append(DeleteCluster("the lead broker finished and spec.cleanup is set"))
+    return actions, template_drift
 
-    for action in actions:
-        if isinstance(action, Apply):
-            kind, name = action.obj["kind"], action.obj["metadata"]["name"]
-            events.append(EventSpec("Normal", action.reason, "Apply", f"{action.reason.lower()} {kind} {name}"))
-        elif isinstance(action, ScaleJob):
-            note = f"scaled Job from {action.from_size} to {action.to_size} pods (spec.size {mc.spec.size})"
-            events.append(EventSpec("Normal", "Scaled", "Scale", note))
-        else:
-            events.append(EventSpec("Normal", "Deleted", "Delete", action.reason))
 
-    pods = [pod_status(p) for p in live_pods(observed.pods)]
-    active = [p for p in pods if p.phase in ("Pending", "Running")]
-    ready = sum(1 for p in pods if p.ready)
+def _action_event(action: Action, mc: MiniCluster) -> EventSpec:
+    if isinstance(action, Apply):
+        kind, name = action.obj["kind"], action.obj["metadata"]["name"]
+        return EventSpec("Normal", action.reason, "Apply", f"{action.reason.lower()} {kind} {name}")
+    if isinstance(action, ScaleJob):
+        note = f"scaled Job from {action.from_size} to {action.to_size} pods (spec.size {mc.spec.size})"
+        return EventSpec("Normal", "Scaled", "Scale", note)
+    return EventSpec("Normal", "Deleted", "Delete", action.reason)
+
+
+def _ready(
+    conditions: list[ConditionJson],
+    at: _Stamp,
+    outcome: tuple[bool, bool],
+    job_at_size: bool,
+    ready: int,
+    mc: MiniCluster,
+) -> list[ConditionJson]:
+    finished, succeeded = outcome
     size = mc.spec.size
-    job_size = int(job["spec"].get("parallelism") or 0) if job else 0
-
-    conditions = cond.set_condition(conditions, cond.INVALID_SPEC, False, "SpecValid", "", now, generation)
     if finished:
         word = "Completed" if succeeded else "Failed"
-        conditions = cond.set_condition(conditions, cond.READY, False, word, f"the Job {word.lower()}", now, generation)
-    elif job is not None and ready >= size and job_size == size:
-        conditions = cond.set_condition(
-            conditions, cond.READY, True, "AllPodsReady", f"{ready}/{size} pods ready", now, generation
-        )
-    else:
-        conditions = cond.set_condition(
-            conditions, cond.READY, False, "PodsNotReady", f"{ready}/{size} pods ready", now, generation
-        )
+        return cond.set_condition(conditions, cond.READY, False, word, f"the Job {word.lower()}", at.now, at.generation)
+    message = f"{ready}/{size} pods ready"
+    if job_at_size and ready >= size:
+        return cond.set_condition(conditions, cond.READY, True, "AllPodsReady", message, at.now, at.generation)
+    return cond.set_condition(conditions, cond.READY, False, "PodsNotReady", message, at.now, at.generation)
 
-    scaling = not finished and (job_size != size or len(active) != size)
-    if scaling:
+
+def _scaling(
+    conditions: list[ConditionJson], at: _Stamp, finished: bool, job_size: int, pods: list[PodStatus], size: int
+) -> list[ConditionJson]:
+    active = [p for p in pods if p.phase in ("Pending", "Running")]
+    if not finished and (job_size != size or len(active) != size):
         direction = "ScalingUp" if max(job_size, len(active)) < size else "ScalingDown"
         message = f"{len(active)} pods active, Job parallelism {job_size}, spec.size {size}"
-        conditions = cond.set_condition(conditions, cond.SCALING, True, direction, message, now, generation)
-    else:
-        conditions = cond.set_condition(conditions, cond.SCALING, False, "AtSize", f"{size} pods", now, generation)
+        return cond.set_condition(conditions, cond.SCALING, True, direction, message, at.now, at.generation)
+    return cond.set_condition(conditions, cond.SCALING, False, "AtSize", f"{size} pods", at.now, at.generation)
 
+
+def _resizing(conditions: list[ConditionJson], at: _Stamp, pods: list[PodStatus]) -> list[ConditionJson]:
     resizing = []
     for p in pods:
         for c in p.conditions:
@@ -219,51 +271,46 @@ def plan(observed: Observed, options: RenderOptions, now: str) -> Plan:
     if resizing:
         reasons = sorted({r for r, _ in resizing}, key=_reason_order)
         message = "; ".join(m for _, m in resizing)
-        conditions = cond.set_condition(conditions, cond.RESIZING, True, reasons[0], message, now, generation)
-    else:
-        conditions = cond.set_condition(conditions, cond.RESIZING, False, "NoResize", "", now, generation)
+        return cond.set_condition(conditions, cond.RESIZING, True, reasons[0], message, at.now, at.generation)
+    return cond.set_condition(conditions, cond.RESIZING, False, "NoResize", "", at.now, at.generation)
 
+
+def _degraded(
+    conditions: list[ConditionJson],
+    at: _Stamp,
+    template_drift: str,
+    outcome: tuple[bool, bool],
+    pods: list[PodStatus],
+    job_failures: int,
+    mc: MiniCluster,
+) -> list[ConditionJson]:
+    finished, succeeded = outcome
     failed = [p for p in pods if p.phase == "Failed"]
-    job_failures = int(((job or {}).get("status") or {}).get("failed") or 0)
     if template_drift:
-        conditions = cond.set_condition(
-            conditions, cond.DEGRADED, True, "PodTemplateImmutable", template_drift, now, generation
-        )
+        reason, message = "PodTemplateImmutable", template_drift
     elif finished and not succeeded:
-        conditions = cond.set_condition(conditions, cond.DEGRADED, True, "JobFailed", "the Job failed", now, generation)
+        reason, message = "JobFailed", "the Job failed"
     elif failed or job_failures:
         names = ", ".join(f"{p.name} (exit {p.exit_code})" for p in failed) or "replaced by the Job controller"
+        reason = "PodsFailed"
         message = f"{max(job_failures, len(failed))} pod failure(s) (backoffLimit {mc.spec.backoff_limit}): {names}"
-        conditions = cond.set_condition(conditions, cond.DEGRADED, True, "PodsFailed", message, now, generation)
     else:
-        conditions = cond.set_condition(conditions, cond.DEGRADED, False, "AsExpected", "", now, generation)
-
-    status = {
-        **old_status,
-        "size": job_size,
-        "selector": selector_for(mc.name),
-        "maximumSize": mc.spec.effective_max_size,
-        "readyPods": ready,
-        "observedGeneration": generation,
-        "conditions": conditions,
-        "phase": phase_of(conditions, ready),
-    }
-    return Plan(actions, status, events, mc)
+        return cond.set_condition(conditions, cond.DEGRADED, False, "AsExpected", "", at.now, at.generation)
+    return cond.set_condition(conditions, cond.DEGRADED, True, reason, message, at.now, at.generation)
 
 
-def phase_of(conditions: list[dict[str, Any]], ready_pods: int) -> str:
+def phase_of(conditions: list[ConditionJson], ready_pods: int) -> str:
     """One word for `kubectl get miniclusters` (the Phase column), read off the conditions just set: Completed or
     Failed once the Job ended, Running when every pod is ready at size, Pending before any pod is ready, Scaling
     while the size changes, else NotReady (a pod lost or restarting)."""
-    ready = cond.find(conditions, cond.READY) or {}
-    if ready.get("reason") in ("Completed", "Failed"):
+    ready = cond.find(conditions, cond.READY)
+    if ready is not None and ready.get("reason") in ("Completed", "Failed"):
         return str(ready["reason"])
-    if ready.get("status") == "True":
+    if ready is not None and ready.get("status") == "True":
         return "Running"
     if ready_pods == 0:
         return "Pending"
-    scaling = cond.find(conditions, cond.SCALING) or {}
-    return "Scaling" if scaling.get("status") == "True" else "NotReady"
+    return "Scaling" if cond.is_true(conditions, cond.SCALING) else "NotReady"
 
 
 def _reason_order(reason: str) -> int:
