@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from broker.jobs.archive import ArchiveError, read_archive, summary
+from broker.jobs.archive import read_archive, summary
+from broker.jobs.archive_members import ArchiveError
 from miniclusters.api.spec import MiniCluster
 from miniclusters.errors import MiniclustersError
 

@@ -6,6 +6,7 @@ what it serves: Services, EndpointSlices, Pods and Namespaces.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from miniclusters.localkube.layout import Layout
@@ -41,9 +42,12 @@ def apply(layout: Layout, objects: list[dict[str, Any]]) -> None:
     """Server-side apply as the administrator (kubernetes' dynamic client)."""
     from kubernetes import config, dynamic
 
-    api_client = config.new_client_from_config(config_file=str(layout.kubeconfig))
+    # the client library is unannotated: these are the calls we make of it
+    new_client: Callable[..., Any] = config.new_client_from_config
+    dynamic_client: Callable[[Any], Any] = dynamic.DynamicClient
+    api_client = new_client(config_file=str(layout.kubeconfig))
     try:
-        client = dynamic.DynamicClient(api_client)
+        client = dynamic_client(api_client)
         for body in objects:
             resource = client.resources.get(api_version=body["apiVersion"], kind=body["kind"])
             resource.server_side_apply(

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from miniclusters.api.campaign import CampaignSpec
+from miniclusters.api.fingerprint import fingerprint
 from miniclusters.api.spec import MiniCluster
-from miniclusters.campaign.progress import CampaignProgress, fingerprint
+from miniclusters.campaign.progress import CampaignProgress
 from miniclusters.operator.loop_types import ClusterKey, Decision
 from miniclusters.operator.runners import DEFAULT_INTERVAL, RunnerSupervisor
 
