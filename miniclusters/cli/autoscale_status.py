@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from miniclusters.autoscaling.state import AutoscalerState
 from miniclusters.backends.base import QUERY_TIMEOUT, Backend, BackendError, ClusterStatus
 
 
@@ -67,7 +68,7 @@ def print_drains(drains: list[dict[str, str]]) -> None:
         )
 
 
-def print_autoscaler_state(state: dict[str, Any]) -> None:
+def print_autoscaler_state(state: AutoscalerState) -> None:
     """The loop's last saved state, as the multiplexing controller's is shown."""
     alive = "running" if state.get("running") else "stopped" + (f": {state['stopped']}" if state.get("stopped") else "")
     by = {"up": "started by up", "cli": "minicluster autoscale"}.get(str(state.get("started_by")), "")

@@ -13,6 +13,7 @@ from rich.table import Table
 from elasticity.control.multiplex import summary_rows
 from elasticity.control.multiplex_runner import Progress
 from miniclusters.multiplex.session import Session
+from miniclusters.multiplex.state_file import MultiplexState
 
 
 def progress_text(progress: Progress) -> str:
@@ -90,7 +91,7 @@ def print_summary(session: Session, same_pids: bool, console: Console | None = N
     console.print(table)
 
 
-def print_controller_state(state: dict[str, Any]) -> None:
+def print_controller_state(state: MultiplexState) -> None:
     """The multiplexing controller's last saved state, for `minicluster status` (whoever started it)."""
     sims = state.get("simulations") or []
     by_state: dict[str, int] = {}
