@@ -20,6 +20,7 @@ from elasticity.workloads.foam import FoamError, log_tail
 from elasticity.workloads.naca_sweep import final_coefficients
 from miniclusters.campaign.observe import last_time_step, read_stamp
 from miniclusters.campaign.plan import ENDED, SOLVER, SUBMITTED, CampaignPlan, Member
+from miniclusters.campaign.state_file import ClusterTotals
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ REFUSED = (ResizeOutcome.DEFERRED.value, ResizeOutcome.INFEASIBLE.value)
 """Resize outcomes the node did not take (the runner counts the others)."""
 
 
-def cluster_totals(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def cluster_totals(events: Sequence[dict[str, Any]]) -> ClusterTotals:
     """The runner's cluster figures read back from its event log, for a reader that did not run it (`up` following
     the operator's campaign): CPU-seconds requested (integrated over the samples), resizes the node took, scales."""
     samples = [e for e in events if e.get("kind") == "sample"]
