@@ -29,6 +29,7 @@ from miniclusters.campaign.figures import plot_polar
 from miniclusters.campaign.observe import exec_jobs
 from miniclusters.campaign.plan import CampaignPlan, batch_script, plan_campaign
 from miniclusters.campaign.results import (
+    CampaignEvent,
     cluster_totals,
     ensemble_results,
     member_results,
@@ -163,7 +164,8 @@ def live_fields(runner: CampaignRunner) -> LiveFields:
 def report(plan: CampaignPlan, title: str) -> Report:
     """Results from the files (tables and both PNGs in the work directory); the summary for the state file."""
     events_path = plan.workdir / "events.jsonl"
-    events = list(read_events(events_path)) if events_path.exists() else []
+    raw = list(read_events(events_path)) if events_path.exists() else []
+    events = cast("list[CampaignEvent]", raw)  # the log as the runner wrote it
     members = member_results(plan, events)
     ensembles = ensemble_results(plan, events, members)
     files = write_tables(plan.workdir, members, ensembles)
@@ -171,7 +173,7 @@ def report(plan: CampaignPlan, title: str) -> Report:
     if any(m.cl is not None for m in members):
         files.append(plot_polar(members, polar, f"{title}: force coefficients"))
     if any(e.get("kind") == "sample" for e in events):
-        files.append(plot_campaign_timeline(events, plan.workdir / "timeline.png", f"{title}: timeline"))
+        files.append(plot_campaign_timeline(raw, plan.workdir / "timeline.png", f"{title}: timeline"))
     totals = cluster_totals(events)
     return {
         "members": [cast(MemberRow, asdict(m)) for m in members],
