@@ -13,6 +13,7 @@ from typing import Any
 from miniclusters.api.crd_rules import VALIDATIONS
 from miniclusters.api.spec import API_GROUP, API_VERSION, KIND, MiniClusterSpec
 from miniclusters.api.status import MiniClusterStatus
+from miniclusters.kube_shapes import Manifest
 
 PLURAL = "miniclusters"
 CRD_NAME = f"{PLURAL}.{API_GROUP}"
@@ -115,7 +116,7 @@ def schema_node(root: dict[str, Any], location: str) -> dict[str, Any]:
     return node
 
 
-def build_crd() -> dict[str, Any]:
+def build_crd() -> Manifest:
     """The CRD: our group, the MiniCluster kind, status and scale subresources (for kubectl scale / HPA)."""
     spec_schema = structural_schema(MiniClusterSpec)
     status_schema = structural_schema(MiniClusterStatus)

@@ -255,7 +255,7 @@ def manifests(output: str | None, registry: str | None, tag: str | None, tenants
 
     defaults = RenderOptions()
     options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
-    text = dump_yaml_stream(build_manifests(options, tenants=parsed))
+    text = dump_yaml_stream(dict(m) for m in build_manifests(options, tenants=parsed))
     if output:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}", err=True)

@@ -30,7 +30,7 @@ def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str_presenter)
 
 
-def dump_yaml_stream(objects: Iterable[dict[str, Any]]) -> str:
+def dump_yaml_stream(objects: Iterable[dict[str, Any]]) -> str:  # open: any Kubernetes or MiniCluster document
     return yaml.dump_all(list(objects), Dumper=_Dumper, sort_keys=False, explicit_start=True)
 
 
@@ -183,7 +183,7 @@ def crd(output: str | None) -> None:
     """
     from miniclusters.api.crd import build_crd
 
-    text = dump_yaml_stream([build_crd()])
+    text = dump_yaml_stream([dict(build_crd())])
     if output:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}", err=True)

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from miniclusters.kube_shapes import Manifest
 from miniclusters.localkube.layout import Layout
 
 FIELD_MANAGER = "miniclusters-kube"
 
 
-def coredns_rbac() -> list[dict[str, Any]]:
-    role = {
+def coredns_rbac() -> list[Manifest]:
+    role: Manifest = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": "miniclusters:coredns", "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
@@ -28,7 +29,7 @@ def coredns_rbac() -> list[dict[str, Any]]:
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
         ],
     }
-    binding = {
+    binding: Manifest = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": {"name": "miniclusters:coredns", "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
@@ -38,7 +39,7 @@ def coredns_rbac() -> list[dict[str, Any]]:
     return [role, binding]
 
 
-def apply(layout: Layout, objects: list[dict[str, Any]]) -> None:
+def apply(layout: Layout, objects: list[Manifest]) -> None:
     """Server-side apply as the administrator (kubernetes' dynamic client)."""
     from kubernetes import config, dynamic
 
