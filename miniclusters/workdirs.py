@@ -15,7 +15,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from common.atomic import write_json
 from miniclusters.api.errors import Problem, SpecError
@@ -46,7 +46,16 @@ def _refuse(field: str, message: str) -> SpecError:
     return SpecError([Problem(field, message)])
 
 
-def read_marker(path: Path) -> dict[str, Any] | None:
+class Marker(TypedDict, total=False):
+    """The marker's fields; a marker written by hand may lack some (then it is not ours)."""
+
+    kind: str
+    cluster: str
+    uid: int
+    created: str
+
+
+def read_marker(path: Path) -> Marker | None:
     """The marker of `path` when it has a readable one (a regular file holding a JSON object), else None."""
     marker = path / MARKER
     if marker.is_symlink() or not marker.is_file():
@@ -55,7 +64,7 @@ def read_marker(path: Path) -> dict[str, Any] | None:
         value = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return value if isinstance(value, dict) else None
+    return cast(Marker, value) if isinstance(value, dict) else None
 
 
 def claim(path: Path, field: str, cluster: str, kind: str, *, ours: bool = False) -> Path:

@@ -17,7 +17,7 @@ Python twin; tests/kubernetes runs the same cases on the real server and the fak
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from miniclusters.api.campaign import CAMPAIGN_BASE
 from miniclusters.api.names import DNS1123_LABEL, MPI_CALL, NOT_A_LABEL, NOT_BLANK
@@ -41,24 +41,35 @@ def _words(text: str, *args: str) -> str:
     return f"{literal(text)}.format([{', '.join(args)}])" if args else literal(text)
 
 
-def _rule(rule: str, field_path: str, message: str, *args: str) -> dict[str, Any]:
-    out = {"rule": rule, "messageExpression": _words(message, *args), "reason": "FieldValueInvalid"}
-    return {**out, "fieldPath": field_path} if field_path else out
+class ValidationRule(TypedDict):
+    """One `x-kubernetes-validations` entry."""
+
+    rule: str
+    messageExpression: str
+    reason: str
+    fieldPath: NotRequired[str]
 
 
-def _label(field: str) -> dict[str, Any]:
+def _rule(rule: str, field_path: str, message: str, *args: str) -> ValidationRule:
+    out: ValidationRule = {"rule": rule, "messageExpression": _words(message, *args), "reason": "FieldValueInvalid"}
+    if field_path:
+        out["fieldPath"] = field_path
+    return out
+
+
+def _label(field: str) -> ValidationRule:
     """`field` empty or a DNS-1123 label (its length is the schema's maxLength)."""
     value = f"self.{field}"
     return _rule(f"{value} == '' || {value}.matches({literal(DNS1123_LABEL.pattern)})", f".{field}",
                  f"'%s' {NOT_A_LABEL}", value)  # fmt: skip
 
 
-def _absolute(field: str) -> dict[str, Any]:
+def _absolute(field: str) -> ValidationRule:
     value = f"self.{field}"
     return _rule(f"{value} == '' || {value}.startsWith('/')", f".{field}", "'%s' must be an absolute path", value)
 
 
-def _mpi_call(field: str) -> dict[str, Any]:
+def _mpi_call(field: str) -> ValidationRule:
     value = f"self.{field}"
     return _rule(f"{value} == '' || {value}.matches({literal(MPI_CALL.pattern)})", f".{field}",
                  "'%s' is not an MPI call name (e.g. MPI_Allreduce)", value)  # fmt: skip
@@ -217,7 +228,7 @@ MALLEABLE = [  # run_rules._malleable
           "must be within [runtimeMin, runtimeMax]"),
 ]  # fmt: skip
 
-VALIDATIONS: dict[str, list[dict[str, Any]]] = {
+VALIDATIONS: dict[str, list[ValidationRule]] = {
     "": [  # rules._names: the server itself holds metadata.name to a DNS-1123 subdomain, of up to 253 characters
         _rule(
             "size(self.metadata.name) <= 63",
