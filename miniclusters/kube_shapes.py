@@ -1,7 +1,9 @@
-"""The Kubernetes objects we write ourselves (the operator's install, tenants and metrics API, the local cluster's
-add-ons), as TypedDicts: the envelope and RBAC to the field, each kind's spec as Kubernetes documents it.
+"""Kubernetes objects as TypedDicts: the ones we write ourselves (the operator's install, tenants and metrics API,
+the local cluster's add-ons) and the ones the operator reads (KubeObject): the envelope, metadata and RBAC to the
+field, each kind's spec and status as Kubernetes documents them.
 
-Objects read back from the API server stay the backend's (backends/kubernetes/api.py); these are what we build.
+The backend's KubeApi speaks plain dicts; the operator turns what it reads into KubeObject where it reads it
+(controller.py, watcher.py) and hands the API a plain dict (`dict(obj)`) where it writes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ class ObjectMeta(TypedDict, total=False):
     namespace: str
     labels: dict[str, str]
     annotations: dict[str, str]
+    # set by the API server
+    uid: str
+    resourceVersion: str
+    generation: int
+    deletionTimestamp: str
 
 
 class PolicyRule(TypedDict):
@@ -48,6 +55,14 @@ class Manifest(TypedDict, total=False):
     type: str
     data: dict[str, str]
     spec: dict[str, Any]  # open: each kind's spec (Deployment, Service, APIService, CRD) as Kubernetes documents it
+
+
+class KubeObject(Manifest, total=False):
+    """An object as the API server returns it (a watch's ERROR carries code and message instead)."""
+
+    status: dict[str, Any]  # open: each kind's status as Kubernetes documents it
+    code: int
+    message: str
 
 
 class Volume(TypedDict, total=False):

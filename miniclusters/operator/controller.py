@@ -12,10 +12,10 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import cast
 
 from miniclusters.api.spec import MiniCluster
-from miniclusters.api.status import CampaignStatusJson, MultiplexingStatusJson
+from miniclusters.api.status import CampaignStatusJson, MultiplexingStatusJson, StatusJson
 from miniclusters.backends.kubernetes.api import (
     CONFIG_MAP,
     EVENT,
@@ -30,6 +30,7 @@ from miniclusters.backends.kubernetes.api import (
     KubeApi,
 )
 from miniclusters.campaign.progress import CampaignProgress
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.operator import conditions as cond
 from miniclusters.operator.autoscaling import AutoscaleSupervisor, PortsFor
 from miniclusters.operator.campaign import CampaignStarter, CampaignSupervisor
@@ -101,7 +102,7 @@ class Controller:
         self.watchers = [Watcher(api, namespace, kind, selector, self.enqueue) for kind, selector in watched]
 
     # ------------------------------------------------------------------ keys
-    def keys_for(self, obj: dict[str, Any]) -> list[ClusterKey]:
+    def keys_for(self, obj: KubeObject) -> list[ClusterKey]:
         """The MiniCluster(s) an object belongs to: itself, or the one named by its NAME_LABEL."""
         meta = obj.get("metadata", {})
         namespace = meta.get("namespace", "")
@@ -112,14 +113,14 @@ class Controller:
             return []
         return [ClusterKey(kind.api_version, namespace, name) for kind in self.kinds]
 
-    def enqueue(self, obj: dict[str, Any]) -> None:
+    def enqueue(self, obj: KubeObject) -> None:
         for key in self.keys_for(obj):
             self.queue.add(key)
 
     # ------------------------------------------------------------------ one reconcile
     def observe(self, key: ClusterKey) -> Observed | None:
         try:
-            cluster = self.api.get(key.kind, key.namespace, key.name)
+            cluster = self._read(key.kind, key.namespace, key.name)
         except ApiError as exc:
             if exc.not_found:
                 return None  # deleted: the garbage collector removes what it owned
@@ -134,16 +135,20 @@ class Controller:
             config_map=self._optional(CONFIG_MAP, ns, f"{name}-flux-config"),
             service=self._service(cluster, ns),
             job=self._optional(JOB, ns, name),
-            pods=self.api.list_objects(POD, ns, f"{NAME_LABEL}={name}")[0],
+            pods=cast("list[KubeObject]", self.api.list_objects(POD, ns, f"{NAME_LABEL}={name}")[0]),
         )
 
-    def _service(self, cluster: dict[str, Any], namespace: str) -> dict[str, Any] | None:
+    def _service(self, cluster: KubeObject, namespace: str) -> KubeObject | None:
         network = (cluster.get("spec") or {}).get("network") or {}
         return self._optional(SERVICE, namespace, network.get("headlessName") or cluster["metadata"]["name"])
 
-    def _optional(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+    def _read(self, kind: Kind, namespace: str, name: str) -> KubeObject:
+        """The object as the API server has it: where what the operator reads becomes a KubeObject."""
+        return cast(KubeObject, self.api.get(kind, namespace, name))
+
+    def _optional(self, kind: Kind, namespace: str, name: str) -> KubeObject | None:
         try:
-            return self.api.get(kind, namespace, name)
+            return self._read(kind, namespace, name)
         except ApiError as exc:
             if exc.not_found:
                 return None
@@ -166,13 +171,14 @@ class Controller:
         loops_mc = None if self._runs_campaign(result.mc) else result.mc
         if self.autoscalers is not None:
             self.autoscalers.sync(key, loops_mc.spec.autoscale if loops_mc is not None else None)
+        stored = cast(StatusJson | None, observed.cluster.get("status"))  # a MiniCluster's status
         if self.multiplexers is not None:  # its first step profiles a simulation: only once every pod is ready
             ready = cond.is_true(list(result.status.get("conditions") or []), cond.READY)
-            recorded_run = MultiplexProgress.from_status(observed.cluster.get("status"))
+            recorded_run = MultiplexProgress.from_status(stored)
             self.multiplexers.sync(key, loops_mc, ready, recorded=recorded_run)
         if self.campaigns is not None:  # its ensembles need the pods the spec starts with
             ready = cond.is_true(list(result.status.get("conditions") or []), cond.READY)
-            recorded = CampaignProgress.from_status(observed.cluster.get("status"))
+            recorded = CampaignProgress.from_status(stored)
             self.campaigns.sync(key, result.mc, ready, recorded=recorded)
         for action in result.actions:
             self._act(key, action)
@@ -190,13 +196,13 @@ class Controller:
 
     def _act(self, key: ClusterKey, action: Apply | ScaleJob | DeleteCluster) -> None:
         if isinstance(action, Apply):
-            self.api.apply(action.obj, field_manager=FIELD_MANAGER, force=True)
+            self.api.apply(dict(action.obj), field_manager=FIELD_MANAGER, force=True)
         elif isinstance(action, ScaleJob):
-            self.api.patch(JOB, key.namespace, key.name, action.patch, field_manager=FIELD_MANAGER)
+            self.api.patch(JOB, key.namespace, key.name, dict(action.patch), field_manager=FIELD_MANAGER)
         else:
             self.api.delete(key.kind, key.namespace, key.name, "Foreground")
 
-    def emit(self, cluster: dict[str, Any], event: EventSpec) -> None:
+    def emit(self, cluster: KubeObject, event: EventSpec) -> None:
         """Record an events.k8s.io/v1 Event about the MiniCluster; best effort (a lost event is not an error)."""
         meta = cluster["metadata"]
         self._event_serial += 1
@@ -272,7 +278,7 @@ class Controller:
             decision = Decision(decision.status, decision.reason, advice(refused), decision.event_type)
             log.error("%s: the %s loop: %s", key, action, decision.message)
         try:
-            cluster = self.api.get(key.kind, key.namespace, key.name)
+            cluster = self._read(key.kind, key.namespace, key.name)
             status = dict(cluster.get("status") or {})
             old = list(status.get("conditions") or [])
             if condition is not None:
@@ -282,7 +288,8 @@ class Controller:
                     old, condition, decision.status, decision.reason, decision.message, now, generation
                 )
                 if new != old:
-                    cluster = self.api.replace({**cluster, "status": {**status, "conditions": new}}, "status")
+                    body = {**cluster, "status": {**status, "conditions": new}}
+                    cluster = cast(KubeObject, self.api.replace(body, "status"))
             if decision.event_type is not None:
                 self.emit(cluster, EventSpec(decision.event_type, decision.reason, action, decision.message))
         except Exception as exc:
@@ -322,7 +329,7 @@ class Controller:
             return
         self._said_forbidden[key] = said
         try:
-            cluster = self.api.get(key.kind, key.namespace, key.name)
+            cluster = self._read(key.kind, key.namespace, key.name)
         except ApiError:
             return
         self.emit(cluster, EventSpec("Warning", "Forbidden", "Reconcile", said))

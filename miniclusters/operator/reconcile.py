@@ -8,7 +8,7 @@ created twice; an existing CURVE certificate is reused; the immutable Job templa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Literal, TypedDict, cast
 
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.conversion import from_flux_operator
@@ -24,6 +24,7 @@ from miniclusters.backends.kubernetes.objects import (
     selector_for,
 )
 from miniclusters.backends.kubernetes.status import live_pods, pod_status
+from miniclusters.kube_shapes import KubeObject, Manifest, ObjectMeta
 from miniclusters.operator import conditions as cond
 from miniclusters.render import RenderOptions
 
@@ -32,24 +33,36 @@ from miniclusters.render import RenderOptions
 class Observed:
     """Everything the plan looks at, as read from the API (None when absent)."""
 
-    cluster: dict[str, Any]
-    secret: dict[str, Any] | None = None
-    config_map: dict[str, Any] | None = None
-    service: dict[str, Any] | None = None
-    job: dict[str, Any] | None = None
-    pods: list[dict[str, Any]] = field(default_factory=list)
+    cluster: KubeObject
+    secret: KubeObject | None = None
+    config_map: KubeObject | None = None
+    service: KubeObject | None = None
+    job: KubeObject | None = None
+    pods: list[KubeObject] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Apply:
-    obj: dict[str, Any]
+    obj: Manifest
     reason: str
     """Created or Updated."""
 
 
+class ScaleSpec(TypedDict, total=False):
+    parallelism: int
+    completions: int
+
+
+class JobScalePatch(TypedDict):
+    """A merge patch of the Job's size, guarded by its resourceVersion (backends/kubernetes/jobs.py)."""
+
+    metadata: ObjectMeta
+    spec: ScaleSpec
+
+
 @dataclass(frozen=True)
 class ScaleJob:
-    patch: dict[str, Any]
+    patch: JobScalePatch
     from_size: int
     to_size: int
 
@@ -78,21 +91,21 @@ class Plan:
     mc: MiniCluster | None = None
 
 
-def load_cluster(cluster: dict[str, Any]) -> MiniCluster:
+def load_cluster(cluster: KubeObject) -> MiniCluster:
     """Our MiniCluster from a stored object of either kind (the Flux Operator's is converted); SpecError if bad."""
     data = {k: v for k, v in cluster.items() if k != "status"}
-    meta = data.get("metadata", {})
-    data["metadata"] = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
-    if data.get("apiVersion") == FLUX_OPERATOR_API_VERSION:
+    meta = cluster.get("metadata", {})
+    data["metadata"] = {k: v for k, v in meta.items() if k in ("name", "namespace", "labels", "annotations")}
+    if cluster.get("apiVersion") == FLUX_OPERATOR_API_VERSION:
         return from_flux_operator(data)
     return load_minicluster(data, source=f"MiniCluster {meta.get('namespace')}/{meta.get('name')}")
 
 
-def with_registered_ceiling(mc: MiniCluster, job: dict[str, Any] | None) -> MiniCluster:
+def with_registered_ceiling(mc: MiniCluster, job: KubeObject | None) -> MiniCluster:
     """The spec with its ceiling taken from what was created: without spec.maxSize the ceiling is the hosts the
     Job's pods were created with (not the current size), so a scale down (kubectl scale, an HPA) never renders a
     smaller broker config, and a scale up beyond those hosts is refused."""
-    registered = registered_hosts(job)
+    registered = registered_hosts(None if job is None else dict(job))
     if registered is None or mc.spec.max_size:
         return mc
     if mc.spec.size > registered:
@@ -105,13 +118,11 @@ def with_registered_ceiling(mc: MiniCluster, job: dict[str, Any] | None) -> Mini
     return mc.model_copy(update={"spec": mc.spec.model_copy(update={"max_size": registered})})
 
 
-def _differs(current: dict[str, Any] | None, desired: dict[str, Any], keys: tuple[str, ...]) -> bool:
-    if current is None:
-        return True
-    return any(current.get(k) != desired.get(k) for k in keys)
+def _data_differs(current: KubeObject | None, desired: Manifest) -> bool:
+    return current is None or current.get("data") != desired.get("data")
 
 
-def _service_differs(current: dict[str, Any] | None, desired: dict[str, Any]) -> bool:
+def _service_differs(current: KubeObject | None, desired: Manifest) -> bool:
     if current is None:
         return True
     have, want = current.get("spec", {}), desired["spec"]
@@ -129,7 +140,7 @@ def plan(observed: Observed, options: RenderOptions, now: str) -> Plan:
         return _invalid(cluster, old_status, exc, now, generation)
     actions, template_drift = _object_actions(observed, mc, options)
     events = [_action_event(action, mc) for action in actions]
-    finished, succeeded = job_outcome(observed.job)
+    finished, succeeded = job_outcome(None if observed.job is None else dict(observed.job))
     pods = [pod_status(p) for p in live_pods(observed.pods)]
     ready = sum(1 for p in pods if p.ready)
     job = observed.job
@@ -164,7 +175,7 @@ class _Stamp:
     generation: int
 
 
-def _invalid(cluster: dict[str, Any], old_status: StatusJson, exc: SpecError, now: str, generation: int) -> Plan:
+def _invalid(cluster: KubeObject, old_status: StatusJson, exc: SpecError, now: str, generation: int) -> Plan:
     """A spec in error changes nothing: InvalidSpec (with one Warning Event per new message) and phase Invalid."""
     meta = cluster["metadata"]
     conditions = list(old_status.get("conditions") or [])
@@ -190,17 +201,18 @@ def _object_actions(observed: Observed, mc: MiniCluster, options: RenderOptions)
     (empty when it can)."""
     cluster = observed.cluster
     namespace = cluster["metadata"].get("namespace") or mc.namespace
-    certificate = certificate_from_secret(observed.secret)
-    desired = {o["kind"]: o for o in desired_objects(mc, namespace, cluster, options, certificate)}
+    certificate = certificate_from_secret(None if observed.secret is None else dict(observed.secret))
+    rendered = desired_objects(mc, namespace, dict(cluster), options, certificate)
+    desired = {o["kind"]: cast(Manifest, o) for o in rendered}  # what render made, as Kubernetes documents it
     actions: list[Action] = []
     if observed.secret is None or certificate is None:
         actions.append(Apply(desired["Secret"], "Created" if observed.secret is None else "Updated"))
-    if _differs(observed.config_map, desired["ConfigMap"], ("data",)):
+    if _data_differs(observed.config_map, desired["ConfigMap"]):
         actions.append(Apply(desired["ConfigMap"], "Created" if observed.config_map is None else "Updated"))
     if _service_differs(observed.service, desired["Service"]):
         actions.append(Apply(desired["Service"], "Created" if observed.service is None else "Updated"))
     job = observed.job
-    finished, succeeded = job_outcome(job)
+    finished, succeeded = job_outcome(None if job is None else dict(job))
     template_drift = ""
     if job is None:
         actions.append(Apply(desired["Job"], "Created"))
@@ -212,7 +224,7 @@ def _object_actions(observed: Observed, mc: MiniCluster, options: RenderOptions)
                 "the pod template changed, but a Job's pod template is immutable: the running pods keep the old "
                 "one; delete and re-create the MiniCluster to apply it (spec.size changes apply in place)"
             )
-        patch = None if finished else scale_patch(job, mc.spec.size)
+        patch = None if finished else cast(JobScalePatch | None, scale_patch(dict(job), mc.spec.size))
         if patch is not None:
             current = int(job["spec"].get("parallelism") or 0)
             actions.append(ScaleJob(patch, current, int(patch["spec"]["parallelism"])))

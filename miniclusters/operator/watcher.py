@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 from miniclusters.backends.kubernetes.api import ApiError, Kind, KubeApi
+from miniclusters.kube_shapes import KubeObject
 
 log = logging.getLogger("miniclusters.operator")
 
@@ -24,7 +25,7 @@ class Watcher:
         namespace: str | None,
         kind: Kind,
         label_selector: str | None,
-        enqueue: Callable[[dict[str, Any]], None],
+        enqueue: Callable[[KubeObject], None],
     ) -> None:
         self.api = api
         self.namespace = namespace
@@ -37,7 +38,7 @@ class Watcher:
     def sync(self) -> None:
         items, self.resource_version = self.api.list_objects(self.kind, self.namespace, self.label_selector)
         for item in items:
-            self.enqueue(item)
+            self.enqueue(cast(KubeObject, item))
 
     resync = sync
 
@@ -56,7 +57,7 @@ class Watcher:
             if version:
                 self.resource_version = version
             if event.type != "BOOKMARK":
-                self.enqueue(event.object)
+                self.enqueue(cast(KubeObject, event.object))
 
     def run(self, stop: threading.Event, timeout_seconds: int) -> None:
         while not stop.is_set():
