@@ -18,7 +18,6 @@ from miniclusters.api.spec import MiniCluster
 from miniclusters.api.status import CampaignStatusJson, MultiplexingStatusJson, StatusJson
 from miniclusters.backends.kubernetes.api import (
     CONFIG_MAP,
-    EVENT,
     FLUX_MINICLUSTER,
     JOB,
     MINICLUSTER,
@@ -34,6 +33,7 @@ from miniclusters.kube_shapes import KubeObject
 from miniclusters.operator import conditions as cond
 from miniclusters.operator.autoscaling import AutoscaleSupervisor, PortsFor
 from miniclusters.operator.campaign import CampaignStarter, CampaignSupervisor
+from miniclusters.operator.events import event_body, rfc3339
 from miniclusters.operator.forbidden import RefusedVerb, advice, refused_verb
 from miniclusters.operator.loop_types import ClusterKey, Decision
 from miniclusters.operator.multiplex_progress import MultiplexProgress
@@ -45,13 +45,7 @@ from miniclusters.render import RenderOptions
 from miniclusters.render.layout import FIELD_MANAGER, NAME_LABEL
 
 log = logging.getLogger("miniclusters.operator")
-REPORTING_CONTROLLER = "miniclusters.dev/operator"
 RESYNC_SECONDS = 300.0
-
-
-def _rfc3339(moment: datetime, micro: bool = False) -> str:
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
 
 class Controller:
@@ -165,7 +159,7 @@ class Controller:
             if self.campaigns is not None:
                 self.campaigns.sync(key, None, gone=True)
             return None
-        now = _rfc3339(self.wall())
+        now = rfc3339(self.wall())
         result = plan(observed, self.options, now)
         # a campaign's runner carries both loops through one plan: the standalone loops leave its cluster alone
         loops_mc = None if self._runs_campaign(result.mc) else result.mc
@@ -204,36 +198,12 @@ class Controller:
 
     def emit(self, cluster: KubeObject, event: EventSpec) -> None:
         """Record an events.k8s.io/v1 Event about the MiniCluster; best effort (a lost event is not an error)."""
-        meta = cluster["metadata"]
         self._event_serial += 1
-        moment = self.wall()
-        body = {
-            "apiVersion": EVENT.api_version,
-            "kind": "Event",
-            "metadata": {
-                "name": f"{meta['name']}.{int(moment.timestamp() * 1e6):x}{self._event_serial:04x}",
-                "namespace": meta.get("namespace"),
-            },
-            "eventTime": _rfc3339(moment, micro=True),
-            "reportingController": REPORTING_CONTROLLER,
-            "reportingInstance": self.instance,
-            "action": event.action,
-            "reason": event.reason,
-            "type": event.type,
-            "note": event.note[:1024],
-            "regarding": {
-                "apiVersion": cluster["apiVersion"],
-                "kind": cluster["kind"],
-                "name": meta["name"],
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-        }
+        body = event_body(cluster, event, self.wall(), self._event_serial, self.instance)
         try:
-            self.api.create(body)
+            self.api.create(dict(body))
         except ApiError as exc:
-            log.warning("could not record event %s for %s: %s", event.reason, meta["name"], exc)
+            log.warning("could not record event %s for %s: %s", event.reason, body["regarding"]["name"], exc)
 
     def _report_autoscaling(self, key: ClusterKey, decision: Decision) -> None:
         self._report_loop(key, decision, cond.AUTOSCALING, "Autoscale")
@@ -282,7 +252,7 @@ class Controller:
             status = dict(cluster.get("status") or {})
             old = list(status.get("conditions") or [])
             if condition is not None:
-                now = _rfc3339(self.wall())
+                now = rfc3339(self.wall())
                 generation = int(cluster["metadata"].get("generation") or 0)
                 new = cond.set_condition(
                     old, condition, decision.status, decision.reason, decision.message, now, generation
