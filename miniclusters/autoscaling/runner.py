@@ -24,7 +24,7 @@ from elasticity.control.timeline import plot_autoscale_timeline
 from elasticity.policy.autoscale import AutoscaleOptions
 from miniclusters import pidlock
 from miniclusters.autoscaling.queue import ExecQueue
-from miniclusters.autoscaling.state import AutoscalerStep, StepNote, autoscale_dir, save_state, state_file
+from miniclusters.autoscaling.state import AutoscalerState, StepNote, autoscale_dir, save_state, state_file
 from miniclusters.backends.base import Backend, BackendError, NotFoundError
 from miniclusters.backends.local.state import StateStore
 from miniclusters.backends.ports import ports_for
@@ -88,8 +88,7 @@ class _Status:
         if scaler.last is not None and (self.last is None or self.last[0] is not scaler.last):
             self.last = (scaler.last, time.time())
         last = None if self.last is None else {**cast(dict[str, object], self.last[0]), "at": self.last[1]}
-        fields: AutoscalerStep = {
-            **(note or StepNote()),
+        fields: AutoscalerState = {
             "cluster": self.name,
             "running": running,
             "started_by": self.started_by,
@@ -98,6 +97,13 @@ class _Status:
             "last_event": last,
             "events": str(self.events),
         }
+        if note is not None:  # key by key: a TypedDict takes no other TypedDict's keys in bulk
+            if "wanted" in note:
+                fields["wanted"] = note["wanted"]
+            if "reason" in note:
+                fields["reason"] = note["reason"]
+            if "stopped" in note:
+                fields["stopped"] = note["stopped"]
         with contextlib.suppress(OSError):
             save_state(self.path, fields)
 

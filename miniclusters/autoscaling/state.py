@@ -39,22 +39,13 @@ class StepNote(TypedDict, total=False):
     stopped: str
 
 
-class AutoscalerStep(StepNote, total=False):
-    """What the autoscaler writes at every step."""
-
-    cluster: str
-    running: bool
-    started_by: str
-    size: int | None
-    draining: list[int]
-    last_event: dict[str, Any] | None  # open: the loop's last event line, its fields by kind
-    events: str
-
-
-class AutoscalerState(AutoscalerStep, LoopState, total=False):
+class AutoscalerState(LoopState, StepNote, total=False):
     """The autoscaler's state file: its step, its pid and when it was written."""
 
     pid: int
+    size: int | None
+    draining: list[int]
+    events: str
 
 
 def autoscale_dir() -> Path:
@@ -66,7 +57,7 @@ def state_file(backend: str, name: str) -> Path:
     return autoscale_dir() / f"{backend}-{name}.json"
 
 
-def save_state(path: Path, fields: AutoscalerStep) -> None:
+def save_state(path: Path, fields: AutoscalerState) -> None:
     """Write the loop's state (with our pid and the time) so a reader never sees half of it. The folder is made
     by the loop's lock; when it is gone (the whole state directory was removed), nothing is written back."""
     if not path.parent.is_dir():

@@ -12,7 +12,7 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from miniclusters.api.crd import CRD_NAME, build_crd
 from miniclusters.backends.kubernetes.api import (
@@ -34,7 +34,7 @@ from miniclusters.backends.kubernetes.api import (
 )
 from miniclusters.backends.wait import NEVER_STARTS as NEVER_STARTS_UP
 from miniclusters.errors import MiniclustersError
-from miniclusters.kube_shapes import Manifest
+from miniclusters.kube_shapes import KubeObject, Manifest
 from miniclusters.operator.manifests import LABELS, LEASE_NAME, NAME, NAMESPACE, CampaignVolume, build_manifests
 from miniclusters.operator.metrics_api import MetricsTLS, metrics_objects
 from miniclusters.render.options import RenderOptions
@@ -172,7 +172,7 @@ class OperatorState:
         return f"{self.available_replicas}/{self.replicas} available; {pods}"
 
 
-def _pod_row(pod: dict[str, Any]) -> PodRow:  # open: a Pod as the API server returns it
+def _pod_row(pod: KubeObject) -> PodRow:
     status = pod.get("status") or {}
     containers = status.get("containerStatuses") or []
     reason, message = status.get("phase", "Pending"), ""
@@ -208,7 +208,7 @@ def operator_state(api: KubeApi) -> OperatorState:
     state.replicas = int(spec.get("replicas") or 0)
     state.available_replicas = int(status.get("availableReplicas") or 0)
     pods, _ = api.list_objects(POD, NAMESPACE, SELECTOR)
-    state.pods = [_pod_row(p) for p in pods if not p["metadata"].get("deletionTimestamp")]
+    state.pods = [_pod_row(cast(KubeObject, p)) for p in pods if not p["metadata"].get("deletionTimestamp")]
     try:
         lease = api.get(LEASE, NAMESPACE, LEASE_NAME)
         state.leader = str((lease.get("spec") or {}).get("holderIdentity") or "")

@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypedDict, cast
+from typing import Literal, TypedDict, cast
 
 from miniclusters.backends.kubernetes.api import LEASE, ApiError, KubeApi
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.operator.manifests import LEASE_NAME
 
 log = logging.getLogger("miniclusters.operator.leader")
@@ -47,8 +48,7 @@ class Observed:
     seen_at: float
 
 
-# open: `lease` is the Lease as the API server returns it
-def decide(lease: dict[str, Any] | None, identity: str, last: Observed | None, now: float) -> tuple[Action, Observed]:
+def decide(lease: KubeObject | None, identity: str, last: Observed | None, now: float) -> tuple[Action, Observed]:
     """What to do with the Lease as it is now: create it, take it (free, or not renewed for its duration), renew
     it (ours), or wait; and the record as observed (``seen_at`` moves only when the record changed)."""
     if lease is None:
@@ -179,9 +179,9 @@ class LeaderElector:
         finally:
             self.renewed_at = None
 
-    def _get(self) -> dict[str, Any] | None:  # open: the Lease as the API server returns it
+    def _get(self) -> KubeObject | None:
         try:
-            return self.api.get(LEASE, self.namespace, self.name)
+            return cast(KubeObject, self.api.get(LEASE, self.namespace, self.name))  # the Lease as the server has it
         except ApiError as exc:
             if exc.not_found:
                 return None
