@@ -20,6 +20,7 @@ CRD_NAME = f"{PLURAL}.{API_GROUP}"
 _DROP_KEYS = {"title", "$defs", "additionalProperties", "examples"}
 
 
+# open: JSON Schema as pydantic makes it
 def _resolve(node: Any, defs: dict[str, Any]) -> Any:
     if isinstance(node, list):
         return [_resolve(item, defs) for item in node]
@@ -97,12 +98,14 @@ def _structural(node: JsonSchema) -> JsonSchema:
     return out
 
 
+# open: a JSON Schema node (OpenAPI v3), any of its keywords
 def structural_schema(model: type[Any]) -> dict[str, Any]:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     resolved = _resolve(raw, raw.get("$defs", {}))
     return _structural(resolved)
 
 
+# open: JSON Schema nodes, any of their keywords
 def schema_node(root: dict[str, Any], location: str) -> dict[str, Any]:
     """The node of `root` at a crd_rules location (`spec.containers[].volumes{}`)."""
     node = root

@@ -100,6 +100,7 @@ class PodSpec(SpecModel):
     host_pid: bool = Field(default=False, alias="hostPID")
     resources: dict[str, Quantity] = Field(default_factory=dict)
     """A ResourceList; the operator renders it as the pod's overhead."""
+    # open: a corev1.SecurityContext, passed through to the container
     security_context: dict[str, Any] = Field(default_factory=dict)
     """A corev1.PodSecurityContext, passed through (checked against the Kubernetes schema on render)."""
 
@@ -107,6 +108,7 @@ class PodSpec(SpecModel):
 class ResourceRequirements(SpecModel):
     limits: dict[str, Quantity] = Field(default_factory=dict)
     requests: dict[str, Quantity] = Field(default_factory=dict)
+    # open: corev1 PodResourceClaims, passed through to the pods
     claims: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -167,6 +169,7 @@ class Container(SpecModel):
     life_cycle: LifeCycle = Field(default_factory=LifeCycle)
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     commands: Commands = Field(default_factory=Commands)
+    # open: a corev1.SecurityContext, passed through to the container
     security_context: dict[str, Any] = Field(default_factory=dict)
     """A corev1.SecurityContext, passed through; the older `addCapabilities` list is also understood."""
 
@@ -180,6 +183,7 @@ class FluxContainer(SpecModel):
     image_pull_secret: str = ""
     image: str = DEFAULT_FLUX_VIEW_IMAGE
     pull_always: bool = False
+    # open: a corev1.SecurityContext, passed through to the container
     security_context: dict[str, Any] = Field(default_factory=dict)
     mount_path: str = "/mnt/flux"
 
@@ -250,6 +254,7 @@ class FluxSpec(SpecModel):
 
 class MiniClusterSpec(SpecModel):
     containers: list[Container] = Field(min_length=1, max_length=CONTAINERS_MAX)
+    # open: resourcev1 ResourceClaims, passed through
     resource_claims: list[dict[str, Any]] = Field(default_factory=list)
     services: list[Container] = Field(default_factory=list, max_length=CONTAINERS_MAX)
     network: Network = Field(default_factory=Network)
@@ -331,6 +336,7 @@ class MiniCluster(BaseModel):
     def headless_name(self) -> str:
         return self.spec.network.headless_name or self.metadata.name
 
+    # open: the object as Kubernetes stores it (the models are its types)
     def to_dict(self) -> dict[str, Any]:
         """The object as Kubernetes would store it (camelCase, defaults included, no status if none)."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")

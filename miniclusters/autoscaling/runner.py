@@ -87,6 +87,7 @@ class _Status:
             return
         if scaler.last is not None and (self.last is None or self.last[0] is not scaler.last):
             self.last = (scaler.last, time.time())
+        # open: the autoscaler's last event line, its fields by kind
         last = None if self.last is None else {**cast(dict[str, object], self.last[0]), "at": self.last[1]}
         fields: AutoscalerState = {
             "cluster": self.name,

@@ -236,6 +236,7 @@ def _lead_copy(backend: Any, name: str) -> Path | None:
     return Path(lead_rest_state_dir(name)) / "controllers" / "campaign.jsonl"
 
 
+# open: spec.campaign's wire form (CampaignSpec validates it when read back)
 def _spec_json(spec: CampaignSpec | None) -> dict[str, Any]:
     return spec.model_dump(by_alias=True) if spec is not None else {}
 

@@ -32,6 +32,7 @@ def drain_report(backend: Backend, status: ClusterStatus) -> list[dict[str, str]
     ]
 
 
+# open: the lead's queue-state answer (the broker's JSON)
 def _queue_state(backend: Backend, name: str) -> dict[str, Any] | None:
     """`flux resource demand` of the lead: over its socket on this machine (no process started in a pod with a
     small CPU request), else run in the lead pod."""

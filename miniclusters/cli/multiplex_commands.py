@@ -45,6 +45,7 @@ def _lock(backend: str, name: str) -> Iterator[None]:
         yield
 
 
+# open: spec.multiplexing's wire form plus the stored spec's figures, merged with flags
 def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
     """spec.multiplexing, spec.tasks and the runner's CPU request of a cluster on this machine (local: its store's
     spec file; podman: the spec its record keeps); the Kubernetes path takes flags only."""

@@ -48,6 +48,7 @@ def _load_all(files: Iterable[str]) -> list[MiniCluster]:
     return loaded
 
 
+# open: rendered Kubernetes objects (render's output)
 def _schema_problems(objects: Iterable[dict[str, Any]], version: str) -> list[str]:
     """Check rendered objects against the official Kubernetes schemas, when kubernetes-validate is installed."""
     try:
@@ -140,6 +141,7 @@ def render(
         tag=tag or defaults.tag,
         cluster_domain=cluster_domain,
     )
+    # open: rendered Kubernetes objects (render's output)
     objects: list[dict[str, Any]] = []
     for mc in _load_all(files):
         objects += render_minicluster(mc, options)

@@ -82,6 +82,7 @@ PHASE_REASONS = {
 }
 
 
+# open: an event line of the multiplexing runner (elasticity), its fields by kind
 def event_decision(event: dict[str, object]) -> Decision | None:
     """The Event for one planner event, None for the routine ones (samples, job shares, starts queued)."""
     kind = str(event.get("event"))
