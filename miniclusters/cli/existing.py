@@ -50,10 +50,9 @@ def reach_lines(name: str, rest_url: str | None) -> list[str]:
 
 
 def existing_message(
-    # open: MiniClusters as stored and as written (user JSON)
     status: ClusterStatus,
-    stored: dict[str, Any] | None,
-    wanted: dict[str, Any],
+    stored: dict[str, Any] | None,  # open: the MiniCluster as stored (user JSON)
+    wanted: dict[str, Any],  # open: the MiniCluster as written (user JSON)
 ) -> tuple[int, list[str]]:
     """(exit code, lines) for `up` of a cluster that exists: 0 when it is the same spec and still running,
     2 when the spec differs (nothing is changed), 1 when it has finished (remove it to run it again)."""
