@@ -15,21 +15,47 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from common.atomic import write_json
 from miniclusters.api.errors import Problem, SpecError
 from miniclusters.api.workdirs import workdir_problem
 
+STATE_ENV = "MINICLUSTERS_STATE_DIR"
 MARKER = ".minicluster-workdir.json"
 """In every work directory we made: {"kind", "cluster", "uid", "created"}."""
+
+
+def state_root() -> Path:
+    """Where this machine keeps our state, whatever the backend: $MINICLUSTERS_STATE_DIR, else
+    $XDG_STATE_HOME/miniclusters, else ~/.local/state/miniclusters (the local backend's clusters live there too)."""
+    explicit = os.environ.get(STATE_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "miniclusters"
+
+
+def workdir_for(kind: str, name: str, configured: str) -> Path:
+    """A run's work directory: the one the spec names, else `.<kind>/<name>` in our state (no cluster is called
+    `.<kind>`: names cannot start with a dot). Not claimed yet: see `claim`."""
+    return Path(configured) if configured else state_root() / f".{kind}" / name
 
 
 def _refuse(field: str, message: str) -> SpecError:
     return SpecError([Problem(field, message)])
 
 
-def read_marker(path: Path) -> dict[str, Any] | None:
+class Marker(TypedDict, total=False):
+    """The marker's fields; a marker written by hand may lack some (then it is not ours)."""
+
+    kind: str
+    cluster: str
+    uid: int
+    created: str
+
+
+def read_marker(path: Path) -> Marker | None:
     """The marker of `path` when it has a readable one (a regular file holding a JSON object), else None."""
     marker = path / MARKER
     if marker.is_symlink() or not marker.is_file():
@@ -38,7 +64,7 @@ def read_marker(path: Path) -> dict[str, Any] | None:
         value = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return value if isinstance(value, dict) else None
+    return cast(Marker, value) if isinstance(value, dict) else None
 
 
 def claim(path: Path, field: str, cluster: str, kind: str, *, ours: bool = False) -> Path:

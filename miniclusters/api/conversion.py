@@ -30,6 +30,7 @@ EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (
 )
 
 
+# open: a MiniCluster's wire form, every field the user may write
 def _compact(mc: MiniCluster) -> dict[str, Any]:
     """The object with only what differs from defaults, as a user would write it."""
     data = mc.model_dump(by_alias=True, exclude_defaults=True, mode="json")
@@ -41,6 +42,7 @@ def _compact(mc: MiniCluster) -> dict[str, Any]:
     return data
 
 
+# open: a MiniCluster's wire form, walked by field path
 def _pop_path(tree: dict[str, Any], path: tuple[str, ...]) -> Any:
     node = tree
     for key in path[:-1]:
@@ -48,6 +50,7 @@ def _pop_path(tree: dict[str, Any], path: tuple[str, ...]) -> Any:
     return node.pop(path[-1], None)
 
 
+# open: a MiniCluster's wire form, walked by field path
 def _set_path(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     node = tree
     for key in path[:-1]:
@@ -55,6 +58,7 @@ def _set_path(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     node[path[-1]] = value
 
 
+# open: the Flux Operator's MiniCluster document (its Go types, not ours)
 def to_flux_operator(mc: MiniCluster) -> dict[str, Any]:
     """A `flux-framework.org/v1alpha2` MiniCluster the Flux Operator accepts."""
     data = _compact(mc)
@@ -73,6 +77,7 @@ def to_flux_operator(mc: MiniCluster) -> dict[str, Any]:
     return data
 
 
+# open: the Flux Operator's MiniCluster document, as the user wrote it
 def from_flux_operator(data: dict[str, Any]) -> MiniCluster:
     """Our MiniCluster from an operator object, restoring extensions carried in the annotation."""
     data = json.loads(json.dumps(data))
@@ -87,6 +92,7 @@ def from_flux_operator(data: dict[str, Any]) -> MiniCluster:
     return load_minicluster(data)
 
 
+# open: a MiniCluster's wire form (the models are its types)
 def to_ours(mc: MiniCluster) -> dict[str, Any]:
     """Our own kind, compact."""
     data = _compact(mc)

@@ -11,13 +11,16 @@ import copy
 from typing import Any
 
 from miniclusters.api.crd_rules import VALIDATIONS
-from miniclusters.api.spec import API_GROUP, API_VERSION, KIND, MiniClusterSpec, MiniClusterStatus
+from miniclusters.api.spec import API_GROUP, API_VERSION, KIND, MiniClusterSpec
+from miniclusters.api.status import MiniClusterStatus
+from miniclusters.kube_shapes import Manifest
 
 PLURAL = "miniclusters"
 CRD_NAME = f"{PLURAL}.{API_GROUP}"
 _DROP_KEYS = {"title", "$defs", "additionalProperties", "examples"}
 
 
+# open: JSON Schema as pydantic makes it
 def _resolve(node: Any, defs: dict[str, Any]) -> Any:
     if isinstance(node, list):
         return [_resolve(item, defs) for item in node]
@@ -30,25 +33,31 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
     return {key: _resolve(value, defs) for key, value in node.items()}
 
 
-def _structural(node: dict[str, Any]) -> dict[str, Any]:
-    """Rewrite one resolved JSON Schema node (recursively) into structural OpenAPI v3."""
-    out: dict[str, Any] = {}
-    branches = node.get("anyOf")
-    if branches is not None:
-        non_null = [b for b in branches if b.get("type") != "null"]
-        if len(non_null) < len(branches):
-            out["nullable"] = True
-        types = {b.get("type") for b in non_null}
-        if len(non_null) == 1:
-            inner = _structural({**non_null[0], **{k: v for k, v in node.items() if k != "anyOf"}})
-            return {**inner, **out}
-        if types <= {"string", "integer", "number"}:
-            # A Kubernetes quantity: accepted as an integer or a string, like resource.Quantity.
-            out.update({"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]})
-            if "description" in node:
-                out["description"] = node["description"]
-            return out
-        raise ValueError(f"cannot express a union of {sorted(map(str, types))} structurally")
+JsonSchema = dict[str, Any]  # open: a JSON Schema node, any of its keywords
+
+
+def _union(node: JsonSchema, branches: list[JsonSchema]) -> JsonSchema:
+    """An anyOf node: Optional[X] is X, nullable; a quantity (integer or string) is int-or-string."""
+    out: JsonSchema = {}
+    non_null = [b for b in branches if b.get("type") != "null"]
+    if len(non_null) < len(branches):
+        out["nullable"] = True
+    types = {b.get("type") for b in non_null}
+    if len(non_null) == 1:
+        inner = _structural({**non_null[0], **{k: v for k, v in node.items() if k != "anyOf"}})
+        return {**inner, **out}
+    if types <= {"string", "integer", "number"}:
+        # A Kubernetes quantity: accepted as an integer or a string, like resource.Quantity.
+        out.update({"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]})
+        if "description" in node:
+            out["description"] = node["description"]
+        return out
+    raise ValueError(f"cannot express a union of {sorted(map(str, types))} structurally")
+
+
+def _keywords(node: JsonSchema) -> JsonSchema:
+    """The node's own keywords as OpenAPI v3 has them (no titles or defs, `const` as a one-value enum)."""
+    out: JsonSchema = {}
     for key, value in node.items():
         if key in _DROP_KEYS or key in ("anyOf", "properties", "items"):
             continue
@@ -60,6 +69,15 @@ def _structural(node: dict[str, Any]) -> dict[str, Any]:
         out[key] = value
     if "enum" in out and "type" not in out:
         out["type"] = "string"
+    return out
+
+
+def _structural(node: JsonSchema) -> JsonSchema:
+    """Rewrite one resolved JSON Schema node (recursively) into structural OpenAPI v3."""
+    branches = node.get("anyOf")
+    if branches is not None:
+        return _union(node, branches)
+    out = _keywords(node)
     kind = out.get("type")
     if kind == "object":
         properties = node.get("properties")
@@ -80,12 +98,14 @@ def _structural(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# open: a JSON Schema node (OpenAPI v3), any of its keywords
 def structural_schema(model: type[Any]) -> dict[str, Any]:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     resolved = _resolve(raw, raw.get("$defs", {}))
     return _structural(resolved)
 
 
+# open: JSON Schema nodes, any of their keywords
 def schema_node(root: dict[str, Any], location: str) -> dict[str, Any]:
     """The node of `root` at a crd_rules location (`spec.containers[].volumes{}`)."""
     node = root
@@ -99,7 +119,7 @@ def schema_node(root: dict[str, Any], location: str) -> dict[str, Any]:
     return node
 
 
-def build_crd() -> dict[str, Any]:
+def build_crd() -> Manifest:
     """The CRD: our group, the MiniCluster kind, status and scale subresources (for kubectl scale / HPA)."""
     spec_schema = structural_schema(MiniClusterSpec)
     status_schema = structural_schema(MiniClusterStatus)

@@ -1,4 +1,4 @@
-"""Which checks of rules.py the CRD carries (crd_rules.py), and why the others cannot be there.
+"""Which checks of rules.py, run_rules.py and burst_rules.py the CRD carries (crd_rules.py), and why not the rest.
 
 One entry per `Problem(...)` a rule function yields, in source order: tests/api/test_crd_coverage.py counts them, so
 a new check is classified when it is written. A check is in the CRD when the API server can refuse what it
@@ -46,6 +46,8 @@ CHECKS: dict[str, tuple[tuple[str, str], ...]] = {
         ("script and command", _RUNS_FLUX),
         ("service commands", IN_CRD),
         ("environment name", _MAP_KEY),
+    ),
+    "_container_volumes": (
         ("volume name label", _MAP_KEY),
         ("reserved volume name", _MAP_KEY),
         ("claimName path", IN_CRD),
@@ -82,6 +84,8 @@ CHECKS: dict[str, tuple[tuple[str, str], ...]] = {
         ("nodes>ranks", "its field path names the ensemble's index, found against spec.campaign.ranks"),
         ("values repeat", "a pairwise check of up to 1,000 values in up to 100 ensembles is over the CEL cost budget"),
         ("value range", "its field path names the value's index in the list"),
+    ),
+    "_campaign_settings": (
         ("weights count", IN_CRD),
         ("weights concentric", IN_CRD),
         ("weights positive", IN_CRD),

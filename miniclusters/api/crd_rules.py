@@ -7,7 +7,7 @@ Written for the real server's limits (v1.37.2):
 - messages use the strings library's `format` (a messageExpression concatenating `string(int)` is priced over
   the budget); fieldPath is static (no list index, no map key chosen by the data);
 - each rule's estimated cost grows with the longest string and list it reads, so every string a rule matches
-  and every list it walks has a maxLength/maxItems in spec.py (the natural limit of what it holds);
+  and every list it walks has a maxLength/maxItems (limits.py: the natural limit of what it holds);
 - regular expressions are names.py's own patterns, written for Python's `re` and RE2 alike.
 
 The API server applies the schema's defaults first, so scalar fields with a default always have a value; lists,
@@ -17,7 +17,7 @@ Python twin; tests/kubernetes runs the same cases on the real server and the fak
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from miniclusters.api.campaign import CAMPAIGN_BASE
 from miniclusters.api.names import DNS1123_LABEL, MPI_CALL, NOT_A_LABEL, NOT_BLANK
@@ -41,24 +41,35 @@ def _words(text: str, *args: str) -> str:
     return f"{literal(text)}.format([{', '.join(args)}])" if args else literal(text)
 
 
-def _rule(rule: str, field_path: str, message: str, *args: str) -> dict[str, Any]:
-    out = {"rule": rule, "messageExpression": _words(message, *args), "reason": "FieldValueInvalid"}
-    return {**out, "fieldPath": field_path} if field_path else out
+class ValidationRule(TypedDict):
+    """One `x-kubernetes-validations` entry."""
+
+    rule: str
+    messageExpression: str
+    reason: str
+    fieldPath: NotRequired[str]
 
 
-def _label(field: str) -> dict[str, Any]:
+def _rule(rule: str, field_path: str, message: str, *args: str) -> ValidationRule:
+    out: ValidationRule = {"rule": rule, "messageExpression": _words(message, *args), "reason": "FieldValueInvalid"}
+    if field_path:
+        out["fieldPath"] = field_path
+    return out
+
+
+def _label(field: str) -> ValidationRule:
     """`field` empty or a DNS-1123 label (its length is the schema's maxLength)."""
     value = f"self.{field}"
     return _rule(f"{value} == '' || {value}.matches({literal(DNS1123_LABEL.pattern)})", f".{field}",
                  f"'%s' {NOT_A_LABEL}", value)  # fmt: skip
 
 
-def _absolute(field: str) -> dict[str, Any]:
+def _absolute(field: str) -> ValidationRule:
     value = f"self.{field}"
     return _rule(f"{value} == '' || {value}.startsWith('/')", f".{field}", "'%s' must be an absolute path", value)
 
 
-def _mpi_call(field: str) -> dict[str, Any]:
+def _mpi_call(field: str) -> ValidationRule:
     value = f"self.{field}"
     return _rule(f"{value} == '' || {value}.matches({literal(MPI_CALL.pattern)})", f".{field}",
                  "'%s' is not an MPI call name (e.g. MPI_Allreduce)", value)  # fmt: skip
@@ -86,7 +97,7 @@ SPEC = [
     _rule("size(self.containers) <= 1 || size(self.containers.filter(c, c.runFlux)) == 1", ".containers",
           "exactly one container must set runFlux: true when there are several (%d do)",
           "size(self.containers.filter(c, c.runFlux))"),
-    # rules._multiplexing: counts against max, the command, brokers that stay up
+    # run_rules._multiplexing: counts against max, the command, brokers that stay up
     _rule("!has(self.multiplexing) || self.multiplexing.total == 0 || self.multiplexing.total >= self.multiplexing.max",
           ".multiplexing.total", "%d is below max (%d); use 0 for 'as many as max'",
           "self.multiplexing.total", "self.multiplexing.max"),
@@ -97,18 +108,18 @@ SPEC = [
           "required when multiplexing is enabled (the simulation to run)"),
     _rule(f"!({MUX}) || self.interactive || !self.containers.exists(c, c.command != '')", ".multiplexing.enabled",
           "the brokers must stay up for the controller's jobs: set interactive: true or leave the command empty"),
-    # rules._multiplexing_ranks
+    # run_rules._multiplexing_ranks
     _rule("!has(self.multiplexing) || has(self.campaign) || "
           f"!(self.multiplexing.enabled || self.multiplexing.ranks != 0) || {RANKS} >= self.size",
           ".multiplexing.ranks",
           "%d rank(s) per simulation cannot span the %d pods (flux submit -N %d -n %d); set ranks (or spec.tasks) "
           "to at least size", RANKS, "self.size", "self.size", RANKS),
-    # rules._campaign: a campaign runs its own members
+    # run_rules._campaign_settings: a campaign runs its own members
     _rule(f"!has(self.campaign) || !has(self.multiplexing) || {_blank('self.multiplexing.command')}",
           ".multiplexing.command", "a campaign runs its own members; leave the command empty"),
     _rule("!has(self.campaign) || !self.containers.exists(c, c.command != '')", ".containers",
           "a campaign runs its own members; leave the containers' command empty"),
-    # rules._malleable: the run owns the nodes and the jobs
+    # run_rules._malleable: the run owns the nodes and the jobs
     _rule(f"!has(self.malleable) || (!has(self.campaign) && !({MUX}) && "
           "!(has(self.autoscale) && self.autoscale.enabled))", ".malleable",
           "a malleable run shares the MiniCluster's nodes among its jobs itself; it cannot be combined with a "
@@ -152,7 +163,7 @@ SERVICE = [
           "service containers do not support pre, brokerPre or workerPre"),
 ]  # fmt: skip
 
-VOLUME = [  # rules._container, each volume of a container
+VOLUME = [  # rules._container_volumes, each volume of a container
     _rule("self.secretName != '' || self.configMapName != '' || self.claimName == '' || self.path != ''", ".path",
           "volume with claimName '%s' needs a path", "self.claimName"),
     _rule("self.secretName != '' || self.configMapName != '' || self.claimName != '' || self.hostPath == '' || "
@@ -196,7 +207,7 @@ ARCHIVE = [  # rules._archive
     _label("claimName"),
 ]  # fmt: skip
 
-CAMPAIGN = [  # rules._campaign
+CAMPAIGN = [  # run_rules._campaign and _campaign_settings
     _rule("!has(self.weights) || size(self.weights) == 0 || size(self.weights) == self.ranks", ".weights",
           "%d weights for %d ranks per member", "size(self.weights)", "self.ranks"),
     _rule("!has(self.weights) || size(self.weights) == 0 || self.decomposition == 'concentric'", ".weights",
@@ -211,13 +222,13 @@ ENSEMBLE = [
           f"'{CAMPAIGN_BASE}' names the campaign's base case directory; choose another"),
 ]  # fmt: skip
 
-MALLEABLE = [  # rules._malleable
+MALLEABLE = [  # run_rules._malleable
     _rule("self.runtimeMin <= self.runtimeMax", ".runtimeMin", "must not be above runtimeMax"),
     _rule("self.runtimeMin <= self.medianRuntime && self.medianRuntime <= self.runtimeMax", ".medianRuntime",
           "must be within [runtimeMin, runtimeMax]"),
 ]  # fmt: skip
 
-VALIDATIONS: dict[str, list[dict[str, Any]]] = {
+VALIDATIONS: dict[str, list[ValidationRule]] = {
     "": [  # rules._names: the server itself holds metadata.name to a DNS-1123 subdomain, of up to 253 characters
         _rule(
             "size(self.metadata.name) <= 63",

@@ -86,6 +86,7 @@ def _remove_refused(candidate: MiniCluster, locs: set[tuple[str | int, ...]]) ->
     return removed
 
 
+# open: the user's document before validation
 def _name_problems(data: Mapping[str, Any], reported: set[str]) -> list[Problem]:
     """metadata.name/namespace checked on the raw mapping, so they come in the same report as type errors."""
     metadata = data.get("metadata")

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from broker.curve_cert import CurveCertError, parse_zcert
 from broker.fsd import parse_fsd
 from miniclusters.api.burst_rules import bursting_problems
-from miniclusters.api.campaign import CAMPAIGN_BASE
 from miniclusters.api.errors import Problem, join_path
 from miniclusters.api.hosts import registry_for
 from miniclusters.api.names import (
@@ -26,7 +25,7 @@ from miniclusters.api.names import (
     label_value_error,
 )
 from miniclusters.api.quantity import parse_quantity
-from miniclusters.api.workdirs import workdir_problem
+from miniclusters.api.run_rules import RUN_RULES
 
 if TYPE_CHECKING:
     from miniclusters.api.spec import Container, MiniCluster, ResourceRequirements
@@ -123,6 +122,12 @@ def _container(container: Container, path: str, runs_flux: bool, is_service: boo
     for key in [*container.environment, *container.secrets]:
         if not ENV_VAR_NAME.fullmatch(key):
             yield Problem(f"{path}.environment.{key}", f"{key!r} is not a valid environment variable name")
+    yield from _container_volumes(container, path)
+    yield from _resources(container.resources, f"{path}.resources")
+
+
+def _container_volumes(container: Container, path: str) -> Iterator[Problem]:
+    """A container's volumes: DNS-label names not ours, the paths each source needs, a valid size limit."""
     for name, volume in container.volumes.items():
         vpath = f"{path}.volumes.{name}"
         error = dns1123_label_error(name)
@@ -143,7 +148,6 @@ def _container(container: Container, path: str, runs_flux: bool, is_service: boo
                 parse_quantity(volume.empty_dir_size_limit)
             except ValueError as exc:
                 yield Problem(f"{vpath}.emptyDirSizeLimit", str(exc))
-    yield from _resources(container.resources, f"{path}.resources")
 
 
 def _resources(resources: ResourceRequirements, path: str) -> Iterator[Problem]:
@@ -236,106 +240,6 @@ def _profiling(mc: MiniCluster) -> Iterator[Problem]:
         yield Problem("spec.profiling.boundary", f"{profiling.boundary!r} is not an MPI call name (e.g. MPI_Allreduce)")
     if profiling.directory and not profiling.directory.startswith("/"):
         yield Problem("spec.profiling.directory", f"{profiling.directory!r} must be an absolute path")
-
-
-def _multiplexing(mc: MiniCluster) -> Iterator[Problem]:
-    mux = mc.spec.multiplexing
-    if mux.enabled and is_blank(mux.command) and mc.spec.campaign is None:
-        yield Problem("spec.multiplexing.command", "required when multiplexing is enabled (the simulation to run)")
-    if mux.boundary and not MPI_CALL.fullmatch(mux.boundary):
-        yield Problem("spec.multiplexing.boundary", f"{mux.boundary!r} is not an MPI call name (e.g. MPI_Allreduce)")
-    if mux.workdir and (problem := workdir_problem(mux.workdir)):
-        yield Problem("spec.multiplexing.workdir", problem)
-    if mux.total and mux.total < mux.max:
-        yield Problem("spec.multiplexing.total", f"{mux.total} is below max ({mux.max}); use 0 for 'as many as max'")
-    if mux.profile_together > mux.max:
-        yield Problem("spec.multiplexing.profileTogether", f"{mux.profile_together} is above max ({mux.max})")
-    if mux.enabled and not mc.spec.interactive and any(c.command for c in mc.spec.containers):
-        yield Problem(
-            "spec.multiplexing.enabled",
-            "the brokers must stay up for the controller's jobs: set interactive: true or leave the command empty",
-        )
-
-
-def _multiplexing_ranks(mc: MiniCluster) -> Iterator[Problem]:
-    """A simulation's ranks span the pods (its own rule: it reads spec.tasks and spec.size)."""
-    mux = mc.spec.multiplexing
-    ranks = mux.ranks or mc.spec.tasks
-    if (mux.enabled or mux.ranks) and ranks < mc.spec.size and mc.spec.campaign is None:
-        yield Problem(
-            "spec.multiplexing.ranks",
-            f"{ranks} rank(s) per simulation cannot span the {mc.spec.size} pods (flux submit -N {mc.spec.size} "
-            f"-n {ranks}); set ranks (or spec.tasks) to at least size",
-        )
-
-
-def _campaign(mc: MiniCluster) -> Iterator[Problem]:
-    """Ensembles that can run here: unique names, sizes within maxSize (or bursting), weights per rank."""
-    campaign = mc.spec.campaign
-    if campaign is None:
-        return
-    seen: set[str] = set()
-    max_size = mc.spec.effective_max_size
-    bursts = bool(mc.spec.flux.bursting.clusters or mc.spec.flux.bursting.plugins)
-    for i, ensemble in enumerate(campaign.ensembles):
-        path = f"spec.campaign.ensembles[{i}]"
-        error = dns1123_label_error(ensemble.name)
-        if error:
-            yield Problem(f"{path}.name", error)
-        elif ensemble.name == CAMPAIGN_BASE:
-            yield Problem(f"{path}.name", f"{CAMPAIGN_BASE!r} names the campaign's base case directory; choose another")
-        elif ensemble.name in seen:
-            yield Problem(f"{path}.name", f"{ensemble.name!r} names another ensemble too; names must be unique")
-        seen.add(ensemble.name)
-        if ensemble.nodes > max_size and not bursts:
-            yield Problem(
-                f"{path}.nodes",
-                f"{ensemble.nodes} nodes is larger than maxSize ({max_size}) and spec.flux.bursting has no clusters "
-                "or plugins to burst with; lower nodes or raise maxSize",
-            )
-        if ensemble.nodes > campaign.ranks:
-            yield Problem(f"{path}.nodes", f"{ensemble.nodes} nodes for members of {campaign.ranks} rank(s) each")
-        if len(set(ensemble.values)) != len(ensemble.values):
-            yield Problem(f"{path}.values", f"{ensemble.values} repeats a value; one member per value")
-        limits = (-30.0, 30.0) if ensemble.parameter == "angleOfAttack" else (0.05, 0.95)
-        for j, value in enumerate(ensemble.values):
-            if not limits[0] <= value <= limits[1]:
-                yield Problem(
-                    f"{path}.values[{j}]", f"{value} is outside [{limits[0]:g}, {limits[1]:g}] for {ensemble.parameter}"
-                )
-    if campaign.weights and len(campaign.weights) != campaign.ranks:
-        yield Problem("spec.campaign.weights", f"{len(campaign.weights)} weights for {campaign.ranks} ranks per member")
-    if campaign.weights and campaign.decomposition != "concentric":
-        yield Problem("spec.campaign.weights", "weights apply to the concentric decomposition only")
-    if any(w <= 0 for w in campaign.weights):
-        yield Problem("spec.campaign.weights", "weights must be positive")
-    if campaign.workdir and (problem := workdir_problem(campaign.workdir)):
-        yield Problem("spec.campaign.workdir", problem)
-    if not is_blank(mc.spec.multiplexing.command):
-        yield Problem("spec.multiplexing.command", "a campaign runs its own members; leave the command empty")
-    if any(c.command for c in mc.spec.containers):
-        yield Problem("spec.containers", "a campaign runs its own members; leave the containers' command empty")
-
-
-def _malleable(mc: MiniCluster) -> Iterator[Problem]:
-    """A live malleable run owns the MiniCluster's nodes and jobs: nothing else may start or resize them."""
-    spec, malleable = mc.spec, mc.spec.malleable
-    if malleable is None:
-        return
-    if malleable.runtime_min > malleable.runtime_max:
-        yield Problem("spec.malleable.runtimeMin", "must not be above runtimeMax")
-    if not malleable.runtime_min <= malleable.median_runtime <= malleable.runtime_max:
-        yield Problem("spec.malleable.medianRuntime", "must be within [runtimeMin, runtimeMax]")
-    if malleable.workdir and (problem := workdir_problem(malleable.workdir)):
-        yield Problem("spec.malleable.workdir", problem)
-    if spec.campaign is not None or spec.multiplexing.enabled or spec.autoscale.enabled:
-        yield Problem(
-            "spec.malleable",
-            "a malleable run shares the MiniCluster's nodes among its jobs itself; it cannot be combined with a "
-            "campaign, multiplexing or autoscaling",
-        )
-    if any(c.command for c in spec.containers):
-        yield Problem("spec.containers", "a malleable run submits its own jobs; leave the containers' command empty")
 
 
 def _placement(mc: MiniCluster) -> Iterator[Problem]:
@@ -431,10 +335,7 @@ RULES: tuple[Rule, ...] = (
     _labels,
     _restful,
     _profiling,
-    _multiplexing,
-    _multiplexing_ranks,
-    _campaign,
-    _malleable,
+    *RUN_RULES,
     _placement,
     _granularity,
     _archive,

@@ -14,9 +14,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from miniclusters.api.campaign import CampaignSpec
+from miniclusters.api.extension_specs import AutoscaleSpec, MultiplexingSpec, PlacementSpec, ProfilingSpec, RestfulSpec
+from miniclusters.api.limits import (
+    ARG_MAX,
+    CONTAINERS_MAX,
+    DNS_LABEL_MAX,
+    LIST_MAX,
+    NAME_MAX,
+    PATH_MAX,
+    QUANTITY_MAX,
+    SETTING_MAX,
+    VOLUMES_MAX,
+)
 from miniclusters.api.malleable import MalleableRunSpec
 from miniclusters.api.quantity import Quantity
 from miniclusters.api.spec_base import SpecModel
+from miniclusters.api.status import MiniClusterStatus
 
 API_GROUP = "miniclusters.dev"
 API_VERSION = "v1alpha1"
@@ -32,26 +45,6 @@ DEFAULT_BACKOFF_LIMIT = 100
 DEFAULT_BROKER_PORT = 8050
 
 Flavour = Literal["builtin", "flux"]
-
-# Lengths the CRD needs to price its CEL rules (a rule's estimated cost grows with the longest string or list it
-# may read; unbounded, the API server refuses the CRD), each the natural limit of what the field holds.
-DNS_LABEL_MAX = 63
-"""A DNS-1123 label: a container, Service, Secret, claim or ensemble name."""
-ARG_MAX = 131072
-"""Linux's MAX_ARG_STRLEN: the longest single argument a command line can carry (a command is passed as one)."""
-PATH_MAX = 4096
-MPI_NAME_MAX = 64
-SETTING_MAX = 64
-"""A short setting written as text: a duration, a topology."""
-NAME_MAX = 253
-"""A DNS-1123 subdomain: a Secret, ConfigMap or PersistentVolumeClaim name."""
-QUANTITY_MAX = 64
-VOLUMES_MAX = 64
-"""Volumes per container."""
-LIST_MAX = 64
-"""Tolerations of the pods, bursted clusters: bounded so the rules on each item are priced."""
-CONTAINERS_MAX = 32
-"""Containers (or services) per pod: far above any real pod, low enough to price a rule per container."""
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 
@@ -107,6 +100,7 @@ class PodSpec(SpecModel):
     host_pid: bool = Field(default=False, alias="hostPID")
     resources: dict[str, Quantity] = Field(default_factory=dict)
     """A ResourceList; the operator renders it as the pod's overhead."""
+    # open: a corev1.SecurityContext, passed through to the container
     security_context: dict[str, Any] = Field(default_factory=dict)
     """A corev1.PodSecurityContext, passed through (checked against the Kubernetes schema on render)."""
 
@@ -114,6 +108,7 @@ class PodSpec(SpecModel):
 class ResourceRequirements(SpecModel):
     limits: dict[str, Quantity] = Field(default_factory=dict)
     requests: dict[str, Quantity] = Field(default_factory=dict)
+    # open: corev1 PodResourceClaims, passed through to the pods
     claims: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -174,6 +169,7 @@ class Container(SpecModel):
     life_cycle: LifeCycle = Field(default_factory=LifeCycle)
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     commands: Commands = Field(default_factory=Commands)
+    # open: a corev1.SecurityContext, passed through to the container
     security_context: dict[str, Any] = Field(default_factory=dict)
     """A corev1.SecurityContext, passed through; the older `addCapabilities` list is also understood."""
 
@@ -187,6 +183,7 @@ class FluxContainer(SpecModel):
     image_pull_secret: str = ""
     image: str = DEFAULT_FLUX_VIEW_IMAGE
     pull_always: bool = False
+    # open: a corev1.SecurityContext, passed through to the container
     security_context: dict[str, Any] = Field(default_factory=dict)
     mount_path: str = "/mnt/flux"
 
@@ -255,100 +252,9 @@ class FluxSpec(SpecModel):
     """Which broker runs in the pods: our pure-Python `builtin` broker, or real flux-core (`flux`)."""
 
 
-class RestfulSpec(SpecModel):
-    """The Flux RESTful API on the lead broker (a miniclusters extension; off unless enabled)."""
-
-    enabled: bool = False
-    port: int = Field(default=5000, ge=1, le=65535)
-    mode: Literal["single-user", "multi-user"] = "single-user"
-    """multi-user: each user sees only their jobs, which run as their account when the broker is root."""
-    require_auth: bool = True
-    secret_name: str = Field(default="", max_length=DNS_LABEL_MAX)
-    """A Secret whose keys FLUX_USER, FLUX_TOKEN and FLUX_SECRET_KEY configure the superuser and handshake."""
-
-
-class ProfilingSpec(SpecModel):
-    """PMPI duty-cycle profiling of the spec's command (a miniclusters extension; `flux submit -o pmpi`)."""
-
-    enabled: bool = False
-    iterations: int = Field(default=0, ge=0)
-    """Write traces after this many iterations (0: at MPI_Finalize)."""
-    directory: str = Field(default="", max_length=PATH_MAX)
-    """Where each rank's trace goes (default: <working dir>/pmpi-<jobid>); use a shared volume on Kubernetes."""
-    boundary: str = Field(default="", max_length=MPI_NAME_MAX)
-    """The MPI call that ends an iteration (default MPI_Barrier; OpenFOAM: MPI_Allreduce)."""
-
-
-class MultiplexingSpec(SpecModel):
-    """CPU multiplexing of several simulations on these pods (a miniclusters extension; `minicluster multiplex`).
-
-    The controller profiles the first simulation, resizes every pod in place to what its ranks need, packs
-    more simulations while the nodes have headroom and the throughput model predicts an efficiency above the
-    threshold, and keeps them progressing at similar rates.
-    """
-
-    enabled: bool = False
-    command: str = Field(default="", max_length=ARG_MAX)
-    """The simulation: an MPI program and its arguments, started as one Flux job per simulation."""
-    max: int = Field(default=4, ge=1)
-    """At most this many simulations at once."""
-    total: int = Field(default=0, ge=0)
-    """How many simulations to run in all (0: max); early finishers make room for the rest."""
-    ranks: int = Field(default=0, ge=0)
-    """MPI ranks per simulation (0: spec.tasks)."""
-    profile_iterations: int = Field(default=50, ge=1)
-    profile_together: int = Field(default=1, ge=1)
-    """Simulations started at once and profiled side by side, splitting the rigid allocation (at most max)."""
-    fairness: float = Field(default=1.10, ge=1.0)
-    """Largest fastest/slowest progress ratio tolerated before CPU moves toward the slow simulation."""
-    efficiency_threshold: float = Field(default=0.85, ge=0.01, le=1.0)
-    """Pack another simulation only while the model predicts Theta(N)/N at or above this."""
-    headroom: float = Field(default=1.2, ge=0.01)
-    """A rank's request is duty x allocation x headroom."""
-    boundary: str = Field(default="", max_length=MPI_NAME_MAX)
-    """The MPI call that ends an iteration (default MPI_Barrier; OpenFOAM: MPI_Allreduce)."""
-    workdir: str = ""
-    """Where simulations write output and traces (default: a directory in the controller's state)."""
-
-
-class AutoscaleSpec(SpecModel):
-    """Queue-driven autoscaling between [max(1, minSize), maxSize] (a miniclusters extension; off unless enabled).
-
-    The lead's queue decides: the cluster grows for pending jobs the scheduler would start, and after
-    ``idleSeconds`` with more pods than needed it drains the highest ranks and scales down once they are idle.
-    """
-
-    enabled: bool = False
-    idle_seconds: int = Field(default=60, ge=0)
-    """How long the cluster must have more pods than its queue needs before it shrinks."""
-    cooldown_seconds: int = Field(default=30, ge=0)
-    """The least time between two scale actions."""
-    policy: Literal["easy", "fcfs"] = "easy"
-    """The queue policy the node need is computed with (which pending jobs would start at maxSize)."""
-    interval_seconds: float = Field(default=5.0, ge=0.1)
-    """How often the loop looks at the queue."""
-
-
-class PlacementSpec(SpecModel):
-    """Fine-grained placement of the spec's MPI job (a miniclusters extension; Liu and Guitart; docs/placement.md).
-
-    With a policy, `size` is the number of nodes the job may use and `tasks` its ranks: the pods (workers), their
-    requests and their affinity follow from the policy and the profile class instead of being one pod per node.
-    """
-
-    profile: Literal["cpu", "memory", "network"] = "cpu"
-    """The job's class where no PMPI profile says otherwise: network-bound jobs stay in one worker."""
-    policy: Literal["none", "scale", "granularity"] = "none"
-    """none: the shape as typed; scale: one worker per node; granularity: one worker per rank."""
-    cpus: Literal["shared", "exclusive"] = "shared"
-    """exclusive: whole cores with limits equal to requests (Guaranteed QoS), pinned by the kubelet's static CPU
-    manager on Kubernetes and by a cpuset on the local backend."""
-    groups: int = Field(default=0, ge=0)
-    """Task groups of the pods (one node each): 0 lets the policy choose (none: no grouping)."""
-
-
 class MiniClusterSpec(SpecModel):
     containers: list[Container] = Field(min_length=1, max_length=CONTAINERS_MAX)
+    # open: resourcev1 ResourceClaims, passed through
     resource_claims: list[dict[str, Any]] = Field(default_factory=list)
     services: list[Container] = Field(default_factory=list, max_length=CONTAINERS_MAX)
     network: Network = Field(default_factory=Network)
@@ -409,72 +315,6 @@ class ObjectMeta(BaseModel):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
-class Condition(BaseModel):
-    """A metav1.Condition."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
-
-    type: str
-    status: Literal["True", "False", "Unknown"]
-    reason: str = ""
-    message: str = ""
-    last_transition_time: str = ""
-    observed_generation: int = 0
-
-
-class CampaignStatus(BaseModel):
-    """What the operator's campaign has done that must outlive the operator: an operator that takes over goes on
-    from here instead of starting the campaign again."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
-
-    spec: str
-    """A digest of the spec.campaign this record belongs to."""
-    jobs: dict[str, str] = Field(default_factory=dict)
-    """Ensemble -> the Flux job running it on the lead (its latest, when it was rerun)."""
-    reruns: dict[str, int] = Field(default_factory=dict)
-    cancelled: list[str] = Field(default_factory=list)
-    started: float = 0.0
-    """When the campaign began (seconds since the epoch)."""
-    outcome: Literal["done", "cancelled"] | None = None
-
-
-class MultiplexingStatus(BaseModel):
-    """What the operator's multiplexing run has done that must outlive the operator: the operator that takes
-    over goes on with this run instead of starting another."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
-
-    spec: str
-    """A digest of the spec.multiplexing this record belongs to."""
-    run: str
-    """The run's directory in the pods (its simulations' traces and progress)."""
-    jobs: dict[str, str] = Field(default_factory=dict)
-    """Simulation -> its Flux job on the lead."""
-    attempts: dict[str, int] = Field(default_factory=dict)
-    started: float = 0.0
-    outcome: Literal["done", "cancelled"] | None = None
-
-
-class MiniClusterStatus(BaseModel):
-    """Observed state: the operator's fields (size/selector back the scale subresource) plus ours."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
-
-    size: int = 0
-    selector: str = ""
-    jobid: str = ""
-    maximum_size: int = 0
-    conditions: list[Condition] = Field(default_factory=list)
-    observed_generation: int = 0
-    ready_pods: int = 0
-    campaign: CampaignStatus | None = None
-    multiplexing: MultiplexingStatus | None = None
-    phase: str = ""
-    """Pending, Scaling, Running, NotReady, Completed, Failed or Invalid (the operator's summary of its
-    conditions: the Phase column of `kubectl get miniclusters`)."""
-
-
 class MiniCluster(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
 
@@ -496,6 +336,7 @@ class MiniCluster(BaseModel):
     def headless_name(self) -> str:
         return self.spec.network.headless_name or self.metadata.name
 
+    # open: the object as Kubernetes stores it (the models are its types)
     def to_dict(self) -> dict[str, Any]:
         """The object as Kubernetes would store it (camelCase, defaults included, no status if none)."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -38,6 +38,7 @@ class ExecQueue:
         self.backend = backend
         self.flux = flux
 
+    # open: the broker's JSON answer to a `flux resource` command
     def _run(self, name: str, *args: str) -> dict[str, Any]:
         result = self.backend.exec(name, LEAD, [*self.flux(name), *args])
         if result.rc != 0:

@@ -24,7 +24,7 @@ from elasticity.control.timeline import plot_autoscale_timeline
 from elasticity.policy.autoscale import AutoscaleOptions
 from miniclusters import pidlock
 from miniclusters.autoscaling.queue import ExecQueue
-from miniclusters.autoscaling.state import autoscale_dir, save_state, state_file
+from miniclusters.autoscaling.state import AutoscalerState, StepNote, autoscale_dir, save_state, state_file
 from miniclusters.backends.base import Backend, BackendError, NotFoundError
 from miniclusters.backends.local.state import StateStore
 from miniclusters.backends.ports import ports_for
@@ -82,13 +82,14 @@ class _Status:
         self.path, self.name, self.started_by, self.events = path, name, started_by, events
         self.last: tuple[object, float] | None = None
 
-    def write(self, scaler: Autoscaler, running: bool, **extra: object) -> None:
+    def write(self, scaler: Autoscaler, running: bool, note: StepNote | None = None) -> None:
         if self.path is None:
             return
         if scaler.last is not None and (self.last is None or self.last[0] is not scaler.last):
             self.last = (scaler.last, time.time())
+        # open: the autoscaler's last event line, its fields by kind
         last = None if self.last is None else {**cast(dict[str, object], self.last[0]), "at": self.last[1]}
-        fields = {
+        fields: AutoscalerState = {
             "cluster": self.name,
             "running": running,
             "started_by": self.started_by,
@@ -96,8 +97,14 @@ class _Status:
             "draining": sorted(scaler.draining),
             "last_event": last,
             "events": str(self.events),
-            **extra,
         }
+        if note is not None:  # key by key: a TypedDict takes no other TypedDict's keys in bulk
+            if "wanted" in note:
+                fields["wanted"] = note["wanted"]
+            if "reason" in note:
+                fields["reason"] = note["reason"]
+            if "stopped" in note:
+                fields["stopped"] = note["stopped"]
         with contextlib.suppress(OSError):
             save_state(self.path, fields)
 
@@ -148,7 +155,7 @@ def _run_holding_the_lock(
             while deadline is None or time.monotonic() < deadline:
                 try:
                     plan = scaler.step().plan
-                    status.write(scaler, True, wanted=plan.wanted, reason=plan.reason)
+                    status.write(scaler, True, {"wanted": plan.wanted, "reason": plan.reason})
                     if plan.size is not None:
                         say(f"{time.strftime('%H:%M:%S')} {name}: size -> {plan.size} ({plan.reason})")
                     if run.until_idle:
@@ -177,7 +184,7 @@ def _run_holding_the_lock(
                     queue.drain(name, frozenset())  # give back what this loop drained (an operator's stay)
                     scaler.draining = frozenset()
                     scaler.record()
-            status.write(scaler, False, stopped=why)
+            status.write(scaler, False, {"stopped": why})
     if run.plot:
         plot_autoscale_timeline(read_events(events), run.plot, title=f"autoscaling {name}")
         say(f"wrote {run.plot}")

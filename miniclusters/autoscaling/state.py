@@ -12,10 +12,40 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from common import atomic
-from miniclusters.backends.local.state import state_root
+from miniclusters.workdirs import state_root
+
+
+class LoopState(TypedDict, total=False):
+    """What every loop's state file says (the autoscaler's, the multiplexing controller's), as status reads it."""
+
+    cluster: str
+    running: bool
+    stopped: str
+    """Why it stopped (a loop found dead: its process is gone)."""
+    updated: float
+    started_by: str
+    """up or cli."""
+    last_event: dict[str, Any] | None  # open: the loop's last event line, its fields by kind
+
+
+class StepNote(TypedDict, total=False):
+    """What one step of the autoscaler adds to its state: the size its queue asks for and why, or why it stopped."""
+
+    wanted: int | None
+    reason: str
+    stopped: str
+
+
+class AutoscalerState(LoopState, StepNote, total=False):
+    """The autoscaler's state file: its step, its pid and when it was written."""
+
+    pid: int
+    size: int | None
+    draining: list[int]
+    events: str
 
 
 def autoscale_dir() -> Path:
@@ -27,21 +57,21 @@ def state_file(backend: str, name: str) -> Path:
     return autoscale_dir() / f"{backend}-{name}.json"
 
 
-def save_state(path: Path, fields: dict[str, Any]) -> None:
+def save_state(path: Path, fields: AutoscalerState) -> None:
     """Write the loop's state (with our pid and the time) so a reader never sees half of it. The folder is made
     by the loop's lock; when it is gone (the whole state directory was removed), nothing is written back."""
     if not path.parent.is_dir():
         return
-    state = {"pid": os.getpid(), "updated": time.time(), **fields}
+    state: AutoscalerState = {"pid": os.getpid(), "updated": time.time(), **fields}
     atomic.write_json(path, state, default=str)
 
 
-def load_state(backend: str, name: str) -> dict[str, Any] | None:
+def load_state(backend: str, name: str) -> AutoscalerState | None:
     """The saved state; a loop that says it runs but whose process is gone (killed) is shown stopped."""
-    return read_loop_state(state_file(backend, name), pid_key="pid")
+    return cast(AutoscalerState | None, read_loop_state(state_file(backend, name), pid_key="pid"))
 
 
-def read_loop_state(path: Path, pid_key: str) -> dict[str, Any] | None:
+def read_loop_state(path: Path, pid_key: str) -> LoopState | None:
     """A loop's state file (the autoscaler's, the multiplexing controller's); None when missing or unreadable.
     One that says it runs but whose process (``data[pid_key]``) is gone is shown stopped, saying so."""
     try:
@@ -50,10 +80,12 @@ def read_loop_state(path: Path, pid_key: str) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict):
         return None
+    state = cast(LoopState, data)  # the file as the loop wrote it: readers look before they trust a field
     pid = data.get(pid_key)
-    if data.get("running") and isinstance(pid, int) and not alive(pid):
-        data.update(running=False, stopped=f"its process {pid} is gone (killed?)")
-    return data
+    if state.get("running") and isinstance(pid, int) and not alive(pid):
+        state["running"] = False
+        state["stopped"] = f"its process {pid} is gone (killed?)"
+    return state
 
 
 def alive(pid: int) -> bool:

@@ -19,10 +19,9 @@ from broker.errors import FluxError
 from broker.jobs.api import JobClient, JobInfo
 from common import idset
 from elasticity.control.campaign import EnsembleState, EnsembleView, MemberState, MemberView
-from elasticity.profiling.duty_cycle import analyze_job
-from elasticity.profiling.trace import TraceFormatError, read_job_traces
 from miniclusters.backends.base import Backend, BackendError
 from miniclusters.campaign.plan import BOUNDARY, ENDED, SOLVER, SUBMITTED, CampaignPlan, Ensemble, Member
+from miniclusters.trace_profiles import read_job_profile
 
 _TIME = re.compile(r"^Time = (\d+)\s*$", re.MULTILINE)
 
@@ -64,16 +63,12 @@ class Profiles:
     def of(self, member: Member) -> tuple[tuple[float, ...], tuple[int, ...]] | None:
         if member.name in self.found:
             return self.found[member.name]
-        folder = member.directory / "pmpi"
-        if len(list(folder.glob("pmpi.*.bin"))) < self.ranks:
+        profile = read_job_profile(
+            member.directory / "pmpi", self.ranks, BOUNDARY, allocation_millicores=1000.0, pod_of_host=self.pod_of_host
+        )
+        if profile is None:
             return None
-        try:
-            traces = read_job_traces(folder)
-            analysis = analyze_job(traces, boundary_call=BOUNDARY, allocation_millicores=1000.0)
-            pods = tuple(self.pod_of_host[t.hostname] for t in traces)
-        except (TraceFormatError, ValueError, OSError, KeyError):
-            return None  # still being written, or a host that is not ours: next time
-        self.found[member.name] = (tuple(float(d) for d in analysis.duty), pods)
+        self.found[member.name] = (profile.duty, profile.pods)
         return self.found[member.name]
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from broker.jobs.jobid import encode_f58, parse_jobid
 from miniclusters.api.campaign import CampaignSpec
 from miniclusters.api.fingerprint import fingerprint
+from miniclusters.api.status import CampaignStatusJson, StatusJson
 
 Outcome = Literal["done", "cancelled"]
 
@@ -32,9 +33,9 @@ class CampaignProgress:
     """Wall-clock seconds when the campaign began: a resumed runner keeps the campaign's clock."""
     outcome: Outcome | None = None
 
-    def to_status(self) -> dict[str, Any]:
+    def to_status(self) -> CampaignStatusJson:
         """``status.campaign`` (job ids as Flux prints them)."""
-        out: dict[str, Any] = {
+        out: CampaignStatusJson = {
             "spec": self.spec,
             "jobs": {name: encode_f58(job) for name, job in sorted(self.jobs.items())},
             "reruns": dict(sorted(self.reruns.items())),
@@ -46,7 +47,7 @@ class CampaignProgress:
         return out
 
     @classmethod
-    def from_status(cls, status: Mapping[str, Any] | None) -> CampaignProgress | None:
+    def from_status(cls, status: StatusJson | None) -> CampaignProgress | None:
         """The record in a MiniCluster's status, or None when there is none or it cannot be read (a record we
         cannot read is not resumed from: the campaign starts over rather than guessing)."""
         data = (status or {}).get("campaign")

@@ -13,13 +13,38 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from elasticity.control.ports import ResizeOutcome
 from elasticity.workloads.foam import FoamError, log_tail
 from elasticity.workloads.naca_sweep import final_coefficients
 from miniclusters.campaign.observe import last_time_step, read_stamp
 from miniclusters.campaign.plan import ENDED, SOLVER, SUBMITTED, CampaignPlan, Member
+from miniclusters.campaign.state_file import ClusterTotals
+
+PodTable = dict[str | int, int]
+"""pod -> a value (millicores, restarts): text keys as read back from JSON, int keys as the runner wrote them."""
+
+
+class CampaignEvent(TypedDict, total=False):
+    """A line of the campaign's events.jsonl as read back: `kind`, `t`, and the fields of that kind."""
+
+    kind: str
+    t: float
+    ensemble: str
+    member: str
+    state: str
+    duty: list[float]
+    pods: PodTable | list[int]
+    """A sample's requests by pod; the pods an ensemble or member ran on."""
+    pod_restarts: PodTable
+    requested_m: int
+    previous: int
+    size: int
+    pod: int
+    outcome: str
+    job_run: float
+    job_end: float
 
 
 @dataclass(frozen=True)
@@ -52,7 +77,7 @@ class EnsembleResult:
     restarts: int
 
 
-def _duties(events: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+def _duties(events: Sequence[CampaignEvent]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for e in events:
         if e.get("kind") == "member" and e.get("duty"):
@@ -60,11 +85,11 @@ def _duties(events: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
     return out
 
 
-def _cancelled(events: Sequence[dict[str, Any]]) -> set[str]:
+def _cancelled(events: Sequence[CampaignEvent]) -> set[str]:
     return {str(e["ensemble"]) for e in events if e.get("kind") == "ensemble-cancelled"}
 
 
-def _ended(events: Sequence[dict[str, Any]]) -> set[str]:
+def _ended(events: Sequence[CampaignEvent]) -> set[str]:
     return {str(e["ensemble"]) for e in events if e.get("kind") == "ensemble-done"}
 
 
@@ -106,29 +131,30 @@ def member_result(
     )
 
 
-def member_results(plan: CampaignPlan, events: Sequence[dict[str, Any]]) -> list[MemberResult]:
+def member_results(plan: CampaignPlan, events: Sequence[CampaignEvent]) -> list[MemberResult]:
     duties, cancelled, ended = _duties(events), _cancelled(events), _ended(events)
     return [member_result(m, duties.get(m.name), m.ensemble in cancelled, m.ensemble in ended) for m in plan.members]
 
 
-def _by_pod(sample: dict[str, Any], key: str, pod: int) -> int | None:
+def _by_pod(table: PodTable | list[int] | None, pod: int) -> int | None:
     """A per-pod value of a sample (JSON keys are text), None when the sample does not have it."""
-    table = sample.get(key) or {}
+    if not isinstance(table, dict):
+        return None
     value = table.get(str(pod), table.get(pod))
     return int(value) if value is not None else None
 
 
-def pod_restarts(window: Sequence[dict[str, Any]], pods: Sequence[int]) -> int:
+def pod_restarts(window: Sequence[CampaignEvent], pods: Sequence[int]) -> int:
     """Restarts of these pods over the samples: each pod's own count as it rises. Another pod's restart, or a pod
     removed (or played again by a scale-up, from 0), changes nothing here."""
     total = 0
     for pod in pods:
-        seen = [n for n in (_by_pod(s, "pod_restarts", pod) for s in window) if n is not None]
+        seen = [n for n in (_by_pod(s.get("pod_restarts"), pod) for s in window) if n is not None]
         total += sum(max(0, after - before) for before, after in itertools.pairwise(seen))
     return total
 
 
-def unused_scaled_pods(events: Sequence[dict[str, Any]]) -> list[int]:
+def unused_scaled_pods(events: Sequence[CampaignEvent]) -> list[int]:
     """Pods a scale-up added that no ensemble ran on (nor any member's rank): on podman a pod takes seconds to
     play and join, and the ensemble it was grown for may start on a pod that freed up first."""
     added = {i for e in events if e.get("kind") == "scaled" for i in range(int(e["previous"]), int(e["size"]))}
@@ -140,7 +166,7 @@ REFUSED = (ResizeOutcome.DEFERRED.value, ResizeOutcome.INFEASIBLE.value)
 """Resize outcomes the node did not take (the runner counts the others)."""
 
 
-def cluster_totals(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def cluster_totals(events: Sequence[CampaignEvent]) -> ClusterTotals:
     """The runner's cluster figures read back from its event log, for a reader that did not run it (`up` following
     the operator's campaign): CPU-seconds requested (integrated over the samples), resizes the node took, scales."""
     samples = [e for e in events if e.get("kind") == "sample"]
@@ -155,7 +181,7 @@ def cluster_totals(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _makespan(start: dict[str, Any] | None, end: dict[str, Any] | None) -> float | None:
+def _makespan(start: CampaignEvent | None, end: CampaignEvent | None) -> float | None:
     """From the lead's record of the batch job (its start to its end, the clock the members' stamps use); from
     the controller's looks only for a log without them."""
     if start is None or end is None:
@@ -166,7 +192,7 @@ def _makespan(start: dict[str, Any] | None, end: dict[str, Any] | None) -> float
 
 
 def ensemble_results(
-    plan: CampaignPlan, events: Sequence[dict[str, Any]], members: Sequence[MemberResult]
+    plan: CampaignPlan, events: Sequence[CampaignEvent], members: Sequence[MemberResult]
 ) -> list[EnsembleResult]:
     """Per ensemble: its run (start/end events), pods, and the samples and resizes of those pods meanwhile."""
     rows = []
@@ -185,7 +211,7 @@ def ensemble_results(
         t0 = float(start["t"]) if start else None
         t1 = float(end["t"]) if end else None
         window = [s for s in samples if t0 is not None and t0 <= float(s["t"]) <= (t1 if t1 is not None else 1e18)]
-        per_sample = [sum(_by_pod(s, "pods", p) or 0 for p in pods) for s in window]
+        per_sample = [sum(_by_pod(s.get("pods"), p) or 0 for p in pods) for s in window]
         resizes = sum(
             1
             for e in events

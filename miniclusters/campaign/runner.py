@@ -31,7 +31,7 @@ from miniclusters.backends.base import Backend, BackendError
 from miniclusters.campaign.observe import Profiles, job_times, lead_jobs, observe_ensembles, ran_on
 from miniclusters.campaign.plan import ENDED, CampaignPlan, batch_script, batch_submit, reset_member
 from miniclusters.campaign.progress import CampaignProgress, Outcome, adopt
-from miniclusters.campaign.samples import Samples
+from miniclusters.campaign.samples import MemberEvent, Sample, Samples
 
 MAX_RERUNS = 1
 """How often an ensemble's lost members (their sub-instance died under them) are run again."""
@@ -243,7 +243,7 @@ class CampaignRunner:
                 state = member.state + ("+profiled" if member.duty is not None else "")
                 if self._states.get(key) != state:
                     self._states[key] = state
-                    fields: dict[str, Any] = {"ensemble": ensemble.name, "member": member.name, "state": member.state}
+                    fields: MemberEvent = {"ensemble": ensemble.name, "member": member.name, "state": member.state}
                     if member.duty is not None:
                         fields["duty"] = [round(d, 4) for d in member.duty]
                         fields["pods"] = list(member.rank_pods or ())
@@ -291,7 +291,7 @@ class CampaignRunner:
     def _sample(self, view: ClusterView, queue: QueueView, now: float) -> None:
         self._resample(self.samples.observed(view, queue, now))
 
-    def _resample(self, fields: dict[str, Any] | None) -> None:
+    def _resample(self, fields: Sample | None) -> None:
         """A `sample` record (the timeline's CPU and size curves), when there is one to write."""
         if fields is not None:
             self.event("sample", **fields)
@@ -433,9 +433,3 @@ def replayed_states(path: Path | None) -> dict[str, str]:
             state = str(record["state"]) + ("+profiled" if record.get("duty") is not None else "")
             states[f"{record['ensemble']}/{record['member']}"] = state
     return states
-
-
-def workdir_for(name: str, configured: str) -> Path:
-    from miniclusters.backends.local.state import state_root
-
-    return Path(configured) if configured else state_root() / ".campaign" / name

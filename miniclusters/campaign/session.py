@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from common.tee import Tee
 from elasticity.control.campaign import MultiplexKnobs
@@ -29,14 +29,22 @@ from miniclusters.campaign.figures import plot_polar
 from miniclusters.campaign.observe import exec_jobs
 from miniclusters.campaign.plan import CampaignPlan, batch_script, plan_campaign
 from miniclusters.campaign.results import (
+    CampaignEvent,
     cluster_totals,
     ensemble_results,
     member_results,
     unused_scaled_pods,
     write_tables,
 )
-from miniclusters.campaign.runner import CampaignRunner, Loops, workdir_for
-from miniclusters.campaign.state_file import save_state
+from miniclusters.campaign.runner import CampaignRunner, Loops
+from miniclusters.campaign.state_file import (
+    CampaignState,
+    EnsembleRow,
+    LiveFields,
+    MemberRow,
+    Report,
+    save_state,
+)
 
 MPI_SETTINGS = {"OMPI_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_btl": "tcp,self"}
 DEFAULT_RIGID_M = 1000
@@ -45,7 +53,7 @@ DEFAULT_RIGID_M = 1000
 def plan_of(mc: MiniCluster) -> CampaignPlan:
     spec = mc.spec.campaign
     assert spec is not None
-    return plan_campaign(spec, workdir_for(mc.name, spec.workdir))
+    return plan_campaign(spec, workdirs.workdir_for("campaign", mc.name, spec.workdir))
 
 
 def claim_workdir(mc: MiniCluster) -> Path:
@@ -53,7 +61,7 @@ def claim_workdir(mc: MiniCluster) -> Path:
     spec.campaign.workdir: before anything is written or deleted there."""
     spec = mc.spec.campaign
     assert spec is not None
-    path = workdir_for(mc.name, spec.workdir)
+    path = workdirs.workdir_for("campaign", mc.name, spec.workdir)
     return workdirs.claim(path, "spec.campaign.workdir", mc.name, "campaign", ours=not spec.workdir)
 
 
@@ -123,7 +131,7 @@ def script_env() -> dict[str, str]:
     return {**foam_variables(), **MPI_SETTINGS}
 
 
-def live_fields(runner: CampaignRunner) -> dict[str, Any]:
+def live_fields(runner: CampaignRunner) -> LiveFields:
     """What status shows while the campaign runs."""
     return {
         "running": True,
@@ -153,10 +161,11 @@ def live_fields(runner: CampaignRunner) -> dict[str, Any]:
     }
 
 
-def report(plan: CampaignPlan, title: str) -> dict[str, Any]:
+def report(plan: CampaignPlan, title: str) -> Report:
     """Results from the files (tables and both PNGs in the work directory); the summary for the state file."""
     events_path = plan.workdir / "events.jsonl"
-    events = list(read_events(events_path)) if events_path.exists() else []
+    raw = list(read_events(events_path)) if events_path.exists() else []
+    events = cast("list[CampaignEvent]", raw)  # the log as the runner wrote it
     members = member_results(plan, events)
     ensembles = ensemble_results(plan, events, members)
     files = write_tables(plan.workdir, members, ensembles)
@@ -164,13 +173,16 @@ def report(plan: CampaignPlan, title: str) -> dict[str, Any]:
     if any(m.cl is not None for m in members):
         files.append(plot_polar(members, polar, f"{title}: force coefficients"))
     if any(e.get("kind") == "sample" for e in events):
-        files.append(plot_campaign_timeline(events, plan.workdir / "timeline.png", f"{title}: timeline"))
+        files.append(plot_campaign_timeline(raw, plan.workdir / "timeline.png", f"{title}: timeline"))
+    totals = cluster_totals(events)
     return {
-        "members": [asdict(m) for m in members],
-        "ensemble_rows": [asdict(e) for e in ensembles],
+        "members": [cast(MemberRow, asdict(m)) for m in members],
+        "ensemble_rows": [cast(EnsembleRow, asdict(e)) for e in ensembles],
         "unused_scaled_pods": unused_scaled_pods(events),
         "files": [str(f) for f in files],
-        **cluster_totals(events),
+        "cpu_seconds_requested": totals["cpu_seconds_requested"],
+        "resizes": totals["resizes"],
+        "scale_events": totals["scale_events"],
     }
 
 
@@ -182,7 +194,7 @@ def run(
 
     loops = loops_of(mc)
     events = plan.workdir / "events.jsonl"
-    common = {
+    common: CampaignState = {
         "workdir": str(plan.workdir),
         "events": str(events),
         "campaign": _spec_json(mc.spec.campaign),
@@ -224,10 +236,11 @@ def _lead_copy(backend: Any, name: str) -> Path | None:
     return Path(lead_rest_state_dir(name)) / "controllers" / "campaign.jsonl"
 
 
+# open: spec.campaign's wire form (CampaignSpec validates it when read back)
 def _spec_json(spec: CampaignSpec | None) -> dict[str, Any]:
     return spec.model_dump(by_alias=True) if spec is not None else {}
 
 
-def plan_from_state(state: dict[str, Any]) -> CampaignPlan:
+def plan_from_state(state: CampaignState) -> CampaignPlan:
     spec = CampaignSpec.model_validate(state["campaign"])
     return plan_campaign(spec, Path(state["workdir"]))

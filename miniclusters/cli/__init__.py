@@ -11,7 +11,8 @@ from miniclusters.cli.lazy import LazyGroup
 _CLI = "miniclusters.cli"
 VERBS: dict[str, str] = {
     **{name: f"{_CLI}.spec_commands:{name}" for name in ("validate", "render", "convert", "crd")},
-    **{name: f"{_CLI}.cluster_commands:{name}" for name in ("up", "down", "status", "scale", "resize", "logs")},
+    "up": f"{_CLI}.up_command:up",
+    **{name: f"{_CLI}.cluster_commands:{name}" for name in ("down", "status", "scale", "resize", "logs")},
     "exec": f"{_CLI}.cluster_commands:exec_",
     "list": f"{_CLI}.cluster_commands:list_",
     "save": f"{_CLI}.save_commands:save",

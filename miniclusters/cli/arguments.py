@@ -26,6 +26,7 @@ def command_words(_ctx: click.Context, _param: click.Parameter, value: tuple[str
     return value
 
 
+# open: a verb's flags and a spec section, whatever they hold
 def source_of(key: str, flag: str, flags: Mapping[str, Any], spec_path: str, spec: Mapping[str, Any]) -> str:
     """Who set a setting, as a message names it: the flag when given, else the spec field, else the default."""
     if flags.get(key) is not None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
+from miniclusters.cli.backend_options import backend_errors, backend_options, open_backend
 from miniclusters.cli.interrupts import EXIT_INTERRUPTED
 
 
@@ -31,7 +31,7 @@ from miniclusters.cli.interrupts import EXIT_INTERRUPTED
 @click.option("--until-idle", is_flag=True, help="Stop once the queue is empty and the cluster is back at its floor.")
 @click.option("--timeout", type=click.FloatRange(min=0), help="Stop after this many seconds.")
 @click.option("--started-by", default="cli", hidden=True, help="Who started it (`up` passes 'up'), for status.")
-@_backend_options
+@backend_options
 def autoscale(
     name: str,
     spec_file: str | None,
@@ -63,7 +63,7 @@ def autoscale(
       minicluster autoscale autoscale --spec examples/autoscale.yaml --until-idle --plot autoscale.png
     """
     from elasticity.policy.autoscale import AutoscaleOptions
-    from miniclusters.api.spec import AutoscaleSpec
+    from miniclusters.api.extension_specs import AutoscaleSpec
     from miniclusters.autoscaling.queue import ExecQueue, local_flux
     from miniclusters.autoscaling.runner import RunOptions, run_autoscaler
     from miniclusters.autoscaling.state import state_file
@@ -92,8 +92,8 @@ def autoscale(
         state=state_file(backend, name),
         started_by=started_by,
     )
-    with _errors():
-        target = _open(backend, context, namespace)
+    with backend_errors():
+        target = open_backend(backend, context, namespace)
         if backend == "kubernetes":
             from miniclusters.autoscaling.queue import lead_flux
 

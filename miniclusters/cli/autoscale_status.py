@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from miniclusters.autoscaling.state import AutoscalerState
 from miniclusters.backends.base import QUERY_TIMEOUT, Backend, BackendError, ClusterStatus
 
 
@@ -31,6 +32,7 @@ def drain_report(backend: Backend, status: ClusterStatus) -> list[dict[str, str]
     ]
 
 
+# open: the lead's queue-state answer (the broker's JSON)
 def _queue_state(backend: Backend, name: str) -> dict[str, Any] | None:
     """`flux resource demand` of the lead: over its socket on this machine (no process started in a pod with a
     small CPU request), else run in the lead pod."""
@@ -67,7 +69,7 @@ def print_drains(drains: list[dict[str, str]]) -> None:
         )
 
 
-def print_autoscaler_state(state: dict[str, Any]) -> None:
+def print_autoscaler_state(state: AutoscalerState) -> None:
     """The loop's last saved state, as the multiplexing controller's is shown."""
     alive = "running" if state.get("running") else "stopped" + (f": {state['stopped']}" if state.get("stopped") else "")
     by = {"up": "started by up", "cli": "minicluster autoscale"}.get(str(state.get("started_by")), "")

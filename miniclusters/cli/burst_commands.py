@@ -7,14 +7,14 @@ import sys
 import click
 
 from miniclusters.backends.base import BackendError
-from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
+from miniclusters.cli.backend_options import backend_errors, backend_options, open_backend
 
 EXIT_INVALID = 2
 
 
 @click.command()
 @click.argument("name")
-@_backend_options
+@backend_options
 @click.option("--plugin", default="local", show_default=True, help="Burst plugin (miniclusters.burst_plugins).")
 @click.option("--nodes", type=int, help="How many follower nodes to bring up.")
 @click.option("--release", "release_name", help="Tear down this burst (as `status` names it) instead.")
@@ -39,8 +39,8 @@ def burst(
     if release_name is None and (nodes is None or nodes < 1):
         click.echo("error: --nodes: give a number of nodes >= 1 (or --release BURST)", err=True)
         sys.exit(EXIT_INVALID)
-    with _errors():
-        opened = _open(backend, context, namespace)
+    with backend_errors():
+        opened = open_backend(backend, context, namespace)
         lead_context = getattr(opened, "lead_context", None)
         if lead_context is None:
             raise BackendError(

@@ -4,7 +4,7 @@ pending jobs wait."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 
@@ -12,7 +12,23 @@ from broker.burst_service import ABSENT, service_words
 from miniclusters.backends.base import QUERY_TIMEOUT, Backend, BackendError, ClusterStatus
 
 
-def burst_report(backend: Backend, status: ClusterStatus) -> dict[str, Any] | None:
+class Burst(TypedDict):
+    """One burst's ranks beyond the pods, their hosts, and how many are up."""
+
+    name: str
+    ranks: list[int]
+    hosts: list[str]
+    up: int
+
+
+class BurstReport(TypedDict):
+    bursts: list[Burst]
+    pending: dict[str, str]
+    """Pending job -> why it waits."""
+    service: dict[str, Any] | None  # open: the burst service's own report (broker/burst_service.py)
+
+
+def burst_report(backend: Backend, status: ClusterStatus) -> BurstReport | None:
     """Burst ranks (grouped by burst) and why pending jobs wait, asked of the lead; None when it cannot say."""
     if status.ranks_up is None or status.finished:
         return None
@@ -29,7 +45,7 @@ def burst_report(backend: Backend, status: ClusterStatus) -> dict[str, Any] | No
         ranks = document["ranks"]
     except (ValueError, KeyError, TypeError):
         return None
-    bursts: dict[str, dict[str, Any]] = {}
+    bursts: dict[str, Burst] = {}
     for rank in ranks:
         if rank.get("burst"):
             entry = bursts.setdefault(rank["burst"], {"name": rank["burst"], "ranks": [], "hosts": [], "up": 0})
@@ -49,7 +65,7 @@ def burst_report(backend: Backend, status: ClusterStatus) -> dict[str, Any] | No
     }
 
 
-def print_bursts(report: dict[str, Any]) -> None:
+def print_bursts(report: BurstReport) -> None:
     """The text form, under the pods table (the service's line once one has reported, or work is waiting on it)."""
     service = report.get("service")
     if service and (service.get("state") != ABSENT or report["bursts"] or report["pending"]):

@@ -19,6 +19,7 @@ import click
 from miniclusters.api.errors import SpecError
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import Backend, CreateOptions, NotFoundError
+from miniclusters.campaign.state_file import CampaignState
 from miniclusters.cli.campaign_render import print_campaign_state, result_lines
 from miniclusters.cli.interrupts import EXIT_INTERRUPTED, TeardownOnInterrupt
 
@@ -110,7 +111,7 @@ def campaign() -> None:
     """
 
 
-def _state_or_exit(name: str) -> dict[str, Any]:
+def _state_or_exit(name: str) -> CampaignState:
     from miniclusters.campaign import state_file
 
     state = state_file.load_state(name)
@@ -137,7 +138,7 @@ def results(name: str) -> None:
 
     state = _state_or_exit(name)
     summary = session.report(session.plan_from_state(state), name)
-    for line in result_lines({**state, **summary}):
+    for line in result_lines(summary):  # the report rebuilt now: every field the table prints
         click.echo(line)
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from miniclusters.campaign.state_file import CampaignState, Report
+
 
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> list[str]:
     cells = [[str(h) for h in header]] + [
@@ -16,7 +18,7 @@ def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
 
 
-def result_lines(state: dict[str, Any]) -> list[str]:
+def result_lines(state: Report) -> list[str]:
     """The science table and the operational report, as `up`, `campaign results` and `status` print them."""
     lines = ["results (forceCoeffs at the last iteration):"]
     members = state.get("members") or []
@@ -90,7 +92,7 @@ def result_lines(state: dict[str, Any]) -> list[str]:
     return lines
 
 
-def live_lines(state: dict[str, Any]) -> list[str]:
+def live_lines(state: CampaignState) -> list[str]:
     """What runs now (while the campaign is not finished)."""
     where = "running" if state.get("running") else f"stopped ({state.get('outcome') or state.get('stopped', '?')})"
     lines = [
@@ -119,7 +121,7 @@ def live_lines(state: dict[str, Any]) -> list[str]:
     return lines
 
 
-def print_campaign_state(state: dict[str, Any]) -> None:
+def print_campaign_state(state: CampaignState) -> None:
     lines = live_lines(state)
     if state.get("members"):
         lines += result_lines(state)

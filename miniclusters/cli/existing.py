@@ -11,20 +11,22 @@ from miniclusters.backends.base import ClusterStatus
 from miniclusters.words import of
 
 
-def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
-    if isinstance(value, dict) and value:
-        for key, item in value.items():
-            _flatten(item, f"{path}.{key}" if path else str(key), out)
-    else:
-        out[path] = value
+# open: a spec's leaves, whatever the user wrote there
+def _flatten(value: Any, path: str) -> dict[str, Any]:
+    """field path -> leaf value of a spec (an empty map is a leaf)."""
+    if not (isinstance(value, dict) and value):
+        return {path: value}
+    out = {}
+    for key, item in value.items():
+        out.update(_flatten(item, f"{path}.{key}" if path else str(key)))
+    return out
 
 
+# open: two MiniClusters as stored and as written (user JSON)
 def spec_differences(stored: dict[str, Any], wanted: dict[str, Any], limit: int = 5) -> list[str]:
     """Field paths (spec.size: 2 -> 4) where the new spec differs from the one the cluster runs."""
-    old: dict[str, Any] = {}
-    new: dict[str, Any] = {}
-    _flatten(stored.get("spec", {}), "spec", old)
-    _flatten(wanted.get("spec", {}), "spec", new)
+    old = _flatten(stored.get("spec", {}), "spec")
+    new = _flatten(wanted.get("spec", {}), "spec")
     changed = [
         f"{path}: {old.get(path, '(unset)')!r} -> {new.get(path, '(unset)')!r}"
         for path in sorted(set(old) | set(new))
@@ -48,7 +50,9 @@ def reach_lines(name: str, rest_url: str | None) -> list[str]:
 
 
 def existing_message(
-    status: ClusterStatus, stored: dict[str, Any] | None, wanted: dict[str, Any]
+    status: ClusterStatus,
+    stored: dict[str, Any] | None,  # open: the MiniCluster as stored (user JSON)
+    wanted: dict[str, Any],  # open: the MiniCluster as written (user JSON)
 ) -> tuple[int, list[str]]:
     """(exit code, lines) for `up` of a cluster that exists: 0 when it is the same spec and still running,
     2 when the spec differs (nothing is changed), 1 when it has finished (remove it to run it again)."""

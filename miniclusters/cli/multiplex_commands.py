@@ -16,7 +16,7 @@ import click
 
 from miniclusters.backends.base import NotFoundError
 from miniclusters.cli.arguments import command_text, source_of
-from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
+from miniclusters.cli.backend_options import backend_errors, backend_options, open_backend
 from miniclusters.words import plural
 
 
@@ -45,6 +45,7 @@ def _lock(backend: str, name: str) -> Iterator[None]:
         yield
 
 
+# open: spec.multiplexing's wire form plus the stored spec's figures, merged with flags
 def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
     """spec.multiplexing, spec.tasks and the runner's CPU request of a cluster on this machine (local: its store's
     spec file; podman: the spec its record keeps); the Kubernetes path takes flags only."""
@@ -142,7 +143,7 @@ def _claimed_workdir(name: str, flag: str | None, configured: str | None) -> Pat
 @click.option("--timeline", type=click.Path(dir_okay=False), help="PNG timeline; the JSON-lines log goes beside it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option("--started-by", default="cli", hidden=True, help="Who started it (`up` passes 'up'), for status.")
-@_backend_options
+@backend_options
 def multiplex(name: str, backend: str, context: str | None, namespace: str | None, **opts: Any) -> None:
     """Profile, resize in place, pack more simulations and keep them fair on MiniCluster NAME.
 
@@ -160,8 +161,8 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
     from miniclusters.multiplex.settings import multiplex_config
     from miniclusters.multiplex.state_file import state_file
 
-    with _errors(), _lock(backend, name):  # before anything is looked at, claimed or said
-        target = _open(backend, context, namespace)
+    with backend_errors(), _lock(backend, name):  # before anything is looked at, claimed or said
+        target = open_backend(backend, context, namespace)
         status = target.status(name)
         spec = _spec_defaults(target, name)
         command = opts["command"] or spec.get("command") or ""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from miniclusters.cli.cluster_commands import _errors
+from miniclusters.cli.backend_options import backend_errors
 from miniclusters.cli.interrupts import EXIT_INTERRUPTED
 from miniclusters.render import RenderOptions
 
@@ -95,7 +95,7 @@ def operator(
         raise click.UsageError("give --all-namespaces or --namespace, not both")
     if (custom_metrics_port is None) != (custom_metrics_tls is None):
         raise click.UsageError("--custom-metrics-port and --custom-metrics-tls go together")
-    with _errors():
+    with backend_errors():
         api = RealKubeApi.from_kubeconfig(context, namespaces[0] if namespaces else None)
         from miniclusters.backends.kubernetes.backend import KubernetesBackend
         from miniclusters.campaign.kube import kubernetes_campaign_starter
@@ -255,7 +255,7 @@ def manifests(output: str | None, registry: str | None, tag: str | None, tenants
 
     defaults = RenderOptions()
     options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
-    text = dump_yaml_stream(build_manifests(options, tenants=parsed))
+    text = dump_yaml_stream(dict(m) for m in build_manifests(options, tenants=parsed))
     if output:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}", err=True)

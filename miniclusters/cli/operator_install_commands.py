@@ -80,7 +80,7 @@ def install(
       minicluster operator install --campaign-volume /srv/campaigns     # campaigns' work directories there
     """
     from miniclusters.operator import install as installer
-    from miniclusters.operator.manifests import CampaignVolume
+    from miniclusters.operator.manifests import NAMESPACE, CampaignVolume
 
     try:
         volume = CampaignVolume.parse(campaign_volume) if campaign_volume is not None else None
@@ -89,10 +89,10 @@ def install(
     defaults = RenderOptions()
     options = RenderOptions(registry=registry or defaults.registry, tag=tag or defaults.tag)
     with _install_errors():
-        tls = _metrics_tls(installer.NAMESPACE) if custom_metrics else None
+        tls = _metrics_tls(NAMESPACE) if custom_metrics else None
         objects = installer.install_objects(options, accept_flux_operator_kind, volume, tls)
         installer.install(_api(context), objects, _say, timeout=timeout)
-    click.echo(f"operator installed in namespace {installer.NAMESPACE}")
+    click.echo(f"operator installed in namespace {NAMESPACE}")
 
 
 def _metrics_tls(namespace: str) -> MetricsTLS:
@@ -154,15 +154,17 @@ def status(context: str | None, output: str) -> None:
     """
     from dataclasses import asdict
 
+    from miniclusters.api.crd import CRD_NAME
     from miniclusters.operator import install as installer
+    from miniclusters.operator.manifests import NAME, NAMESPACE
 
     with _install_errors():
         state = installer.operator_state(_api(context))
     if output == "json":
         click.echo(json.dumps({**asdict(state), "available": state.available}, indent=2))
     else:
-        click.echo(f"CRD {installer.CRD_NAME}: {'established' if state.crd else 'missing'}")
-        click.echo(f"Deployment {installer.NAMESPACE}/{installer.NAME}: {state.summary()}")
+        click.echo(f"CRD {CRD_NAME}: {'established' if state.crd else 'missing'}")
+        click.echo(f"Deployment {NAMESPACE}/{NAME}: {state.summary()}")
         if state.image:
             click.echo(f"image: {state.image}")
         if state.deployment:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 
-from broker.jobs.archive import ArchiveError, read_archive, summary
+from broker.jobs.archive import read_archive, summary
+from broker.jobs.archive_members import ArchiveError
 from miniclusters.api.spec import MiniCluster
 from miniclusters.errors import MiniclustersError
 
@@ -23,6 +24,13 @@ class RestoreRefused(MiniclustersError, click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"error: {self.message}", err=True)
+
+
+class ArchiveUpdate(TypedDict, total=False):
+    """What --restore changes in spec.archive."""
+
+    path: str
+    unfit: str
 
 
 def archive_path(path: str, ephemeral: bool) -> str:
@@ -96,7 +104,7 @@ def restore_spec(mc: MiniCluster, archive: str, unfit: str | None, ephemeral: bo
         )
     else:
         click.echo(f"--restore: {path} is checked by the lead broker when it starts", err=True)
-    update: dict[str, Any] = {"path": path}
+    update: ArchiveUpdate = {"path": path}
     if unfit:
         update["unfit"] = unfit
     archive_spec = mc.spec.archive.model_copy(update=update)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from miniclusters.cli.cluster_commands import _backend_options, _errors, _open
+from miniclusters.cli.backend_options import backend_errors, backend_options, open_backend
 from miniclusters.cli.queue_archive import (
     archive_path,
     print_saved,
@@ -21,7 +21,7 @@ from miniclusters.cli.queue_archive import (
 @click.argument("archive")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds jobs may take to settle.")
 @click.option("--force", is_flag=True, help="Replace ARCHIVE if it exists.")
-@_backend_options
+@backend_options
 def save(
     name: str, archive: str, timeout: float, force: bool, backend: str, context: str | None, namespace: str | None
 ) -> None:
@@ -37,8 +37,8 @@ def save(
       minicluster save demo queue.tar.gz && minicluster down demo
       minicluster up examples/save-restore.yaml --restore queue.tar.gz
     """
-    with _errors():
-        target = _open(backend, context, namespace)
+    with backend_errors():
+        target = open_backend(backend, context, namespace)
         path = archive_path(archive, target.ephemeral)
         refuse_existing(path, target.ephemeral, force)
         refuse_missing_directory(path, target.ephemeral)

@@ -30,7 +30,7 @@ def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str_presenter)
 
 
-def dump_yaml_stream(objects: Iterable[dict[str, Any]]) -> str:
+def dump_yaml_stream(objects: Iterable[dict[str, Any]]) -> str:  # open: any Kubernetes or MiniCluster document
     return yaml.dump_all(list(objects), Dumper=_Dumper, sort_keys=False, explicit_start=True)
 
 
@@ -48,6 +48,7 @@ def _load_all(files: Iterable[str]) -> list[MiniCluster]:
     return loaded
 
 
+# open: rendered Kubernetes objects (render's output)
 def _schema_problems(objects: Iterable[dict[str, Any]], version: str) -> list[str]:
     """Check rendered objects against the official Kubernetes schemas, when kubernetes-validate is installed."""
     try:
@@ -140,6 +141,7 @@ def render(
         tag=tag or defaults.tag,
         cluster_domain=cluster_domain,
     )
+    # open: rendered Kubernetes objects (render's output)
     objects: list[dict[str, Any]] = []
     for mc in _load_all(files):
         objects += render_minicluster(mc, options)
@@ -183,7 +185,7 @@ def crd(output: str | None) -> None:
     """
     from miniclusters.api.crd import build_crd
 
-    text = dump_yaml_stream([build_crd()])
+    text = dump_yaml_stream([dict(build_crd())])
     if output:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}", err=True)

@@ -52,6 +52,7 @@ def ranks_words(status: ClusterStatus) -> str:
     return ", ".join(words)
 
 
+# open: the backend's ClusterStatus as JSON, for --output json/jsonpath
 def status_document(status: ClusterStatus) -> dict[str, Any]:
     """Every fact `status` shows, JSON-ready: the backend's ClusterStatus plus the words the text prints."""
     document = asdict(status)
@@ -73,6 +74,7 @@ def _table(rows: list[list[str]], indent: str = "") -> list[str]:
     ]
 
 
+# open: status_document's JSON
 def render_status_text(document: dict[str, Any]) -> str:
     """The text form of a status document (see the module docstring)."""
     lines = [
@@ -129,6 +131,7 @@ def _jsonpath_value(document: Any, path: str) -> Any:
     return value
 
 
+# open: any JSON document, walked by the user's template
 def render_jsonpath(document: dict[str, Any], template: str) -> str:
     """kubectl's `-o jsonpath=` for the simple case: `{.field.sub}` and `{.list[N].field}` in a template."""
     if not JSONPATH_FIELD.search(template):

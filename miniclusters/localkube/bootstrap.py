@@ -6,15 +6,17 @@ what it serves: Services, EndpointSlices, Pods and Namespaces.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from miniclusters.kube_shapes import Manifest
 from miniclusters.localkube.layout import Layout
 
 FIELD_MANAGER = "miniclusters-kube"
 
 
-def coredns_rbac() -> list[dict[str, Any]]:
-    role = {
+def coredns_rbac() -> list[Manifest]:
+    role: Manifest = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": "miniclusters:coredns", "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
@@ -27,7 +29,7 @@ def coredns_rbac() -> list[dict[str, Any]]:
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
         ],
     }
-    binding = {
+    binding: Manifest = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": {"name": "miniclusters:coredns", "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
@@ -37,13 +39,16 @@ def coredns_rbac() -> list[dict[str, Any]]:
     return [role, binding]
 
 
-def apply(layout: Layout, objects: list[dict[str, Any]]) -> None:
+def apply(layout: Layout, objects: list[Manifest]) -> None:
     """Server-side apply as the administrator (kubernetes' dynamic client)."""
     from kubernetes import config, dynamic
 
-    api_client = config.new_client_from_config(config_file=str(layout.kubeconfig))
+    # the client library is unannotated: these are the calls we make of it
+    new_client: Callable[..., Any] = config.new_client_from_config
+    dynamic_client: Callable[[Any], Any] = dynamic.DynamicClient
+    api_client = new_client(config_file=str(layout.kubeconfig))
     try:
-        client = dynamic.DynamicClient(api_client)
+        client = dynamic_client(api_client)
         for body in objects:
             resource = client.resources.get(api_version=body["apiVersion"], kind=body["kind"])
             resource.server_side_apply(

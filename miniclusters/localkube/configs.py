@@ -52,7 +52,7 @@ def kubeconfig(layout: Layout, user: str, server: str | None = None) -> str:
 
 def kubelet_config(layout: Layout) -> str:
     pki = layout.pki
-    document: dict[str, Any] = {
+    document: dict[str, Any] = {  # open: a KubeletConfiguration, as the kubelet documents it
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "failCgroupV1": False,  # this machine's cgroups are v1 (separate cpu, cpuacct, cpuset mounts)

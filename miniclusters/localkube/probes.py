@@ -78,7 +78,7 @@ def kube_proxy(layout: Layout) -> bool:
     return _get("http://127.0.0.1:10256/healthz")[0] == 200
 
 
-def api_json(layout: Layout, path: str) -> dict[str, object] | None:
+def api_json(layout: Layout, path: str) -> dict[str, object] | None:  # open: any API server answer
     status, body = _get(f"{layout.apiserver_url}{path}", admin_tls(layout))
     if status != 200:
         return None

@@ -72,6 +72,7 @@ def start_overhead(loop: MalleableLoop) -> float:
     return max(0.0, sum(extra) / len(extra)) if extra else 0.0
 
 
+# open: event lines of the malleable run, their fields by kind
 def resize_overhead(loop: MalleableLoop, events: Iterable[Mapping[str, Any]], start: float) -> float:
     """Mean seconds from a resize's request to its restart (the loop's event log), plus a start: the simulator's
     `rescale_overhead`. 0 when nothing was resized."""

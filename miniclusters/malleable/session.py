@@ -49,11 +49,9 @@ def shape_of(job: LiveJob, iterations: int) -> SolverShape:
 
 def base_workdir(mc: MiniCluster) -> Path:
     """The run's work directory; each policy's run gets its own folder in it."""
-    from miniclusters.backends.local.state import state_root
-
     spec = mc.spec.malleable
     assert spec is not None
-    return Path(spec.workdir) if spec.workdir else state_root() / ".malleable" / mc.name
+    return workdirs.workdir_for("malleable", mc.name, spec.workdir)
 
 
 def claim_workdir(mc: MiniCluster) -> Path:

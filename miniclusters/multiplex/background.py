@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from miniclusters import pidlock
-from miniclusters.backends.local.state import state_root
+from miniclusters.workdirs import state_root
 
 
 def multiplexer_dir() -> Path:

@@ -99,6 +99,7 @@ class MirroredEventLog(EventLog):
         super().__init__(target, loop, clock)
         self.mirror = mirror
 
+    # open: an event line: its kind's fields (elasticity's EventLog)
     def write(self, kind: str, cluster: str = "", **fields: Any) -> dict[str, Any]:
         record = super().write(kind, cluster, **fields)
         if self.mirror is not None:

@@ -18,10 +18,9 @@ from pathlib import Path
 
 from elasticity.control.multiplex_ports import Submitted
 from elasticity.control.multiplex_types import Profile, SimulationView, parse_placement
-from elasticity.profiling.duty_cycle import analyze_job
-from elasticity.profiling.trace import TraceFormatError, read_job_traces
 from miniclusters.backends.base import Backend, BackendError
 from miniclusters.operator.multiplex_progress import RunRecord
+from miniclusters.trace_profiles import read_job_profile
 
 PROGRESS = re.compile(r"^(?:iteration|Time =)\s*(\d+)\s*$")
 #: What the controller applies to every job it launches (bench/bench_mpi_wait.py, docs/multiplexing.md): ranks
@@ -245,22 +244,16 @@ class FluxSimulations:
         """The profile once every rank wrote its trace (after K iterations), cached."""
         if sim in self.profiles:
             return self.profiles[sim]
-        directory = self.trace_dir(sim)
-        if len(list(directory.glob("pmpi.*.bin"))) < self.ranks:
-            return None
-        try:
-            traces = read_job_traces(directory)
-            analysis = analyze_job(traces, boundary_call=self.boundary, allocation_millicores=self.equal_per_rank_m)
-            placement = parse_placement([t.hostname for t in traces], self.pod_of_host)
-        except (TraceFormatError, ValueError, OSError):
+        found = read_job_profile(
+            self.trace_dir(sim), self.ranks, self.boundary, self.equal_per_rank_m, pod_of_host=self.pod_of_host
+        )
+        if found is None:
             return None  # a trace still being written: next time
-        pids: dict[int, list[int]] = {}
-        for trace in traces:
-            pids.setdefault(self.pod_of_host[trace.hostname], []).append(trace.pid)
-        self.pids[sim] = pids
-        duty = tuple(float(d) for d in analysis.duty)
+        placement = parse_placement([t.hostname for t in found.traces], self.pod_of_host)
+        self.pids[sim] = found.pids_by_pod()
+        duty = found.duty
         self.mean_duty[sim] = sum(duty) / len(duty)
-        self.profiles[sim] = Profile(duty, placement, iteration_rate=analysis.steady_rate)
+        self.profiles[sim] = Profile(duty, placement, iteration_rate=found.analysis.steady_rate)
         return self.profiles[sim]
 
     def cancel(self, sim: str, reason: str) -> None:

@@ -4,7 +4,7 @@ its saved state as `minicluster status` prints it."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 from rich.console import Console
@@ -13,6 +13,7 @@ from rich.table import Table
 from elasticity.control.multiplex import summary_rows
 from elasticity.control.multiplex_runner import Progress
 from miniclusters.multiplex.session import Session
+from miniclusters.multiplex.state_file import MultiplexState
 
 
 def progress_text(progress: Progress) -> str:
@@ -33,7 +34,22 @@ def print_progress_line(progress: Progress, last: list[str], console: Console | 
         last[:] = [key, str(progress.t)]
 
 
-def summary(session: Session, same_pids: bool) -> dict[str, Any]:
+class Summary(TypedDict):
+    """The run's closing summary (`minicluster multiplex --json`)."""
+
+    simulations: list[dict[str, Any]]  # open: elasticity's summary_rows, with each simulation's job and mean duty
+    resizes: int
+    restarts: int
+    same_pids: bool
+    beta: float | None
+    beta_stderr: float | None
+    rates_by_n: dict[str, float]
+    requested_m: int | None
+    blocked: str | None
+    job_shares: str
+
+
+def summary(session: Session, same_pids: bool) -> Summary:
     planner = session.planner
     sims = summary_rows(planner)
     for row in sims:
@@ -90,7 +106,7 @@ def print_summary(session: Session, same_pids: bool, console: Console | None = N
     console.print(table)
 
 
-def print_controller_state(state: dict[str, Any]) -> None:
+def print_controller_state(state: MultiplexState) -> None:
     """The multiplexing controller's last saved state, for `minicluster status` (whoever started it)."""
     sims = state.get("simulations") or []
     by_state: dict[str, int] = {}

@@ -22,6 +22,7 @@ from elasticity.control.ports import Actuator, Observer
 from miniclusters.backends.base import Backend, InvalidRequestError
 from miniclusters.backends.ports import ports_for
 from miniclusters.multiplex.flux_simulations import FluxSimulations
+from miniclusters.multiplex.state_file import MultiplexState
 
 
 @dataclass
@@ -137,11 +138,11 @@ def open_session(
     )
 
 
-def save_state(path: Path, name: str, session: Session, running: bool, extra: dict[str, Any] | None = None) -> None:
+def save_state(path: Path, name: str, session: Session, running: bool, extra: MultiplexState | None = None) -> None:
     """The controller's state as JSON (atomically replaced), for `minicluster status NAME`."""
     planner = session.planner
     model = planner.model
-    state = {
+    state: MultiplexState = {
         "cluster": name,
         "controller_pid": os.getpid(),
         "running": running,

@@ -33,6 +33,7 @@ def equal_per_rank_m(status: ClusterStatus, ranks: int, overhead_m: int, pod_cpu
     return max(1, (current - overhead_m * len(status.pods)) // ranks) if current else 1000
 
 
+# open: a stored MiniCluster document (validated here)
 def runner_cpu_m(spec: Mapping[str, Any]) -> int | None:
     """The CPU request of the container that runs the broker, from a MiniCluster's wire form; None if unset."""
     from miniclusters.api.spec import MiniCluster
@@ -47,6 +48,7 @@ def runner_cpu_m(spec: Mapping[str, Any]) -> int | None:
 
 def multiplex_config(
     status: ClusterStatus,
+    # open: spec.multiplexing's wire form merged with the CLI's flags
     mux: Mapping[str, Any],
     tasks: int,
     allocatable_m: int,

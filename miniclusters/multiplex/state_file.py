@@ -4,10 +4,10 @@ planner (status reads this on every call)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from miniclusters.autoscaling.state import read_loop_state
-from miniclusters.backends.local.state import state_root
+from miniclusters.autoscaling.state import LoopState, read_loop_state
+from miniclusters.workdirs import state_root
 
 
 def state_file(backend: str, name: str) -> Path:
@@ -15,6 +15,22 @@ def state_file(backend: str, name: str) -> Path:
     return state_root() / ".multiplexer" / f"{backend}-{name}.json"  # no cluster is called ".multiplexer"
 
 
-def load_state(backend: str, name: str) -> dict[str, Any] | None:
+class MultiplexState(LoopState, total=False):
+    """The multiplexing controller's state file (multiplex/session.py's save_state)."""
+
+    controller_pid: int
+    phase: str
+    simulations: list[dict[str, Any]]  # open: elasticity's summary_rows, one row per simulation
+    requested_m: int | None
+    resizes: int
+    restarts: int
+    beta: float | None
+    blocked: str | None
+    job_shares: str
+    workdir: str
+    same_pids: bool
+
+
+def load_state(backend: str, name: str) -> MultiplexState | None:
     """The saved state; a controller that says it runs but whose process is gone (killed) is shown stopped."""
-    return read_loop_state(state_file(backend, name), pid_key="controller_pid")
+    return cast(MultiplexState | None, read_loop_state(state_file(backend, name), pid_key="controller_pid"))

@@ -13,15 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
 
 from elasticity.control.autoscale import Autoscaler, QueuePort
 from elasticity.control.ports import Actuator, Observer
 from elasticity.policy.autoscale import AutoscaleOptions
-from miniclusters.api.spec import AutoscaleSpec
-
-if TYPE_CHECKING:
-    from miniclusters.operator.controller import ClusterKey
+from miniclusters.api.extension_specs import AutoscaleSpec
+from miniclusters.operator.loop_types import ClusterKey, Decision
 
 log = logging.getLogger("miniclusters.operator.autoscaling")
 
@@ -37,20 +34,6 @@ class AutoscalePorts:
 
 PortsFor = Callable[[str], AutoscalePorts]
 """namespace -> the ports acting on MiniClusters in that namespace."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What a loop last did: the ``Autoscaling`` condition, and the Event to record (None: nothing new)."""
-
-    status: bool
-    reason: str
-    message: str
-    event_type: Literal["Normal", "Warning"] | None = None
-
-    @property
-    def condition(self) -> tuple[bool, str, str]:
-        return self.status, self.reason, self.message
 
 
 def options_of(spec: AutoscaleSpec) -> AutoscaleOptions:

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from miniclusters.api.campaign import CampaignSpec
+from miniclusters.api.fingerprint import fingerprint
 from miniclusters.api.spec import MiniCluster
-from miniclusters.campaign.progress import CampaignProgress, fingerprint
-from miniclusters.operator.autoscaling import Decision
+from miniclusters.campaign.progress import CampaignProgress
+from miniclusters.operator.loop_types import ClusterKey, Decision
 from miniclusters.operator.runners import DEFAULT_INTERVAL, RunnerSupervisor
 
 if TYPE_CHECKING:
     from miniclusters.campaign.runner import CampaignRunner
-    from miniclusters.operator.controller import ClusterKey
 
 log = logging.getLogger("miniclusters.operator.campaign")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from miniclusters.api.status import ConditionJson
 
 READY = "Ready"
 SCALING = "Scaling"
@@ -16,19 +16,19 @@ ALL = (READY, SCALING, RESIZING, INVALID_SPEC, DEGRADED, AUTOSCALING, MULTIPLEXI
 
 
 def set_condition(
-    conditions: list[dict[str, Any]],
+    conditions: list[ConditionJson],
     kind: str,
     status: bool,
     reason: str,
     message: str,
     now: str,
     generation: int,
-) -> list[dict[str, Any]]:
+) -> list[ConditionJson]:
     """A new list with condition `kind` set; lastTransitionTime changes only when the status changes."""
     word = "True" if status else "False"
     previous = next((c for c in conditions if c.get("type") == kind), None)
     since = previous["lastTransitionTime"] if previous and previous.get("status") == word else now
-    new = {
+    new: ConditionJson = {
         "type": kind,
         "status": word,
         "reason": reason,
@@ -41,10 +41,10 @@ def set_condition(
     return sorted(out, key=lambda c: ALL.index(c["type"]) if c["type"] in ALL else len(ALL))
 
 
-def find(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+def find(conditions: list[ConditionJson], kind: str) -> ConditionJson | None:
     return next((c for c in conditions if c.get("type") == kind), None)
 
 
-def is_true(conditions: list[dict[str, Any]], kind: str) -> bool:
+def is_true(conditions: list[ConditionJson], kind: str) -> bool:
     condition = find(conditions, kind)
     return bool(condition and condition.get("status") == "True")

@@ -11,14 +11,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import cast
 
 from miniclusters.api.spec import MiniCluster
+from miniclusters.api.status import CampaignStatusJson, MultiplexingStatusJson, StatusJson
 from miniclusters.backends.kubernetes.api import (
     CONFIG_MAP,
-    EVENT,
     FLUX_MINICLUSTER,
     JOB,
     MINICLUSTER,
@@ -30,39 +29,23 @@ from miniclusters.backends.kubernetes.api import (
     KubeApi,
 )
 from miniclusters.campaign.progress import CampaignProgress
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.operator import conditions as cond
-from miniclusters.operator.autoscaling import AutoscaleSupervisor, Decision, PortsFor
+from miniclusters.operator.autoscaling import AutoscaleSupervisor, PortsFor
 from miniclusters.operator.campaign import CampaignStarter, CampaignSupervisor
+from miniclusters.operator.events import event_body, rfc3339
 from miniclusters.operator.forbidden import RefusedVerb, advice, refused_verb
+from miniclusters.operator.loop_types import ClusterKey, Decision
 from miniclusters.operator.multiplex_progress import MultiplexProgress
 from miniclusters.operator.multiplexing import MultiplexStarter, MultiplexSupervisor
 from miniclusters.operator.queue import WorkQueue
 from miniclusters.operator.reconcile import Apply, DeleteCluster, EventSpec, Observed, Plan, ScaleJob, plan
+from miniclusters.operator.watcher import Watcher
 from miniclusters.render import RenderOptions
 from miniclusters.render.layout import FIELD_MANAGER, NAME_LABEL
 
 log = logging.getLogger("miniclusters.operator")
-REPORTING_CONTROLLER = "miniclusters.dev/operator"
 RESYNC_SECONDS = 300.0
-
-
-@dataclass(frozen=True, order=True)
-class ClusterKey:
-    api_version: str
-    namespace: str
-    name: str
-
-    @property
-    def kind(self) -> Kind:
-        return FLUX_MINICLUSTER if self.api_version == FLUX_MINICLUSTER.api_version else MINICLUSTER
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-def _rfc3339(moment: datetime, micro: bool = False) -> str:
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
 
 class Controller:
@@ -109,13 +92,11 @@ class Controller:
             if campaign_start
             else None
         )
-        self.watchers = [Watcher(self, kind, None) for kind in self.kinds] + [
-            Watcher(self, JOB, NAME_LABEL),
-            Watcher(self, POD, NAME_LABEL),
-        ]
+        watched = [(kind, None) for kind in self.kinds] + [(JOB, NAME_LABEL), (POD, NAME_LABEL)]
+        self.watchers = [Watcher(api, namespace, kind, selector, self.enqueue) for kind, selector in watched]
 
     # ------------------------------------------------------------------ keys
-    def keys_for(self, obj: dict[str, Any]) -> list[ClusterKey]:
+    def keys_for(self, obj: KubeObject) -> list[ClusterKey]:
         """The MiniCluster(s) an object belongs to: itself, or the one named by its NAME_LABEL."""
         meta = obj.get("metadata", {})
         namespace = meta.get("namespace", "")
@@ -126,14 +107,14 @@ class Controller:
             return []
         return [ClusterKey(kind.api_version, namespace, name) for kind in self.kinds]
 
-    def enqueue(self, obj: dict[str, Any]) -> None:
+    def enqueue(self, obj: KubeObject) -> None:
         for key in self.keys_for(obj):
             self.queue.add(key)
 
     # ------------------------------------------------------------------ one reconcile
     def observe(self, key: ClusterKey) -> Observed | None:
         try:
-            cluster = self.api.get(key.kind, key.namespace, key.name)
+            cluster = self._read(key.kind, key.namespace, key.name)
         except ApiError as exc:
             if exc.not_found:
                 return None  # deleted: the garbage collector removes what it owned
@@ -148,16 +129,20 @@ class Controller:
             config_map=self._optional(CONFIG_MAP, ns, f"{name}-flux-config"),
             service=self._service(cluster, ns),
             job=self._optional(JOB, ns, name),
-            pods=self.api.list_objects(POD, ns, f"{NAME_LABEL}={name}")[0],
+            pods=cast("list[KubeObject]", self.api.list_objects(POD, ns, f"{NAME_LABEL}={name}")[0]),
         )
 
-    def _service(self, cluster: dict[str, Any], namespace: str) -> dict[str, Any] | None:
+    def _service(self, cluster: KubeObject, namespace: str) -> KubeObject | None:
         network = (cluster.get("spec") or {}).get("network") or {}
         return self._optional(SERVICE, namespace, network.get("headlessName") or cluster["metadata"]["name"])
 
-    def _optional(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+    def _read(self, kind: Kind, namespace: str, name: str) -> KubeObject:
+        """The object as the API server has it: where what the operator reads becomes a KubeObject."""
+        return cast(KubeObject, self.api.get(kind, namespace, name))
+
+    def _optional(self, kind: Kind, namespace: str, name: str) -> KubeObject | None:
         try:
-            return self.api.get(kind, namespace, name)
+            return self._read(kind, namespace, name)
         except ApiError as exc:
             if exc.not_found:
                 return None
@@ -174,19 +159,20 @@ class Controller:
             if self.campaigns is not None:
                 self.campaigns.sync(key, None, gone=True)
             return None
-        now = _rfc3339(self.wall())
+        now = rfc3339(self.wall())
         result = plan(observed, self.options, now)
         # a campaign's runner carries both loops through one plan: the standalone loops leave its cluster alone
         loops_mc = None if self._runs_campaign(result.mc) else result.mc
         if self.autoscalers is not None:
             self.autoscalers.sync(key, loops_mc.spec.autoscale if loops_mc is not None else None)
+        stored = cast(StatusJson | None, observed.cluster.get("status"))  # a MiniCluster's status
         if self.multiplexers is not None:  # its first step profiles a simulation: only once every pod is ready
             ready = cond.is_true(list(result.status.get("conditions") or []), cond.READY)
-            recorded_run = MultiplexProgress.from_status(observed.cluster.get("status"))
+            recorded_run = MultiplexProgress.from_status(stored)
             self.multiplexers.sync(key, loops_mc, ready, recorded=recorded_run)
         if self.campaigns is not None:  # its ensembles need the pods the spec starts with
             ready = cond.is_true(list(result.status.get("conditions") or []), cond.READY)
-            recorded = CampaignProgress.from_status(observed.cluster.get("status"))
+            recorded = CampaignProgress.from_status(stored)
             self.campaigns.sync(key, result.mc, ready, recorded=recorded)
         for action in result.actions:
             self._act(key, action)
@@ -204,44 +190,20 @@ class Controller:
 
     def _act(self, key: ClusterKey, action: Apply | ScaleJob | DeleteCluster) -> None:
         if isinstance(action, Apply):
-            self.api.apply(action.obj, field_manager=FIELD_MANAGER, force=True)
+            self.api.apply(dict(action.obj), field_manager=FIELD_MANAGER, force=True)
         elif isinstance(action, ScaleJob):
-            self.api.patch(JOB, key.namespace, key.name, action.patch, field_manager=FIELD_MANAGER)
+            self.api.patch(JOB, key.namespace, key.name, dict(action.patch), field_manager=FIELD_MANAGER)
         else:
             self.api.delete(key.kind, key.namespace, key.name, "Foreground")
 
-    def emit(self, cluster: dict[str, Any], event: EventSpec) -> None:
+    def emit(self, cluster: KubeObject, event: EventSpec) -> None:
         """Record an events.k8s.io/v1 Event about the MiniCluster; best effort (a lost event is not an error)."""
-        meta = cluster["metadata"]
         self._event_serial += 1
-        moment = self.wall()
-        body = {
-            "apiVersion": EVENT.api_version,
-            "kind": "Event",
-            "metadata": {
-                "name": f"{meta['name']}.{int(moment.timestamp() * 1e6):x}{self._event_serial:04x}",
-                "namespace": meta.get("namespace"),
-            },
-            "eventTime": _rfc3339(moment, micro=True),
-            "reportingController": REPORTING_CONTROLLER,
-            "reportingInstance": self.instance,
-            "action": event.action,
-            "reason": event.reason,
-            "type": event.type,
-            "note": event.note[:1024],
-            "regarding": {
-                "apiVersion": cluster["apiVersion"],
-                "kind": cluster["kind"],
-                "name": meta["name"],
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-        }
+        body = event_body(cluster, event, self.wall(), self._event_serial, self.instance)
         try:
-            self.api.create(body)
+            self.api.create(dict(body))
         except ApiError as exc:
-            log.warning("could not record event %s for %s: %s", event.reason, meta["name"], exc)
+            log.warning("could not record event %s for %s: %s", event.reason, body["regarding"]["name"], exc)
 
     def _report_autoscaling(self, key: ClusterKey, decision: Decision) -> None:
         self._report_loop(key, decision, cond.AUTOSCALING, "Autoscale")
@@ -260,7 +222,9 @@ class Controller:
         """status.multiplexing := progress (operator/multiplex_progress.py)."""
         return self._record_status(key, "multiplexing", progress.to_status())
 
-    def _record_status(self, key: ClusterKey, field: str, value: dict[str, Any], attempts: int = 5) -> bool:
+    def _record_status(
+        self, key: ClusterKey, field: str, value: CampaignStatusJson | MultiplexingStatusJson, attempts: int = 5
+    ) -> bool:
         """status.<field> := value, read-modify-write retried on 409 Conflict; False (and a log line) when it
         could not be written: the supervisor tries again after its next step."""
         for _ in range(attempts):
@@ -284,17 +248,18 @@ class Controller:
             decision = Decision(decision.status, decision.reason, advice(refused), decision.event_type)
             log.error("%s: the %s loop: %s", key, action, decision.message)
         try:
-            cluster = self.api.get(key.kind, key.namespace, key.name)
+            cluster = self._read(key.kind, key.namespace, key.name)
             status = dict(cluster.get("status") or {})
             old = list(status.get("conditions") or [])
             if condition is not None:
-                now = _rfc3339(self.wall())
+                now = rfc3339(self.wall())
                 generation = int(cluster["metadata"].get("generation") or 0)
                 new = cond.set_condition(
                     old, condition, decision.status, decision.reason, decision.message, now, generation
                 )
                 if new != old:
-                    cluster = self.api.replace({**cluster, "status": {**status, "conditions": new}}, "status")
+                    body = {**cluster, "status": {**status, "conditions": new}}
+                    cluster = cast(KubeObject, self.api.replace(body, "status"))
             if decision.event_type is not None:
                 self.emit(cluster, EventSpec(decision.event_type, decision.reason, action, decision.message))
         except Exception as exc:
@@ -334,7 +299,7 @@ class Controller:
             return
         self._said_forbidden[key] = said
         try:
-            cluster = self.api.get(key.kind, key.namespace, key.name)
+            cluster = self._read(key.kind, key.namespace, key.name)
         except ApiError:
             return
         self.emit(cluster, EventSpec("Warning", "Forbidden", "Reconcile", said))
@@ -412,55 +377,3 @@ class Controller:
             self.campaigns.step_due()
             due = self.campaigns.next_due()
             stop.wait(1.0 if due is None else min(1.0, max(0.05, due - self.clock())))
-
-
-class Watcher:
-    """list + watch for one kind, feeding keys to the controller's queue; relists on 410 Gone."""
-
-    def __init__(self, controller: Controller, kind: Kind, label_selector: str | None) -> None:
-        self.controller = controller
-        self.kind = kind
-        self.label_selector = label_selector
-        self.resource_version = ""
-        self.failures = 0
-
-    @property
-    def api(self) -> KubeApi:
-        return self.controller.api
-
-    def sync(self) -> None:
-        items, self.resource_version = self.api.list_objects(self.kind, self.controller.namespace, self.label_selector)
-        for item in items:
-            self.controller.enqueue(item)
-
-    resync = sync
-
-    def poll(self, timeout_seconds: int) -> None:
-        if not self.resource_version:
-            self.sync()
-            return
-        events = self.api.watch(
-            self.kind, self.controller.namespace, self.resource_version, timeout_seconds, self.label_selector
-        )
-        for event in events:
-            if event.type == "ERROR":
-                if event.object.get("code") == 410:
-                    self.sync()  # our resourceVersion expired: list again
-                    return
-                raise ApiError(int(event.object.get("code") or 500), "WatchError", str(event.object.get("message")))
-            version = event.object.get("metadata", {}).get("resourceVersion")
-            if version:
-                self.resource_version = version
-            if event.type != "BOOKMARK":
-                self.controller.enqueue(event.object)
-
-    def run(self, stop: threading.Event, timeout_seconds: int) -> None:
-        while not stop.is_set():
-            try:
-                self.poll(timeout_seconds)
-                self.failures = 0
-            except Exception as exc:  # keep watching whatever happens; back off on repeated failures
-                self.failures += 1
-                delay = min(30.0, 0.5 * 2 ** min(self.failures, 6))
-                log.warning("watch %s failed: %s; retrying in %.1fs", self.kind.plural, exc, delay)
-                stop.wait(delay)

@@ -12,7 +12,7 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from miniclusters.api.crd import CRD_NAME, build_crd
 from miniclusters.backends.kubernetes.api import (
@@ -34,6 +34,7 @@ from miniclusters.backends.kubernetes.api import (
 )
 from miniclusters.backends.wait import NEVER_STARTS as NEVER_STARTS_UP
 from miniclusters.errors import MiniclustersError
+from miniclusters.kube_shapes import KubeObject, Manifest
 from miniclusters.operator.manifests import LABELS, LEASE_NAME, NAME, NAMESPACE, CampaignVolume, build_manifests
 from miniclusters.operator.metrics_api import MetricsTLS, metrics_objects
 from miniclusters.render.options import RenderOptions
@@ -52,7 +53,7 @@ def install_objects(
     accept_flux_kind: bool = False,
     campaign_volume: CampaignVolume | None = None,
     metrics_tls: MetricsTLS | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Manifest]:
     """Everything `install` applies, in order: the CRD first (the operator checks it at start), then the
     namespace, ServiceAccount, RBAC and Deployment; with ``metrics_tls``, the custom metrics API's Secret and
     Service before the Deployment and its APIService after it."""
@@ -65,14 +66,14 @@ def install_objects(
     return [build_crd(), *manifests[:-1], secret, service, manifests[-1], api_service]
 
 
-def removable_objects() -> list[dict[str, Any]]:
+def removable_objects() -> list[Manifest]:
     """What `uninstall` deletes, in install order: everything any install may have made."""
     secret, service, api_service = metrics_objects(NAMESPACE, LABELS, LABELS, None)
     manifests = build_manifests()
     return [build_crd(), *manifests[:-1], secret, service, manifests[-1], api_service]
 
 
-def _label(obj: dict[str, Any]) -> str:
+def _label(obj: Manifest) -> str:
     meta = obj["metadata"]
     where = f"{meta['namespace']}/" if meta.get("namespace") else ""
     return f"{obj['kind']} {where}{meta['name']}"
@@ -93,7 +94,7 @@ def _established(api: KubeApi) -> bool:
 
 def install(
     api: KubeApi,
-    objects: list[dict[str, Any]],
+    objects: list[Manifest],
     say: Callable[[str], None],
     timeout: float = 180.0,
     clock: Callable[[], float] = time.monotonic,
@@ -103,7 +104,7 @@ def install(
     and the Deployment to have an available replica; a pod that cannot start is named with its reason."""
     deadline = clock() + timeout
     for obj in objects:
-        _call(f"applying {_label(obj)}", functools.partial(api.apply, obj, FIELD_MANAGER, force=True))
+        _call(f"applying {_label(obj)}", functools.partial(api.apply, dict(obj), FIELD_MANAGER, force=True))
         say(f"applied {_label(obj)}")
         if obj["kind"] == "CustomResourceDefinition":
             while not _call("reading the CRD", lambda: _established(api)):
@@ -130,6 +131,15 @@ def install(
 NEVER_STARTS = NEVER_STARTS_UP | {"ImagePullBackOff"}
 
 
+class PodRow(TypedDict):
+    """An operator pod as `operator status` shows it."""
+
+    name: str
+    reason: str
+    message: str
+    restarts: int
+
+
 @dataclass
 class OperatorState:
     """What `status` shows: the CRD, the Deployment's replicas and each operator pod."""
@@ -139,7 +149,7 @@ class OperatorState:
     image: str | None = None
     replicas: int = 0
     available_replicas: int = 0
-    pods: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[PodRow] = field(default_factory=list)
     leader: str = ""
     """The replica holding the Lease (operator/leader.py): '' when none leads."""
 
@@ -162,7 +172,7 @@ class OperatorState:
         return f"{self.available_replicas}/{self.replicas} available; {pods}"
 
 
-def _pod_row(pod: dict[str, Any]) -> dict[str, Any]:
+def _pod_row(pod: KubeObject) -> PodRow:
     status = pod.get("status") or {}
     containers = status.get("containerStatuses") or []
     reason, message = status.get("phase", "Pending"), ""
@@ -198,7 +208,7 @@ def operator_state(api: KubeApi) -> OperatorState:
     state.replicas = int(spec.get("replicas") or 0)
     state.available_replicas = int(status.get("availableReplicas") or 0)
     pods, _ = api.list_objects(POD, NAMESPACE, SELECTOR)
-    state.pods = [_pod_row(p) for p in pods if not p["metadata"].get("deletionTimestamp")]
+    state.pods = [_pod_row(cast(KubeObject, p)) for p in pods if not p["metadata"].get("deletionTimestamp")]
     try:
         lease = api.get(LEASE, NAMESPACE, LEASE_NAME)
         state.leader = str((lease.get("spec") or {}).get("holderIdentity") or "")
@@ -236,7 +246,7 @@ def foreign_objects(api: KubeApi, namespace: str) -> list[str]:
 
 def uninstall(
     api: KubeApi,
-    objects: list[dict[str, Any]],
+    objects: list[Manifest],
     say: Callable[[str], None],
     delete_miniclusters: bool = False,
     timeout: float = 180.0,

@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal, TypedDict, cast
 
 from miniclusters.backends.kubernetes.api import LEASE, ApiError, KubeApi
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.operator.manifests import LEASE_NAME
 
 log = logging.getLogger("miniclusters.operator.leader")
@@ -47,7 +48,7 @@ class Observed:
     seen_at: float
 
 
-def decide(lease: dict[str, Any] | None, identity: str, last: Observed | None, now: float) -> tuple[Action, Observed]:
+def decide(lease: KubeObject | None, identity: str, last: Observed | None, now: float) -> tuple[Action, Observed]:
     """What to do with the Lease as it is now: create it, take it (free, or not renewed for its duration), renew
     it (ours), or wait; and the record as observed (``seen_at`` moves only when the record changed)."""
     if lease is None:
@@ -71,17 +72,29 @@ def micro_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def lease_spec(identity: str, action: Action, old: dict[str, Any], now: datetime, duration: float) -> dict[str, Any]:
+class LeaseSpec(TypedDict, total=False):
+    """A coordination.k8s.io/v1 Lease's spec."""
+
+    holderIdentity: str
+    leaseDurationSeconds: int
+    acquireTime: str
+    renewTime: str
+    leaseTransitions: int
+
+
+def lease_spec(identity: str, action: Action, old: LeaseSpec, now: datetime, duration: float) -> LeaseSpec:
     """The Lease's spec after ``action`` (create, take or renew)."""
     stamp = micro_time(now)
-    spec = dict(old)
+    spec = old.copy()
     if action in ("create", "take"):
         spec["acquireTime"] = stamp
         if action == "take":
             spec["leaseTransitions"] = int(old.get("leaseTransitions") or 0) + 1
         else:
             spec["leaseTransitions"] = 0
-    spec.update(holderIdentity=identity, leaseDurationSeconds=int(duration), renewTime=stamp)
+    spec["holderIdentity"] = identity
+    spec["leaseDurationSeconds"] = int(duration)
+    spec["renewTime"] = stamp
     return spec
 
 
@@ -128,7 +141,8 @@ class LeaderElector:
                 log.error("%s: the Lease is held by %s now", self.identity, self.observed.holder)
                 self.renewed_at = None  # another replica took it: this one must stop at once
             return False
-        spec = lease_spec(self.identity, action, (lease or {}).get("spec") or {}, self.wall(), self.lease_seconds)
+        old = cast(LeaseSpec, (lease or {}).get("spec") or {})  # the stored spec, as the API server returned it
+        spec = lease_spec(self.identity, action, old, self.wall(), self.lease_seconds)
         try:
             if lease is None:
                 self.api.create(
@@ -165,9 +179,9 @@ class LeaderElector:
         finally:
             self.renewed_at = None
 
-    def _get(self) -> dict[str, Any] | None:
+    def _get(self) -> KubeObject | None:
         try:
-            return self.api.get(LEASE, self.namespace, self.name)
+            return cast(KubeObject, self.api.get(LEASE, self.namespace, self.name))  # the Lease as the server has it
         except ApiError as exc:
             if exc.not_found:
                 return None

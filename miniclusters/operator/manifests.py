@@ -12,10 +12,19 @@ do that).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from miniclusters.api.crd import PLURAL
 from miniclusters.api.spec import API_GROUP, FLUX_OPERATOR_API_VERSION
+from miniclusters.kube_shapes import (
+    ContainerPort,
+    ContainerSecurityContext,
+    Manifest,
+    ObjectMeta,
+    PodSecurityContext,
+    PolicyRule,
+    Volume,
+    VolumeMount,
+)
 from miniclusters.operator.metrics_api import PORT as METRICS_PORT
 from miniclusters.operator.metrics_api import TLS_DIR as METRICS_TLS_DIR
 from miniclusters.operator.metrics_api import TLS_SECRET as METRICS_TLS_SECRET
@@ -33,7 +42,7 @@ LEASE_NAME = "miniclusters-operator"
 """The Lease the replicas elect their leader with (operator/leader.py)."""
 
 
-def rbac_rules(accept_flux_kind: bool = False) -> list[dict[str, Any]]:
+def rbac_rules(accept_flux_kind: bool = False) -> list[PolicyRule]:
     groups = [API_GROUP] + ([FLUX_OPERATOR_API_VERSION.split("/")[0]] if accept_flux_kind else [])
     return [
         {"apiGroups": groups, "resources": [PLURAL], "verbs": ["get", "list", "watch", "delete"]},
@@ -49,10 +58,10 @@ def rbac_rules(accept_flux_kind: bool = False) -> list[dict[str, Any]]:
     ]
 
 
-def lease_rbac(meta: dict[str, Any]) -> list[dict[str, Any]]:
+def lease_rbac(meta: ObjectMeta) -> list[Manifest]:
     """A Role in the operator's own namespace for leader election: create the Lease (create cannot be limited to
     one name), then read and renew only that one. Nothing else of that namespace, nothing of any other."""
-    rules = [
+    rules: list[PolicyRule] = [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {
             "apiGroups": ["coordination.k8s.io"],
@@ -98,23 +107,23 @@ class CampaignVolume:
             raise ValueError(f"{text!r}: the claim's name is empty (CLAIM=PATH)")
         return cls(path.rstrip("/"), claim or None)
 
-    def volume(self) -> dict[str, Any]:
+    def volume(self) -> Volume:
         if self.claim:
             return {"name": "campaigns", "persistentVolumeClaim": {"claimName": self.claim}}
         return {"name": "campaigns", "hostPath": {"path": self.path, "type": "DirectoryOrCreate"}}
 
 
-def _security(campaign_volume: CampaignVolume | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _security(campaign_volume: CampaignVolume | None) -> tuple[PodSecurityContext, ContainerSecurityContext]:
     """(the pod's, the container's) securityContext. With a campaign volume the operator runs as uid 0 (still
     without any capability, privilege escalation or a writable root): the application pods write the cases as
     root, and the operator reruns members and writes the campaign's event log among them."""
-    container: dict[str, Any] = {
+    container: ContainerSecurityContext = {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "runAsUser": 65532,
         "capabilities": {"drop": ["ALL"]},
     }
-    pod: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    pod: PodSecurityContext = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     if campaign_volume is not None:
         container["runAsUser"] = 0
         pod["runAsNonRoot"] = False
@@ -127,7 +136,7 @@ def build_manifests(
     tenants: list[Tenant] | None = None,
     campaign_volume: CampaignVolume | None = None,
     custom_metrics: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[Manifest]:
     """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, the Lease's Role and RoleBinding, Deployment
     (two replicas electing a leader).
 
@@ -150,14 +159,14 @@ def build_manifests(
     args = ["operator", *scope, "--registry", options.registry, "--tag", options.tag, "--leader-elect"]
     if accept_flux_kind:
         args.append("--accept-flux-operator-kind")
-    ports: list[dict[str, Any]] = []
+    ports: list[ContainerPort] = []
     if custom_metrics:  # metrics_api.py: the custom metrics API behind the aggregator, on every replica
         args += ["--custom-metrics-port", str(METRICS_PORT), "--custom-metrics-tls", METRICS_TLS_DIR]
         ports.append({"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"})
-    meta = {"namespace": NAMESPACE, "labels": LABELS}
+    meta: ObjectMeta = {"namespace": NAMESPACE, "labels": LABELS}
     pod_security, container_security = _security(campaign_volume)
-    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
-    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[VolumeMount] = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[Volume] = [{"name": "tmp", "emptyDir": {}}]
     if campaign_volume is not None:
         mounts.append({"name": "campaigns", "mountPath": campaign_volume.path})
         volumes.append(campaign_volume.volume())

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.rest.metrics import GROUP_VERSION, SourceFor, metrics_router
+from miniclusters.kube_shapes import Manifest, ObjectMeta
 
 SERVICE = "miniclusters-operator-metrics"
 TLS_SECRET = "miniclusters-operator-metrics-tls"
@@ -47,15 +48,15 @@ def service_names(namespace: str) -> tuple[str, ...]:
 
 def metrics_objects(
     namespace: str, labels: Mapping[str, str], selector: Mapping[str, str], tls: MetricsTLS | None
-) -> list[dict[str, Any]]:
+) -> list[Manifest]:
     """Secret (the serving certificate), Service (port 443 to the operator's PORT) and the APIService registering
     custom.metrics.k8s.io/v1beta2 with the aggregator. Without ``tls`` only what names them (to delete them)."""
 
     def b64(data: bytes) -> str:
         return base64.b64encode(data).decode()
 
-    meta = {"namespace": namespace, "labels": dict(labels)}
-    secret: dict[str, Any] = {
+    meta: ObjectMeta = {"namespace": namespace, "labels": dict(labels)}
+    secret: Manifest = {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": TLS_SECRET, **meta},
@@ -63,7 +64,7 @@ def metrics_objects(
     }
     if tls is not None:
         secret["data"] = {"tls.crt": b64(tls.certificate), "tls.key": b64(tls.key)}
-    service = {
+    service: Manifest = {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": SERVICE, **meta},
@@ -73,7 +74,7 @@ def metrics_objects(
         },
     }
     group, version = GROUP_VERSION.split("/")
-    api_service: dict[str, Any] = {
+    api_service: Manifest = {
         "apiVersion": "apiregistration.k8s.io/v1",
         "kind": "APIService",
         "metadata": {"name": API_SERVICE, "labels": dict(labels)},

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from miniclusters.api.extension_specs import MultiplexingSpec
 from miniclusters.api.fingerprint import fingerprint
-from miniclusters.api.spec import MultiplexingSpec
+from miniclusters.api.status import MultiplexingStatusJson, StatusJson
 
 Outcome = Literal["done", "cancelled"]
 
@@ -39,8 +40,8 @@ class MultiplexProgress:
     """Wall-clock seconds when the run began."""
     outcome: Outcome | None = None
 
-    def to_status(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_status(self) -> MultiplexingStatusJson:
+        out: MultiplexingStatusJson = {
             "spec": self.spec,
             "run": self.record.run,
             "jobs": dict(sorted(self.record.jobs.items())),
@@ -52,7 +53,7 @@ class MultiplexProgress:
         return out
 
     @classmethod
-    def from_status(cls, status: Mapping[str, Any] | None) -> MultiplexProgress | None:
+    def from_status(cls, status: StatusJson | None) -> MultiplexProgress | None:
         """The record in a MiniCluster's status; None when there is none or it cannot be read (then the run
         starts over rather than guessing)."""
         data = (status or {}).get("multiplexing")

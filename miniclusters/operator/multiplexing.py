@@ -18,17 +18,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from elasticity.control.multiplex_runner import MultiplexRunner, Progress
+from miniclusters.api.extension_specs import MultiplexingSpec
 from miniclusters.api.fingerprint import fingerprint
-from miniclusters.api.spec import MiniCluster, MultiplexingSpec
-from miniclusters.operator.autoscaling import Decision
+from miniclusters.api.spec import MiniCluster
+from miniclusters.operator.loop_types import ClusterKey, Decision
 from miniclusters.operator.multiplex_progress import MultiplexProgress, Outcome, RunRecord
 from miniclusters.operator.runners import DEFAULT_INTERVAL, RunnerSupervisor
-
-if TYPE_CHECKING:
-    from miniclusters.operator.controller import ClusterKey
 
 log = logging.getLogger("miniclusters.operator.multiplexing")
 
@@ -84,6 +82,7 @@ PHASE_REASONS = {
 }
 
 
+# open: an event line of the multiplexing runner (elasticity), its fields by kind
 def event_decision(event: dict[str, object]) -> Decision | None:
     """The Event for one planner event, None for the routine ones (samples, job shares, starts queued)."""
     kind = str(event.get("event"))

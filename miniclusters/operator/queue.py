@@ -40,7 +40,7 @@ class WorkQueue(Generic[K]):
         """Requeue after base * 2^failures (capped); returns the delay used."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
-        delay = min(self.max_delay, self.base_delay * 2**failures)
+        delay = min(self.max_delay, self.base_delay * 2.0**failures)
         self.add_after(key, delay)
         return delay
 

@@ -6,12 +6,9 @@ Event as it comes, the condition when it changes or carries an Event of its own)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-from miniclusters.operator.autoscaling import Decision
-
-if TYPE_CHECKING:
-    from miniclusters.operator.controller import ClusterKey
+from miniclusters.operator.loop_types import ClusterKey, Decision
 
 DEFAULT_INTERVAL = 2.0
 START_RETRY = 30.0

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from miniclusters.api.crd import PLURAL
 from miniclusters.api.spec import API_GROUP
 from miniclusters.errors import MiniclustersError
+from miniclusters.kube_shapes import Manifest, PolicyRule
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
 TENANT_ROLE = "miniclusters-tenant"
@@ -50,7 +50,7 @@ class Tenant:
         return cls(namespace, user or namespace)
 
 
-def tenant_rules() -> list[dict[str, Any]]:
+def tenant_rules() -> list[PolicyRule]:
     """What a tenant may do in their namespace: run MiniClusters and look at what they became (pods, logs, events,
     exec into the lead for `flux` commands); never the operator's Secrets or another tenant's namespace."""
     return [
@@ -69,9 +69,9 @@ def tenant_rules() -> list[dict[str, Any]]:
 
 def tenant_objects(
     tenants: list[Tenant], operator_role: str, operator_account: str, operator_namespace: str, labels: dict[str, str]
-) -> list[dict[str, Any]]:
+) -> list[Manifest]:
     """The tenant ClusterRole once, then per tenant: its Namespace, the operator's RoleBinding, the tenant's."""
-    objects: list[dict[str, Any]] = [
+    objects: list[Manifest] = [
         {
             "apiVersion": RBAC_API,
             "kind": "ClusterRole",

@@ -115,7 +115,7 @@ def apply_crd() -> None:
     from miniclusters.backends.kubernetes.client import RealKubeApi
 
     api = RealKubeApi.from_kubeconfig(None, "default")
-    api.apply(build_crd(), field_manager="miniclusters-e2e", force=True)
+    api.apply(dict(build_crd()), field_manager="miniclusters-e2e", force=True)
 
     def established() -> bool:
         crd = api.get(CRD, None, CRD_NAME)

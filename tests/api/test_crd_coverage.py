@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from miniclusters.api import burst_rules, rules
+from miniclusters.api import burst_rules, rules, run_rules
 from miniclusters.api.crd import build_crd
 from miniclusters.api.crd_coverage import CHECKS, IN_CRD, SERVER, check_ids, classification
 from miniclusters.api.spec import OUR_API_VERSION
@@ -34,7 +34,7 @@ def _problem_calls(module: object) -> dict[str, int]:
 
 
 def test_every_check_that_yields_a_problem_is_classified() -> None:
-    found = {**_problem_calls(rules), **_problem_calls(burst_rules)}
+    found = {**_problem_calls(rules), **_problem_calls(run_rules), **_problem_calls(burst_rules)}
     assert found == {function: len(checks) for function, checks in CHECKS.items()}
 
 

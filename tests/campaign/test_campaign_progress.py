@@ -58,7 +58,7 @@ def test_a_log_reopened_after_a_writer_died_mid_line_keeps_every_later_record(tm
 
 
 def test_a_multiplexing_run_s_record_round_trips_and_adopts_only_this_run_s_unrecorded_jobs() -> None:
-    from miniclusters.api.spec import MultiplexingSpec
+    from miniclusters.api.extension_specs import MultiplexingSpec
     from miniclusters.operator.multiplex_progress import MultiplexProgress, RunRecord
     from miniclusters.operator.multiplex_progress import adopt as adopt_run
 

@@ -16,7 +16,7 @@ from miniclusters.cli import burst_commands, main
 
 
 class _Opened:
-    """What `_open` gives the command: a backend offering the lead's context (as the local backend does)."""
+    """What `open_backend` gives the command: a backend offering the lead's context (as the local backend does)."""
 
     name = "local"
 
@@ -35,7 +35,7 @@ class _Opened:
 @pytest.fixture
 def state_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "bursts.json"
-    monkeypatch.setattr(burst_commands, "_open", lambda *_args: _Opened(path))
+    monkeypatch.setattr(burst_commands, "open_backend", lambda *_args: _Opened(path))
     return path
 
 

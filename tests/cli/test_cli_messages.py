@@ -14,9 +14,9 @@ from miniclusters.backends.base import ClusterStatus, PodStatus
 from miniclusters.backends.wait import WaitProgress, is_up
 from miniclusters.cli import main
 from miniclusters.cli import multiplex_commands as mux_cli
-from miniclusters.cli.cluster_commands import _progress_printer
 from miniclusters.cli.existing import existing_message
 from miniclusters.cli.status_view import render_status_text, status_document
+from miniclusters.cli.up_command import _progress_printer
 from miniclusters.words import of, plural
 
 
@@ -56,7 +56,7 @@ class _Backend:
 
 
 def _multiplex(monkeypatch: pytest.MonkeyPatch, multiplexing: dict[str, Any], *args: str) -> Any:
-    monkeypatch.setattr(mux_cli, "_open", lambda *_a, **_k: _Backend(multiplexing))
+    monkeypatch.setattr(mux_cli, "open_backend", lambda *_a, **_k: _Backend(multiplexing))
     return CliRunner().invoke(main, ["multiplex", "m", *args])
 
 
@@ -134,7 +134,7 @@ def test_scale_says_pod_for_one(monkeypatch: pytest.MonkeyPatch) -> None:
         def scale(self, _name: str, _size: int) -> ClusterStatus:
             return _status(1)
 
-    monkeypatch.setattr(cluster_commands, "_open", lambda *_a, **_k: Scaled())
+    monkeypatch.setattr(cluster_commands, "open_backend", lambda *_a, **_k: Scaled())
     result = CliRunner().invoke(main, ["scale", "m", "1"])
     assert result.exit_code == 0 and "MiniCluster m scaled to 1 pod (1 running now)" in result.output
 

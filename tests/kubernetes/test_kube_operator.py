@@ -19,7 +19,8 @@ from miniclusters.backends.kubernetes.api import (
     ApiError,
 )
 from miniclusters.backends.kubernetes.objects import custom_resource
-from miniclusters.operator.controller import ClusterKey, Controller
+from miniclusters.operator.controller import Controller
+from miniclusters.operator.loop_types import ClusterKey
 from miniclusters.testing.fake_kube import FakeKube
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")

@@ -16,7 +16,8 @@ from miniclusters.backends.kubernetes.objects import custom_resource
 from miniclusters.cli.operator_commands import kubernetes_autoscale_ports
 from miniclusters.operator.autoscaling import AutoscalePorts
 from miniclusters.operator.conditions import find
-from miniclusters.operator.controller import ClusterKey, Controller
+from miniclusters.operator.controller import Controller
+from miniclusters.operator.loop_types import ClusterKey
 from miniclusters.testing.fake_exec import default_exec
 from miniclusters.testing.fake_kube import FakeKube
 

@@ -29,7 +29,8 @@ from miniclusters.backends.kubernetes.objects import custom_resource
 from miniclusters.campaign.kube import kubernetes_campaign_starter
 from miniclusters.campaign.plan import ENDED, SUBMITTED, CampaignPlan, batch_script, plan_campaign
 from miniclusters.operator.conditions import find
-from miniclusters.operator.controller import ClusterKey, Controller
+from miniclusters.operator.controller import Controller
+from miniclusters.operator.loop_types import ClusterKey
 from miniclusters.testing.fake_exec import default_exec
 from miniclusters.testing.fake_kube import FakeKube
 

@@ -25,7 +25,8 @@ from miniclusters.cli.status_view import render_status_text, status_document
 from miniclusters.multiplex.event_mirror import ExecMirror
 from miniclusters.multiplex.kube_loop import kubernetes_multiplex_starter
 from miniclusters.operator.conditions import find
-from miniclusters.operator.controller import ClusterKey, Controller
+from miniclusters.operator.controller import Controller
+from miniclusters.operator.loop_types import ClusterKey
 from miniclusters.operator.multiplex_progress import RunRecord
 from miniclusters.testing.fake_exec import default_exec
 from miniclusters.testing.fake_kube import FakeKube
