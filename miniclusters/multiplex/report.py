@@ -4,13 +4,13 @@ its saved state as `minicluster status` prints it."""
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from elasticity.control.multiplex import summary_rows
+from elasticity.control.multiplex import SummaryRow, summary_rows
 from elasticity.control.multiplex_runner import Progress
 from miniclusters.multiplex.session import Session
 from miniclusters.multiplex.state_file import MultiplexState
@@ -37,7 +37,7 @@ def print_progress_line(progress: Progress, last: list[str], console: Console | 
 class Summary(TypedDict):
     """The run's closing summary (`minicluster multiplex --json`)."""
 
-    simulations: list[dict[str, Any]]  # open: elasticity's summary_rows, with each simulation's job and mean duty
+    simulations: list[SummaryRow]
     resizes: int
     restarts: int
     same_pids: bool

@@ -4,10 +4,13 @@ planner (status reads this on every call)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from miniclusters.autoscaling.state import LoopState, read_loop_state
 from miniclusters.workdirs import state_root
+
+if TYPE_CHECKING:  # the planner's module is heavy; status reads this file on every call
+    from elasticity.control.multiplex import SummaryRow
 
 
 def state_file(backend: str, name: str) -> Path:
@@ -20,7 +23,7 @@ class MultiplexState(LoopState, total=False):
 
     controller_pid: int
     phase: str
-    simulations: list[dict[str, Any]]  # open: elasticity's summary_rows, one row per simulation
+    simulations: list[SummaryRow]
     requested_m: int | None
     resizes: int
     restarts: int
