@@ -70,7 +70,8 @@ def plot(path: Path, runs: list[Run], model_runs: list[Run], checks: list[Run], 
     plt.close(figure)
 
 
-def main() -> None:
+def _arguments() -> tuple[argparse.Namespace, list[int], list[int], list[int]]:
+    """The command line, checked: (args, sizes, fanouts, sizes to predict)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="16,32,64,128,256", help="sizes the model is fitted from")
     parser.add_argument("--fanouts", default="2,8,32", help="tree fan-outs (tbon.fanout) to fit over")
@@ -95,6 +96,28 @@ def main() -> None:
         parser.error(f"--repeat: at least 1 start per point, got {args.repeat}")
     if args.check <= max(sizes):
         parser.error(f"--check: {args.check} is within the fitted sizes (up to {max(sizes)}); give a larger one")
+    return args, sizes, fanouts, predicted_sizes
+
+
+def _flux_core_seconds(workdir: Path) -> float | None:
+    """flux-core's 256-broker start until online, or None when it fails twice."""
+    from miniclusters.backends.local.flux_view import FluxCoreNotFound, find_flux_core
+
+    try:
+        core = find_flux_core()
+    except FluxCoreNotFound as exc:
+        raise SystemExit(f"flux-core: {exc}; `make flux-core` builds it, or pass --no-flux-core") from None
+    for attempt in (1, 2):  # its 256-broker start is sometimes killed here under load (exit 137)
+        progress(f"flux-core: 256 brokers, its default kary:32 (attempt {attempt})")
+        try:
+            return online_seconds(str(core.flux), 256, None, workdir)
+        except SystemExit as exc:
+            progress(f"flux-core's start failed: {str(exc)[:300]}")
+    return None
+
+
+def main() -> None:
+    args, sizes, fanouts, predicted_sizes = _arguments()
     load = os.getloadavg()  # before the runs: after them it says only how many brokers just ran
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         workdir = Path(tmp)
@@ -110,21 +133,7 @@ def main() -> None:
 
         runs = [measure(n, k) for k in fanouts for n in sizes]
         checks = [measure(args.check, k, " (the check)") for k in sorted({DEFAULT_FANOUT, min(fanouts)} & set(fanouts))]
-        core_seconds = None
-        if not args.no_flux_core:
-            from miniclusters.backends.local.flux_view import FluxCoreNotFound, find_flux_core
-
-            try:
-                core = find_flux_core()
-            except FluxCoreNotFound as exc:
-                raise SystemExit(f"flux-core: {exc}; `make flux-core` builds it, or pass --no-flux-core") from None
-            for attempt in (1, 2):  # its 256-broker start is sometimes killed here under load (exit 137)
-                progress(f"flux-core: 256 brokers, its default kary:32 (attempt {attempt})")
-                try:
-                    core_seconds = online_seconds(str(core.flux), 256, None, workdir)
-                    break
-                except SystemExit as exc:
-                    progress(f"flux-core's start failed: {str(exc)[:300]}")
+        core_seconds = None if args.no_flux_core else _flux_core_seconds(workdir)
     model = fit(runs)
     ours_256 = next((r.seconds for r in runs if r.size == 256 and r.fanout == DEFAULT_FANOUT), None)
     print(
