@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from miniclusters.api.spec import MiniCluster
 from miniclusters.render.job import build_job
-from miniclusters.render.kube_types import ConfigMap, Job, RenderedObject, Secret, Service
+from miniclusters.kube_shapes import ConfigMap, Job, RenderedObject, Secret, Service
 from miniclusters.render.objects import (
     build_config_map,
     build_curve_secret,
@@ -46,7 +46,7 @@ class RenderedObjects:
 
 
 def render_objects(mc: MiniCluster, options: RenderOptions | None = None) -> RenderedObjects:
-    """Every object, typed (kube_types.py): what the backends read."""
+    """Every object, typed (miniclusters/kube_shapes): what the backends read."""
     options = options or RenderOptions()
     mc = shape_for_placement(with_flavour(mc, options.flavour))
     namespace = options.namespace or mc.namespace

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import ApiError
-from miniclusters.render.kube_types import PodObjectStatus
+from miniclusters.kube_shapes import PodObjectStatus
 
 
 class PodsOfJobs(Protocol):

@@ -17,7 +17,7 @@ from miniclusters.backends.kubernetes.api import (
     Kind,
 )
 from miniclusters.backends.kubernetes.status import qos_class
-from miniclusters.render.kube_types import ObjectMeta
+from miniclusters.kube_shapes import ObjectMeta
 from miniclusters.testing.kube_rules import check_pod_template, check_resize, check_resize_fits_node
 
 CUSTOM_KINDS = (MINICLUSTER, FLUX_MINICLUSTER)

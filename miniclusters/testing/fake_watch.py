@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from miniclusters.backends.kubernetes.api import Kind, WatchEvent
-from miniclusters.render.kube_types import ObjectMeta
+from miniclusters.kube_shapes import ObjectMeta
 from miniclusters.testing.fake_merge import selector_matches
 
 

@@ -12,7 +12,7 @@ from miniclusters.api.quantity import cpu_millicores
 from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING
 from miniclusters.backends.kubernetes.api import JOB, POD, Kind
 from miniclusters.backends.kubernetes.status import qos_class
-from miniclusters.render.kube_types import ContainerStateDetail, PodContainer
+from miniclusters.kube_shapes import ContainerStateDetail, PodContainer
 from miniclusters.render.layout import INDEX_LABEL
 
 KubeletMode = Literal["auto", "accept", "in-progress", "defer", "infeasible"]

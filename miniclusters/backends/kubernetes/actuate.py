@@ -25,7 +25,7 @@ from miniclusters.backends.kubernetes.objects import certificate_from_secret, de
 from miniclusters.backends.kubernetes.retry import with_retries
 from miniclusters.backends.kubernetes.status import pod_status, resize_outcome
 from miniclusters.backends.policy import check_scale, spec_size_patch
-from miniclusters.render.kube_types import Pod
+from miniclusters.kube_shapes import Pod
 from miniclusters.render.layout import FIELD_MANAGER, config_map_name
 
 

@@ -24,7 +24,7 @@ from miniclusters.backends.kubernetes.api import CRD, MINICLUSTER, POD, ApiError
 from miniclusters.backends.kubernetes.retry import with_retries
 from miniclusters.backends.kubernetes.status import live_pods, pod_status
 from miniclusters.backends.reporting import Polling
-from miniclusters.render.kube_types import Pod
+from miniclusters.kube_shapes import Pod
 from miniclusters.render.layout import NAME_LABEL
 
 CRD_SETTLE_S = 15.0

@@ -18,7 +18,7 @@ from typing import Any, cast
 from broker.curve_cert import CurveCertificate, parse_zcert
 from miniclusters.api.spec import MiniCluster
 from miniclusters.render import RenderOptions, render_objects
-from miniclusters.render.kube_types import OwnerReference, PodTemplate
+from miniclusters.kube_shapes import OwnerReference, PodTemplate
 from miniclusters.render.layout import CURVE_FILE, NAME_LABEL, curve_secret_name
 
 TEMPLATE_HASH_ANNOTATION = "miniclusters.dev/template-hash"

@@ -21,7 +21,7 @@ from miniclusters.backends.kubernetes.lead import overlay_command
 from miniclusters.backends.kubernetes.status import live_pods, pod_status, restart_count
 from miniclusters.backends.overlay import overlay_ranks
 from miniclusters.backends.reporting import LeadReport, Ranks, cluster_status, cluster_view, pod_view
-from miniclusters.render.kube_types import Pod
+from miniclusters.kube_shapes import Pod
 from miniclusters.render.layout import NAME_LABEL
 
 

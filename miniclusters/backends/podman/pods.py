@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from miniclusters.render import RenderedObjects
-from miniclusters.render.kube_types import (
+from miniclusters.kube_shapes import (
     ConfigMap,
     HostAlias,
     Job,
