@@ -62,11 +62,14 @@ from miniclusters.kube_shapes.pods import (
     WeightedPodAffinityTerm,
 )
 from miniclusters.kube_shapes.workloads import (
+    AnyObject,
     ConfigMap,
     Job,
+    JobScalePatch,
     JobSpec,
     JobStatus,
     RenderedObject,
+    ScaleSpec,
     Secret,
     Service,
     ServicePort,
@@ -77,6 +80,7 @@ from miniclusters.kube_shapes.workloads import (
 
 __all__ = [
     "Affinity",
+    "AnyObject",
     "CSIVolumeSource",
     "ClaimVolumeSource",
     "Condition",
@@ -94,6 +98,7 @@ __all__ = [
     "HostAlias",
     "HostPathVolumeSource",
     "Job",
+    "JobScalePatch",
     "JobSpec",
     "JobStatus",
     "KeyToPath",
@@ -123,6 +128,7 @@ __all__ = [
     "ResizePolicy",
     "ResourceRequirements",
     "RoleRef",
+    "ScaleSpec",
     "Secret",
     "SecretKeySelector",
     "SecretVolumeSource",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from miniclusters.kube_shapes.meta import Condition, LabelSelector, ObjectMeta
-from miniclusters.kube_shapes.pods import PodTemplate
+from miniclusters.kube_shapes.meta import Condition, KubeObject, LabelSelector, ObjectMeta
+from miniclusters.kube_shapes.pods import Pod, PodTemplate
 
 # ------------------------------------------------------------------ the Job
 
@@ -47,6 +47,18 @@ class Job(TypedDict, total=False):
     metadata: ObjectMeta
     spec: JobSpec
     status: JobStatus
+
+
+class ScaleSpec(TypedDict, total=False):
+    parallelism: int | None  # null (the default, 1) when a Job without completions had its parallelism changed
+    completions: int
+
+
+class JobScalePatch(TypedDict):
+    """A merge patch of the Job's size, guarded by its resourceVersion (backends/kubernetes/jobs.py)."""
+
+    metadata: ObjectMeta
+    spec: ScaleSpec
 
 
 # ------------------------------------------------------------------ the small objects
@@ -92,3 +104,6 @@ class Secret(TypedDict, total=False):
 
 RenderedObject = Secret | ConfigMap | Service | Job
 """One object `minicluster render` emits."""
+
+AnyObject = KubeObject | Job | Pod | Service | ConfigMap | Secret
+"""An object, generic or typed by its kind: what reads only its apiVersion, kind and metadata takes."""

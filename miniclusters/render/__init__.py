@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from miniclusters.api.spec import MiniCluster
-from miniclusters.render.job import build_job
 from miniclusters.kube_shapes import ConfigMap, Job, RenderedObject, Secret, Service
+from miniclusters.render.job import build_job
 from miniclusters.render.objects import (
     build_config_map,
     build_curve_secret,

@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from miniclusters.render import RenderedObjects
 from miniclusters.kube_shapes import (
     ConfigMap,
     HostAlias,
@@ -29,6 +28,7 @@ from miniclusters.kube_shapes import (
     SecretVolumeSource,
     Service,
 )
+from miniclusters.render import RenderedObjects
 from miniclusters.render.layout import INDEX_LABEL, NAME_LABEL
 
 FIRST_HOST_OFFSET = 2
