@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -18,19 +17,11 @@ from typing import Any
 
 from common import atomic
 from miniclusters import lockfile
+from miniclusters.workdirs import state_root
 
 STATE_FILE = "state.json"
 LOCK_FILE = ".lock"
 SPEC_FILE = "minicluster.json"
-
-
-def state_root() -> Path:
-    """$MINICLUSTERS_STATE_DIR, else $XDG_STATE_HOME/miniclusters, else ~/.local/state/miniclusters."""
-    explicit = os.environ.get("MINICLUSTERS_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "miniclusters"
 
 
 @dataclass
