@@ -21,13 +21,13 @@ from bursting.plugin import Burst, BurstError, LeadContext, Verdict
 from bursting.plugins.follower import delete_followers, launch_followers
 from miniclusters.backends.base import BackendError
 from miniclusters.backends.kubernetes.api import POD, SERVICE, ApiError, KubeApi
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.render.layout import INDEX_LABEL
 
 SERVICE_TYPES = ("NodePort", "LoadBalancer")
 
 
-# open: a Kubernetes Service object, handed to the API as it is
-def lead_service(cluster: str, burst: Burst, namespace: str, service_type: str, port: int) -> dict[str, Any]:
+def lead_service(cluster: str, burst: Burst, namespace: str, service_type: str, port: int) -> KubeObject:
     """The Service exposing the lead broker's overlay port (pod index 0 of the lead's Job) to one burst."""
     return {
         "apiVersion": "v1",

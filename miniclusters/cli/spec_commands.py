@@ -12,6 +12,7 @@ import click
 import yaml
 
 from miniclusters.api import MiniCluster, SpecError, load_minicluster_file
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.render import RenderOptions, render_minicluster
 from miniclusters.render.placement import placement_summary
 
@@ -48,8 +49,7 @@ def _load_all(files: Iterable[str]) -> list[MiniCluster]:
     return loaded
 
 
-# open: rendered Kubernetes objects (render's output)
-def _schema_problems(objects: Iterable[dict[str, Any]], version: str) -> list[str]:
+def _schema_problems(objects: Iterable[KubeObject], version: str) -> list[str]:
     """Check rendered objects against the official Kubernetes schemas, when kubernetes-validate is installed."""
     try:
         import kubernetes_validate
@@ -141,14 +141,13 @@ def render(
         tag=tag or defaults.tag,
         cluster_domain=cluster_domain,
     )
-    # open: rendered Kubernetes objects (render's output)
-    objects: list[dict[str, Any]] = []
+    objects: list[KubeObject] = []
     for mc in _load_all(files):
         objects += render_minicluster(mc, options)
     if output == "json":
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
     else:
-        click.echo(dump_yaml_stream(objects), nl=False)
+        click.echo(dump_yaml_stream(dict(o) for o in objects), nl=False)
 
 
 @click.command()

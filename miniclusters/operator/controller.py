@@ -29,7 +29,7 @@ from miniclusters.backends.kubernetes.api import (
     KubeApi,
 )
 from miniclusters.campaign.progress import CampaignProgress
-from miniclusters.kube_shapes import KubeObject
+from miniclusters.kube_shapes import Job, KubeObject, Pod
 from miniclusters.operator import conditions as cond
 from miniclusters.operator.autoscaling import AutoscaleSupervisor, PortsFor
 from miniclusters.operator.campaign import CampaignStarter, CampaignSupervisor
@@ -128,8 +128,8 @@ class Controller:
             secret=self._optional(SECRET, ns, f"{name}-curve-cert"),
             config_map=self._optional(CONFIG_MAP, ns, f"{name}-flux-config"),
             service=self._service(cluster, ns),
-            job=self._optional(JOB, ns, name),
-            pods=cast("list[KubeObject]", self.api.list_objects(POD, ns, f"{NAME_LABEL}={name}")[0]),
+            job=cast("Job | None", self._optional(JOB, ns, name)),  # the Job as the server has it
+            pods=cast("list[Pod]", self.api.list_objects(POD, ns, f"{NAME_LABEL}={name}")[0]),  # as the server has them
         )
 
     def _service(self, cluster: KubeObject, namespace: str) -> KubeObject | None:
@@ -138,7 +138,7 @@ class Controller:
 
     def _read(self, kind: Kind, namespace: str, name: str) -> KubeObject:
         """The object as the API server has it: where what the operator reads becomes a KubeObject."""
-        return cast(KubeObject, self.api.get(kind, namespace, name))
+        return self.api.get(kind, namespace, name)
 
     def _optional(self, kind: Kind, namespace: str, name: str) -> KubeObject | None:
         try:
@@ -181,7 +181,7 @@ class Controller:
         if result.status != (observed.cluster.get("status") or {}) and not any(
             isinstance(a, DeleteCluster) for a in result.actions
         ):
-            body = {**observed.cluster, "status": result.status}
+            body: KubeObject = {**observed.cluster, "status": dict(result.status)}
             self.api.replace(body, subresource="status")
         return result
 
@@ -190,7 +190,7 @@ class Controller:
 
     def _act(self, key: ClusterKey, action: Apply | ScaleJob | DeleteCluster) -> None:
         if isinstance(action, Apply):
-            self.api.apply(dict(action.obj), field_manager=FIELD_MANAGER, force=True)
+            self.api.apply(action.obj, field_manager=FIELD_MANAGER, force=True)
         elif isinstance(action, ScaleJob):
             self.api.patch(JOB, key.namespace, key.name, dict(action.patch), field_manager=FIELD_MANAGER)
         else:
@@ -201,7 +201,7 @@ class Controller:
         self._event_serial += 1
         body = event_body(cluster, event, self.wall(), self._event_serial, self.instance)
         try:
-            self.api.create(dict(body))
+            self.api.create(cast(KubeObject, body))  # an Event: the kind's own top-level fields
         except ApiError as exc:
             log.warning("could not record event %s for %s: %s", event.reason, body["regarding"]["name"], exc)
 
@@ -258,8 +258,8 @@ class Controller:
                     old, condition, decision.status, decision.reason, decision.message, now, generation
                 )
                 if new != old:
-                    body = {**cluster, "status": {**status, "conditions": new}}
-                    cluster = cast(KubeObject, self.api.replace(body, "status"))
+                    body: KubeObject = {**cluster, "status": {**status, "conditions": new}}
+                    cluster = self.api.replace(body, "status")
             if decision.event_type is not None:
                 self.emit(cluster, EventSpec(decision.event_type, decision.reason, action, decision.message))
         except Exception as exc:

@@ -12,7 +12,7 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from miniclusters.api.crd import CRD_NAME, build_crd
 from miniclusters.backends.kubernetes.api import (
@@ -104,7 +104,7 @@ def install(
     and the Deployment to have an available replica; a pod that cannot start is named with its reason."""
     deadline = clock() + timeout
     for obj in objects:
-        _call(f"applying {_label(obj)}", functools.partial(api.apply, dict(obj), FIELD_MANAGER, force=True))
+        _call(f"applying {_label(obj)}", functools.partial(api.apply, obj, FIELD_MANAGER, force=True))
         say(f"applied {_label(obj)}")
         if obj["kind"] == "CustomResourceDefinition":
             while not _call("reading the CRD", lambda: _established(api)):
@@ -208,7 +208,7 @@ def operator_state(api: KubeApi) -> OperatorState:
     state.replicas = int(spec.get("replicas") or 0)
     state.available_replicas = int(status.get("availableReplicas") or 0)
     pods, _ = api.list_objects(POD, NAMESPACE, SELECTOR)
-    state.pods = [_pod_row(cast(KubeObject, p)) for p in pods if not p["metadata"].get("deletionTimestamp")]
+    state.pods = [_pod_row(p) for p in pods if not p["metadata"].get("deletionTimestamp")]
     try:
         lease = api.get(LEASE, NAMESPACE, LEASE_NAME)
         state.leader = str((lease.get("spec") or {}).get("holderIdentity") or "")

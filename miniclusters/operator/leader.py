@@ -150,11 +150,11 @@ class LeaderElector:
                         "apiVersion": LEASE.api_version,
                         "kind": LEASE.kind,
                         "metadata": {"name": self.name, "namespace": self.namespace},
-                        "spec": spec,
+                        "spec": dict(spec),
                     }
                 )
             else:
-                self.api.replace({**lease, "spec": spec})  # carries the resourceVersion read: 409 when stale
+                self.api.replace({**lease, "spec": dict(spec)})  # carries the resourceVersion read: 409 when stale
         except ApiError as exc:
             if not (exc.conflict or exc.status == 409):
                 log.warning("cannot write the Lease %s/%s: %s", self.namespace, self.name, exc)
@@ -181,7 +181,7 @@ class LeaderElector:
 
     def _get(self) -> KubeObject | None:
         try:
-            return cast(KubeObject, self.api.get(LEASE, self.namespace, self.name))  # the Lease as the server has it
+            return self.api.get(LEASE, self.namespace, self.name)
         except ApiError as exc:
             if exc.not_found:
                 return None

@@ -21,8 +21,8 @@ from miniclusters.kube_shapes import (
     Manifest,
     ObjectMeta,
     PodSecurityContext,
+    PodVolume,
     PolicyRule,
-    Volume,
     VolumeMount,
 )
 from miniclusters.operator.metrics_api import PORT as METRICS_PORT
@@ -107,7 +107,7 @@ class CampaignVolume:
             raise ValueError(f"{text!r}: the claim's name is empty (CLAIM=PATH)")
         return cls(path.rstrip("/"), claim or None)
 
-    def volume(self) -> Volume:
+    def volume(self) -> PodVolume:
         if self.claim:
             return {"name": "campaigns", "persistentVolumeClaim": {"claimName": self.claim}}
         return {"name": "campaigns", "hostPath": {"path": self.path, "type": "DirectoryOrCreate"}}
@@ -166,7 +166,7 @@ def build_manifests(
     meta: ObjectMeta = {"namespace": NAMESPACE, "labels": LABELS}
     pod_security, container_security = _security(campaign_volume)
     mounts: list[VolumeMount] = [{"name": "tmp", "mountPath": "/tmp"}]
-    volumes: list[Volume] = [{"name": "tmp", "emptyDir": {}}]
+    volumes: list[PodVolume] = [{"name": "tmp", "emptyDir": {}}]
     if campaign_volume is not None:
         mounts.append({"name": "campaigns", "mountPath": campaign_volume.path})
         volumes.append(campaign_volume.volume())

@@ -8,7 +8,7 @@ created twice; an existing CURVE certificate is reused; the immutable Job templa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict, cast
+from typing import Literal, cast
 
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.conversion import from_flux_operator
@@ -24,7 +24,7 @@ from miniclusters.backends.kubernetes.objects import (
     selector_for,
 )
 from miniclusters.backends.kubernetes.status import live_pods, pod_status
-from miniclusters.kube_shapes import KubeObject, Manifest, ObjectMeta
+from miniclusters.kube_shapes import Job, JobScalePatch, KubeObject, Manifest, Pod
 from miniclusters.operator import conditions as cond
 from miniclusters.render import RenderOptions
 
@@ -37,8 +37,8 @@ class Observed:
     secret: KubeObject | None = None
     config_map: KubeObject | None = None
     service: KubeObject | None = None
-    job: KubeObject | None = None
-    pods: list[KubeObject] = field(default_factory=list)
+    job: Job | None = None
+    pods: list[Pod] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -46,18 +46,6 @@ class Apply:
     obj: Manifest
     reason: str
     """Created or Updated."""
-
-
-class ScaleSpec(TypedDict, total=False):
-    parallelism: int
-    completions: int
-
-
-class JobScalePatch(TypedDict):
-    """A merge patch of the Job's size, guarded by its resourceVersion (backends/kubernetes/jobs.py)."""
-
-    metadata: ObjectMeta
-    spec: ScaleSpec
 
 
 @dataclass(frozen=True)
@@ -101,11 +89,11 @@ def load_cluster(cluster: KubeObject) -> MiniCluster:
     return load_minicluster(data, source=f"MiniCluster {meta.get('namespace')}/{meta.get('name')}")
 
 
-def with_registered_ceiling(mc: MiniCluster, job: KubeObject | None) -> MiniCluster:
+def with_registered_ceiling(mc: MiniCluster, job: Job | None) -> MiniCluster:
     """The spec with its ceiling taken from what was created: without spec.maxSize the ceiling is the hosts the
     Job's pods were created with (not the current size), so a scale down (kubectl scale, an HPA) never renders a
     smaller broker config, and a scale up beyond those hosts is refused."""
-    registered = registered_hosts(None if job is None else dict(job))
+    registered = registered_hosts(job)
     if registered is None or mc.spec.max_size:
         return mc
     if mc.spec.size > registered:
@@ -140,7 +128,7 @@ def plan(observed: Observed, options: RenderOptions, now: str) -> Plan:
         return _invalid(cluster, old_status, exc, now, generation)
     actions, template_drift = _object_actions(observed, mc, options)
     events = [_action_event(action, mc) for action in actions]
-    finished, succeeded = job_outcome(None if observed.job is None else dict(observed.job))
+    finished, succeeded = job_outcome(observed.job)
     pods = [pod_status(p) for p in live_pods(observed.pods)]
     ready = sum(1 for p in pods if p.ready)
     job = observed.job
@@ -201,9 +189,9 @@ def _object_actions(observed: Observed, mc: MiniCluster, options: RenderOptions)
     (empty when it can)."""
     cluster = observed.cluster
     namespace = cluster["metadata"].get("namespace") or mc.namespace
-    certificate = certificate_from_secret(None if observed.secret is None else dict(observed.secret))
-    rendered = desired_objects(mc, namespace, dict(cluster), options, certificate)
-    desired = {o["kind"]: cast(Manifest, o) for o in rendered}  # what render made, as Kubernetes documents it
+    certificate = certificate_from_secret(observed.secret)
+    rendered = desired_objects(mc, namespace, cluster, options, certificate)
+    desired = {o["kind"]: o for o in rendered}  # what render made, as Kubernetes documents it
     actions: list[Action] = []
     if observed.secret is None or certificate is None:
         actions.append(Apply(desired["Secret"], "Created" if observed.secret is None else "Updated"))
@@ -212,7 +200,7 @@ def _object_actions(observed: Observed, mc: MiniCluster, options: RenderOptions)
     if _service_differs(observed.service, desired["Service"]):
         actions.append(Apply(desired["Service"], "Created" if observed.service is None else "Updated"))
     job = observed.job
-    finished, succeeded = job_outcome(None if job is None else dict(job))
+    finished, succeeded = job_outcome(job)
     template_drift = ""
     if job is None:
         actions.append(Apply(desired["Job"], "Created"))
@@ -224,10 +212,10 @@ def _object_actions(observed: Observed, mc: MiniCluster, options: RenderOptions)
                 "the pod template changed, but a Job's pod template is immutable: the running pods keep the old "
                 "one; delete and re-create the MiniCluster to apply it (spec.size changes apply in place)"
             )
-        patch = None if finished else cast(JobScalePatch | None, scale_patch(dict(job), mc.spec.size))
+        patch = None if finished else scale_patch(job, mc.spec.size)
         if patch is not None:
             current = int(job["spec"].get("parallelism") or 0)
-            actions.append(ScaleJob(patch, current, int(patch["spec"]["parallelism"])))
+            actions.append(ScaleJob(patch, current, int(patch["spec"]["parallelism"] or 0)))
     if finished and succeeded and mc.spec.cleanup:
         actions.append(DeleteCluster("the lead broker finished and spec.cleanup is set"))
     return actions, template_drift

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import cast
 
 from miniclusters.backends.kubernetes.api import ApiError, Kind, KubeApi
 from miniclusters.kube_shapes import KubeObject
@@ -38,7 +37,7 @@ class Watcher:
     def sync(self) -> None:
         items, self.resource_version = self.api.list_objects(self.kind, self.namespace, self.label_selector)
         for item in items:
-            self.enqueue(cast(KubeObject, item))
+            self.enqueue(item)
 
     resync = sync
 
@@ -57,7 +56,7 @@ class Watcher:
             if version:
                 self.resource_version = version
             if event.type != "BOOKMARK":
-                self.enqueue(cast(KubeObject, event.object))
+                self.enqueue(event.object)
 
     def run(self, stop: threading.Event, timeout_seconds: int) -> None:
         while not stop.is_set():

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from miniclusters.api.spec import MiniCluster
+from miniclusters.kube_shapes import ConfigMap, Job, KubeObject, RenderedObject, Secret, Service
 from miniclusters.render.job import build_job
-from miniclusters.render.kube_types import ConfigMap, Job, RenderedObject, Secret, Service
 from miniclusters.render.objects import (
     build_config_map,
     build_curve_secret,
@@ -46,7 +46,7 @@ class RenderedObjects:
 
 
 def render_objects(mc: MiniCluster, options: RenderOptions | None = None) -> RenderedObjects:
-    """Every object, typed (kube_types.py): what the backends read."""
+    """Every object, typed (miniclusters/kube_shapes): what the backends read."""
     options = options or RenderOptions()
     mc = shape_for_placement(with_flavour(mc, options.flavour))
     namespace = options.namespace or mc.namespace
@@ -59,8 +59,8 @@ def render_objects(mc: MiniCluster, options: RenderOptions | None = None) -> Ren
     )
 
 
-# open: the list form `minicluster render` dumps and the API applies, any object to its callers (cli, operator)
-def render_minicluster(mc: MiniCluster, options: RenderOptions | None = None) -> list[dict[str, Any]]:
-    """Every object, in the order they should be applied (config before the pods that mount it)."""
+def render_minicluster(mc: MiniCluster, options: RenderOptions | None = None) -> list[KubeObject]:
+    """Every object, in the order they should be applied (config before the pods that mount it): the list form
+    `minicluster render` dumps and the API applies, each object as the API takes any kind."""
     objects = render_objects(mc, options).in_apply_order()
-    return [cast(dict[str, Any], obj) for obj in objects]  # open: as above
+    return [cast(KubeObject, obj) for obj in objects]

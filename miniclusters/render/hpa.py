@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from miniclusters.api.spec import API_GROUP, API_VERSION, KIND, MiniCluster
-from miniclusters.render.kube_types import ObjectMeta
+from miniclusters.kube_shapes import ObjectMeta
 
 DEFAULT_METRIC = "job_queue_state_sched_count"
 

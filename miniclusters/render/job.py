@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-import miniclusters.render.kube_types as k8s
+import miniclusters.kube_shapes as k8s
 from miniclusters.api.hosts import registry_for
 from miniclusters.api.spec import Container, ContainerVolume, MiniCluster, ResourceRequirements
 from miniclusters.render.entrypoint import render_sidecar_command

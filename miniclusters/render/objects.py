@@ -7,10 +7,10 @@ import json
 
 from broker.curve_cert import CurveCertificate, generate_certificate, parse_zcert, render_zcert
 from miniclusters.api.spec import DEFAULT_BROKER_PORT, MiniCluster
+from miniclusters.kube_shapes import ConfigMap, Secret, Service
 from miniclusters.render.broker_config import render_broker_toml
 from miniclusters.render.entrypoint import render_entrypoint
 from miniclusters.render.job import lead_selector
-from miniclusters.render.kube_types import ConfigMap, Secret, Service
 from miniclusters.render.layout import (
     BROKER_TOML,
     BURST_SPEC,

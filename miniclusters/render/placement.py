@@ -19,8 +19,8 @@ from elasticity.policy.placement import (
 )
 from miniclusters.api.quantity import Quantity
 from miniclusters.api.spec import MiniCluster, ResourceRequirements
-from miniclusters.render.kube_types import PodAffinityTerm, TaskGroupRules
-from miniclusters.render.kube_types import ResourceRequirements as ContainerResources
+from miniclusters.kube_shapes import PodAffinityTerm, TaskGroupRules
+from miniclusters.kube_shapes import ResourceRequirements as ContainerResources
 from miniclusters.render.layout import selector_labels
 
 HOSTNAME_KEY = "kubernetes.io/hostname"

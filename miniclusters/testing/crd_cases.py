@@ -13,6 +13,7 @@ from typing import Any
 from miniclusters.api import load_minicluster
 from miniclusters.api.errors import SpecError
 from miniclusters.api.spec import OUR_API_VERSION
+from miniclusters.kube_shapes import KubeObject, ObjectMeta
 
 IMAGE = "ghcr.io/miniclusters/openmpi-openfoam:0.1.0"
 SIDECAR = {"image": IMAGE, "name": "sidecar"}
@@ -22,14 +23,13 @@ SIDECAR = {"image": IMAGE, "name": "sidecar"}
 class Case:
     check: str
     """`function:check` of crd_coverage.CHECKS."""
-    spec: dict[str, Any]  # open: MiniCluster manifests as a user writes them
+    spec: dict[str, Any]  # open: a MiniCluster's spec as a user writes it, broken on purpose
     name: str = "case"
 
-    # open: MiniCluster manifests as a user writes them
-    def manifest(self, namespace: str = "default") -> dict[str, Any]:
+    def manifest(self, namespace: str = "default") -> KubeObject:
         spec = copy.deepcopy(self.spec)
         spec.setdefault("containers", [{"image": IMAGE}])
-        meta = {"name": self.name, "namespace": namespace}
+        meta: ObjectMeta = {"name": self.name, "namespace": namespace}
         return {"apiVersion": OUR_API_VERSION, "kind": "MiniCluster", "metadata": meta, "spec": spec}
 
 
@@ -161,8 +161,7 @@ CASES: tuple[Case, ...] = (
 )  # fmt: skip
 
 
-# open: MiniCluster manifests as a user writes them
-def python_problems(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+def python_problems(manifest: KubeObject) -> list[tuple[str, str]]:
     """What `minicluster validate` says: (field path, message) of each problem, sorted."""
     try:
         load_minicluster(copy.deepcopy(manifest))

@@ -4,17 +4,17 @@ broker's `flux overlay status --json`, `hostname`, and env's words for anything 
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Protocol
 
 from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import ApiError
-from miniclusters.render.kube_types import PodObjectStatus
+from miniclusters.kube_shapes import Pod, PodObjectStatus
 
 
 class PodsOfJobs(Protocol):
     """The fake's pods by Job index (FakeKube.pods_of)."""
 
-    def pods_of(self, job: str, namespace: str | None = None) -> dict[int, dict[str, Any]]: ...  # open: stored pods
+    def pods_of(self, job: str, namespace: str | None = None) -> dict[int, Pod]: ...
 
 
 def check_exec(pod: str, status: PodObjectStatus) -> None:
@@ -27,7 +27,7 @@ def check_exec(pod: str, status: PodObjectStatus) -> None:
         raise ApiError(400, "BadRequest", f"cannot exec into a container in a completed pod; current phase is {phase}")
 
 
-def default_exec(fake: PodsOfJobs, pod: dict[str, Any], argv: list[str]) -> ExecResult:  # open: a stored pod
+def default_exec(fake: PodsOfJobs, pod: Pod, argv: list[str]) -> ExecResult:
     """`flux overlay status --json` as our built-in broker answers it: one rank per pre-registered host, up when
     the pod of that index runs; `hostname` answers the pod's hostname; anything else is not found."""
     if argv[:2] == ["sh", "-c"] and len(argv) > 4:  # `sh -c SCRIPT RUNDIR ARGV...`: ARGV at the lead's socket

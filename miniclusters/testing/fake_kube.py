@@ -14,7 +14,7 @@ import copy
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from miniclusters.api.quantity import cpu_millicores
 from miniclusters.backends.base import ExecResult
@@ -29,9 +29,10 @@ from miniclusters.backends.kubernetes.api import (
     WatchEvent,
     kind_of,
 )
+from miniclusters.kube_shapes import AnyObject, KubeObject, Pod
 from miniclusters.render.layout import INDEX_LABEL
 from miniclusters.testing.fake_exec import check_exec, default_exec
-from miniclusters.testing.fake_merge import apply_merge, merge_patch, selector_matches, strategic_merge
+from miniclusters.testing.fake_merge import apply_merge, merge_patch, overwrite, selector_matches, strategic_merge
 from miniclusters.testing.fake_objects import (
     check_version,
     missing,
@@ -41,6 +42,7 @@ from miniclusters.testing.fake_objects import (
     scaled,
     server_defaults,
     unconditional_update_refused,
+    without_status,
 )
 from miniclusters.testing.fake_requests import (
     Authorizer,
@@ -77,10 +79,8 @@ class FakeKube(Controllers):
     authorizer: Authorizer | None = None
     """RBAC for the client: (verb, apiGroup, resource[/subresource], namespace or None, name) -> allowed;
     e.g. fake_rbac.RbacAuthorizer(...).allowed over rendered Roles and bindings. None: everything is allowed."""
-    # open: the fake stores and serves objects of any kind
-    exec_handler: Callable[[FakeKube, dict[str, Any], list[str]], ExecResult] | None = None
-    # open: the fake stores and serves objects of any kind
-    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    exec_handler: Callable[[FakeKube, Pod, list[str]], ExecResult] | None = None
+    objects: dict[tuple[str, str, str], KubeObject] = field(default_factory=dict)
     calls: list[RecordedCall] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     pod_logs: dict[str, list[str]] = field(default_factory=dict)
@@ -107,12 +107,10 @@ class FakeKube(Controllers):
         """Forget watch history, so older resourceVersions answer 410 Gone (see DOCS_WATCH)."""
         self._events.compacted = self._rv
 
-    # open: the fake stores and serves objects of any kind
-    def stored(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
+    def stored(self, kind: Kind, name: str, namespace: str | None = None) -> KubeObject:
         return self.objects[(self._key(kind), self._ns(kind, namespace), name)]
 
-    # open: the fake stores and serves objects of any kind
-    def all_of(self, kind: Kind, namespace: str | None = None) -> list[dict[str, Any]]:
+    def all_of(self, kind: Kind, namespace: str | None = None) -> list[KubeObject]:
         key = self._key(kind)
         return [
             o
@@ -120,10 +118,9 @@ class FakeKube(Controllers):
             if k == key and (namespace is None or ns == namespace or not kind.namespaced)
         ]
 
-    # open: the fake stores and serves objects of any kind
-    def pods_of(self, job: str, namespace: str | None = None) -> dict[int, dict[str, Any]]:
+    def pods_of(self, job: str, namespace: str | None = None) -> dict[int, Pod]:
         out = {}
-        for pod in self.all_of(POD, namespace or self.namespace):
+        for pod in cast("list[Pod]", self.all_of(POD, namespace or self.namespace)):  # stored pods, read as pods
             if pod["metadata"].get("labels", {}).get("job-name") == job:
                 out[int(pod["metadata"]["labels"][INDEX_LABEL])] = pod
         return out
@@ -160,19 +157,17 @@ class FakeKube(Controllers):
         self._rv += 1
         return str(self._rv)
 
-    def _touch(self, obj: dict[str, Any], event: str) -> None:  # open: the fake stores and serves objects of any kind
+    def _touch(self, obj: AnyObject, event: str) -> None:
         obj["metadata"]["resourceVersion"] = self._next_rv()
         self._events.add(self._rv, event, self._key(kind_of(obj)), obj)
 
-    # open: the fake stores and serves objects of any kind
-    def _lookup(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
+    def _lookup(self, kind: Kind, namespace: str | None, name: str) -> KubeObject:
         obj = self.objects.get((self._key(kind), self._ns(kind, namespace), name))
         if obj is None:
             raise missing(kind, name)
         return obj
 
-    # open: the fake stores and serves objects of any kind
-    def _validated(self, obj: dict[str, Any], how: Literal["create", "patch", "apply"] = "create") -> dict[str, Any]:
+    def _validated(self, obj: KubeObject, how: Literal["create", "patch", "apply"] = "create") -> KubeObject:
         stored, warnings = validate_object(obj, how)
         self.warnings.extend(warnings)
         return stored
@@ -183,14 +178,13 @@ class FakeKube(Controllers):
             hook(self)
 
     # ------------------------------------------------------------------ KubeApi: reads
-    # open: the fake stores and serves objects of any kind
-    def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
+    def get(self, kind: Kind, namespace: str | None, name: str) -> KubeObject:
         self._record("get", kind, namespace, name)
         return copy.deepcopy(self._lookup(kind, namespace, name))
 
     def list_objects(
         self, kind: Kind, namespace: str | None, label_selector: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:  # open: the fake stores and serves objects of any kind
+    ) -> tuple[list[KubeObject], str]:
         self._record("list", kind, namespace, None)
         items = [
             copy.deepcopy(o)
@@ -218,7 +212,7 @@ class FakeKube(Controllers):
         return served_resources(api_version, self)
 
     # ------------------------------------------------------------------ KubeApi: writes
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:  # open: the fake stores and serves objects of any kind
+    def create(self, obj: KubeObject) -> KubeObject:
         kind = kind_of(obj)
         meta = obj.get("metadata", {})
         self._record("create", kind, meta.get("namespace"), meta.get("name"), body=obj)
@@ -230,8 +224,7 @@ class FakeKube(Controllers):
             raise ApiError(409, "AlreadyExists", f'{kind.plural} "{meta["name"]}" already exists')
         return copy.deepcopy(self._insert(kind, obj))
 
-    # open: the fake stores and serves objects of any kind
-    def _insert(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+    def _insert(self, kind: Kind, obj: KubeObject) -> KubeObject:
         stored = copy.deepcopy(obj)
         stored.pop("status", None)
         meta = stored["metadata"]
@@ -248,8 +241,7 @@ class FakeKube(Controllers):
         self.run_controllers()
         return stored
 
-    # open: the fake stores and serves objects of any kind
-    def apply(self, obj: dict[str, Any], field_manager: str, force: bool = True) -> dict[str, Any]:
+    def apply(self, obj: KubeObject, field_manager: str, force: bool = True) -> KubeObject:
         kind = kind_of(obj)
         meta = obj.get("metadata", {})
         self._record("apply", kind, meta.get("namespace"), meta.get("name"), body=obj)
@@ -264,16 +256,16 @@ class FakeKube(Controllers):
             # Server-side apply creates the object when it does not exist.
             return copy.deepcopy(self._insert(kind, obj))
         check_version(kind, current["metadata"], obj.get("metadata"))
-        applied = {k: v for k, v in obj.items() if k != "status"}
+        applied = without_status(obj)
         return copy.deepcopy(self._update(kind, current, apply_merge(current, applied)))
 
     def _update(
         self,
         kind: Kind,
-        current: dict[str, Any],  # open: the fake stores and serves objects of any kind
-        new: dict[str, Any],  # open: the fake stores and serves objects of any kind
+        current: KubeObject,
+        new: KubeObject,
         status_only: bool = False,
-    ) -> dict[str, Any]:  # open: the fake stores and serves objects of any kind
+    ) -> KubeObject:
         if status_only:
             merged = copy.deepcopy(current)
             merged["status"] = copy.deepcopy(new.get("status", {}))
@@ -288,8 +280,7 @@ class FakeKube(Controllers):
                 merged["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1
         if merged == current:
             return current  # a no-op write does not change resourceVersion
-        current.clear()
-        current.update(merged)
+        overwrite(current, merged)
         self._touch(current, "MODIFIED")
         self.run_controllers()
         return current
@@ -303,7 +294,7 @@ class FakeKube(Controllers):
         patch_type: PatchType = "merge",
         subresource: str | None = None,
         field_manager: str | None = None,
-    ) -> dict[str, Any]:  # open: the fake stores and serves objects of any kind
+    ) -> KubeObject:
         self._record("patch", kind, namespace, name, subresource, body)
         self._run_before_write()
         current = self._lookup(kind, namespace, name)
@@ -325,28 +316,26 @@ class FakeKube(Controllers):
         if subresource not in (None, "status", "resize") or (subresource == "resize" and kind != POD):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if self.validate and subresource != "status":
-            checked = self._validated({k: v for k, v in new.items() if k != "status"}, "patch")
+            checked = self._validated(without_status(new), "patch")
             new = {**checked, "status": new["status"]} if "status" in new else checked
         if subresource == "resize":
-            spec = resized_spec(current, new, self.kubelet == "auto", cpu_millicores(self.node_cpu))
-            current["spec"] = spec
+            pod = cast(Pod, current)  # the stored pod, as the resize reads and writes it
+            pod["spec"] = resized_spec(pod, new, self.kubelet == "auto", cpu_millicores(self.node_cpu))
             self._touch(current, "MODIFIED")
             self.run_controllers()
             return copy.deepcopy(current)
         return copy.deepcopy(self._update(kind, current, new, status_only=subresource == "status"))
 
-    # open: the fake stores and serves objects of any kind
-    def _patch_scale(self, kind: Kind, current: dict[str, Any], body: Any) -> dict[str, Any]:
+    def _patch_scale(self, kind: Kind, current: KubeObject, body: Any) -> KubeObject:
         new = scaled(kind, current, body)
         if self.validate:  # the CRD's schema holds (real server, v1.37.2: replicas 0 -> 422, spec.size minimum 1)
-            validate_object({k: v for k, v in new.items() if k != "status"})
+            validate_object(without_status(new))
         self._update(kind, current, new)
         return scale_of(current)
 
     scale_of = staticmethod(scale_of)
 
-    # open: the fake stores and serves objects of any kind
-    def replace(self, obj: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+    def replace(self, obj: KubeObject, subresource: str | None = None) -> KubeObject:
         kind = kind_of(obj)
         meta = obj["metadata"]
         self._record("update", kind, meta.get("namespace"), meta["name"], subresource, obj)
@@ -358,8 +347,11 @@ class FakeKube(Controllers):
         if subresource not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if self.validate and (subresource is None or kind in (MINICLUSTER, FLUX_MINICLUSTER)):
-            checked = self._validated(obj if subresource else {k: v for k, v in obj.items() if k != "status"})
-            obj = checked if subresource else {**checked, **({"status": obj["status"]} if "status" in obj else {})}
+            if subresource:
+                obj = self._validated(obj)
+            else:
+                checked = self._validated(without_status(obj))
+                obj = {**checked, "status": obj["status"]} if "status" in obj else checked
         return copy.deepcopy(self._update(kind, current, obj, status_only=subresource == "status"))
 
     def delete(self, kind: Kind, namespace: str | None, name: str, propagation: str = "Background") -> None:
@@ -369,7 +361,7 @@ class FakeKube(Controllers):
         self._remove(obj)
         self.run_controllers()
 
-    def _remove(self, obj: dict[str, Any]) -> None:  # open: the fake stores and serves objects of any kind
+    def _remove(self, obj: AnyObject) -> None:
         kind = kind_of(obj)
         meta = obj["metadata"]
         self.objects.pop((self._key(kind), self._ns(kind, meta.get("namespace")), meta["name"]), None)
@@ -385,7 +377,7 @@ class FakeKube(Controllers):
         self, namespace: str, pod: str, container: str | None, argv: list[str], timeout: float = 60.0
     ) -> ExecResult:
         self._record("exec", POD, namespace, pod, "exec", argv)
-        obj = self._lookup(POD, namespace, pod)
+        obj = cast(Pod, self._lookup(POD, namespace, pod))  # the stored pod, as the exec reads it
         check_exec(pod, obj["status"])
         handler = self.exec_handler or default_exec
         return handler(self, obj, argv)

@@ -57,6 +57,12 @@ def apply_merge(target: Any, applied: Any) -> Any:
     return copy.deepcopy(applied)
 
 
+def overwrite(target: Any, source: Any) -> None:
+    """`target` (a JSON object) becomes `source` in place: who holds the stored object sees the new one."""
+    target.clear()
+    target.update(source)
+
+
 def selector_matches(labels: dict[str, str], selector: str | None) -> bool:
     """Equality-based label selectors: `a=b,c=d`, `a!=b`, `a` (exists)."""
     if not selector:

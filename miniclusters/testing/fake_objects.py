@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from miniclusters.backends.kubernetes.api import (
     FLUX_MINICLUSTER,
@@ -17,34 +17,48 @@ from miniclusters.backends.kubernetes.api import (
     Kind,
 )
 from miniclusters.backends.kubernetes.status import qos_class
-from miniclusters.render.kube_types import ObjectMeta
+from miniclusters.kube_shapes import Job, KubeObject, ObjectMeta, Pod, PodSpec, Service
 from miniclusters.testing.kube_rules import check_pod_template, check_resize, check_resize_fits_node
 
 CUSTOM_KINDS = (MINICLUSTER, FLUX_MINICLUSTER)
 
 
-def server_defaults(kind: Kind, stored: dict[str, Any], services: Iterable[dict[str, Any]]) -> None:  # open: any kind
+def server_defaults(kind: Kind, stored: KubeObject, services: Iterable[KubeObject]) -> None:
     """Fill in what the server sets on a new object of `kind` (its metadata's uid and name already set): a Job's
     selector and pod labels, a Service's node ports, a Pod's first status, an empty status for the others that
-    have one. `services` are the Services already stored (whose node ports are taken)."""
-    meta = stored["metadata"]
+    have one. `services` are the Services already stored (whose node ports are taken). The object is read as
+    its kind where its kind is known."""
     if kind == JOB:
-        check_pod_template(stored["spec"]["template"]["spec"], "spec.template.spec")
-        labels = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": meta["name"]}
-        stored["spec"].setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": meta["uid"]}})
-        template_meta = stored["spec"]["template"].setdefault("metadata", {})
-        template_meta["labels"] = {**template_meta.get("labels", {}), **labels, "job-name": meta["name"]}
-        stored["status"] = {}
+        _job_defaults(cast(Job, stored))
     if kind == SERVICE:
         taken = {p.get("nodePort") for o in services for p in o.get("spec", {}).get("ports", [])}
-        allocate_node_ports(stored, {p for p in taken if isinstance(p, int)})
+        allocate_node_ports(cast(Service, stored), {p for p in taken if isinstance(p, int)})
         if stored["spec"].get("type") == "LoadBalancer":
             stored["status"] = {"loadBalancer": {}}  # no cloud controller here: no ingress address, ever
     if kind == POD:
-        check_pod_template(stored["spec"], "spec")
-        stored["status"] = {"phase": "Pending", "qosClass": qos_class(stored["spec"]), "conditions": []}
+        pod = cast(Pod, stored)
+        check_pod_template(pod["spec"], "spec")
+        pod["status"] = {"phase": "Pending", "qosClass": qos_class(pod["spec"]), "conditions": []}
     if kind in CUSTOM_KINDS:
         stored["status"] = {}
+
+
+def _job_defaults(job: Job) -> None:
+    """A new Job's selector and its pod template's labels (the Job controller's), its empty status."""
+    meta = job["metadata"]
+    check_pod_template(job["spec"]["template"]["spec"], "spec.template.spec")
+    labels = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": meta["name"]}
+    job["spec"].setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": meta["uid"]}})
+    template_meta = job["spec"]["template"].setdefault("metadata", {})
+    template_meta["labels"] = {**template_meta.get("labels", {}), **labels, "job-name": meta["name"]}
+    job["status"] = {}
+
+
+def without_status(obj: KubeObject) -> KubeObject:
+    """A shallow copy without the status: what a write of the object itself (not its status) carries."""
+    out = obj.copy()
+    out.pop("status", None)
+    return out
 
 
 def missing(kind: Kind, name: str) -> ApiError:
@@ -66,7 +80,7 @@ def check_version(kind: Kind, current: ObjectMeta, sent: ObjectMeta | None) -> N
         )
 
 
-def scaled(kind: Kind, current: dict[str, Any], body: Any) -> dict[str, Any]:  # open: a custom resource; a patch
+def scaled(kind: Kind, current: KubeObject, body: Any) -> KubeObject:
     """The custom resource with the Scale patch applied: the CRD's scale subresource maps Scale.spec.replicas to
     .spec.size and reads status.size and status.selector (DOCS_SCALE), which is what `kubectl scale` and a
     HorizontalPodAutoscaler use."""
@@ -80,13 +94,13 @@ def scaled(kind: Kind, current: dict[str, Any], body: Any) -> dict[str, Any]:  #
     return new
 
 
-def scale_of(obj: dict[str, Any]) -> dict[str, Any]:  # open: a custom resource; its Scale
+def scale_of(obj: KubeObject) -> KubeObject:
     """The Scale subresource of a custom resource (autoscaling/v1)."""
     status = obj.get("status") or {}
     return {
         "apiVersion": "autoscaling/v1",
         "kind": "Scale",
-        "metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"].get("namespace")},
+        "metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]},  # namespaced kinds
         "spec": {"replicas": obj["spec"].get("size", 1)},
         "status": {"replicas": status.get("size", 0), "selector": status.get("selector", "")},
     }
@@ -96,7 +110,7 @@ NODE_PORT_RANGE = range(30000, 32768)
 """The API server's default --service-node-port-range (30000-32767)."""
 
 
-def allocate_node_ports(service: dict[str, Any], taken: set[int]) -> None:  # open: a Service as a client sends it
+def allocate_node_ports(service: Service, taken: set[int]) -> None:
     """A NodePort or LoadBalancer Service gets a node port per port from the range unless it names one; a port
     already allocated, or outside the range, is refused with 422 (kubernetes.io/docs/concepts/services-networking/
     service/#type-nodeport: "the Kubernetes control plane allocates a port from a range specified by
@@ -145,8 +159,7 @@ def unconditional_update_refused(kind: Kind, name: str) -> ApiError:
     )
 
 
-# open: pods as the fake stores them
-def resized_spec(current: dict[str, Any], new: dict[str, Any], admit: bool, node_millicores: int) -> dict[str, Any]:
+def resized_spec(current: Pod, new: Pod, admit: bool, node_millicores: int) -> PodSpec:
     """The pod spec a `resize` patch leaves (kube_rules.check_resize). The PodResize admission weighs a pod bound
     to a node (the real server let a resize of an unscheduled pod far past the node's CPU through, v1.37.2); the
     fake's kubelet binds and starts a pod at once, so a pod it has not started (start_pods False) is unbound. A

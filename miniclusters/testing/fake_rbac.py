@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+
+from miniclusters.kube_shapes import KubeObject, PolicyRule
 
 RBAC = "rbac.authorization.k8s.io/v1"
 
@@ -41,13 +42,12 @@ class RbacAuthorizer:
     """Answers "may `subject` do `verb` on this resource in this namespace?" from the RBAC objects given."""
 
     subject: Subject
-    objects: list[dict[str, Any]] = field(default_factory=list)  # open: Roles and bindings as a client sends them
+    objects: list[KubeObject] = field(default_factory=list)
 
-    def add(self, objects: Iterable[dict[str, Any]]) -> None:  # open: Roles and bindings as a client sends them
+    def add(self, objects: Iterable[KubeObject]) -> None:
         self.objects.extend(o for o in objects if o.get("apiVersion") == RBAC)
 
-    # open: Roles and bindings as a client sends them
-    def _role(self, kind: str, name: str, namespace: str | None) -> list[dict[str, Any]]:
+    def _role(self, kind: str, name: str, namespace: str | None) -> list[PolicyRule]:
         for obj in self.objects:
             meta = obj.get("metadata", {})
             same_scope = kind == "ClusterRole" or meta.get("namespace") == namespace
@@ -55,7 +55,7 @@ class RbacAuthorizer:
                 return list(obj.get("rules", []))
         return []  # a binding to a role that does not exist grants nothing
 
-    def _bound(self, binding: dict[str, Any]) -> bool:  # open: Roles and bindings as a client sends them
+    def _bound(self, binding: KubeObject) -> bool:
         for subject in binding.get("subjects", []):
             if subject.get("kind") != self.subject.kind or subject.get("name") != self.subject.name:
                 continue
@@ -63,10 +63,9 @@ class RbacAuthorizer:
                 return True
         return False
 
-    # open: Roles and bindings as a client sends them
-    def rules_for(self, namespace: str | None) -> list[dict[str, Any]]:
+    def rules_for(self, namespace: str | None) -> list[PolicyRule]:
         """Every rule the subject holds in `namespace` (None: cluster-wide)."""
-        rules: list[dict[str, Any]] = []  # open: Roles and bindings as a client sends them
+        rules: list[PolicyRule] = []
         for binding in self.objects:
             if not self._bound(binding):
                 continue

@@ -8,10 +8,10 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 from miniclusters.backends.kubernetes.api import Kind, WatchEvent
-from miniclusters.render.kube_types import ObjectMeta
+from miniclusters.kube_shapes import AnyObject, KubeObject, ObjectMeta
 from miniclusters.testing.fake_merge import selector_matches
 
 
@@ -21,7 +21,8 @@ class Recorded:
     event: str
     key: str
     """The object's kind as the fake keys it (apiVersion/kind)."""
-    obj: dict[str, Any]  # open: a copy of any kind's object as stored
+    obj: KubeObject
+    """A copy of the object as stored."""
 
 
 @dataclass
@@ -33,8 +34,9 @@ class EventLog:
     changed: threading.Condition = field(default_factory=threading.Condition)
     """Notified on every write: an open watch waits on it, as a real watch stream waits for the next event."""
 
-    def add(self, version: int, event: str, key: str, obj: dict[str, Any]) -> None:  # open: any kind's object
-        self.history.append(Recorded(version, event, key, copy.deepcopy(obj)))
+    def add(self, version: int, event: str, key: str, obj: AnyObject) -> None:
+        stored = cast(KubeObject, copy.deepcopy(obj))  # a pod or Job the controllers wrote, as the API serves it
+        self.history.append(Recorded(version, event, key, stored))
         with self.changed:
             self.changed.notify_all()
 

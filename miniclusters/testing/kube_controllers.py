@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import copy
 import itertools
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from elasticity.model.node import Node, PodCpu, Verdict, admit_resize, deferred_message, infeasible_message
 from miniclusters.api.quantity import cpu_millicores
 from miniclusters.backends.base import RESIZE_IN_PROGRESS, RESIZE_PENDING
 from miniclusters.backends.kubernetes.api import JOB, POD, Kind
 from miniclusters.backends.kubernetes.status import qos_class
-from miniclusters.render.kube_types import ContainerStateDetail, PodContainer
+from miniclusters.kube_shapes import (
+    AnyObject,
+    ContainerStateDetail,
+    Job,
+    JobStatus,
+    KubeObject,
+    Pod,
+    PodContainer,
+)
 from miniclusters.render.layout import INDEX_LABEL
 
 KubeletMode = Literal["auto", "accept", "in-progress", "defer", "infeasible"]
@@ -25,24 +33,19 @@ class Controllers:
     """Mixed into FakeKube; declares (for type checking) the parts of the fake the controllers use."""
 
     if TYPE_CHECKING:
-        # open: stored objects, with any field the controllers and the kubelet write
-        objects: dict[tuple[str, str, str], dict[str, Any]]
+        objects: dict[tuple[str, str, str], KubeObject]
         kubelet: KubeletMode
         node_cpu: str
         start_pods: bool
         _uid: itertools.count[int]
 
-        # open: stored objects, with any field the controllers and the kubelet write
-        def all_of(self, kind: Kind, namespace: str | None = None) -> list[dict[str, Any]]: ...
-        # open: stored objects, with any field the controllers and the kubelet write
-        def pods_of(self, job: str, namespace: str | None = None) -> dict[int, dict[str, Any]]: ...
+        def all_of(self, kind: Kind, namespace: str | None = None) -> list[KubeObject]: ...
+        def pods_of(self, job: str, namespace: str | None = None) -> dict[int, Pod]: ...
         @staticmethod
         def _key(kind: Kind) -> str: ...
         def _now(self) -> str: ...
-        # open: stored objects, with any field the controllers and the kubelet write
-        def _touch(self, obj: dict[str, Any], event: str) -> None: ...
-        # open: stored objects, with any field the controllers and the kubelet write
-        def _remove(self, obj: dict[str, Any]) -> None: ...
+        def _touch(self, obj: AnyObject, event: str) -> None: ...
+        def _remove(self, obj: AnyObject) -> None: ...
 
         pod_logs: dict[str, list[str]]
 
@@ -68,14 +71,16 @@ class Controllers:
         for status in pod["status"].get("containerStatuses", []):
             status["restartCount"] = int(status.get("restartCount", 0)) + 1
             status["lastState"] = {"terminated": self._terminated(pod, status["name"], exit_code)}
-            waiting = {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}
+            waiting: ContainerStateDetail = {
+                "reason": "CrashLoopBackOff",
+                "message": "back-off restarting failed container",
+            }
             status["state"] = {"waiting": waiting}
             status["ready"] = False
         self._set_condition(pod, "Ready", "False", "ContainersNotReady")
         self._touch(pod, "MODIFIED")
 
-    # open: stored objects, with any field the controllers and the kubelet write
-    def _terminated(self, pod: dict[str, Any], container: str, exit_code: int) -> ContainerStateDetail:
+    def _terminated(self, pod: Pod, container: str, exit_code: int) -> ContainerStateDetail:
         """The kubelet's record of an ended container; with terminationMessagePolicy FallbackToLogsOnError, a
         failed one's message is the tail of its log (at most 80 lines and 2048 bytes, the termination message
         file being empty here).
@@ -94,15 +99,18 @@ class Controllers:
         """The Job controller and the kubelet, until nothing changes."""
         for _ in range(20):
             changed = False
-            for job in list(self.all_of(JOB, None)):
+            for job in cast("list[Job]", self.all_of(JOB, None)):  # the stored Jobs, as the controller reads them
                 changed |= self._job_controller(job)
-            for pod in list(self.all_of(POD, None)):
+            for pod in self._pods():
                 changed |= self._kubelet(pod)
             if not changed:
                 return
 
-    # open: stored objects, with any field the controllers and the kubelet write
-    def _job_controller(self, job: dict[str, Any]) -> bool:
+    def _pods(self) -> list[Pod]:
+        """Every stored pod, as the kubelet reads it."""
+        return cast("list[Pod]", self.all_of(POD, None))
+
+    def _job_controller(self, job: Job) -> bool:
         spec, status = job["spec"], job.setdefault("status", {})
         if any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in status.get("conditions", [])):
             return False
@@ -131,9 +139,10 @@ class Controllers:
             self._create_pod(job, index)
             active.append(index)
             changed = True
-        success_rules = (spec.get("successPolicy") or {}).get("rules") or []
+        policy = spec.get("successPolicy")
+        success_rules = (policy.get("rules") if policy else None) or []
         done = any(set(map(int, r.get("succeededIndexes", "-1").split(","))) <= succeeded for r in success_rules)
-        new_status = {
+        new_status: JobStatus = {
             **status,
             "active": len(active),
             "ready": sum(1 for i, p in self.pods_of(name, namespace).items() if self._ready(p)),
@@ -155,16 +164,14 @@ class Controllers:
         return changed
 
     @staticmethod
-    # open: stored objects, with any field the controllers and the kubelet write
-    def _ready(pod: dict[str, Any]) -> bool:
+    def _ready(pod: Pod) -> bool:
         return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
 
-    # open: stored objects, with any field the controllers and the kubelet write
-    def _create_pod(self, job: dict[str, Any], index: int) -> None:
+    def _create_pod(self, job: Job, index: int) -> None:
         template = copy.deepcopy(job["spec"]["template"])
         name = job["metadata"]["name"]
         meta = template.get("metadata", {})
-        pod: dict[str, Any] = {  # open: stored objects, with any field the controllers and the kubelet write
+        pod: Pod = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
@@ -191,18 +198,16 @@ class Controllers:
         stored = self._insert_raw(pod)
         stored["status"] = {"phase": "Pending", "qosClass": qos_class(stored["spec"]), "conditions": []}
 
-    # open: stored objects, with any field the controllers and the kubelet write
-    def _insert_raw(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def _insert_raw(self, obj: Pod) -> Pod:
         meta = obj["metadata"]
         meta["uid"] = f"uid-{next(self._uid):04d}"
         meta["creationTimestamp"] = self._now()
-        self.objects[(self._key(POD), meta["namespace"], meta["name"])] = obj
+        self.objects[(self._key(POD), meta["namespace"], meta["name"])] = cast(KubeObject, obj)  # stored as any kind
         obj["status"] = {}
         self._touch(obj, "ADDED")
         return obj
 
-    # open: stored objects, with any field the controllers and the kubelet write
-    def _set_condition(self, pod: dict[str, Any], kind: str, status: str, reason: str = "", message: str = "") -> None:
+    def _set_condition(self, pod: Pod, kind: str, status: str, reason: str = "", message: str = "") -> None:
         conditions = [c for c in pod["status"].get("conditions", []) if c["type"] != kind]
         if status:
             conditions.append({"type": kind, "status": status, "reason": reason, "message": message})
@@ -211,7 +216,7 @@ class Controllers:
     def _others(self, exclude: str) -> list[PodCpu]:
         """The other active pods on the (single) node, with the CPU the kubelet allocated to them."""
         out = []
-        for pod in self.all_of(POD, None):
+        for pod in self._pods():
             if pod["metadata"]["name"] == exclude or pod["status"].get("phase") not in ("Pending", "Running"):
                 continue
             allocated = self._own_allocated_milli(pod)
@@ -219,16 +224,14 @@ class Controllers:
         return out
 
     @staticmethod
-    # open: stored objects, with any field the controllers and the kubelet write
-    def _own_allocated_milli(pod: dict[str, Any]) -> int:
+    def _own_allocated_milli(pod: Pod) -> int:
         total = 0
         for status in pod["status"].get("containerStatuses", []):
             cpu = (status.get("allocatedResources") or {}).get("cpu")
             total += cpu_millicores(cpu) if cpu else 0
         return total
 
-    # open: stored objects, with any field the controllers and the kubelet write
-    def _kubelet(self, pod: dict[str, Any]) -> bool:
+    def _kubelet(self, pod: Pod) -> bool:
         status = pod["status"]
         before = copy.deepcopy(status)
         requested = sum(
@@ -261,8 +264,7 @@ class Controllers:
             return True
         return False
 
-    # open: stored objects, with any field the controllers and the kubelet write
-    def _resize(self, pod: dict[str, Any]) -> None:
+    def _resize(self, pod: Pod) -> None:
         """Compare desired and allocated CPU; act as the kubelet would (or as the test forces)."""
         statuses = {s["name"]: s for s in pod["status"].get("containerStatuses", [])}
         pending = []

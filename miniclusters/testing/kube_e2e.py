@@ -11,7 +11,9 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from miniclusters.kube_shapes import Pod
 
 ROOT = Path(__file__).resolve().parents[2]
 MINICLUSTER = [str(Path(sys.executable).parent / "minicluster")]
@@ -97,14 +99,15 @@ def objects_of(kubeconfig: Path, namespace: str, name: str) -> list[str]:
     )
 
 
-def pod_of(kubeconfig: Path, namespace: str, name: str, index: int) -> dict[str, Any]:  # open: kubectl's JSON
+def pod_of(kubeconfig: Path, namespace: str, name: str, index: int) -> Pod:
     """The one pod of MiniCluster ``name`` with completion index ``index``."""
     pods = kubectl_json(
         kubeconfig, "get", "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-completion-index={index}"
     )
     found = [p for p in pods["items"] if p["metadata"]["name"].startswith(f"{name}-{index}-")]
     assert len(found) == 1 and isinstance(found[0], dict), [p["metadata"]["name"] for p in pods["items"]]
-    return found[0]
+    pod = cast(Pod, found[0])  # kubectl's JSON of a pod
+    return pod
 
 
 def apply_crd() -> None:
@@ -115,7 +118,7 @@ def apply_crd() -> None:
     from miniclusters.backends.kubernetes.client import RealKubeApi
 
     api = RealKubeApi.from_kubeconfig(None, "default")
-    api.apply(dict(build_crd()), field_manager="miniclusters-e2e", force=True)
+    api.apply(build_crd(), field_manager="miniclusters-e2e", force=True)
 
     def established() -> bool:
         crd = api.get(CRD, None, CRD_NAME)

@@ -16,6 +16,7 @@ from miniclusters.api.crd import build_crd
 from miniclusters.api.quantity import cpu_millicores
 from miniclusters.backends.kubernetes.api import FLUX_MINICLUSTER, JOB, MINICLUSTER, POD, ApiError, Kind, kind_of
 from miniclusters.backends.kubernetes.status import qos_class
+from miniclusters.kube_shapes import KubeObject, Pod, PodSpec
 from miniclusters.testing.kube_cel import refusal
 
 KUBERNETES_VERSION = "1.37"
@@ -98,10 +99,8 @@ _JSON_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list
 
 
 def validate_object(
-    # open: objects of any kind, as a client sends them
-    obj: dict[str, Any],
-    how: Literal["create", "patch", "apply"] = "create",
-) -> tuple[dict[str, Any], list[str]]:  # open: objects of any kind, as a client sends them
+    obj: KubeObject, how: Literal["create", "patch", "apply"] = "create"
+) -> tuple[KubeObject, list[str]]:
     """The object as the API server stores it and the warnings it answers with, or the error it answers with.
 
     Built-in kinds are checked against the official schema of the real server's version (kubernetes-validate,
@@ -185,8 +184,7 @@ def _strip_nulls(node: Any) -> Any:
     return node
 
 
-# open: objects of any kind, as a client sends them
-def check_pod_template(template_spec: dict[str, Any], where: str) -> None:
+def check_pod_template(template_spec: PodSpec, where: str) -> None:
     # Pods with restartPolicy Never (Job pods) may only use resizePolicy NotRequired (DOCS_RESIZE:
     # "If the Pod's restartPolicy is Never, container's resize restart policy must be set to NotRequired").
     if template_spec.get("restartPolicy") == "Never":
@@ -203,8 +201,7 @@ def check_pod_template(template_spec: dict[str, Any], where: str) -> None:
                     )
 
 
-# open: objects of any kind, as a client sends them
-def check_update(kind: Kind, old: dict[str, Any], new: dict[str, Any]) -> None:
+def check_update(kind: Kind, old: KubeObject, new: KubeObject) -> None:
     name = old["metadata"]["name"]
     if kind == JOB:
         old_spec, new_spec = old.get("spec", {}), new.get("spec", {})
@@ -259,14 +256,13 @@ def check_update(kind: Kind, old: dict[str, Any], new: dict[str, Any]) -> None:
             )
 
 
-# open: objects of any kind, as a client sends them
-def check_resize(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+def check_resize(old: Pod, new: Pod) -> PodSpec:
     """The pod spec a `resize` patch leaves (DOCS_RESIZE), as the real server (v1.37.2) answers: the resize
     subresource takes only containers' resources and resizePolicy from the patched pod and silently drops any
     other change (an image patched through it stays as it was); resources other than cpu and memory, removing a
     request or a limit, and a change of QoS class are refused with 422 in its words."""
     name = old["metadata"]["name"]
-    spec: dict[str, Any] = copy.deepcopy(old["spec"])  # open: objects of any kind, as a client sends them
+    spec = copy.deepcopy(old["spec"])
     patched = {c["name"]: c for c in new["spec"].get("containers", [])}
     for index, container in enumerate(spec.get("containers", [])):
         after = patched.get(container["name"])
@@ -274,7 +270,8 @@ def check_resize(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             continue
         before = container.get("resources") or {}
         resources = copy.deepcopy(after.get("resources") or {})
-        for section in ("requests", "limits"):
+        sections: tuple[Literal["requests", "limits"], ...] = ("requests", "limits")
+        for section in sections:
             old_values, new_values = before.get(section) or {}, resources.get(section) or {}
             changed = {r for r in {*old_values, *new_values} if old_values.get(r) != new_values.get(r)}
             if changed - {"cpu", "memory"}:
@@ -303,8 +300,7 @@ def check_resize(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-# open: objects of any kind, as a client sends them
-def check_resize_fits_node(pod: dict[str, Any], node_cpu_millicores: int) -> None:
+def check_resize_fits_node(pod: Pod, node_cpu_millicores: int) -> None:
     """The apiserver's PodResize admission (plugin/pkg/admission/podresize, Kubernetes 1.33+): a resize whose pod
     would request more CPU than its node's allocatable is refused at once, 403 with the cause NodeCapacity and
     the message the real server gives (seen on the cluster of `minicluster kube up`, v1.37.2); the kubelet never

@@ -13,12 +13,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from elasticity.model.resources import cpu_millicores
 from miniclusters.api import load_minicluster
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.kubernetes.api import NODE, POD, ApiError, Kind, KubeApi
+from miniclusters.kube_shapes import KubeObject, Pod
 from miniclusters.render.layout import INDEX_LABEL
 from miniclusters.testing.fake_kube import FakeKube
 from miniclusters.testing.kube_e2e import wait_until
@@ -65,7 +66,7 @@ class KubeSide:
 
     def mc(self, name: str = "demo", **spec: Any) -> MiniCluster:
         """A MiniCluster in this side's namespace whose pods run on the real node: its image, a small CPU request."""
-        data: dict[str, Any] = {  # open: objects as either server returns them
+        data: KubeObject = {
             "apiVersion": "miniclusters.dev/v1alpha1",
             "kind": "MiniCluster",
             "metadata": {"name": name, "namespace": self.namespace},
@@ -80,21 +81,21 @@ class KubeSide:
         data["spec"].update(copy.deepcopy(spec))
         return load_minicluster(data)
 
-    def pods_of(self, job: str) -> dict[int, dict[str, Any]]:  # open: objects as either server returns them
+    def pods_of(self, job: str) -> dict[int, Pod]:
         """The Job's pods by completion index, as listed now; pods being deleted (deletionTimestamp set: the real
         kubelet is still stopping them) are left out, as the fake removes a pod at once."""
-        pods, _ = self.api.list_objects(POD, self.namespace, f"job-name={job}")
+        listed, _ = self.api.list_objects(POD, self.namespace, f"job-name={job}")
+        pods = cast("list[Pod]", listed)  # the pods as either server has them
         return {
             int(p["metadata"]["labels"][INDEX_LABEL]): p
             for p in pods
             if not p["metadata"].get("deletionTimestamp") and INDEX_LABEL in p["metadata"].get("labels", {})
         }
 
-    # open: objects as either server returns them
-    def pods(self, job: str, indexes: range | list[int], running: bool = False) -> dict[int, dict[str, Any]]:
+    def pods(self, job: str, indexes: range | list[int], running: bool = False) -> dict[int, Pod]:
         """The Job's pods once they are exactly ``indexes`` (and all Running when ``running``)."""
 
-        def settled() -> dict[int, dict[str, Any]] | None:  # open: objects as either server returns them
+        def settled() -> dict[int, Pod] | None:
             pods = self.pods_of(job)
             if sorted(pods) != list(indexes):
                 return None

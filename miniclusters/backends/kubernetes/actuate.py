@@ -25,7 +25,7 @@ from miniclusters.backends.kubernetes.objects import certificate_from_secret, de
 from miniclusters.backends.kubernetes.retry import with_retries
 from miniclusters.backends.kubernetes.status import pod_status, resize_outcome
 from miniclusters.backends.policy import check_scale, spec_size_patch
-from miniclusters.render.kube_types import Pod
+from miniclusters.kube_shapes import Pod
 from miniclusters.render.layout import FIELD_MANAGER, config_map_name
 
 
@@ -39,7 +39,7 @@ class KubernetesActuator:
         """The Actuator's scale: patch spec.size, then the Job's parallelism and completions together (elastic
         Indexed Job). The ceiling is the hosts the Job's pods were created with, not spec.size."""
         obj, mc = self._ctx.load(name)
-        job = self._ctx.get_optional(JOB, name)
+        job = self._ctx.job(name)
         registered = registered_hosts(job) or mc.spec.effective_max_size
         check_scale(mc.spec.min_size, registered, size, name)
         change = spec_size_patch(obj.get("spec") or {}, size, registered)
@@ -67,7 +67,7 @@ class KubernetesActuator:
             except ApiError as exc:
                 if not exc.conflict:
                     raise explain(exc, f"scaling Job {name!r} to {size}") from None
-            job = self._ctx.get_optional(JOB, name)  # changed by us or by someone else: read it again
+            job = self._ctx.job(name)  # changed by us or by someone else: read it again
         self._refresh_config(mc.model_copy(update={"spec": mc.spec.model_copy(update=_spec_fields(change))}))
         return ScaleResult(name, mc.spec.size, size)
 

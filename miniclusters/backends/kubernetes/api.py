@@ -14,6 +14,7 @@ from miniclusters.api.crd import PLURAL
 from miniclusters.api.spec import API_GROUP, API_VERSION, FLUX_OPERATOR_API_VERSION
 from miniclusters.backends.base import ExecResult
 from miniclusters.errors import MiniclustersError
+from miniclusters.kube_shapes import AnyObject, KubeObject
 
 PatchType = Literal["merge", "strategic", "json"]
 CONTENT_TYPES: Mapping[str, str] = {
@@ -96,7 +97,7 @@ KINDS: tuple[Kind, ...] = (
 )
 
 
-def kind_of(obj: Mapping[str, Any]) -> Kind:  # open: any kind's object, as the API server takes or returns it
+def kind_of(obj: AnyObject) -> Kind:
     for kind in KINDS:
         if kind.api_version == obj.get("apiVersion") and kind.kind == obj.get("kind"):
             return kind
@@ -133,29 +134,27 @@ class ApiError(MiniclustersError):
 class WatchEvent:
     type: str
     """ADDED, MODIFIED, DELETED, BOOKMARK or ERROR."""
-    object: dict[str, Any]  # open: any kind's object, as the API server takes or returns it
+    object: KubeObject
 
 
 class KubeApi(Protocol):
-    """The verbs we use. Objects are plain dicts exactly as the API serves them (camelCase)."""
+    """The verbs we use. Objects are plain dicts exactly as the API serves them (camelCase), typed as the generic
+    KubeObject: a caller that reads one kind's spec or status casts once where the object comes back."""
 
     namespace: str
     """The default namespace (kubeconfig context, or the pod's own when in-cluster)."""
 
-    # open: any kind's object, as the API server takes or returns it
-    def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]: ...
+    def get(self, kind: Kind, namespace: str | None, name: str) -> KubeObject: ...
 
     def list_objects(
         self, kind: Kind, namespace: str | None, label_selector: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:  # open: any kind's object, as the API server takes or returns it
+    ) -> tuple[list[KubeObject], str]:
         """Items and the list's resourceVersion (to start a watch from)."""
         ...
 
-    # open: any kind's object, as the API server takes or returns it
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+    def create(self, obj: KubeObject) -> KubeObject: ...
 
-    # open: any kind's object, as the API server takes or returns it
-    def apply(self, obj: dict[str, Any], field_manager: str, force: bool = True) -> dict[str, Any]:
+    def apply(self, obj: KubeObject, field_manager: str, force: bool = True) -> KubeObject:
         """Server-side apply (PATCH, application/apply-patch+yaml)."""
         ...
 
@@ -168,10 +167,9 @@ class KubeApi(Protocol):
         patch_type: PatchType = "merge",
         subresource: str | None = None,
         field_manager: str | None = None,
-    ) -> dict[str, Any]: ...  # open: any kind's object, as the API server takes or returns it
+    ) -> KubeObject: ...
 
-    # open: any kind's object, as the API server takes or returns it
-    def replace(self, obj: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+    def replace(self, obj: KubeObject, subresource: str | None = None) -> KubeObject:
         """PUT: optimistic concurrency through metadata.resourceVersion (409 when stale)."""
         ...
 

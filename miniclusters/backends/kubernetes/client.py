@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from miniclusters.backends import exec_session
 from miniclusters.backends.base import ExecResult, UnreachableError
@@ -26,9 +26,20 @@ from miniclusters.backends.kubernetes.api import (
     WatchEvent,
     kind_of,
 )
+from miniclusters.kube_shapes import KubeObject
 
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 REQUEST_TIMEOUT = (10.0, 60.0)  # connect, read (seconds)
+
+
+class ExecOptions(TypedDict):
+    """The exec stream's keyword options (the client's connect_get_namespaced_pod_exec)."""
+
+    stderr: bool
+    stdin: bool
+    stdout: bool
+    tty: bool
+    container: NotRequired[str]
 
 
 def _status_error(status: int, body: bytes | str | None, fallback: str) -> ApiError:
@@ -155,15 +166,13 @@ class RealKubeApi:
         return (namespace or self.namespace) if kind.namespaced else None
 
     # ------------------------------------------------------------------ verbs
-    # open: any kind's object, as the API server takes or returns it
-    def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
-        # open: any kind's object, as the API server takes or returns it
-        result: dict[str, Any] = self._send("GET", kind.path(self._ns(kind, namespace), name))
+    def get(self, kind: Kind, namespace: str | None, name: str) -> KubeObject:
+        result: KubeObject = self._send("GET", kind.path(self._ns(kind, namespace), name))
         return result
 
     def list_objects(
         self, kind: Kind, namespace: str | None, label_selector: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:  # open: any kind's object, as the API server takes or returns it
+    ) -> tuple[list[KubeObject], str]:
         query = [("labelSelector", label_selector)] if label_selector else None
         data = self._send("GET", kind.path(namespace), query=query)
         items = data.get("items") or []
@@ -172,22 +181,18 @@ class RealKubeApi:
             item.setdefault("kind", kind.kind)
         return items, str(data.get("metadata", {}).get("resourceVersion", ""))
 
-    # open: any kind's object, as the API server takes or returns it
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create(self, obj: KubeObject) -> KubeObject:
         kind = kind_of(obj)
-        result: dict[str, Any] = self._send(  # open: any kind's object, as the API server takes or returns it
-            "POST", kind.path(self._ns(kind, obj["metadata"].get("namespace"))), body=obj
-        )
+        result: KubeObject = self._send("POST", kind.path(self._ns(kind, obj["metadata"].get("namespace"))), body=obj)
         return result
 
-    # open: any kind's object, as the API server takes or returns it
-    def apply(self, obj: dict[str, Any], field_manager: str, force: bool = True) -> dict[str, Any]:
+    def apply(self, obj: KubeObject, field_manager: str, force: bool = True) -> KubeObject:
         kind = kind_of(obj)
         meta = obj["metadata"]
         query: list[tuple[str, Any]] = [("fieldManager", field_manager)]
         if force:
             query.append(("force", True))
-        result: dict[str, Any] = self._send(  # open: any kind's object, as the API server takes or returns it
+        result: KubeObject = self._send(
             "PATCH", kind.path(self._ns(kind, meta.get("namespace")), meta["name"]), query, obj, CONTENT_TYPES["apply"]
         )
         return result
@@ -201,18 +206,18 @@ class RealKubeApi:
         patch_type: PatchType = "merge",
         subresource: str | None = None,
         field_manager: str | None = None,
-    ) -> dict[str, Any]:  # open: any kind's object, as the API server takes or returns it
+    ) -> KubeObject:
         if kind == POD and subresource == "resize":
             return self._resize(namespace or self.namespace, name, body, patch_type, field_manager)
         query = [("fieldManager", field_manager)] if field_manager else None
-        result: dict[str, Any] = self._send(  # open: any kind's object, as the API server takes or returns it
+        result: KubeObject = self._send(
             "PATCH", kind.path(self._ns(kind, namespace), name, subresource), query, body, CONTENT_TYPES[patch_type]
         )
         return result
 
     def _resize(
         self, namespace: str, name: str, body: Any, patch_type: PatchType, field_manager: str | None
-    ) -> dict[str, Any]:  # open: any kind's object, as the API server takes or returns it
+    ) -> KubeObject:
         """PATCH pods/NAME/resize through the typed method (kubernetes client >= 32)."""
         import urllib3
         from kubernetes import client
@@ -227,15 +232,13 @@ class RealKubeApi:
             raise _status_error(int(exc.status or 0), exc.body, str(exc.reason or "Error")) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise UnreachableError(f"cannot reach the Kubernetes API at {self.host}: {exc}") from None
-        # open: any kind's object, as the API server takes or returns it
-        result: dict[str, Any] = self.client.sanitize_for_serialization(pod)
+        result: KubeObject = self.client.sanitize_for_serialization(pod)
         return result
 
-    # open: any kind's object, as the API server takes or returns it
-    def replace(self, obj: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+    def replace(self, obj: KubeObject, subresource: str | None = None) -> KubeObject:
         kind = kind_of(obj)
         meta = obj["metadata"]
-        result: dict[str, Any] = self._send(  # open: any kind's object, as the API server takes or returns it
+        result: KubeObject = self._send(
             "PUT", kind.path(self._ns(kind, meta.get("namespace")), meta["name"], subresource), body=obj
         )
         return result
@@ -265,7 +268,8 @@ class RealKubeApi:
         try:
             for line in _lines(raw.stream(65536)):
                 event = json.loads(line)
-                yield WatchEvent(str(event.get("type")), event.get("object") or {})
+                obj: KubeObject = event["object"] if event.get("object") else {}  # as the server sent it
+                yield WatchEvent(str(event.get("type")), obj)
         finally:
             raw.release_conn()
 
@@ -283,8 +287,7 @@ class RealKubeApi:
 
         core = client.CoreV1Api(self._exec_client())
         token = exec_session.new_token()
-        # open: any kind's object, as the API server takes or returns it
-        kwargs: dict[str, Any] = {"stderr": True, "stdin": False, "stdout": True, "tty": False}
+        kwargs: ExecOptions = {"stderr": True, "stdin": False, "stdout": True, "tty": False}
         if container:
             kwargs["container"] = container
         try:
@@ -311,8 +314,7 @@ class RealKubeApi:
         return ExecResult(124 if rc is None else int(rc), out, err)
 
     @staticmethod
-    # open: any kind's object, as the API server takes or returns it
-    def _end_exec(core: Any, stream: Any, namespace: str, pod: str, kwargs: dict[str, Any], token: str) -> None:
+    def _end_exec(core: Any, stream: Any, namespace: str, pod: str, kwargs: ExecOptions, token: str) -> None:
         """Run the ending of exec `token` in its pod: best effort, the exec is being given up on already."""
         from kubernetes.client.exceptions import ApiException
         from websocket import WebSocketException

@@ -8,7 +8,7 @@ list) and actuate.py (scale and resize: the actuator). backend.py itself reaches
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import MiniCluster
@@ -20,11 +20,11 @@ from miniclusters.backends.base import (
     NotFoundError,
     no_such_pod,
 )
-from miniclusters.backends.kubernetes.api import CRD, MINICLUSTER, POD, ApiError, KubeApi
+from miniclusters.backends.kubernetes.api import CRD, JOB, MINICLUSTER, POD, ApiError, Kind, KubeApi
 from miniclusters.backends.kubernetes.retry import with_retries
 from miniclusters.backends.kubernetes.status import live_pods, pod_status
 from miniclusters.backends.reporting import Polling
-from miniclusters.render.kube_types import Pod
+from miniclusters.kube_shapes import Job, KubeObject, Pod
 from miniclusters.render.layout import NAME_LABEL
 
 CRD_SETTLE_S = 15.0
@@ -77,14 +77,17 @@ class KubeContext:
         except ApiError as exc:
             raise explain(exc, doing) from None
 
-    # open: objects as the API returns them
-    def get_optional(self, kind: Any, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    def get_optional(self, kind: Kind, name: str, namespace: str | None = None) -> KubeObject | None:
         try:
             return with_retries(lambda: self.api.get(kind, namespace or self.namespace, name), sleep=self.sleep)
         except ApiError as exc:
             if exc.not_found:
                 return None
             raise explain(exc, f"reading {kind.kind} {name!r}") from None
+
+    def job(self, name: str) -> Job | None:
+        """The MiniCluster's Job, None when there is none."""
+        return cast("Job | None", self.get_optional(JOB, name))  # the Job as the API server has it
 
     def check_crd(self) -> None:
         """MissingAPIError unless our CRD is installed (the API group/version is served). A CRD applied a moment
@@ -120,7 +123,7 @@ class KubeContext:
             return False
         return True
 
-    def load(self, name: str) -> tuple[dict[str, Any], MiniCluster]:  # open: objects as the API returns them
+    def load(self, name: str) -> tuple[KubeObject, MiniCluster]:
         obj = self.get_optional(MINICLUSTER, name)
         if obj is None:
             raise NotFoundError(f"MiniCluster {name!r} not found in namespace {self.namespace!r}")
@@ -134,7 +137,7 @@ class KubeContext:
         items, _ = self.call(
             f"listing the pods of {name!r}", lambda: self.api.list_objects(POD, self.namespace, f"{NAME_LABEL}={name}")
         )
-        return [cast(Pod, dict(p)) for p in live_pods(items)]  # the pods as the API returns them
+        return live_pods(cast("list[Pod]", items))  # the pods as the API returns them
 
     def pod(self, mc: MiniCluster, index: int) -> Pod:
         pods = {pod_status(p).index: p for p in self.pods(mc.name)}

@@ -4,14 +4,13 @@ the operator (one place, so the two never disagree about when a Job is done or h
 
 from __future__ import annotations
 
-from typing import Any
+from miniclusters.kube_shapes import Job, JobScalePatch, ObjectMeta
 
 MAX_SIZE_ENV = "MINICLUSTER_MAX_SIZE"
 """The pod template's variable holding the number of hosts registered at creation (render/job.py sets it)."""
 
 
-# open: a Job as the API returns it (the operator's too)
-def job_outcome(job: dict[str, Any] | None) -> tuple[bool, bool | None]:
+def job_outcome(job: Job | None) -> tuple[bool, bool | None]:
     """(finished, succeeded) from the Job's Complete / Failed conditions."""
     for condition in (job or {}).get("status", {}).get("conditions", []) or []:
         if condition.get("status") != "True":
@@ -23,8 +22,7 @@ def job_outcome(job: dict[str, Any] | None) -> tuple[bool, bool | None]:
     return False, None
 
 
-# open: a Job as the API returns it (the operator's too)
-def summary_state(job: dict[str, Any] | None, ready: int, size: int) -> str:
+def summary_state(job: Job | None, ready: int, size: int) -> str:
     finished, succeeded = job_outcome(job)
     if finished:
         return "Completed" if succeeded else "Failed"
@@ -33,8 +31,7 @@ def summary_state(job: dict[str, Any] | None, ready: int, size: int) -> str:
     return "Ready" if ready >= size else "Starting"
 
 
-# open: a Job as the API returns it (the operator's too)
-def scale_patch(job: dict[str, Any], size: int) -> dict[str, Any] | None:
+def scale_patch(job: Job, size: int) -> JobScalePatch | None:
     """The next merge patch towards `size`, guarded by resourceVersion; None when the Job is there already.
 
     Completions may change only together with parallelism, keeping them equal (elastic Indexed Jobs); a Job
@@ -42,7 +39,7 @@ def scale_patch(job: dict[str, Any], size: int) -> dict[str, Any] | None:
     """
     spec = job.get("spec", {})
     completions, parallelism = spec.get("completions"), spec.get("parallelism")
-    version = {"resourceVersion": job["metadata"]["resourceVersion"]}
+    version: ObjectMeta = {"resourceVersion": job["metadata"]["resourceVersion"]}
     if completions == parallelism == size:
         return None
     if completions != parallelism:
@@ -50,8 +47,7 @@ def scale_patch(job: dict[str, Any], size: int) -> dict[str, Any] | None:
     return {"metadata": version, "spec": {"parallelism": size, "completions": size}}
 
 
-# open: a Job as the API returns it (the operator's too)
-def registered_hosts(job: dict[str, Any] | None) -> int | None:
+def registered_hosts(job: Job | None) -> int | None:
     """How many hosts the Job's pods were created with (its immutable pod template), None when unknown.
 
     This is the ceiling of scaling: the broker config the pods run with lists exactly these hosts.
@@ -59,6 +55,7 @@ def registered_hosts(job: dict[str, Any] | None) -> int | None:
     template = ((job or {}).get("spec") or {}).get("template") or {}
     for container in (template.get("spec") or {}).get("containers") or []:
         for variable in container.get("env") or []:
-            if variable.get("name") == MAX_SIZE_ENV and str(variable.get("value", "")).isdigit():
-                return int(variable["value"])
+            value = str(variable.get("value", ""))
+            if variable.get("name") == MAX_SIZE_ENV and value.isdigit():
+                return int(value)
     return None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import ClusterStatus, CreateOptions, InvalidRequestError, NotFoundError
@@ -18,6 +17,7 @@ from miniclusters.backends.kubernetes.objects import (
     secret_name,
 )
 from miniclusters.backends.kubernetes.retry import with_retries
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.render.layout import FIELD_MANAGER
 
 
@@ -57,7 +57,7 @@ class KubernetesLifecycle:
         """The MiniCluster object in the namespace `create(mc)` would use (a missing CRD: none)."""
         return self._ctx.get_optional(MINICLUSTER, mc.name, self.namespace_for(mc)) is not None
 
-    def _apply_job(self, job: dict[str, Any], doing: str) -> None:  # open: the Job as the API takes it
+    def _apply_job(self, job: KubeObject, doing: str) -> None:
         ctx = self._ctx
         try:
             with_retries(lambda: ctx.api.apply(job, field_manager=FIELD_MANAGER, force=True), sleep=ctx.sleep)

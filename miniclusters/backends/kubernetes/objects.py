@@ -13,12 +13,12 @@ import copy
 import hashlib
 import json
 from dataclasses import replace
-from typing import Any, cast
+from typing import cast
 
 from broker.curve_cert import CurveCertificate, parse_zcert
 from miniclusters.api.spec import MiniCluster
+from miniclusters.kube_shapes import KubeObject, OwnerReference, PodTemplate
 from miniclusters.render import RenderOptions, render_objects
-from miniclusters.render.kube_types import OwnerReference, PodTemplate
 from miniclusters.render.layout import CURVE_FILE, NAME_LABEL, curve_secret_name
 
 TEMPLATE_HASH_ANNOTATION = "miniclusters.dev/template-hash"
@@ -30,8 +30,7 @@ def selector_for(name: str) -> str:
     return f"{NAME_LABEL}={name}"
 
 
-# open: the owner (our MiniCluster) as the API returns it
-def owner_reference(owner: dict[str, Any]) -> OwnerReference:
+def owner_reference(owner: KubeObject) -> OwnerReference:
     """Makes `owner` the controller of an object, so deleting the MiniCluster deletes it (garbage collection)."""
     meta = owner["metadata"]
     return {
@@ -44,7 +43,7 @@ def owner_reference(owner: dict[str, Any]) -> OwnerReference:
     }
 
 
-def custom_resource(mc: MiniCluster, namespace: str) -> dict[str, Any]:  # open: the MiniCluster as JSON
+def custom_resource(mc: MiniCluster, namespace: str) -> KubeObject:
     """Our MiniCluster object as sent to the API (no status: that belongs to the status subresource)."""
     data = mc.to_dict()
     data.pop("status", None)
@@ -52,11 +51,10 @@ def custom_resource(mc: MiniCluster, namespace: str) -> dict[str, Any]:  # open:
     keep = {"name", "namespace", "labels", "annotations"}
     data["metadata"] = {k: v for k, v in meta.items() if k in keep and v != {}}
     data["metadata"]["namespace"] = namespace
-    return data
+    return cast(KubeObject, data)  # the MiniCluster as JSON (MiniCluster.to_dict): its spec as the CRD has it
 
 
-# open: a Secret as the API returns it (the operator passes its own)
-def certificate_from_secret(secret: dict[str, Any] | None) -> CurveCertificate | None:
+def certificate_from_secret(secret: KubeObject | None) -> CurveCertificate | None:
     """The keypair stored in an existing curve Secret, or None when absent or unreadable."""
     if not secret:
         return None
@@ -82,10 +80,10 @@ def template_fingerprint(template: PodTemplate) -> str:
 def desired_objects(
     mc: MiniCluster,
     namespace: str,
-    owner: dict[str, Any] | None,  # open: the owner (our MiniCluster) as the API returns it
+    owner: KubeObject | None,
     options: RenderOptions,
     certificate: CurveCertificate | None = None,
-) -> list[dict[str, Any]]:  # open: objects to apply, any kind to the API (and the operator)
+) -> list[KubeObject]:
     """Secret, ConfigMap, Service, Job in apply order, owned by `owner` (the MiniCluster object) when given."""
     options = replace(options, namespace=namespace, certificate=certificate or options.certificate)
     rendered = render_objects(mc, options)
@@ -97,7 +95,7 @@ def desired_objects(
     job = rendered.job
     annotations = job["metadata"].setdefault("annotations", {})
     annotations[TEMPLATE_HASH_ANNOTATION] = template_fingerprint(job["spec"]["template"])
-    return [cast(dict[str, Any], obj) for obj in objects]  # open: as above
+    return [cast(KubeObject, obj) for obj in objects]  # what render made, as the API takes any kind
 
 
 def secret_name(mc: MiniCluster) -> str:

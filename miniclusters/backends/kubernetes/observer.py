@@ -3,6 +3,8 @@ port's view (no exec into the lead) and the list of MiniClusters, read through t
 
 from __future__ import annotations
 
+from typing import cast
+
 from elasticity.control.ports import ClusterView
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
@@ -21,7 +23,7 @@ from miniclusters.backends.kubernetes.lead import overlay_command
 from miniclusters.backends.kubernetes.status import live_pods, pod_status, restart_count
 from miniclusters.backends.overlay import overlay_ranks
 from miniclusters.backends.reporting import LeadReport, Ranks, cluster_status, cluster_view, pod_view
-from miniclusters.render.kube_types import Pod
+from miniclusters.kube_shapes import Job, Pod
 from miniclusters.render.layout import NAME_LABEL
 
 
@@ -33,7 +35,7 @@ class KubernetesObserver:
 
     def status(self, name: str) -> ClusterStatus:
         obj, mc = self._ctx.load(name)
-        job = self._ctx.get_optional(JOB, name)
+        job = self._ctx.job(name)
         pods = self._ctx.pods(name)
         container = runner_container(mc)
         conditions = tuple(
@@ -61,7 +63,7 @@ class KubernetesObserver:
     def observe(self, name: str) -> ClusterView:
         """The Observer port: GET the MiniCluster and its Job, LIST its pods (no exec into the lead)."""
         _, mc = self._ctx.load(name)
-        job = self._ctx.get_optional(JOB, name)
+        job = self._ctx.job(name)
         container = runner_container(mc)
         views = []
         for pod in self._ctx.pods(name):
@@ -84,8 +86,9 @@ class KubernetesObserver:
         ctx = self._ctx
         items, _ = ctx.call("listing MiniClusters", lambda: ctx.api.list_objects(MINICLUSTER, ctx.namespace))
         jobs, _ = ctx.call("listing Jobs", lambda: ctx.api.list_objects(JOB, ctx.namespace, NAME_LABEL))
-        pods, _ = ctx.call("listing pods", lambda: ctx.api.list_objects(POD, ctx.namespace, NAME_LABEL))
-        job_by_name = {j["metadata"]["name"]: j for j in jobs}
+        listed, _ = ctx.call("listing pods", lambda: ctx.api.list_objects(POD, ctx.namespace, NAME_LABEL))
+        pods = cast("list[Pod]", listed)  # the pods as the server has them
+        job_by_name = {j["metadata"]["name"]: cast(Job, j) for j in jobs}  # the Jobs as the server has them
         out = []
         for item in items:
             name = item["metadata"]["name"]

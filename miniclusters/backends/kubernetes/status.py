@@ -8,8 +8,7 @@ failure), and status.containerStatuses[].allocatedResources / .resources for wha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from broker.refused import EXIT_REFUSED, refusal_reason
 from miniclusters.api.quantity import cpu_millicores, parse_quantity
@@ -18,10 +17,11 @@ from miniclusters.backends.base import (
 )
 from miniclusters.backends.base import RESIZE_PENDING as RESIZE_PENDING
 from miniclusters.backends.base import PodCondition, PodStatus, ResizeOutcome
+from miniclusters.kube_shapes import ContainerStatus, Pod, PodContainer, PodSpec
 from miniclusters.render.layout import INDEX_LABEL
 
 
-def pod_index(pod: Mapping[str, Any]) -> int | None:  # open: pods as the API returns them (the operator's too)
+def pod_index(pod: Pod) -> int | None:
     meta = pod.get("metadata", {})
     raw = (meta.get("labels") or {}).get(INDEX_LABEL) or (meta.get("annotations") or {}).get(INDEX_LABEL)
     try:
@@ -30,35 +30,32 @@ def pod_index(pod: Mapping[str, Any]) -> int | None:  # open: pods as the API re
         return None
 
 
-# open: pods as the API returns them (the operator's too)
-def _container(pod: Mapping[str, Any], container: str | None) -> Mapping[str, Any]:
+def _container(pod: Pod, container: str | None) -> PodContainer:
     containers = pod.get("spec", {}).get("containers") or [{}]
+    none: PodContainer = {}
     if container:
-        return next((c for c in containers if c.get("name") == container), {})
-    return dict(containers[0])
+        return next((c for c in containers if c.get("name") == container), none)
+    return containers[0].copy()
 
 
-# open: pods as the API returns them (the operator's too)
-def _container_status(pod: Mapping[str, Any], container: str | None) -> Mapping[str, Any]:
+def _container_status(pod: Pod, container: str | None) -> ContainerStatus:
     statuses = pod.get("status", {}).get("containerStatuses") or []
     name = container or _container(pod, None).get("name")
-    return next((s for s in statuses if s.get("name") == name), {})
+    none: ContainerStatus = {}
+    return next((s for s in statuses if s.get("name") == name), none)
 
 
-# open: pods as the API returns them (the operator's too)
-def desired_cpu(pod: Mapping[str, Any], container: str | None = None) -> str | None:
+def desired_cpu(pod: Pod, container: str | None = None) -> str | None:
     value = (_container(pod, container).get("resources") or {}).get("requests", {}).get("cpu")
     return None if value is None else str(value)
 
 
-# open: pods as the API returns them (the operator's too)
-def allocated_cpu(pod: Mapping[str, Any], container: str | None = None) -> str | None:
+def allocated_cpu(pod: Pod, container: str | None = None) -> str | None:
     value = (_container_status(pod, container).get("allocatedResources") or {}).get("cpu")
     return None if value is None else str(value)
 
 
-# open: pods as the API returns them (the operator's too)
-def actual_cpu(pod: Mapping[str, Any], container: str | None = None) -> str | None:
+def actual_cpu(pod: Pod, container: str | None = None) -> str | None:
     value = (_container_status(pod, container).get("resources") or {}).get("requests", {}).get("cpu")
     return None if value is None else str(value)
 
@@ -69,8 +66,7 @@ def same_cpu(a: str | None, b: str | None) -> bool:
     return cpu_millicores(a) == cpu_millicores(b)
 
 
-# open: pods as the API returns them (the operator's too)
-def conditions(pod: Mapping[str, Any]) -> tuple[PodCondition, ...]:
+def conditions(pod: Pod) -> tuple[PodCondition, ...]:
     return tuple(
         PodCondition(
             str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason") or ""), str(c.get("message") or "")
@@ -79,24 +75,22 @@ def conditions(pod: Mapping[str, Any]) -> tuple[PodCondition, ...]:
     )
 
 
-def is_ready(pod: Mapping[str, Any]) -> bool:  # open: pods as the API returns them (the operator's too)
+def is_ready(pod: Pod) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions(pod))
 
 
-# open: pods as the API returns them (the operator's too)
-def exit_code(pod: Mapping[str, Any], container: str | None = None) -> int | None:
+def exit_code(pod: Pod, container: str | None = None) -> int | None:
     terminated = (_container_status(pod, container).get("state") or {}).get("terminated")
     return None if not terminated else int(terminated.get("exitCode", 0))
 
 
-# open: pods as the API returns them (the operator's too)
-def restart_count(pod: Mapping[str, Any], container: str | None = None) -> int:
+def restart_count(pod: Pod, container: str | None = None) -> int:
     """kubectl's RESTARTS: the container's restartCount."""
     count = _container_status(pod, container).get("restartCount")
     return count if isinstance(count, int) else 0
 
 
-def _init_reason(pod: Mapping[str, Any]) -> str | None:  # open: pods as the API returns them (the operator's too)
+def _init_reason(pod: Pod) -> str | None:
     """An init container that fails or cannot start, as kubectl's STATUS shows it (Init:CrashLoopBackOff): the
     pod's own container never starts then, and its status says only PodInitializing."""
     for status in pod.get("status", {}).get("initContainerStatuses") or []:
@@ -110,23 +104,21 @@ def _init_reason(pod: Mapping[str, Any]) -> str | None:  # open: pods as the API
     return None
 
 
-# open: pods as the API returns them (the operator's too)
-def container_reason(pod: Mapping[str, Any], container: str | None = None) -> str | None:
+def container_reason(pod: Pod, container: str | None = None) -> str | None:
     """Why the container waits or ended (CrashLoopBackOff, Error, OOMKilled, Init:CrashLoopBackOff, ...), as
     kubectl's STATUS shows."""
     init = _init_reason(pod)
     if init is not None:
         return init
     state = _container_status(pod, container).get("state") or {}
-    for key in ("waiting", "terminated"):
-        reason = (state.get(key) or {}).get("reason")
+    for detail in (state.get("waiting"), state.get("terminated")):
+        reason = (detail or {}).get("reason")
         if reason:
             return str(reason)
     return None
 
 
-# open: pods as the API returns them (the operator's too)
-def refused(pod: Mapping[str, Any], container: str | None = None) -> str | None:
+def refused(pod: Pod, container: str | None = None) -> str | None:
     """The reason the container's broker refused to start (exit EXIT_REFUSED, broker/refused.py), from its
     termination message (the log's tail: terminationMessagePolicy FallbackToLogsOnError); None when it did not.
     A container running again after such an exit is not refused (its input was fixed)."""
@@ -141,8 +133,7 @@ def refused(pod: Mapping[str, Any], container: str | None = None) -> str | None:
     return refusal_reason(str(ended.get("message") or "")) or f"exit {EXIT_REFUSED}, see its logs (pod {name})"
 
 
-# open: pods as the API returns them (the operator's too)
-def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatus:
+def pod_status(pod: Pod, container: str | None = None) -> PodStatus:
     index = pod_index(pod)
     return PodStatus(
         index=-1 if index is None else index,
@@ -161,10 +152,9 @@ def pod_status(pod: Mapping[str, Any], container: str | None = None) -> PodStatu
     )
 
 
-# open: pods as the API returns them (the operator's too)
-def live_pods(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def live_pods(pods: Iterable[Pod]) -> list[Pod]:
     """Pods not being deleted, one per index (the newest wins), sorted by index."""
-    by_index: dict[int, Mapping[str, Any]] = {}  # open: pods as the API returns them (the operator's too)
+    by_index: dict[int, Pod] = {}
     for pod in pods:
         index = pod_index(pod)
         if index is None or pod.get("metadata", {}).get("deletionTimestamp"):
@@ -176,8 +166,7 @@ def live_pods(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [by_index[i] for i in sorted(by_index)]
 
 
-# open: pods as the API returns them (the operator's too)
-def resize_outcome(pod: Mapping[str, Any], cpu: str, container: str | None = None) -> tuple[ResizeOutcome, str]:
+def resize_outcome(pod: Pod, cpu: str, container: str | None = None) -> tuple[ResizeOutcome, str]:
     """What the pod's status says about a CPU resize to `cpu`, with the kubelet's message."""
     for condition in conditions(pod):
         if condition.status != "True":
@@ -195,7 +184,7 @@ def resize_outcome(pod: Mapping[str, Any], cpu: str, container: str | None = Non
     return ResizeOutcome.ACCEPTED, "resize requested; the kubelet has not reported on it yet"
 
 
-def qos_class(pod_spec: Mapping[str, Any]) -> str:  # open: pods as the API returns them (the operator's too)
+def qos_class(pod_spec: PodSpec) -> str:
     """Guaranteed, Burstable or BestEffort (https://kubernetes.io/docs/concepts/workloads/pods/pod-qos/)."""
     containers = list(pod_spec.get("containers") or []) + list(pod_spec.get("initContainers") or [])
     any_set = False

@@ -8,29 +8,76 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from common import atomic
 from miniclusters import lockfile
+from miniclusters.workdirs import state_root
 
 STATE_FILE = "state.json"
 LOCK_FILE = ".lock"
 SPEC_FILE = "minicluster.json"
 
 
-def state_root() -> Path:
-    """$MINICLUSTERS_STATE_DIR, else $XDG_STATE_HOME/miniclusters, else ~/.local/state/miniclusters."""
-    explicit = os.environ.get("MINICLUSTERS_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "miniclusters"
+class PodRecordJson(TypedDict):
+    """A PodRecord as state.json keeps it (asdict: the same fields; older files may lack the later ones)."""
+
+    index: int
+    hostname: str
+    address: str
+    cpu_milli: int
+    cpu_limit_milli: NotRequired[int | None]
+    netns: NotRequired[str | None]
+    pid: NotRequired[int | None]
+    start_ticks: NotRequired[int | None]
+    started_at: NotRequired[float]
+    resize_desired: NotRequired[int | None]
+    resize_outcome: NotRequired[str]
+    resize_message: NotRequired[str]
+    cpus: NotRequired[str | None]
+
+
+class ClusterFieldsJson(TypedDict):
+    """A ClusterRecord's own fields as state.json keeps them (older files may lack the later ones)."""
+
+    name: str
+    mode: str
+    slot: int
+    size: int
+    max_size: int
+    min_size: int
+    broker_dir: str
+    cwd: str
+    environment: NotRequired[dict[str, str]]
+    cgroup_version: NotRequired[int | None]
+    cgroup_root: NotRequired[str | None]
+    weight_formula: NotRequired[str]
+    latency: NotRequired[str | None]
+    latency_method: NotRequired[str | None]
+    flavour: NotRequired[str]
+    cpu_milli: NotRequired[int]
+    cpu_limit_milli: NotRequired[int | None]
+    exclusive_cores: NotRequired[int]
+    cpuset_version: NotRequired[int | None]
+    cpuset_root: NotRequired[str | None]
+    program_path: NotRequired[str | None]
+    interactive: NotRequired[bool]
+    restart_policy: NotRequired[str]
+    backoff_limit: NotRequired[int]
+    restart_delay: NotRequired[float]
+    created_at: NotRequired[float]
+    deleting: NotRequired[bool]
+
+
+class ClusterRecordJson(ClusterFieldsJson):
+    """A ClusterRecord as state.json keeps it: its fields and its pods by index (as strings)."""
+
+    pods: NotRequired[dict[str, PodRecordJson]]
 
 
 @dataclass
@@ -97,15 +144,16 @@ class ClusterRecord:
     cluster that `list` and `status` show as Deleting and the next `up` or `down` finishes removing."""
     pods: dict[int, PodRecord] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:  # open: the record and the spec as stored JSON
-        data = asdict(self)
-        data["pods"] = {str(k): asdict(v) for k, v in sorted(self.pods.items())}
+    def to_json(self) -> ClusterRecordJson:
+        data = cast(ClusterRecordJson, asdict(self))  # the record's own fields, named as they are here
+        data["pods"] = {str(k): cast(PodRecordJson, asdict(v)) for k, v in sorted(self.pods.items())}
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ClusterRecord:  # open: the record and the spec as stored JSON
+    def from_json(cls, data: ClusterRecordJson) -> ClusterRecord:
         pods = {int(k): PodRecord(**v) for k, v in (data.get("pods") or {}).items()}
-        return cls(**{**data, "pods": pods})
+        fields = cast(ClusterFieldsJson, {k: v for k, v in data.items() if k != "pods"})
+        return cls(**fields, pods=pods)
 
 
 class StateStore:

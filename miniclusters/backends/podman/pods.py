@@ -17,8 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from miniclusters.render import RenderedObjects
-from miniclusters.render.kube_types import (
+from miniclusters.kube_shapes import (
     ConfigMap,
     HostAlias,
     Job,
@@ -29,6 +28,7 @@ from miniclusters.render.kube_types import (
     SecretVolumeSource,
     Service,
 )
+from miniclusters.render import RenderedObjects
 from miniclusters.render.layout import INDEX_LABEL, NAME_LABEL
 
 FIRST_HOST_OFFSET = 2

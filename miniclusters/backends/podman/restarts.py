@@ -11,9 +11,9 @@ between two looks that left no trace (two starts by hand) are counted once: neve
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from common import atomic
 from miniclusters.backends.podman.observe import InspectedContainer
@@ -21,6 +21,15 @@ from miniclusters.backends.podman.observe import InspectedContainer
 LEDGER_FILE = "restarts.json"
 NEVER_STARTED = "0001-01-01T00:00:00Z"
 """podman's StartedAt of a container created and not started yet (Go's zero time)."""
+
+
+class SeenJson(TypedDict):
+    """A Seen as restarts.json keeps it (its fields)."""
+
+    container: str
+    started: str
+    count: int
+    forgotten: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,9 @@ class Seen:
     @property
     def restarts(self) -> int:
         return self.forgotten + self.count
+
+    def to_json(self) -> SeenJson:
+        return {"container": self.container, "started": self.started, "count": self.count, "forgotten": self.forgotten}
 
 
 def seen_of(container: InspectedContainer) -> tuple[str, str, int]:
@@ -81,7 +93,6 @@ class RestartLedger:
         last = self._load()
         now = {**last, **{index: advance(last.get(index), *observed) for index, observed in seen.items()}}
         if now != last and self.path.parent.is_dir():
-            # open: the ledger as JSON (its entries as dataclasses.asdict gives them)
-            document: dict[str, Any] = {str(index): asdict(entry) for index, entry in sorted(now.items())}
+            document: dict[str, SeenJson] = {str(index): entry.to_json() for index, entry in sorted(now.items())}
             atomic.write_text(self.path, json.dumps(document, indent=1))
         return {index: now[index].restarts for index in seen}

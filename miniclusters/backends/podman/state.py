@@ -8,7 +8,6 @@ scale-up renders pods that join the same instance. One JSON file per cluster, re
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -16,18 +15,9 @@ from typing import Any
 
 from common import atomic
 from miniclusters.api.spec import MiniCluster
+from miniclusters.workdirs import state_root
 
 RECORD_FILE = "podman.json"
-
-
-def state_root() -> Path:
-    """The local backend's root ($MINICLUSTERS_STATE_DIR, else $XDG_STATE_HOME/miniclusters, else
-    ~/.local/state/miniclusters); podman clusters live under its `podman/` (backends never import each other)."""
-    explicit = os.environ.get("MINICLUSTERS_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "miniclusters"
 
 
 @dataclass(frozen=True)

@@ -1,43 +1,12 @@
-"""The shapes of the Kubernetes objects we render and read back: only the fields we emit or look at, never the
-whole API. Plain dicts at run time (TypedDicts), so the rendered output is what it always was; render builds
-them, the podman and Kubernetes backends read them.
-
-Field names are the API's own (camelCase). Everything is optional to the type checker (total=False) unless the
-API requires it, since the server leaves out empty fields and we leave out what a spec does not ask for.
+"""A pod's shapes: its containers, volumes, scheduling, its spec and template (what render writes into a Job
+and podman plays), and its status as the kubelet reports it. Only the fields we emit or look at.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
-# ------------------------------------------------------------------ metadata
-
-
-class OwnerReference(TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    name: str
-    uid: str
-    controller: bool
-    blockOwnerDeletion: bool
-
-
-class ObjectMeta(TypedDict, total=False):
-    name: str
-    namespace: str
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    ownerReferences: list[OwnerReference]
-    resourceVersion: str
-    uid: str
-    generation: int
-    creationTimestamp: str
-    deletionTimestamp: str
-
-
-class LabelSelector(TypedDict):
-    matchLabels: dict[str, str]
-
+from miniclusters.kube_shapes.meta import Condition, LabelSelector, ObjectMeta
 
 # ------------------------------------------------------------------ containers
 
@@ -115,6 +84,21 @@ class PodContainer(TypedDict, total=False):
     volumeMounts: list[VolumeMount]
 
 
+class PodSecurityContext(TypedDict, total=False):
+    """The fields the operator's own Deployment sets (a spec's securityContext passes through as the user wrote
+    it)."""
+
+    runAsNonRoot: bool
+    seccompProfile: dict[str, str]
+
+
+class ContainerSecurityContext(TypedDict, total=False):
+    allowPrivilegeEscalation: bool
+    readOnlyRootFilesystem: bool
+    runAsUser: int
+    capabilities: dict[str, list[str]]
+
+
 # ------------------------------------------------------------------ volumes
 
 
@@ -142,6 +126,7 @@ class ClaimVolumeSource(TypedDict, total=False):
 
 class HostPathVolumeSource(TypedDict):
     path: str
+    type: NotRequired[str]
 
 
 class CSIVolumeSource(TypedDict, total=False):
@@ -240,7 +225,7 @@ class HostAlias(TypedDict):
     hostnames: list[str]
 
 
-# ------------------------------------------------------------------ pods and the Job
+# ------------------------------------------------------------------ the pod
 
 
 class PodSpec(TypedDict, total=False):
@@ -273,53 +258,6 @@ class PodSpec(TypedDict, total=False):
 class PodTemplate(TypedDict, total=False):
     metadata: ObjectMeta
     spec: PodSpec
-
-
-class SuccessPolicyRule(TypedDict):
-    succeededIndexes: str
-
-
-class SuccessPolicy(TypedDict):
-    rules: list[SuccessPolicyRule]
-
-
-class JobSpec(TypedDict, total=False):
-    completionMode: str
-    completions: int
-    parallelism: int
-    backoffLimit: int
-    activeDeadlineSeconds: int
-    successPolicy: SuccessPolicy
-    template: PodTemplate
-    selector: LabelSelector
-
-
-class Condition(TypedDict, total=False):
-    """A condition of a Job, a pod or our MiniCluster (type, status True/False/Unknown, why)."""
-
-    type: str
-    status: str
-    reason: str
-    message: str
-    lastTransitionTime: str
-
-
-class JobStatus(TypedDict, total=False):
-    conditions: list[Condition]
-    active: int
-    ready: int
-    succeeded: int
-    failed: int
-    completedIndexes: str
-    failedIndexes: str
-
-
-class Job(TypedDict, total=False):
-    apiVersion: str
-    kind: Literal["Job"]
-    metadata: ObjectMeta
-    spec: JobSpec
-    status: JobStatus
 
 
 class ContainerStateDetail(TypedDict, total=False):
@@ -367,48 +305,3 @@ class Pod(TypedDict, total=False):
     metadata: ObjectMeta
     spec: PodSpec
     status: PodObjectStatus
-
-
-# ------------------------------------------------------------------ the small objects
-
-
-class ServicePort(TypedDict, total=False):
-    name: str
-    port: int
-    targetPort: int
-    nodePort: int
-    protocol: str
-
-
-class ServiceSpec(TypedDict, total=False):
-    type: str
-    clusterIP: str
-    publishNotReadyAddresses: bool
-    selector: dict[str, str]
-    ports: list[ServicePort]
-
-
-class Service(TypedDict, total=False):
-    apiVersion: str
-    kind: Literal["Service"]
-    metadata: ObjectMeta
-    spec: ServiceSpec
-
-
-class ConfigMap(TypedDict, total=False):
-    apiVersion: str
-    kind: Literal["ConfigMap"]
-    metadata: ObjectMeta
-    data: dict[str, str]
-
-
-class Secret(TypedDict, total=False):
-    apiVersion: str
-    kind: Literal["Secret"]
-    metadata: ObjectMeta
-    type: str
-    data: dict[str, str]
-
-
-RenderedObject = Secret | ConfigMap | Service | Job
-"""One object `minicluster render` emits."""
