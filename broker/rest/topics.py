@@ -7,7 +7,7 @@ is. The answer is cast to that shape once, where the handle decodes it (PendingR
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Generic, NotRequired, TypedDict, TypeVar
 
 if TYPE_CHECKING:
     from broker.jobs.shapes import JobInfoRecord, Jobspec
@@ -46,11 +46,13 @@ class JobListRequest(TypedDict):
 
 
 class SubmitPayload(TypedDict):
-    """job-manager.submit: the jobspec, its urgency and the submitting user."""
+    """job-manager.submit: the jobspec, its urgency, the submitting user and flux-core's submit flag bits
+    (`flux submit --flags`: broker/cli/submit_stream.py sends them; the REST server sends none)."""
 
     jobspec: Jobspec
     urgency: int
     userid: int
+    flags: NotRequired[int]
 
 
 class JobList(TypedDict):
