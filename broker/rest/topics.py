@@ -108,7 +108,7 @@ class FluxJobRecord(TypedDict, total=False):
     exception_type: str
     exception_severity: int
     exception_note: str
-    annotations: dict[str, object]
+    annotations: dict[str, object]  # open: whatever the scheduler or `flux job annotate` attached
 
 
 class ListIdAnswer(TypedDict):
