@@ -7,17 +7,31 @@ import getpass
 import json
 import sys
 import time
-from typing import Any, cast
+from typing import cast
 
 import click
 
 from ..client import FluxError, Handle
 from ..jsondepth import depth_problem, too_deep
 from ..protocol import NODEID_ANY
+from ..rest.topics import Answer, Topic
 from .replies import OverlayStatus, QueueState, ResourceStatus
 from .resource_render import drain_rows as drain_rows
 from .resource_render import render_overlay as render_overlay
 from .resource_render import resource_rows as resource_rows
+from .topics import (
+    ATTR_GET,
+    DRAIN,
+    EVENT_PUBLISH,
+    JOB_LIST,
+    OVERLAY_STATUS,
+    QUEUE_STATE,
+    RESOURCE_R,
+    RESOURCE_STATUS,
+    SHUTDOWN,
+    UPTIME,
+    Request,
+)
 
 
 def _handle() -> Handle:
@@ -27,21 +41,22 @@ def _handle() -> Handle:
         raise click.ClickException(str(exc)) from None
 
 
-# open: an RPC's payload and answer, their shape the topic's (typed below where a command renders one)
-def _rpc(topic: str, payload: dict[str, Any] | None = None, nodeid: int = NODEID_ANY) -> dict[str, Any]:
+def _rpc(topic: Topic[Answer], payload: Request | None = None, nodeid: int = NODEID_ANY) -> Answer:
+    """The answer, in the shape of the topic's (cast here, where it enters); a failure is the command's error."""
     with _handle() as handle:
         try:
-            return handle.rpc(topic, payload, nodeid=nodeid, timeout=10.0)
+            answer = handle.rpc(topic.name, None if payload is None else dict(payload), nodeid=nodeid, timeout=10.0)
         except FluxError as exc:
-            raise click.ClickException(f"{topic}: {exc}") from None
+            raise click.ClickException(f"{topic.name}: {exc}") from None
+    return cast(Answer, answer)
 
 
 def _resource_status(nodeid: int = NODEID_ANY) -> ResourceStatus:
-    return cast(ResourceStatus, _rpc("resource.status", nodeid=nodeid))
+    return _rpc(RESOURCE_STATUS, nodeid=nodeid)
 
 
 def _overlay_status() -> OverlayStatus:
-    return cast(OverlayStatus, _rpc("overlay.status"))
+    return _rpc(OVERLAY_STATUS)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,7 +73,7 @@ def resource() -> None:
 def _allocated() -> dict[int, int]:
     """Cores held by running jobs, per rank (from the job manager; none when it is not loaded here)."""
     try:
-        reply = _rpc("job-manager.list", {"states": 16 | 32, "max_entries": 0})  # RUN | CLEANUP
+        reply = _rpc(JOB_LIST, {"states": 16 | 32, "max_entries": 0})  # RUN | CLEANUP
     except click.ClickException:
         return {}
     held: dict[int, int] = {}
@@ -138,7 +153,7 @@ def resource_status(
 def _queue_state() -> QueueState | None:
     """Running jobs' ranks and drained ranks, or None where no job manager answers (nothing allocated)."""
     try:
-        return cast(QueueState, _rpc("job-manager.queue-state", nodeid=0))
+        return _rpc(QUEUE_STATE, nodeid=0)
     except click.ClickException:
         return None
 
@@ -146,7 +161,7 @@ def _queue_state() -> QueueState | None:
 @resource.command("R")
 def resource_r() -> None:
     """The instance's resource set in Flux's R format (JSON)."""
-    click.echo(json.dumps(_rpc("resource.R")))
+    click.echo(json.dumps(_rpc(RESOURCE_R)))
 
 
 def _ranks(ranks: str) -> list[int]:
@@ -179,7 +194,7 @@ def resource_drain(ranks: str | None, reason: tuple[str, ...], force: bool, upda
     if ranks is None:
         if reason or force or update or exact:
             raise click.UsageError("RANKS is required to drain (without it, the drained ranks are listed)")
-        state = cast(QueueState, _rpc("job-manager.queue-state"))
+        state = _rpc(QUEUE_STATE)
         hostnames = list(_resource_status().get("hostnames", []))
         click.echo(f"{'TIMESTAMP':<20} {'STATE':<8} {'RANK':<8} {'REASON':<30} NODELIST")
         for stamp, word, ids, why, hosts in drain_rows(state, hostnames):
@@ -191,7 +206,7 @@ def resource_drain(ranks: str | None, reason: tuple[str, ...], force: bool, upda
     wanted = _ranks(ranks)
     if not wanted and mode != "replace":
         raise click.BadParameter("no ranks given", param_hint="RANKS")
-    answer = _rpc("job-manager.drain", {"ranks": wanted, "reason": " ".join(reason), "mode": mode})
+    answer = _rpc(DRAIN, {"ranks": wanted, "reason": " ".join(reason), "mode": mode})
     click.echo(json.dumps(answer))
 
 
@@ -202,13 +217,13 @@ def resource_undrain(ranks: str) -> None:
     wanted = _ranks(ranks)
     if not wanted:
         raise click.BadParameter("no ranks given", param_hint="RANKS")
-    click.echo(json.dumps(_rpc("job-manager.drain", {"ranks": wanted, "mode": "undrain"})))
+    click.echo(json.dumps(_rpc(DRAIN, {"ranks": wanted, "mode": "undrain"})))
 
 
 @resource.command("demand")
 def resource_demand() -> None:
     """The queue in nodes, as JSON: pending jobs' node needs, running jobs' ranks, drained ranks and why."""
-    click.echo(json.dumps(_rpc("job-manager.queue-state")))
+    click.echo(json.dumps(_rpc(QUEUE_STATE)))
 
 
 # ------------------------------------------------------------------------------------------ overlay
@@ -244,7 +259,7 @@ def overlay_parentof(rank: int) -> None:
 @click.argument("name")
 def getattr_(name: str) -> None:
     """Print the value of broker attribute NAME (size, rank, hostlist, local-uri, ...)."""
-    click.echo(_rpc("attr.get", {"name": name})["value"])
+    click.echo(_rpc(ATTR_GET, {"name": name})["value"])
 
 
 @cli.command("lsattr")
@@ -271,7 +286,7 @@ def format_duration(seconds: float) -> str:
 @cli.command()
 def uptime() -> None:
     """Instance state, how long it has been up, and its size."""
-    info = _rpc("broker.uptime", nodeid=0)
+    info = _rpc(UPTIME, nodeid=0)
     now = time.strftime("%H:%M:%S")
     click.echo(
         f" {now} {info['state']} {format_duration(info['uptime'])},  owner {getpass.getuser()},"
@@ -324,7 +339,7 @@ def version() -> None:
 @cli.command()
 def shutdown() -> None:
     """Shut the whole instance down."""
-    _rpc("broker.shutdown", nodeid=0)
+    _rpc(SHUTDOWN, nodeid=0)
 
 
 # ------------------------------------------------------------------------------------------ events
@@ -346,7 +361,7 @@ def event_pub(topic: str, payload: str) -> None:
         raise click.ClickException(f"payload is not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise click.ClickException("payload must be a JSON object")
-    _rpc("event.publish", {"topic": topic, "payload": body})
+    _rpc(EVENT_PUBLISH, {"topic": topic, "payload": body})
 
 
 @event.command("sub")

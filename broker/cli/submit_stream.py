@@ -24,10 +24,11 @@ from .submit import submit_flag_bits
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from typing import Any, TextIO
+    from typing import TextIO
 
     from ..jobs.api import RpcHandle
     from ..jobs.shapes import Jobspec
+    from ..rest.topics import SubmitPayload
     from .option_values import OptionValues
 
 SUBMIT_WINDOW = 256
@@ -94,7 +95,7 @@ class Progress:
 
 def submit_one(handle: RpcHandle, jobspec: Jobspec, values: OptionValues) -> int:
     """One submission, one round trip: `flux run`, `batch`, `alloc` and a submit without copies."""
-    return int(handle.rpc("job-manager.submit", _payload(jobspec, values))["id"])
+    return int(handle.rpc("job-manager.submit", dict(_payload(jobspec, _fields(values))))["id"])
 
 
 def submit_stream(
@@ -133,7 +134,7 @@ def submit_stream(
         if progress is not None:
             progress.update(accepted)
 
-    base = _payload(None, values)
+    fields = _fields(values)
     for spec in jobspecs:
         if len(pending) - first >= SUBMIT_WINDOW:
             answer(pending[first])
@@ -144,7 +145,7 @@ def submit_stream(
                 del pending[:first]
                 first = 0
                 hand_over()
-        payload = dict(base, jobspec=spec)
+        payload = _payload(spec, fields)
         if send_encoded is None:
             pending.append(send("job-manager.submit", payload))
             continue
@@ -161,7 +162,11 @@ def submit_stream(
     return accepted
 
 
-def _payload(jobspec: Jobspec | None, values: OptionValues) -> dict[str, Any]:  # open: an RPC payload
-    urgency = as_int(values, "urgency", 16) or 0
-    spec: Jobspec | dict[str, str] = {} if jobspec is None else jobspec  # {}: a base, its jobspec set per copy
-    return {"jobspec": spec, "urgency": urgency, "userid": os.getuid(), "flags": submit_flag_bits(values)}
+def _fields(values: OptionValues) -> tuple[int, int, int]:
+    """The urgency, user and submit flag bits every submission of one command sends beside its jobspec."""
+    return as_int(values, "urgency", 16) or 0, os.getuid(), submit_flag_bits(values)
+
+
+def _payload(jobspec: Jobspec, fields: tuple[int, int, int]) -> SubmitPayload:
+    urgency, userid, flags = fields
+    return {"jobspec": jobspec, "urgency": urgency, "userid": userid, "flags": flags}

@@ -14,14 +14,18 @@ broker's own clients are: nothing here is touched from another thread.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import zmq
 
 from broker.client import DEFAULT_TIMEOUT, uri_to_endpoint
 from broker.jobs.api import JobInfo
 from broker.jobs.states import ACTIVE, JobState
-from broker.rest.json_types import Jobspec, Payload
 from broker.rest.local_handle import LocalAsyncHandle, PendingRequests
+from broker.rest.topics import JOB_INFO, JOB_LIST, JOB_SUBMIT, Answer, JobListRequest, Request, Topic
+
+if TYPE_CHECKING:
+    from broker.jobs.shapes import Jobspec
 
 SEND_RETRY_SECONDS = 0.005
 
@@ -92,7 +96,9 @@ class AsyncHandle:
                     raise
                 await asyncio.sleep(SEND_RETRY_SECONDS)
 
-    async def rpc(self, topic: str, payload: Payload | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> Payload:
+    async def rpc(
+        self, topic: Topic[Answer], payload: Request | None = None, timeout: float | None = DEFAULT_TIMEOUT
+    ) -> Answer:
         """The response's payload; FluxError on an error response or after `timeout` seconds."""
         sock = self._socket()
 
@@ -136,16 +142,17 @@ class AsyncBrokerJobs:
         self.handle = async_handle(uri)
 
     async def info(self, jobid: int) -> JobInfo:
-        return JobInfo.from_dict(await self.handle.rpc("job-manager.info", {"id": jobid}))
+        record = await self.handle.rpc(JOB_INFO, {"id": jobid})
+        return JobInfo.from_dict(dict(record))
 
     async def jobs(self, limit: int, owners: bool = True) -> list[JobInfo]:
         """Every job, newest first, at most `limit` (owners come with each job here, at no cost)."""
-        payload = {"states": int(ACTIVE | JobState.INACTIVE), "max_entries": limit}
-        reply = await self.handle.rpc("job-manager.list", payload)
-        return [JobInfo.from_dict(j) for j in reply["jobs"]]
+        payload: JobListRequest = {"states": int(ACTIVE | JobState.INACTIVE), "max_entries": limit}
+        reply = await self.handle.rpc(JOB_LIST, payload)
+        return [JobInfo.from_dict(dict(j)) for j in reply["jobs"]]
 
     async def submit_jobspec(self, jobspec: Jobspec, userid: int, urgency: int = 16) -> int:
-        reply = await self.handle.rpc("job-manager.submit", {"jobspec": jobspec, "urgency": urgency, "userid": userid})
+        reply = await self.handle.rpc(JOB_SUBMIT, {"jobspec": jobspec, "urgency": urgency, "userid": userid})
         return int(reply["id"])
 
     def close(self) -> None:

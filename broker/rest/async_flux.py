@@ -24,7 +24,7 @@ import errno
 import importlib
 import json
 import os
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from broker.client import DEFAULT_TIMEOUT
 from broker.errors import FluxError
@@ -32,7 +32,7 @@ from broker.jobs.api import JobInfo
 from broker.jobs.info import job_owner
 from broker.rest.flux_records import job_info_from_list
 from broker.rest.jobs import JOB_LIST_LIMIT, InThreads, JobService, SubmitRequest
-from broker.rest.json_types import Payload
+from broker.rest.topics import LIST_ID, LOOKUP, Answer, Request, Topic
 
 SEND_RETRY_SECONDS = 0.005
 
@@ -144,18 +144,19 @@ class AsyncFluxHandle:
                 raise FluxError(errno.ETIMEDOUT, f"cannot send to {self.uri or '$FLUX_URI'}: its queue stays full")
             await asyncio.sleep(SEND_RETRY_SECONDS)
 
-    async def rpc(self, topic: str, payload: Payload, timeout: float = DEFAULT_TIMEOUT) -> Payload:
-        """The response's payload; FluxError(errnum, the error's text) on an error response or after `timeout`."""
+    async def rpc(self, topic: Topic[Answer], payload: Request, timeout: float = DEFAULT_TIMEOUT) -> Answer:
+        """The response's payload, in the shape of the topic's answer; FluxError(errnum, the error's text) on an
+        error response or after `timeout`."""
         ffi, lib = self._ffi, self._lib
         h = self._open()
         loop = asyncio.get_running_loop()
         tag = lib.flux_matchtag_alloc(h)
         if tag == lib.FLUX_MATCHTAG_NONE:
             raise FluxError(ffi.errno or errno.EAGAIN, "no matchtag free for a request")
-        msg = lib.flux_request_encode(topic.encode(), json.dumps(payload).encode())
+        msg = lib.flux_request_encode(topic.name.encode(), json.dumps(payload).encode())
         if msg == ffi.NULL:
             lib.flux_matchtag_free(h, tag)
-            raise FluxError(ffi.errno or errno.EINVAL, f"cannot encode a {topic} request")
+            raise FluxError(ffi.errno or errno.EINVAL, f"cannot encode a {topic.name} request")
         waiter: asyncio.Future[tuple[int, str, Any]] = loop.create_future()
         expiry = loop.call_later(timeout, _expire, waiter)
         sent = answered = False
@@ -168,7 +169,7 @@ class AsyncFluxHandle:
             try:
                 number, text, body = await waiter
             except TimeoutError:
-                raise FluxError(errno.ETIMEDOUT, f"no answer to {topic} within {timeout}s") from None
+                raise FluxError(errno.ETIMEDOUT, f"no answer to {topic.name} within {timeout}s") from None
             answered = True
         finally:
             expiry.cancel()
@@ -181,7 +182,7 @@ class AsyncFluxHandle:
                     lib.flux_matchtag_free(h, tag)
         if number:
             raise FluxError(number, text or os.strerror(number))
-        return dict(body)
+        return cast(Answer, dict(body))  # where the answer enters: its shape is the topic's
 
     def close(self) -> None:
         if self._handle is not None:
@@ -227,7 +228,7 @@ class FluxLoopJobs:
     async def info(self, jobid: int) -> JobInfo:
         """job-list's record of the job (the request flux.job.job_list_id sends), with its owner."""
         try:
-            reply = await self.handle.rpc("job-list.list-id", {"id": jobid, "attrs": ["all"]})
+            reply = await self.handle.rpc(LIST_ID, {"id": jobid, "attrs": ["all"]})
         except FluxError as exc:
             if exc.errnum == errno.ENOENT:
                 raise FluxError(errno.ENOENT, f"job {jobid} does not exist") from None
@@ -242,13 +243,13 @@ class FluxLoopJobs:
         """Who submitted a job we did not submit: its jobspec's attribute (job-info.lookup, as
         flux.job.job_info_lookup sends it; the jobspec comes as JSON text), remembered by the service."""
         try:
-            reply = await self.handle.rpc("job-info.lookup", {"id": jobid, "keys": ["jobspec"], "flags": 0})
+            reply = await self.handle.rpc(LOOKUP, {"id": jobid, "keys": ["jobspec"], "flags": 0})
         except FluxError as exc:
             if exc.errnum == errno.ENOENT:  # purged meanwhile: nobody's (only the superuser sees it)
                 return ""
             raise FluxError(exc.errnum, f"cannot read the jobspec of job {jobid}: {exc.message}") from None
         text = reply.get("jobspec")
-        spec = json.loads(text) if isinstance(text, str) else text
+        spec: object = json.loads(text) if isinstance(text, str) else text
         owner = job_owner(spec) if isinstance(spec, dict) else ""
         self.service.remember_owner(jobid, owner)
         return owner

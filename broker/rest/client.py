@@ -10,9 +10,8 @@ from urllib.parse import quote
 import httpx
 
 from broker.errors import BrokerFailure
+from broker.rest.job_record import JobRecord
 from broker.rest.tokens import encode_handshake, short_key_warning
-
-JobRecord = dict[str, Any]  # open: a server's job record (ours: broker/jobs/rest_records.py; flux-restful-api's)
 
 
 class UserEntry(TypedDict):
@@ -139,7 +138,7 @@ class RestClient:
 
     def jobs(self, detail: bool = True) -> list[JobRecord]:
         body = self.request("GET", "/v1/jobs", params={"detail": detail, "listing": True}).json()
-        return list(body["jobs"] if isinstance(body, dict) and "jobs" in body else body)
+        return cast(list[JobRecord], list(body["jobs"] if isinstance(body, dict) and "jobs" in body else body))
 
     def job(self, jobid: int | str) -> JobRecord:
         return cast(JobRecord, self.request("GET", f"/v1/jobs/{jobid}").json())

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.jobs.api import JobInfo
 from broker.jobs.rest_records import RESULT_BITS, STATE_BITS
 
+if TYPE_CHECKING:
+    from broker.rest.topics import FluxJobRecord
 
-def _int(value: Any, default: int = 0) -> int:
+
+def _int(value: object, default: int = 0) -> int:
     """flux's JobInfo reports unset numeric attributes as "" (JobInfo.defaults in job/info.py)."""
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
-def _float(value: Any) -> float:
+def _float(value: object) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
@@ -36,7 +39,7 @@ def returncode_of(waitstatus: int | None, result: str) -> int | None:
     return None
 
 
-def job_info_from_list(record: dict[str, Any], now: float | None = None) -> JobInfo:  # open: read key by key
+def job_info_from_list(record: FluxJobRecord, now: float | None = None) -> JobInfo:
     """Map one raw job-list record ("job-list.list" / "list-id" with attrs ["all"]) onto our JobInfo.
 
     flux.job.JobInfo does the same, but building one costs milliseconds of Python (it makes a namedtuple class

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import NotRequired, Protocol, TypedDict, cast
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict, cast
 
 import hostlist
 from starlette.concurrency import run_in_threadpool
@@ -19,13 +19,15 @@ from broker.jobs.api import JobClient, JobInfo
 from broker.jobs.build import build_jobspec
 from broker.jobs.states import ACTIVE, JobState
 from broker.rest.answers import EventRecord
-from broker.rest.json_types import Jobspec
 from broker.rest.per_thread import PerThread
 from broker.rest.submit import SubmitError as SubmitError  # re-exported: services and tests import them from here
 from broker.rest.submit import SubmitRequest as SubmitRequest
 from broker.rest.submit import check_gpus
 from broker.rest.submit import parse_submit as parse_submit
 from common import idset
+
+if TYPE_CHECKING:
+    from broker.jobs.shapes import Jobspec
 
 JOB_LIST_LIMIT = 1000
 """How many jobs a listing holds unless asked otherwise: flux-core's job-list default (flux.job.JobList's
@@ -62,9 +64,10 @@ def system_attributes(request: SubmitRequest) -> SystemAttributes:
     return system
 
 
-def job_command(jobspec: Jobspec) -> list[str]:
-    """The command of a jobspec (RFC 14: tasks[0].command), [] when it has none."""
-    tasks = jobspec.get("tasks")
+def job_command(jobspec: object) -> list[str]:
+    """The command of a jobspec (RFC 14: tasks[0].command), [] when it has none (or it is no jobspec: what a
+    broker answers is read, not trusted)."""
+    tasks = jobspec.get("tasks") if isinstance(jobspec, dict) else None
     command = tasks[0].get("command") if isinstance(tasks, list) and tasks and isinstance(tasks[0], dict) else None
     return [str(word) for word in command] if isinstance(command, list) else []
 
@@ -104,7 +107,7 @@ def broker_jobspec(request: SubmitRequest, environment: Mapping[str, str] | None
     """The jobspec the built-in broker gets for a REST submit (both of BrokerJobService's paths build it here);
     `environment` is the server's (job_environment's `base`)."""
     check_gpus(request, 0)  # the built-in broker schedules no GPUs: refuse rather than ignore the request
-    return build_jobspec(
+    spec = build_jobspec(
         request.command,
         ntasks=max(request.num_tasks, request.num_nodes or 1),
         nnodes=request.num_nodes,
@@ -116,6 +119,7 @@ def broker_jobspec(request: SubmitRequest, environment: Mapping[str, str] | None
         shell_options=request.option_flags or None,
         system_attributes=dict(system_attributes(request)) or None,
     )
+    return cast("Jobspec", spec)  # build_jobspec writes a shapes.Jobspec (it answers an open dict for now)
 
 
 class AsyncJobService(Protocol):
@@ -186,7 +190,8 @@ class BrokerJobService:
         return self._clients.get()
 
     def submit(self, request: SubmitRequest, userid: int) -> int:
-        return self.client.submit(broker_jobspec(request, self.environment), userid=userid)
+        spec = broker_jobspec(request, self.environment)
+        return self.client.submit(dict(spec), userid=userid)  # dict(): JobClient.submit reads an open dict
 
     def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]:
         return self.client.jobs("all", max_entries=limit)  # the owner comes with each job here, at no cost

@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from broker.client import DEFAULT_TIMEOUT
 from broker.errors import FluxError
 from broker.protocol import NODEID_ANY, REQUEST, RESPONSE, Message, ProtocolError
-from broker.rest.json_types import Payload
+from broker.rest.topics import Answer, Request, Topic
 from broker.zmtp import COMMAND, DISCONNECT, FrameError, FrameReader, dealer_hello, frame
 
 ETIMEDOUT = 110
@@ -62,12 +62,13 @@ class PendingRequests:
 
     async def call(
         self,
-        topic: str,
-        payload: Payload | None,
+        topic: Topic[Answer],
+        payload: Request | None,
         timeout: float | None,
         send: Callable[[bytes, float], Awaitable[None]],
-    ) -> Payload:
-        """The response's payload; FluxError on an error response, a lost connection or after `timeout` s."""
+    ) -> Answer:
+        """The response's payload, in the shape of the topic's answer; FluxError on an error response, a lost
+        connection or after `timeout` s."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (DEFAULT_TIMEOUT if timeout is None else timeout)
         tag = next(self._tags)
@@ -75,7 +76,8 @@ class PendingRequests:
         self._waiters[tag] = waiter
         expiry = None if timeout is None else loop.call_at(deadline, expire_waiter, waiter)
         try:
-            await send(Message(REQUEST, topic, payload or {}, nodeid=NODEID_ANY, matchtag=tag).encode(), deadline)
+            body = dict(payload) if payload else {}
+            await send(Message(REQUEST, topic.name, body, nodeid=NODEID_ANY, matchtag=tag).encode(), deadline)
             msg = await waiter
         except TimeoutError:
             raise FluxError(ETIMEDOUT, f"timed out after {timeout}s waiting for a response from {self.uri}") from None
@@ -91,7 +93,7 @@ class PendingRequests:
                 waiter.exception()  # read, so an expiry that raced a failed send is not logged as unretrieved
         if msg.errnum:
             raise FluxError(msg.errnum, msg.errstr or f"error {msg.errnum}")
-        return msg.payload
+        return cast(Answer, msg.payload)  # where the answer enters: its shape is the topic's
 
 
 class _Dealer(asyncio.Protocol):
@@ -197,7 +199,9 @@ class LocalAsyncHandle:
             self._dealer = None
         self._requests.fail_all()
 
-    async def rpc(self, topic: str, payload: Payload | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> Payload:
+    async def rpc(
+        self, topic: Topic[Answer], payload: Request | None = None, timeout: float | None = DEFAULT_TIMEOUT
+    ) -> Answer:
         """The response's payload; FluxError on an error response, a lost connection or after `timeout` s."""
 
         async def send(data: bytes, deadline: float) -> None:

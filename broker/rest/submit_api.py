@@ -20,25 +20,25 @@ router = APIRouter(tags=["jobs"])
 
 
 async def _read_params(request: Request) -> tuple[JsonObject, str]:
-    """The parameters (query string, then the body's), and what is wrong with the body ("" when nothing)."""
-    params: JsonObject = dict(request.query_params)
+    """The parameters (query string, then the body's), and what is wrong with the body ("" when nothing); the
+    open JSON object that parse_submit validates."""
+    query = dict(request.query_params)
     content_type = request.headers.get("content-type", "")
     try:
         if "application/json" in content_type:
             body = await request.json()
             if isinstance(body, dict):
-                params.update(body)
-            elif body is not None:
-                return params, "body: must be a JSON object"
-        elif "form" in content_type:
-            params.update({k: v for k, v in (await request.form()).items() if isinstance(v, str)})
-        elif await request.body():
-            return params, "body: send JSON (application/json) or a form"
+                return {**query, **body}, ""
+            return query, "" if body is None else "body: must be a JSON object"
+        if "form" in content_type:
+            return {**query, **{k: v for k, v in (await request.form()).items() if isinstance(v, str)}}, ""
+        if await request.body():
+            return query, "body: send JSON (application/json) or a form"
     except UnicodeDecodeError:
-        return params, "body: not UTF-8"
+        return query, "body: not UTF-8"
     except ValueError:
-        return params, "body: not valid JSON"
-    return params, ""
+        return query, "body: not valid JSON"
+    return query, ""
 
 
 @router.post(

@@ -9,14 +9,14 @@ working (broker/rest/users.py).
 
 # No `from __future__ import annotations`: FastAPI reads the dependencies from the annotations at runtime.
 
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from broker.rest.json_types import JsonObject, Responses
+from broker.rest.json_types import Responses
 from broker.rest.messages import error_lines
 from broker.rest.schemas import PROTECTED, Detail, Invalid
 from broker.rest.state import Rest, RestState, User
@@ -77,8 +77,12 @@ def _error_lines(exc: ValidationError) -> list[str]:
     return error_lines(exc.errors(include_url=False), {"extra_forbidden": "unknown field"})
 
 
-async def _json_object(request: Request, shape: str) -> JsonObject | JSONResponse:
-    """The request's JSON object, or the 400 answer saying what is wrong with the body."""
+Body = TypeVar("Body", bound=BaseModel)
+
+
+async def _parsed(request: Request, model: type[Body], shape: str) -> Body | JSONResponse:
+    """The request's JSON object validated as `model`, or the 400 answer saying what is wrong with the body
+    (the open JSON object is validated here, where it enters, so nothing past this holds it)."""
     if "application/json" not in request.headers.get("content-type", ""):
         return _invalid([f"body: send a JSON object {shape} (application/json)"])
     try:
@@ -87,7 +91,10 @@ async def _json_object(request: Request, shape: str) -> JsonObject | JSONRespons
         return _invalid(["body: not valid JSON"])
     if not isinstance(body, dict):
         return _invalid([f"body: must be a JSON object {shape}"])
-    return body
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        return _invalid(_error_lines(exc))
 
 
 router = APIRouter(prefix="/v1/users", tags=["users"])
@@ -119,17 +126,13 @@ Admin = Annotated[Principal, Depends(superuser)]
 )
 async def add_user(request: Request, admin: Admin, rest: Rest) -> JSONResponse:
     """Add a user (superuser only). Body: {"name", "password", "superuser"}."""
-    body = await _json_object(request, "{name, password, superuser}")
-    if isinstance(body, JSONResponse):
-        return body
-    return await run_in_threadpool(_add_validated, rest, body)  # bcrypt: a quarter of a second, off the event loop
+    new = await _parsed(request, NewUser, "{name, password, superuser}")
+    if isinstance(new, JSONResponse):
+        return new
+    return await run_in_threadpool(_add_validated, rest, new)  # bcrypt: a quarter of a second, off the event loop
 
 
-def _add_validated(rest: RestState, body: JsonObject) -> JSONResponse:
-    try:
-        new = NewUser.model_validate(body)
-    except ValidationError as exc:
-        return _invalid(_error_lines(exc))
+def _add_validated(rest: RestState, new: NewUser) -> JSONResponse:
     try:
         rest.users.add(new.name, new.password, superuser=new.superuser)
     except UserError as exc:
@@ -207,17 +210,13 @@ async def change_password(name: str, request: Request, user: User, rest: Rest) -
         raise HTTPException(
             409, f"name: {name!r} is the configured superuser; FLUX_TOKEN sets its password at every start"
         )
-    body = await _json_object(request, "{password}")
-    if isinstance(body, JSONResponse):
-        return body
-    return await run_in_threadpool(_set_validated, rest, name, body)
+    new = await _parsed(request, NewPassword, "{password}")
+    if isinstance(new, JSONResponse):
+        return new
+    return await run_in_threadpool(_set_validated, rest, name, new)
 
 
-def _set_validated(rest: RestState, name: str, body: JsonObject) -> PasswordChanged | JSONResponse:
-    try:
-        new = NewPassword.model_validate(body)
-    except ValidationError as exc:
-        return _invalid(_error_lines(exc))
+def _set_validated(rest: RestState, name: str, new: NewPassword) -> PasswordChanged | JSONResponse:
     try:
         rest.users.set_password(name, new.password)
     except UserError as exc:

@@ -10,9 +10,19 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 from common.tee import TextSink
+
+
+class EventHeader(TypedDict, total=False):
+    """What every record carries (EventLog.write): the loop's time, the loop, the cluster and the event's kind.
+    The rest of a record is the event's own; a reader of the header alone (the lead's /cluster page) names this."""
+
+    time: float
+    loop: str
+    cluster: str
+    kind: str
 
 
 class EventLog:

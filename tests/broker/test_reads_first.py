@@ -19,6 +19,7 @@ from broker.jobs.build import build_jobspec
 from broker.protocol import Message
 from broker.rest.async_broker import AsyncBrokerJobs, AsyncHandle
 from broker.rest.local_handle import LocalAsyncHandle
+from broker.rest.topics import Topic
 from broker.testing import Instance
 
 
@@ -97,7 +98,7 @@ def test_a_slow_answer_holds_up_no_other_request_on_the_shared_socket(
         order: list[str] = []
 
         async def call(topic: str) -> None:
-            order.append((await handle.rpc(topic, {}))["answer"])
+            order.append((await handle.rpc(Topic(topic), {}))["answer"])
 
         slow = asyncio.ensure_future(call("slow"))
         await asyncio.sleep(0.1)
@@ -105,7 +106,7 @@ def test_a_slow_answer_holds_up_no_other_request_on_the_shared_socket(
         await asyncio.wait_for(slow, 5)
         started = time.monotonic()
         with pytest.raises(FluxError) as unanswered:
-            await handle.rpc("nobody", {}, timeout=0.3)
+            await handle.rpc(Topic("nobody"), {}, timeout=0.3)
         assert time.monotonic() - started < 3
         handle.close()
         server.cancel()

@@ -23,6 +23,7 @@ from broker.rest.flux_records import job_info_from_list
 from broker.rest.flux_service import FluxJobService
 from broker.rest.jobs import SubmitError, SubmitRequest, parse_submit
 from broker.rest.settings import RestSettings
+from broker.rest.topics import Topic
 from broker.rest.users import UserStore
 from broker.testing import wait_for
 
@@ -550,21 +551,21 @@ def test_the_loop_handle_times_out_answers_errors_and_keeps_working(
     async def scenario() -> tuple[int, int, list[int]]:
         handle = AsyncFluxHandle(service.flux, instance.uri)
         try:
-            root = await handle.rpc("kvs.getroot", {"namespace": "primary", "flags": 0})
+            root = await handle.rpc(Topic("kvs.getroot"), {"namespace": "primary", "flags": 0})
             ahead = root["rootseq"] + LATE_COMMITS  # beyond what the instance commits by itself meanwhile
             with pytest.raises(FluxError) as held:  # answered once we have committed that often: late
-                await handle.rpc("kvs.wait-version", {"rootseq": ahead, "namespace": "primary"}, 0.3)
+                await handle.rpc(Topic("kvs.wait-version"), {"rootseq": ahead, "namespace": "primary"}, 0.3)
             assert len(handle._orphaned) == 1  # its tag stays taken until the late answer comes
             await asyncio.to_thread(_kvs_commit, service.flux, instance.uri)
             with pytest.raises(FluxError) as unknown:
-                await handle.rpc("no-such-service.ping", {}, timeout=5)
+                await handle.rpc(Topic("no-such-service.ping"), {}, timeout=5)
             answers = await asyncio.gather(
-                *(handle.rpc("job-list.list-id", {"id": done, "attrs": ["state"]}, timeout=5) for _ in range(20))
+                *(handle.rpc(Topic("job-list.list-id"), {"id": done, "attrs": ["state"]}, timeout=5) for _ in range(20))
             )
             for _ in range(100):  # the late answer may come after the others: each round trip reads what came
                 if not handle._orphaned:
                     break
-                await handle.rpc("job-list.list-id", {"id": done, "attrs": ["state"]}, timeout=5)
+                await handle.rpc(Topic("job-list.list-id"), {"id": done, "attrs": ["state"]}, timeout=5)
                 await asyncio.sleep(0.05)
             assert not handle._orphaned  # the late answer came, was dropped, and freed its tag
             return held.value.errnum, unknown.value.errnum, [int(a["job"]["id"]) for a in answers]

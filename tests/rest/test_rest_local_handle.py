@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from broker.errors import FluxError
 from broker.protocol import Message
 from broker.rest.local_handle import LocalAsyncHandle
+from broker.rest.topics import Topic
 from broker.zmtp import DISCONNECT, GREETING, LONG, MAX_FRAME, FrameError, FrameReader, frame
 
 T = TypeVar("T")
@@ -58,7 +59,7 @@ def test_a_peer_that_is_not_a_broker_fails_the_request_without_waiting_for_its_t
         server = await asyncio.start_unix_server(impostor, path=str(endpoint))
         started = time.monotonic()
         with pytest.raises(FluxError) as refused:
-            await LocalAsyncHandle(f"local://{endpoint}").rpc("t", {}, timeout=3)
+            await LocalAsyncHandle(f"local://{endpoint}").rpc(Topic("t"), {}, timeout=3)
         server.close()
         return refused.value.errnum, time.monotonic() - started
 
@@ -100,14 +101,14 @@ def test_a_broker_that_starts_later_is_waited_for_and_none_at_all_times_out(tmp_
 
     async def scenario() -> tuple[dict[str, Any], float, int]:
         handle = LocalAsyncHandle(f"local://{endpoint}")
-        waiting = asyncio.ensure_future(handle.rpc("t", {"n": 1}, timeout=10))
+        waiting = asyncio.ensure_future(handle.rpc(Topic("t"), {"n": 1}, timeout=10))
         await asyncio.sleep(0.4)  # not listening yet: the handle retries, as ZeroMQ would
         async with fake_broker(endpoint):
             answer = await asyncio.wait_for(waiting, 5)
         handle.close()
         started = time.monotonic()
         with pytest.raises(FluxError) as nobody:
-            await LocalAsyncHandle(f"local://{tmp_path / 'nobody'}").rpc("t", {}, timeout=0.5)
+            await LocalAsyncHandle(f"local://{tmp_path / 'nobody'}").rpc(Topic("t"), {}, timeout=0.5)
         return answer, time.monotonic() - started, nobody.value.errnum
 
     answer, waited, errnum = run(scenario)
@@ -123,7 +124,7 @@ def test_a_lost_connection_fails_its_waiting_requests_at_once_and_the_next_one_r
         silent = zmq.asyncio.Context.instance().socket(zmq.ROUTER)  # takes requests, answers none
         silent.setsockopt(zmq.LINGER, 0)
         silent.bind(f"ipc://{endpoint}")
-        waiting = asyncio.ensure_future(handle.rpc("t", {}, timeout=30))
+        waiting = asyncio.ensure_future(handle.rpc(Topic("t"), {}, timeout=30))
         await silent.recv_multipart()  # the request arrived
         started = time.monotonic()
         silent.close(0)  # the broker goes away
@@ -132,7 +133,7 @@ def test_a_lost_connection_fails_its_waiting_requests_at_once_and_the_next_one_r
         failed_after = time.monotonic() - started
         endpoint.unlink(missing_ok=True)
         async with fake_broker(endpoint):
-            again = await handle.rpc("t", {"n": 2}, timeout=10)
+            again = await handle.rpc(Topic("t"), {"n": 2}, timeout=10)
         handle.close()
         return lost.value.errnum, failed_after, again
 
@@ -148,7 +149,9 @@ def test_many_requests_share_one_connection_and_close_says_goodbye(tmp_path: Pat
     async def scenario() -> list[dict[str, Any]]:
         async with fake_broker(endpoint, seen):
             handle = LocalAsyncHandle(f"local://{endpoint}")
-            answers = await asyncio.gather(*(handle.rpc("t", {"i": i, "pad": "x" * 300 * (i % 2)}) for i in range(50)))
+            answers = await asyncio.gather(
+                *(handle.rpc(Topic("t"), {"i": i, "pad": "x" * 300 * (i % 2)}) for i in range(50))
+            )
             handle.close()
             for _ in range(100):  # the goodbye is on its way
                 if seen and seen[-1] == DISCONNECT:

@@ -4,7 +4,7 @@
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, TypedDict, cast
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse
@@ -15,7 +15,6 @@ from broker.rest.web.cluster_data import ClusterReader, RankRow, broker_reader, 
 from broker.rest.web.context import Web, WebContext
 from broker.rest.web.figures import (
     CONTROLLERS,
-    ControllerEvent,
     Profile,
     TraceDir,
     broker_trace_dir,
@@ -26,8 +25,11 @@ from broker.rest.web.figures import (
 )
 from broker.rest.web.pages import PageError, render, require_user
 
+if TYPE_CHECKING:
+    from elasticity.control.events import EventHeader
+    from elasticity.figures.campaign import MemberRow
+
 router = APIRouter(include_in_schema=False)
-CampaignRow = dict[str, Any]  # open: a row of elasticity.figures.campaign.member_rows, as it makes them
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ Sources = Annotated[ClusterSources, Depends(cluster_sources)]
 
 class Controller(TypedDict):
     name: str
-    last: ControllerEvent | None
+    last: "EventHeader | None"
     log: str
 
 
@@ -66,7 +68,7 @@ class ClusterValues(TypedDict):
     rows: list[RankRow]
     nodes: list[str]
     controllers: list[Controller]
-    campaign: list[CampaignRow]
+    campaign: "list[MemberRow]"
     profile: Profile | None
     requested: int
     used: int
@@ -84,13 +86,14 @@ def _controllers(state_dir: Path) -> list[Controller]:
     ]
 
 
-def _campaign(state_dir: Path) -> list[CampaignRow]:
+def _campaign(state_dir: Path) -> "list[MemberRow]":
     if not controller_log(state_dir, "campaign").is_file():
         return []
     from elasticity.control.events import read_events
     from elasticity.figures.campaign import member_rows
 
-    return member_rows(list(read_events(controller_log(state_dir, "campaign"))))
+    rows = member_rows(list(read_events(controller_log(state_dir, "campaign"))))
+    return cast("list[MemberRow]", rows)  # member_rows makes MemberRows (it answers plain dicts)
 
 
 def values(context: WebContext, sources: ClusterSources, user: Principal) -> ClusterValues:

@@ -12,15 +12,15 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from broker.jobs.api import JobInfo
 
 if TYPE_CHECKING:
+    from elasticity.control.events import EventHeader
     from elasticity.profiling.duty_cycle import DutyCycleAnalysis
 
 CONTROLLERS = ("multiplex", "autoscale", "campaign")
-ControllerEvent = dict[str, Any]  # open: a controller's event record (elasticity/control/events.py), any kind
 PROFILE_SCAN = 50  # newest jobs looked at for traces
 _draw_lock = threading.Lock()
 
@@ -61,7 +61,7 @@ def controller_figure(state_dir: Path, name: str) -> Path | None:
         return None
 
     def draw(path: Path) -> None:
-        events: list[ControllerEvent] = list(read_events(log))
+        events = list(read_events(log))
         if name == "autoscale":
             from elasticity.control.timeline import plot_autoscale_timeline
 
@@ -83,7 +83,8 @@ def controller_figure(state_dir: Path, name: str) -> Path | None:
         return None
 
 
-def last_event(state_dir: Path, name: str) -> ControllerEvent | None:
+def last_event(state_dir: Path, name: str) -> EventHeader | None:
+    """The controller's last event record (the page shows its kind, cluster and time)."""
     from elasticity.control.events import read_events
 
     log = controller_log(state_dir, name)
@@ -92,7 +93,7 @@ def last_event(state_dir: Path, name: str) -> ControllerEvent | None:
     last = None
     for last in read_events(log):  # noqa: B007 - the last record is the one wanted
         pass
-    return last
+    return cast("EventHeader | None", last)  # where the record enters: the page reads its header
 
 
 @dataclass(frozen=True)
