@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from broker.jobs.build import build_jobspec
 from broker.jobs.rest_records import detail_record
 from broker.protocol import RESPONSE, Message
 from broker.testing import Instance
+from tests.waiting import holds_for, wait_until
 
 
 def jobspec_with_owner(command: list[str], owner: str) -> dict[str, Any]:
@@ -124,9 +124,11 @@ def test_the_restful_view_is_the_rest_api_s_detailed_record(make_instance: Calla
         failed = client.submit(command=["false"])
         for jobid in (done, failed):
             client.wait(jobid)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and handle.rpc("job-manager.info", {"id": failed})["state"] != "INACTIVE":
-            time.sleep(0.05)
+        wait_until(
+            "the failed job is INACTIVE",
+            lambda: handle.rpc("job-manager.info", {"id": failed})["state"] == "INACTIVE",
+            timeout=10,
+        )
         client.queue("stop")
         waiting = client.submit(command=["sleep", "60"])  # pending
         strip = {"runtime"}  # a clock for the pending job; the rest must agree field for field
@@ -174,18 +176,16 @@ def test_views_are_rendered_ahead_once_their_kind_was_listed(make_instance: Call
     with JobClient(uri) as client:
         client.queue("stop")
         client.submit(command=["true"])
-        stats = handle.rpc("job-manager.stats")
-        time.sleep(0.3)
-        assert handle.rpc("job-manager.stats")["views"] == {"kept": {}, "to_render": 0}  # nobody listed: none made
+        holds_for(  # nobody listed: none made
+            "no view is made", lambda: handle.rpc("job-manager.stats")["views"] == {"kept": {}, "to_render": 0}, 0.3
+        )
         assert len(_restful_listing(handle)) == 1  # type: ignore[arg-type]
         ids = [client.submit(command=["true"]) for _ in range(150)]
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            stats = handle.rpc("job-manager.stats")
-            if stats["views"] == {"kept": {"restful": 151}, "to_render": 0}:
-                break
-            time.sleep(0.05)
-        assert stats["views"] == {"kept": {"restful": 151}, "to_render": 0}
+        wait_until(
+            "the 151 views rendered ahead",
+            lambda: handle.rpc("job-manager.stats")["views"] == {"kept": {"restful": 151}, "to_render": 0},
+            timeout=20,
+        )
         listed = _restful_listing(handle)
         assert [job["id"] for job in listed][1:] == ids  # type: ignore[index]  # pending: by priority, then id
         client.queue("start")

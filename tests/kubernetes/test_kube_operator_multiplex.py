@@ -28,6 +28,7 @@ from miniclusters.operator.conditions import find
 from miniclusters.operator.controller import ClusterKey, Controller
 from miniclusters.operator.multiplex_progress import RunRecord
 from miniclusters.testing.fake_kube import FakeKube, default_exec
+from tests.waiting import wait_until
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
 MUX = {"enabled": True, "command": "proxy_solver 500 2048 32 1,1,1,20", "max": 2, "total": 2}
@@ -241,9 +242,7 @@ def test_the_running_operator_multiplexes_on_its_own_thread(
     thread = threading.Thread(target=operator.run, args=(stop, 1), daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and "SimulationStarted" not in _reasons(fake):
-            time.sleep(0.05)
+        wait_until("the SimulationStarted Event", lambda: "SimulationStarted" in _reasons(fake), timeout=15)
     finally:
         stop.set()
         thread.join(10)

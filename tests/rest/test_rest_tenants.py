@@ -19,6 +19,7 @@ import pytest
 
 from broker.rest.client import RestClient, RestError
 from broker.rest.testing import SECRET_KEY, SUPERUSER, Server, start_server
+from tests.waiting import wait_until
 
 MINICLUSTER = str(Path(sys.executable).with_name("minicluster"))
 TIMEOUT = 60.0  # seconds: the machine is shared and often loaded
@@ -57,13 +58,11 @@ def _ensure_user(server: Server, name: str) -> None:
 
 
 def _wait_inactive(client: RestClient, jobid: int) -> dict:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
+    def ended() -> dict | None:
         job = client.job(jobid)
-        if job["state"] == "INACTIVE":
-            return job
-        time.sleep(0.1)
-    raise AssertionError(client.job(jobid))
+        return job if job["state"] == "INACTIVE" else None
+
+    return wait_until(f"job {jobid} ends", ended, timeout=90, interval=0.1, detail=lambda: client.job(jobid))
 
 
 def _bearer(token: str) -> dict[str, str]:

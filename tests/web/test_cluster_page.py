@@ -20,6 +20,7 @@ from elasticity.control.events import EventLog
 from elasticity.model.cpu import weight_to_milli
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.trace import read_job_traces
+from tests.waiting import wait_until
 
 SPIN = Path(__file__).resolve().parents[1] / "elasticity" / "data" / "spin_mpi.c"
 
@@ -67,9 +68,7 @@ def test_the_last_pmpi_profile_is_found_through_the_job_s_options_and_drawn(
             option_flags=f"mpi=openmpi,pmpi=1,pmpi-dir={traces}",
             workdir=str(tmp_path),
         )
-        deadline = time.monotonic() + 120
-        while client.job(jobid)["state"] != "INACTIVE" and time.monotonic() < deadline:
-            time.sleep(0.3)
+        wait_until("the profiled job ends", lambda: client.job(jobid)["state"] == "INACTIVE", timeout=120, interval=0.3)
         assert client.job(jobid)["result"] == "COMPLETED", client.output(jobid)
     page = browser_like.get("/cluster").text
     section = page[page.index('id="profile-heading"') : page.index('id="controllers-heading"')]
