@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.waiting import async_wait_until, holds_for, wait_until
+from tests.waiting import async_wait_until, async_wait_until_answered, holds_for, wait_until
 
 TESTS = Path(__file__).resolve().parent
 MARK = "# sleep:"
@@ -75,14 +75,14 @@ def test_holds_for_fails_at_the_first_look_that_finds_it_false() -> None:
     holds_for("it holds", lambda: True, seconds=0.05, interval=0.01)
 
 
-def test_async_wait_until_takes_plain_and_coroutine_checks() -> None:
+def test_async_wait_until_takes_plain_checks_and_answered_ones_awaited_questions() -> None:
     async def scenario() -> tuple[int, str]:
         counts = iter(range(5))
 
         async def asked() -> str:
             return "answered"
 
-        return await async_wait_until("a count", lambda: next(counts), interval=0), await async_wait_until(
+        return await async_wait_until("a count", lambda: next(counts), interval=0), await async_wait_until_answered(
             "an answer", asked
         )
 

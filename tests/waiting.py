@@ -6,10 +6,9 @@ loaded CI worker, too long everywhere else); tests/test_waiting.py refuses one t
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar, cast
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -19,7 +18,7 @@ INTERVAL = 0.05
 
 def wait_until(
     what: str,
-    check: Callable[[], T],
+    check: Callable[[], T | None],
     timeout: float = 30.0,
     interval: float = INTERVAL,
     detail: Callable[[], object] | None = None,
@@ -50,22 +49,25 @@ def holds_for(what: str, check: Callable[[], object], seconds: float, interval: 
 
 
 async def async_wait_until(
-    what: str, check: Callable[[], T | Awaitable[T]], timeout: float = 30.0, interval: float = INTERVAL
+    what: str, check: Callable[[], T | None], timeout: float = 30.0, interval: float = INTERVAL
 ) -> T:
-    """`wait_until` inside an event loop: the loop runs (the awaited state may depend on it) between two looks;
-    ``check`` may be a coroutine function (a look that asks over the wire)."""
+    """`wait_until` inside an event loop: the loop runs (the awaited state may depend on it) between two looks."""
+
+    async def look() -> T | None:
+        return check()
+
+    return await async_wait_until_answered(what, look, timeout, interval)
+
+
+async def async_wait_until_answered(
+    what: str, ask: Callable[[], Awaitable[T | None]], timeout: float = 30.0, interval: float = INTERVAL
+) -> T:
+    """`async_wait_until` with a look that is itself awaited (a question over the wire)."""
     deadline = time.monotonic() + timeout
     while True:
-        value = await _look(check)
+        value = await ask()
         if value:
             return value
         if time.monotonic() >= deadline:
             raise AssertionError(f"not within {timeout:g}s: {what}")
         await asyncio.sleep(interval)  # sleep: the pace of the polling
-
-
-async def _look(check: Callable[[], T | Awaitable[T]]) -> T:
-    value = check()
-    if inspect.isawaitable(value):
-        return cast(T, await value)
-    return cast(T, value)

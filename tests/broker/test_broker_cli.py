@@ -99,7 +99,7 @@ def test_operator_style_start(make_instance: MakeInstance) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    inst.procs[1] = follower  # type: ignore[assignment]
+    inst.procs[1] = follower
     done = run_flux(
         "start",
         "-o",

@@ -42,12 +42,12 @@ def test_eight_brokers_fanout_two(make_instance: MakeInstance) -> None:
             info = h.rpc("broker.info", nodeid=rank)
             assert (info["rank"], info["parent"], info["hostname"]) == (rank, expected_parents[rank], f"node{rank}")
         assert h.rpc("broker.ping", nodeid=8)["route"] == [0, 1, 3, 8]
-        with pytest.raises(FluxError) as info:
+        with pytest.raises(FluxError) as unreachable:
             h.rpc("broker.ping", nodeid=42)
-        assert info.value.errnum == EHOSTUNREACH
-        with pytest.raises(FluxError) as info:
+        assert unreachable.value.errnum == EHOSTUNREACH
+        with pytest.raises(FluxError) as unknown:
             h.rpc("no.such.service", nodeid=5)
-        assert info.value.errnum == ENOSYS
+        assert unknown.value.errnum == ENOSYS
     with inst.handle(7) as h:  # leaf -> other subtree: up through the lead and down again
         assert h.rpc("broker.ping", nodeid=6)["route"] == [7, 3, 1, 0, 2, 6]
         assert h.getattr("rank") == "7" and h.getattr("size") == "9"

@@ -109,9 +109,18 @@ def test_split_gives_the_header_and_the_payload_text(
     assert json.loads(text) == payload and header.payload == {}
 
 
-def _restful_listing(handle: Handle, **extra: object) -> object:
+def _restful_listing(handle: Handle, **extra: object) -> list[dict[str, Any]]:
+    """job-manager.list's restful view, read raw: the REST API's records."""
     payload = {"max_entries": 0, "view": "restful", **extra}
-    return json.loads(handle.rpc_raw("job-manager.list", payload))["jobs"]
+    jobs: list[dict[str, Any]] = json.loads(handle.rpc_raw("job-manager.list", payload))["jobs"]  # open: records
+    return jobs
+
+
+def _restful_keyed(handle: Handle) -> dict[str, dict[str, Any]]:
+    """The same view keyed by job id."""
+    payload = {"max_entries": 0, "view": "restful", "keyed": True}
+    jobs: dict[str, dict[str, Any]] = json.loads(handle.rpc_raw("job-manager.list", payload))["jobs"]  # open: records
+    return jobs
 
 
 def test_the_restful_view_is_the_rest_api_s_detailed_record(make_instance: Callable[..., Instance]) -> None:
@@ -137,12 +146,12 @@ def test_the_restful_view_is_the_rest_api_s_detailed_record(make_instance: Calla
             for job in handle.rpc("job-manager.list", {"max_entries": 0})["jobs"]
         ]
         listed = _restful_listing(handle)
-        assert [{k: v for k, v in job.items() if k not in strip} for job in listed] == expected  # type: ignore[union-attr]
-        assert [job["id"] for job in listed] == [waiting, failed, done]  # type: ignore[index]
-        assert [job["result"] for job in listed] == ["", "FAILED", "COMPLETED"]  # type: ignore[index]
-        keyed = _restful_listing(handle, keyed=True)
-        assert list(keyed) == [str(waiting), str(failed), str(done)]  # type: ignore[arg-type]
-        assert keyed[str(done)] == listed[2]  # type: ignore[index]
+        assert [{k: v for k, v in job.items() if k not in strip} for job in listed] == expected
+        assert [job["id"] for job in listed] == [waiting, failed, done]
+        assert [job["result"] for job in listed] == ["", "FAILED", "COMPLETED"]
+        keyed = _restful_keyed(handle)
+        assert list(keyed) == [str(waiting), str(failed), str(done)]
+        assert keyed[str(done)] == listed[2]
         client.cancel(waiting)
         client.queue("start")
     handle.close()
@@ -179,7 +188,7 @@ def test_views_are_rendered_ahead_once_their_kind_was_listed(make_instance: Call
         holds_for(  # nobody listed: none made
             "no view is made", lambda: handle.rpc("job-manager.stats")["views"] == {"kept": {}, "to_render": 0}, 0.3
         )
-        assert len(_restful_listing(handle)) == 1  # type: ignore[arg-type]
+        assert len(_restful_listing(handle)) == 1
         ids = [client.submit(command=["true"]) for _ in range(150)]
         wait_until(
             "the 151 views rendered ahead",
@@ -187,9 +196,9 @@ def test_views_are_rendered_ahead_once_their_kind_was_listed(make_instance: Call
             timeout=20,
         )
         listed = _restful_listing(handle)
-        assert [job["id"] for job in listed][1:] == ids  # type: ignore[index]  # pending: by priority, then id
+        assert [job["id"] for job in listed][1:] == ids  # pending: by priority, then id
         client.queue("start")
         client.wait(ids[-1])
-        final = {job["id"]: job for job in _restful_listing(handle)}  # type: ignore[union-attr]
+        final = {job["id"]: job for job in _restful_listing(handle)}
         assert final[ids[-1]]["state"] == "INACTIVE" and final[ids[-1]]["result"] == "COMPLETED"
     handle.close()

@@ -51,7 +51,7 @@ def test_drained_ranks_take_no_new_jobs_and_running_ones_finish(tmp_path: Path) 
         kill_orphans(inst.uri(0))
 
 
-def _flux(inst, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+def _flux(inst, *args: str) -> subprocess.CompletedProcess[str]:
     return run_flux(*args, env={**os.environ, "FLUX_URI": inst.uri(0)}, timeout=30)
 
 

@@ -14,6 +14,7 @@ import re
 import tarfile
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -122,9 +123,12 @@ def test_a_member_larger_than_the_limit_is_refused_unread(tmp_path: Path, monkey
     assert archive.stat().st_size < 1 << 20
     read: list[str] = []
     real_read = archive_members._read
-    monkeypatch.setattr(
-        archive_members, "_read", lambda handle, info: read.append(info.name) or real_read(handle, info)
-    )
+
+    def counted(handle: IO[bytes] | None, info: tarfile.TarInfo) -> bytes:
+        read.append(info.name)
+        return real_read(handle, info)
+
+    monkeypatch.setattr(archive_members, "_read", counted)
     with pytest.raises(ArchiveError, match=re.escape("'output/1.jsonl' declares 67108864 bytes: more than the 1 MiB")):
         read_archive(archive, max_bytes=1 << 20)
     assert read == []  # refused by its header: no member's bytes were read

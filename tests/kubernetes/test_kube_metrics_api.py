@@ -36,7 +36,7 @@ def _values(sched: int) -> dict[str, int]:
     return {**{name: 0 for name in METRIC_NAMES}, "job_queue_state_sched_count": sched, "node_up_count": 1}
 
 
-def _source(asked: list[tuple[str, str | None, str]]):  # type: ignore[no-untyped-def]
+def _source(asked: list[tuple[str, str | None, str]]):
     def read(kind: str, namespace: str | None, name: str) -> Mapping[str, int]:
         asked.append((kind, namespace, name))
         if kind != "MiniCluster":

@@ -85,12 +85,12 @@ def lead(fake: FakeKube) -> Lead:
 
 
 @pytest.fixture
-def sims(clock) -> list[ScriptedSimulations]:  # type: ignore[no-untyped-def]
+def sims(clock) -> list[ScriptedSimulations]:
     return []
 
 
 @pytest.fixture
-def operator(fake: FakeKube, clock, tmp_path: Path, sims: list[ScriptedSimulations]) -> Controller:  # type: ignore[no-untyped-def]
+def operator(fake: FakeKube, clock, tmp_path: Path, sims: list[ScriptedSimulations]) -> Controller:
     def scripted(*_: Any) -> ScriptedSimulations:
         sims.append(ScriptedSimulations(clock))
         return sims[-1]
@@ -102,15 +102,15 @@ def operator(fake: FakeKube, clock, tmp_path: Path, sims: list[ScriptedSimulatio
     return Controller(fake, namespace="hpc", clock=clock, wall=clock.wall, multiplex_start=start)
 
 
-def backend_for_status(fake: FakeKube, clock) -> KubernetesBackend:  # type: ignore[no-untyped-def]
+def backend_for_status(fake: FakeKube, clock) -> KubernetesBackend:
     return KubernetesBackend(api=fake, namespace="hpc", clock=clock, sleep=clock.sleep)
 
 
-def _settle(operator: Controller, clock) -> None:  # type: ignore[no-untyped-def]
+def _settle(operator: Controller, clock) -> None:
     operator.run_until_idle(advance=clock.advance)
 
 
-def _tick(operator: Controller, clock, seconds: float = 2.0) -> int:  # type: ignore[no-untyped-def]
+def _tick(operator: Controller, clock, seconds: float = 2.0) -> int:
     clock.advance(seconds)
     assert operator.multiplexers is not None
     stepped = operator.multiplexers.step_due()
@@ -134,7 +134,7 @@ def _resizes(fake: FakeKube) -> int:
 
 def test_the_operator_runs_the_controller_of_an_enabled_cluster(
     fake: FakeKube, operator: Controller, clock, make_mc, lead: Lead, sims: list[ScriptedSimulations]
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     fake.node_cpu = "4"
     fake.create(custom_resource(make_mc(size=2, tasks=4, multiplexing=MUX), "hpc"))
     operator.start()
@@ -184,7 +184,7 @@ def test_the_operator_runs_the_controller_of_an_enabled_cluster(
 
 def test_disabling_or_deleting_stops_the_controller(
     fake: FakeKube, operator: Controller, clock, make_mc, lead: Lead, sims: list[ScriptedSimulations]
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     fake.node_cpu = "4"
     fake.create(custom_resource(make_mc(size=2, tasks=4, multiplexing=MUX), "hpc"))
     operator.start()
@@ -212,7 +212,7 @@ def test_disabling_or_deleting_stops_the_controller(
 
 def test_a_cluster_without_a_cpu_request_is_told_why_and_nothing_runs(
     fake: FakeKube, operator: Controller, clock, make_mc, lead: Lead, sims: list[ScriptedSimulations]
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     mc = make_mc(size=2, tasks=4, multiplexing=MUX, containers=[{"image": "app:1"}])
     fake.create(custom_resource(mc, "hpc"))
     operator.start()
@@ -229,7 +229,7 @@ def test_a_cluster_without_a_cpu_request_is_told_why_and_nothing_runs(
 
 def test_the_running_operator_multiplexes_on_its_own_thread(
     fake: FakeKube, make_mc, lead: Lead, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """`Controller.run` as `minicluster operator` runs it (real clock): the multiplex thread deploys and reports."""
     import threading
     import time
@@ -313,7 +313,7 @@ def _mux_operator(fake: FakeKube, clock: Any, flux: FluxOfTheLead, tmp_path: Pat
 
 def test_an_operator_taking_over_goes_on_with_the_run_submitting_nothing_twice(
     fake: FakeKube, clock, make_mc, lead: Lead, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     flux = FluxOfTheLead(clock)
 
     def answers(fake_: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:

@@ -33,6 +33,7 @@ def server() -> Iterator[tuple[str, Seen]]:
             seen.append(
                 {"method": self.command, "path": self.path, "type": self.headers.get("Content-Type"), "body": body}
             )
+            reply: dict[str, Any]  # open: whatever this fake API server answers
             if "missing" in self.path:
                 status, reply = (
                     404,

@@ -91,7 +91,9 @@ def test_pods_are_isolated_join_the_lead_and_resize_in_place(
     assert driver.read_weight("iso", 0) == driver.weight_for(500)  # the others untouched
 
     # a crashed pod shows as failed; the rest keeps working
-    os.killpg(before[2], signal.SIGKILL)
+    crashed = before[2]
+    assert crashed is not None
+    os.killpg(crashed, signal.SIGKILL)
     failed = waiter(lambda: _status(mc, "iso")["pods"][2]["phase"] == "Failed", timeout=10)
     assert failed
     status = _status(mc, "iso")

@@ -251,7 +251,7 @@ class HoldingBroker:
         self.gate = gate
         self.uri = f"local://{path}"
         path.touch()  # the blocking client checks the path exists; ZeroMQ binds over it
-        self.socket = zmq.Context.instance().socket(zmq.ROUTER)
+        self.socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.bind(f"ipc://{path}")
         self.stop = threading.Event()

@@ -25,7 +25,7 @@ from broker.rest.jobs import SubmitError, SubmitRequest, parse_submit
 from broker.rest.settings import RestSettings
 from broker.rest.users import UserStore
 from broker.testing import wait_for
-from tests.waiting import async_wait_until
+from tests.waiting import async_wait_until_answered
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_service_submit_info_list_output_cancel_nodes(
 def test_service_unknown_jobs_are_enoent(service: FluxJobService) -> None:
     for call in (service.info, service.cancel, service.output):
         with pytest.raises(FluxError) as caught:
-            call(12345)  # type: ignore[operator]
+            call(12345)
         assert caught.value.errnum == errno.ENOENT
 
 
@@ -564,7 +564,7 @@ def test_the_loop_handle_times_out_answers_errors_and_keeps_working(
                 return not handle._orphaned
 
             # the late answer came, was dropped, and freed its tag
-            await async_wait_until("the late answer frees its tag", freed, timeout=10)
+            await async_wait_until_answered("the late answer frees its tag", freed, timeout=10)
             return held.value.errnum, unknown.value.errnum, [int(a["job"]["id"]) for a in answers]
         finally:
             handle.close()

@@ -161,7 +161,7 @@ def test_a_short_secret_key_is_reported_once_in_words() -> None:
     assert proc.stderr.count("FLUX_SECRET_KEY is only 5 bytes") == 1, proc.stderr
 
 
-def test_a_short_signing_key_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_short_signing_key_is_refused(tmp_path) -> None:
     from broker.rest.settings import RestSettings, SettingsError
 
     with pytest.raises(SettingsError, match="FLUX_TOKEN_SIGNING_KEY is 5 bytes"):

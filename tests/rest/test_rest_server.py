@@ -140,7 +140,7 @@ def test_handshake_signed_with_the_wrong_secret_is_refused(server: Server) -> No
 
 def test_streaming_follows_a_running_job(client: RestClient) -> None:
     jobid = client.submit("sh -c 'for i in 1 2 3 4; do echo line $i; sleep 0.6; done'")
-    lines = []
+    lines: list[str] = []
     for line in client.stream(jobid):
         if not lines:
             state_at_first_line = client.job(jobid)["state"]
@@ -197,7 +197,7 @@ def test_gpus_per_task_is_refused_by_the_builtin_broker_not_ignored(client: Rest
         {"params": {"command": "true", "gpus_per_task": "1"}},
         {"json": {"command": "true", "gpus_per_task": 2}},
     ):
-        response = httpx.post(f"{server.url}/v1/jobs/submit", headers=headers, **kwargs)  # type: ignore[arg-type]
+        response = httpx.post(f"{server.url}/v1/jobs/submit", headers=headers, **kwargs)
         assert response.status_code == 400, response.text
         assert response.json()["Errors"][0].startswith("gpus_per_task: this cluster has no GPUs"), response.text
     assert (

@@ -210,12 +210,13 @@ def test_bad_user_requests_name_the_field_and_change_nothing(server: Server) -> 
 
     # a non-superuser may do none of it
     alice = _as(server, "alice").login()
-    for method, path, body in (
+    forbidden: tuple[tuple[str, str, dict[str, str] | None], ...] = (
         ("POST", "/v1/users", {"name": "eve", "password": "x"}),
         ("GET", "/v1/users", None),
         ("DELETE", f"/v1/users/{SUPERUSER[0]}", None),
-    ):
-        reply = httpx.request(method, server.url + path, json=body, headers=_bearer(alice), timeout=TIMEOUT)
+    )
+    for method, path, sent in forbidden:
+        reply = httpx.request(method, server.url + path, json=sent, headers=_bearer(alice), timeout=TIMEOUT)
         assert reply.status_code == 403 and "only a superuser" in reply.json()["detail"]
     assert _admin(server).users() == before
 

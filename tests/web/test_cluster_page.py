@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from broker.rest.client import RestClient
 from broker.rest.testing import SUPERUSER, Server, start_server
 from broker.rest.web.cluster_data import ClusterReader, rank_rows, used_millicores
-from broker.rest.web.testing import sign_in
+from broker.rest.web.testing import FormClient, sign_in
 from broker.testing import LOOPBACK_MPI_ENV
 from elasticity.control.events import EventLog
 from elasticity.model.cpu import weight_to_milli
@@ -33,7 +34,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture
 def browser_like(server: Server) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, follow_redirects=False, timeout=60) as client:
-        sign_in(client, *SUPERUSER)
+        sign_in(cast(FormClient, client), *SUPERUSER)  # httpx's keyword-only get/post, as the form needs them
         yield client
 
 
