@@ -148,6 +148,19 @@ def _root_listing() -> set[str]:
     return {path.name for path in ROOT.iterdir()} - ROOT_TOOL_CACHES
 
 
+_ROOT_AT_START = _root_listing()
+_FIRST_SEEN: dict[str, str] = {}
+"""A new name in the root -> the test after which this process first saw it (the likely producer; under
+pytest-xdist it may be another worker's test that ran meanwhile)."""
+
+
+@pytest.fixture(autouse=True)
+def _root_watched(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    for name in _root_listing() - _ROOT_AT_START:
+        _FIRST_SEEN.setdefault(name, request.node.nodeid)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def nothing_left_in_the_repository_root() -> Iterator[None]:
     """A test run leaves the checkout's root as it found it: `flux batch` writes flux-<id>.out into its working
@@ -157,4 +170,5 @@ def nothing_left_in_the_repository_root() -> Iterator[None]:
     before = _root_listing()
     yield
     left = sorted(_root_listing() - before)
-    assert not left, f"the test run left files in the repository root (write them under tmp_path): {left}"
+    seen = {name: _FIRST_SEEN.get(name, "after the last test") for name in left}
+    assert not left, f"the test run left files in the repository root (write them under tmp_path): {seen}"
