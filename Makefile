@@ -125,6 +125,7 @@ pmpi: venv
 
 setup: system-deps venv pmpi
 
+# mypy checks the packages and tests/ (pyproject's [tool.mypy]: the tests' bodies with check_untyped_defs).
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -137,3 +137,38 @@ def traces_stay_in_temporary_directories() -> Iterator[None]:
     yield
     stray = sorted(str(p) for p in _stray_traces(places) - before)
     assert not stray, f"tests wrote PMPI traces outside a temporary directory: {stray}"
+
+
+ROOT_TOOL_CACHES = frozenset({".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", ".import_linter_cache"})
+"""What a test run may add to the repository's root: the caches of pytest, hypothesis and the linters (ignored by
+git, rebuilt at will). Anything else a test writes belongs in its tmp_path."""
+
+
+def _root_listing() -> set[str]:
+    return {path.name for path in ROOT.iterdir()} - ROOT_TOOL_CACHES
+
+
+_ROOT_AT_START = _root_listing()
+_FIRST_SEEN: dict[str, str] = {}
+"""A new name in the root -> the test after which this process first saw it (the likely producer; under
+pytest-xdist it may be another worker's test that ran meanwhile)."""
+
+
+@pytest.fixture(autouse=True)
+def _root_watched(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    for name in _root_listing() - _ROOT_AT_START:
+        _FIRST_SEEN.setdefault(name, request.node.nodeid)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_in_the_repository_root() -> Iterator[None]:
+    """A test run leaves the checkout's root as it found it: `flux batch` writes flux-<id>.out into its working
+    directory and the bench scripts their figures into theirs, so a test that runs either with the root as working
+    directory left files there. Under pytest-xdist each worker compares the root over its own tests: a file made
+    while any worker runs is new to the worker that made it."""
+    before = _root_listing()
+    yield
+    left = sorted(_root_listing() - before)
+    seen = {name: _FIRST_SEEN.get(name, "after the last test") for name in left}
+    assert not left, f"the test run left files in the repository root (write them under tmp_path): {seen}"

@@ -19,6 +19,7 @@ from broker.client import FluxError
 from broker.curve_cert import generate_certificate, render_zcert
 from broker.protocol import EHOSTUNREACH, ENOSYS, Message, control
 from broker.testing import FLUX, Instance, addr, wait_for
+from tests.waiting import holds_for
 
 MakeInstance = Callable[..., Instance]
 
@@ -41,12 +42,12 @@ def test_eight_brokers_fanout_two(make_instance: MakeInstance) -> None:
             info = h.rpc("broker.info", nodeid=rank)
             assert (info["rank"], info["parent"], info["hostname"]) == (rank, expected_parents[rank], f"node{rank}")
         assert h.rpc("broker.ping", nodeid=8)["route"] == [0, 1, 3, 8]
-        with pytest.raises(FluxError) as info:
+        with pytest.raises(FluxError) as unreachable:
             h.rpc("broker.ping", nodeid=42)
-        assert info.value.errnum == EHOSTUNREACH
-        with pytest.raises(FluxError) as info:
+        assert unreachable.value.errnum == EHOSTUNREACH
+        with pytest.raises(FluxError) as unknown:
             h.rpc("no.such.service", nodeid=5)
-        assert info.value.errnum == ENOSYS
+        assert unknown.value.errnum == ENOSYS
     with inst.handle(7) as h:  # leaf -> other subtree: up through the lead and down again
         assert h.rpc("broker.ping", nodeid=6)["route"] == [7, 3, 1, 0, 2, 6]
         assert h.getattr("rank") == "7" and h.getattr("size") == "9"
@@ -74,11 +75,12 @@ def test_eight_brokers_fanout_two(make_instance: MakeInstance) -> None:
         assert proc.wait(timeout=20) == 0, (rank, proc.stderr.read() if proc.stderr else "")
 
 
+@pytest.mark.serial
 def test_follower_started_first_joins_fast(make_instance: MakeInstance) -> None:
     inst = make_instance(2)
     inst.start(1)
     inst.handle(1)  # follower is up and retrying its parent
-    time.sleep(0.5)
+    time.sleep(0.5)  # sleep: the follower retries its absent parent a while before the lead starts
     inst.start(0)
     sock = inst.rundir(0) / "local"
     wait_for(sock.exists, 15, interval=0.005)
@@ -198,8 +200,7 @@ def test_quorum_holds_the_initial_program(make_instance: MakeInstance, tmp_path:
     lead = inst.start(0, command=["touch", str(marker)])  # default quorum: all 3 ranks
     inst.start(1)
     inst.wait_states({1: "up"})
-    time.sleep(0.3)
-    assert not marker.exists()
+    holds_for("the initial program waits for the third rank", lambda: not marker.exists(), 0.3)
     with inst.handle(0) as h:
         assert h.rpc("broker.uptime")["state"] == "quorum"
     inst.start(2)
@@ -226,8 +227,8 @@ def test_rejoin_mode_waits_for_a_restarted_lead(make_instance: MakeInstance) -> 
     inst.wait_states({1: "up"})
     inst.kill(0)
     inst.procs[0].wait(timeout=10)
-    time.sleep(1.5)  # beyond the heartbeat timeout: the follower notices and keeps waiting
-    assert inst.procs[1].poll() is None
+    # beyond the heartbeat timeout: the follower notices and keeps waiting
+    holds_for("the follower waits for its lead", lambda: inst.procs[1].poll() is None, 1.5)
     inst.start(0)
     inst.wait_states({1: "up"}, timeout=15)
 

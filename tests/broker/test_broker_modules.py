@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import zmq
 
 from broker.overlay import RECONNECT_IVL_MAX_MS, Overlay
 from broker.testing import Instance
+from tests.waiting import holds_for
 
 MakeInstance = Callable[..., Instance]
 
@@ -109,7 +109,8 @@ def test_connect_timeout_warns_and_keeps_trying(make_instance: MakeInstance) -> 
     with inst.handle(1) as h:
         assert h.getattr("tbon.connect_timeout") == "0.3s"
         assert h.getattr("tbon.parent-endpoint").startswith("tcp://127.0.0.1:")
-        time.sleep(1.0)  # several connect timeouts without a parent
+        # several connect timeouts without a parent: it warns and keeps trying
+        holds_for("the follower keeps trying its absent parent", lambda: follower.poll() is None, 1.0)
         inst.start(0)
         inst.wait_states({1: "up"})  # still retrying: it joins as soon as the lead is there
     inst.kill(1, signal.SIGTERM)

@@ -18,6 +18,7 @@ from broker.curve_cert import generate_certificate, render_zcert
 from broker.jobs.api import JobClient
 from broker.protocol import EINVAL
 from broker.testing import FAST, FLUX, Instance, addr, free_port, wait_for
+from tests.waiting import holds_for
 
 MakeInstance = Callable[..., Instance]
 
@@ -96,9 +97,10 @@ def test_wrong_certificate_and_unregistered_burst_brokers_are_refused(
     assert unknown.wait(timeout=20) == 1
     assert unknown.stderr is not None and "refused us: rank 2 should be 'burst-b-0'" in unknown.stderr.read()
     wait_for((inst.root / "run-burst-b-0" / "local").exists)  # the wrong-key broker is up and knocking
-    time.sleep(1.5)
-    assert wrong.poll() is None
-    assert inst.states()[2] == "down"  # the wrong-key broker never completes the CURVE handshake
+    # the wrong-key broker never completes the CURVE handshake, and keeps knocking
+    holds_for(
+        "the wrong-key broker knocks on, never up", lambda: wrong.poll() is None and inst.states()[2] == "down", 1.5
+    )
     with Handle(f"local://{inst.root / 'run-burst-b-0'}/local") as h:
         assert h.rpc("broker.info", nodeid=2)["joined"] is False
     wrong.kill()
@@ -177,7 +179,7 @@ def test_a_signal_lost_with_its_broker_is_sent_again(make_instance: MakeInstance
         client.wait_state(job, "RUN")
         os.killpg(proc.pid, signal.SIGSTOP)  # still connected; answers nothing
         client.cancel(job)
-        time.sleep(0.5)  # the signal is queued to the stopped broker by now
+        time.sleep(0.5)  # sleep: the lead sends the signal into the stopped broker's connection: nothing to observe
         _stop(proc)
         assert client.wait(job, timeout=20).result == "CANCELED"
         assert inst.states()[2] == "up"  # not by a heartbeat timeout

@@ -9,7 +9,6 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,7 +30,9 @@ def _serve(path: Path, answer: Callable[[socket.socket], None]) -> threading.Thr
         conn, _ = listener.accept()
         with conn, listener:
             answer(conn)
-            time.sleep(2.0)  # hold the connection open: the client must not be waiting for more
+            # held open until the client closes its end: a client waiting for more would wait out pytest's timeout
+            while conn.recv(65536):
+                pass
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -45,11 +46,9 @@ def endpoint(tmp_path: Path) -> Iterator[Path]:
 
 def test_a_peer_whose_greeting_is_not_zmtp_is_refused_at_once(endpoint: Path) -> None:
     _serve(endpoint, lambda conn: conn.sendall(b"HTTP/1.1 400 Bad Request\r\n".ljust(GREETING_SIZE, b" ")))
-    started = time.monotonic()
-    with pytest.raises(FluxError) as raised:
+    with pytest.raises(FluxError) as raised:  # at once: the peer never closes the connection
         LeanHandle(f"local://{endpoint}")
     assert raised.value.errnum == EPROTO and "greeting is not ZMTP" in str(raised.value)
-    assert time.monotonic() - started < 1.5
 
 
 def test_a_frame_announced_past_the_cap_is_refused_without_waiting_for_it(endpoint: Path) -> None:
@@ -60,8 +59,6 @@ def test_a_frame_announced_past_the_cap_is_refused_without_waiting_for_it(endpoi
 
     _serve(endpoint, broker_then_garbage)
     handle = LeanHandle(f"local://{endpoint}")
-    started = time.monotonic()
-    with pytest.raises(FluxError) as raised:
+    with pytest.raises(FluxError) as raised:  # EPROTO at once, not ETIMEDOUT after the 30 s
         handle.rpc("broker.ping", timeout=30)
     assert raised.value.errnum == EPROTO and f"a frame of {MAX_FRAME + 1} bytes" in str(raised.value)
-    assert time.monotonic() - started < 1.5

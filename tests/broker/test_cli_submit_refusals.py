@@ -41,7 +41,7 @@ def test_the_longest_limit_flux_core_takes_and_named_attributes_still_pass() -> 
     assert attributes["system"]["x"] == 1 and attributes["user"] == {"y": 2}
 
 
-def test_batch_takes_its_job_name_from_job_name_else_from_the_script(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_batch_takes_its_job_name_from_job_name_else_from_the_script(tmp_path) -> None:
     """As flux-core's: `--job-name` wins (the operator finds a campaign's ensembles on the lead by it)."""
     script = tmp_path / "batch.sh"
     script.write_text("#!/bin/sh\ntrue\n")

@@ -53,7 +53,7 @@ def _cpu_usec(pid: int) -> int:
 def test_v1_without_cpuacct_counts_the_cgroup_s_processes(tmp_path: Path) -> None:
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        time.sleep(0.6)
+        time.sleep(0.6)  # sleep: the busy child accumulates CPU time to count
         (tmp_path / "cpu").mkdir()
         _write(tmp_path / "cpu" / "pod" / "x" / "cpu.shares", "512\n")
         _write(tmp_path / "cpu" / "pod" / "x" / "cgroup.procs", f"{os.getpid() + 10**7}\n")  # gone: skipped
@@ -61,7 +61,7 @@ def test_v1_without_cpuacct_counts_the_cgroup_s_processes(tmp_path: Path) -> Non
         before_first = _cpu_usec(busy.pid)
         first = cpu_report(tmp_path, "3:cpu:/pod/x\n4:cpuacct:/\n")
         after_first = _cpu_usec(busy.pid)
-        time.sleep(0.5)
+        time.sleep(0.5)  # sleep: more CPU time between the two reports
         before_second = _cpu_usec(busy.pid)
         second = cpu_report(tmp_path, "3:cpu:/pod/x\n4:cpuacct:/\n")
         after_second = _cpu_usec(busy.pid)

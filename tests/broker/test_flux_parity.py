@@ -16,10 +16,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from tests.waiting import wait_until
 
 TABLE = Path(__file__).with_name("flux_parity.json")
 OURS = Path(sys.executable).with_name("flux")
@@ -137,13 +138,15 @@ def instance(flux: Path) -> Iterator[dict[str, str]]:
             [str(flux), "start", "--test-size=2", "sh", "-c", 'echo "$FLUX_URI" > "$0"; exec sleep 3600', marker],
             env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
+
+        def uri() -> str:
+            said = marker.read_text().strip() if marker.exists() else ""
+            if not said and proc.poll() is not None:
+                raise RuntimeError(f"{flux} start --test-size=2 ended with {proc.returncode}")
+            return said
+
         try:
-            deadline = time.monotonic() + 60
-            while not (marker.exists() and marker.read_text().strip()):
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"{flux} start --test-size=2 did not come up")
-                time.sleep(0.05)
-            yield dict(env, FLUX_URI=marker.read_text().strip())
+            yield dict(env, FLUX_URI=wait_until(f"{flux} start --test-size=2 says its URI", uri, timeout=60))
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)

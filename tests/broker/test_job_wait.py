@@ -17,6 +17,7 @@ from broker.jobs.api import JobClient, JobInfo
 from broker.jobs.jobid import encode_f58
 from broker.jobs.submit_flags import JOBID_ANY
 from broker.testing import FLUX, Instance, render_instance, run_flux, wait_for
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ def test_an_interrupted_waiter_takes_no_job_end_with_it(env: dict[str, str], cli
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    time.sleep(0.7)  # the wait is queued at the job manager
+    time.sleep(0.7)  # sleep: the wait reaches the job manager (which shows no queued wait to look at)
     waiter.send_signal(signal.SIGINT)
     waiter.communicate(timeout=10)
     assert waiter.returncode != 0
@@ -156,14 +157,16 @@ def test_a_waitable_job_keeps_its_wait_across_a_lead_restart(tmp_path: Path) -> 
 def _wait_any_once_the_lead_drops_the_waiter(client: JobClient) -> JobInfo:
     """The killed waiter's disconnect reaches the lead asynchronously (as in flux-core): until it does, the
     lead counts its wait and answers ECHILD; afterwards the job's end must be ours."""
-    deadline = time.monotonic() + 20
-    while True:
+
+    def ours() -> JobInfo | None:
         try:
             return client.wait_any(timeout=20)
         except FluxError as error:
-            if error.errnum != errno.ECHILD or time.monotonic() > deadline:
+            if error.errnum != errno.ECHILD:
                 raise
-            time.sleep(0.05)
+            return None
+
+    return wait_until("the lead drops the lost waiter's wait", ours, timeout=20)
 
 
 def test_a_waiter_on_another_broker_that_is_interrupted_takes_no_job_end(tmp_path: Path) -> None:
@@ -184,7 +187,7 @@ def test_a_waiter_on_another_broker_that_is_interrupted_takes_no_job_end(tmp_pat
                 start_new_session=True,
                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
-            time.sleep(0.7)
+            time.sleep(0.7)  # sleep: the wait reaches the lead (which shows no queued wait to look at)
             waiter.send_signal(signal.SIGINT)
             waiter.communicate(timeout=10)
             assert waiter.returncode != 0
@@ -205,12 +208,11 @@ def test_a_wait_through_a_broker_that_is_lost_takes_no_job_end(tmp_path: Path) -
             jobid = client.submit(command=["sleep", "3"], waitable=True)
             with JobClient(inst.uri(1)) as remote:
                 remote.handle.send_request("job-manager.wait", {"id": JOBID_ANY})  # type: ignore[attr-defined]
-                time.sleep(0.5)  # queued at the lead
+                time.sleep(0.5)  # sleep: the wait reaches the lead (which shows no queued wait to look at)
                 inst.kill(1)
                 inst.procs[1].wait(timeout=10)
                 wait_for(lambda: inst.states()[1] != "up", timeout=10)
-                time.sleep(0.5)  # the membership event that tells the job manager goes out within 50 ms
-            info = client.wait_any(timeout=20)
+            info = _wait_any_once_the_lead_drops_the_waiter(client)  # the membership event reaches the job manager
             assert (info.id, info.success) == (jobid, True)
     finally:
         inst.cleanup()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from broker.errors import FluxError
 from broker.jobs.api import JobClient
 from broker.testing import Instance, render_instance, run_flux, wait_for
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +69,7 @@ def test_cancel_timeout_and_error_texts(env: dict[str, str], client: JobClient) 
     assert again.returncode == 1 and f"{info.f58}: job is inactive" in again.stderr
     unknown = run_flux("cancel", "ƒ2", env=env)
     assert unknown.returncode == 1 and "unknown job id" in unknown.stderr
-    start = time.monotonic()
-    timed = run_flux("run", "-t", "0.5s", "sleep", "30", env=env)
-    assert time.monotonic() - start < 10
+    timed = run_flux("run", "-t", "0.5s", "sleep", "30", env=env)  # ended by its limit: 143, not sleep's 0
     assert timed.returncode == 143 and "type=timeout" in timed.stderr
     # a task that ignores SIGTERM is killed after the grace period
     jobid = client.submit(command=["sh", "-c", "trap '' TERM; sleep 30"], duration=0.3)
@@ -98,7 +96,6 @@ def test_what_json_cannot_carry_is_refused_at_once_not_left_unanswered(env: dict
     """An infinite time limit is refused as flux-core refuses it; an Infinity or NaN anywhere else in a request
     is refused before it is sent (the broker could not read it, and the client waited out its 30 s timeout)."""
     before = run_flux("jobs", "-a", "-n", "-o", "{id}", env=env).stdout.split()
-    started = time.monotonic()
     unlimited = run_flux("submit", "-t", "inf", "true", env=env)
     assert unlimited.returncode == 2 and "--time-limit: 'inf': must be a normal, finite duration" in unlimited.stderr
     for command in ("submit", "run"):
@@ -106,7 +103,7 @@ def test_what_json_cannot_carry_is_refused_at_once_not_left_unanswered(env: dict
             infinite = run_flux(command, *extra, "--setattr=user.x=Infinity", "true", env=env)
             assert infinite.returncode == 1, infinite.stderr
             assert "job-manager.submit: Out of range float values are not JSON compliant" in infinite.stderr
-    assert time.monotonic() - started < 20  # answered, each of them, not timed out
+    # answered, each of them, with the refusal (a request the broker cannot read was left to time out)
     assert run_flux("jobs", "-a", "-n", "-o", "{id}", env=env).stdout.split() == before  # and nothing half-made
 
 
@@ -149,8 +146,7 @@ def test_queue_control_urgency_and_wait_all(env: dict[str, str], client: JobClie
     held = client.submit(command=["true"], urgency=0)
     first = client.submit(command=["echo", "first"])
     second = client.submit(command=["echo", "second"], urgency=20)
-    time.sleep(0.2)
-    assert {i.state for i in client.jobs("pending")} == {"SCHED"}
+    wait_until("the pending jobs reach SCHED", lambda: {i.state for i in client.jobs("pending")} == {"SCHED"})
     status = run_flux("queue", "status", env=env)
     assert "Job submission is enabled" in status.stdout and "Scheduling is stopped" in status.stdout
     run_flux("queue", "start", env=env)

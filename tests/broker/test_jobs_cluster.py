@@ -113,7 +113,11 @@ def test_each_mpirun_and_orted_keeps_its_open_mpi_session_to_itself(env: dict[st
         assert len(bases) == 3 and len(set(bases)) == 3, result.stdout  # mpirun's, and one per orted
         assert all(base.parent == parent and base.name.startswith("ompi-") for base in bases), bases
         assert sum("/ompi." in line for line in result.stdout.splitlines()) == 3  # each session in its own base
-        assert wait_for(lambda bases=bases: not any(base.exists() for base in bases), timeout=10)
+
+        def removed(bases: list[Path] = bases) -> bool:
+            return not any(base.exists() for base in bases)
+
+        assert wait_for(removed, timeout=10)
 
 
 def test_an_mpi_job_of_another_user_across_nodes_is_refused_with_the_reason(cluster: Instance, tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from broker.jobs.build import build_jobspec
 from broker.jobs.rest_records import detail_record
 from broker.protocol import RESPONSE, Message
 from broker.testing import Instance
+from tests.waiting import holds_for, wait_until
 
 
 def jobspec_with_owner(command: list[str], owner: str) -> dict[str, Any]:
@@ -109,9 +109,18 @@ def test_split_gives_the_header_and_the_payload_text(
     assert json.loads(text) == payload and header.payload == {}
 
 
-def _restful_listing(handle: Handle, **extra: object) -> object:
+def _restful_listing(handle: Handle, **extra: object) -> list[dict[str, Any]]:
+    """job-manager.list's restful view, read raw: the REST API's records."""
     payload = {"max_entries": 0, "view": "restful", **extra}
-    return json.loads(handle.rpc_raw("job-manager.list", payload))["jobs"]
+    jobs: list[dict[str, Any]] = json.loads(handle.rpc_raw("job-manager.list", payload))["jobs"]  # open: records
+    return jobs
+
+
+def _restful_keyed(handle: Handle) -> dict[str, dict[str, Any]]:
+    """The same view keyed by job id."""
+    payload = {"max_entries": 0, "view": "restful", "keyed": True}
+    jobs: dict[str, dict[str, Any]] = json.loads(handle.rpc_raw("job-manager.list", payload))["jobs"]  # open: records
+    return jobs
 
 
 def test_the_restful_view_is_the_rest_api_s_detailed_record(make_instance: Callable[..., Instance]) -> None:
@@ -124,9 +133,11 @@ def test_the_restful_view_is_the_rest_api_s_detailed_record(make_instance: Calla
         failed = client.submit(command=["false"])
         for jobid in (done, failed):
             client.wait(jobid)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and handle.rpc("job-manager.info", {"id": failed})["state"] != "INACTIVE":
-            time.sleep(0.05)
+        wait_until(
+            "the failed job is INACTIVE",
+            lambda: handle.rpc("job-manager.info", {"id": failed})["state"] == "INACTIVE",
+            timeout=10,
+        )
         client.queue("stop")
         waiting = client.submit(command=["sleep", "60"])  # pending
         strip = {"runtime"}  # a clock for the pending job; the rest must agree field for field
@@ -135,12 +146,12 @@ def test_the_restful_view_is_the_rest_api_s_detailed_record(make_instance: Calla
             for job in handle.rpc("job-manager.list", {"max_entries": 0})["jobs"]
         ]
         listed = _restful_listing(handle)
-        assert [{k: v for k, v in job.items() if k not in strip} for job in listed] == expected  # type: ignore[union-attr]
-        assert [job["id"] for job in listed] == [waiting, failed, done]  # type: ignore[index]
-        assert [job["result"] for job in listed] == ["", "FAILED", "COMPLETED"]  # type: ignore[index]
-        keyed = _restful_listing(handle, keyed=True)
-        assert list(keyed) == [str(waiting), str(failed), str(done)]  # type: ignore[arg-type]
-        assert keyed[str(done)] == listed[2]  # type: ignore[index]
+        assert [{k: v for k, v in job.items() if k not in strip} for job in listed] == expected
+        assert [job["id"] for job in listed] == [waiting, failed, done]
+        assert [job["result"] for job in listed] == ["", "FAILED", "COMPLETED"]
+        keyed = _restful_keyed(handle)
+        assert list(keyed) == [str(waiting), str(failed), str(done)]
+        assert keyed[str(done)] == listed[2]
         client.cancel(waiting)
         client.queue("start")
     handle.close()
@@ -174,22 +185,20 @@ def test_views_are_rendered_ahead_once_their_kind_was_listed(make_instance: Call
     with JobClient(uri) as client:
         client.queue("stop")
         client.submit(command=["true"])
-        stats = handle.rpc("job-manager.stats")
-        time.sleep(0.3)
-        assert handle.rpc("job-manager.stats")["views"] == {"kept": {}, "to_render": 0}  # nobody listed: none made
-        assert len(_restful_listing(handle)) == 1  # type: ignore[arg-type]
+        holds_for(  # nobody listed: none made
+            "no view is made", lambda: handle.rpc("job-manager.stats")["views"] == {"kept": {}, "to_render": 0}, 0.3
+        )
+        assert len(_restful_listing(handle)) == 1
         ids = [client.submit(command=["true"]) for _ in range(150)]
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            stats = handle.rpc("job-manager.stats")
-            if stats["views"] == {"kept": {"restful": 151}, "to_render": 0}:
-                break
-            time.sleep(0.05)
-        assert stats["views"] == {"kept": {"restful": 151}, "to_render": 0}
+        wait_until(
+            "the 151 views rendered ahead",
+            lambda: handle.rpc("job-manager.stats")["views"] == {"kept": {"restful": 151}, "to_render": 0},
+            timeout=20,
+        )
         listed = _restful_listing(handle)
-        assert [job["id"] for job in listed][1:] == ids  # type: ignore[index]  # pending: by priority, then id
+        assert [job["id"] for job in listed][1:] == ids  # pending: by priority, then id
         client.queue("start")
         client.wait(ids[-1])
-        final = {job["id"]: job for job in _restful_listing(handle)}  # type: ignore[union-attr]
+        final = {job["id"]: job for job in _restful_listing(handle)}
         assert final[ids[-1]]["state"] == "INACTIVE" and final[ids[-1]]["result"] == "COMPLETED"
     handle.close()

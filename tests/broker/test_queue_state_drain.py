@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from broker.errors import FluxError
 from broker.jobs.api import JobClient
 from broker.testing import kill_orphans, render_instance, run_flux, wait_for
+from tests.waiting import holds_for
 
 
 def test_drained_ranks_take_no_new_jobs_and_running_ones_finish(tmp_path: Path) -> None:
@@ -36,10 +36,10 @@ def test_drained_ranks_take_no_new_jobs_and_running_ones_finish(tmp_path: Path) 
             assert client.wait(long, timeout=30).success
             assert client.wait(one, timeout=30).success
             assert client.info(one).nodelist == "node0"  # rank 0 only: rank 1 is drained
-            time.sleep(0.5)  # undrained, `two` would have started the moment `one` ended
+            # undrained, `two` would have started the moment `one` ended
+            holds_for("`two` waits for rank 1", lambda: client.info(two).state == "SCHED", 0.5)
             pending = handle.rpc("job-manager.queue-state", {})["pending"]
             assert [(p["id"], p["nnodes"]) for p in pending] == [(two, 2)]  # waits for rank 1
-            assert client.info(two).state == "SCHED"
             handle.rpc("job-manager.drain", {"ranks": []})
             assert client.wait(two, timeout=30).success
             with pytest.raises(FluxError, match=r"rank 0 \(the lead\) is never drained"):
@@ -51,7 +51,7 @@ def test_drained_ranks_take_no_new_jobs_and_running_ones_finish(tmp_path: Path) 
         kill_orphans(inst.uri(0))
 
 
-def _flux(inst, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+def _flux(inst, *args: str) -> subprocess.CompletedProcess[str]:
     return run_flux(*args, env={**os.environ, "FLUX_URI": inst.uri(0)}, timeout=30)
 
 

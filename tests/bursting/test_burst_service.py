@@ -4,7 +4,6 @@ from entry points, the selection function is replaceable."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from bursting.plugin import Burst, BurstError, BurstPlugin, LeadContext, Verdict
 from bursting.policy import BurstNeed, QueuedJob
 from bursting.reporter import Reporter
 from bursting.service import BurstRefused, BurstService, StateFile, UnknownBurst
+from tests.waiting import wait_until
 
 
 class FakeLead:
@@ -272,9 +272,7 @@ def test_the_reporter_tells_the_lead_its_state_and_its_last_word() -> None:
 
     reporter = Reporter(send, period=0.05)
     reporter.start()
-    deadline = time.monotonic() + 10
-    while not sent and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until("the reporter's first report", lambda: sent, timeout=10)
     assert sent[0] == ("running", "")  # retried after the lead did not answer
     reporter.set("failed", "its last step failed: boom")
     assert reporter.stop("stopped", "stopped by SIGTERM", timeout=10)

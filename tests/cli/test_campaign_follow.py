@@ -29,7 +29,7 @@ def statuses(*conditions: ClusterCondition | None) -> Iterator[ClusterStatus]:
         yield ClusterStatus("c", "ns", 1, 2, 1, conditions=() if last is None else (last,))
 
 
-def run(*conditions: ClusterCondition | None, timeout: float | None = None):  # type: ignore[no-untyped-def]
+def run(*conditions: ClusterCondition | None, timeout: float | None = None):
     said: list[str] = []
     clock = Clock()
     feed = statuses(*conditions)

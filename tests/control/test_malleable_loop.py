@@ -83,7 +83,8 @@ def _workload() -> Workload:
 
 def _run(policy: str, port_options: dict[str, set[str]] | None = None, timeout: float = 60.0) -> tuple:
     clock = Clock()
-    port = ModelPort(clock, **(port_options or {}))
+    options = port_options or {}
+    port = ModelPort(clock, ignore=options.get("ignore", set()), fail_on_resize=options.get("fail_on_resize", set()))
     workload = _workload()
     loop = MalleableLoop(live_jobs(workload), 8, policy_named(policy), port, policy, timeout, clock=clock)
     while not loop.finished and clock.now < 5000:

@@ -209,7 +209,7 @@ def test_the_closing_table_has_the_final_iteration_count() -> None:
 def test_a_simulation_whose_pods_never_start_ends_cancelled_once() -> None:
     runner, jobs, _, clock, log = setup(max_simulations=1, total_simulations=1)
     jobs.started.clear()
-    jobs.submit = lambda sim, k: Submitted(True, job_id="never")  # type: ignore[method-assign]
+    jobs.submit = lambda sim, profile_iterations: Submitted(True, job_id="never")  # type: ignore[method-assign]
     jobs.observe = lambda: {"sim1": SimulationView("sim1", "pending")}  # type: ignore[method-assign]
     run(runner, clock, 30)
     (row,) = summary_rows(runner.planner)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from elasticity.figures.timeline import timeline_rows, write_timeline
 from miniclusters.multiplex.flux_simulations import last_iteration
 
-EVENTS = [
+EVENTS: list[Mapping[str, Any]] = [
     {"t": 0.0, "kind": "controller-start", "total_m": 2000},
     {"t": 0.0, "kind": "start", "sim": "sim1"},
     {"t": 1.0, "kind": "running", "sim": "sim1"},

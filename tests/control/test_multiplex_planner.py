@@ -83,7 +83,7 @@ class World:
                         self.requests[pod] = m
                     answers[pod] = (answer, "test")
                 self.planner.resize_answered(self.now, answers)  # type: ignore[arg-type]
-        return actions
+        return [*actions]
 
     def run(self, seconds: float) -> None:
         end = self.now + seconds

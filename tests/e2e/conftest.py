@@ -35,7 +35,7 @@ def e2e_namespace(kubeconfig: Path, crd_installed: None) -> Iterator[str]:
 
     name = f"e2e-{uuid.uuid4().hex[:6]}"
     core = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
-    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     try:
         yield name
     finally:
@@ -43,7 +43,7 @@ def e2e_namespace(kubeconfig: Path, crd_installed: None) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def backend(e2e_namespace: str):  # type: ignore[no-untyped-def]
+def backend(e2e_namespace: str):
     from miniclusters.backends import get_backend
 
     return get_backend("kubernetes", namespace=e2e_namespace)

@@ -42,7 +42,11 @@ def test_hello_runs_mpi_across_four_real_pods_in_both_flavours(
         finally:
             down = cli("down", name, "--backend", "kubernetes", "--namespace", e2e_namespace)
         assert down.returncode == 0, down.stderr
-        wait_until("no object of the cluster left", lambda n=name: not objects_of(kubeconfig, e2e_namespace, n))
+
+        def none_left(of: str = name) -> bool:
+            return not objects_of(kubeconfig, e2e_namespace, of)
+
+        wait_until("no object of the cluster left", none_left)
         wait_until("no container of its pods left in containerd", lambda: not containers_of(e2e_namespace))
 
 

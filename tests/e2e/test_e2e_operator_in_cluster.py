@@ -7,6 +7,7 @@ API server's aggregator."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -139,7 +140,7 @@ def test_kubectl_scale_2_4_2_ranks_join_and_leave_the_lead_stays(kubeconfig: Pat
     for size in (4, 2):
         scaled = kubectl(kubeconfig, "scale", "minicluster/elastic", "-n", namespace, f"--replicas={size}")
         assert scaled.returncode == 0, scaled.stderr
-        wait_until(f"{size} ranks online", lambda size=size: online(size), timeout=300, interval=2)
+        wait_until(f"{size} ranks online", functools.partial(online, size), timeout=300, interval=2)
         obj = kubectl_json(kubeconfig, "get", "minicluster/elastic", "-n", namespace)
         assert obj["spec"]["size"] == size and obj["status"]["size"] == size
         assert pod_of(kubeconfig, namespace, "elastic", 0)["metadata"]["uid"] == lead_uid, "the lead stays"

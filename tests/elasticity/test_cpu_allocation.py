@@ -44,7 +44,7 @@ def test_kubelet_and_runtime_conversions() -> None:
 
 @pytest.mark.parametrize("formula", FORMULAS)
 def test_vectorized_table_equals_the_scalar_formula(formula: str) -> None:
-    table = _weight_table(formula)  # type: ignore[arg-type]
+    table = _weight_table(formula)
     ms = np.unique(np.concatenate([np.arange(0, 3000), np.linspace(0, MAX_MILLICORES, 3000).astype(int)]))
     assert all(table[m] == kernel_weight(int(m), formula) for m in ms)  # type: ignore[arg-type]
     assert np.all(np.diff(table) >= 0)

@@ -40,7 +40,7 @@ def test_each_kernel_profiles_into_its_class(
     measured = CommunicationProfile(
         mpi_fraction_from_duty([float(d) for d in analysis.duty]), report.communication().bytes_per_second
     )
-    assert profile_class(DECLARED_CLASS[kind], measured) == expected  # type: ignore[index]
+    assert profile_class(DECLARED_CLASS[kind], measured) == expected
 
 
 def test_bad_arguments_exit_2(kernels: Path, run_mpi: Callable[..., Any]) -> None:

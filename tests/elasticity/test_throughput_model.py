@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -267,7 +268,7 @@ def test_figure_with_a_demand_draws_the_cores_share() -> None:
 
     g = Geometry(ranks=4, nodes=2, cores=1)
     fig = build_throughput_figure(fit_beta([55.6, 67.7], g, 0.48), [55.6, 67.7], n_max=4)
-    lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
+    lines = {line.get_label(): np.asarray(line.get_ydata()).tolist() for line in fig.axes[0].get_lines()}
     assert lines["the cores' share (u = 0.48)"] == pytest.approx([1.0, 2.0, 3 / 1.44, 4 / 1.92])
     assert lines["model"][2] == pytest.approx(1.600, abs=0.001)
     assert "u=0.48" in fig.axes[0].get_title()
@@ -275,7 +276,7 @@ def test_figure_with_a_demand_draws_the_cores_share() -> None:
     assert not any("share" in str(line.get_label()) for line in plain.axes[0].get_lines())
 
 
-def test_cli_table_and_plot(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_table_and_plot(tmp_path) -> None:
     png = tmp_path / "theta.png"
     result = CliRunner().invoke(
         main,

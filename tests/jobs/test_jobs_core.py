@@ -144,7 +144,7 @@ def test_jobspec_shapes_match_flux_submit() -> None:
         (lambda j: j["attributes"]["system"].update(environment={"A": 1}), "attributes.system.environment"),
     ],
 )
-def test_bad_jobspecs_name_the_field(mutate, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_jobspecs_name_the_field(mutate, field: str) -> None:
     jobspec = build_jobspec(["true"], ntasks=2)
     mutate(jobspec)
     with pytest.raises(JobspecError, match=field.replace("[", r"\[").replace("]", r"\]")):

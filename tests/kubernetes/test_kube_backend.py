@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from miniclusters.backends.base import (
 )
 from miniclusters.backends.kubernetes.api import JOB, MINICLUSTER, POD, SECRET
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
+from miniclusters.backends.wait import WaitProgress
 from miniclusters.render.layout import FIELD_MANAGER
 from miniclusters.testing.fake_kube import FakeKube
 from miniclusters.testing.kube_sides import PAUSE_IMAGE, SMALL_CPU, KubeSide
@@ -46,7 +48,7 @@ def test_up_applies_the_cluster_then_owned_objects_and_waits_for_brokers(
 
 def test_up_waits_with_progress_and_times_out_when_pods_never_run(fake: FakeKube, clock, make_mc) -> None:
     fake.start_pods = False
-    seen = []
+    seen: list[WaitProgress] = []
     backend = KubernetesBackend(api=fake, clock=clock, sleep=clock.sleep, progress=seen.append, poll_interval=5.0)
     with pytest.raises(BackendTimeoutError, match="0/2 pods running"):
         backend.create(make_mc(), CreateOptions(timeout=30))
@@ -168,7 +170,8 @@ def test_resize_done_deferred_infeasible_and_in_progress(backend: KubernetesBack
     assert backend.resize("demo", 1, "3").outcome is ResizeOutcome.IN_PROGRESS
     fake.kubelet = "accept"
     fake.run_controllers()
-    assert backend.status("demo").pod(1).cpu_actual == "3"
+    resized = backend.status("demo").pod(1)
+    assert resized is not None and resized.cpu_actual == "3"
     pod = fake.pods_of("demo")[1]
     assert pod["metadata"]["uid"] == uid and pod["status"]["containerStatuses"][0]["restartCount"] == 0
     resize_calls = [c for c in fake.calls if c.subresource == "resize"]
@@ -246,14 +249,16 @@ def test_unknown_backend_names_the_available_ones() -> None:
         get_backend("nope")
 
 
-def test_field_manager_is_ours(backend: KubernetesBackend, fake: FakeKube, make_mc) -> None:
-    calls = []
+def test_field_manager_is_ours(
+    backend: KubernetesBackend, fake: FakeKube, make_mc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, bool]] = []
     original = fake.apply
-    fake.apply = lambda obj, field_manager, force=True: (
+
+    def recorded(obj: Any, field_manager: str, force: bool = True) -> Any:
         calls.append((field_manager, force))
-        or original(  # type: ignore[method-assign]
-            obj, field_manager, force
-        )
-    )
+        return original(obj, field_manager, force)
+
+    monkeypatch.setattr(fake, "apply", recorded)
     backend.create(make_mc())
     assert set(calls) == {(FIELD_MANAGER, True)}

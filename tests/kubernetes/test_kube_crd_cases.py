@@ -11,7 +11,7 @@ from miniclusters.testing.crd_cases import CASES, python_problems, server_proble
 from miniclusters.testing.kube_sides import KubeSide
 
 
-def _answer(kube: KubeSide, manifest: dict) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+def _answer(kube: KubeSide, manifest: dict) -> list[tuple[str, str]]:
     try:
         kube.api.create(manifest)
     except ApiError as exc:

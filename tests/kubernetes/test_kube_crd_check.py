@@ -13,7 +13,7 @@ from miniclusters.testing.fake_kube import FakeKube
 
 def test_missing_crd_is_said_at_once_not_after_a_wait(
     fake: FakeKube, backend: KubernetesBackend, clock, make_mc
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     fake.crd_installed = False
     with pytest.raises(MissingAPIError):
         backend.create(make_mc())
@@ -22,14 +22,14 @@ def test_missing_crd_is_said_at_once_not_after_a_wait(
 
 def test_a_crd_applied_a_moment_ago_is_waited_for_until_served(
     fake: FakeKube, backend: KubernetesBackend, clock, make_mc, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """The real v1.37 server serves a new CRD's resources about a second after the apply returns."""
     from miniclusters.backends.kubernetes.api import CRD
 
     fake.crd_installed = False
     real_get = fake.get
 
-    def get(kind, namespace, name):  # type: ignore[no-untyped-def]
+    def get(kind, namespace, name):
         if kind == CRD:  # the object exists; its API is established once 2 s have passed
             if clock.slept and sum(clock.slept) >= 2:
                 fake.crd_installed = True

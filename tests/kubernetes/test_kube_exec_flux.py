@@ -14,7 +14,7 @@ def _sent(fake: FakeKube) -> list[str]:
     return [c for c in fake.calls if c.verb == "exec"][-1].body
 
 
-def test_bare_flux_runs_the_brokers_flux_at_its_socket(fake: FakeKube, backend: KubernetesBackend, make_mc) -> None:  # type: ignore[no-untyped-def]
+def test_bare_flux_runs_the_brokers_flux_at_its_socket(fake: FakeKube, backend: KubernetesBackend, make_mc) -> None:
     backend.create(make_mc())
     backend.exec("demo", 1, ["flux", "resource", "list"])
     argv = _sent(fake)
@@ -22,7 +22,7 @@ def test_bare_flux_runs_the_brokers_flux_at_its_socket(fake: FakeKube, backend: 
     assert argv[4:] == [f"{BROKER_INSTALL_DIR}/bin/flux", "resource", "list"]
 
 
-def test_the_flux_flavour_uses_the_views_flux(fake: FakeKube, backend: KubernetesBackend, make_mc) -> None:  # type: ignore[no-untyped-def]
+def test_the_flux_flavour_uses_the_views_flux(fake: FakeKube, backend: KubernetesBackend, make_mc) -> None:
     mc = make_mc()
     mc = mc.model_copy(
         update={"spec": mc.spec.model_copy(update={"flux": mc.spec.flux.model_copy(update={"flavour": "flux"})})}
@@ -32,7 +32,7 @@ def test_the_flux_flavour_uses_the_views_flux(fake: FakeKube, backend: Kubernete
     assert _sent(fake)[4:] == [f"{mc.spec.flux.container.mount_path}/view/bin/flux", "jobs"]
 
 
-def test_other_commands_are_sent_as_given(fake: FakeKube, backend: KubernetesBackend, make_mc) -> None:  # type: ignore[no-untyped-def]
+def test_other_commands_are_sent_as_given(fake: FakeKube, backend: KubernetesBackend, make_mc) -> None:
     backend.create(make_mc())
     backend.exec("demo", 0, ["hostname"])
     assert _sent(fake) == ["hostname"]

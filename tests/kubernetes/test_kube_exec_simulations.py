@@ -78,7 +78,7 @@ def pods(fake: FakeKube) -> Pods:
 
 def test_jobs_progress_and_traces_of_every_pod_through_exec(
     backend: KubernetesBackend, fake: FakeKube, make_mc, pods: Pods, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from miniclusters.autoscaling.queue import lead_flux
 
     backend.create(make_mc(size=2, tasks=4))
@@ -121,7 +121,7 @@ def test_jobs_progress_and_traces_of_every_pod_through_exec(
 
 def test_a_lead_that_cannot_make_the_directory_fails_the_submission_with_its_words(
     backend: KubernetesBackend, fake: FakeKube, make_mc, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     def refuse(fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
         if argv[:2] == ["mkdir", "-p"]:
             return ExecResult(1, "", "mkdir: cannot create directory: Read-only file system\n")
@@ -136,7 +136,7 @@ def test_a_lead_that_cannot_make_the_directory_fails_the_submission_with_its_wor
 
 def test_the_operator_wiring_runs_flux_at_the_lead_socket_in_a_fresh_run_directory(
     backend: KubernetesBackend, fake: FakeKube, make_mc
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from miniclusters.multiplex.kube_loop import budget_m, exec_simulations
     from miniclusters.multiplex.settings import multiplex_config
 

@@ -5,6 +5,7 @@ test by test")."""
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import pytest
@@ -224,15 +225,17 @@ def test_an_unschedulable_pod_is_pending_unbound_no_exec_and_resizes_unchecked(k
     assert resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "200"
 
 
+def _running(kube: KubeSide, name: str) -> bool:
+    return bool(kube.api.get(POD, kube.namespace, name)["status"].get("phase") == "Running")
+
+
 def test_a_resize_past_what_is_free_is_deferred_and_applied_once_room_frees(kube: KubeSide) -> None:
     """More than is free now but within the node: the kubelet answers PodResizePending/Deferred and keeps the pod's
     CPU; it applies the resize by itself once another pod gives CPU back (seen on v1.37.2: within seconds)."""
     _bare_pod(kube, "giver", {"requests": {"cpu": "100m"}})
     _bare_pod(kube, "taker", {"requests": {"cpu": SMALL_CPU}})
     for name in ("giver", "taker"):
-        kube.eventually(
-            f"{name} runs", lambda n=name: kube.api.get(POD, kube.namespace, n)["status"].get("phase") == "Running"
-        )  # type: ignore[misc]
+        kube.eventually(f"{name} runs", functools.partial(_running, kube, name))
     want = cpu_millicores(SMALL_CPU) + kube.free_millicores() + 50
 
     def state(name: str) -> tuple[str | None, str | None]:

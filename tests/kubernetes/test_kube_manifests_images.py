@@ -68,7 +68,7 @@ def _parse(path: Path) -> DockerfileParser:
 
 def _arg_defaults(parser: DockerfileParser) -> dict[str, str]:
     """ARG NAME=DEFAULT values, by name (the published Dockerfiles' defaults, e.g. BASE=debian:12.9-slim)."""
-    defaults = {}
+    defaults: dict[str, str] = {}
     for instruction in parser.structure:
         if instruction["instruction"] == "ARG" and "=" in instruction["value"]:
             name, _, value = instruction["value"].partition("=")

@@ -9,7 +9,6 @@ import socket
 import ssl
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from miniclusters.operator.metrics_api import (
     service_names,
 )
 from miniclusters.testing.fake_kube import FakeKube
+from tests.waiting import wait_until
 
 PREFIX = "/apis/custom.metrics.k8s.io/v1beta2"
 
@@ -36,7 +36,7 @@ def _values(sched: int) -> dict[str, int]:
     return {**{name: 0 for name in METRIC_NAMES}, "job_queue_state_sched_count": sched, "node_up_count": 1}
 
 
-def _source(asked: list[tuple[str, str | None, str]]):  # type: ignore[no-untyped-def]
+def _source(asked: list[tuple[str, str | None, str]]):
     def read(kind: str, namespace: str | None, name: str) -> Mapping[str, int]:
         asked.append((kind, namespace, name))
         if kind != "MiniCluster":
@@ -134,15 +134,14 @@ def test_the_server_answers_over_https_a_client_verifies_with_the_ca(tmp_path: P
     thread = serve(_source([]), port, str(tmp_path), stop)
     try:
         url = f"https://localhost:{port}{PREFIX}/namespaces/hpc/miniclusters.miniclusters.dev/busy/job_queue_state_sched_count"
-        deadline = time.monotonic() + 20
-        while True:
+
+        def answered() -> httpx.Response | None:
             try:
-                answer = httpx.get(url, verify=ssl.create_default_context(cafile=str(tmp_path / "ca.crt")))
-                break
+                return httpx.get(url, verify=ssl.create_default_context(cafile=str(tmp_path / "ca.crt")))
             except httpx.ConnectError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+                return None
+
+        answer = wait_until("the metrics server answers over HTTPS", answered, timeout=20)
         assert answer.status_code == 200 and answer.json()["items"][0]["value"] == "3"
     finally:
         stop.set()

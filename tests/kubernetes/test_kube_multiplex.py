@@ -50,7 +50,7 @@ class ScriptedSimulations:
         self.cancelled[sim] = reason
 
 
-def make_runner(backend: KubernetesBackend, clock, sims: ScriptedSimulations, **config: object) -> MultiplexRunner:  # type: ignore[no-untyped-def]
+def make_runner(backend: KubernetesBackend, clock, sims: ScriptedSimulations, **config: object) -> MultiplexRunner:
     options: dict[str, object] = dict(
         ranks=4, pods=(0, 1), cores_per_node=1, nodes=2, max_simulations=3, equal_per_rank_m=450,
         headroom=1.0, settle_time=1.0, fairness_interval=2.0, start_timeout=10.0, pod_overhead_m=100,
@@ -61,7 +61,7 @@ def make_runner(backend: KubernetesBackend, clock, sims: ScriptedSimulations, **
     return MultiplexRunner("demo", MultiplexPlanner(cfg), observer, actuator, sims, clock=clock)
 
 
-def run(runner: MultiplexRunner, clock, seconds: float) -> None:  # type: ignore[no-untyped-def]
+def run(runner: MultiplexRunner, clock, seconds: float) -> None:
     end = clock.now + seconds
     while clock.now < end:
         runner.step()
@@ -76,7 +76,7 @@ def cpu_requests(fake: FakeKube) -> dict[int, str]:
     return {i: p["spec"]["containers"][0]["resources"]["requests"]["cpu"] for i, p in fake.pods_of("demo").items()}
 
 
-def test_profile_resize_and_pack_through_the_resize_subresource(backend, fake: FakeKube, clock, make_mc) -> None:  # type: ignore[no-untyped-def]
+def test_profile_resize_and_pack_through_the_resize_subresource(backend, fake: FakeKube, clock, make_mc) -> None:
     fake.node_cpu = "4"
     backend.create(make_mc(size=2))
     uids = {i: p["metadata"]["uid"] for i, p in fake.pods_of("demo").items()}
@@ -95,7 +95,7 @@ def test_profile_resize_and_pack_through_the_resize_subresource(backend, fake: F
     assert all(s["restartCount"] == 0 for p in fake.pods_of("demo").values() for s in p["status"]["containerStatuses"])
 
 
-def test_deferred_resize_backs_off_and_nothing_more_is_deployed(backend, fake: FakeKube, clock, make_mc) -> None:  # type: ignore[no-untyped-def]
+def test_deferred_resize_backs_off_and_nothing_more_is_deployed(backend, fake: FakeKube, clock, make_mc) -> None:
     backend.create(make_mc(size=2))
     sims = ScriptedSimulations(clock)
     runner = make_runner(backend, clock, sims)
@@ -125,7 +125,7 @@ def test_deferred_resize_backs_off_and_nothing_more_is_deployed(backend, fake: F
     assert status is not None and cpu_millicores(status.cpu_actual or "0") >= 1000
 
 
-def test_infeasible_resize_is_not_retried_and_stops_packing(backend, fake: FakeKube, clock, make_mc) -> None:  # type: ignore[no-untyped-def]
+def test_infeasible_resize_is_not_retried_and_stops_packing(backend, fake: FakeKube, clock, make_mc) -> None:
     fake.node_cpu = "1"  # a pod can never get more than 1 CPU here
     backend.create(make_mc(size=2))
     sims = ScriptedSimulations(clock)
@@ -141,7 +141,7 @@ def test_infeasible_resize_is_not_retried_and_stops_packing(backend, fake: FakeK
 
 def test_simulation_whose_pods_never_start_is_cancelled_and_its_cpu_returned(
     backend, fake: FakeKube, clock, make_mc
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     fake.node_cpu = "4"
     backend.create(make_mc(size=2))
     sims = ScriptedSimulations(clock, never_start={"sim2"})

@@ -20,6 +20,7 @@ from miniclusters.operator.controller import Controller
 from miniclusters.operator.loop_types import ClusterKey
 from miniclusters.testing.fake_exec import default_exec
 from miniclusters.testing.fake_kube import FakeKube
+from tests.waiting import wait_until
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
 AUTOSCALE = {"enabled": True, "idleSeconds": 60, "cooldownSeconds": 0, "intervalSeconds": 5}
@@ -224,7 +225,6 @@ def test_a_failing_port_of_one_cluster_leaves_the_others_running(
 def test_the_running_operator_autoscales_on_its_own_thread(fake: FakeKube, make_mc, lead: LeadQueue) -> None:
     """`Controller.run` as `minicluster operator` runs it (real clock): the autoscale thread grows the cluster."""
     import threading
-    import time
 
     operator = Controller(fake, namespace="hpc", autoscale_ports=kubernetes_autoscale_ports(fake))
     fake.create(custom_resource(make_mc(size=1, maxSize=4, autoscale={**AUTOSCALE, "intervalSeconds": 0.1}), "hpc"))
@@ -233,9 +233,7 @@ def test_the_running_operator_autoscales_on_its_own_thread(fake: FakeKube, make_
     thread = threading.Thread(target=operator.run, args=(stop, 1), daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and "ScaledUp" not in _reasons(fake):  # the Event follows the scale
-            time.sleep(0.05)
+        wait_until("the ScaledUp Event (it follows the scale)", lambda: "ScaledUp" in _reasons(fake), timeout=20)
     finally:
         stop.set()
         thread.join(10)

@@ -169,14 +169,14 @@ class CampaignLead:
 
 
 @pytest.fixture
-def lead(fake: FakeKube, clock) -> CampaignLead:  # type: ignore[no-untyped-def]
+def lead(fake: FakeKube, clock) -> CampaignLead:
     scripted = CampaignLead(clock)
     fake.exec_handler = scripted
     return scripted
 
 
 @pytest.fixture
-def operator(fake: FakeKube, clock) -> Controller:  # type: ignore[no-untyped-def]
+def operator(fake: FakeKube, clock) -> Controller:
     def backend_for(namespace: str) -> KubernetesBackend:
         return KubernetesBackend(api=fake, namespace=namespace, clock=clock, sleep=clock.sleep, resize_wait=5.0)
 
@@ -184,11 +184,11 @@ def operator(fake: FakeKube, clock) -> Controller:  # type: ignore[no-untyped-de
     return Controller(fake, namespace="hpc", clock=clock, wall=clock.wall, campaign_start=start)
 
 
-def _settle(operator: Controller, clock) -> None:  # type: ignore[no-untyped-def]
+def _settle(operator: Controller, clock) -> None:
     operator.run_until_idle(advance=clock.advance)
 
 
-def _tick(operator: Controller, clock, seconds: float = 2.0) -> None:  # type: ignore[no-untyped-def]
+def _tick(operator: Controller, clock, seconds: float = 2.0) -> None:
     clock.advance(seconds)
     assert operator.campaigns is not None
     operator.campaigns.step_due()

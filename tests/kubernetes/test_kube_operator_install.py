@@ -41,7 +41,7 @@ class Controllers:
                 obj["status"] = {} if self.waiting else {"availableReplicas": replicas, "replicas": replicas}
         if not any(k == "v1/Pod" for k, _, _ in self.fake.objects):
             state = {"waiting": {"reason": self.waiting, "message": "image not on the node"}} if self.waiting else {}
-            pod = {
+            pod: dict[str, Any] = {  # open: a Pod as the API server keeps it
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {"name": f"{NAME}-abc", "namespace": installer.NAMESPACE, "labels": dict(LABELS)},
@@ -62,7 +62,7 @@ def _fake() -> FakeKube:
 
 
 def test_install_applies_the_crd_first_then_waits_for_an_available_operator() -> None:
-    fake, said = _fake(), []
+    fake, said = _fake(), list[str]()
     controllers = Controllers(fake)
     objects = installer.install_objects(COMMITTED)
     installer.install(fake, objects, said.append, sleep=controllers.sleep)

@@ -30,6 +30,7 @@ from miniclusters.operator.loop_types import ClusterKey
 from miniclusters.operator.multiplex_progress import RunRecord
 from miniclusters.testing.fake_exec import default_exec
 from miniclusters.testing.fake_kube import FakeKube
+from tests.waiting import wait_until
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
 MUX = {"enabled": True, "command": "proxy_solver 500 2048 32 1,1,1,20", "max": 2, "total": 2}
@@ -86,12 +87,12 @@ def lead(fake: FakeKube) -> Lead:
 
 
 @pytest.fixture
-def sims(clock) -> list[ScriptedSimulations]:  # type: ignore[no-untyped-def]
+def sims(clock) -> list[ScriptedSimulations]:
     return []
 
 
 @pytest.fixture
-def operator(fake: FakeKube, clock, tmp_path: Path, sims: list[ScriptedSimulations]) -> Controller:  # type: ignore[no-untyped-def]
+def operator(fake: FakeKube, clock, tmp_path: Path, sims: list[ScriptedSimulations]) -> Controller:
     def scripted(*_: Any) -> ScriptedSimulations:
         sims.append(ScriptedSimulations(clock))
         return sims[-1]
@@ -103,15 +104,15 @@ def operator(fake: FakeKube, clock, tmp_path: Path, sims: list[ScriptedSimulatio
     return Controller(fake, namespace="hpc", clock=clock, wall=clock.wall, multiplex_start=start)
 
 
-def backend_for_status(fake: FakeKube, clock) -> KubernetesBackend:  # type: ignore[no-untyped-def]
+def backend_for_status(fake: FakeKube, clock) -> KubernetesBackend:
     return KubernetesBackend(api=fake, namespace="hpc", clock=clock, sleep=clock.sleep)
 
 
-def _settle(operator: Controller, clock) -> None:  # type: ignore[no-untyped-def]
+def _settle(operator: Controller, clock) -> None:
     operator.run_until_idle(advance=clock.advance)
 
 
-def _tick(operator: Controller, clock, seconds: float = 2.0) -> int:  # type: ignore[no-untyped-def]
+def _tick(operator: Controller, clock, seconds: float = 2.0) -> int:
     clock.advance(seconds)
     assert operator.multiplexers is not None
     stepped = operator.multiplexers.step_due()
@@ -135,7 +136,7 @@ def _resizes(fake: FakeKube) -> int:
 
 def test_the_operator_runs_the_controller_of_an_enabled_cluster(
     fake: FakeKube, operator: Controller, clock, make_mc, lead: Lead, sims: list[ScriptedSimulations]
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     fake.node_cpu = "4"
     fake.create(custom_resource(make_mc(size=2, tasks=4, multiplexing=MUX), "hpc"))
     operator.start()
@@ -185,7 +186,7 @@ def test_the_operator_runs_the_controller_of_an_enabled_cluster(
 
 def test_disabling_or_deleting_stops_the_controller(
     fake: FakeKube, operator: Controller, clock, make_mc, lead: Lead, sims: list[ScriptedSimulations]
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     fake.node_cpu = "4"
     fake.create(custom_resource(make_mc(size=2, tasks=4, multiplexing=MUX), "hpc"))
     operator.start()
@@ -213,7 +214,7 @@ def test_disabling_or_deleting_stops_the_controller(
 
 def test_a_cluster_without_a_cpu_request_is_told_why_and_nothing_runs(
     fake: FakeKube, operator: Controller, clock, make_mc, lead: Lead, sims: list[ScriptedSimulations]
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     mc = make_mc(size=2, tasks=4, multiplexing=MUX, containers=[{"image": "app:1"}])
     fake.create(custom_resource(mc, "hpc"))
     operator.start()
@@ -230,7 +231,7 @@ def test_a_cluster_without_a_cpu_request_is_told_why_and_nothing_runs(
 
 def test_the_running_operator_multiplexes_on_its_own_thread(
     fake: FakeKube, make_mc, lead: Lead, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """`Controller.run` as `minicluster operator` runs it (real clock): the multiplex thread deploys and reports."""
     import threading
     import time
@@ -243,9 +244,7 @@ def test_the_running_operator_multiplexes_on_its_own_thread(
     thread = threading.Thread(target=operator.run, args=(stop, 1), daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and "SimulationStarted" not in _reasons(fake):
-            time.sleep(0.05)
+        wait_until("the SimulationStarted Event", lambda: "SimulationStarted" in _reasons(fake), timeout=15)
     finally:
         stop.set()
         thread.join(10)
@@ -316,7 +315,7 @@ def _mux_operator(fake: FakeKube, clock: Any, flux: FluxOfTheLead, tmp_path: Pat
 
 def test_an_operator_taking_over_goes_on_with_the_run_submitting_nothing_twice(
     fake: FakeKube, clock, make_mc, lead: Lead, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     flux = FluxOfTheLead(clock)
 
     def answers(fake_: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:

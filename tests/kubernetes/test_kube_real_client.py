@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from miniclusters.backends.kubernetes.api import JOB, MINICLUSTER, POD, ApiError
 from miniclusters.backends.kubernetes.client import RealKubeApi
+from tests.waiting import wait_until
 
 Seen = list[dict[str, Any]]
 
@@ -33,6 +33,7 @@ def server() -> Iterator[tuple[str, Seen]]:
             seen.append(
                 {"method": self.command, "path": self.path, "type": self.headers.get("Content-Type"), "body": body}
             )
+            reply: dict[str, Any]  # open: whatever this fake API server answers
             if "missing" in self.path:
                 status, reply = (
                     404,
@@ -164,9 +165,7 @@ class _HostStream:
 
     def run_forever(self, timeout: float) -> None:
         if self.interrupt is not None:  # once the command has started what it starts
-            deadline = time.monotonic() + 30
-            while not self.interrupt.exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(f"the command makes {self.interrupt}", self.interrupt.exists, timeout=30)
             raise KeyboardInterrupt
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=timeout)

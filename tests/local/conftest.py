@@ -20,6 +20,7 @@ import yaml
 from miniclusters.backends.local import cgroups, netns, plan, process, slots
 from miniclusters.backends.local.backend import LocalBackend
 from miniclusters.backends.local.state import StateStore
+from tests.waiting import wait_until
 
 BIN = Path(sys.executable).parent
 MINICLUSTER = str(BIN / "minicluster")
@@ -147,11 +148,11 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> Iterator[Machine]:
         for name in store.names():
             with contextlib.suppress(Exception):
                 LocalBackend(state_dir=state_dir, notify=lambda _m: None).delete(name)
-        deadline = time.monotonic() + 10
-        left = box.leftovers()
-        while left and time.monotonic() < deadline:
-            time.sleep(0.2)
-            left = box.leftovers()
+        left: list[str] = []
+        try:
+            wait_until("the deleted clusters' processes go", lambda: not box.leftovers(), timeout=10, interval=0.2)
+        except AssertionError:
+            left = box.leftovers()  # what is still there past the deadline
         box.force_clean()
         shutil.rmtree(state_dir, ignore_errors=True)
         assert not left, f"left behind after the test: {left}"
@@ -199,10 +200,9 @@ def backend(machine: Machine) -> LocalBackend:
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.2) -> Any:
-    """Poll until predicate() is truthy; its last value (falsy) when the time runs out."""
-    deadline = time.monotonic() + timeout
-    value = predicate()
-    while not value and time.monotonic() < deadline:
-        time.sleep(interval)
-        value = predicate()
-    return value
+    """Poll until predicate() is truthy (tests/waiting.py); its last value (falsy) when the time runs out, for
+    the caller's `assert waiter(...), <what it says about the state>`."""
+    try:
+        return wait_until("the local test's condition", predicate, timeout=timeout, interval=interval)
+    except AssertionError:
+        return predicate()

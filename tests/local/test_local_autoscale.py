@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import yaml
 
 from elasticity.control.events import read_events
 from miniclusters.backends.local.backend import LocalBackend
+from tests.waiting import wait_until
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "autoscale.yaml"
 
@@ -61,7 +61,14 @@ def test_autoscale_example(
     assert len(finished) == 20 and all(j["result"] == "COMPLETED" for j in finished)
     # Idle for idleSeconds (10): drained and back to one pod.
     assert waiter(lambda: backend.status("autoscale").size == 1, timeout=60, interval=1)
-    time.sleep(1.5)
+    mirror = backend.store.lead_rest_state_dir("autoscale") / "controllers" / "autoscale.jsonl"
+
+    def shrink_recorded() -> bool:
+        scaled = [e for e in read_events(events) if e["kind"] == "scaled"]
+        mirrored = list(read_events(mirror)) if mirror.is_file() else []
+        return bool(scaled) and scaled[-1]["size"] == 1 and len(mirrored) >= len(list(read_events(events))) - 1
+
+    wait_until("the shrink to one pod in the events and their mirror", shrink_recorded, timeout=30)
     log = list(read_events(events))
     sizes = [e["size"] for e in log if e["kind"] == "sample"]
     assert sizes[0] == 1 and max(sizes) == 4, sizes
@@ -71,7 +78,7 @@ def test_autoscale_example(
         if after < before:
             assert any(set(range(after, before)) <= set(e["ranks"]) for e in log if e["kind"] == "drain")
     # the same events at the lead's REST state dir, where its /cluster page draws the autoscaling timeline
-    mirrored = list(read_events(backend.store.lead_rest_state_dir("autoscale") / "controllers" / "autoscale.jsonl"))
+    mirrored = list(read_events(mirror))
     assert len(mirrored) >= len(log) - 1 and list(read_events(events))[: len(mirrored)] == mirrored
     assert mc("down", "autoscale").returncode == 0
     assert waiter(lambda: not alive(pid), timeout=30)  # the loop ended with its cluster

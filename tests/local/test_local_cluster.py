@@ -16,6 +16,7 @@ import pytest
 from miniclusters.api.spec import DEFAULT_BROKER_PORT
 from miniclusters.backends.local import cgroups, latency, netns, process
 from miniclusters.backends.local.backend import LocalBackend
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.needs_root
 
@@ -90,7 +91,9 @@ def test_pods_are_isolated_join_the_lead_and_resize_in_place(
     assert driver.read_weight("iso", 0) == driver.weight_for(500)  # the others untouched
 
     # a crashed pod shows as failed; the rest keeps working
-    os.killpg(before[2], signal.SIGKILL)
+    crashed = before[2]
+    assert crashed is not None
+    os.killpg(crashed, signal.SIGKILL)
     failed = waiter(lambda: _status(mc, "iso")["pods"][2]["phase"] == "Failed", timeout=10)
     assert failed
     status = _status(mc, "iso")
@@ -193,6 +196,7 @@ def _connect_seconds(mc: Any, name: str, index: int, host: str) -> float:
     return float(run.stdout.strip())
 
 
+@pytest.mark.serial  # measures milliseconds of delay: alone on the machine
 def test_latency_delays_every_packet_between_pods(mc, machine: Any, spec_writer: Any) -> None:
     """netem where the kernel has it, else the NFQUEUE delay line: a handshake pays the delay once each way."""
     spec = spec_writer(machine.state_dir, "lat", size=2)
@@ -212,7 +216,7 @@ def test_latency_delays_every_packet_between_pods(mc, machine: Any, spec_writer:
         lines = latency.delay_line_pids("mc-lat-1")
         assert len(lines) == 1
         os.kill(lines[0], signal.SIGKILL)  # fail-open: without its delay line pod 1 still talks, undelayed
-        time.sleep(0.2)
+        wait_until("the killed delay line is gone", lambda: lines[0] not in latency.delay_line_pids("mc-lat-1"))
         # only pod 0's answer is delayed now: at least its 5 ms, and clearly less than both ways (the fastest of
         # five handshakes still carries a few ms of this machine's load, so no fixed bound under 10 ms holds)
         one_way = _connect_seconds(mc, "lat", 1, "lat-0")
@@ -255,7 +259,7 @@ def test_ctrl_c_during_up_tears_everything_down(
         assert waiter(lambda: len(netns.list_namespaces() & {f"mc-intr-{i}" for i in range(3)}) == 3, timeout=20), (
             "pods never started"
         )
-        time.sleep(1.0)
+        time.sleep(1.0)  # sleep: `up` goes on from starting the pods to waiting for the lead's command
         up.send_signal(signal.SIGINT)
         _, stderr = up.communicate(timeout=30)
     finally:

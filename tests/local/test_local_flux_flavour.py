@@ -190,7 +190,8 @@ def test_crashed_real_lead_restarts_with_its_queue_and_followers_rejoin(
     held = mc("exec", "lr", "--", "flux", "submit", "--urgency=hold", "echo", "after-restart").stdout.strip()
     running = mc("exec", "lr", "--", "flux", "submit", "sleep", "300").stdout.strip()
     assert waiter(lambda: "R" in mc("exec", "lr", "--", "flux", "jobs", "-no", "{state_single}", running).stdout)
-    time.sleep(2.5)  # > checkpoint-period: the KVS root holding both jobs is on disk
+    # past checkpoint-period the KVS root holding both jobs is on disk (flux-core shows nothing to wait for)
+    time.sleep(2.5)  # sleep: past flux-core's checkpoint-period
     brokers = [p for p in process.tagged(process.tag_for(backend.store.cluster_dir("lr"), 0)) if _is_broker(p)]
     assert brokers, "no flux-broker in the lead pod"
     for pid in brokers:

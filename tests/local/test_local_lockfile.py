@@ -3,19 +3,29 @@ taken anew by the waiter, never held as a nameless file beside a new one."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from miniclusters import lockfile, pidlock
+from tests.waiting import wait_until
 
 HOLD = (
     "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
     "print('held', flush=True); time.sleep(30)"
 )
+
+
+def _descriptors_of(path: Path) -> int:
+    """How many of this process's open descriptors name `path`."""
+    named = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            named += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+    return named
 
 
 def test_a_lock_file_deleted_while_waited_on_is_taken_anew(tmp_path: Path) -> None:
@@ -30,7 +40,8 @@ def test_a_lock_file_deleted_while_waited_on_is_taken_anew(tmp_path: Path) -> No
     with lockfile.locked(path):
         waiter = threading.Thread(target=wait_for_it)
         waiter.start()
-        time.sleep(0.3)  # the waiter has opened the file and waits in flock
+        # the waiter has opened the file (and waits in flock): two descriptors of this process name it
+        wait_until("the waiter opens the lock file", lambda: _descriptors_of(path) >= 2, timeout=10)
         lockfile.remove_held(path)
         path.parent.rmdir()  # the last holder also removes an empty directory of ours
     waiter.join(timeout=15)

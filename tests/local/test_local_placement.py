@@ -58,6 +58,7 @@ def test_exclusive_pods_run_only_on_their_own_cores(
         pytest.fail(f"{missing}: CI runs as root on a machine with a cpuset cgroup and 2 cores")
     if missing:
         pytest.skip(missing)
+    assert driver is not None
     up = mc("up", str(_spec(tmp_path, "pinned", size=2, tasks=2)), "--detach", timeout=120)
     assert up.returncode == 0, up.stderr
     cores = [driver.cpus_of("pinned", index) for index in (0, 1)]

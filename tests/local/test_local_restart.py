@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import yaml
 
 from miniclusters.backends.local.backend import LocalBackend
 from miniclusters.testing.pod_processes import broker_of, session_processes
+from tests.waiting import holds_for
 
 pytestmark = pytest.mark.needs_root
 
@@ -98,9 +98,16 @@ def test_complete_workers_do_not_restart_and_an_interactive_lead_does(
     os.kill(broker_of(supervisor), signal.SIGKILL)
     done = waiter(lambda: (s := _status(mc, "cw"))["pods"][1]["phase"] == "Succeeded" and s, timeout=20)
     assert done, _status(mc, "cw")
-    time.sleep(1.0)  # well past the back-off: still not restarted
-    pod = _status(mc, "cw")["pods"][1]
-    assert pod["phase"] == "Succeeded" and pod["restarts"] == 0 and pod["reason"] is None
+    holds_for(  # well past the back-off
+        "the completed worker stays Succeeded, not restarted",
+        lambda: (
+            (pod := _status(mc, "cw")["pods"][1])["phase"] == "Succeeded"
+            and pod["restarts"] == 0
+            and pod["reason"] is None
+        ),
+        1.0,
+        interval=0.25,
+    )
 
     # the lead of an interactive cluster runs nothing of the user's: it restarts and replays its journal
     submitted = mc("exec", "cw", "--", "flux", "submit", "--urgency=0", "true")
@@ -124,6 +131,9 @@ def test_the_lead_of_a_command_is_not_restarted(mc: Any, machine: Any, backend: 
     os.kill(broker_of(lead), signal.SIGKILL)
     gone = waiter(lambda: (s := _status(mc, "cmd"))["pods"][0]["phase"] == "Failed" and s, timeout=20)
     assert gone, _status(mc, "cmd")
-    time.sleep(1.0)
-    lead_status = _status(mc, "cmd")["pods"][0]
-    assert lead_status["phase"] == "Failed" and lead_status["restarts"] == 0
+    holds_for(  # well past the back-off
+        "the lead of a command stays Failed, not restarted",
+        lambda: (lead := _status(mc, "cmd")["pods"][0])["phase"] == "Failed" and lead["restarts"] == 0,
+        1.0,
+        interval=0.25,
+    )

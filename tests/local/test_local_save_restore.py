@@ -10,7 +10,6 @@ import re
 import subprocess
 import sys
 import tarfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 import yaml
 
 from broker.rest.client import RestClient
+from tests.waiting import holds_for
 
 pytestmark = pytest.mark.needs_root
 
@@ -138,8 +138,7 @@ def test_100_jobs_survive_save_down_up_at_another_size_and_back(
             [minicluster_bin, "save", NAME, str(first)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         waiter(lambda: (work / "ckpt").exists(), timeout=30)
-        time.sleep(1.0)
-        assert saving.poll() is None, "the save did not wait for the finishing job"
+        holds_for("the save waits for the finishing job", lambda: saving.poll() is None, 1.0)
         (work / "gate").touch()
         out, err = saving.communicate(timeout=120)
         assert saving.returncode == 0, err

@@ -50,7 +50,11 @@ def test_a_claim_is_stale_once_its_owner_is_gone_after_the_grace_period(tmp_path
     gone = tmp_path / "gone"  # its cluster was removed without releasing (a crash)
     moved = _owner(tmp_path, "moved", 9)  # its record names another slot now
     for slot, owner in ((3, live), (4, gone), (5, moved)):
-        slots.claim(owner, lambda _busy, s=slot: s, claims)
+
+        def this_slot(_busy: set[int], s: int = slot) -> int:
+            return s
+
+        slots.claim(owner, this_slot, claims)
     old = time.time() - slots.CLAIM_GRACE_S - 1
     for slot in (3, 4, 5):
         os.utime(claims / str(slot), (old, old))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +15,7 @@ from miniclusters.backends.base import ClusterStatus
 from miniclusters.backends.local.backend import LocalBackend
 from miniclusters.backends.states import cluster_state
 from miniclusters.testing.pod_processes import broker_of
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.needs_root
 SIZE = 3
@@ -42,14 +42,13 @@ class Looks:
         return status
 
     def until(self, check: Callable[[ClusterStatus], bool], what: str, timeout: float = 60.0) -> ClusterStatus:
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.look()
-            if check(status):
-                return status
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}: {status}")
-            time.sleep(0.2)
+        seen: list[ClusterStatus] = []
+
+        def looked() -> ClusterStatus | None:
+            seen[:] = [self.look()]
+            return seen[0] if check(seen[0]) else None
+
+        return wait_until(what, looked, timeout=timeout, interval=0.2, detail=lambda: seen[0])
 
 
 def _all_up(status: ClusterStatus) -> bool:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from broker.refused import EXIT_REFUSED
 from miniclusters.backends.local import restart
 from miniclusters.backends.local.process import SUPERVISOR
 from miniclusters.backends.local.supervisor import RestartPolicy, backoff_delay, claim_failure
+from tests.waiting import wait_until
 
 # Fails (leaving a background sleep behind) until it has run `succeed_after` times, then exits 0.
 FLAKY = """#!/bin/bash
@@ -100,10 +100,7 @@ def test_the_lead_never_restarts_and_sigterm_stops_restarting(tmp_path: Path) ->
     (tmp_path / "n").unlink()
     child, orphans = _run(tmp_path, slow, succeed_after=10)
     try:
-        deadline = time.monotonic() + 20
-        while restart.restart_info(tmp_path).waiting != "CrashLoopBackOff" and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert restart.restart_info(tmp_path).waiting == "CrashLoopBackOff"
+        wait_until("CrashLoopBackOff", lambda: restart.restart_info(tmp_path).waiting == "CrashLoopBackOff", timeout=20)
         os.killpg(child.pid, signal.SIGTERM)  # what `down` does
         assert child.wait(timeout=5) == 3
         assert (tmp_path / "n").read_text().strip() == "1"

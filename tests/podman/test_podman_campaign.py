@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from broker.testing import require_tool
 from miniclusters.backends.podman.engine import CONTAINERS_CONF
 from miniclusters.backends.podman.pods import network_name
 from miniclusters.render import RenderOptions
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = RenderOptions()
@@ -178,12 +178,12 @@ def test_podman_campaign_writes_only_in_its_work_directory(
         argv = [MINICLUSTER, "up", str(tmp_path / "campaign.yaml"), "--backend", "podman"]
         running = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         try:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
+
+            def a_member_runs() -> bool:
                 now = state_file.load_state(name) or {}
-                if any(m["state"] == "running" for e in now.get("ensembles", []) for m in e["members"]):
-                    break
-                time.sleep(1)
+                return any(m["state"] == "running" for e in now.get("ensembles", []) for m in e["members"])
+
+            wait_until("a member of the campaign runs", a_member_runs, timeout=300, interval=1.0)
             cancel = minicluster("campaign", "cancel", name)
             assert cancel.returncode == 0, cancel.stdout + cancel.stderr
             output, _ = running.communicate(timeout=300)

@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from miniclusters.backends.podman.observe import read_cpu_shares
 from miniclusters.backends.podman.pods import container_name, network_name
 from miniclusters.backends.podman.state import PodmanStore
 from miniclusters.render import RenderOptions
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = RenderOptions()
@@ -74,14 +74,7 @@ def leftovers(name: str) -> list[str]:
 
 
 def wait_for(check: Callable[[], ClusterStatus | None], what: str, timeout: float = 120.0) -> ClusterStatus:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result is not None:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(1.0)
+    return wait_until(what, check, timeout=timeout, interval=1.0)
 
 
 def test_hello_runs_mpi_across_four_containers(images: None, tmp_path: Path) -> None:

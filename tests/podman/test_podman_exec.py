@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from miniclusters.backends.podman.engine import CONTAINERS_CONF
 from miniclusters.backends.podman.pods import container_name
 from miniclusters.backends.podman.state import PodmanStore
 from miniclusters.render import RenderOptions
+from tests.waiting import wait_until
 
 OPTIONS = RenderOptions()
 APP_IMAGE = f"{OPTIONS.registry}/openmpi-openfoam:{OPTIONS.tag}"
@@ -59,14 +59,14 @@ def _in_container(name: str, script: str) -> subprocess.CompletedProcess[str]:
 
 
 def _started(name: str) -> list[int]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        done = _in_container(name, f"cat {PIDS} 2>/dev/null")
-        if done.stdout.strip():
-            _in_container(name, f"rm -f {PIDS}")
-            return [int(p) for p in done.stdout.split()]
-        time.sleep(0.2)
-    raise AssertionError("the command never started in the container")
+    said = wait_until(
+        "the command starts in the container",
+        lambda: _in_container(name, f"cat {PIDS} 2>/dev/null").stdout.strip(),
+        timeout=60,
+        interval=0.2,
+    )
+    _in_container(name, f"rm -f {PIDS}")
+    return [int(p) for p in said.split()]
 
 
 def _running(name: str, pids: list[int]) -> list[int]:
@@ -79,10 +79,15 @@ def _running(name: str, pids: list[int]) -> list[int]:
 
 
 def _gone(name: str, pids: list[int]) -> list[int]:
-    deadline = time.monotonic() + 20
-    while (left := _running(name, pids)) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    return left
+    """[] once the processes ended; fails naming those still running past 20 s."""
+    wait_until(
+        f"processes {pids} end",
+        lambda: not _running(name, pids),
+        timeout=20,
+        interval=0.5,
+        detail=lambda: _running(name, pids),
+    )
+    return []
 
 
 def test_sigterm_to_minicluster_exec_ends_the_command_in_the_container(

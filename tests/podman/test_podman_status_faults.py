@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -22,6 +21,7 @@ from miniclusters.backends.podman.pods import container_name
 from miniclusters.backends.podman.state import PodmanStore
 from miniclusters.backends.states import cluster_state
 from miniclusters.render import RenderOptions
+from tests.waiting import wait_until
 
 OPTIONS = RenderOptions()
 APP_IMAGE = f"{OPTIONS.registry}/openmpi-openfoam:{OPTIONS.tag}"
@@ -54,14 +54,13 @@ class Looks:
         return status
 
     def until(self, check: Callable[[ClusterStatus], bool], what: str, timeout: float = 180.0) -> ClusterStatus:
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.look()
-            if check(status):
-                return status
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}: {status}")
-            time.sleep(1.0)
+        seen: list[ClusterStatus] = []
+
+        def looked() -> ClusterStatus | None:
+            seen[:] = [self.look()]
+            return seen[0] if check(seen[0]) else None
+
+        return wait_until(what, looked, timeout=timeout, interval=1.0, detail=lambda: seen[0])
 
 
 def _all_up(status: ClusterStatus) -> bool:

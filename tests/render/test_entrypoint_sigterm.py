@@ -7,24 +7,20 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import yaml
 
 from miniclusters.api import load_minicluster
 from miniclusters.render.entrypoint import render_entrypoint
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _wait_for(check, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return False
+def _in_wait(pid: int) -> bool:
+    """The shell `pid` is blocked in wait(2): its builtin `wait` for the backgrounded broker."""
+    return Path(f"/proc/{pid}/wchan").read_text() == "do_wait"
 
 
 def _alive(pid: int) -> bool:
@@ -55,12 +51,12 @@ def test_sigterm_to_the_entrypoint_stops_the_broker_and_the_pod(tmp_path: Path) 
     )
     pod = subprocess.Popen(["bash", str(script)], env=env, start_new_session=True, stderr=subprocess.PIPE, text=True)
     try:
-        assert _wait_for(lambda: pidfile.exists() and pidfile.read_text().strip()), "the broker never started"
+        wait_until("the broker starts", lambda: pidfile.exists() and pidfile.read_text().strip(), timeout=10)
         broker = int(pidfile.read_text())
-        time.sleep(0.2)  # the shell is in its wait by now
+        wait_until("the shell waits for the broker", lambda: _in_wait(pod.pid), timeout=10)
         pod.send_signal(signal.SIGTERM)
         pod.wait(timeout=10)
-        assert _wait_for(lambda: not _alive(broker), timeout=5), "the broker outlived its pod's entrypoint"
+        wait_until("the broker ends with its pod's entrypoint", lambda: not _alive(broker), timeout=5)
         assert pod.returncode == 128 + signal.SIGTERM  # the broker's own end, passed on as the pod's exit code
         assert "SIGTERM: stopping" in (pod.stderr.read() if pod.stderr else "")
     finally:

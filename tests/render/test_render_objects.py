@@ -145,7 +145,7 @@ def test_secret_holds_a_working_curve_keypair(minimal_spec: dict) -> None:
 
     secret = _by_kind(render_minicluster(load_minicluster(minimal_spec)))["Secret"]
     cert = parse_zcert(base64.b64decode(secret["data"]["curve.cert"]).decode())
-    context = zmq.Context.instance()
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     server, client = context.socket(zmq.REP), context.socket(zmq.REQ)
     try:
         server.curve_server = True

@@ -28,7 +28,6 @@ from broker.rest.web.testing import csrf_of
 
 ADMIN = ("admin", "admin-password")
 HELD = 20.0  # how long a slow call waits to be let go (the test lets it go long before)
-PROMPT = 2.0  # an unrelated GET must be answered within this while the slow call is held
 
 
 class Gate:
@@ -176,12 +175,11 @@ def test_a_slow_call_does_not_delay_an_unrelated_get(route: str, gate: Gate, tmp
         slow_request.start()
         assert gate.entered.wait(10), f"{route}: the slow call was never made"
 
-        started = time.monotonic()
-        unrelated = api.get(f"/v1/jobs/{other.id}", timeout=PROMPT + 5)
-        waited = time.monotonic() - started
+        # the gate holds the slow call until the GET is answered (or HELD passes): a GET queued behind it would
+        # find it over
+        unrelated = api.get(f"/v1/jobs/{other.id}", timeout=HELD + 10)
         assert unrelated.status_code == 200 and unrelated.json()["id"] == other.id
-        assert slow_request.is_alive() and not answers  # the slow call is still in progress...
-        assert waited < PROMPT, f"{route}: an unrelated GET waited {waited:.1f}s behind the slow call"
+        assert slow_request.is_alive() and not answers, f"{route}: an unrelated GET waited for the slow call"
 
         gate.release.set()
         slow_request.join(timeout=30)
@@ -204,9 +202,9 @@ def test_streams_hold_no_worker_thread_while_their_job_is_quiet(gate: Gate, tmp_
                 response = client.send(client.build_request("GET", f"/v1/jobs/{quiet.id}/output/stream"), stream=True)
                 assert response.status_code == 200
                 opened.append(response)
-            started = time.monotonic()
-            answer = httpx.get(f"{url}/v1/jobs/{quiet.id}", timeout=PROMPT + 5)
-            assert answer.status_code == 200 and time.monotonic() - started < PROMPT
+            # quiet streams never end: a server whose threads they all held would never answer this
+            answer = httpx.get(f"{url}/v1/jobs/{quiet.id}", timeout=30)
+            assert answer.status_code == 200
         finally:
             for response in opened:
                 response.close()
@@ -253,7 +251,7 @@ class HoldingBroker:
         self.gate = gate
         self.uri = f"local://{path}"
         path.touch()  # the blocking client checks the path exists; ZeroMQ binds over it
-        self.socket = zmq.Context.instance().socket(zmq.ROUTER)
+        self.socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.bind(f"ipc://{path}")
         self.stop = threading.Event()
@@ -307,12 +305,9 @@ def test_a_submit_held_at_the_builtin_broker_does_not_delay_a_get(gate: Gate, tm
             slow = threading.Thread(target=lambda: answers.append(api.post("/v1/jobs/submit", json={"command": "x"})))
             slow.start()
             assert gate.entered.wait(10), "the submit never reached the broker"
-            started = time.monotonic()
-            unrelated = api.get("/v1/jobs/77", timeout=PROMPT + 5)
-            waited = time.monotonic() - started
+            unrelated = api.get("/v1/jobs/77", timeout=HELD + 10)  # held until answered: order, not seconds
             assert unrelated.status_code == 200 and unrelated.json()["id"] == 77
-            assert slow.is_alive() and not answers  # the submit is still waiting for its acknowledgement...
-            assert waited < PROMPT, f"a GET waited {waited:.1f}s behind a submit held at the broker"
+            assert slow.is_alive() and not answers, "a GET waited for a submit held at the broker"
             gate.release.set()
             slow.join(timeout=30)
             assert answers and answers[0].status_code == 200 and answers[0].json()["id"] == 4242, answers
@@ -332,18 +327,22 @@ class BusySubmits:
     def __init__(self, service: SlowService) -> None:
         self.service = service
         self.started = threading.Event()
+        self.done = 0  # submits whose work is over
+        self.done_at_read: list[int] = []  # `done` when each read was served
 
     async def submit(self, request: SubmitRequest, userid: int) -> int:
         self.started.set()
         end = time.perf_counter() + WORK
         while time.perf_counter() < end:
             pass
+        self.done += 1
         return self.service.add(request.command[0]).id
 
     async def jobs(self, limit: int = 1000, owners: bool = True) -> list[JobInfo]:
         return self.service.jobs(limit, owners)
 
     async def info(self, jobid: int) -> JobInfo:
+        self.done_at_read.append(self.done)
         return self.service.info(jobid)
 
 
@@ -371,14 +370,13 @@ def test_a_get_waits_for_at_most_one_submit_s_work_not_for_every_submit_that_arr
         for thread in submits:
             thread.start()
         assert busy.started.wait(10), "no submit reached the service"
-        time.sleep(WORK / 2)  # the other three have arrived while the first works
-        started = time.monotonic()
+        time.sleep(WORK / 2)  # sleep: the other three arrive while the first works (the loop, busy, shows nothing)
         unrelated = clients[4].get(f"/v1/jobs/{other.id}")
-        waited = time.monotonic() - started
         for thread in submits:
             thread.join(timeout=30)
         assert unrelated.status_code == 200 and unrelated.json()["id"] == other.id
         assert len(answers) == 4 and all(a.status_code == 200 for a in answers), [a.text for a in answers]
-        assert waited < 2.5 * WORK, f"a GET waited {waited * 1000:.0f} ms behind submits of {WORK * 1000:.0f} ms"
+        # served once the working submit ended (or the next, had the GET come late): not after all four
+        assert busy.done_at_read[-1] <= 2, f"a GET was served after {busy.done_at_read[-1]} of 4 submits"
         for client in clients:
             client.close()

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 
 import httpx
 import pytest
@@ -40,10 +39,9 @@ def _public_client(server: Server, password: str, script: str, timeout: float = 
 
 
 def test_the_public_client_with_a_wrong_password_gets_an_answer(server: Server) -> None:
-    started = time.monotonic()
-    # before: 401 from /v1/token sent the client back to /v1/token, forever (a subprocess timeout here)
+    # before: 401 from /v1/token sent the client back to /v1/token, forever (a subprocess timeout here); now one
+    # 401, one refused handshake, done: no loop
     proc = _public_client(server, "wrong-password", "print(json.dumps(cli.jobs()))", timeout=30)
-    assert time.monotonic() - started < 20  # one 401, one refused handshake, done: no loop
     assert "RecursionError" not in proc.stderr
     # client 0.2.1 then logs the refusal with `response.reason`, which httpx responses lack: its own bug, but it
     # proves the client took the "token refused" branch instead of retrying
@@ -163,7 +161,7 @@ def test_a_short_secret_key_is_reported_once_in_words() -> None:
     assert proc.stderr.count("FLUX_SECRET_KEY is only 5 bytes") == 1, proc.stderr
 
 
-def test_a_short_signing_key_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_short_signing_key_is_refused(tmp_path) -> None:
     from broker.rest.settings import RestSettings, SettingsError
 
     with pytest.raises(SettingsError, match="FLUX_TOKEN_SIGNING_KEY is 5 bytes"):

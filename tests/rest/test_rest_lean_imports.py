@@ -25,7 +25,7 @@ print(json.dumps({"claims": claims.subject, "loaded": sorted({m.split(".")[0] fo
 """
 
 
-def test_the_rest_server_starts_without_plotting_or_unused_crypto(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_rest_server_starts_without_plotting_or_unused_crypto(tmp_path) -> None:
     result = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.splitlines()[-1])

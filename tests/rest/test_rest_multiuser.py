@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from broker.rest.client import RestClient, RestError
 from broker.rest.testing import SUPERUSER, Server, start_server
 from broker.rest.users import UserStore
+from tests.waiting import wait_until
 
 ACCOUNTS = {"mc-rest-alice": "alice-pw", "mc-rest-bob": "bob-pw"}
 
@@ -52,13 +52,11 @@ def _client(server: Server, name: str) -> RestClient:
 
 
 def _finished(client: RestClient, jobid: int) -> dict:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def ended() -> dict | None:
         job = client.job(jobid)
-        if job["state"] == "INACTIVE":
-            return job
-        time.sleep(0.1)
-    raise AssertionError(client.job(jobid))
+        return job if job["state"] == "INACTIVE" else None
+
+    return wait_until(f"job {jobid} ends", ended, timeout=30, interval=0.1, detail=lambda: client.job(jobid))
 
 
 def test_jobs_run_as_the_submitting_user(server: Server) -> None:

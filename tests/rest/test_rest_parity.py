@@ -7,7 +7,6 @@ the deliberate differences are listed in docs/rest.md and in DIFFERENT below.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from broker.rest import testing
 from broker.rest.testing import SECRET_KEY, SUPERUSER, start_server
 from broker.rest.tokens import encode_handshake
 from miniclusters.backends.local.flux_view import FluxCore
+from tests.waiting import wait_until
 
 # Steps whose answers differ on purpose (docs/rest.md, where we differ on purpose)
 DIFFERENT = {
@@ -51,10 +51,12 @@ class Session:
         return Answer(response.status_code, body, response.headers)
 
     def wait_inactive(self, jobid: int) -> None:
-        deadline = time.monotonic() + 60
-        while self.call("GET", f"/v1/jobs/{jobid}").body.get("state") != "INACTIVE":
-            assert time.monotonic() < deadline, f"job {jobid} did not finish on {self.url}"
-            time.sleep(0.1)
+        wait_until(
+            f"job {jobid} ends on {self.url}",
+            lambda: self.call("GET", f"/v1/jobs/{jobid}").body.get("state") == "INACTIVE",
+            timeout=60,
+            interval=0.1,
+        )
 
 
 def _login(url: str) -> Session:
@@ -78,10 +80,7 @@ def _finished(s: Session, name: str) -> Answer:
 
 def _cancel_running(s: Session) -> Answer:
     jobid = s.ids["sleeper"]
-    deadline = time.monotonic() + 30
-    while s.call("GET", f"/v1/jobs/{jobid}").body.get("state") != "RUN":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until(f"job {jobid} runs", lambda: s.call("GET", f"/v1/jobs/{jobid}").body.get("state") == "RUN", interval=0.1)
     answer = s.call("POST", f"/v1/jobs/{jobid}/cancel")
     s.wait_inactive(jobid)
     return answer

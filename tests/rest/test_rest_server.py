@@ -12,6 +12,7 @@ import pytest
 from broker.rest.client import RestClient, RestError
 from broker.rest.testing import SECRET_KEY, SIGNING_KEY, SUPERUSER, Server
 from broker.rest.tokens import encode_handshake, issue_access_token
+from tests.waiting import wait_until
 
 PUBLIC = {"/v1/token", "/v1/login/access-token", "/v1/auth"}  # /v1/auth says how to log in
 # The custom metrics API is read by the Kubernetes API aggregator for HPAs (it authenticates the caller itself and
@@ -29,13 +30,11 @@ def _token(server: Server) -> str:
 
 
 def _wait_done(client: RestClient, jobid: int, timeout: float = 30) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ended() -> dict | None:
         job = client.job(jobid)
-        if job["state"] == "INACTIVE":
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"job {jobid} did not finish: {client.job(jobid)}")
+        return job if job["state"] == "INACTIVE" else None
+
+    return wait_until(f"job {jobid} ends", ended, timeout=timeout, interval=0.1, detail=lambda: client.job(jobid))
 
 
 def test_openapi_lists_every_endpoint(server: Server) -> None:
@@ -140,23 +139,20 @@ def test_handshake_signed_with_the_wrong_secret_is_refused(server: Server) -> No
 
 
 def test_streaming_follows_a_running_job(client: RestClient) -> None:
-    jobid = client.submit("sh -c 'for i in 1 2 3 4; do echo line $i; sleep 0.3; done'")
-    started = time.monotonic()
-    arrivals = []
-    lines = []
+    jobid = client.submit("sh -c 'for i in 1 2 3 4; do echo line $i; sleep 0.6; done'")
+    lines: list[str] = []
     for line in client.stream(jobid):
+        if not lines:
+            state_at_first_line = client.job(jobid)["state"]
         lines.append(line)
-        arrivals.append(time.monotonic() - started)
     assert lines == ["line 1", "line 2", "line 3", "line 4"]
-    assert arrivals[0] < arrivals[-1] - 0.5  # the first line came while the job was still running
+    assert state_at_first_line == "RUN"  # the first line came while the job was still running
     assert client.job(jobid)["state"] == "INACTIVE"
 
 
 def test_cancel(client: RestClient) -> None:
     jobid = client.submit("sleep 60")
-    deadline = time.monotonic() + 20
-    while client.job(jobid)["state"] != "RUN" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(f"job {jobid} runs", lambda: client.job(jobid)["state"] == "RUN", timeout=20, interval=0.1)
     assert "cancel" in client.cancel(jobid).lower()
     job = _wait_done(client, jobid)
     assert job["result"] == "CANCELED"
@@ -201,7 +197,7 @@ def test_gpus_per_task_is_refused_by_the_builtin_broker_not_ignored(client: Rest
         {"params": {"command": "true", "gpus_per_task": "1"}},
         {"json": {"command": "true", "gpus_per_task": 2}},
     ):
-        response = httpx.post(f"{server.url}/v1/jobs/submit", headers=headers, **kwargs)  # type: ignore[arg-type]
+        response = httpx.post(f"{server.url}/v1/jobs/submit", headers=headers, **kwargs)
         assert response.status_code == 400, response.text
         assert response.json()["Errors"][0].startswith("gpus_per_task: this cluster has no GPUs"), response.text
     assert (

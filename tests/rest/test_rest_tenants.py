@@ -19,6 +19,7 @@ import pytest
 
 from broker.rest.client import RestClient, RestError
 from broker.rest.testing import SECRET_KEY, SUPERUSER, Server, start_server
+from tests.waiting import wait_until
 
 MINICLUSTER = str(Path(sys.executable).with_name("minicluster"))
 TIMEOUT = 60.0  # seconds: the machine is shared and often loaded
@@ -57,13 +58,11 @@ def _ensure_user(server: Server, name: str) -> None:
 
 
 def _wait_inactive(client: RestClient, jobid: int) -> dict:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
+    def ended() -> dict | None:
         job = client.job(jobid)
-        if job["state"] == "INACTIVE":
-            return job
-        time.sleep(0.1)
-    raise AssertionError(client.job(jobid))
+        return job if job["state"] == "INACTIVE" else None
+
+    return wait_until(f"job {jobid} ends", ended, timeout=90, interval=0.1, detail=lambda: client.job(jobid))
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -211,12 +210,13 @@ def test_bad_user_requests_name_the_field_and_change_nothing(server: Server) -> 
 
     # a non-superuser may do none of it
     alice = _as(server, "alice").login()
-    for method, path, body in (
+    forbidden: tuple[tuple[str, str, dict[str, str] | None], ...] = (
         ("POST", "/v1/users", {"name": "eve", "password": "x"}),
         ("GET", "/v1/users", None),
         ("DELETE", f"/v1/users/{SUPERUSER[0]}", None),
-    ):
-        reply = httpx.request(method, server.url + path, json=body, headers=_bearer(alice), timeout=TIMEOUT)
+    )
+    for method, path, sent in forbidden:
+        reply = httpx.request(method, server.url + path, json=sent, headers=_bearer(alice), timeout=TIMEOUT)
         assert reply.status_code == 403 and "only a superuser" in reply.json()["detail"]
     assert _admin(server).users() == before
 

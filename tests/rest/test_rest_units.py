@@ -67,7 +67,7 @@ def test_access_tokens_expire_and_cannot_be_forged() -> None:
     # a handshake token (signed with the shared secret) is not an access token
     with pytest.raises(TokenError):
         decode_access_token(encode_handshake("ada", "pw", KEY), KEY)
-    unsigned = jwt.encode({"sub": "root", "exp": int(time.time()) + 60, "typ": "access"}, None, algorithm="none")
+    unsigned = jwt.encode({"sub": "root", "exp": int(time.time()) + 60, "typ": "access"}, "", algorithm="none")
     with pytest.raises(TokenError):
         decode_access_token(unsigned, KEY)
 
@@ -228,7 +228,7 @@ def test_a_gpu_request_is_checked_against_the_cluster() -> None:
         check_gpus(asks, 4)
 
 
-def test_the_builtin_service_lists_with_job_list_s_cap_unless_asked_otherwise() -> None:
+def test_the_builtin_service_lists_with_job_list_s_cap_unless_asked_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
     """1,000 newest, flux-core's job-list default (the reference server's listing); `limit` changes it."""
     from broker.rest.jobs import JOB_LIST_LIMIT, BrokerJobService
     from broker.rest.per_thread import PerThread
@@ -244,7 +244,7 @@ def test_the_builtin_service_lists_with_job_list_s_cap_unless_asked_otherwise() 
             pass
 
     service = BrokerJobService("local:///nowhere")
-    service._clients = PerThread(Client, Client.close)  # type: ignore[assignment]
+    monkeypatch.setattr(service, "_clients", PerThread(Client, Client.close))  # a stand-in for the broker's client
     service.jobs()
     service.jobs(limit=5000)
     assert JOB_LIST_LIMIT == 1000 and asked == [1000, 5000]

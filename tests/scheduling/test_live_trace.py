@@ -40,7 +40,7 @@ def test_the_window_keeps_order_and_is_scaled_to_nodes_and_minutes(sdsc: SWFTrac
         ({"first": 10**7}, "cannot take 16"),
     ],
 )
-def test_an_impossible_window_is_refused(options: dict, words: str, sdsc: SWFTrace) -> None:  # type: ignore[type-arg]
+def test_an_impossible_window_is_refused(options: dict, words: str, sdsc: SWFTrace) -> None:
     with pytest.raises(ValueError, match=words):
         scaled_window(sdsc, **options)
 

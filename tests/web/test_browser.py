@@ -1,7 +1,8 @@
 """The web interface in a real browser: headless Chromium (Debian) driven by Selenium, against a real lead.
 
 Log in with the keyboard, submit a job from the form, watch it complete in the table without reloading, open its
-output, log out. Screenshots of each step go to out/screenshots/ (gitignored) for people to look at.
+output, log out. Screenshots of each step go to the test's temporary directory, or to the directory
+$MINICLUSTERS_SCREENSHOTS names, for people to look at (a test run leaves nothing in the checkout).
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ import pytest
 
 from broker.rest.testing import SUPERUSER, Server, start_server
 from broker.rest.web.testing import browser_missing, chromium
-
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "out" / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -39,17 +37,24 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         driver.quit()
 
 
-def test_log_in_submit_watch_read_output_log_out(server: Server, browser: Any) -> None:
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where the screenshots go: $MINICLUSTERS_SCREENSHOTS when set (to keep them), else this test's tmp_path."""
+    named = os.environ.get("MINICLUSTERS_SCREENSHOTS")
+    return Path(named) if named else tmp_path / "screenshots"
+
+
+def test_log_in_submit_watch_read_output_log_out(server: Server, browser: Any, shots: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.wait import WebDriverWait
 
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    shots.mkdir(parents=True, exist_ok=True)
     wait = WebDriverWait(browser, 30)
 
     def shot(name: str) -> None:
-        browser.save_screenshot(str(SHOTS / f"{name}.png"))
+        browser.save_screenshot(str(shots / f"{name}.png"))
 
     # 1. a page needs a session: the browser lands on the login form, and signs in with the keyboard only
     browser.get(f"{server.url}/jobs/submit")

@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
@@ -14,12 +15,13 @@ import pytest
 from broker.rest.client import RestClient
 from broker.rest.testing import SUPERUSER, Server, start_server
 from broker.rest.web.cluster_data import ClusterReader, rank_rows, used_millicores
-from broker.rest.web.testing import sign_in
+from broker.rest.web.testing import FormClient, sign_in
 from broker.testing import LOOPBACK_MPI_ENV
 from elasticity.control.events import EventLog
 from elasticity.model.cpu import weight_to_milli
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.trace import read_job_traces
+from tests.waiting import wait_until
 
 SPIN = Path(__file__).resolve().parents[1] / "elasticity" / "data" / "spin_mpi.c"
 
@@ -32,7 +34,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture
 def browser_like(server: Server) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, follow_redirects=False, timeout=60) as client:
-        sign_in(client, *SUPERUSER)
+        sign_in(cast(FormClient, client), *SUPERUSER)  # httpx's keyword-only get/post, as the form needs them
         yield client
 
 
@@ -67,9 +69,7 @@ def test_the_last_pmpi_profile_is_found_through_the_job_s_options_and_drawn(
             option_flags=f"mpi=openmpi,pmpi=1,pmpi-dir={traces}",
             workdir=str(tmp_path),
         )
-        deadline = time.monotonic() + 120
-        while client.job(jobid)["state"] != "INACTIVE" and time.monotonic() < deadline:
-            time.sleep(0.3)
+        wait_until("the profiled job ends", lambda: client.job(jobid)["state"] == "INACTIVE", timeout=120, interval=0.3)
         assert client.job(jobid)["result"] == "COMPLETED", client.output(jobid)
     page = browser_like.get("/cluster").text
     section = page[page.index('id="profile-heading"') : page.index('id="controllers-heading"')]
