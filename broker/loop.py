@@ -9,7 +9,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import zmq
 
@@ -29,6 +29,18 @@ class Timer:
 
     def cancel(self) -> None:
         self.cancelled = True
+
+
+class Timers(Protocol):
+    """What a part of a module needs of the loop (timers and readers): the broker's Loop, or a test's fake loop."""
+
+    def add_reader(self, source: Any, callback: Callback) -> None: ...
+
+    def remove_reader(self, source: Any) -> None: ...
+
+    def call_later(self, delay: float, callback: Callback) -> Timer: ...
+
+    def call_every(self, interval: float, callback: Callback) -> Timer: ...
 
 
 class Loop:

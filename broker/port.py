@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from .attributes import Attributes
 from .bootstrap import BootstrapConfig
-from .loop import Loop
+from .loop import Timers
 from .membership import Membership
 from .payloads import ResourceReport, ServiceView
 from .protocol import Message
@@ -36,7 +36,7 @@ class BrokerPort(Protocol):
     def attrs(self) -> Attributes: ...
 
     @property
-    def loop(self) -> Loop:
+    def loop(self) -> Timers:
         """Timers (call_later) and readers: the broker's one event loop."""
         ...
 

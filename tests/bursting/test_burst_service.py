@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from bursting.discovery import GROUP, load_selector, plugin_factories, plugin_names
+from bursting.discovery import load_selector, plugin_factories
 from bursting.lead import NodesView
 from bursting.plugin import Burst, BurstError, BurstPlugin, LeadContext, Verdict
 from bursting.policy import BurstNeed, QueuedJob
 from bursting.reporter import Reporter
-from bursting.service import BurstRefused, BurstService, StateFile, UnknownBurst
+from bursting.service import BurstRefused, BurstService, UnknownBurst
+from bursting.state_file import StateFile
+from miniclusters.api.burst_plugins import BURST_PLUGIN_GROUP as GROUP
+from miniclusters.api.burst_plugins import installed_burst_plugins as plugin_names
 from tests.waiting import wait_until
 
 

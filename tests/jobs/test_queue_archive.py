@@ -13,13 +13,12 @@ import pytest
 
 from broker.jobs.archive import (
     FORMAT_VERSION,
-    MANIFEST,
-    ArchiveError,
     Source,
     read_archive,
     restore_into,
     write_archive,
 )
+from broker.jobs.archive_members import MANIFEST, ArchiveError
 from broker.jobs.journal import JobEvent
 from broker.jobs.record import replay
 from broker.jobs.save_policy import save_policy

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from broker.jobs.archive import FORMAT_VERSION, JOURNAL_FILE, KIND, MANIFEST, ArchiveError, read_archive
+from broker.jobs.archive import FORMAT_VERSION, KIND, read_archive
+from broker.jobs.archive_members import MANIFEST, ArchiveError
+from broker.jobs.store import JOURNAL_FILE
 from broker.testing import pack_archive
 
 MINICLUSTER = str(Path(sys.executable).parent / "minicluster")

@@ -22,18 +22,16 @@ from hypothesis import strategies as st
 
 from broker.jobs.archive import (
     FORMAT_VERSION,
-    JOURNAL_FILE,
     KIND,
-    MANIFEST,
-    ArchiveError,
     QueueArchive,
     Source,
     read_archive,
     restore_into,
     write_archive,
 )
+from broker.jobs.archive_members import MANIFEST, ArchiveError
 from broker.jobs.journal import JobEvent
-from broker.jobs.store import JobStore
+from broker.jobs.store import JOURNAL_FILE, JobStore
 from broker.testing import ArchiveMember, pack_archive
 
 Member = ArchiveMember

@@ -19,6 +19,7 @@ from broker.rest.metrics import METRIC_NAMES
 from miniclusters.backends.kubernetes.api import API_SERVICE, SECRET, SERVICE
 from miniclusters.localkube.pki import Authority, Identity
 from miniclusters.operator import install as installer
+from miniclusters.operator.manifests import NAMESPACE as OPERATOR_NAMESPACE
 from miniclusters.operator.metrics_api import (
     MetricsTLS,
     cached,
@@ -105,14 +106,14 @@ def test_install_registers_the_api_with_the_aggregator_verifying_our_certificate
     api_service = fake.get(API_SERVICE, None, "v1beta2.custom.metrics.k8s.io")
     assert base64.b64decode(api_service["spec"]["caBundle"]) == tls.authority
     assert api_service["spec"]["service"] == {
-        "namespace": installer.NAMESPACE,
+        "namespace": OPERATOR_NAMESPACE,
         "name": "miniclusters-operator-metrics",
         "port": 443,
     }
     assert "insecureSkipTLSVerify" not in api_service["spec"]
-    service = fake.get(SERVICE, installer.NAMESPACE, "miniclusters-operator-metrics")
+    service = fake.get(SERVICE, OPERATOR_NAMESPACE, "miniclusters-operator-metrics")
     assert service["spec"]["ports"][0]["targetPort"] == 6443
-    secret = fake.get(SECRET, installer.NAMESPACE, "miniclusters-operator-metrics-tls")
+    secret = fake.get(SECRET, OPERATOR_NAMESPACE, "miniclusters-operator-metrics-tls")
     assert base64.b64decode(secret["data"]["tls.crt"]) == tls.certificate
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -396,7 +396,8 @@ def test_a_submission_the_dead_operator_did_not_record_is_adopted_from_the_lead(
 
 def test_a_record_of_another_spec_or_an_unreadable_one_starts_the_campaign_afresh(tmp_path: Path) -> None:
     from miniclusters.api.campaign import CampaignSpec
-    from miniclusters.campaign.progress import CampaignProgress, fingerprint
+    from miniclusters.api.fingerprint import fingerprint
+    from miniclusters.campaign.progress import CampaignProgress
 
     spec = CampaignSpec.model_validate(campaign(tmp_path))
     other = CampaignSpec.model_validate({**campaign(tmp_path), "iterations": 16})

@@ -16,6 +16,7 @@ from miniclusters.api.crd import CRD_NAME
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, CRD, DEPLOYMENT, NAMESPACE, ApiError
 from miniclusters.operator import install as installer
 from miniclusters.operator.manifests import LABELS, NAME
+from miniclusters.operator.manifests import NAMESPACE as OPERATOR_NAMESPACE
 from miniclusters.render import RenderOptions
 from miniclusters.render.options import DEFAULT_REGISTRY
 from miniclusters.testing.fake_kube import FakeKube
@@ -44,10 +45,10 @@ class Controllers:
             pod: dict[str, Any] = {  # open: a Pod as the API server keeps it
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": f"{NAME}-abc", "namespace": installer.NAMESPACE, "labels": dict(LABELS)},
+                "metadata": {"name": f"{NAME}-abc", "namespace": OPERATOR_NAMESPACE, "labels": dict(LABELS)},
                 "spec": {"containers": [{"name": "operator", "image": COMMITTED.broker_image}]},
             }
-            self.fake.objects[("v1/Pod", installer.NAMESPACE, pod["metadata"]["name"])] = pod
+            self.fake.objects[("v1/Pod", OPERATOR_NAMESPACE, pod["metadata"]["name"])] = pod
             pod["status"] = {
                 "phase": "Pending" if self.waiting else "Running",
                 "containerStatuses": [
@@ -82,7 +83,7 @@ def test_install_applies_the_crd_first_then_waits_for_an_available_operator() ->
     assert state.available and state.image == COMMITTED.broker_image
     # a second install converges: everything applied again, nothing refused
     installer.install(fake, objects, said.append, sleep=controllers.sleep)
-    assert fake.get(DEPLOYMENT, installer.NAMESPACE, NAME)["spec"]["replicas"] == 2
+    assert fake.get(DEPLOYMENT, OPERATOR_NAMESPACE, NAME)["spec"]["replicas"] == 2
 
 
 def test_install_names_a_pod_that_can_never_start() -> None:
@@ -147,8 +148,8 @@ def test_uninstall_removes_everything_install_applied() -> None:
         and said[-1] == f"deleted CustomResourceDefinition {CRD_NAME}"
     )
     for kind, ns, name in [
-        (DEPLOYMENT, installer.NAMESPACE, NAME),
-        (NAMESPACE, None, installer.NAMESPACE),
+        (DEPLOYMENT, OPERATOR_NAMESPACE, NAME),
+        (NAMESPACE, None, OPERATOR_NAMESPACE),
         (CRD, None, CRD_NAME),
     ]:
         with pytest.raises(ApiError) as gone:
@@ -170,14 +171,14 @@ def test_uninstall_keeps_the_namespace_when_it_holds_what_install_did_not_make()
     }
     fake.create({**theirs, "data": {"notes": "ours, not the operator's"}})
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
-    fake.create({**lease, "metadata": {"name": "miniclusters-operator", "namespace": installer.NAMESPACE}, "spec": {}})
+    fake.create({**lease, "metadata": {"name": "miniclusters-operator", "namespace": OPERATOR_NAMESPACE}, "spec": {}})
     said: list[str] = []
     installer.uninstall(fake, installer.removable_objects(), said.append, sleep=lambda _: None)
-    assert f"kept Namespace {installer.NAMESPACE}: it holds what install did not make (ConfigMap site-notes)" in said
-    assert fake.get(NAMESPACE, None, installer.NAMESPACE)
-    assert fake.get(CONFIG_MAP, installer.NAMESPACE, "site-notes")["data"]["notes"] == "ours, not the operator's"
+    assert f"kept Namespace {OPERATOR_NAMESPACE}: it holds what install did not make (ConfigMap site-notes)" in said
+    assert fake.get(NAMESPACE, None, OPERATOR_NAMESPACE)
+    assert fake.get(CONFIG_MAP, OPERATOR_NAMESPACE, "site-notes")["data"]["notes"] == "ours, not the operator's"
     with pytest.raises(ApiError):
-        fake.get(DEPLOYMENT, installer.NAMESPACE, NAME)
+        fake.get(DEPLOYMENT, OPERATOR_NAMESPACE, NAME)
 
 
 def test_status_says_not_installed_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:

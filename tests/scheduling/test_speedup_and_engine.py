@@ -7,7 +7,8 @@ import pytest
 from elasticity.model.speedup import Amdahl, JobSize, size_range
 from elasticity.policy.scheduling import Decisions, Snapshot, Start, policy_named
 from elasticity.sim.builders import malleable_job, rigid_job, workload
-from elasticity.sim.engine import PolicyError, simulate
+from elasticity.policy.scheduling.actions import PolicyError
+from elasticity.sim.engine import simulate
 
 
 def test_size_range_from_the_efficiency_threshold_and_slowdown_bound() -> None:

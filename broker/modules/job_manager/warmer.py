@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ...loop import Loop, Timer
+    from ...loop import Timer, Timers
 
 WARM_DELAY = 0.05
 """Seconds a touched job waits before its views are rendered."""
@@ -27,7 +27,7 @@ class ViewWarmer:
     """Owns the kinds of view listed so far and the queue of jobs whose views are to be rendered; `render`
     renders one job's views of the given kinds (Queries.render_ahead)."""
 
-    def __init__(self, loop: Loop, render: Callable[[int, frozenset[str]], None]) -> None:
+    def __init__(self, loop: Timers, render: Callable[[int, frozenset[str]], None]) -> None:
         self._loop = loop
         self._render = render
         self._kinds: frozenset[str] = frozenset()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -21,7 +22,13 @@ from broker.service import ServiceError
 from broker.testing_port import FakePort, fake_request
 
 
+def _unused(*_: object) -> NoReturn:
+    raise AssertionError("Queries only reads the queue and the executions")
+
+
 class FakeQueue:
+    """A QueueRole whose pending set the test fills; what Queries never calls refuses."""
+
     def __init__(self, port: FakePort) -> None:
         self.sched = Scheduler(port, "fcfs")
         self.waiting: set[int] = set()
@@ -29,10 +36,17 @@ class FakeQueue:
     def pending(self) -> set[int]:
         return self.waiting
 
+    enqueue = dequeue = take_drain_note = interrupted_by = stop = _unused
+    mark_dirty = kick = resume = _unused
+
 
 class FakeExecutions:
+    """An ExecutionsRole with one job running and nothing else to say; what Queries never calls refuses."""
+
     def count(self) -> int:
         return 1
+
+    running = is_running = holding = lines = start = requeue = exception = release = adopt_orphan = _unused
 
 
 class Parts:
@@ -41,14 +55,14 @@ class Parts:
         store = JobStore(tmp_path / "state", fsync=False)
         self.table = JobTable(self.port, store, store.restore(now_ms=1_000).epoch_ms, lambda touched: None)
         self.queue = FakeQueue(self.port)
-        self.warmer = ViewWarmer(self.port.loop, lambda jobid, kinds: self.queries.render_ahead(jobid, kinds))  # type: ignore[arg-type]
+        self.warmer = ViewWarmer(self.port.loop, lambda jobid, kinds: self.queries.render_ahead(jobid, kinds))
         self.queries = Queries(
             lambda: self.port.hostnames,
             self.port.burst_view,
             self.table,
             self.queue,
             FakeExecutions(),
-            self.warmer,  # type: ignore[arg-type]
+            self.warmer,
         )
 
     def job(self, userid: int = 1000, urgency: int = 16) -> JobRecord:
