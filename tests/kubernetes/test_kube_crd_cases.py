@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from miniclusters.api.crd_coverage import IN_CRD, classification
 from miniclusters.backends.kubernetes.api import MINICLUSTER, ApiError
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.testing.crd_cases import CASES, python_problems, server_problems
 from miniclusters.testing.kube_sides import KubeSide
 
 
-def _answer(kube: KubeSide, manifest: dict) -> list[tuple[str, str]]:
+def _answer(kube: KubeSide, manifest: KubeObject) -> list[tuple[str, str]]:
     try:
         kube.api.create(manifest)
     except ApiError as exc:

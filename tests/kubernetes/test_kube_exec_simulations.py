@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from elasticity.profiling.trace import EVENT_DTYPE, encode_trace
 from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
+from miniclusters.kube_shapes import Pod
 from miniclusters.multiplex.exec_simulations import FETCH_TRACES, ExecSimulations
 from miniclusters.testing.fake_exec import default_exec
 from miniclusters.testing.fake_kube import FakeKube
@@ -39,7 +39,7 @@ class Pods:
         self.profiled = False
         self.state = "RUN"
 
-    def __call__(self, fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+    def __call__(self, fake: FakeKube, pod: Pod, argv: list[str]) -> ExecResult:
         name = pod["spec"]["hostname"]  # demo-<index>, as a rank's trace names its host
         self.calls.append((name, argv))
         words = argv[4:] if argv[:2] == ["sh", "-c"] and argv[2] != FETCH_TRACES else argv
@@ -122,7 +122,7 @@ def test_jobs_progress_and_traces_of_every_pod_through_exec(
 def test_a_lead_that_cannot_make_the_directory_fails_the_submission_with_its_words(
     backend: KubernetesBackend, fake: FakeKube, make_mc, tmp_path: Path
 ) -> None:
-    def refuse(fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+    def refuse(fake: FakeKube, pod: Pod, argv: list[str]) -> ExecResult:
         if argv[:2] == ["mkdir", "-p"]:
             return ExecResult(1, "", "mkdir: cannot create directory: Read-only file system\n")
         return default_exec(fake, pod, argv)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -14,20 +14,21 @@ from elasticity.model.resources import cpu_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, JOB, MINICLUSTER, POD, ApiError
 from miniclusters.backends.kubernetes.objects import custom_resource, desired_objects
+from miniclusters.kube_shapes import KubeObject, ResourceRequirements
 from miniclusters.render import RenderOptions
 from miniclusters.testing.fake_kube import FakeKube
 from miniclusters.testing.kube_sides import PAUSE_IMAGE, SMALL_CPU, KubeSide
 
 
-def _create(kube: KubeSide, mc: MiniCluster) -> dict[str, Any]:
+def _create(kube: KubeSide, mc: MiniCluster) -> KubeObject:
     owner = kube.api.create(custom_resource(mc, kube.namespace))
     for obj in desired_objects(mc, kube.namespace, owner, RenderOptions()):
         kube.api.apply(obj, field_manager="miniclusters")
     return kube.api.get(JOB, kube.namespace, mc.name)
 
 
-def _bare_pod(kube: KubeSide, name: str, resources: dict[str, Any]) -> dict[str, Any]:
-    pod = {
+def _bare_pod(kube: KubeSide, name: str, resources: ResourceRequirements) -> KubeObject:
+    pod: KubeObject = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": kube.namespace},
@@ -36,7 +37,8 @@ def _bare_pod(kube: KubeSide, name: str, resources: dict[str, Any]) -> dict[str,
     return kube.api.create(pod)
 
 
-def _resize(kube: KubeSide, pod: str, container: str, resources: dict[str, Any]) -> dict[str, Any]:
+# open: a strategic-merge patch's resources (a null removes one)
+def _resize(kube: KubeSide, pod: str, container: str, resources: dict[str, Any]) -> KubeObject:
     body = {"spec": {"containers": [{"name": container, "resources": resources}]}}
     return kube.api.patch(POD, kube.namespace, pod, body, "strategic", subresource="resize")
 
@@ -146,21 +148,29 @@ def test_stale_resource_version_conflicts_and_deleted_objects_are_404(kube: Kube
 def test_schema_validation_and_unknown_fields(kube: KubeSide) -> None:
     ns = kube.namespace
     kube.api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "b"}})
-    with pytest.raises(ApiError) as undecodable:
-        kube.api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "y"}, "data": {"a": 1}})
+    with pytest.raises(ApiError) as undecodable:  # a number where the data's values are strings: refused
+        kube.api.create(
+            cast(KubeObject, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "y"}, "data": {"a": 1}})
+        )
     assert undecodable.value.status == 400
     assert "cannot unmarshal number into Go struct field ConfigMap.data of type string" in undecodable.value.message
     with pytest.raises(ApiError) as in_a_patch:
         kube.api.patch(CONFIG_MAP, ns, "x", {"data": {"a": 1}})
     assert in_a_patch.value.status == 422 and "patch: Invalid value" in in_a_patch.value.message
     with pytest.raises(ApiError) as applied:  # server-side apply builds a typed patch first: that fails, 500
-        kube.api.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w"}, "data": {"a": 1}}, "t")
+        kube.api.apply(
+            cast(KubeObject, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w"}, "data": {"a": 1}}),
+            "t",
+        )
     assert applied.value.status == 500 and "failed to create typed patch object" in applied.value.message
     with pytest.raises(ApiError) as required:
         kube.api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q"}, "spec": {}})
     assert required.value.status == 422 and "spec.containers: Required value" in required.value.message
     # no fieldValidation sent: the server's default (Warn) drops unknown fields and says so in a warning
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "z", "labelz": {}}, "dataa": {}}
+    # unknown fields (metadata.labelz, dataa): the shape has no such keys, so a cast says it is deliberate
+    cm = cast(
+        KubeObject, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "z", "labelz": {}}, "dataa": {}}
+    )
     created = kube.api.create(cm)
     assert "dataa" not in created and "labelz" not in created["metadata"]
     if not kube.real:  # the real client does not read warnings
@@ -171,7 +181,7 @@ def test_schema_validation_and_unknown_fields(kube: KubeSide) -> None:
 
 
 def test_node_ports_are_allocated_once_within_the_range(kube: KubeSide) -> None:
-    def service(name: str, **port: int) -> dict[str, Any]:
+    def service(name: str, **port: int) -> KubeObject:
         spec = {"type": "NodePort", "selector": {"app": name}, "ports": [{"port": 80, **port}]}
         return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec}
 
@@ -260,7 +270,7 @@ def test_injected_transient_errors() -> None:
     """Fake-only: a real server cannot be told to throttle the next call."""
     fake = FakeKube(namespace="hpc")
     fake.fail("create", 429)
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "b"}}
+    cm: KubeObject = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "b"}}
     with pytest.raises(ApiError) as throttled:
         fake.create(cm)
     assert throttled.value.status == 429 and throttled.value.transient
@@ -272,7 +282,7 @@ def test_the_crd_s_cel_rules_refuse_what_validate_refuses_naming_the_field(kube:
     words of `minicluster validate` (the CRD's x-kubernetes-validations, api/crd_rules.py); the fake evaluates the
     same CEL."""
 
-    def raw(name: str, **sizes: int) -> dict[str, Any]:
+    def raw(name: str, **sizes: int) -> KubeObject:
         obj = custom_resource(kube.mc(name, size=1, maxSize=6, minSize=0), kube.namespace)
         obj["spec"].update(sizes)  # past our validator: what a user's YAML may say
         return obj

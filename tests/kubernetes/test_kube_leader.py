@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 from miniclusters.backends.kubernetes.api import LEASE, ApiError
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.operator.leader import LeaderElector, Observed, decide
 from miniclusters.testing.kube_sides import KubeSide
 from tests.waiting import holds_for, wait_until
@@ -14,7 +15,7 @@ from tests.waiting import holds_for, wait_until
 from .conftest import FakeClock
 
 
-def _lease(holder: str, renew: str = "t1", transitions: int = 0, duration: int = 10) -> dict[str, Any]:
+def _lease(holder: str, renew: str = "t1", transitions: int = 0, duration: int = 10) -> KubeObject:
     spec = {"holderIdentity": holder, "renewTime": renew, "leaseTransitions": transitions}
     return {"spec": {**spec, "leaseDurationSeconds": duration}}
 

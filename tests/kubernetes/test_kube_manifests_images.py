@@ -17,6 +17,7 @@ from broker.testing import require_tool
 from miniclusters import __version__
 from miniclusters.api import load_minicluster_file
 from miniclusters.cli.spec_commands import dump_yaml_stream
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.operator.manifests import build_manifests, rbac_rules
 from miniclusters.render import RenderOptions, render_minicluster
 from miniclusters.render.options import DEFAULT_REGISTRY
@@ -29,7 +30,7 @@ COMMITTED = RenderOptions(registry=DEFAULT_REGISTRY, tag=__version__)
 
 
 def test_committed_manifests_match_the_generator() -> None:
-    expected = dump_yaml_stream(build_manifests(COMMITTED))
+    expected = dump_yaml_stream(dict(m) for m in build_manifests(COMMITTED))  # as `minicluster manifests` does
     assert DEPLOY.read_text() == expected, "run: minicluster manifests --output crds/deploy/operator.yaml"
 
 
@@ -194,7 +195,7 @@ def test_render_output_for_every_example_passes_the_schema_with_owner_references
 
     for path in sorted((ROOT / "examples").glob("*.yaml")):
         mc = load_minicluster_file(path)
-        owner = {**custom_resource(mc, "hpc"), "metadata": {"name": mc.name, "uid": "u-1"}}
+        owner: KubeObject = {**custom_resource(mc, "hpc"), "metadata": {"name": mc.name, "uid": "u-1"}}
         for obj in desired_objects(mc, "hpc", owner, COMMITTED):
             kubernetes_validate.validate(obj, "1.33", strict=True)
     assert yaml.safe_load(DEPLOY.read_text().split("---")[1])["kind"] == "Namespace"

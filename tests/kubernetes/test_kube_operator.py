@@ -7,9 +7,9 @@ import pytest
 
 from elasticity.control.ports import ResizeOutcome
 from miniclusters.api.conversion import to_flux_operator
+from miniclusters.api.status import ConditionJson
 from miniclusters.backends.kubernetes.api import (
     CONFIG_MAP,
-    EVENT,
     FLUX_MINICLUSTER,
     JOB,
     MINICLUSTER,
@@ -22,6 +22,7 @@ from miniclusters.backends.kubernetes.objects import custom_resource
 from miniclusters.operator.controller import Controller
 from miniclusters.operator.loop_types import ClusterKey
 from miniclusters.testing.fake_kube import FakeKube
+from tests.kubernetes.recorded_events import recorded_events
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
 
@@ -36,7 +37,7 @@ def _conditions(fake: FakeKube) -> dict[str, tuple[str, str]]:
 
 
 def _events(fake: FakeKube) -> list[tuple[str, str]]:
-    return [(e["reason"], e["note"]) for e in fake.all_of(EVENT)]
+    return [(e["reason"], e["note"]) for e in recorded_events(fake)]
 
 
 def test_creates_everything_once_and_reports_ready(fake: FakeKube, controller: Controller, clock, make_mc) -> None:
@@ -97,7 +98,7 @@ def test_scale_beyond_max_size_is_refused_by_the_api_server_and_changes_nothing(
     assert fake.stored(MINICLUSTER, "demo")["spec"]["size"] == 2
     assert _conditions(fake)["InvalidSpec"][0] == "False"
     assert fake.stored(JOB, "demo")["spec"]["parallelism"] == 2
-    assert not [e for e in fake.all_of(EVENT) if e["type"] == "Warning"]
+    assert not [e for e in recorded_events(fake) if e["type"] == "Warning"]
 
 
 def test_invalid_spec_creates_nothing(fake: FakeKube, controller: Controller, clock, make_mc) -> None:
@@ -234,9 +235,11 @@ def test_watch_expiry_relists(fake: FakeKube, controller: Controller, clock, mak
 
 def test_flux_operator_kind_is_converted(fake: FakeKube, clock, make_mc) -> None:
     fake.flux_crd_installed = True
-    flux = to_flux_operator(make_mc())
+    flux = to_flux_operator(make_mc())  # open JSON: the Flux Operator's document, an object of its own kind
     flux["metadata"]["namespace"] = "hpc"
-    fake.create(flux)
+    fake.create(
+        {"apiVersion": flux["apiVersion"], "kind": flux["kind"], "metadata": flux["metadata"], "spec": flux["spec"]}
+    )
     controller = Controller(fake, namespace="hpc", accept_flux_kind=True, clock=clock, wall=clock.wall)
     controller.start()
     _run(controller, clock)
@@ -285,11 +288,18 @@ def test_scaling_without_max_size_keeps_the_ceiling_it_was_created_with(
 def test_the_phase_column_summarises_the_conditions() -> None:
     from miniclusters.operator.reconcile import phase_of
 
-    def conditions(ready: tuple[str, str], scaling: str = "False") -> list[dict[str, str]]:
-        return [
-            {"type": "Ready", "status": ready[0], "reason": ready[1]},
-            {"type": "Scaling", "status": scaling, "reason": "x"},
-        ]
+    def conditions(ready: tuple[str, str], scaling: str = "False") -> list[ConditionJson]:
+        def condition(kind: str, status: str, reason: str) -> ConditionJson:
+            return {
+                "type": kind,
+                "status": status,
+                "reason": reason,
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+                "observedGeneration": 1,
+            }
+
+        return [condition("Ready", *ready), condition("Scaling", scaling, "x")]
 
     assert phase_of(conditions(("False", "Completed")), 0) == "Completed"
     assert phase_of(conditions(("False", "Failed")), 2) == "Failed"

@@ -11,15 +11,17 @@ import pytest
 
 from common import idset
 from miniclusters.backends.base import ExecResult
-from miniclusters.backends.kubernetes.api import EVENT, JOB, MINICLUSTER
+from miniclusters.backends.kubernetes.api import JOB, MINICLUSTER
 from miniclusters.backends.kubernetes.objects import custom_resource
 from miniclusters.cli.operator_commands import kubernetes_autoscale_ports
+from miniclusters.kube_shapes import Pod
 from miniclusters.operator.autoscaling import AutoscalePorts
 from miniclusters.operator.conditions import find
 from miniclusters.operator.controller import Controller
 from miniclusters.operator.loop_types import ClusterKey
 from miniclusters.testing.fake_exec import default_exec
 from miniclusters.testing.fake_kube import FakeKube
+from tests.kubernetes.recorded_events import recorded_events
 from tests.waiting import wait_until
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
@@ -36,7 +38,7 @@ class LeadQueue:
         self.reason = ""
         self.broken: str | None = None
 
-    def __call__(self, fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+    def __call__(self, fake: FakeKube, pod: Pod, argv: list[str]) -> ExecResult:
         words = argv[4:] if argv[:2] == ["sh", "-c"] else argv
         if words[0].endswith("/flux") and words[1:3] == ["resource", "demand"]:
             if self.broken:
@@ -87,7 +89,7 @@ def _autoscaling(fake: FakeKube) -> tuple[str, str, str]:
 
 
 def _reasons(fake: FakeKube) -> list[str]:
-    return [e["reason"] for e in fake.all_of(EVENT) if e["action"] == "Autoscale"]
+    return [e["reason"] for e in recorded_events(fake) if e["action"] == "Autoscale"]
 
 
 def _size(fake: FakeKube) -> tuple[int, int, int]:
@@ -179,7 +181,7 @@ def test_a_broken_queue_becomes_a_condition_and_an_event_not_a_crash(
         _tick(operator, clock)
     status, reason, message = _autoscaling(fake)
     assert (status, reason) == ("False", "LoopFailed") and "no broker socket" in message and "(69)" in message
-    warnings = [e for e in fake.all_of(EVENT) if e["type"] == "Warning" and e["reason"] == "LoopFailed"]
+    warnings = [e for e in recorded_events(fake) if e["type"] == "Warning" and e["reason"] == "LoopFailed"]
     assert len(warnings) == 1, "the same failure is one Event, not one per interval"
     assert KEY in operator.autoscalers.loops  # type: ignore[union-attr]
 

@@ -12,7 +12,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -23,16 +23,18 @@ from elasticity.control.events import read_events
 from elasticity.profiling.trace import EVENT_DTYPE, encode_trace
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import ExecResult
-from miniclusters.backends.kubernetes.api import EVENT, JOB, MINICLUSTER
+from miniclusters.backends.kubernetes.api import JOB, MINICLUSTER
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.backends.kubernetes.objects import custom_resource
 from miniclusters.campaign.kube import kubernetes_campaign_starter
 from miniclusters.campaign.plan import ENDED, SUBMITTED, CampaignPlan, batch_script, plan_campaign
+from miniclusters.kube_shapes import Pod
 from miniclusters.operator.conditions import find
 from miniclusters.operator.controller import Controller
 from miniclusters.operator.loop_types import ClusterKey
 from miniclusters.testing.fake_exec import default_exec
 from miniclusters.testing.fake_kube import FakeKube
+from tests.kubernetes.recorded_events import recorded_events
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
 RUNS_FOR = 20.0
@@ -96,7 +98,7 @@ class CampaignLead:
     fail: set[str] = field(default_factory=set)
     """Members whose solver exits 1."""
 
-    def __call__(self, fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+    def __call__(self, fake: FakeKube, pod: Pod, argv: list[str]) -> ExecResult:
         words = argv[4:] if argv[:2] == ["sh", "-c"] else argv
         if not words or not words[0].endswith("flux"):
             return default_exec(fake, pod, argv)
@@ -202,7 +204,7 @@ def _condition(fake: FakeKube) -> tuple[str, str, str]:
 
 
 def _reasons(fake: FakeKube) -> list[str]:
-    return [e["reason"] for e in fake.all_of(EVENT) if e["action"] == "Campaign"]
+    return [e["reason"] for e in recorded_events(fake) if e["action"] == "Campaign"]
 
 
 def _requests(fake: FakeKube) -> dict[int, str]:
@@ -397,6 +399,7 @@ def test_a_submission_the_dead_operator_did_not_record_is_adopted_from_the_lead(
 def test_a_record_of_another_spec_or_an_unreadable_one_starts_the_campaign_afresh(tmp_path: Path) -> None:
     from miniclusters.api.campaign import CampaignSpec
     from miniclusters.api.fingerprint import fingerprint
+    from miniclusters.api.status import StatusJson
     from miniclusters.campaign.progress import CampaignProgress
 
     spec = CampaignSpec.model_validate(campaign(tmp_path))
@@ -404,7 +407,8 @@ def test_a_record_of_another_spec_or_an_unreadable_one_starts_the_campaign_afres
     progress = CampaignProgress(fingerprint(spec), {"alpha": 1234}, {"alpha": 1}, ("mach",), 5.0)
     back = CampaignProgress.from_status({"campaign": progress.to_status()})
     assert back == progress and back.belongs_to(spec) and not back.belongs_to(other)
-    assert CampaignProgress.from_status({"campaign": {"spec": "x", "jobs": {"alpha": "not-a-job"}}}) is None
+    malformed = cast(StatusJson, {"campaign": {"spec": "x", "jobs": {"alpha": "not-a-job"}}})  # refused: None
+    assert CampaignProgress.from_status(malformed) is None
     assert CampaignProgress.from_status({}) is None and CampaignProgress.from_status(None) is None
 
 
@@ -426,7 +430,7 @@ def test_the_cases_are_prepared_in_the_lead_pod_where_openfoam_is(
 
     seen: list[list[str]] = []
 
-    def in_lead(fake_: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+    def in_lead(fake_: FakeKube, pod: Pod, argv: list[str]) -> ExecResult:
         if not argv[0].endswith("/bin/minicluster"):
             return lead(fake_, pod, argv)
         seen.append(argv)

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from miniclusters import __version__
 from miniclusters.api.crd import CRD_NAME
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, CRD, DEPLOYMENT, NAMESPACE, ApiError
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.operator import install as installer
 from miniclusters.operator.manifests import LABELS, NAME
 from miniclusters.operator.manifests import NAMESPACE as OPERATOR_NAMESPACE
@@ -42,7 +43,7 @@ class Controllers:
                 obj["status"] = {} if self.waiting else {"availableReplicas": replicas, "replicas": replicas}
         if not any(k == "v1/Pod" for k, _, _ in self.fake.objects):
             state = {"waiting": {"reason": self.waiting, "message": "image not on the node"}} if self.waiting else {}
-            pod: dict[str, Any] = {  # open: a Pod as the API server keeps it
+            pod: KubeObject = {  # a Pod as the API server keeps it
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {"name": f"{NAME}-abc", "namespace": OPERATOR_NAMESPACE, "labels": dict(LABELS)},
@@ -164,13 +165,13 @@ def test_uninstall_removes_everything_install_applied() -> None:
 def test_uninstall_keeps_the_namespace_when_it_holds_what_install_did_not_make() -> None:
     """Deleting the namespace would delete a user's objects in it with ours: it is kept, and said so."""
     fake = _installed()
-    theirs = {
+    theirs: KubeObject = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "site-notes", "namespace": "miniclusters-system"},
     }
     fake.create({**theirs, "data": {"notes": "ours, not the operator's"}})
-    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+    lease: KubeObject = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
     fake.create({**lease, "metadata": {"name": "miniclusters-operator", "namespace": OPERATOR_NAMESPACE}, "spec": {}})
     said: list[str] = []
     installer.uninstall(fake, installer.removable_objects(), said.append, sleep=lambda _: None)

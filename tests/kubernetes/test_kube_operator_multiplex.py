@@ -18,10 +18,11 @@ from broker.jobs.jobid import encode_f58
 from elasticity.control.multiplex_ports import Submitted
 from elasticity.control.multiplex_types import Profile, SimulationView
 from miniclusters.backends.base import ExecResult
-from miniclusters.backends.kubernetes.api import EVENT, MINICLUSTER
+from miniclusters.backends.kubernetes.api import MINICLUSTER
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.backends.kubernetes.objects import custom_resource
 from miniclusters.cli.status_view import render_status_text, status_document
+from miniclusters.kube_shapes import Pod
 from miniclusters.multiplex.event_mirror import ExecMirror
 from miniclusters.multiplex.kube_loop import kubernetes_multiplex_starter
 from miniclusters.operator.conditions import find
@@ -30,6 +31,7 @@ from miniclusters.operator.loop_types import ClusterKey
 from miniclusters.operator.multiplex_progress import RunRecord
 from miniclusters.testing.fake_exec import default_exec
 from miniclusters.testing.fake_kube import FakeKube
+from tests.kubernetes.recorded_events import recorded_events
 from tests.waiting import wait_until
 
 KEY = ClusterKey(MINICLUSTER.api_version, "hpc", "demo")
@@ -71,7 +73,7 @@ class Lead:
     def __init__(self) -> None:
         self.files: dict[str, str] = {}
 
-    def __call__(self, fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+    def __call__(self, fake: FakeKube, pod: Pod, argv: list[str]) -> ExecResult:
         if argv[:3] == ["sh", "-c", ExecMirror.SCRIPT]:
             path, text = argv[4], argv[5]
             self.files[path] = self.files.get(path, "") + text
@@ -127,7 +129,7 @@ def _condition(fake: FakeKube) -> tuple[str, str, str]:
 
 
 def _reasons(fake: FakeKube) -> list[str]:
-    return [e["reason"] for e in fake.all_of(EVENT) if e["action"] == "Multiplex"]
+    return [e["reason"] for e in recorded_events(fake) if e["action"] == "Multiplex"]
 
 
 def _resizes(fake: FakeKube) -> int:
@@ -225,7 +227,7 @@ def test_a_cluster_without_a_cpu_request_is_told_why_and_nothing_runs(
     for _ in range(3):  # reconciled again (a resync, a pod event): the same reason is not said again
         operator.queue.add(KEY)
         _settle(operator, clock)
-    warnings = [e for e in fake.all_of(EVENT) if e["type"] == "Warning" and e["action"] == "Multiplex"]
+    warnings = [e for e in recorded_events(fake) if e["type"] == "Warning" and e["action"] == "Multiplex"]
     assert len(warnings) == 1 and "resources.requests.cpu" in warnings[0]["note"]
 
 
@@ -318,7 +320,7 @@ def test_an_operator_taking_over_goes_on_with_the_run_submitting_nothing_twice(
 ) -> None:
     flux = FluxOfTheLead(clock)
 
-    def answers(fake_: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+    def answers(fake_: FakeKube, pod: Pod, argv: list[str]) -> ExecResult:
         words = argv[4:] if argv[:2] == ["sh", "-c"] else argv
         if words and words[0].endswith("flux") and words[1:3] == ["jobs", "-a"]:
             return ExecResult(0, flux.jobs_json(), "")

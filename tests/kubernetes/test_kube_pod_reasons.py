@@ -3,24 +3,23 @@ of `minicluster kube up`: an init container failing left `up` saying only "0/4 p
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from miniclusters.backends.base import BackendError, ClusterStatus, PodStatus
 from miniclusters.backends.kubernetes.status import container_reason
 from miniclusters.backends.wait import is_up
+from miniclusters.kube_shapes import ContainerState, Pod, PodObjectStatus
 
 
-def _pod(init_state: dict[str, Any] | None, main_state: dict[str, Any]) -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": "Pending", "containerStatuses": [{"name": "app", "state": main_state}]}
+def _pod(init_state: ContainerState | None, main_state: ContainerState) -> Pod:
+    status: PodObjectStatus = {"phase": "Pending", "containerStatuses": [{"name": "app", "state": main_state}]}
     if init_state is not None:
         status["initContainerStatuses"] = [{"name": "miniclusters-broker", "state": init_state}]
     return {"metadata": {"name": "hello-0"}, "spec": {"containers": [{"name": "app"}]}, "status": status}
 
 
 def test_a_failing_init_container_is_the_pods_reason_as_kubectl_shows_it() -> None:
-    waiting_init = {"waiting": {"reason": "PodInitializing"}}
+    waiting_init: ContainerState = {"waiting": {"reason": "PodInitializing"}}
     crashing = _pod({"waiting": {"reason": "CrashLoopBackOff"}}, waiting_init)
     assert container_reason(crashing) == "Init:CrashLoopBackOff"
     failed = _pod({"terminated": {"exitCode": 1, "reason": "Error"}}, waiting_init)

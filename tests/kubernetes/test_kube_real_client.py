@@ -17,6 +17,7 @@ import pytest
 
 from miniclusters.backends.kubernetes.api import JOB, MINICLUSTER, POD, ApiError
 from miniclusters.backends.kubernetes.client import RealKubeApi
+from miniclusters.kube_shapes import KubeObject
 from tests.waiting import wait_until
 
 Seen = list[dict[str, Any]]
@@ -83,7 +84,12 @@ def _api(host: str) -> RealKubeApi:
 
 def test_apply_is_a_server_side_apply_patch(server) -> None:
     host, seen = server
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x", "namespace": "hpc"}, "spec": {}}
+    job: KubeObject = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "x", "namespace": "hpc"},
+        "spec": {},
+    }
     _api(host).apply(job, field_manager="miniclusters", force=True)
     (request,) = seen
     assert request["method"] == "PATCH" and request["type"] == "application/apply-patch+yaml"

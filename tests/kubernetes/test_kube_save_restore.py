@@ -18,6 +18,7 @@ from miniclusters.backends.base import ExecResult
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, JOB
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.cli import main
+from miniclusters.kube_shapes import Pod
 from miniclusters.testing.fake_exec import default_exec
 from miniclusters.testing.fake_kube import FakeKube
 
@@ -44,7 +45,7 @@ def test_save_in_the_lead_pod_and_restore_from_the_claim(
     assert cli.invoke(main, ["up", str(spec), "--detach"]).exit_code == 0
     asked: list[tuple[str, list[str]]] = []
 
-    def lead(fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+    def lead(fake: FakeKube, pod: Pod, argv: list[str]) -> ExecResult:
         if "save" in argv:
             asked.append((pod["metadata"]["name"], argv))
             answer = {"path": ARCHIVE, "cluster": "demo", "jobs": 5, "pending": 3, "requeued": 1, "inactive": 2}
@@ -88,7 +89,7 @@ def test_a_lead_that_refuses_the_archive_fails_up_at_once_with_its_reason(
     spec.write_text(yaml.safe_dump(spec_data))
     reason = f"content.restore: {ARCHIVE}: archive member 'output/../../etc/x' climbs out of its directory"
 
-    def lead(fake: FakeKube, pod: dict[str, Any], argv: list[str]) -> ExecResult:
+    def lead(fake: FakeKube, pod: Pod, argv: list[str]) -> ExecResult:
         if pod["metadata"]["name"].startswith("demo-0-") and "overlay" in argv:
             name = pod["metadata"]["name"]
             fake.pod_logs[name] = ["[demo-0] lead broker starting", refusal_line(reason), "[demo-0] exiting with 78"]

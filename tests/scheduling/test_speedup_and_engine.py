@@ -6,8 +6,8 @@ import pytest
 
 from elasticity.model.speedup import Amdahl, JobSize, size_range
 from elasticity.policy.scheduling import Decisions, Snapshot, Start, policy_named
-from elasticity.sim.builders import malleable_job, rigid_job, workload
 from elasticity.policy.scheduling.actions import PolicyError
+from elasticity.sim.builders import malleable_job, rigid_job, workload
 from elasticity.sim.engine import simulate
 
 
