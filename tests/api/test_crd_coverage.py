@@ -45,7 +45,7 @@ def test_every_classified_check_has_a_case_breaking_it() -> None:
 
 
 def _cel(case: Case) -> list[tuple[str, str]]:
-    return server_problems(refusal(SCHEMA, case.manifest(), "MiniCluster", "miniclusters.dev"))
+    return server_problems(refusal(SCHEMA, dict(case.manifest()), "MiniCluster", "miniclusters.dev"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.check)

@@ -31,7 +31,7 @@ IMAGE = "ghcr.io/miniclusters/openmpi-openfoam:0.1.0"
 def _cel_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
     """What the API server answers: (field path, message) of each rule that does not hold, on these fields."""
     manifest = Case("", spec).manifest()
-    found = server_problems(refusal(SCHEMA, manifest, "MiniCluster", "miniclusters.dev"))
+    found = server_problems(refusal(SCHEMA, dict(manifest), "MiniCluster", "miniclusters.dev"))
     return [(path, message) for path, message in found if path in FIELDS]
 
 

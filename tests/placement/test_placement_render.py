@@ -18,6 +18,7 @@ from miniclusters.api import SpecError, load_minicluster
 from miniclusters.backends.kubernetes.api import JOB
 from miniclusters.backends.kubernetes.objects import custom_resource, desired_objects
 from miniclusters.cli import main
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.multiplex.settings import multiplex_config
 from miniclusters.render import RenderOptions, render_minicluster
 from miniclusters.render.entrypoint import render_entrypoint, submit_words
@@ -42,7 +43,7 @@ def _spec(**placement: Any) -> dict[str, Any]:
     return data
 
 
-def _job(data: dict[str, Any]) -> dict[str, Any]:
+def _job(data: dict[str, Any]) -> KubeObject:
     objects = render_minicluster(load_minicluster(data))
     for obj in objects:
         kubernetes_validate.validate(obj, "1.33", strict=True)

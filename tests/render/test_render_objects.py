@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import hostlist
 import kubernetes_validate
@@ -16,17 +15,18 @@ from click.testing import CliRunner
 from broker.curve_cert import generate_certificate, parse_zcert, render_zcert
 from miniclusters.api import SpecError, load_minicluster, load_minicluster_file
 from miniclusters.cli import main
+from miniclusters.kube_shapes import KubeObject, PodContainer
 from miniclusters.render import RenderOptions, render_minicluster
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 
-def _by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _by_kind(objects: list[KubeObject]) -> dict[str, KubeObject]:
     return {o["kind"]: o for o in objects}
 
 
-def _runner(job: dict[str, Any]) -> dict[str, Any]:
+def _runner(job: KubeObject) -> PodContainer:
     return job["spec"]["template"]["spec"]["containers"][0]
 
 

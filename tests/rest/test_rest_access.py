@@ -119,7 +119,7 @@ def test_the_owner_survives_save_and_restore(tmp_path: Path) -> None:
     from broker.rest.submit import parse_submit
 
     request = parse_submit({"command": "sleep 5"})
-    spec = build_jobspec(["sleep", "5"], system_attributes=system_attributes(replace(request, owner="alice")))
+    spec = build_jobspec(["sleep", "5"], system_attributes=dict(system_attributes(replace(request, owner="alice"))))
     old = JobStore(tmp_path / "old", fsync=False)
     old.restore(now_ms=1_000)
     old.append(JobEvent(21, "submit", 1.0, {"jobspec": spec, "userid": 0, "urgency": 16}))

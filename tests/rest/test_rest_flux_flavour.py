@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import pytest
 from fastapi.testclient import TestClient
@@ -23,10 +23,16 @@ from broker.rest.flux_records import job_info_from_list
 from broker.rest.flux_service import FluxJobService
 from broker.rest.jobs import SubmitError, SubmitRequest, parse_submit
 from broker.rest.settings import RestSettings
-from broker.rest.topics import Topic
+from broker.rest.topics import LIST_ID, FluxJobRecord, Request, Topic
 from broker.rest.users import UserStore
 from broker.testing import wait_for
 from tests.waiting import async_wait_until_answered
+
+
+class KvsRoot(TypedDict):
+    """kvs.getroot's (and kvs.wait-version's) answer, as much as the test reads."""
+
+    rootseq: int
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +211,7 @@ def test_job_info_from_list_agrees_with_flux_s_own_job_info(
         return None if value == "" else value
 
     for record in records:
-        ours = job_info_from_list(dict(record))
+        ours = job_info_from_list(cast(FluxJobRecord, dict(record)))  # flux-core's JSON, as the handle casts it
         theirs = bindings.job.JobInfo(dict(record)).to_dict(filtered=False)
         exception = theirs["exception"]
         assert (ours.state, ours.result, ours.returncode, ours.waitstatus) == (
@@ -221,7 +227,7 @@ def test_job_info_from_list_agrees_with_flux_s_own_job_info(
             (exception["type"], exception["note"]) if exception["occurred"] else ("", "")
         ), record
         assert abs(ours.runtime - theirs["runtime"]) < 1.0, record  # a running job's runtime grows meanwhile
-    by_id = {r["id"]: job_info_from_list(dict(r)) for r in records}
+    by_id = {r["id"]: job_info_from_list(cast(FluxJobRecord, dict(r))) for r in records}
     # a task killed by SIGKILL: the job shell exits 128+9; a job canceled before it ran: -128, as flux says
     assert (by_id[failed].returncode, by_id[killed].returncode, by_id[held].returncode) == (3, 137, -128)
     assert by_id[running].state == "RUN" and by_id[running].returncode is None and by_id[7].state == "SCHED"
@@ -547,21 +553,25 @@ def test_the_loop_handle_times_out_answers_errors_and_keeps_working(
     async def scenario() -> tuple[int, int, list[int]]:
         handle = AsyncFluxHandle(service.flux, instance.uri)
         try:
-            root = await handle.rpc(Topic("kvs.getroot"), {"namespace": "primary", "flags": 0})
+            # kvs RPCs the REST server never sends (beyond its Request shapes, on purpose): they make a late answer
+            getroot = cast(Request, {"namespace": "primary", "flags": 0})
+            root = await handle.rpc(Topic[KvsRoot]("kvs.getroot"), getroot)
             ahead = root["rootseq"] + LATE_COMMITS  # beyond what the instance commits by itself meanwhile
             with pytest.raises(FluxError) as held:  # answered once we have committed that often: late
-                await handle.rpc(Topic("kvs.wait-version"), {"rootseq": ahead, "namespace": "primary"}, 0.3)
+                await handle.rpc(
+                    Topic[KvsRoot]("kvs.wait-version"), cast(Request, {"rootseq": ahead, "namespace": "primary"}), 0.3
+                )
             assert len(handle._orphaned) == 1  # its tag stays taken until the late answer comes
             await asyncio.to_thread(_kvs_commit, service.flux, instance.uri)
             with pytest.raises(FluxError) as unknown:
                 await handle.rpc(Topic("no-such-service.ping"), {}, timeout=5)
             answers = await asyncio.gather(
-                *(handle.rpc(Topic("job-list.list-id"), {"id": done, "attrs": ["state"]}, timeout=5) for _ in range(20))
+                *(handle.rpc(LIST_ID, {"id": done, "attrs": ["state"]}, timeout=5) for _ in range(20))
             )
 
             async def freed() -> bool:  # the late answer may come after the others: each round trip reads what came
                 if handle._orphaned:
-                    await handle.rpc(Topic("job-list.list-id"), {"id": done, "attrs": ["state"]}, timeout=5)
+                    await handle.rpc(LIST_ID, {"id": done, "attrs": ["state"]}, timeout=5)
                 return not handle._orphaned
 
             # the late answer came, was dropped, and freed its tag

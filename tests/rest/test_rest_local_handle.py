@@ -8,7 +8,7 @@ import itertools
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import pytest
 import zmq
@@ -19,11 +19,21 @@ from hypothesis import strategies as st
 from broker.errors import FluxError
 from broker.protocol import Message
 from broker.rest.local_handle import LocalAsyncHandle
-from broker.rest.topics import Topic
+from broker.rest.topics import JobIdRequest, LookupRequest, Topic
 from broker.zmtp import DISCONNECT, GREETING, LONG, MAX_FRAME, FrameError, FrameReader, frame
 from tests.waiting import async_wait_until
 
 T = TypeVar("T")
+
+
+class EchoedId(TypedDict):
+    """What the fake broker answers a JobIdRequest: the payload, echoed (any request shape would do)."""
+
+    echo: JobIdRequest
+
+
+class EchoedLookup(TypedDict):
+    echo: LookupRequest
 
 
 @settings(max_examples=200, deadline=None)
@@ -97,9 +107,9 @@ def run(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
 def test_a_broker_that_starts_later_is_waited_for_and_none_at_all_times_out(tmp_path: Path) -> None:
     endpoint = tmp_path / "broker"
 
-    async def scenario() -> tuple[dict[str, Any], int]:
+    async def scenario() -> tuple[EchoedId, int]:
         handle = LocalAsyncHandle(f"local://{endpoint}")
-        waiting = asyncio.ensure_future(handle.rpc(Topic("t"), {"n": 1}, timeout=10))
+        waiting = asyncio.ensure_future(handle.rpc(Topic[EchoedId]("t"), {"id": 1}, timeout=10))
         await asyncio.sleep(0.4)  # sleep: nobody listens yet for a while: the handle retries, as ZeroMQ would
         async with fake_broker(endpoint):
             answer = await asyncio.wait_for(waiting, 5)
@@ -109,48 +119,51 @@ def test_a_broker_that_starts_later_is_waited_for_and_none_at_all_times_out(tmp_
         return answer, nobody.value.errnum
 
     answer, errnum = run(scenario)
-    assert answer == {"echo": {"n": 1}}
+    assert answer == {"echo": {"id": 1}}
     assert errnum == 110  # ETIMEDOUT: nobody ever listens
 
 
 def test_a_lost_connection_fails_its_waiting_requests_at_once_and_the_next_one_reconnects(tmp_path: Path) -> None:
     endpoint = tmp_path / "broker"
 
-    async def scenario() -> tuple[int, dict[str, Any]]:
+    async def scenario() -> tuple[int, EchoedId]:
         handle = LocalAsyncHandle(f"local://{endpoint}")
         silent = zmq.asyncio.Context.instance().socket(zmq.ROUTER)  # takes requests, answers none
         silent.setsockopt(zmq.LINGER, 0)
         silent.bind(f"ipc://{endpoint}")
-        waiting = asyncio.ensure_future(handle.rpc(Topic("t"), {}, timeout=30))
+        waiting = asyncio.ensure_future(handle.rpc(Topic[EchoedId]("t"), {}, timeout=30))
         await silent.recv_multipart()  # the request arrived
         silent.close(0)  # the broker goes away
         with pytest.raises(FluxError) as lost:
             await asyncio.wait_for(waiting, 10)
         endpoint.unlink(missing_ok=True)
         async with fake_broker(endpoint):
-            again = await handle.rpc(Topic("t"), {"n": 2}, timeout=10)
+            again = await handle.rpc(Topic[EchoedId]("t"), {"id": 2}, timeout=10)
         handle.close()
         return lost.value.errnum, again
 
     errnum, again = run(scenario)
     assert errnum == 104  # ECONNRESET at once: not ETIMEDOUT after its 30 s (nor asyncio's TimeoutError after 10)
-    assert again == {"echo": {"n": 2}}
+    assert again == {"echo": {"id": 2}}
 
 
 def test_many_requests_share_one_connection_and_close_says_goodbye(tmp_path: Path) -> None:
     endpoint = tmp_path / "broker"
     seen: list[bytes] = []
 
-    async def scenario() -> list[dict[str, Any]]:
+    async def scenario() -> list[EchoedLookup]:
         async with fake_broker(endpoint, seen):
             handle = LocalAsyncHandle(f"local://{endpoint}")
             answers = await asyncio.gather(
-                *(handle.rpc(Topic("t"), {"i": i, "pad": "x" * 300 * (i % 2)}) for i in range(50))
+                *(
+                    handle.rpc(Topic[EchoedLookup]("t"), {"id": i, "keys": ["x" * 300 * (i % 2)], "flags": 0})
+                    for i in range(50)
+                )
             )
             handle.close()
             await async_wait_until("the goodbye", lambda: seen and seen[-1] == DISCONNECT, timeout=10)
         return answers
 
     answers = run(scenario)
-    assert [a["echo"]["i"] for a in answers] == list(range(50))
+    assert [a["echo"]["id"] for a in answers] == list(range(50))
     assert len(seen) == 51 and seen[-1] == DISCONNECT

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from broker.rest.client import RestClient, RestError
+from broker.rest.job_record import JobRecord
 from broker.rest.testing import SUPERUSER, Server, start_server
 from broker.rest.users import UserStore
 from tests.waiting import wait_until
@@ -51,8 +52,8 @@ def _client(server: Server, name: str) -> RestClient:
     return RestClient(server.url, user=name, token=password, secret_key="")
 
 
-def _finished(client: RestClient, jobid: int) -> dict:
-    def ended() -> dict | None:
+def _finished(client: RestClient, jobid: int) -> JobRecord:
+    def ended() -> JobRecord | None:
         job = client.job(jobid)
         return job if job["state"] == "INACTIVE" else None
 

@@ -10,6 +10,7 @@ import jwt
 import pytest
 
 from broker.rest.client import RestClient, RestError
+from broker.rest.job_record import JobRecord
 from broker.rest.testing import SECRET_KEY, SIGNING_KEY, SUPERUSER, Server
 from broker.rest.tokens import encode_handshake, issue_access_token
 from tests.waiting import wait_until
@@ -29,8 +30,8 @@ def _token(server: Server) -> str:
     return RestClient(server.url, user=SUPERUSER[0], token=SUPERUSER[1], secret_key=SECRET_KEY).login()
 
 
-def _wait_done(client: RestClient, jobid: int, timeout: float = 30) -> dict:
-    def ended() -> dict | None:
+def _wait_done(client: RestClient, jobid: int, timeout: float = 30) -> JobRecord:
+    def ended() -> JobRecord | None:
         job = client.job(jobid)
         return job if job["state"] == "INACTIVE" else None
 

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from broker.rest.client import RestClient, RestError
+from broker.rest.job_record import JobRecord
 from broker.rest.testing import SECRET_KEY, SUPERUSER, Server, start_server
 from tests.waiting import wait_until
 
@@ -57,8 +58,8 @@ def _ensure_user(server: Server, name: str) -> None:
         _admin(server).add_user(name, PASSWORDS[name])
 
 
-def _wait_inactive(client: RestClient, jobid: int) -> dict:
-    def ended() -> dict | None:
+def _wait_inactive(client: RestClient, jobid: int) -> JobRecord:
+    def ended() -> JobRecord | None:
         job = client.job(jobid)
         return job if job["state"] == "INACTIVE" else None
 

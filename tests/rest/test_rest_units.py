@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jwt
 import pytest
+from pydantic_core import ErrorDetails
 
 from broker.rest.jobs import SubmitError, parse_submit
 from broker.rest.settings import RestSettings, SettingsError
@@ -206,14 +207,21 @@ def test_submit_errors_are_in_words_not_the_validator_s(params: dict) -> None:
 def test_messages_put_every_validator_error_in_words() -> None:
     from broker.rest.messages import error_lines, reason
 
-    assert (
-        reason({"type": "greater_than_equal", "ctx": {"ge": 1}, "msg": "Input should be >= 1"}) == "must be at least 1"
-    )
-    assert reason({"type": "string_too_long", "ctx": {"max_length": 9}}) == "must be at most 9 characters long"
-    assert reason({"type": "some_future_kind", "msg": "Input should be sparkly"}) == (
+    def error(kind: str, msg: str, loc: tuple[str, ...] = ("body", "size"), **ctx: int) -> ErrorDetails:
+        """One validator error as pydantic reports it (ctx only when the kind has one)."""
+        details: ErrorDetails = {"type": kind, "loc": loc, "msg": msg, "input": None}
+        if ctx:
+            details["ctx"] = ctx
+        return details
+
+    assert reason(error("greater_than_equal", "Input should be >= 1", ge=1)) == "must be at least 1"
+    too_long = error("string_too_long", "String should have at most 9 characters", max_length=9)
+    assert reason(too_long) == "must be at most 9 characters long"
+    assert reason(error("some_future_kind", "Input should be sparkly")) == (
         "has a value that is not accepted here"
     )  # an unknown kind never leaks the validator's text
-    assert error_lines([{"type": "int_parsing", "loc": ("query", "page")}]) == ["page: must be a whole number"]
+    parsing = error("int_parsing", "Input should be a valid integer", ("query", "page"))
+    assert error_lines([parsing]) == ["page: must be a whole number"]
 
 
 def test_a_gpu_request_is_checked_against_the_cluster() -> None:

@@ -12,6 +12,7 @@ from typing import cast
 import httpx
 import pytest
 
+from broker.rest.answers import CpuReport, ResourceStatus
 from broker.rest.client import RestClient
 from broker.rest.testing import SUPERUSER, Server, start_server
 from broker.rest.web.cluster_data import ClusterReader, rank_rows, used_millicores
@@ -128,11 +129,12 @@ def test_a_campaign_shows_its_members_and_timeline(server: Server, browser_like:
 
 
 def test_cpu_in_use_is_a_rate_between_two_reports() -> None:
-    before = {"usage_usec": 1_000_000, "time": 10.0}
+    before: CpuReport = {"usage_usec": 1_000_000, "time": 10.0}
     assert used_millicores(before, {"usage_usec": 1_750_000, "time": 11.0}) == 750
     assert used_millicores(before, {"time": 11.0}) is None
-    status = {"hostnames": ["p-0", "p-1", "p-2"], "up": "0-1", "reports": {"0": {"ncores": 2}}}
-    now = {0: {"knob": "cpu.shares", "weight": 512, "usage_usec": 1_500_000, "time": 11.0, "cgroup": "/x"}}
+    status: ResourceStatus = {"hostnames": ["p-0", "p-1", "p-2"], "up": "0-1", "reports": {"0": {"ncores": 2}}}
+    report: CpuReport = {"knob": "cpu.shares", "weight": 512, "usage_usec": 1_500_000, "time": 11.0, "cgroup": "/x"}
+    now = {0: report}
     rows = rank_rows(status, now, {0: before})
     assert [(r.hostname, r.up, r.request_m, r.used_m) for r in rows] == [
         ("p-0", True, 500, 500),
@@ -143,7 +145,7 @@ def test_cpu_in_use_is_a_rate_between_two_reports() -> None:
 
 
 def test_a_rank_that_cannot_answer_is_named_not_fatal() -> None:
-    def rpc(topic: str, rank: int) -> dict[str, object]:
+    def rpc(topic: str, rank: int) -> CpuReport:
         if rank == 1:
             raise OSError("no such service")
         return {"knob": "cpu.weight", "weight": 100, "usage_usec": 0, "time": time.monotonic(), "cgroup": "/y"}
