@@ -21,14 +21,21 @@ class ResourceStatus(TypedDict, total=False):
     reports: dict[str, RankReport]
 
 
-class CpuReport(TypedDict, total=False):
+class CpuCounters(TypedDict, total=False):
+    """What a rank's CPU request and use are computed from: in `resource.cpu`'s answer as the broker sends it
+    (broker.payloads.CpuReport) and as the REST server keeps it (CpuReport). A counter the broker cannot read is
+    None."""
+
+    knob: str
+    weight: int | None
+    usage_usec: int | None
+    time: float
+
+
+class CpuReport(CpuCounters, total=False):
     """`resource.cpu` of one rank: its cgroup's CPU weight and usage (or why they cannot be read)."""
 
     cgroup: str
-    knob: str
-    weight: int
-    usage_usec: int
-    time: float
     error: str
 
 

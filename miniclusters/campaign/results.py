@@ -39,10 +39,17 @@ class CampaignEvent(TypedDict, total=False):
     """A sample's requests by pod; the pods an ensemble or member ran on."""
     pod_restarts: PodTable
     requested_m: int
+    allocatable_m: int
+    pending: int
+    running: int
+    restarts: int
+    """A sample's every pod's restarts together (what the report read before pod_restarts)."""
     previous: int
     size: int
     pod: int
     outcome: str
+    cpu_requested: int
+    """A resize's: the CPU request asked of the pod, in millicores."""
     job_run: float
     job_end: float
 

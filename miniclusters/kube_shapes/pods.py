@@ -278,6 +278,7 @@ class ContainerState(TypedDict, total=False):
 
 class ContainerStatus(TypedDict, total=False):
     name: str
+    containerID: str
     ready: bool
     started: bool
     restartCount: int

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from broker.payloads import ResourceReport
 from broker.resources import (
     build_R,
     cgroup_cpu_limit,
@@ -87,7 +88,7 @@ def test_local_resources_with_fake_tree(tmp_path: Path) -> None:
 
 
 def test_R_lite_groups_identical_ranks() -> None:
-    reports = {r: {"hostname": f"flux-sample-{r}", "cores": "0-7"} for r in range(4)}
+    reports: dict[int, ResourceReport] = {r: {"hostname": f"flux-sample-{r}", "cores": "0-7"} for r in range(4)}
     assert build_R(reports) == {
         "version": 1,
         "execution": {

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import itertools
+from typing import cast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.attributes import AttrError, Attributes, parse_duration, parse_setattr
+from broker.cli.replies import OverlayRank, OverlayStatus
 from broker.cli.resource_render import render_overlay, resource_rows
 from broker.cli.start import UsageError, parse_broker, parse_start
 from broker.membership import DOWN, LOST, UP, Membership, Quorum, QuorumError
+from broker.payloads import RankEntry
 from broker.protocol import EINVAL, Message, ProtocolError, request
 from broker.service import Request, ServiceError, ServiceRegistry
 from broker.topology import TopologyError, build, custom, kary
@@ -105,7 +108,11 @@ def test_quorum_and_membership() -> None:
     members.set(2, LOST)
     assert members.subtree_status(topo, 0) == "degraded"
     assert members.subtree_status(topo, 2) == "lost"
-    changed = members.merge({"3": {"state": UP, "resources": {"ncores": 2}, "uuid": "u"}, "9": {"state": UP}})
+    # partial entries and an unknown rank, as a child's JSON may say: merge checks each (so the cast)
+    update = cast(
+        dict[str, RankEntry], {"3": {"state": UP, "resources": {"ncores": 2}, "uuid": "u"}, "9": {"state": UP}}
+    )
+    changed = members.merge(update)
     assert changed == [3] and members.ranks[3].resources == {"ncores": 2}
     assert members.in_state(DOWN) == []
 
@@ -166,14 +173,17 @@ def test_start_option_parsing() -> None:
 
 
 def test_cli_renderers() -> None:
-    status = {
+    def rank(number: int, parent: int, status: str) -> OverlayRank:
+        state = "lost" if status == "lost" else "online"
+        return {"rank": number, "hostname": f"h{number}", "state": state, "status": status, "parent": parent,
+                "since": 0.0, "burst": ""}  # fmt: skip
+
+    status: OverlayStatus = {
+        "size": 4,
+        "topology": "custom",
         "parents": [-1, 0, 0, 1],
-        "ranks": [
-            {"hostname": "h0", "status": "degraded"},
-            {"hostname": "h1", "status": "lost"},
-            {"hostname": "h2", "status": "full"},
-            {"hostname": "h3", "status": "lost"},
-        ],
+        "state": "degraded",
+        "ranks": [rank(0, -1, "degraded"), rank(1, 0, "lost"), rank(2, 0, "full"), rank(3, 1, "lost")],
     }
     assert render_overlay(status) == ["0 h0: degraded", "├─ 1 h1: lost", "│  └─ 3 h3: lost", "└─ 2 h2: full"]
     rows = resource_rows(

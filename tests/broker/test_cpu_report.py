@@ -71,7 +71,9 @@ def test_v1_without_cpuacct_counts_the_cgroup_s_processes(tmp_path: Path) -> Non
     assert first["usage_from"] == "processes" and request_millicores(first) == 500
     # the spinning child cgroup's process is what was counted: its own CPU time over the same interval (however
     # much of a CPU a loaded machine gave it), to the clock tick
-    counted = second["usage_usec"] - first["usage_usec"]
+    first_usec, second_usec = first["usage_usec"], second["usage_usec"]
+    assert first_usec is not None and second_usec is not None
+    counted = second_usec - first_usec
     tick = 1_000_000 // os.sysconf("SC_CLK_TCK")
     assert before_second - after_first - tick <= counted <= after_second - before_first + tick
     assert counted > 0

@@ -150,7 +150,7 @@ def test_status_shows_the_service_s_state(capsys: pytest.CaptureFixture[str]) ->
 
     status = ClusterStatus(name="c", namespace="default", size=1, max_size=1, min_size=1, ranks_up=(0,))
     report = burst_report(_Backend({"state": "failed", "reason": "x", "pid": 9, "age": 1.0}), status)  # type: ignore[arg-type]
-    assert report is not None and report["service"]["state"] == "failed"
+    assert report is not None and report["service"] is not None and report["service"]["state"] == "failed"
     print_bursts(report)
     out = capsys.readouterr().out
     assert "Burst service: failed: x" in out and "Pending ƒ2: needs a burst, but the burst service is failed: x" in out

@@ -4,8 +4,10 @@ jobs it adopts from the lead, and the event log a killed writer left half-writte
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from elasticity.control.events import EventLog, read_events
+from miniclusters.api.status import StatusJson
 from miniclusters.campaign.progress import CampaignProgress, adopt
 from miniclusters.campaign.runner import replayed_states
 
@@ -70,7 +72,8 @@ def test_a_multiplexing_run_s_record_round_trips_and_adopts_only_this_run_s_unre
     back = MultiplexProgress.from_status({"multiplexing": progress.to_status()})
     assert back == progress and back.belongs_to(spec)
     assert not back.belongs_to(spec.model_copy(update={"max": 3}))
-    assert MultiplexProgress.from_status({"multiplexing": {"spec": "x"}}) is None  # no run: nothing to go on with
+    no_run = cast(StatusJson, {"multiplexing": {"spec": "x"}})  # malformed on purpose: no run
+    assert MultiplexProgress.from_status(no_run) is None  # nothing to go on with
     lead = {
         "ƒA": ("sim1", 1001.0),
         "ƒB": ("sim2", 1002.0),  # submitted, not recorded

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from broker.jobs.api import JobInfo
 from elasticity.control.campaign import CampaignDecision
@@ -16,7 +16,7 @@ from elasticity.model.node import Node
 from miniclusters.api.campaign import CampaignSpec
 from miniclusters.backends.base import BackendError, ExecResult
 from miniclusters.campaign.plan import plan_campaign
-from miniclusters.campaign.results import ensemble_results, member_results
+from miniclusters.campaign.results import CampaignEvent, ensemble_results, member_results
 
 SPEC = CampaignSpec.model_validate(
     {
@@ -28,7 +28,7 @@ SPEC = CampaignSpec.model_validate(
 )
 
 
-def _sample(t: float, restarts: Mapping[int, int], cpu: Mapping[int, int]) -> dict[str, Any]:
+def _sample(t: float, restarts: Mapping[int, int], cpu: Mapping[int, int]) -> CampaignEvent:
     return {
         "kind": "sample",
         "t": t,
@@ -41,13 +41,13 @@ def _sample(t: float, restarts: Mapping[int, int], cpu: Mapping[int, int]) -> di
     }
 
 
-def _rows(tmp_path: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
+def _rows(tmp_path: Path, events: list[CampaignEvent]) -> dict[str, Any]:
     plan = plan_campaign(SPEC, tmp_path)
     return {r.ensemble: r for r in ensemble_results(plan, events, member_results(plan, events))}
 
 
 def test_an_ensemble_counts_only_its_own_pods_restarts(tmp_path: Path) -> None:
-    events = [
+    events: list[CampaignEvent] = [
         {"kind": "ensemble-running", "t": 1.0, "ensemble": "alpha", "pods": [0]},
         {"kind": "ensemble-running", "t": 1.0, "ensemble": "mach", "pods": [1]},
         _sample(1.0, {0: 0, 1: 0}, {0: 1000, 1: 1000}),
@@ -66,7 +66,7 @@ def test_an_ensemble_counts_only_its_own_pods_restarts(tmp_path: Path) -> None:
 def test_an_ensemble_s_makespan_is_its_batch_job_s(tmp_path: Path) -> None:
     """Seen on podman: observed running late (a look every few seconds), the ensemble's 2.88 s was shorter than
     its member's 5.9 s. The lead's t_run and t_cleanup are the clock the members' stamps use."""
-    events = [
+    events: list[CampaignEvent] = [
         {"kind": "ensemble-running", "t": 10.0, "ensemble": "alpha", "pods": [0], "job_run": 1000.0},
         {"kind": "ensemble-done", "t": 12.88, "ensemble": "alpha", "pods": [], "job_end": 1006.2},
         {"kind": "ensemble-running", "t": 10.0, "ensemble": "mach", "pods": [1]},  # an older log: looks only
@@ -79,7 +79,7 @@ def test_an_ensemble_s_makespan_is_its_batch_job_s(tmp_path: Path) -> None:
 def test_a_scale_up_s_pod_that_ran_nothing_is_named() -> None:
     from miniclusters.campaign.results import unused_scaled_pods
 
-    events = [
+    events: list[CampaignEvent] = [
         {"kind": "scaled", "t": 15.5, "previous": 1, "size": 3},
         {"kind": "ensemble-running", "t": 16.0, "ensemble": "mach", "pods": [0]},
         {"kind": "member", "t": 17.0, "member": "m", "pods": [2, 2]},
@@ -182,7 +182,7 @@ def test_an_ensemble_that_ran_between_two_looks_keeps_its_run(tmp_path: Path) ->
     done = [e for e in events if e["kind"] == "ensemble-done"]
     assert [(e["ensemble"], e["pods"], e["job_run"]) for e in running] == [("alpha", [0], 1000.0)]
     assert [(e["ensemble"], e["job_end"]) for e in done] == [("alpha", 1005.9)]
-    rows = _rows(tmp_path, events)
+    rows = _rows(tmp_path, cast(list[CampaignEvent], events))  # the log as the runner wrote it (as report() reads it)
     assert rows["alpha"].makespan == 5.9 and rows["alpha"].pods == [0]
 
 
@@ -209,7 +209,7 @@ def test_the_cluster_totals_are_read_back_from_the_event_log() -> None:
     'None CPU-seconds requested, None resizes, None scale events' (seen on the real cluster)."""
     from miniclusters.campaign.results import cluster_totals
 
-    events = [
+    events: list[CampaignEvent] = [
         _sample(0.0, {0: 0}, {0: 1000}),
         {"kind": "scaled", "t": 1.0, "previous": 1, "size": 2},
         _sample(2.0, {0: 0, 1: 0}, {0: 1000, 1: 1000}),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from broker.cli.resource_render import drain_rows
-from miniclusters.autoscaling.state import load_state, save_state, state_file
+from miniclusters.autoscaling.state import AutoscalerState, load_state, save_state, state_file
 from miniclusters.cli.autoscale_status import print_autoscaler_state, print_drains
 
 
@@ -20,12 +20,14 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _save(pid: int, **extra: object) -> None:
+def _save(pid: int, running: bool = True, stopped: str = "") -> None:
     path = state_file("local", "auto")
     path.parent.mkdir(parents=True, exist_ok=True)
     last = {"kind": "drain", "ranks": [1, 2], "reason": "cooling down", "at": 1.0}
-    fields = {"cluster": "auto", "running": True, "started_by": "up", "size": 3, "wanted": 1, "draining": [1, 2],
-              "last_event": last, **extra}  # fmt: skip
+    fields: AutoscalerState = {"cluster": "auto", "running": running, "started_by": "up", "size": 3, "wanted": 1,
+                               "draining": [1, 2], "last_event": last}  # fmt: skip
+    if stopped:
+        fields["stopped"] = stopped
     save_state(path, fields)
     data = json.loads(path.read_text())
     data["pid"] = pid

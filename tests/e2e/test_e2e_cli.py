@@ -9,10 +9,10 @@ import json
 import re
 import uuid
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from miniclusters.kube_shapes import Pod
 from miniclusters.testing.kube_e2e import ROOT, cli, containers_of, kubectl_json, objects_of, pod_of, wait_until
 
 FLUX_VIEW = "ghcr.io/miniclusters/miniclusters-flux-view:0.1.0"
@@ -140,7 +140,7 @@ def test_scale_and_resize_in_place_on_an_interactive_cluster(
     wait_until("no object of the cluster left", lambda: not objects_of(kubeconfig, e2e_namespace, name))
 
 
-def _condition_reason(pod: dict[str, Any], kind: str) -> str | None:
+def _condition_reason(pod: Pod, kind: str) -> str | None:
     return next((c.get("reason") for c in pod["status"].get("conditions", []) if c["type"] == kind), None)
 
 

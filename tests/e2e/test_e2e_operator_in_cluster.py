@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -169,7 +169,7 @@ def test_killing_the_leader_mid_campaign_finishes_it_with_no_member_run_twice(ku
     from elasticity.control.events import read_events
     from miniclusters.api.campaign import CampaignSpec
     from miniclusters.campaign.plan import plan_campaign
-    from miniclusters.campaign.results import member_results
+    from miniclusters.campaign.results import CampaignEvent, member_results
 
     name = "naca0012-campaign"
     workdir = CAMPAIGNS / f"{namespace}-{name}"
@@ -208,7 +208,7 @@ def test_killing_the_leader_mid_campaign_finishes_it_with_no_member_run_twice(ku
     assert kinds.count("campaign-resume") == 1 and "ensemble-rerun" not in kinds, kinds
     assert [e["ensemble"] for e in events if e["kind"] == "submitted"].count("alpha") == 1
     plan = plan_campaign(CampaignSpec.model_validate(spec["spec"]["campaign"]), workdir)
-    results = member_results(plan, events)
+    results = member_results(plan, cast(list[CampaignEvent], events))  # the log as the runner wrote it
     assert len(results) == 6 and all(r.state == "done" and r.cl is not None and r.cd for r in results), results
     kubectl(kubeconfig, "delete", "minicluster", name, "-n", namespace, "--cascade=foreground")
     wait_until("no object of the campaign left", lambda: not objects_of(kubeconfig, namespace, name), timeout=180)

@@ -14,6 +14,8 @@ from broker.curve_cert import parse_zcert
 from miniclusters.api import load_minicluster
 from miniclusters.backends.podman.core import PodmanContext
 from miniclusters.backends.podman.observe import (
+    ContainerState,
+    InspectedContainer,
     PodmanPod,
     millicores_to_shares,
     phase_of,
@@ -34,6 +36,7 @@ from miniclusters.backends.podman.pods import (
 )
 from miniclusters.backends.podman.state import PodmanStore
 from miniclusters.backends.reporting import Polling
+from miniclusters.kube_shapes import PodContainer
 from miniclusters.render import render_minicluster, render_objects
 from miniclusters.render.layout import INDEX_LABEL
 
@@ -54,7 +57,7 @@ def _rendered(size: int = 2, max_size: int = 4) -> Rendered:
     return Rendered.from_rendered(render_objects(mc))
 
 
-def _env(container: dict[str, Any]) -> dict[str, str]:
+def _env(container: PodContainer) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container["env"]}
 
 
@@ -124,9 +127,9 @@ def test_secret_files_are_decoded_with_the_template_mode() -> None:
 
 
 def test_rendered_needs_every_object() -> None:
-    objects = render_minicluster(
+    objects = render_objects(
         load_minicluster({"metadata": {"name": "x"}, "spec": {"containers": [{"image": "a"}]}})
-    )
+    ).in_apply_order()
     with pytest.raises(ValueError, match="Job"):
         Rendered.from_objects([o for o in objects if o["kind"] != "Job"])
 
@@ -155,12 +158,12 @@ def test_cpu_shares_are_read_from_the_cgroup(tmp_path: Path) -> None:
         ({"Status": "created"}, "Pending", None),
     ],
 )
-def test_container_states_become_pod_phases(state: dict[str, Any], phase: str, code: int | None) -> None:
+def test_container_states_become_pod_phases(state: ContainerState, phase: str, code: int | None) -> None:
     assert phase_of(PodmanPod(0, "pm-0", "Running", {"State": state}))[:2] == (phase, code)
 
 
 def test_a_failed_container_podman_will_restart_is_not_a_failed_pod() -> None:
-    container = {
+    container: InspectedContainer = {
         "State": {"Status": "exited", "ExitCode": 137},
         "HostConfig": {"RestartPolicy": {"Name": "on-failure"}},
     }

@@ -9,17 +9,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from miniclusters.backends.base import ClusterStatus
-from miniclusters.backends.podman.observe import PodmanPod, phase_of, pod_status
+from miniclusters.backends.podman.observe import InspectedContainer, PodmanPod, phase_of, pod_status
 from miniclusters.backends.podman.restarts import NEVER_STARTED, RestartLedger, Seen, advance
 from miniclusters.backends.states import cluster_state
 
-KILLED = {
+KILLED: InspectedContainer = {
     "Id": "c1",
     "State": {"Status": "exited", "ExitCode": 137, "StartedAt": "2026-01-01T00:00:00Z"},
     "HostConfig": {"RestartPolicy": {"Name": "on-failure"}},
     "RestartCount": 0,
 }
-RUNNING = {"Id": "c0", "State": {"Status": "running", "StartedAt": "2026-01-01T00:00:00Z"}, "RestartCount": 0}
+RUNNING: InspectedContainer = {
+    "Id": "c0",
+    "State": {"Status": "running", "StartedAt": "2026-01-01T00:00:00Z"},
+    "RestartCount": 0,
+}
 
 
 def test_a_container_stopped_by_hand_is_a_failed_pod_not_a_crash_loop() -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from broker.burst_service import ABSENT, service_words
-from broker.rest.answers import CpuReport, Drain, QueueState, ResourceStatus
+from broker.rest.answers import CpuCounters, CpuReport, Drain, QueueState, ResourceStatus
 from common import idset
 
 Rpc = Callable[[str, int], CpuReport]
@@ -36,7 +36,7 @@ class RankRow:
     """The drain reason when the rank takes no new jobs (`flux resource drain`, the autoscaler), else None."""
 
 
-def request_millicores(report: CpuReport, v2_formula: str = "nonlinear") -> int | None:
+def request_millicores(report: CpuCounters, v2_formula: str = "nonlinear") -> int | None:
     """The CPU request a rank's cgroup weight stands for, through the kubelet's mapping (elasticity/model/cpu.py);
     for cgroup v2 the smallest request with that weight (the mapping is many-to-one)."""
     from elasticity.model import cpu as cpu_model
@@ -49,7 +49,7 @@ def request_millicores(report: CpuReport, v2_formula: str = "nonlinear") -> int 
     return cpu_model.weight_to_milli(weight, v2_formula)
 
 
-def used_millicores(before: CpuReport, after: CpuReport) -> int | None:
+def used_millicores(before: CpuCounters, after: CpuCounters) -> int | None:
     """CPU in use between two reports of one rank, in millicores (None when either lacks a counter)."""
     a, b = before.get("usage_usec"), after.get("usage_usec")
     elapsed = float(after.get("time", 0.0)) - float(before.get("time", 0.0))
