@@ -19,9 +19,10 @@ from broker.modules.job_manager.table import JobTable
 from broker.protocol import EHOSTUNREACH, EINVAL, Message
 from broker.service import ServiceError
 from broker.testing_port import FakePort, fake_request
+from tests.broker.job_manager.unused_roles import UnusedQueue, UnusedWatches
 
 
-class FakeQueue:
+class FakeQueue(UnusedQueue):
     def __init__(self) -> None:
         self.calls: list[tuple[str, int]] = []
         self.noted: set[int] = set()
@@ -43,7 +44,7 @@ class FakeQueue:
         self.calls.append(("dequeue", jobid))
 
 
-class FakeWatches:
+class FakeWatches(UnusedWatches):
     def __init__(self) -> None:
         self.ended: list[int] = []
         self.output: list[int] = []
@@ -72,7 +73,7 @@ class Parts:
         store = JobStore(tmp_path / "state", fsync=False)
         self.table = JobTable(self.port, store, store.restore(now_ms=1_000).epoch_ms, lambda touched: None)
         self.queue, self.watches, self.saver = FakeQueue(), FakeWatches(), FakeSaver()
-        self.ex = Executions(self.port, self.table, self.queue, self.watches, self.saver)  # type: ignore[arg-type]
+        self.ex = Executions(self.port, self.table, self.queue, self.watches, self.saver)
 
     def job(self, nnodes: int = 1, **kwargs: object) -> JobRecord:
         jobspec = build_jobspec(["hostname"], nnodes=nnodes, **kwargs)  # type: ignore[arg-type]

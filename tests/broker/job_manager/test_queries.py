@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
@@ -20,33 +19,29 @@ from broker.modules.scheduler import Scheduler
 from broker.protocol import EINVAL
 from broker.service import ServiceError
 from broker.testing_port import FakePort, fake_request
+from tests.broker.job_manager.unused_roles import UnusedExecutions, UnusedQueue
 
 
-def _unused(*_: object) -> NoReturn:
-    raise AssertionError("Queries only reads the queue and the executions")
-
-
-class FakeQueue:
-    """A QueueRole whose pending set the test fills; what Queries never calls refuses."""
+class FakeQueue(UnusedQueue):
+    """The queue's pending set, which the test fills."""
 
     def __init__(self, port: FakePort) -> None:
-        self.sched = Scheduler(port, "fcfs")
+        self._sched = Scheduler(port, "fcfs")
         self.waiting: set[int] = set()
+
+    @property
+    def sched(self) -> Scheduler:
+        return self._sched
 
     def pending(self) -> set[int]:
         return self.waiting
 
-    enqueue = dequeue = take_drain_note = interrupted_by = stop = _unused
-    mark_dirty = kick = resume = _unused
 
-
-class FakeExecutions:
-    """An ExecutionsRole with one job running and nothing else to say; what Queries never calls refuses."""
+class FakeExecutions(UnusedExecutions):
+    """One job running, and nothing else to say."""
 
     def count(self) -> int:
         return 1
-
-    running = is_running = holding = lines = start = requeue = exception = release = adopt_orphan = _unused
 
 
 class Parts:

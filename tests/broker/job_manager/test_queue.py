@@ -18,9 +18,10 @@ from broker.modules.job_manager.table import JobTable
 from broker.protocol import EINVAL, EPERM
 from broker.service import ServiceError
 from broker.testing_port import FakePort, fake_request
+from tests.broker.job_manager.unused_roles import UnusedExecutions, UnusedWatches
 
 
-class FakeExecutions:
+class FakeExecutions(UnusedExecutions):
     """Records the jobs started; holds their allocations as running."""
 
     def __init__(self) -> None:
@@ -39,7 +40,7 @@ class FakeExecutions:
         return list(self.started)
 
 
-class FakeWatches:
+class FakeWatches(UnusedWatches):
     def __init__(self) -> None:
         self.submitted_ids: list[int] = []
 
@@ -57,7 +58,7 @@ class Parts:
         self.table = JobTable(self.port, store, store.restore(now_ms=1_000).epoch_ms, self._committed)
         self.queue = JobQueue(self.port, self.port, lambda: self.port.online, self.table, saved or QueueState())
         self.executions, self.watches = FakeExecutions(), FakeWatches()
-        self.queue.wire(self.executions, self.watches)  # type: ignore[arg-type]
+        self.queue.wire(self.executions, self.watches)
 
     def _committed(self, touched: set[int]) -> None:
         self.commits.append(touched)
@@ -115,7 +116,7 @@ def test_the_active_limit_refuses_with_eagain(tmp_path: Path) -> None:
     parts = Parts(tmp_path)
     parts.port.attrs.set(ACTIVE_LIMIT, 1)
     limited = JobQueue(parts.port, parts.port, lambda: False, parts.table, QueueState())
-    limited.wire(parts.executions, parts.watches)  # type: ignore[arg-type]
+    limited.wire(parts.executions, parts.watches)
     parts.submit()
     req, _ = fake_request("job-manager.submit", {"jobspec": build_jobspec(["true"])})
     with pytest.raises(ServiceError) as caught:

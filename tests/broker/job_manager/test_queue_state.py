@@ -19,9 +19,10 @@ from broker.modules.job_manager.table import JobTable
 from broker.protocol import EINVAL
 from broker.service import ServiceError
 from broker.testing_port import FakePort, fake_request
+from tests.broker.job_manager.unused_roles import UnusedExecutions, UnusedWatches
 
 
-class FakeExecutions:
+class FakeExecutions(UnusedExecutions):
     def __init__(self) -> None:
         self.started: dict[int, Allocation] = {}
 
@@ -35,7 +36,7 @@ class FakeExecutions:
         return list(self.started)
 
 
-class FakeWatches:
+class FakeWatches(UnusedWatches):
     def submitted(self, record: JobRecord) -> None:
         pass
 
@@ -50,8 +51,8 @@ def parts(tmp_path: Path) -> Parts:
     table = JobTable(port, store, store.restore(now_ms=1_000).epoch_ms, lambda touched: queue.schedule_if_dirty())
     queue = JobQueue(port, port, lambda: port.online, table, QueueState())
     executions = FakeExecutions()
-    queue.wire(executions, FakeWatches())  # type: ignore[arg-type]
-    QueueStateService(port, table, queue, executions)  # type: ignore[arg-type]
+    queue.wire(executions, FakeWatches())
+    QueueStateService(port, table, queue, executions)
     return port, table, queue, executions
 
 

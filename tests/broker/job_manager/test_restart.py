@@ -17,9 +17,10 @@ from broker.modules.job_manager.executions import KILLED
 from broker.modules.job_manager.restart import LOST_NOTE, recover
 from broker.modules.job_manager.table import JobTable
 from broker.testing_port import FakePort
+from tests.broker.job_manager.unused_roles import UnusedExecutions, UnusedQueue, UnusedWatches
 
 
-class FakeQueue:
+class FakeQueue(UnusedQueue):
     def __init__(self) -> None:
         self.queued: list[int] = []
 
@@ -27,7 +28,7 @@ class FakeQueue:
         self.queued.append(jobid)
 
 
-class FakeExecutions:
+class FakeExecutions(UnusedExecutions):
     def __init__(self, table: JobTable) -> None:
         self.table = table
         self.orphans: list[int] = []
@@ -42,7 +43,7 @@ class FakeExecutions:
         self.table.post(record, "clean")
 
 
-class FakeWatches:
+class FakeWatches(UnusedWatches):
     def __init__(self) -> None:
         self.seen: list[int] = []
 
@@ -77,7 +78,7 @@ def restart(tmp_path: Path, events: list[JobEvent], policy: str) -> tuple[JobTab
     store = JobStore(tmp_path / "again", fsync=False)
     table = JobTable(port, store, 1_000, lambda touched: None)
     queue, executions, watches = FakeQueue(), FakeExecutions(table), FakeWatches()
-    recover(table, queue, executions, watches, events, policy)  # type: ignore[arg-type]
+    recover(table, queue, executions, watches, events, policy)
     assert sorted(watches.seen) == sorted(table)  # every job was active when the lead stopped: watched again
     return table, queue, executions
 

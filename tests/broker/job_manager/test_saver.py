@@ -19,9 +19,10 @@ from broker.options import BrokerError
 from broker.protocol import EINVAL, ENOENT
 from broker.service import ServiceError
 from broker.testing_port import FakePort, fake_request
+from tests.broker.job_manager.unused_roles import UnusedExecutions, UnusedQueue
 
 
-class FakeQueue:
+class FakeQueue(UnusedQueue):
     def __init__(self) -> None:
         self.stopped_for = ""
         self.kicks = 0
@@ -39,7 +40,7 @@ class FakeQueue:
         return reason == self.stopped_for
 
 
-class FakeExecutions:
+class FakeExecutions(UnusedExecutions):
     def __init__(self) -> None:
         self.jobs: list[int] = []
         self.requeued: list[tuple[int, str, str]] = []
@@ -70,7 +71,7 @@ class Parts:
             self.port, store, store.restore(now_ms=1_000).epoch_ms, lambda touched: self.saver.check()
         )
         self.queue, self.executions = FakeQueue(), FakeExecutions()
-        self.saver.wire(self.table, self.queue, self.executions)  # type: ignore[arg-type]
+        self.saver.wire(self.table, self.queue, self.executions)
 
     def running_job(self, save: str | None = None) -> JobRecord:
         system = {"save-policy": save} if save else None

@@ -15,23 +15,24 @@ from broker.modules.job_manager.table import JobTable
 from broker.modules.job_manager.watches import Watches
 from broker.protocol import ECHILD, EHOSTUNREACH, Message
 from broker.testing_port import FakePort, fake_request
+from tests.broker.job_manager.unused_roles import UnusedExecutions, UnusedQueue
 
 
-class FakeQueue:
+class FakeQueue(UnusedQueue):
     def pending(self) -> set[int]:
         return set()
 
 
-class FakeExecutions:
+class FakeExecutions(UnusedExecutions):
     def __init__(self) -> None:
         self.output: dict[int, list[list[Any]]] = {}
-        self.running = 0
+        self.active = 0
 
     def lines(self, jobid: int) -> list[list[Any]]:
         return self.output.get(jobid, [])
 
     def count(self) -> int:
-        return self.running
+        return self.active
 
 
 class FakeQueries:
@@ -45,8 +46,8 @@ class Parts:
         store = JobStore(tmp_path / "state", fsync=False)
         self.table = JobTable(self.port, store, store.restore(now_ms=1_000).epoch_ms, self._committed)
         self.executions = FakeExecutions()
-        self.watches = Watches(self.table, FakeQueue())  # type: ignore[arg-type]
-        self.watches.wire(self.executions, FakeQueries())  # type: ignore[arg-type]
+        self.watches = Watches(self.table, FakeQueue())
+        self.watches.wire(self.executions, FakeQueries())
 
     def _committed(self, touched: set[int]) -> None:
         self.watches.committed(touched)
@@ -133,14 +134,14 @@ def test_annotation_and_idle_waits(tmp_path: Path) -> None:
     record = parts.job()
     req, replies = fake_request("job-manager.annotation-wait", {"id": record.jobid, "key": "user"})
     parts.watches.svc_annotation_wait(req)
-    parts.executions.running = 1
+    parts.executions.active = 1
     idle, idle_replies = fake_request("job-manager.queue-idle", {})
     parts.watches.svc_queue_idle(idle)
     parts.table.post(record, "annotate", {"user": {"note": "x"}})
     parts.port.loop.settle()
     assert replies.payload["annotations"]["user"] == {"note": "x"}
     assert idle_replies.messages == []
-    parts.executions.running = 0
+    parts.executions.active = 0
     parts.table.schedule_flush()
     parts.port.loop.settle()
     assert idle_replies.payload == {"pending": 0, "running": 0}
