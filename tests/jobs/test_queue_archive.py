@@ -22,6 +22,7 @@ from broker.jobs.archive_members import MANIFEST, ArchiveError
 from broker.jobs.journal import JobEvent
 from broker.jobs.record import replay
 from broker.jobs.save_policy import save_policy
+from broker.jobs.shapes import ManifestDoc
 from broker.jobs.store import JobStore
 
 SPEC = {"version": 1, "resources": [], "tasks": [], "attributes": {"system": {"environment": {"A": "1"}}}}
@@ -60,10 +61,17 @@ def _archive(tmp_path: Path) -> Path:
     return path
 
 
+def _read(tar: tarfile.TarFile, member: str | tarfile.TarInfo) -> bytes:
+    """A regular member's bytes (extractfile answers None for anything else: none is in an archive of ours)."""
+    data = tar.extractfile(member)
+    assert data is not None, member
+    return data.read()
+
+
 def _rewrite(path: Path, change: dict[str, bytes | None]) -> None:
     """Rewrite the archive's members: bytes replace one, None drops it."""
     with tarfile.open(path) as tar:
-        members = {m.name: tar.extractfile(m).read() for m in tar}  # type: ignore[union-attr]
+        members = {m.name: _read(tar, m) for m in tar}
     for name, data in change.items():
         if data is None:
             members.pop(name, None)
@@ -128,9 +136,9 @@ def test_damaged_archives_say_why(tmp_path: Path, damage: dict[str, bytes | None
         read_archive(path)
 
 
-def _manifest(path: Path) -> dict[str, object]:
+def _manifest(path: Path) -> ManifestDoc:
     with tarfile.open(path) as tar:
-        return json.loads(tar.extractfile(MANIFEST).read())  # type: ignore[union-attr]
+        return json.loads(_read(tar, MANIFEST))
 
 
 def test_foreign_kind_version_cluster_and_index(tmp_path: Path) -> None:
@@ -144,7 +152,7 @@ def test_foreign_kind_version_cluster_and_index(tmp_path: Path) -> None:
     _rewrite(path, {MANIFEST: json.dumps({**original, "kind": "flux-content-archive"}).encode()})
     with pytest.raises(ArchiveError, match="a foreign archive"):
         read_archive(path)
-    jobs = [dict(j, state="RUN") if j["id"] == 12 else j for j in original["jobs"]]  # type: ignore[attr-defined]
+    jobs = [dict(j, state="RUN") if j["id"] == 12 else j for j in original["jobs"]]
     _rewrite(path, {MANIFEST: json.dumps({**original, "jobs": jobs}).encode()})
     with pytest.raises(ArchiveError, match="job index disagrees with the journal"):
         read_archive(path)

@@ -107,7 +107,7 @@ def test_an_enabled_cluster_grows_with_its_queue_and_shrinks_after_idle(
     fake.create(custom_resource(make_mc(size=1, maxSize=4, autoscale=AUTOSCALE), "hpc"))
     operator.start()
     _settle(operator, clock)
-    assert KEY in operator.autoscalers.loops  # type: ignore[union-attr]
+    assert operator.autoscalers is not None and KEY in operator.autoscalers.loops
     assert _autoscaling(fake)[:2] == ("True", "Started") and _reasons(fake) == ["Started"]
 
     lead.pending = [{"id": 1, "nnodes": 3, "duration": 100.0}]
@@ -183,7 +183,7 @@ def test_a_broken_queue_becomes_a_condition_and_an_event_not_a_crash(
     assert (status, reason) == ("False", "LoopFailed") and "no broker socket" in message and "(69)" in message
     warnings = [e for e in recorded_events(fake) if e["type"] == "Warning" and e["reason"] == "LoopFailed"]
     assert len(warnings) == 1, "the same failure is one Event, not one per interval"
-    assert KEY in operator.autoscalers.loops  # type: ignore[union-attr]
+    assert operator.autoscalers is not None and KEY in operator.autoscalers.loops
 
     lead.broken = None
     lead.pending = [{"id": 1, "nnodes": 2, "duration": 10.0}]

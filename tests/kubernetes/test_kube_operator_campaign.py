@@ -225,7 +225,7 @@ def test_the_operator_runs_a_campaign_growing_the_job_and_reporting_in_status(
     fake.create(custom_resource(mc, "hpc"))
     operator.start()
     _settle(operator, clock)
-    assert KEY in operator.campaigns.loops  # type: ignore[union-attr]
+    assert operator.campaigns is not None and KEY in operator.campaigns.loops
     assert operator.autoscalers is None and operator.multiplexers is None  # the campaign's runner has both loops
     status, reason, message = _condition(fake)
     assert (status, reason) == ("True", "Started") and "2 ensembles, 6 members" in message
@@ -281,7 +281,8 @@ def test_a_failed_member_is_reported_and_removing_the_campaign_cancels_it(
     fake.patch(MINICLUSTER, "hpc", "demo", {"spec": {"campaign": None}})
     _settle(operator, clock)
     assert running[0].result == "CANCELED"
-    assert _condition(fake)[:2] == ("False", "Cancelled") and KEY not in operator.campaigns.loops  # type: ignore[union-attr]
+    assert _condition(fake)[:2] == ("False", "Cancelled")
+    assert operator.campaigns is not None and KEY not in operator.campaigns.loops
 
 
 def test_members_of_a_lost_sub_instance_run_again_not_dropped(
@@ -364,7 +365,7 @@ def test_an_operator_taking_over_mid_campaign_resumes_it_submitting_nothing_twic
     third = _second_operator(fake, clock)
     third.start()
     _settle(third, clock)
-    assert KEY not in third.campaigns.loops and len(lead.jobs) == 2  # type: ignore[union-attr]
+    assert third.campaigns is not None and KEY not in third.campaigns.loops and len(lead.jobs) == 2
     assert _condition(fake)[1] == "Done"
 
 

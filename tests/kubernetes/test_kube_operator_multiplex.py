@@ -143,7 +143,7 @@ def test_the_operator_runs_the_controller_of_an_enabled_cluster(
     fake.create(custom_resource(make_mc(size=2, tasks=4, multiplexing=MUX), "hpc"))
     operator.start()
     _settle(operator, clock)
-    assert KEY in operator.multiplexers.loops  # type: ignore[union-attr]
+    assert operator.multiplexers is not None and KEY in operator.multiplexers.loops
     status, reason, message = _condition(fake)
     assert (status, reason) == ("True", "Started") and "4 ranks on 2 pods, up to 2 at once" in message
     assert "budget 2000m" in message and _reasons(fake) == ["Started"]
@@ -183,7 +183,8 @@ def test_the_operator_runs_the_controller_of_an_enabled_cluster(
             break
     assert _condition(fake)[:2] == ("True", "Done") and _reasons(fake).count("SimulationFinished") == 2
     assert _tick(operator, clock) == 0, "a finished controller no longer steps"
-    assert KEY in operator.multiplexers.loops, "nor restarts while its spec is unchanged"  # type: ignore[union-attr]
+    assert operator.multiplexers is not None
+    assert KEY in operator.multiplexers.loops, "nor restarts while its spec is unchanged"
 
 
 def test_disabling_or_deleting_stops_the_controller(
@@ -360,4 +361,4 @@ def test_an_operator_taking_over_goes_on_with_the_run_submitting_nothing_twice(
     third = _mux_operator(fake, clock, flux, tmp_path / "c")
     third.start()
     _settle(third, clock)
-    assert KEY not in third.multiplexers.loops and len(flux.submitted) == 3  # type: ignore[union-attr]
+    assert third.multiplexers is not None and KEY not in third.multiplexers.loops and len(flux.submitted) == 3

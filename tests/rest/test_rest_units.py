@@ -45,7 +45,8 @@ def test_users_are_stored_hashed_and_checked(store: UserStore, tmp_path: Path) -
         store.add("has space", "x")
     store.ensure("root-admin", "pw", superuser=True)
     store.ensure("root-admin", "pw2", superuser=True)
-    assert store.authenticate("root-admin", "pw2") is not None and store.get("root-admin").is_superuser  # type: ignore[union-attr]
+    admin = store.get("root-admin")
+    assert store.authenticate("root-admin", "pw2") is not None and admin is not None and admin.is_superuser
 
 
 def test_access_tokens_expire_and_cannot_be_forged() -> None:
