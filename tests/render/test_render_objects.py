@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from broker.curve_cert import generate_certificate, parse_zcert, render_zcert
 from miniclusters.api import SpecError, load_minicluster, load_minicluster_file
+from miniclusters.api.spec import Flavour
 from miniclusters.cli import main
 from miniclusters.kube_shapes import KubeObject, PodContainer
 from miniclusters.render import RenderOptions, render_minicluster
@@ -32,9 +33,9 @@ def _runner(job: KubeObject) -> PodContainer:
 
 @pytest.mark.parametrize("flavour", ["builtin", "flux"])
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_every_object_passes_the_kubernetes_schema(path: Path, flavour: str) -> None:
+def test_every_object_passes_the_kubernetes_schema(path: Path, flavour: Flavour) -> None:
     mc = load_minicluster_file(path)
-    objects = render_minicluster(mc, RenderOptions(flavour=flavour))  # type: ignore[arg-type]
+    objects = render_minicluster(mc, RenderOptions(flavour=flavour))
     services = ["Service", "Service"] if mc.spec.restful.enabled else ["Service"]
     assert [o["kind"] for o in objects] == ["Secret", "ConfigMap", *services, "Job"]
     for obj in objects:

@@ -75,8 +75,8 @@ class Parts:
         self.queue, self.watches, self.saver = FakeQueue(), FakeWatches(), FakeSaver()
         self.ex = Executions(self.port, self.table, self.queue, self.watches, self.saver)
 
-    def job(self, nnodes: int = 1, **kwargs: object) -> JobRecord:
-        jobspec = build_jobspec(["hostname"], nnodes=nnodes, **kwargs)  # type: ignore[arg-type]
+    def job(self, nnodes: int = 1, system_attributes: dict[str, object] | None = None) -> JobRecord:
+        jobspec = build_jobspec(["hostname"], nnodes=nnodes, system_attributes=system_attributes)
         record = self.table.create(jobspec, parse_jobspec(jobspec), 1000, 16, 0)
         self.table.post(record, "depend")
         self.table.post(record, "priority", {"priority": 16})
