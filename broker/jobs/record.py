@@ -10,7 +10,7 @@ from broker.jobs.journal import JobEvent
 from broker.jobs.states import JobResult, JobState
 
 if TYPE_CHECKING:
-    from broker.jobs.shapes import ExceptionContext
+    from broker.jobs.shapes import ExceptionContext, Jobspec
 
 # Flux eventlog names and the state each leads to.
 _STATE_AFTER = {
@@ -26,7 +26,8 @@ _STATE_AFTER = {
 @dataclass
 class JobRecord:
     jobid: int
-    jobspec: dict[str, Any]  # open: the user's jobspec (RFC 14) as submitted, validated by jobs/jobspec.py
+    jobspec: Jobspec
+    """The user's jobspec (RFC 14) as submitted, validated by jobs/jobspec.py; its attributes are open."""
     userid: int
     urgency: int
     t_submit: float

@@ -106,6 +106,12 @@ class JobInfoRecord(TypedDict, total=False):
     requeues: int
 
 
+class JobInfoWithSpec(JobInfoRecord, total=False):
+    """job-manager.info's answer: the job's record, and its jobspec when the request asks for it."""
+
+    jobspec: Jobspec
+
+
 class RestfulJob(TypedDict):
     """GET /v1/jobs/{id} as flux-restful-api returns it (JobInfo.to_restful)."""
 

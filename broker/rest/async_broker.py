@@ -14,13 +14,15 @@ broker's own clients are: nothing here is touched from another thread.
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import zmq
 
 from broker.client import DEFAULT_TIMEOUT, uri_to_endpoint
 from broker.jobs.api import JobInfo
+from broker.jobs.shapes import JobInfoRecord, Jobspec
 from broker.jobs.states import ACTIVE, JobState
-from broker.rest.json_types import Jobspec, Payload
+from broker.rest.json_types import Payload
 from broker.rest.local_handle import LocalAsyncHandle, PendingRequests
 
 SEND_RETRY_SECONDS = 0.005
@@ -136,7 +138,8 @@ class AsyncBrokerJobs:
         self.handle = async_handle(uri)
 
     async def info(self, jobid: int) -> JobInfo:
-        return JobInfo.from_dict(await self.handle.rpc("job-manager.info", {"id": jobid}))
+        reply = await self.handle.rpc("job-manager.info", {"id": jobid})
+        return JobInfo.from_dict(cast(JobInfoRecord, reply))  # the answer's JSON, typed where it enters
 
     async def jobs(self, limit: int, owners: bool = True) -> list[JobInfo]:
         """Every job, newest first, at most `limit` (owners come with each job here, at no cost)."""

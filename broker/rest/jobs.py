@@ -17,9 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from broker.errors import FluxError
 from broker.jobs.api import JobClient, JobInfo
 from broker.jobs.build import build_jobspec
+from broker.jobs.shapes import Jobspec
 from broker.jobs.states import ACTIVE, JobState
 from broker.rest.answers import EventRecord
-from broker.rest.json_types import Jobspec
 from broker.rest.per_thread import PerThread
 from broker.rest.submit import SubmitError as SubmitError  # re-exported: services and tests import them from here
 from broker.rest.submit import SubmitRequest as SubmitRequest
@@ -62,9 +62,9 @@ def system_attributes(request: SubmitRequest) -> SystemAttributes:
     return system
 
 
-def job_command(jobspec: Jobspec) -> list[str]:
-    """The command of a jobspec (RFC 14: tasks[0].command), [] when it has none."""
-    tasks = jobspec.get("tasks")
+def job_command(jobspec: object) -> list[str]:
+    """The command of a jobspec (RFC 14: tasks[0].command), [] when it has none (or is none: flux-core's KVS)."""
+    tasks = jobspec.get("tasks") if isinstance(jobspec, dict) else None
     command = tasks[0].get("command") if isinstance(tasks, list) and tasks and isinstance(tasks[0], dict) else None
     return [str(word) for word in command] if isinstance(command, list) else []
 
