@@ -209,7 +209,7 @@ def _slots(resource: ResourceVertex) -> int:
     count = resource.get("count", 1)
     count = count if isinstance(count, int) else 1
     if resource.get("type") == "node":
-        children: list[ResourceVertex] = resource["with"] if "with" in resource else [{}]
-        inner = children[0]
+        nothing: list[ResourceVertex] = [{}]
+        inner = resource.get("with", nothing)[0]
         return count * _slots(inner)
     return count
