@@ -136,6 +136,55 @@ class RestfulJob(TypedDict):
     duration: float
 
 
+class RestfulException(TypedDict):
+    """A detailed record's exception object (severity "" when none occurred)."""
+
+    occurred: bool
+    severity: int | str
+    type: str
+    note: str
+
+
+class JobListRecord(TypedDict, total=False):
+    """A job as the reference REST server answers (jobs/rest_records.py): GET /v1/jobs lists job-list's record
+    (state and result as flux-core's bits); GET /v1/jobs/{id} and the detailed listings spell them out and add
+    returncode, runtime and an exception object ("" for what is not known yet, as the reference does). Keys
+    job-list leaves out until known are left out."""
+
+    id: int
+    userid: int
+    urgency: int
+    priority: int
+    t_submit: float
+    t_depend: float
+    t_priority: float
+    t_sched: float
+    t_run: float
+    t_cleanup: float
+    t_inactive: float
+    state: int | str
+    name: str
+    ntasks: int
+    ncores: int
+    duration: float
+    nnodes: int | str
+    ranks: str
+    nodelist: str
+    success: bool
+    exception_occurred: bool
+    exception_type: str
+    exception_severity: int
+    exception_note: str
+    result: int | str
+    expiration: float | str
+    annotations: dict[str, Any]  # open: whatever the scheduler, a burst service or `flux job annotate` attached
+    waitstatus: int | str
+    cwd: str
+    returncode: int | str
+    runtime: float
+    exception: RestfulException
+
+
 class ArchiveSource(TypedDict):
     """The cluster an archive was saved on (archive.Source as JSON)."""
 
