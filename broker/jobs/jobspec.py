@@ -14,7 +14,7 @@ from broker.jobs.build import JobspecError, build_jobspec
 from elasticity.model.resources import ResourceRequest
 
 if TYPE_CHECKING:
-    from broker.jobs.shapes import Jobspec, JobspecAttributes
+    from broker.jobs.shapes import Jobspec, JobspecAttributes, ShellOptions
 
 __all__ = ["JobSpec", "JobspecError", "ResourceRequest", "build_jobspec", "parse_jobspec"]
 
@@ -40,9 +40,10 @@ class JobSpec:
     """The jobspec as submitted (parse_jobspec's; None: a JobSpec made by hand)."""
 
     @property
-    def shell_options(self) -> dict[str, Any]:  # open: shell options are the shell's (and plugins')
+    def shell_options(self) -> ShellOptions:
+        """The job's shell options (none: {}), as the jobspec holds them: checked where each is read."""
         options = self.attributes.get("system", {}).get("shell", {}).get("options", {})
-        return options if isinstance(options, dict) else {}
+        return cast("ShellOptions", options) if isinstance(options, dict) else {}
 
 
 def _count(node: object, where: str) -> int:

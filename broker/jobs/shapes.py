@@ -25,6 +25,24 @@ class TaskEntry(TypedDict):
     count: dict[str, int]
 
 
+ShellOptions = TypedDict(
+    "ShellOptions",
+    {
+        "mpi": str,
+        "mpi-wait": str,
+        "mpirun-args": str | list[str],
+        "pmpi": bool | int | str,
+        "pmpi-dir": str,
+        "pmpi-boundary": str,
+        "cpu-affinity": str,
+        "output": dict[str, "FileOutput"],
+    },
+    total=False,
+)
+"""The shell options (attributes.system.shell.options, `-o KEY=VALUE`) the broker reads, as documented. Other
+keys pass through to the job untouched; the values are the user's, so each is checked where it is read."""
+
+
 class JobspecAttributes(TypedDict, total=False):
     """A jobspec's attributes: system (duration, cwd, environment, job.name, queue, shell.options...) and user."""
 
