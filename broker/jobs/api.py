@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
@@ -22,7 +22,16 @@ from broker.jobs.jobid import encode_f58, parse_jobid
 from broker.jobs.states import ACTIVE, JobState, parse_states
 
 if TYPE_CHECKING:
-    from broker.jobs.shapes import JobInfoRecord, Jobspec, JobStats, QueueCounts, QueueStatus, RestfulJob, SaveReply
+    from broker.jobs.shapes import (
+        Annotations,
+        JobInfoRecord,
+        Jobspec,
+        JobStats,
+        QueueCounts,
+        QueueStatus,
+        RestfulJob,
+        SaveReply,
+    )
     from broker.payloads import ResourceStatus
 
 NODEID_ANY = -1
@@ -40,7 +49,8 @@ class RpcHandle(Protocol):
     def close(self) -> None: ...
 
 
-NO_ANNOTATIONS: Mapping[str, Any] = MappingProxyType({})  # open: annotations are whatever was attached
+NO_ANNOTATIONS = cast("Annotations", MappingProxyType({}))
+"""A job's annotations when it has none: read-only, as every JobInfo without any shares it."""
 
 
 class JobInfo(NamedTuple):
@@ -70,7 +80,7 @@ class JobInfo(NamedTuple):
     exception_note: str = ""
     waitstatus: int | None = None
     duration: float = 0.0
-    annotations: Mapping[str, Any] = NO_ANNOTATIONS  # open: whatever the scheduler or `flux job annotate` attached
+    annotations: Annotations = NO_ANNOTATIONS
     t_depend: float = 0.0
     t_priority: float = 0.0
     t_sched: float = 0.0
@@ -119,7 +129,7 @@ class JobInfo(NamedTuple):
             exception_note=str(exception.get("note", "")),
             waitstatus=data.get("waitstatus"),
             duration=float(data.get("duration", 0.0)),
-            annotations=dict(data.get("annotations") or {}),
+            annotations=(data.get("annotations") or {}).copy(),
             t_depend=float(data.get("t_depend", 0.0)),
             t_priority=float(data.get("t_priority", 0.0)),
             t_sched=float(data.get("t_sched", 0.0)),

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.jobs.jobid import encode_f58
 from broker.jobs.record import JobRecord
 from broker.jobs.states import JobState
 
 if TYPE_CHECKING:
-    from broker.jobs.shapes import JobInfoRecord, Jobspec
+    from broker.jobs.shapes import Annotations, JobInfoRecord, Jobspec
 
 
 def job_owner(jobspec: object) -> str:
@@ -58,8 +58,8 @@ def resource_summary(cores: dict[int, list[int]]) -> str:
     return ",".join(f"rank{brackets(ranks)}/core{brackets(list(c))}" for c, ranks in groups.items() if c)
 
 
-def _annotations(record: JobRecord) -> dict[str, Any]:  # open: annotations are whatever was attached
-    annotations = dict(record.extra)
+def _annotations(record: JobRecord) -> Annotations:
+    annotations = record.extra.copy()
     sched = annotations.get("sched")
     if record.cores and not (isinstance(sched, dict) and "resource_summary" in sched):
         # merged: a pending reason set earlier (sched.reason_pending, e.g. by the burst service) stays beside it

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from broker.jobs.journal import JobEvent
 from broker.jobs.states import JobResult, JobState
 
 if TYPE_CHECKING:
-    from broker.jobs.shapes import ExceptionContext, Jobspec
+    from broker.jobs.shapes import Annotations, ExceptionContext, Jobspec
 
 # Flux eventlog names and the state each leads to.
 _STATE_AFTER = {
@@ -21,6 +21,10 @@ _STATE_AFTER = {
     "finish": JobState.CLEANUP,
     "clean": JobState.INACTIVE,
 }
+
+
+def _no_annotations() -> Annotations:
+    return {}
 
 
 @dataclass
@@ -46,7 +50,8 @@ class JobRecord:
     t_inactive: float = 0.0
     requeues: int = 0
     flags: int = 0  # flux-core's submit flags (jobs/submit_flags.py)
-    extra: dict[str, Any] = field(default_factory=dict)  # open: annotations, whatever was attached
+    extra: Annotations = field(default_factory=_no_annotations)
+    """The job's annotations (its `annotate` events merged)."""
 
     @property
     def returncode(self) -> int | None:
@@ -94,7 +99,7 @@ class JobRecord:
             self.state = JobState.SCHED
             return
         elif name == "annotate":
-            self.extra.update(context)
+            self.extra.update(cast("Annotations", context))  # the event's JSON: annotations by their owner
         if name == "clean":
             self.t_inactive = event.timestamp
         if name in _STATE_AFTER:

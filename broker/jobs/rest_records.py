@@ -64,7 +64,7 @@ def listing_record(job: JobInfo) -> JobListRecord:
         record["result"] = RESULT_BITS.get(job.result, RESULT_BITS["FAILED"])
     if job.t_run:
         record["expiration"] = job.expiration
-    record["annotations"] = dict(job.annotations)
+    record["annotations"] = job.annotations.copy()
     if job.waitstatus is not None:
         record["waitstatus"] = job.waitstatus
     if job.cwd:

@@ -84,6 +84,37 @@ class ExceptionContext(TypedDict, total=False):
     userid: int
 
 
+class SchedAnnotations(TypedDict, total=False):
+    """What the scheduler side says of a job: its cores ("rank[0-1]/core[0-1]"), or why it waits."""
+
+    resource_summary: str
+    reason_pending: str
+
+
+class SaveAnnotations(TypedDict, total=False):
+    """A queue save's note on a running job: the signal it was sent to checkpoint."""
+
+    checkpoint: str
+
+
+class SubinstanceAnnotations(TypedDict, total=False):
+    """Where a job's sub-instance listens (broker/subinstance.py), for its other ranks to join."""
+
+    endpoint: str
+    uri: str
+    host: str
+
+
+class Annotations(TypedDict, total=False):
+    """A job's annotations, merged key by key from its `annotate` events (job-manager.annotate): the
+    scheduler's, a save's, a sub-instance's and the user's own."""
+
+    sched: SchedAnnotations
+    save: SaveAnnotations
+    subinstance: SubinstanceAnnotations
+    user: dict[str, Any]  # open: `flux job annotate`'s keys, any JSON the user gives
+
+
 class JobInfoRecord(TypedDict, total=False):
     """A job as job-manager.info, .list and .wait answer (broker/jobs/info.job_info writes all of these keys;
     JobInfo.from_dict also reads records that leave some out, as flux-core's job-list does)."""
@@ -120,7 +151,7 @@ class JobInfoRecord(TypedDict, total=False):
     queue: str
     burstable: bool
     owner: str
-    annotations: dict[str, Any]  # open: whatever the scheduler, a burst service or `flux job annotate` attached
+    annotations: Annotations
     requeues: int
 
 
@@ -195,7 +226,7 @@ class JobListRecord(TypedDict, total=False):
     exception_note: str
     result: int | str
     expiration: float | str
-    annotations: dict[str, Any]  # open: whatever the scheduler, a burst service or `flux job annotate` attached
+    annotations: Annotations
     waitstatus: int | str
     cwd: str
     returncode: int | str
