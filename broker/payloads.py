@@ -51,6 +51,15 @@ class HelloPayload(TypedDict, total=False):
     subtree: dict[str, RankEntry]
 
 
+class ControlPayload(HelloPayload, total=False):
+    """An overlay control message's payload: hello's keys (above), a parent's welcome (`rank`), an update
+    (`ranks`: membership snapshots by rank), a deny or a shutdown (`reason`); heartbeats, goodbye and reset,
+    and a client's disconnect, carry none."""
+
+    reason: str
+    ranks: dict[str, RankEntry]
+
+
 class CpuReport(TypedDict, total=False):
     """resource.cpu (cpu_report.cpu_report): the broker's cgroup, its CPU weight and usage."""
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from broker.jobs.api import JobInfo
 
 if TYPE_CHECKING:
+    from broker.jobs.shapes import ShellOptions
     from elasticity.control.events import EventHeader
     from elasticity.profiling.duty_cycle import DutyCycleAnalysis
 
@@ -156,10 +157,12 @@ def broker_trace_dir(service: Any) -> TraceDir:
             try:
                 spec = client.jobspec(job.id)
                 options = spec.get("attributes", {}).get("system", {}).get("shell", {}).get("options", {})
-                settings = pmpi_settings(options if isinstance(options, dict) else {}, job.id, job.cwd or "/")
+                shell = cast("ShellOptions", options) if isinstance(options, dict) else {}  # checked where read
+                settings = pmpi_settings(shell, job.id, job.cwd or "/")
             except (FluxError, ServiceError, OSError, ValueError):
                 settings = None
-            cache[job.id] = (Path(settings["dir"]), settings["boundary"]) if settings else None
+            # no directory: `-o mpi-wait` alone, which traces nothing (Path(None) raised here before)
+            cache[job.id] = (Path(settings["dir"]), settings["boundary"]) if settings and settings["dir"] else None
         return cache[job.id]
 
     return find
