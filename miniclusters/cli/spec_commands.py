@@ -30,7 +30,8 @@ def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str_presenter)
 
 
-def dump_yaml_stream(objects: Iterable[dict[str, Any]]) -> str:  # open: any Kubernetes or MiniCluster document
+def dump_yaml_stream(objects: Iterable[object]) -> str:
+    """Documents (Kubernetes objects, MiniClusters: anything YAML represents) as one `---`-separated stream."""
     return yaml.dump_all(list(objects), Dumper=_Dumper, sort_keys=False, explicit_start=True)
 
 
@@ -141,10 +142,7 @@ def render(
         tag=tag or defaults.tag,
         cluster_domain=cluster_domain,
     )
-    # open: rendered Kubernetes objects (render's output)
-    objects: list[dict[str, Any]] = []
-    for mc in _load_all(files):
-        objects += render_minicluster(mc, options)
+    objects = [obj for mc in _load_all(files) for obj in render_minicluster(mc, options)]
     if output == "json":
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
     else:
