@@ -42,9 +42,9 @@ def _compact(mc: MiniCluster) -> Manifest:
     return cast(Manifest, data)  # the model's wire form: apiVersion, kind, metadata, spec
 
 
-# open: a MiniCluster's spec in its wire form, walked by field path (any field the user may write)
-def _pop_path(tree: dict[str, Any], path: tuple[str, ...]) -> Any:
-    node = tree
+def _pop_path(mc: Manifest, path: tuple[str, ...]) -> Any:
+    """Remove the field at `path` under the MiniCluster's spec; its value (any JSON), None when unset."""
+    node = mc["spec"]
     for key in path[:-1]:
         node = node.get(key, {})
     return node.pop(path[-1], None)
@@ -62,7 +62,7 @@ def to_flux_operator(mc: MiniCluster) -> Manifest:
     """A `flux-framework.org/v1alpha2` MiniCluster the Flux Operator accepts."""
     data = _compact(mc)
     data["apiVersion"] = FLUX_OPERATOR_API_VERSION
-    popped = ((path, _pop_path(data["spec"], path)) for path in EXTENSION_FIELDS)
+    popped = ((path, _pop_path(data, path)) for path in EXTENSION_FIELDS)
     extensions = {".".join(path): value for path, value in popped if value is not None}
     for section in ("flux", "archive"):
         if data["spec"].get(section) == {}:
