@@ -18,7 +18,7 @@ from broker.jobs.api import JobInfo
 
 if TYPE_CHECKING:
     from broker.jobs.shapes import ShellOptions
-    from elasticity.control.events import EventHeader
+    from elasticity.control.events import EventRecord
     from elasticity.profiling.duty_cycle import DutyCycleAnalysis
 
 CONTROLLERS = ("multiplex", "autoscale", "campaign")
@@ -84,7 +84,7 @@ def controller_figure(state_dir: Path, name: str) -> Path | None:
         return None
 
 
-def last_event(state_dir: Path, name: str) -> EventHeader | None:
+def last_event(state_dir: Path, name: str) -> EventRecord | None:
     """The controller's last event record (the page shows its kind, cluster and time)."""
     from elasticity.control.events import read_events
 
@@ -94,7 +94,7 @@ def last_event(state_dir: Path, name: str) -> EventHeader | None:
     last = None
     for last in read_events(log):  # noqa: B007 - the last record is the one wanted
         pass
-    return cast("EventHeader | None", last)  # where the record enters: the page reads its header
+    return cast("EventRecord | None", last)  # where the record enters: the page reads its header
 
 
 @dataclass(frozen=True)
