@@ -73,6 +73,39 @@ class CpuReport(TypedDict, total=False):
     time: float
 
 
+class PendingJob(TypedDict):
+    """A pending job in job-manager.queue-state: the nodes it needs and its time limit."""
+
+    id: int
+    nnodes: int
+    duration: float
+
+
+class RunningJob(TypedDict):
+    """A running job in job-manager.queue-state: its ranks and the cores it holds on each (by rank as text)."""
+
+    id: int
+    ranks: list[int]
+    cores: dict[str, int]
+
+
+class DrainEntry(TypedDict):
+    """Why and since when a rank is drained (queue-state's `drain`, by rank as text)."""
+
+    reason: str
+    timestamp: float
+
+
+class QueueState(TypedDict):
+    """job-manager.queue-state (what the autoscalers, `flux resource status` and the lead's pages read): pending
+    and running jobs, the drained ranks and why each is drained."""
+
+    pending: list[PendingJob]
+    running: list[RunningJob]
+    drained: list[int]
+    drain: dict[str, DrainEntry]
+
+
 class PingReply(TypedDict):
     rank: int
     hostname: str

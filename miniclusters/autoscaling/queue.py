@@ -16,7 +16,7 @@ from elasticity.policy.autoscale import QueueView
 from miniclusters.backends.base import Backend
 
 if TYPE_CHECKING:
-    from broker.cli.replies import QueueState
+    from broker.payloads import QueueState
 
 LEAD = 0
 

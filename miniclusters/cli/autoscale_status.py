@@ -16,7 +16,7 @@ from miniclusters.autoscaling.state import AutoscalerState
 from miniclusters.backends.base import QUERY_TIMEOUT, Backend, BackendError, ClusterStatus
 
 if TYPE_CHECKING:
-    from broker.cli.replies import QueueState
+    from broker.payloads import QueueState
 
 
 def drain_report(backend: Backend, status: ClusterStatus) -> list[dict[str, str]] | None:
