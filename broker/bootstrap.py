@@ -11,7 +11,7 @@ import socket
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 import hostlist
 
@@ -19,6 +19,40 @@ from broker.errors import InputError
 
 _HOST_KEYS = {"host", "bind", "connect", "parent"}
 _BOOTSTRAP_KEYS = {"curve_cert", "default_port", "default_bind", "default_connect", "hosts", "enable_ipv6"}
+
+
+class HostTable(TypedDict, total=False):
+    """One table of [bootstrap] hosts as Flux documents it (`host` a hostlist expression)."""
+
+    host: str
+    bind: str
+    connect: str
+    parent: str
+
+
+class BootstrapTable(TypedDict, total=False):
+    """[bootstrap] as Flux documents it (flux-config-bootstrap(5))."""
+
+    hosts: list[HostTable]
+    curve_cert: str
+    default_port: int
+    default_bind: str
+    default_connect: str
+    enable_ipv6: bool
+
+
+class TbonTable(TypedDict, total=False):
+    """[tbon]: the tree's shape (`topo`, e.g. "kary:2")."""
+
+    topo: str
+
+
+class ConfigTables(TypedDict, total=False):
+    """The config tables the broker reads. The files are the user's: other tables pass unread, and each value
+    read is checked (parse_bootstrap) before it is believed to have the type written here."""
+
+    bootstrap: BootstrapTable
+    tbon: TbonTable
 
 
 class BootstrapError(InputError):
@@ -135,7 +169,7 @@ def _compress_hosts(names: tuple[str, ...]) -> str:
     return ",".join(hostlist.collect_hostlist(group) for group in groups)
 
 
-def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:  # open: TOML the user wrote, checked key by key
+def _read_toml_files(path: Path) -> tuple[ConfigTables, str]:
     """Flux reads every *.toml in the config directory (or one file); merge their top-level tables."""
     if path.is_dir():
         files = sorted(path.glob("*.toml"))
@@ -143,29 +177,28 @@ def _read_toml_files(path: Path) -> tuple[dict[str, Any], str]:  # open: TOML th
         files = [path]
     else:
         raise BootstrapError(f"{path}: config path does not exist")
-    merged: dict[str, Any] = {}  # open: TOML the user wrote, checked key by key
+    merged: ConfigTables = {}
     origin: dict[str, Path] = {}
     for file in files:
         try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
+            data = cast("ConfigTables", tomllib.loads(file.read_text(encoding="utf-8")))  # checked by parse_bootstrap
         except OSError as exc:
             raise BootstrapError(f"{file}: cannot read config file: {exc.strerror or exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise BootstrapError(f"{file}: malformed TOML: {exc}") from None
         except UnicodeDecodeError:
             raise BootstrapError(f"{file}: config file is not UTF-8 text") from None
-        for key, value in data.items():
+        for key in data:
             if key in merged:
                 raise BootstrapError(f"{file}: table [{key}] is also defined in {origin[key]}")
-            merged[key] = value
             origin[key] = file
+        merged.update(data)
     source = str(origin.get("bootstrap", files[0] if len(files) == 1 else path))
     return merged, source
 
 
-# open: TOML the user wrote, checked key by key
-def _optional_str(table: dict[str, Any], key: str, where: str) -> str | None:
-    value = table.get(key)
+def _optional_str(value: object, key: str, where: str) -> str | None:
+    """A table's string `value` (None: left out), or BootstrapError naming the table and the key."""
     if value is not None and not isinstance(value, str):
         raise BootstrapError(f"{where} {key}: expected a string, got {type(value).__name__}")
     return value
@@ -192,7 +225,7 @@ def _host_entries(raw_hosts: object, where: str) -> list[HostEntry]:
         except hostlist.BadHostlist as exc:
             raise BootstrapError(f"{label}: invalid hostlist {expr!r}: {exc}") from None
         for key in ("bind", "connect", "parent"):
-            _optional_str(item, key, label)
+            _optional_str(item.get(key), key, label)
         for name in names:
             if name in seen:
                 raise BootstrapError(
@@ -205,8 +238,7 @@ def _host_entries(raw_hosts: object, where: str) -> list[HostEntry]:
     return entries
 
 
-# open: TOML the user wrote, checked key by key
-def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: str | None = None) -> BootstrapConfig:
+def parse_bootstrap(data: ConfigTables, source: str = "<config>", hostname: str | None = None) -> BootstrapConfig:
     """Validate a parsed config dict; with no [bootstrap] hosts the instance is a singleton on `hostname`."""
     table = data.get("bootstrap")
     if table is None:
@@ -228,12 +260,12 @@ def parse_bootstrap(data: dict[str, Any], source: str = "<config>", hostname: st
     if not isinstance(tbon, dict):
         raise BootstrapError(f"{source}: [tbon] must be a table")
     config = BootstrapConfig(
-        topo=_optional_str(tbon, "topo", f"{source}: [tbon]"),
+        topo=_optional_str(tbon.get("topo"), "topo", f"{source}: [tbon]"),
         hosts=tuple(entries),
         default_port=port,
-        default_bind=_optional_str(table, "default_bind", where),
-        default_connect=_optional_str(table, "default_connect", where),
-        curve_cert=_optional_str(table, "curve_cert", where),
+        default_bind=_optional_str(table.get("default_bind"), "default_bind", where),
+        default_connect=_optional_str(table.get("default_connect"), "default_connect", where),
+        curve_cert=_optional_str(table.get("curve_cert"), "curve_cert", where),
         source=source,
         singleton=singleton,
     )

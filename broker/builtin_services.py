@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from common import idset
 
@@ -28,6 +28,7 @@ from .payloads import (
     ResourceStatus,
     UptimeReply,
 )
+from .port import Publisher
 from .protocol import EINVAL, ENOENT
 from .resources import build_R
 from .routing import Router
@@ -36,7 +37,7 @@ from .topology import Topology
 from .tree_link import TreeLink
 
 
-class ServicesHost(Protocol):
+class ServicesHost(Publisher, Protocol):
     """What the built-in services read of the broker (broker.Broker provides it)."""
 
     rank: int
@@ -57,8 +58,6 @@ class ServicesHost(Protocol):
     bursts: BurstRanks
 
     def register(self, topic: str, handler: Handler) -> None: ...
-
-    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None: ...  # open: any event's payload
 
 
 class BuiltinServices:

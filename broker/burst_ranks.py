@@ -17,17 +17,18 @@ service's last report, and it changes the instance's hosts and a rank's link onl
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from .bootstrap import BootstrapConfig, HostEntry
 from .burst_service import DEFAULT_STALE_AFTER, REPORTED, ServiceReport, service_view
 from .membership import DOWN
 from .payloads import BurstRegistered, BurstReleased, Empty, ServiceView
+from .port import Publisher
 from .protocol import EINVAL
 from .service import Handler, Request, ServiceError
 
 
-class BurstHost(Protocol):
+class BurstHost(Publisher, Protocol):
     """What the burst part reads and asks of the broker (broker.Broker provides it)."""
 
     rank: int
@@ -42,8 +43,6 @@ class BurstHost(Protocol):
     def set_hosts(self, hosts: tuple[HostEntry, ...]) -> None: ...
 
     def release_rank(self, rank: int, reason: str) -> bool: ...
-
-    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None: ...  # open: any event's payload
 
     def log(self, text: str) -> None: ...
 

@@ -51,6 +51,15 @@ class HelloPayload(TypedDict, total=False):
     subtree: dict[str, RankEntry]
 
 
+class ControlPayload(HelloPayload, total=False):
+    """An overlay control message's payload: hello's keys (above), a parent's welcome (`rank`), an update
+    (`ranks`: membership snapshots by rank), a deny or a shutdown (`reason`); heartbeats, goodbye and reset,
+    and a client's disconnect, carry none."""
+
+    reason: str
+    ranks: dict[str, RankEntry]
+
+
 class CpuReport(TypedDict, total=False):
     """resource.cpu (cpu_report.cpu_report): the broker's cgroup, its CPU weight and usage."""
 
@@ -62,6 +71,39 @@ class CpuReport(TypedDict, total=False):
     usage_usec: int | None
     usage_from: str
     time: float
+
+
+class PendingJob(TypedDict):
+    """A pending job in job-manager.queue-state: the nodes it needs and its time limit."""
+
+    id: int
+    nnodes: int
+    duration: float
+
+
+class RunningJob(TypedDict):
+    """A running job in job-manager.queue-state: its ranks and the cores it holds on each (by rank as text)."""
+
+    id: int
+    ranks: list[int]
+    cores: dict[str, int]
+
+
+class DrainEntry(TypedDict):
+    """Why and since when a rank is drained (queue-state's `drain`, by rank as text)."""
+
+    reason: str
+    timestamp: float
+
+
+class QueueState(TypedDict):
+    """job-manager.queue-state (what the autoscalers, `flux resource status` and the lead's pages read): pending
+    and running jobs, the drained ranks and why each is drained."""
+
+    pending: list[PendingJob]
+    running: list[RunningJob]
+    drained: list[int]
+    drain: dict[str, DrainEntry]
 
 
 class PingReply(TypedDict):

@@ -23,7 +23,15 @@ ResponseCallback = Callable[[Message], None]
 EventCallback = Callable[[Message], None]
 
 
-class BrokerPort(Protocol):
+class Publisher(Protocol):
+    """What publishes an event to the instance: the broker, and each part's narrow view of it (tree_host,
+    burst_ranks, builtin_services), which names it here once."""
+
+    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None:  # open: any event's payload
+        ...
+
+
+class BrokerPort(Publisher, Protocol):
     """What a part of a module needs from the broker it runs in."""
 
     @property
@@ -55,9 +63,6 @@ class BrokerPort(Protocol):
         callback: ResponseCallback,
         timeout: float | None = None,
     ) -> int: ...
-
-    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None:  # open: any event's payload
-        ...
 
     def subscribe(self, prefix: str, callback: EventCallback) -> None: ...
 

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from broker.errors import InputError
 from broker.jsondepth import MAX_DEPTH, depth_problem, too_deep
 from broker.jsontext import dumps_bytes
+
+if TYPE_CHECKING:
+    from broker.payloads import ControlPayload
 
 REQUEST = "req"
 RESPONSE = "rsp"
@@ -168,6 +171,6 @@ def request(topic: str, payload: dict[str, Any] | None = None, nodeid: int = NOD
     return Message(REQUEST, topic, payload or {}, nodeid=nodeid, matchtag=matchtag)
 
 
-# open: any message's payload
-def control(topic: str, payload: dict[str, Any] | None = None, sender: int = -1) -> Message:
-    return Message(CONTROL, topic, payload or {}, sender=sender)
+def control(topic: str, payload: ControlPayload | None = None, sender: int = -1) -> Message:
+    """An overlay control message (hello, welcome, update, heartbeat...), or a client's disconnect."""
+    return Message(CONTROL, topic, dict(payload or {}), sender=sender)

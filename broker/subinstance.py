@@ -14,7 +14,7 @@ import socket
 import sys
 
 from .attributes import Attributes
-from .bootstrap import BootstrapError, parse_bootstrap
+from .bootstrap import BootstrapError, BootstrapTable, HostTable, parse_bootstrap
 from .broker import BrokerOptions, run_broker
 from .client import FluxError, Handle
 from .modules import default_modules
@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     except FluxError as exc:
         print(f"flux-subinstance: {exc}", file=sys.stderr)
         return 1
-    hosts: list[dict[str, str]] = [{"host": name} for name, _addr in plan["hosts"]]
-    hosts[0].update(bind=endpoint, connect=endpoint)
-    table: dict[str, list[dict[str, str]] | str] = {"hosts": hosts}
+    hosts: list[HostTable] = [{"host": name} for name, _addr in plan["hosts"]]
+    hosts[0].update({"bind": endpoint, "connect": endpoint})
+    table: BootstrapTable = {"hosts": hosts}
     cert = plan.get("cert")
     if len(hosts) > 1 and cert:
         table["curve_cert"] = cert

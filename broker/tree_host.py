@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from .bootstrap import BootstrapConfig
 from .burst_ranks import BurstRanks
@@ -10,11 +10,12 @@ from .loop import Loop
 from .membership import Membership, Quorum
 from .overlay import Overlay
 from .payloads import ResourceReport
+from .port import Publisher
 from .routing import Router
 from .topology import Topology
 
 
-class TreeHost(Protocol):
+class TreeHost(Publisher, Protocol):
     """The broker's facts and parts the tree link reads (broker.Broker provides them)."""
 
     rank: int
@@ -40,8 +41,6 @@ class TreeHost(Protocol):
 
     @property
     def bootstrap_size(self) -> int: ...
-
-    def publish(self, topic: str, payload: dict[str, Any] | None = None) -> None: ...  # open: any event's payload
 
     def log(self, text: str) -> None: ...
 

@@ -21,7 +21,7 @@ from .lifecycle import Lifecycle
 from .membership import DOWN, LOST, UP
 from .options import BrokerError
 from .overlay import OverlayError
-from .payloads import HelloPayload
+from .payloads import ControlPayload, HelloPayload
 from .protocol import (
     CONTROL,
     EVENT,
@@ -125,7 +125,7 @@ class TreeLink:
 
     def _send_hello(self) -> None:
         assert self._b.overlay is not None
-        payload = {
+        payload: ControlPayload = {
             "rank": self._b.rank,
             "uuid": self._b.uuid,
             "hostname": self._b.hostname,

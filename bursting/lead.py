@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 from bursting.policy import QueuedJob
+
+if TYPE_CHECKING:
+    from broker.jobs.shapes import JobInfoRecord
+    from broker.payloads import BurstRegistered, OverlayStatus, ResourceStatus
+
+
+class JobList(TypedDict):
+    """job-manager.list's answer: the active jobs, as the broker's job-list views."""
+
+    jobs: list[JobInfoRecord]
 
 
 @dataclass(frozen=True)
@@ -42,15 +52,16 @@ class HandleLead:
         self.timeout = timeout
         self.handle: Any = None
 
-    # open: an RPC's payload and answer, their shape the topic's (as broker/jobs/api.RpcHandle's)
-    def _rpc(self, topic: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One RPC to the lead; the socket is (re)opened as needed (the lead may start after us, or restart)."""
+    # open: an RPC's payload, its shape the topic's (as broker.client.Handle.rpc takes it)
+    def _rpc(self, topic: str, payload: dict[str, Any] | None = None) -> object:
+        """One RPC to the lead, its answer (each caller names the topic's shape); the socket is (re)opened as needed
+        (the lead may start after us, or restart)."""
         from broker.client import FluxError, Handle
 
         try:
             if self.handle is None:
                 self.handle = Handle(self.uri)
-            reply: dict[str, Any] = self.handle.rpc(topic, payload or {}, nodeid=0, timeout=self.timeout)  # open
+            reply: object = self.handle.rpc(topic, payload or {}, nodeid=0, timeout=self.timeout)
             return reply
         except FluxError as exc:
             if exc.errnum in (111, 110, 2):  # ECONNREFUSED, ETIMEDOUT, ENOENT: start afresh next time
@@ -58,7 +69,8 @@ class HandleLead:
             raise ConnectionError(f"{topic}: {exc}") from None
 
     def jobs(self) -> list[QueuedJob]:
-        reply = self._rpc("job-manager.list", {"states": 0x3F})  # active jobs only: inactive ones hold no ranks
+        # active jobs only: inactive ones hold no ranks
+        reply = cast("JobList", self._rpc("job-manager.list", {"states": 0x3F}))
         return [
             QueuedJob(
                 id=int(j["id"]),
@@ -72,8 +84,8 @@ class HandleLead:
         ]
 
     def nodes(self) -> NodesView:
-        status = self._rpc("overlay.status")
-        resources = self._rpc("resource.status")
+        status = cast("OverlayStatus", self._rpc("overlay.status"))
+        resources = cast("ResourceStatus", self._rpc("resource.status"))
         reports = resources.get("reports", {})
         cores = [int(r.get("ncores", 0)) for r in reports.values() if isinstance(r, dict)]
         bursts = {int(r["rank"]) for r in status["ranks"] if r.get("burst") and r["state"] == "up"}
@@ -82,7 +94,7 @@ class HandleLead:
         return NodesView(up, min(cores) if cores else 1, hostnames, frozenset(bursts))
 
     def register(self, prefix: str, hosts: list[str]) -> tuple[list[int], list[str]]:
-        reply = self._rpc("overlay.burst-register", {"prefix": prefix, "hosts": hosts})
+        reply = cast("BurstRegistered", self._rpc("overlay.burst-register", {"prefix": prefix, "hosts": hosts}))
         return [int(r) for r in reply["ranks"]], [str(h) for h in reply["hostnames"]]
 
     def release(self, prefix: str) -> None:

@@ -10,13 +10,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from bursting.discovery import plugin_factories
 from bursting.lead import HandleLead
 from bursting.plugin import BurstError, LeadContext
 from bursting.service import BurstRefused, BurstService, UnknownBurst
 from bursting.state_file import StateFile
+
+if TYPE_CHECKING:
+    from miniclusters.kube_shapes import Manifest
 
 JOIN_TIMEOUT = 180.0
 
@@ -25,7 +28,8 @@ class LeadContextFields(TypedDict):
     """plugin.LeadContext's fields as a backend hands them over."""
 
     cluster: str
-    spec: dict[str, Any]  # open: the lead MiniCluster as a Kubernetes object, copied into bursts as is
+    spec: Manifest
+    """The lead MiniCluster as a Kubernetes object, copied into bursts as is."""
     certificate: str
     broker_port: NotRequired[int]
     namespace: NotRequired[str]

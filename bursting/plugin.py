@@ -10,7 +10,10 @@ then calls `launch` and, once the burst's jobs are done and its idle period pass
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from miniclusters.kube_shapes import Manifest
 
 
 class BurstError(RuntimeError):
@@ -24,7 +27,7 @@ class LeadContext:
 
     cluster: str
     """The lead MiniCluster's name."""
-    spec: dict[str, Any]  # open: a Kubernetes object (the MiniCluster), copied into bursts as is
+    spec: Manifest
     """The lead MiniCluster (as a dict): bursts run the same containers."""
     certificate: str
     """The instance's CURVE certificate (zcert text): burst brokers must hold the same key."""

@@ -11,11 +11,12 @@ from typing import cast
 
 import click
 
+from broker.payloads import OverlayStatus, QueueState, ResourceStatus
+
 from ..client import FluxError, Handle
 from ..jsondepth import depth_problem, too_deep
 from ..protocol import NODEID_ANY
 from ..rest.topics import Answer, Topic
-from .replies import OverlayStatus, QueueState, ResourceStatus
 from .resource_render import drain_rows as drain_rows
 from .resource_render import render_overlay as render_overlay
 from .resource_render import resource_rows as resource_rows
@@ -87,7 +88,8 @@ def _allocated() -> dict[int, int]:
 def resource_list() -> None:
     """Free, allocated, drained and down nodes and cores."""
     status = _resource_status()
-    drained = {int(rank) for rank in (_queue_state() or {}).get("drained", [])}
+    queue_state = _queue_state()
+    drained = {int(rank) for rank in queue_state.get("drained", [])} if queue_state else set()
     click.echo(f"{'STATE':>10} {'NNODES':>6} {'NCORES':>8} {'NGPUS':>8} NODELIST")
     for state, nnodes, ncores, ngpus, nodelist in resource_rows(status, _allocated(), drained):
         click.echo(f"{state:>10} {nnodes:>6} {ncores:>8} {ngpus:>8} {nodelist}".rstrip())

@@ -8,8 +8,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from broker.payloads import OverlayStatus, ResourceStatus
+
 from ..bootstrap import compress_hosts
-from .replies import OverlayStatus, ResourceStatus
 
 
 def resource_rows(

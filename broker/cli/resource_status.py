@@ -13,9 +13,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.payloads import QueueState, ResourceStatus
+
 from ..errors import InputError
 from .output_format import OutputFormat
-from .replies import QueueState, ResourceStatus
 
 FORMATS = {
     "default": (

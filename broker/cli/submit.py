@@ -12,7 +12,6 @@ import os
 
 from ..jobs import submit_flags
 from ..jobs.build import JobspecError, build_jobspec
-from .lean_typing import cast
 from .options import Opt, OptionError, as_int
 
 TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations only
@@ -218,24 +217,20 @@ def build_from_options(values: OptionValues, command: list[str], batch_nodes_def
         del shell["mpi"]
     environment = apply_env_rules(dict(os.environ), values.get("env", []), values.get("env_remove", []))
     try:
-        # build_jobspec writes a shapes.Jobspec; it answers an open dict for the callers that keep it as one
-        return cast(
-            "Jobspec",
-            build_jobspec(
-                command,
-                ntasks=total,
-                nnodes=nodes,
-                cores_per_task=cores,
-                exclusive=exclusive,
-                duration=time_limit(values["time_limit"]) if values.get("time_limit") else 0.0,
-                cwd=values.get("cwd") or os.getcwd(),
-                environment=environment,
-                name=values.get("job_name", ""),
-                queue=values.get("queue", ""),
-                shell_options=shell or None,
-                system_attributes=system or None,
-                user_attributes=user or None,
-            ),
+        return build_jobspec(
+            command,
+            ntasks=total,
+            nnodes=nodes,
+            cores_per_task=cores,
+            exclusive=exclusive,
+            duration=time_limit(values["time_limit"]) if values.get("time_limit") else 0.0,
+            cwd=values.get("cwd") or os.getcwd(),
+            environment=environment,
+            name=values.get("job_name", ""),
+            queue=values.get("queue", ""),
+            shell_options=shell or None,
+            system_attributes=system or None,
+            user_attributes=user or None,
         )
     except JobspecError as exc:
         raise OptionError(str(exc)) from None

@@ -10,9 +10,7 @@ from broker.rest.topics import JOB_LIST, JobListRequest, Topic
 
 if TYPE_CHECKING:
     from broker.modules.job_manager.queue_state import DrainReply
-    from broker.payloads import AttrValue, Empty, RSpec, UptimeReply
-
-    from .replies import OverlayStatus, QueueState, ResourceStatus
+    from broker.payloads import AttrValue, Empty, OverlayStatus, QueueState, ResourceStatus, RSpec, UptimeReply
 
 __all__ = ["JOB_LIST", "Request"]
 

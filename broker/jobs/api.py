@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
@@ -22,7 +22,17 @@ from broker.jobs.jobid import encode_f58, parse_jobid
 from broker.jobs.states import ACTIVE, JobState, parse_states
 
 if TYPE_CHECKING:
-    from broker.jobs.shapes import JobStats, QueueCounts, QueueStatus, RestfulJob, SaveReply
+    from broker.jobs.shapes import (
+        Annotations,
+        JobInfoRecord,
+        Jobspec,
+        JobStats,
+        QueueCounts,
+        QueueStatus,
+        RestfulJob,
+        SaveReply,
+    )
+    from broker.payloads import ResourceStatus
 
 NODEID_ANY = -1
 LEAD = 0
@@ -39,7 +49,8 @@ class RpcHandle(Protocol):
     def close(self) -> None: ...
 
 
-NO_ANNOTATIONS: Mapping[str, Any] = MappingProxyType({})  # open: annotations are whatever was attached
+NO_ANNOTATIONS = cast("Annotations", MappingProxyType({}))
+"""A job's annotations when it has none: read-only, as every JobInfo without any shares it."""
 
 
 class JobInfo(NamedTuple):
@@ -69,7 +80,7 @@ class JobInfo(NamedTuple):
     exception_note: str = ""
     waitstatus: int | None = None
     duration: float = 0.0
-    annotations: Mapping[str, Any] = NO_ANNOTATIONS  # open: whatever the scheduler or `flux job annotate` attached
+    annotations: Annotations = NO_ANNOTATIONS
     t_depend: float = 0.0
     t_priority: float = 0.0
     t_sched: float = 0.0
@@ -93,9 +104,9 @@ class JobInfo(NamedTuple):
         return self.result == "COMPLETED"
 
     @classmethod
-    # open: job-list records from this broker or from flux-core, read leniently (this broker's: shapes.JobInfoRecord;
-    # callers in broker/modules and broker/rest pass their RPC answers as they came)
-    def from_dict(cls, data: dict[str, Any]) -> JobInfo:
+    def from_dict(cls, data: JobInfoRecord) -> JobInfo:
+        """A job-list record, read leniently: this broker's (jobs/info.job_info writes every key) or flux-core's
+        (`flux jobs --json`, which leaves out what a job does not have yet)."""
         exception = data.get("exception") or {}
         return cls(
             id=int(data["id"]),
@@ -118,7 +129,7 @@ class JobInfo(NamedTuple):
             exception_note=str(exception.get("note", "")),
             waitstatus=data.get("waitstatus"),
             duration=float(data.get("duration", 0.0)),
-            annotations=dict(data.get("annotations") or {}),
+            annotations=(data.get("annotations") or {}).copy(),
             t_depend=float(data.get("t_depend", 0.0)),
             t_priority=float(data.get("t_priority", 0.0)),
             t_sched=float(data.get("t_sched", 0.0)),
@@ -201,10 +212,14 @@ class JobClient:
     def _rpc(self, topic: str, payload: dict[str, Any] | None = None, timeout: float | None = 30.0) -> dict[str, Any]:
         return self.handle.rpc(topic, payload or {}, NODEID_ANY, timeout)
 
+    def _record(self, topic: str, payload: dict[str, int | bool], timeout: float | None = 30.0) -> JobInfo:
+        """A job's record, from an RPC that answers one (job-manager.info, .wait)."""
+        return JobInfo.from_dict(cast("JobInfoRecord", self._rpc(topic, payload, timeout)))
+
     # ------------------------------------------------------------------ submission
     def submit(
         self,
-        jobspec: dict[str, Any] | None = None,  # open: a user's jobspec, as build_jobspec's
+        jobspec: Jobspec | None = None,
         *,
         command: list[str] | None = None,
         ntasks: int = 1,
@@ -262,20 +277,19 @@ class JobClient:
         return [JobInfo.from_dict(j) for j in reply["jobs"]]
 
     def info(self, jobid: int | str) -> JobInfo:
-        return JobInfo.from_dict(self._rpc("job-manager.info", {"id": as_jobid(jobid)}))
+        return self._record("job-manager.info", {"id": as_jobid(jobid)})
 
-    def jobspec(self, jobid: int | str) -> dict[str, Any]:  # open: the user's jobspec as submitted
-        spec: dict[str, Any] = self._rpc(  # open: as above
-            "job-manager.info", {"id": as_jobid(jobid), "jobspec": True}
-        )["jobspec"]
+    def jobspec(self, jobid: int | str) -> Jobspec:
+        """The user's jobspec as submitted (checked by the job manager then)."""
+        spec: Jobspec = self._rpc("job-manager.info", {"id": as_jobid(jobid), "jobspec": True})["jobspec"]
         return spec
 
     def stats(self) -> JobStats:
         return cast("JobStats", self._rpc("job-manager.stats"))
 
-    def resources(self) -> dict[str, Any]:  # open: broker/rest keeps it as a dict (shape: cli.replies.ResourceStatus)
+    def resources(self) -> ResourceStatus:
         """R, up/down ranks, hostnames and per-rank reports (resource.status on the lead)."""
-        return self.handle.rpc("resource.status", {}, LEAD, 30.0)
+        return cast("ResourceStatus", self.handle.rpc("resource.status", {}, LEAD, 30.0))
 
     # ------------------------------------------------------------------ control
     def cancel(self, jobid: int | str, note: str = "") -> None:
@@ -292,7 +306,7 @@ class JobClient:
 
         A waitable job's end stays for `wait_any` unless `take` (`flux job wait JOBID`, as flux-core's)."""
         payload = {"id": as_jobid(jobid), "keep": True} if not take else {"id": as_jobid(jobid)}
-        return JobInfo.from_dict(self._rpc("job-manager.wait", payload, timeout=timeout))
+        return self._record("job-manager.wait", payload, timeout=timeout)
 
     def last(self, slice_text: str = "[:1]", userid: int | None = None) -> list[int]:
         """The user's job ids, newest first, cut by a Python slice such as `[:5]` (`flux job last`)."""
@@ -302,8 +316,7 @@ class JobClient:
     def wait_any(self, timeout: float | None = None) -> JobInfo:
         """The end of whichever waitable job ends first and is not yet waited for (kept until taken); raises
         FluxError errno 10 (ECHILD) when no waitable job is left to wait for, as flux-core's FLUX_JOBID_ANY."""
-        reply = self._rpc("job-manager.wait", {"id": submit_flags.JOBID_ANY}, timeout=timeout)
-        return JobInfo.from_dict(reply)
+        return self._record("job-manager.wait", {"id": submit_flags.JOBID_ANY}, timeout=timeout)
 
     def queue(self, action: str = "status", reason: str = "") -> QueueStatus:
         """status | start | stop | enable | disable | policy (reason = fcfs/easy)."""

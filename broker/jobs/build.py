@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # typing's import costs `flux run true` 5 ms: annotations
 if TYPE_CHECKING:
     from typing import Any
 
-    from broker.jobs.shapes import JobspecAttributes, ResourceVertex, TaskEntry
+    from broker.jobs.shapes import Jobspec, JobspecAttributes, ResourceVertex, TaskEntry
 
 
 class JobspecError(InputError):
@@ -35,7 +35,7 @@ def build_jobspec(
     shell_options: dict[str, Any] | None = None,  # open: the shell's options (and its plugins')
     system_attributes: dict[str, Any] | None = None,  # open: jobspec system attributes, any of them
     user_attributes: dict[str, Any] | None = None,  # open: the user's own attributes
-) -> dict[str, Any]:  # open: a jobspec as every caller stores and sends it (its vertices: shapes.ResourceVertex)
+) -> Jobspec:
     """A canonical version 1 jobspec, as `flux submit` would produce it."""
     if not command:
         raise JobspecError("command: must not be empty")

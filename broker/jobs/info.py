@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker.jobs.jobid import encode_f58
 from broker.jobs.record import JobRecord
 from broker.jobs.states import JobState
 
+if TYPE_CHECKING:
+    from broker.jobs.shapes import Annotations, JobInfoRecord, Jobspec
 
-def job_owner(jobspec: dict[str, Any]) -> str:  # open: a user's jobspec (RFC 14), read leniently
+
+def job_owner(jobspec: object) -> str:
     """The REST user recorded in the jobspec at submit (attributes.system.miniclusters.owner), "" if none.
 
-    Kept in the jobspec so it survives the journal, save/restore and flux-core's KVS alike."""
-    system = jobspec.get("attributes", {}).get("system", {})
+    Kept in the jobspec so it survives the journal, save/restore and flux-core's KVS alike. Read leniently from
+    any JSON: a flux-core jobspec comes from its KVS unchecked."""
+    attributes = jobspec.get("attributes", {}) if isinstance(jobspec, dict) else {}
+    system = attributes.get("system", {}) if isinstance(attributes, dict) else {}
     ours = system.get("miniclusters") if isinstance(system, dict) else None
     owner = ours.get("owner") if isinstance(ours, dict) else None
     return owner if isinstance(owner, str) else ""
@@ -27,7 +32,7 @@ def owned_by(owner: str, userid: int, name: str, uid: int) -> bool:
     return owner == name if owner else uid >= 0 and userid == uid
 
 
-def request_shape(jobspec: dict[str, Any]) -> tuple[int, int | None, int]:  # open: a user's jobspec
+def request_shape(jobspec: Jobspec) -> tuple[int, int | None, int]:
     """(ntasks, nnodes or None, cores per task) straight from a jobspec, without full validation."""
     from broker.jobs.jobspec import JobspecError, parse_jobspec
 
@@ -53,8 +58,8 @@ def resource_summary(cores: dict[int, list[int]]) -> str:
     return ",".join(f"rank{brackets(ranks)}/core{brackets(list(c))}" for c, ranks in groups.items() if c)
 
 
-def _annotations(record: JobRecord) -> dict[str, Any]:  # open: annotations are whatever was attached
-    annotations = dict(record.extra)
+def _annotations(record: JobRecord) -> Annotations:
+    annotations = record.extra.copy()
     sched = annotations.get("sched")
     if record.cores and not (isinstance(sched, dict) and "resource_summary" in sched):
         # merged: a pending reason set earlier (sched.reason_pending, e.g. by the burst service) stays beside it
@@ -71,7 +76,7 @@ def _requested_nodes(record: JobRecord, known: int | None) -> int | None:
 
 def job_info(
     record: JobRecord, nodelist: str, ntasks: int, now: float | None = None, requested_nodes: int | None = None
-) -> dict[str, Any]:  # open until job_manager/queries.py names its shape, shapes.JobInfoRecord
+) -> JobInfoRecord:
     """The fields the Flux RESTful API returns for a job, plus Flux's own names for the same things.
 
     `requested_nodes`: the node count its jobspec asks for (None: none asked), when the caller already parsed
@@ -94,7 +99,7 @@ def job_info(
     return {
         "id": record.jobid,
         "id_f58": encode_f58(record.jobid),
-        "state": state.name,
+        "state": str(state.name),
         "result": record.result.value if record.result is not None else "",
         "returncode": record.returncode,
         "waitstatus": record.waitstatus,

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from broker.jobs.build import JobspecError, build_jobspec
 from elasticity.model.resources import ResourceRequest
 
+if TYPE_CHECKING:
+    from broker.jobs.shapes import Jobspec, JobspecAttributes, ShellOptions
+
 __all__ = ["JobSpec", "JobspecError", "ResourceRequest", "build_jobspec", "parse_jobspec"]
+
+
+def _no_attributes() -> JobspecAttributes:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -27,18 +34,21 @@ class JobSpec:
     """The jobspec's own dict, which jobs with equal environments share (the job manager): never change it."""
     name: str = ""
     queue: str = ""
-    attributes: dict[str, Any] = field(default_factory=dict)  # open: jobspec attributes (system.*, user.*)
+    attributes: JobspecAttributes = field(default_factory=_no_attributes)
     """The whole attributes tree, including system.* keys we do not interpret (e.g. system.burstable)."""
-    raw: dict[str, Any] = field(default_factory=dict)  # open: the jobspec as submitted
+    raw: Jobspec | None = None
+    """The jobspec as submitted (parse_jobspec's; None: a JobSpec made by hand)."""
 
     @property
-    def shell_options(self) -> dict[str, Any]:  # open: shell options are the shell's (and plugins')
+    def shell_options(self) -> ShellOptions:
+        """The job's shell options (none: {}), as the jobspec holds them: checked where each is read."""
         options = self.attributes.get("system", {}).get("shell", {}).get("options", {})
-        return options if isinstance(options, dict) else {}
+        return cast("ShellOptions", options) if isinstance(options, dict) else {}
 
 
-def _count(node: dict[str, Any], where: str) -> int:  # open: an untrusted resource vertex, checked here
-    count = node.get("count", 1)
+def _count(node: object, where: str) -> int:
+    """A vertex's count (a positive integer, or RFC 14's {"min": N}), checked: the vertex is the user's."""
+    count = node.get("count", 1) if isinstance(node, dict) else None
     if isinstance(count, dict):
         count = count.get("min", 1)
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
@@ -46,9 +56,10 @@ def _count(node: dict[str, Any], where: str) -> int:  # open: an untrusted resou
     return count
 
 
-def _slot_shape(slot: dict[str, Any], where: str) -> tuple[int, int]:  # open: untrusted, checked here
+def _slot_shape(slot: object, where: str) -> tuple[int, int]:
+    """(cores, GPUs) of a slot vertex, checked: the vertex is the user's."""
     cores = gpus = 0
-    for index, child in enumerate(slot.get("with", [])):
+    for index, child in enumerate(slot.get("with", []) if isinstance(slot, dict) else []):
         kind = child.get("type")
         if kind == "core":
             cores = _count(child, f"{where}.with[{index}]")
@@ -156,5 +167,5 @@ def parse_jobspec(data: Any) -> JobSpec:
         name=system.name or command[0].rsplit("/", 1)[-1],
         queue=system.queue,
         attributes=attributes,
-        raw=data,
+        raw=cast("Jobspec", data),  # checked above: what the job manager keeps
     )

@@ -15,9 +15,12 @@ from __future__ import annotations
 import math
 import signal
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.fsd import parse_fsd
+
+if TYPE_CHECKING:
+    from broker.jobs.shapes import Jobspec
 
 ATTRIBUTE = "attributes.system.malleable"
 KEYS = ("min", "pref", "max", "signal", "timeout")
@@ -35,10 +38,14 @@ class MalleableSpec:
     """Seconds the job has to checkpoint once signalled; past them it keeps its size (the resize is dropped)."""
 
 
-def _count(section: dict[str, Any], key: str) -> int | None:  # open: the user's attributes
-    if key not in section:
+_ABSENT = object()
+"""A key the malleable section leaves out (a JSON null is there, and wrong)."""
+
+
+def _count(value: object, key: str) -> int | None:
+    """The node count `value` of the section's `key`, None when absent; ValueError naming it when wrong."""
+    if value is _ABSENT:
         return None
-    value = section[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{ATTRIBUTE}.{key}: {value!r} is not a node count (a whole number of at least 1)")
     return value
@@ -64,7 +71,7 @@ def _timeout(value: Any) -> float:
     return seconds
 
 
-def malleable_spec(jobspec: dict[str, Any]) -> MalleableSpec | None:  # open: a user's jobspec
+def malleable_spec(jobspec: Jobspec) -> MalleableSpec | None:
     """The job's malleable contract, None for a rigid job; ValueError naming the attribute when it is wrong."""
     section = jobspec.get("attributes", {}).get("system", {}).get("malleable")
     if section is None:
@@ -74,7 +81,7 @@ def malleable_spec(jobspec: dict[str, Any]) -> MalleableSpec | None:  # open: a 
     unknown = sorted(set(section) - set(KEYS))
     if unknown:
         raise ValueError(f"{ATTRIBUTE}.{unknown[0]}: not a malleable attribute (expected {', '.join(KEYS)})")
-    low, pref, high = _count(section, "min"), _count(section, "pref"), _count(section, "max")
+    low, pref, high = (_count(section.get(key, _ABSENT), key) for key in ("min", "pref", "max"))
     if low is None or high is None:
         missing = "min" if low is None else "max"
         raise ValueError(f"{ATTRIBUTE}.{missing}: required (the fewest and the most nodes the job runs on)")

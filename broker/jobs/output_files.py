@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from broker.jobs.jobid import encode_f58
 
+if TYPE_CHECKING:
+    from broker.jobs.shapes import Jobspec
 
-def file_targets(jobspec: dict[str, Any], jobid: int) -> dict[str, str]:  # open: a user's jobspec
+
+def file_targets(jobspec: Jobspec, jobid: int) -> dict[str, str]:
     """{stream: path} from the jobspec's shell output options ({{id}} expands as in Flux); stderr follows stdout."""
     options = jobspec.get("attributes", {}).get("system", {}).get("shell", {}).get("options", {})
     output = options.get("output", {}) if isinstance(options, dict) else {}

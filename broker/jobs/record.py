@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from broker.jobs.journal import JobEvent
 from broker.jobs.states import JobResult, JobState
 
 if TYPE_CHECKING:
-    from broker.jobs.shapes import ExceptionContext
+    from broker.jobs.shapes import Annotations, ExceptionContext, Jobspec
 
 # Flux eventlog names and the state each leads to.
 _STATE_AFTER = {
@@ -23,10 +23,15 @@ _STATE_AFTER = {
 }
 
 
+def _no_annotations() -> Annotations:
+    return {}
+
+
 @dataclass
 class JobRecord:
     jobid: int
-    jobspec: dict[str, Any]  # open: the user's jobspec (RFC 14) as submitted, validated by jobs/jobspec.py
+    jobspec: Jobspec
+    """The user's jobspec (RFC 14) as submitted, validated by jobs/jobspec.py; its attributes are open."""
     userid: int
     urgency: int
     t_submit: float
@@ -45,7 +50,8 @@ class JobRecord:
     t_inactive: float = 0.0
     requeues: int = 0
     flags: int = 0  # flux-core's submit flags (jobs/submit_flags.py)
-    extra: dict[str, Any] = field(default_factory=dict)  # open: annotations, whatever was attached
+    extra: Annotations = field(default_factory=_no_annotations)
+    """The job's annotations (its `annotate` events merged)."""
 
     @property
     def returncode(self) -> int | None:
@@ -93,7 +99,7 @@ class JobRecord:
             self.state = JobState.SCHED
             return
         elif name == "annotate":
-            self.extra.update(context)
+            self.extra.update(cast("Annotations", context))  # the event's JSON: annotations by their owner
         if name == "clean":
             self.t_inactive = event.timestamp
         if name in _STATE_AFTER:

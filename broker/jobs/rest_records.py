@@ -8,32 +8,43 @@ plus returncode, runtime and an exception object. Fields job-list leaves out unt
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 from broker.jobs.api import JobInfo
+
+if TYPE_CHECKING:
+    from broker.jobs.shapes import JobListRecord
 
 # flux-core's job states and results as job-list reports them (both bitmasks: flux/job.h)
 STATE_BITS = {"NEW": 1, "DEPEND": 2, "PRIORITY": 4, "SCHED": 8, "RUN": 16, "CLEANUP": 32, "INACTIVE": 64}
 RESULT_BITS = {"COMPLETED": 1, "FAILED": 2, "CANCELED": 4, "TIMEOUT": 8}
+_TIMES: tuple[Literal["t_depend", "t_priority", "t_sched", "t_run", "t_cleanup"], ...] = (
+    "t_depend",
+    "t_priority",
+    "t_sched",
+    "t_run",
+    "t_cleanup",
+)
+"""The times job-list reports once they happened."""
 
 
-# open (both records): broker/rest/app.py and the job manager's restful view hold them as plain dicts; the keys
-# are job-list's, some present only once known (see the module doc)
-def listing_record(job: JobInfo) -> dict[str, Any]:
+def listing_record(job: JobInfo) -> JobListRecord:
     """One entry of GET /v1/jobs without details: job-list's record, with integer state and result."""
-    record: dict[str, Any] = {  # open: as above
+    record: JobListRecord = {
         "id": job.id,
         "userid": job.userid,
         "urgency": job.urgency,
         "priority": job.priority,
         "t_submit": job.t_submit,
     }
-    for name in ("t_depend", "t_priority", "t_sched", "t_run", "t_cleanup"):
+    for name in _TIMES:
         if getattr(job, name):
             record[name] = getattr(job, name)
     if job.state == "INACTIVE":
         record["t_inactive"] = job.t_inactive
-    record.update(state=STATE_BITS.get(job.state, 0), name=job.name, ntasks=job.ntasks)
+    record["state"] = STATE_BITS.get(job.state, 0)
+    record["name"] = job.name
+    record["ntasks"] = job.ntasks
     if job.ncores:
         record["ncores"] = job.ncores
     record["duration"] = job.duration
@@ -47,15 +58,13 @@ def listing_record(job: JobInfo) -> dict[str, Any]:
         record["success"] = job.success
         record["exception_occurred"] = bool(job.exception_type)
         if job.exception_type:
-            record.update(
-                exception_type=job.exception_type,
-                exception_severity=max(job.exception_severity, 0),
-                exception_note=job.exception_note,
-            )
+            record["exception_type"] = job.exception_type
+            record["exception_severity"] = max(job.exception_severity, 0)
+            record["exception_note"] = job.exception_note
         record["result"] = RESULT_BITS.get(job.result, RESULT_BITS["FAILED"])
     if job.t_run:
         record["expiration"] = job.expiration
-    record["annotations"] = dict(job.annotations)
+    record["annotations"] = job.annotations.copy()
     if job.waitstatus is not None:
         record["waitstatus"] = job.waitstatus
     if job.cwd:
@@ -63,26 +72,22 @@ def listing_record(job: JobInfo) -> dict[str, Any]:
     return record
 
 
-def detail_record(job: JobInfo) -> dict[str, Any]:  # open: as listing_record
+def detail_record(job: JobInfo) -> JobListRecord:
     """GET /v1/jobs/{id}: the job-list record with state and result as words, returncode, runtime, exception."""
     record = listing_record(job)
-    for name in ("ranks", "expiration"):  # the reference fills these in for its data tables
-        record.setdefault(name, "")
-    record.update(
-        state=job.state,
-        result=job.result,  # "" while active, as flux's JobInfo says
-        nnodes=job.nnodes or "",
-        nodelist=job.nodelist,
-        waitstatus=job.waitstatus if job.waitstatus is not None else "",
-    )
-    record.update(
-        returncode=job.returncode if job.returncode is not None else "",
-        runtime=job.runtime,
-        exception={
-            "occurred": bool(job.exception_type),
-            "severity": max(job.exception_severity, 0) if job.exception_type else "",
-            "type": job.exception_type,
-            "note": job.exception_note,
-        },
-    )
+    record.setdefault("ranks", "")  # the reference fills these in for its data tables
+    record.setdefault("expiration", "")
+    record["state"] = job.state
+    record["result"] = job.result  # "" while active, as flux's JobInfo says
+    record["nnodes"] = job.nnodes or ""
+    record["nodelist"] = job.nodelist
+    record["waitstatus"] = job.waitstatus if job.waitstatus is not None else ""
+    record["returncode"] = job.returncode if job.returncode is not None else ""
+    record["runtime"] = job.runtime
+    record["exception"] = {
+        "occurred": bool(job.exception_type),
+        "severity": max(job.exception_severity, 0) if job.exception_type else "",
+        "type": job.exception_type,
+        "note": job.exception_note,
+    }
     return record

@@ -15,9 +15,12 @@ from __future__ import annotations
 import math
 import signal
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from broker.fsd import parse_fsd
+
+if TYPE_CHECKING:
+    from broker.jobs.shapes import Jobspec
 
 Policy = Literal["finish", "requeue", "checkpoint"]
 POLICIES: tuple[Policy, ...] = ("finish", "requeue", "checkpoint")
@@ -44,7 +47,7 @@ def _signal(value: Any) -> int:
         raise ValueError(f"attributes.system.checkpoint-signal: {value!r} is not a signal (e.g. SIGUSR1)") from None
 
 
-def save_policy(jobspec: dict[str, Any]) -> SavePolicy:  # open: a user's jobspec
+def save_policy(jobspec: Jobspec) -> SavePolicy:
     """The job's save policy; ValueError naming the attribute when it is wrong."""
     system = jobspec.get("attributes", {}).get("system", {})
     policy = system.get("save-policy", DEFAULT_POLICY)

@@ -25,6 +25,24 @@ class TaskEntry(TypedDict):
     count: dict[str, int]
 
 
+ShellOptions = TypedDict(
+    "ShellOptions",
+    {
+        "mpi": str,
+        "mpi-wait": str,
+        "mpirun-args": str | list[str],
+        "pmpi": bool | int | str,
+        "pmpi-dir": str,
+        "pmpi-boundary": str,
+        "cpu-affinity": str,
+        "output": dict[str, "FileOutput"],
+    },
+    total=False,
+)
+"""The shell options (attributes.system.shell.options, `-o KEY=VALUE`) the broker reads, as documented. Other
+keys pass through to the job untouched; the values are the user's, so each is checked where it is read."""
+
+
 class JobspecAttributes(TypedDict, total=False):
     """A jobspec's attributes: system (duration, cwd, environment, job.name, queue, shell.options...) and user."""
 
@@ -66,6 +84,37 @@ class ExceptionContext(TypedDict, total=False):
     userid: int
 
 
+class SchedAnnotations(TypedDict, total=False):
+    """What the scheduler side says of a job: its cores ("rank[0-1]/core[0-1]"), or why it waits."""
+
+    resource_summary: str
+    reason_pending: str
+
+
+class SaveAnnotations(TypedDict, total=False):
+    """A queue save's note on a running job: the signal it was sent to checkpoint."""
+
+    checkpoint: str
+
+
+class SubinstanceAnnotations(TypedDict, total=False):
+    """Where a job's sub-instance listens (broker/subinstance.py), for its other ranks to join."""
+
+    endpoint: str
+    uri: str
+    host: str
+
+
+class Annotations(TypedDict, total=False):
+    """A job's annotations, merged key by key from its `annotate` events (job-manager.annotate): the
+    scheduler's, a save's, a sub-instance's and the user's own."""
+
+    sched: SchedAnnotations
+    save: SaveAnnotations
+    subinstance: SubinstanceAnnotations
+    user: dict[str, Any]  # open: `flux job annotate`'s keys, any JSON the user gives
+
+
 class JobInfoRecord(TypedDict, total=False):
     """A job as job-manager.info, .list and .wait answer (broker/jobs/info.job_info writes all of these keys;
     JobInfo.from_dict also reads records that leave some out, as flux-core's job-list does)."""
@@ -102,8 +151,14 @@ class JobInfoRecord(TypedDict, total=False):
     queue: str
     burstable: bool
     owner: str
-    annotations: dict[str, Any]  # open: whatever the scheduler, a burst service or `flux job annotate` attached
+    annotations: Annotations
     requeues: int
+
+
+class JobInfoWithSpec(JobInfoRecord, total=False):
+    """job-manager.info's answer: the job's record, and its jobspec when the request asks for it."""
+
+    jobspec: Jobspec
 
 
 class RestfulJob(TypedDict):
@@ -128,6 +183,55 @@ class RestfulJob(TypedDict):
     t_inactive: float
     success: bool
     duration: float
+
+
+class RestfulException(TypedDict):
+    """A detailed record's exception object (severity "" when none occurred)."""
+
+    occurred: bool
+    severity: int | str
+    type: str
+    note: str
+
+
+class JobListRecord(TypedDict, total=False):
+    """A job as the reference REST server answers (jobs/rest_records.py): GET /v1/jobs lists job-list's record
+    (state and result as flux-core's bits); GET /v1/jobs/{id} and the detailed listings spell them out and add
+    returncode, runtime and an exception object ("" for what is not known yet, as the reference does). Keys
+    job-list leaves out until known are left out."""
+
+    id: int
+    userid: int
+    urgency: int
+    priority: int
+    t_submit: float
+    t_depend: float
+    t_priority: float
+    t_sched: float
+    t_run: float
+    t_cleanup: float
+    t_inactive: float
+    state: int | str
+    name: str
+    ntasks: int
+    ncores: int
+    duration: float
+    nnodes: int | str
+    ranks: str
+    nodelist: str
+    success: bool
+    exception_occurred: bool
+    exception_type: str
+    exception_severity: int
+    exception_note: str
+    result: int | str
+    expiration: float | str
+    annotations: Annotations
+    waitstatus: int | str
+    cwd: str
+    returncode: int | str
+    runtime: float
+    exception: RestfulException
 
 
 class ArchiveSource(TypedDict):

@@ -24,15 +24,16 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Final
 
 from common import idset
 
 from .. import task_bind
 from ..errors import InputError
+from ..jobs.shapes import ShellOptions
 
 ATTRIBUTE = "job-exec.cpu-affinity"
-OPTION = "cpu-affinity"
+OPTION: Final = "cpu-affinity"
 MODES = ("off", "on", "per-task")
 CORES_VARIABLE = "MC_JOB_CORES"
 """In mpirun's environment (and so in every orted's rsh request): the job's cores per broker rank, 'r:0-1 r2:2'."""
@@ -105,7 +106,7 @@ def instance_default(value: str | None, reported: set[int], allowed: set[int]) -
     return configured, ""
 
 
-def job_affinity(shell_options: Mapping[str, Any], default: Affinity) -> Affinity:
+def job_affinity(shell_options: ShellOptions, default: Affinity) -> Affinity:
     """The job's own option if it set one, else the instance's default."""
     if OPTION in shell_options:
         return parse_affinity(shell_options[OPTION])

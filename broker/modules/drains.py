@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from broker.errors import InputError
+from broker.payloads import DrainEntry
 
 DrainMode = Literal["exact", "drain", "force", "update", "undrain", "replace"]
 DRAIN_MODES: tuple[DrainMode, ...] = ("exact", "drain", "force", "update", "undrain", "replace")
@@ -79,7 +80,7 @@ class DrainTable:
     def owned_by(self, reason: str) -> frozenset[int]:
         return frozenset(r for r, d in self.entries.items() if d.reason == reason)
 
-    def as_json(self) -> dict[str, dict[str, object]]:
+    def as_json(self) -> dict[str, DrainEntry]:
         """{"<rank>": {"reason": ..., "timestamp": ...}} in rank order (the `drain` key of queue-state)."""
         return {str(r): {"reason": self.entries[r].reason, "timestamp": self.entries[r].timestamp}
                 for r in sorted(self.entries)}  # fmt: skip

@@ -12,9 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, cast
 
 from broker.errors import InputError
+from broker.jobs.shapes import ShellOptions
 
 Launch = Literal["tasks", "mpi", "broker"]
 LAUNCHES: tuple[Launch, ...] = ("tasks", "mpi", "broker")
+
+
+def _no_options() -> ShellOptions:
+    return {}
 
 
 class ExecRequestError(InputError):
@@ -37,7 +42,7 @@ class ExecSpec(TypedDict):
     batch: dict[str, str]
     level: int
     mpirun_args: list[str]
-    shell_options: dict[str, Any]  # open: the job's shell options (-o), any JSON
+    shell_options: ShellOptions
 
 
 class ExecStart(TypedDict):
@@ -75,7 +80,7 @@ class ExecRequest:
     level: int = 0
     """The instance level of the broker that runs the job (a sub-instance's is one more)."""
     mpirun_args: tuple[str, ...] = ()
-    shell_options: Mapping[str, Any] = field(default_factory=dict)
+    shell_options: ShellOptions = field(default_factory=_no_options)
 
     @property
     def nnodes(self) -> int:
@@ -96,7 +101,7 @@ class ExecRequest:
             "batch": {} if self.batch_script is None else {"script": self.batch_script},
             "level": self.level,
             "mpirun_args": list(self.mpirun_args),
-            "shell_options": dict(self.shell_options),
+            "shell_options": self.shell_options.copy(),
         }
         return {"id": self.jobid, "gen": self.gen, "spec": spec, "tasks": list(self.tasks)}
 
@@ -147,7 +152,7 @@ class ExecRequest:
             batch_script=script if isinstance(script, str) else None,
             level=int(spec.get("level") or 0),
             mpirun_args=tuple(str(a) for a in args),
-            shell_options=options,
+            shell_options=cast("ShellOptions", options),  # a mapping: each option is checked where it is read
         )
 
 

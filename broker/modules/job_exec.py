@@ -98,7 +98,7 @@ class JobExec:
             raise ServiceError(EINVAL, f"job {jobid} already has tasks on rank {self.b.rank}")
         account = account_for(request)
         affinity = self._affinity(request)
-        profiling = pmpi.pmpi_settings(dict(request.shell_options), jobid, request.cwd or os.getcwd())
+        profiling = pmpi.pmpi_settings(request.shell_options, jobid, request.cwd or os.getcwd())
         job = LocalJob(jobid, request.gen)
         self.jobs[jobid] = job
         job.tmpdir = os.path.join(self.b.rundir, job_tree.JOB_TMP, str(jobid))

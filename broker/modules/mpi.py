@@ -14,9 +14,10 @@ import shlex
 import shutil
 import sys
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..jobs.shapes import ShellOptions
     from .exec_request import ExecRequest
 
 AGENT = f"{sys.executable} -m broker.mpi_rsh"
@@ -78,7 +79,7 @@ def orted_command(command: str, base: str) -> str:
     return _ORTED_SESSION.sub(lambda m: m.group(1) + shlex.quote(base), command, count=1)
 
 
-def wants_openmpi(shell_options: dict[str, Any]) -> bool:  # open: the job's -o options, any JSON
+def wants_openmpi(shell_options: ShellOptions) -> bool:
     value = str(shell_options.get("mpi", "")).lower()
     return value in ("openmpi", "ompi", "openmpi@5", "openmpi@4")
 

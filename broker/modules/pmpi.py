@@ -13,15 +13,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
 from elasticity.pmpi.env import WAIT_MODES
 
+from ..jobs.shapes import ShellOptions
 from ..protocol import EINVAL
 from ..service import ServiceError
 
 
-def wait_mode(shell_options: dict[str, Any]) -> str | None:  # open: the job's -o options, any JSON
+class PmpiSettings(TypedDict):
+    """What a job asked of the profiler: iterations before traces are written (None: at the end), where they
+    go and the MPI call that ends an iteration (None for both: no tracing, only the wait mode), the wait mode."""
+
+    iterations: int | None
+    dir: str | None
+    boundary: str | None
+    wait: str | None
+
+
+def wait_mode(shell_options: ShellOptions) -> str | None:
     """`-o mpi-wait=MODE` (pure), or None; ServiceError names a bad value."""
     mode = shell_options.get("mpi-wait")
     if mode is None:
@@ -31,8 +42,7 @@ def wait_mode(shell_options: dict[str, Any]) -> str | None:  # open: the job's -
     return str(mode)
 
 
-# open: the job's -o options (any JSON); the settings' dict is read by broker/rest/web/figures.py as it is
-def pmpi_settings(shell_options: dict[str, Any], jobid: int, cwd: str) -> dict[str, Any] | None:
+def pmpi_settings(shell_options: ShellOptions, jobid: int, cwd: str) -> PmpiSettings | None:
     """The profiling and wait settings a job asked for (pure), or None; ServiceError names a bad option."""
     wait = wait_mode(shell_options)
     value = shell_options.get("pmpi")
@@ -54,7 +64,7 @@ def pmpi_settings(shell_options: dict[str, Any], jobid: int, cwd: str) -> dict[s
 
 
 def pmpi_variables(
-    settings: dict[str, Any],  # open: pmpi_settings' dict (see there)
+    settings: PmpiSettings,
     jobid: int,
     job_env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
@@ -67,8 +77,8 @@ def pmpi_variables(
         library = build_pmpi_library()
     except PmpiBuildError as exc:
         raise ServiceError(EINVAL, f"-o pmpi: cannot build the profiler: {exc}") from None
-    if settings["dir"] is None:
-        env = wait_environment(library, settings["wait"], base={})
+    if settings["dir"] is None:  # then a wait mode is set (pmpi_settings)
+        env = wait_environment(library, str(settings["wait"]), base={})
     else:
         env = pmpi_environment(
             library,

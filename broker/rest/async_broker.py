@@ -143,13 +143,13 @@ class AsyncBrokerJobs:
 
     async def info(self, jobid: int) -> JobInfo:
         record = await self.handle.rpc(JOB_INFO, {"id": jobid})
-        return JobInfo.from_dict(dict(record))
+        return JobInfo.from_dict(record)
 
     async def jobs(self, limit: int, owners: bool = True) -> list[JobInfo]:
         """Every job, newest first, at most `limit` (owners come with each job here, at no cost)."""
         payload: JobListRequest = {"states": int(ACTIVE | JobState.INACTIVE), "max_entries": limit}
         reply = await self.handle.rpc(JOB_LIST, payload)
-        return [JobInfo.from_dict(dict(j)) for j in reply["jobs"]]
+        return [JobInfo.from_dict(j) for j in reply["jobs"]]
 
     async def submit_jobspec(self, jobspec: Jobspec, userid: int, urgency: int = 16) -> int:
         reply = await self.handle.rpc(JOB_SUBMIT, {"jobspec": jobspec, "urgency": urgency, "userid": userid})

@@ -10,7 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from broker.errors import BrokerFailure
-from broker.rest.job_record import JobRecord
+from broker.jobs.shapes import JobListRecord
 from broker.rest.tokens import encode_handshake, short_key_warning
 
 
@@ -136,12 +136,12 @@ class RestClient:
             query[key] = str(value).lower() if isinstance(value, bool) else str(value)
         return int(self.request("POST", "/v1/jobs/submit", params=query).json()["id"])
 
-    def jobs(self, detail: bool = True) -> list[JobRecord]:
+    def jobs(self, detail: bool = True) -> list[JobListRecord]:
         body = self.request("GET", "/v1/jobs", params={"detail": detail, "listing": True}).json()
-        return cast(list[JobRecord], list(body["jobs"] if isinstance(body, dict) and "jobs" in body else body))
+        return cast(list[JobListRecord], list(body["jobs"] if isinstance(body, dict) and "jobs" in body else body))
 
-    def job(self, jobid: int | str) -> JobRecord:
-        return cast(JobRecord, self.request("GET", f"/v1/jobs/{jobid}").json())
+    def job(self, jobid: int | str) -> JobListRecord:
+        return cast(JobListRecord, self.request("GET", f"/v1/jobs/{jobid}").json())
 
     def output(self, jobid: int | str) -> list[str]:
         return list(self.request("GET", f"/v1/jobs/{jobid}/output").json().get("Output", []))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from broker.jobs.api import JobInfo
 from broker.jobs.rest_records import RESULT_BITS, STATE_BITS
 
 if TYPE_CHECKING:
+    from broker.jobs.shapes import Annotations
     from broker.rest.topics import FluxJobRecord
 
 
@@ -80,7 +81,7 @@ def job_info_from_list(record: FluxJobRecord, now: float | None = None) -> JobIn
         exception_note=str(record.get("exception_note") or "") if occurred else "",
         waitstatus=status,
         duration=_float(record.get("duration")),
-        annotations=dict(annotations) if isinstance(annotations, dict) else {},
+        annotations=cast("Annotations", dict(annotations)) if isinstance(annotations, dict) else {},  # flux-core's JSON
         t_depend=_float(record.get("t_depend")),
         t_priority=_float(record.get("t_priority")),
         t_sched=_float(record.get("t_sched")),

@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from broker.errors import FluxError
 from broker.jobs.api import JobClient, JobInfo
 from broker.jobs.build import build_jobspec
+from broker.jobs.shapes import Jobspec
 from broker.jobs.states import ACTIVE, JobState
 from broker.rest.answers import EventRecord
 from broker.rest.per_thread import PerThread
@@ -119,7 +120,7 @@ def broker_jobspec(request: SubmitRequest, environment: Mapping[str, str] | None
         shell_options=request.option_flags or None,
         system_attributes=dict(system_attributes(request)) or None,
     )
-    return cast("Jobspec", spec)  # build_jobspec writes a shapes.Jobspec (it answers an open dict for now)
+    return spec
 
 
 class AsyncJobService(Protocol):
@@ -191,7 +192,7 @@ class BrokerJobService:
 
     def submit(self, request: SubmitRequest, userid: int) -> int:
         spec = broker_jobspec(request, self.environment)
-        return self.client.submit(dict(spec), userid=userid)  # dict(): JobClient.submit reads an open dict
+        return self.client.submit(spec, userid=userid)
 
     def jobs(self, limit: int = JOB_LIST_LIMIT, owners: bool = True) -> list[JobInfo]:
         return self.client.jobs("all", max_entries=limit)  # the owner comes with each job here, at no cost

@@ -16,7 +16,8 @@ from typing import Any, NotRequired, TypedDict, cast
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from broker.rest.answers import JobStats, QueueState, ResourceStatus
+from broker.jobs.shapes import JobStats
+from broker.payloads import QueueState, ResourceStatus
 from broker.rest.json_types import Responses
 from common import idset
 
@@ -71,9 +72,9 @@ def broker_source(uri: str) -> Source:
         from broker.jobs.api import LEAD, JobClient
 
         with JobClient(uri) as client:
-            resources = cast(ResourceStatus, client.resources())  # the broker's answers, as JSON comes
+            resources = client.resources()
             queue_state = cast(QueueState, client.handle.rpc("job-manager.queue-state", {}, LEAD, 30.0))
-            return compute_metrics(resources, queue_state, cast(JobStats, client.stats()))
+            return compute_metrics(resources, queue_state, client.stats())
 
     return read
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from bursting.plugin import Burst
 from miniclusters.api.hosts import burst_registry
+from miniclusters.kube_shapes import Manifest, ObjectMeta
 
 
-# open: Kubernetes objects (the lead MiniCluster in, the burst's MiniCluster out), passed to the API as they are
-def burst_minicluster(lead_spec: dict[str, Any], burst: Burst, namespace: str | None = None) -> dict[str, Any]:
+def burst_minicluster(lead_spec: Manifest, burst: Burst, namespace: str | None = None) -> Manifest:
     """A follower-only MiniCluster: `spec.flux.bursting.leadBroker` points at the lead (the Flux Operator's own
     field for a burst), and `hostlist` is the lead's registered hosts then the burst's pods, so each burst
     broker takes exactly the rank the lead registered for it."""
@@ -34,7 +33,7 @@ def burst_minicluster(lead_spec: dict[str, Any], burst: Burst, namespace: str | 
             container.pop("command", None)
             container.pop("batch", None)
             container.pop("launcher", None)
-    metadata: dict[str, Any] = {  # open: Kubernetes metadata
+    metadata: ObjectMeta = {
         "name": burst.name,
         "labels": {"miniclusters.dev/burst-of": lead_spec.get("metadata", {}).get("name", "")},
     }

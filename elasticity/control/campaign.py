@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from elasticity.control.ports import ClusterView
 from elasticity.policy.autoscale import AutoscaleMemory, AutoscaleOptions, QueueView, ScalePlan, plan_autoscale
@@ -92,6 +92,18 @@ class CampaignDecision:
 
 @dataclass(frozen=True)
 class Disagreement:
+    pod: int | None
+    autoscale: str
+    multiplex: str
+    winner: Literal["autoscale", "multiplex"]
+    why: str
+
+
+class DisagreementEvent(TypedDict):
+    """A Disagreement as the planner records it for the event log (its one kind of event)."""
+
+    t: float
+    event: Literal["disagreement"]
     pod: int | None
     autoscale: str
     multiplex: str
@@ -213,7 +225,7 @@ class CampaignPlanner:
     autoscale: AutoscaleOptions | None
     multiplex: MultiplexKnobs | None
     memory: AutoscaleMemory = field(default_factory=AutoscaleMemory)
-    events: list[dict[str, Any]] = field(default_factory=list)  # open: each event kind has its own fields
+    events: list[DisagreementEvent] = field(default_factory=list)
 
     def decide(self, obs: CampaignObservation) -> CampaignDecision:
         view = obs.cluster

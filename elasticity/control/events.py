@@ -10,14 +10,13 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, TypedDict
+from typing import IO, Any, TypedDict, cast
 
 from common.tee import TextSink
 
 
-class EventHeader(TypedDict, total=False):
-    """What every record carries (EventLog.write): the loop's time, the loop, the cluster and the event's kind.
-    The rest of a record is the event's own; a reader of the header alone (the lead's /cluster page) names this."""
+class EventRecord(TypedDict):
+    """The fields every record has; each kind adds its own beside them (the line holds both)."""
 
     time: float
     loop: str
@@ -50,10 +49,11 @@ class EventLog:
             self._stream = target
             self._owned = None
 
-    # open: a record is the loop's fields plus the event's own, which differ by kind and by loop
-    def write(self, kind: str, cluster: str = "", **fields: Any) -> dict[str, Any]:
-        """Record one event now (by the loop's clock); returns the record written."""
-        record = {"time": self.clock(), "loop": self.loop, "cluster": cluster, "kind": kind, **fields}
+    def write(self, kind: str, cluster: str = "", **fields: Any) -> EventRecord:
+        """Record one event now (by the loop's clock); returns the record written (the kind's fields included)."""
+        record = cast(
+            EventRecord, {"time": self.clock(), "loop": self.loop, "cluster": cluster, "kind": kind, **fields}
+        )
         line = json.dumps(record, default=str, sort_keys=False)
         with self._lock:
             self._stream.write(line + "\n")

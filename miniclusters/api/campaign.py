@@ -7,7 +7,7 @@ Sizes and CPU follow the spec's own `autoscale` and `multiplexing` sections, so 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypedDict
 
 from pydantic import Field, StrictFloat
 
@@ -59,3 +59,27 @@ class CampaignSpec(SpecModel):
     workdir: str = ""
     """Where cases, logs, traces and results go (default: a directory in the state directory)."""
     ensembles: list[EnsembleSpec] = Field(min_length=1, max_length=MAX_ENSEMBLES)
+
+
+class EnsembleJson(TypedDict):
+    """EnsembleSpec in its wire form."""
+
+    name: str
+    parameter: str
+    values: list[float]
+    nodes: int
+
+
+class CampaignJson(TypedDict, total=False):
+    """spec.campaign in its wire form, as a campaign's state file keeps it (CampaignSpec validates it when read
+    back); every key once dumped from the model, none when the spec has no campaign."""
+
+    case: str
+    iterations: int
+    ranks: int
+    decomposition: str
+    weights: list[float]
+    profileIterations: int
+    sequential: bool
+    workdir: str
+    ensembles: list[EnsembleJson]

@@ -8,10 +8,11 @@ either direction changes nothing.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from miniclusters.api.load import load_minicluster
 from miniclusters.api.spec import FLUX_OPERATOR_API_VERSION, OUR_API_VERSION, MiniCluster
+from miniclusters.kube_shapes import Manifest
 
 EXTENSIONS_ANNOTATION = "miniclusters.dev/extensions"
 # Paths (under spec) of fields the Flux Operator does not have.
@@ -30,8 +31,7 @@ EXTENSION_FIELDS: tuple[tuple[str, ...], ...] = (
 )
 
 
-# open: a MiniCluster's wire form, every field the user may write
-def _compact(mc: MiniCluster) -> dict[str, Any]:
+def _compact(mc: MiniCluster) -> Manifest:
     """The object with only what differs from defaults, as a user would write it."""
     data = mc.model_dump(by_alias=True, exclude_defaults=True, mode="json")
     data["apiVersion"] = mc.api_version
@@ -39,18 +39,18 @@ def _compact(mc: MiniCluster) -> dict[str, Any]:
     data.setdefault("spec", {})["containers"] = [
         c.model_dump(by_alias=True, exclude_defaults=True, mode="json") for c in mc.spec.containers
     ]
-    return data
+    return cast(Manifest, data)  # the model's wire form: apiVersion, kind, metadata, spec
 
 
-# open: a MiniCluster's wire form, walked by field path
-def _pop_path(tree: dict[str, Any], path: tuple[str, ...]) -> Any:
-    node = tree
+def _pop_path(mc: Manifest, path: tuple[str, ...]) -> Any:
+    """Remove the field at `path` under the MiniCluster's spec; its value (any JSON), None when unset."""
+    node = mc["spec"]
     for key in path[:-1]:
         node = node.get(key, {})
     return node.pop(path[-1], None)
 
 
-# open: a MiniCluster's wire form, walked by field path
+# open: a MiniCluster's spec in its wire form, walked by field path (any field the user may write)
 def _set_path(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     node = tree
     for key in path[:-1]:
@@ -58,16 +58,12 @@ def _set_path(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     node[path[-1]] = value
 
 
-# open: the Flux Operator's MiniCluster document (its Go types, not ours)
-def to_flux_operator(mc: MiniCluster) -> dict[str, Any]:
+def to_flux_operator(mc: MiniCluster) -> Manifest:
     """A `flux-framework.org/v1alpha2` MiniCluster the Flux Operator accepts."""
     data = _compact(mc)
     data["apiVersion"] = FLUX_OPERATOR_API_VERSION
-    extensions = {}
-    for path in EXTENSION_FIELDS:
-        value = _pop_path(data["spec"], path)
-        if value is not None:
-            extensions[".".join(path)] = value
+    popped = ((path, _pop_path(data, path)) for path in EXTENSION_FIELDS)
+    extensions = {".".join(path): value for path, value in popped if value is not None}
     for section in ("flux", "archive"):
         if data["spec"].get(section) == {}:
             del data["spec"][section]
@@ -77,10 +73,10 @@ def to_flux_operator(mc: MiniCluster) -> dict[str, Any]:
     return data
 
 
-# open: the Flux Operator's MiniCluster document, as the user wrote it
-def from_flux_operator(data: dict[str, Any]) -> MiniCluster:
+def from_flux_operator(document: object) -> MiniCluster:
     """Our MiniCluster from an operator object, restoring extensions carried in the annotation."""
-    data = json.loads(json.dumps(data))
+    # open: the Flux Operator's MiniCluster document as the user wrote it (a copy), before it is validated
+    data: dict[str, Any] = json.loads(json.dumps(document))
     annotations = data.get("metadata", {}).get("annotations", {})
     carried = annotations.pop(EXTENSIONS_ANNOTATION, None)
     if carried:
@@ -92,8 +88,7 @@ def from_flux_operator(data: dict[str, Any]) -> MiniCluster:
     return load_minicluster(data)
 
 
-# open: a MiniCluster's wire form (the models are its types)
-def to_ours(mc: MiniCluster) -> dict[str, Any]:
+def to_ours(mc: MiniCluster) -> Manifest:
     """Our own kind, compact."""
     data = _compact(mc)
     data["apiVersion"] = OUR_API_VERSION

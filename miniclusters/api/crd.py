@@ -8,9 +8,9 @@ branches, and pass-through objects marked x-kubernetes-preserve-unknown-fields.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, TypedDict, cast
 
-from miniclusters.api.crd_rules import VALIDATIONS
+from miniclusters.api.crd_rules import VALIDATIONS, ValidationRule
 from miniclusters.api.spec import API_GROUP, API_VERSION, KIND, MiniClusterSpec
 from miniclusters.api.status import MiniClusterStatus
 from miniclusters.kube_shapes import Manifest
@@ -20,8 +20,43 @@ CRD_NAME = f"{PLURAL}.{API_GROUP}"
 _DROP_KEYS = {"title", "$defs", "additionalProperties", "examples"}
 
 
-# open: JSON Schema as pydantic makes it
-def _resolve(node: Any, defs: dict[str, Any]) -> Any:
+JsonSchema = TypedDict(
+    "JsonSchema",
+    {
+        "$ref": str,
+        "$defs": dict[str, "JsonSchema"],
+        "type": str,
+        "title": str,
+        "description": str,
+        "default": Any,  # a field's default: any JSON value the field's type allows
+        "const": Any,
+        "enum": list[Any],
+        "examples": list[Any],
+        "properties": dict[str, "JsonSchema"],
+        "additionalProperties": "JsonSchema | bool",
+        "items": "JsonSchema",
+        "anyOf": list["JsonSchema"],
+        "required": list[str],
+        "minimum": float,
+        "maximum": float,
+        "minLength": int,
+        "maxLength": int,
+        "minItems": int,
+        "maxItems": int,
+        "maxProperties": int,
+        "nullable": bool,
+        "x-kubernetes-int-or-string": bool,
+        "x-kubernetes-preserve-unknown-fields": bool,
+        "x-kubernetes-list-type": str,
+        "x-kubernetes-validations": list[ValidationRule],
+    },
+    total=False,
+)
+"""A JSON Schema node with the keywords pydantic emits for our models and those structural OpenAPI v3 adds."""
+
+
+def _resolve(node: Any, defs: dict[str, JsonSchema]) -> Any:
+    """`node` (pydantic's JSON Schema, or any value inside it) with every $ref replaced by its definition."""
     if isinstance(node, list):
         return [_resolve(item, defs) for item in node]
     if not isinstance(node, dict):
@@ -33,9 +68,6 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
     return {key: _resolve(value, defs) for key, value in node.items()}
 
 
-JsonSchema = dict[str, Any]  # open: a JSON Schema node, any of its keywords
-
-
 def _union(node: JsonSchema, branches: list[JsonSchema]) -> JsonSchema:
     """An anyOf node: Optional[X] is X, nullable; a quantity (integer or string) is int-or-string."""
     out: JsonSchema = {}
@@ -44,7 +76,9 @@ def _union(node: JsonSchema, branches: list[JsonSchema]) -> JsonSchema:
         out["nullable"] = True
     types = {b.get("type") for b in non_null}
     if len(non_null) == 1:
-        inner = _structural({**non_null[0], **{k: v for k, v in node.items() if k != "anyOf"}})
+        rest = node.copy()
+        del rest["anyOf"]
+        inner = _structural({**non_null[0], **rest})
         return {**inner, **out}
     if types <= {"string", "integer", "number"}:
         # A Kubernetes quantity: accepted as an integer or a string, like resource.Quantity.
@@ -57,16 +91,13 @@ def _union(node: JsonSchema, branches: list[JsonSchema]) -> JsonSchema:
 
 def _keywords(node: JsonSchema) -> JsonSchema:
     """The node's own keywords as OpenAPI v3 has them (no titles or defs, `const` as a one-value enum)."""
-    out: JsonSchema = {}
-    for key, value in node.items():
-        if key in _DROP_KEYS or key in ("anyOf", "properties", "items"):
-            continue
-        if key == "default" and value is None:
-            continue
-        if key == "const":
-            out["enum"] = [value]
-            continue
-        out[key] = value
+    kept = {
+        ("enum" if key == "const" else key): ([value] if key == "const" else value)
+        for key, value in node.items()
+        if key not in _DROP_KEYS and key not in ("anyOf", "properties", "items")
+        and not (key == "default" and value is None)
+    }  # fmt: skip
+    out = cast(JsonSchema, kept)  # the node's own keywords, `const` renamed: a JsonSchema still
     if "enum" in out and "type" not in out:
         out["type"] = "string"
     return out
@@ -98,22 +129,24 @@ def _structural(node: JsonSchema) -> JsonSchema:
     return out
 
 
-# open: a JSON Schema node (OpenAPI v3), any of its keywords
-def structural_schema(model: type[Any]) -> dict[str, Any]:
+def structural_schema(model: type[Any]) -> JsonSchema:
+    """The model's JSON Schema as a structural OpenAPI v3 schema."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
     resolved = _resolve(raw, raw.get("$defs", {}))
     return _structural(resolved)
 
 
-# open: JSON Schema nodes, any of their keywords
-def schema_node(root: dict[str, Any], location: str) -> dict[str, Any]:
+def schema_node(root: JsonSchema, location: str) -> JsonSchema:
     """The node of `root` at a crd_rules location (`spec.containers[].volumes{}`)."""
     node = root
     for part in location.replace("[]", ".[]").replace("{}", ".{}").split(".") if location else ():
         if part == "[]":
             node = node["items"]
         elif part == "{}":
-            node = node["additionalProperties"]
+            extra = node["additionalProperties"]
+            if not isinstance(extra, dict):
+                raise KeyError(location)
+            node = extra
         else:
             node = node["properties"][part]
     return node
@@ -123,7 +156,7 @@ def build_crd() -> Manifest:
     """The CRD: our group, the MiniCluster kind, status and scale subresources (for kubectl scale / HPA)."""
     spec_schema = structural_schema(MiniClusterSpec)
     status_schema = structural_schema(MiniClusterStatus)
-    root = {
+    root: JsonSchema = {
         "type": "object",
         "description": "A Flux MiniCluster: an Indexed Job of brokers joined into one Flux instance.",
         "properties": {

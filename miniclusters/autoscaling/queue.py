@@ -8,12 +8,15 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from elasticity.control.autoscale import DRAIN_REASON
 from elasticity.control.ports import ActuatorError
 from elasticity.policy.autoscale import QueueView
 from miniclusters.backends.base import Backend
+
+if TYPE_CHECKING:
+    from broker.payloads import QueueState
 
 LEAD = 0
 
@@ -38,8 +41,8 @@ class ExecQueue:
         self.backend = backend
         self.flux = flux
 
-    # open: the broker's JSON answer to a `flux resource` command
-    def _run(self, name: str, *args: str) -> dict[str, Any]:
+    def _run(self, name: str, *args: str) -> object:
+        """The JSON object a `flux resource` command prints on the lead (an ActuatorError when it prints none)."""
         result = self.backend.exec(name, LEAD, [*self.flux(name), *args])
         if result.rc != 0:
             raise ActuatorError(f"`flux {' '.join(args)}` on {name}-0 failed ({result.rc}): {result.stderr.strip()}")
@@ -54,7 +57,7 @@ class ExecQueue:
         return data
 
     def queue(self, name: str) -> QueueView:
-        data = self._run(name, "resource", "demand")
+        data = cast("QueueState", self._run(name, "resource", "demand"))
         pending = [p for p in data.get("pending", []) if isinstance(p, dict)]
         running = [r for r in data.get("running", []) if isinstance(r, dict)]
         reasons = data.get("drain")

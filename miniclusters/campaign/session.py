@@ -22,7 +22,7 @@ from elasticity.figures.campaign import plot_campaign_timeline
 from elasticity.policy.autoscale import AutoscaleOptions
 from elasticity.workloads.foam import foam_variables
 from miniclusters import workdirs
-from miniclusters.api.campaign import CampaignSpec
+from miniclusters.api.campaign import CampaignJson, CampaignSpec
 from miniclusters.api.quantity import parse_quantity
 from miniclusters.api.spec import ContainerVolume, MiniCluster
 from miniclusters.campaign.figures import plot_polar
@@ -236,9 +236,9 @@ def _lead_copy(backend: Any, name: str) -> Path | None:
     return Path(lead_rest_state_dir(name)) / "controllers" / "campaign.jsonl"
 
 
-# open: spec.campaign's wire form (CampaignSpec validates it when read back)
-def _spec_json(spec: CampaignSpec | None) -> dict[str, Any]:
-    return spec.model_dump(by_alias=True) if spec is not None else {}
+def _spec_json(spec: CampaignSpec | None) -> CampaignJson:
+    """spec.campaign's wire form, for the state file (CampaignSpec validates it when read back)."""
+    return cast(CampaignJson, spec.model_dump(by_alias=True)) if spec is not None else {}
 
 
 def plan_from_state(state: CampaignState) -> CampaignPlan:

@@ -8,11 +8,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from common import atomic
 from miniclusters import pidlock
 from miniclusters.workdirs import state_root
+
+if TYPE_CHECKING:
+    from miniclusters.api.campaign import CampaignJson
 
 
 class MemberLine(TypedDict):
@@ -109,7 +112,8 @@ class CampaignState(Report, LiveFields, total=False):
     updated: float
     workdir: str
     events: str
-    campaign: dict[str, Any]  # open: spec.campaign as written (CampaignSpec validates it when read back)
+    campaign: CampaignJson
+    """spec.campaign as written (CampaignSpec validates it when read back)."""
     loops: LoopsUsed
     outcome: str
     stopped: str

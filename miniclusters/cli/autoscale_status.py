@@ -8,12 +8,15 @@ lists them), and the loop's last saved state with its process checked.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import click
 
 from miniclusters.autoscaling.state import AutoscalerState
 from miniclusters.backends.base import QUERY_TIMEOUT, Backend, BackendError, ClusterStatus
+
+if TYPE_CHECKING:
+    from broker.payloads import QueueState
 
 
 def drain_report(backend: Backend, status: ClusterStatus) -> list[dict[str, str]] | None:
@@ -32,8 +35,7 @@ def drain_report(backend: Backend, status: ClusterStatus) -> list[dict[str, str]
     ]
 
 
-# open: the lead's queue-state answer (the broker's JSON)
-def _queue_state(backend: Backend, name: str) -> dict[str, Any] | None:
+def _queue_state(backend: Backend, name: str) -> QueueState | None:
     """`flux resource demand` of the lead: over its socket on this machine (no process started in a pod with a
     small CPU request), else run in the lead pod."""
     from broker.client import Handle
@@ -47,7 +49,7 @@ def _queue_state(backend: Backend, name: str) -> dict[str, Any] | None:
     if uri is not None:
         try:
             with Handle(uri) as handle:
-                return handle.rpc("job-manager.queue-state", {}, nodeid=0, timeout=5.0)
+                return cast("QueueState", handle.rpc("job-manager.queue-state", {}, nodeid=0, timeout=5.0))
         except (FluxError, OSError):
             return None
     try:
@@ -58,7 +60,7 @@ def _queue_state(backend: Backend, name: str) -> dict[str, Any] | None:
         data = json.loads(answer.stdout) if answer.rc == 0 else None
     except ValueError:
         return None
-    return data if isinstance(data, dict) else None
+    return cast("QueueState", data) if isinstance(data, dict) else None
 
 
 def print_drains(drains: list[dict[str, str]]) -> None:

@@ -4,11 +4,12 @@ pending jobs wait."""
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict
+from typing import TypedDict, cast
 
 import click
 
 from broker.burst_service import ABSENT, service_words
+from broker.payloads import ServiceView
 from miniclusters.backends.base import QUERY_TIMEOUT, Backend, BackendError, ClusterStatus
 
 
@@ -25,7 +26,8 @@ class BurstReport(TypedDict):
     bursts: list[Burst]
     pending: dict[str, str]
     """Pending job -> why it waits."""
-    service: dict[str, Any] | None  # open: the burst service's own report (broker/burst_service.py)
+    service: ServiceView | None
+    """The burst service's own report (broker/burst_service.py), once the lead has one."""
 
 
 def burst_report(backend: Backend, status: ClusterStatus) -> BurstReport | None:
@@ -61,7 +63,7 @@ def burst_report(backend: Backend, status: ClusterStatus) -> BurstReport | None:
     return {
         "bursts": list(bursts.values()),
         "pending": pending,
-        "service": service if isinstance(service, dict) else None,
+        "service": cast(ServiceView, service) if isinstance(service, dict) else None,
     }
 
 

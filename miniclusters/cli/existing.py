@@ -1,6 +1,6 @@
 """What `up` says about a MiniCluster that already exists: how to reach it, and how its spec differs.
 
-Pure: the CLI passes in the stored and the new spec (as dicts) and the status it read.
+Pure: the CLI passes in the stored and the new MiniCluster (as Kubernetes objects) and the status it read.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from miniclusters.backends.base import ClusterStatus
+from miniclusters.kube_shapes import Manifest
 from miniclusters.words import of
 
 
@@ -22,8 +23,7 @@ def _flatten(value: Any, path: str) -> dict[str, Any]:
     return out
 
 
-# open: two MiniClusters as stored and as written (user JSON)
-def spec_differences(stored: dict[str, Any], wanted: dict[str, Any], limit: int = 5) -> list[str]:
+def spec_differences(stored: Manifest, wanted: Manifest, limit: int = 5) -> list[str]:
     """Field paths (spec.size: 2 -> 4) where the new spec differs from the one the cluster runs."""
     old = _flatten(stored.get("spec", {}), "spec")
     new = _flatten(wanted.get("spec", {}), "spec")
@@ -51,8 +51,8 @@ def reach_lines(name: str, rest_url: str | None) -> list[str]:
 
 def existing_message(
     status: ClusterStatus,
-    stored: dict[str, Any] | None,  # open: the MiniCluster as stored (user JSON)
-    wanted: dict[str, Any],  # open: the MiniCluster as written (user JSON)
+    stored: Manifest | None,
+    wanted: Manifest,
 ) -> tuple[int, list[str]]:
     """(exit code, lines) for `up` of a cluster that exists: 0 when it is the same spec and still running,
     2 when the spec differs (nothing is changed), 1 when it has finished (remove it to run it again)."""

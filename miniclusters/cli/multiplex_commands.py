@@ -10,7 +10,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -18,6 +18,9 @@ from miniclusters.backends.base import NotFoundError
 from miniclusters.cli.arguments import command_text, source_of
 from miniclusters.cli.backend_options import backend_errors, backend_options, open_backend
 from miniclusters.words import plural
+
+if TYPE_CHECKING:
+    from miniclusters.multiplex.settings import MultiplexSettings
 
 
 class _Stop:
@@ -45,8 +48,7 @@ def _lock(backend: str, name: str) -> Iterator[None]:
         yield
 
 
-# open: spec.multiplexing's wire form plus the stored spec's figures, merged with flags
-def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
+def _spec_defaults(backend: Any, name: str) -> MultiplexSettings:
     """spec.multiplexing, spec.tasks and the runner's CPU request of a cluster on this machine (local: its store's
     spec file; podman: the spec its record keeps); the Kubernetes path takes flags only."""
     from miniclusters.multiplex.settings import runner_cpu_m
@@ -59,7 +61,7 @@ def _spec_defaults(backend: Any, name: str) -> dict[str, Any]:
         spec = whole.get("spec", {})
     except (OSError, ValueError, KeyError, AttributeError):
         return {}
-    mux = dict(spec.get("multiplexing") or {})
+    mux = cast("MultiplexSettings", dict(spec.get("multiplexing") or {}))  # the stored spec: validated when it was
     mux["podCpuM"] = runner_cpu_m(whole)  # the rigid allocation profiling starts from
     mux.setdefault("tasks", spec.get("tasks", 1))
     mux["flavour"] = (spec.get("flux") or {}).get("flavour") or "builtin"
@@ -182,7 +184,7 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
                  "profileIterations": opts["profile_iterations"],
                  "profileTogether": opts["profile_together"], "fairness": opts["fairness"],
                  "efficiencyThreshold": opts["efficiency"], "headroom": opts["headroom"]}  # fmt: skip
-        mux = {**spec, **{k: v for k, v in flags.items() if v is not None}}
+        mux = cast("MultiplexSettings", {**spec, **{k: v for k, v in flags.items() if v is not None}})
         max_n = int(mux.get("max") or 4)
         if int(mux.get("total") or max_n) < max_n:
             total_from = source_of("total", "--total", flags, "spec.multiplexing", spec)

@@ -6,7 +6,6 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import click
 import yaml
@@ -31,7 +30,8 @@ def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str_presenter)
 
 
-def dump_yaml_stream(objects: Iterable[dict[str, Any]]) -> str:  # open: any Kubernetes or MiniCluster document
+def dump_yaml_stream(objects: Iterable[object]) -> str:
+    """Documents (Kubernetes objects, MiniClusters: anything YAML represents) as one `---`-separated stream."""
     return yaml.dump_all(list(objects), Dumper=_Dumper, sort_keys=False, explicit_start=True)
 
 

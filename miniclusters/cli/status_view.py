@@ -9,11 +9,75 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from miniclusters.backends.base import ClusterStatus, PodStatus
 from miniclusters.backends.states import cluster_state
 from miniclusters.words import plural
+
+if TYPE_CHECKING:
+    from miniclusters.autoscaling.state import AutoscalerState
+    from miniclusters.campaign.state_file import CampaignState
+    from miniclusters.cli.burst_status import BurstReport
+    from miniclusters.multiplex.state_file import MultiplexState
+
+
+class ConditionJson(TypedDict):
+    """A pod's or the cluster's condition (backends.base's PodCondition, ClusterCondition) as JSON."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+class PodJson(TypedDict):
+    """backends.base.PodStatus as JSON, with the word kubectl's STATUS column would show."""
+
+    index: int
+    name: str
+    phase: str
+    ready: bool
+    cpu_desired: str | None
+    cpu_allocated: str | None
+    cpu_actual: str | None
+    node: str | None
+    exit_code: int | None
+    conditions: tuple[ConditionJson, ...]
+    restarts: int
+    reason: str | None
+    refused: str | None
+    status: str
+
+
+class StatusDocument(TypedDict):
+    """`minicluster status -o json`: backends.base.ClusterStatus as JSON plus the words the text prints; the
+    sections of the loops and bursts are added by the command when there are any."""
+
+    name: str
+    namespace: str
+    size: int
+    max_size: int
+    min_size: int
+    pods: tuple[PodJson, ...]
+    ranks_up: tuple[int, ...] | None
+    ranks_down: tuple[int, ...] | None
+    conditions: tuple[ConditionJson, ...]
+    finished: bool
+    succeeded: bool | None
+    lead_error: str | None
+    rest_url: str | None
+    deleting: bool
+    state: str
+    ranks: str
+    running_pods: int
+    ready_pods: int
+    multiplexing: NotRequired[MultiplexState]
+    bursts: NotRequired[BurstReport | None]
+    autoscaling: NotRequired[AutoscalerState | None]
+    drained: NotRequired[list[dict[str, str]] | None]
+    campaign: NotRequired[CampaignState]
+
 
 # kubectl's STATUS column words for pod phases when no container reason says more.
 PHASE_WORDS = {"Succeeded": "Completed", "Failed": "Error"}
@@ -52,10 +116,9 @@ def ranks_words(status: ClusterStatus) -> str:
     return ", ".join(words)
 
 
-# open: the backend's ClusterStatus as JSON, for --output json/jsonpath
-def status_document(status: ClusterStatus) -> dict[str, Any]:
+def status_document(status: ClusterStatus) -> StatusDocument:
     """Every fact `status` shows, JSON-ready: the backend's ClusterStatus plus the words the text prints."""
-    document = asdict(status)
+    document = cast(StatusDocument, asdict(status))  # asdict: the dataclass's fields, the words set below
     document["min_size"] = max(1, status.min_size)
     document["state"] = cluster_state(status)
     document["ranks"] = ranks_words(status)
@@ -74,8 +137,7 @@ def _table(rows: list[list[str]], indent: str = "") -> list[str]:
     ]
 
 
-# open: status_document's JSON
-def render_status_text(document: dict[str, Any]) -> str:
+def render_status_text(document: StatusDocument) -> str:
     """The text form of a status document (see the module docstring)."""
     lines = [
         f"Name:        {document['name']}",
@@ -131,8 +193,7 @@ def _jsonpath_value(document: Any, path: str) -> Any:
     return value
 
 
-# open: any JSON document, walked by the user's template
-def render_jsonpath(document: dict[str, Any], template: str) -> str:
+def render_jsonpath(document: StatusDocument, template: str) -> str:
     """kubectl's `-o jsonpath=` for the simple case: `{.field.sub}` and `{.list[N].field}` in a template."""
     if not JSONPATH_FIELD.search(template):
         raise ValueError(f"{template!r} has no {{.field}} to print")

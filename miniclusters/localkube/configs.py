@@ -9,7 +9,6 @@ running beside the control plane on the bridge's address.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import tomli_w
 import yaml
@@ -52,7 +51,7 @@ def kubeconfig(layout: Layout, user: str, server: str | None = None) -> str:
 
 def kubelet_config(layout: Layout) -> str:
     pki = layout.pki
-    document: dict[str, Any] = {  # open: a KubeletConfiguration, as the kubelet documents it
+    document = {  # a KubeletConfiguration, as the kubelet documents it: written here, dumped as is
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "failCgroupV1": False,  # this machine's cgroups are v1 (separate cpu, cpuacct, cpuset mounts)

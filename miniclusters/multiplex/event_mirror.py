@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from elasticity.control.events import EventLog
+from elasticity.control.events import EventLog, EventRecord
 from miniclusters.backends.base import Backend, BackendError
 from miniclusters.render.layout import RUN_DIR
 
@@ -99,8 +99,7 @@ class MirroredEventLog(EventLog):
         super().__init__(target, loop, clock)
         self.mirror = mirror
 
-    # open: an event line: its kind's fields (elasticity's EventLog)
-    def write(self, kind: str, cluster: str = "", **fields: Any) -> dict[str, Any]:
+    def write(self, kind: str, cluster: str = "", **fields: Any) -> EventRecord:
         record = super().write(kind, cluster, **fields)
         if self.mirror is not None:
             self.mirror.append(json.dumps(record, default=str))

@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from elasticity.control.multiplex import MultiplexPlanner
 from elasticity.control.multiplex_ports import Simulations
@@ -27,7 +27,7 @@ from miniclusters.backends.kubernetes.backend import KubernetesBackend
 from miniclusters.backends.ports import ports_for
 from miniclusters.multiplex.event_mirror import ExecMirror, MirroredEventLog, lead_log_path
 from miniclusters.multiplex.exec_simulations import ExecSimulations
-from miniclusters.multiplex.settings import DEFAULT_POD_OVERHEAD_M, multiplex_config
+from miniclusters.multiplex.settings import DEFAULT_POD_OVERHEAD_M, MultiplexSettings, multiplex_config
 from miniclusters.operator.multiplex_progress import MultiplexProgress, RunRecord, adopt
 from miniclusters.operator.multiplexing import MultiplexStarter, StartedLoop
 from miniclusters.render.layout import RUN_DIR
@@ -120,9 +120,11 @@ def kubernetes_multiplex_starter(
         mux = mc.spec.multiplexing
         ranks = mux.ranks or mc.spec.tasks
         equal = max(1, (budget - overhead * mc.spec.size) // ranks)
+        settings = cast(MultiplexSettings, mux.model_dump(by_alias=True))  # the model's wire form: these keys
+        settings["placementCpus"] = mc.spec.placement.cpus
         config = multiplex_config(
             status,
-            {**mux.model_dump(by_alias=True), "placementCpus": mc.spec.placement.cpus},
+            settings,
             mc.spec.tasks,
             budget,
             overhead_m=overhead,

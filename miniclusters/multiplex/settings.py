@@ -7,7 +7,7 @@ here, so a spec means the same thing wherever its controller runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from elasticity.control.multiplex_types import MultiplexConfig
 from elasticity.model.resources import cpu_millicores
@@ -33,6 +33,28 @@ def equal_per_rank_m(status: ClusterStatus, ranks: int, overhead_m: int, pod_cpu
     return max(1, (current - overhead_m * len(status.pods)) // ranks) if current else 1000
 
 
+class MultiplexSettings(TypedDict, total=False):
+    """spec.multiplexing in its wire form (camelCase; unset or 0 means the default), the stored spec's figures the
+    planner needs beside it (podCpuM, tasks, flavour, placementCpus), and the CLI's flags merged over both."""
+
+    enabled: bool
+    command: str
+    max: int
+    total: int
+    ranks: int
+    profileIterations: int
+    profileTogether: int
+    fairness: float
+    efficiencyThreshold: float
+    headroom: float
+    boundary: str
+    workdir: str
+    podCpuM: int | None
+    tasks: int
+    flavour: str
+    placementCpus: str
+
+
 # open: a stored MiniCluster document (validated here)
 def runner_cpu_m(spec: Mapping[str, Any]) -> int | None:
     """The CPU request of the container that runs the broker, from a MiniCluster's wire form; None if unset."""
@@ -48,8 +70,7 @@ def runner_cpu_m(spec: Mapping[str, Any]) -> int | None:
 
 def multiplex_config(
     status: ClusterStatus,
-    # open: spec.multiplexing's wire form merged with the CLI's flags
-    mux: Mapping[str, Any],
+    mux: MultiplexSettings,
     tasks: int,
     allocatable_m: int,
     *,

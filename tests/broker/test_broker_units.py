@@ -10,11 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.attributes import AttrError, Attributes, parse_duration, parse_setattr
-from broker.cli.replies import OverlayRank, OverlayStatus
 from broker.cli.resource_render import render_overlay, resource_rows
 from broker.cli.start import UsageError, parse_broker, parse_start
 from broker.membership import DOWN, LOST, UP, Membership, Quorum, QuorumError
-from broker.payloads import RankEntry
+from broker.payloads import OverlayRank, OverlayStatus, RankEntry, ResourceStatus
 from broker.protocol import EINVAL, Message, ProtocolError, request
 from broker.service import Request, ServiceError, ServiceRegistry
 from broker.topology import TopologyError, build, custom, kary
@@ -178,30 +177,39 @@ def test_cli_renderers() -> None:
         return {"rank": number, "hostname": f"h{number}", "state": state, "status": status, "parent": parent,
                 "since": 0.0, "burst": ""}  # fmt: skip
 
-    status: OverlayStatus = {
-        "size": 4,
-        "topology": "custom",
-        "parents": [-1, 0, 0, 1],
-        "state": "degraded",
-        "ranks": [rank(0, -1, "degraded"), rank(1, 0, "lost"), rank(2, 0, "full"), rank(3, 1, "lost")],
-    }
+    status = cast(
+        OverlayStatus,
+        {  # the keys the tree reads (no burst service)
+            "size": 4,
+            "topology": "custom",
+            "parents": [-1, 0, 0, 1],
+            "state": "degraded",
+            "ranks": [rank(0, -1, "degraded"), rank(1, 0, "lost"), rank(2, 0, "full"), rank(3, 1, "lost")],
+        },
+    )
     assert render_overlay(status) == ["0 h0: degraded", "├─ 1 h1: lost", "│  └─ 3 h3: lost", "└─ 2 h2: full"]
     rows = resource_rows(
-        {
-            "up": "0,2",
-            "down": "1",
-            "hostnames": ["h0", "h1", "h2"],
-            "reports": {"0": {"ncores": 2}, "1": {"ncores": 4}, "2": {"ncores": 2}},
-        }
+        cast(
+            ResourceStatus,
+            {  # the keys the rows read (no R)
+                "up": "0,2",
+                "down": "1",
+                "hostnames": ["h0", "h1", "h2"],
+                "reports": {"0": {"ncores": 2}, "1": {"ncores": 4}, "2": {"ncores": 2}},
+            },
+        )
     )
     assert rows == [("free", 2, 4, 0, "h[0,2]"), ("allocated", 0, 0, 0, ""), ("down", 1, 4, 0, "h1")]
     # ranks that never reported (not started, or scaled away) are down with their cores, as Flux lists them
     never = resource_rows(
-        {
-            "up": "0-1",
-            "down": "2-3",
-            "hostnames": ["h0", "h1", "h2", "h3"],
-            "reports": {"0": {"ncores": 2}, "1": {"ncores": 2}},
-        }
+        cast(
+            ResourceStatus,
+            {  # the keys the rows read (no R)
+                "up": "0-1",
+                "down": "2-3",
+                "hostnames": ["h0", "h1", "h2", "h3"],
+                "reports": {"0": {"ncores": 2}, "1": {"ncores": 2}},
+            },
+        )
     )
     assert never[2] == ("down", 2, 4, 0, "h[2-3]")

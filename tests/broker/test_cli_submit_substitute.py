@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import cast
 
 from broker.cli.submit import substitute
 from broker.jobs.build import build_jobspec
@@ -12,8 +11,7 @@ from broker.jobs.shapes import Jobspec
 
 
 def _spec(command: list[str], name: str | None = None) -> Jobspec:
-    # build_jobspec writes a shapes.Jobspec in an open dict (the product casts it the same way)
-    spec = cast(Jobspec, build_jobspec(command, environment={f"V{i}": "x" for i in range(50)}, cwd="/tmp"))
+    spec = build_jobspec(command, environment={f"V{i}": "x" for i in range(50)}, cwd="/tmp")
     if name is not None:
         spec["attributes"]["system"]["job"] = {"name": name}
     return spec

@@ -107,9 +107,13 @@ def test_wait_tuning_in_the_job_environment_is_exported_to_every_rank(tmp_path: 
     from broker.modules import pmpi
 
     job_env = {"MC_MPI_WAIT_SLICE_US": "100", "MC_MPI_WAIT_EVENTS": "0", "HOME": "/root"}
-    waiting = pmpi.pmpi_variables(pmpi.pmpi_settings({"mpi-wait": "sleep"}, 7, str(tmp_path)) or {}, 7, job_env)
+    wait_settings = pmpi.pmpi_settings({"mpi-wait": "sleep"}, 7, str(tmp_path))
+    assert wait_settings is not None
+    waiting = pmpi.pmpi_variables(wait_settings, 7, job_env)
     exports = pmpi.mpirun_exports(waiting)
     assert "MC_MPI_WAIT_SLICE_US=100" in exports and "MC_MPI_WAIT_EVENTS=0" in exports
     assert "MC_MPI_WAIT=sleep" in exports and not any(e.startswith("HOME=") for e in exports)
-    profiling_only = pmpi.pmpi_variables(pmpi.pmpi_settings({"pmpi": 5}, 7, str(tmp_path)) or {}, 7, job_env)
+    profile_settings = pmpi.pmpi_settings({"pmpi": 5}, 7, str(tmp_path))
+    assert profile_settings is not None
+    profiling_only = pmpi.pmpi_variables(profile_settings, 7, job_env)
     assert "MC_MPI_WAIT_SLICE_US" not in profiling_only  # no wait mode asked for: its knobs are not applied

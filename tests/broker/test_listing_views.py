@@ -18,12 +18,13 @@ from broker.errors import FluxError
 from broker.jobs.api import JobClient, JobInfo
 from broker.jobs.build import build_jobspec
 from broker.jobs.rest_records import detail_record
+from broker.jobs.shapes import Jobspec
 from broker.protocol import RESPONSE, Message
 from broker.testing import Instance
 from tests.waiting import holds_for, wait_until
 
 
-def jobspec_with_owner(command: list[str], owner: str) -> dict[str, Any]:
+def jobspec_with_owner(command: list[str], owner: str) -> Jobspec:
     """A jobspec as the REST API submits it for a tenant (broker/rest/jobs.py records the owner)."""
     spec = build_jobspec(command)
     spec["attributes"]["system"]["miniclusters"] = {"owner": owner}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
 
 import pytest
 import zmq
@@ -16,7 +15,6 @@ from broker.client import Handle
 from broker.errors import FluxError
 from broker.jobs.api import JobClient
 from broker.jobs.build import build_jobspec
-from broker.jobs.shapes import Jobspec
 from broker.protocol import Message
 from broker.rest.async_broker import AsyncBrokerJobs, AsyncHandle
 from broker.rest.local_handle import LocalAsyncHandle
@@ -57,7 +55,7 @@ def test_the_event_loop_client_matches_answers_and_reads_a_real_broker(make_inst
     async def scenario() -> tuple[list[int], list[str], int]:
         jobs = AsyncBrokerJobs(inst.uri(0))
         try:
-            spec = cast(Jobspec, build_jobspec(["true"]))  # a shapes.Jobspec in an open dict, as the product casts it
+            spec = build_jobspec(["true"])
             ids = await asyncio.gather(*(jobs.submit_jobspec(spec, userid=0) for _ in range(20)))
             infos = await asyncio.gather(*(jobs.info(jobid) for jobid in reversed(ids)))
             with pytest.raises(FluxError) as missing:

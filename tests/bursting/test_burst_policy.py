@@ -74,8 +74,9 @@ def test_a_bursts_hosts_come_from_the_one_host_registry() -> None:
     from bursting.plugins.burst_spec import burst_minicluster
     from miniclusters.api import load_minicluster
     from miniclusters.api.hosts import registry_for
+    from miniclusters.kube_shapes import KubeObject
 
-    lead = {
+    lead: KubeObject = {
         "apiVersion": "miniclusters.dev/v1alpha1",
         "kind": "MiniCluster",
         "metadata": {"name": "c"},

@@ -18,6 +18,7 @@ from bursting.service import BurstRefused, BurstService, UnknownBurst
 from bursting.state_file import StateFile
 from miniclusters.api.burst_plugins import BURST_PLUGIN_GROUP as GROUP
 from miniclusters.api.burst_plugins import installed_burst_plugins as plugin_names
+from miniclusters.kube_shapes import KubeObject
 from tests.waiting import wait_until
 
 
@@ -209,7 +210,9 @@ def test_a_burst_by_hand_obeys_the_limit_the_loop_asks_the_plugin_about(tmp_path
 
 
 def test_the_spec_s_size_is_every_plugin_s_limit() -> None:
-    spec = {"spec": {"flux": {"bursting": {"plugins": [{"name": "local", "size": 2}, {"name": "kubernetes"}]}}}}
+    spec: KubeObject = {
+        "spec": {"flux": {"bursting": {"plugins": [{"name": "local", "size": 2}, {"name": "kubernetes"}]}}}
+    }
     context = LeadContext("c", spec, "")
     assert context.size_limit("local") == 2 and context.size_limit("kubernetes") is None
     local = plugin_factories(["local"])["local"](LeadContext("c", spec, "", options={"state_dir": "/nonexistent"}))

@@ -25,7 +25,7 @@ def test_a_finished_run_reads_as_completed_not_unknown() -> None:
     )
     document = status_document(status)
     text = render_status_text(document)
-    assert disagreements(text, document) == []
+    assert disagreements(text, dict(document)) == []
     header = parse_status_text(text)["header"]
     assert header["State"] == "Completed" and header["Size"] == "2 pods (min 1, max 2)"
     assert document["min_size"] == 1  # the floor the text shows, not the unset 0
@@ -57,7 +57,7 @@ def test_running_cluster_with_restarts_conditions_and_rest_url() -> None:
     )
     document = status_document(status)
     text = render_status_text(document)
-    assert disagreements(text, document) == []
+    assert disagreements(text, dict(document)) == []
     parsed = parse_status_text(text)
     assert parsed["header"]["REST API"] == "http://10.213.1.2:5000"
     assert parsed["header"]["Ranks"] == "0 up, 1-7 down" and document["state"] == "Degraded"
@@ -74,7 +74,7 @@ def test_disagreements_are_caught() -> None:
     status = ClusterStatus(name="c", namespace="local", size=1, max_size=1, min_size=1, pods=(_pod(0, "Running"),))
     document = status_document(status)
     text = render_status_text(document).replace("Running ", "Pending ")
-    assert disagreements(text, document)
+    assert disagreements(text, dict(document))
 
 
 def test_compress_ranks() -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from miniclusters.backends.base import ClusterStatus, PodStatus
-from miniclusters.multiplex.settings import equal_per_rank_m, multiplex_config, runner_cpu_m
+from miniclusters.multiplex.settings import MultiplexSettings, equal_per_rank_m, multiplex_config, runner_cpu_m
 
 SPEC: dict[str, Any] = {  # open: a MiniCluster mapping as a user writes it
     "apiVersion": "miniclusters.dev/v1alpha1",
@@ -31,7 +31,8 @@ def test_a_controller_that_ran_before_does_not_shrink_the_next_ones_rigid_alloca
     left_over = status("200m", "200m")
     assert runner_cpu_m(SPEC) == 1000
     assert equal_per_rank_m(left_over, 4, 200, pod_cpu_m=1000) == 400
-    config = multiplex_config(left_over, {**SPEC["spec"]["multiplexing"], "podCpuM": 1000}, 4, 2000)
+    settings = cast(MultiplexSettings, {**SPEC["spec"]["multiplexing"], "podCpuM": 1000})  # as the user wrote it
+    config = multiplex_config(left_over, settings, 4, 2000)
     assert config.equal_per_rank_m == 400
     # without the spec's figure the current requests stand in (what a bare `--equal-cpu`-less call had)
     assert equal_per_rank_m(status("1000m", "1000m"), 4, 200) == 400

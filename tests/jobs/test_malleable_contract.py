@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import json
 import signal
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from broker.jobs.malleable import DEFAULT_TIMEOUT, MalleableSpec, malleable_spec
+from broker.jobs.shapes import Jobspec
 from broker.testing import run_flux
 
 
-def _spec(**malleable: Any) -> dict[str, Any]:
-    return {"attributes": {"system": {"malleable": malleable}}}
+def _spec(**malleable: Any) -> Jobspec:
+    return cast(Jobspec, {"attributes": {"system": {"malleable": malleable}}})  # only the attribute the contract reads
 
 
 def test_a_job_without_the_attribute_is_rigid() -> None:
-    assert malleable_spec({"attributes": {"system": {}}}) is None
+    assert malleable_spec(cast(Jobspec, {"attributes": {"system": {}}})) is None
 
 
 def test_the_contract_reads_sizes_signal_and_timeout_with_defaults() -> None:

@@ -8,6 +8,7 @@ import io
 import json
 import tarfile
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -22,7 +23,7 @@ from broker.jobs.archive_members import MANIFEST, ArchiveError
 from broker.jobs.journal import JobEvent
 from broker.jobs.record import replay
 from broker.jobs.save_policy import save_policy
-from broker.jobs.shapes import ManifestDoc
+from broker.jobs.shapes import Jobspec, ManifestDoc
 from broker.jobs.store import JobStore
 
 SPEC = {"version": 1, "resources": [], "tasks": [], "attributes": {"system": {"environment": {"A": "1"}}}}
@@ -179,8 +180,8 @@ def test_truncated_and_not_an_archive(tmp_path: Path) -> None:
 
 
 def test_save_policy_is_a_jobspec_attribute() -> None:
-    def spec(**system: object) -> dict[str, object]:
-        return {"attributes": {"system": system}}
+    def spec(**system: object) -> Jobspec:
+        return cast(Jobspec, {"attributes": {"system": system}})  # only the attributes save_policy reads
 
     assert save_policy(spec()).policy == "requeue"
     assert save_policy(spec(**{"save-policy": "finish"})).policy == "finish"

@@ -5,7 +5,6 @@ Service), and its deletion; credentials problems are a verdict, never an excepti
 from __future__ import annotations
 
 import tomllib
-from typing import Any
 
 import pytest
 
@@ -14,10 +13,11 @@ from bursting.plugin import Burst, BurstError, LeadContext
 from bursting.plugins.kubernetes import KubernetesPlugin
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, JOB, MINICLUSTER, SERVICE, ApiError
 from miniclusters.backends.kubernetes.backend import KubernetesBackend
+from miniclusters.kube_shapes import KubeObject
 from miniclusters.render.layout import BROKER_TOML, ENTRYPOINT
 from miniclusters.testing.fake_kube import FakeKube
 
-LEAD_SPEC: dict[str, Any] = {
+LEAD_SPEC: KubeObject = {
     "apiVersion": "miniclusters.dev/v1alpha1",
     "kind": "MiniCluster",
     "metadata": {"name": "demo", "namespace": "hpc"},

@@ -5,22 +5,25 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
+from typing import cast
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from broker.jobs.api import JobClient
-from broker.rest.answers import JobStats, QueueState, ResourceStatus
+from broker.jobs.shapes import JobStats
+from broker.payloads import QueueState, ResourceStatus
 from broker.rest.metrics import METRIC_NAMES, broker_source, compute_metrics, metrics_router
 from broker.testing import kill_orphans, render_instance
 
-RESOURCES: ResourceStatus = {
-    "up": "0-2",
-    "reports": {"0": {"ncores": 4}, "1": {"ncores": 4}, "2": {"ncores": 4}, "3": {"ncores": 4}},
-}
-# the answer's fields compute_metrics reads (QueueState): the running job's ranks and cores, the drained ranks
-QUEUE: QueueState = {"running": [{"ranks": [0, 1], "cores": {"0": 4, "1": 2}}], "drained": []}
-STATS: JobStats = {"states": {"sched": 3, "run": 1, "inactive": 7}}
+# the answers' fields compute_metrics reads, no more: the up ranks and their cores; the running job's ranks and
+# cores, the drained ranks; the jobs by state
+RESOURCES = cast(
+    ResourceStatus,
+    {"up": "0-2", "reports": {"0": {"ncores": 4}, "1": {"ncores": 4}, "2": {"ncores": 4}, "3": {"ncores": 4}}},
+)
+QUEUE = cast(QueueState, {"running": [{"ranks": [0, 1], "cores": {"0": 4, "1": 2}}], "drained": []})
+STATS = cast(JobStats, {"states": {"sched": 3, "run": 1, "inactive": 7}})
 
 
 def test_values_by_hand() -> None:

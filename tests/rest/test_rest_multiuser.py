@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from broker.jobs.shapes import JobListRecord as JobRecord
 from broker.rest.client import RestClient, RestError
-from broker.rest.job_record import JobRecord
 from broker.rest.testing import SUPERUSER, Server, start_server
 from broker.rest.users import UserStore
 from tests.waiting import wait_until

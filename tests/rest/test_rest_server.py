@@ -9,8 +9,8 @@ import httpx
 import jwt
 import pytest
 
+from broker.jobs.shapes import JobListRecord as JobRecord
 from broker.rest.client import RestClient, RestError
-from broker.rest.job_record import JobRecord
 from broker.rest.testing import SECRET_KEY, SIGNING_KEY, SUPERUSER, Server
 from broker.rest.tokens import encode_handshake, issue_access_token
 from tests.waiting import wait_until

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from broker.jobs.shapes import JobListRecord as JobRecord
 from broker.rest.client import RestClient, RestError
-from broker.rest.job_record import JobRecord
 from broker.rest.testing import SECRET_KEY, SUPERUSER, Server, start_server
 from tests.waiting import wait_until
 

@@ -12,7 +12,8 @@ from typing import cast
 import httpx
 import pytest
 
-from broker.rest.answers import CpuReport, ResourceStatus
+from broker.payloads import ResourceStatus
+from broker.rest.answers import CpuReading
 from broker.rest.client import RestClient
 from broker.rest.testing import SUPERUSER, Server, start_server
 from broker.rest.web.cluster_data import ClusterReader, rank_rows, used_millicores
@@ -129,11 +130,12 @@ def test_a_campaign_shows_its_members_and_timeline(server: Server, browser_like:
 
 
 def test_cpu_in_use_is_a_rate_between_two_reports() -> None:
-    before: CpuReport = {"usage_usec": 1_000_000, "time": 10.0}
+    before: CpuReading = {"usage_usec": 1_000_000, "time": 10.0}
     assert used_millicores(before, {"usage_usec": 1_750_000, "time": 11.0}) == 750
     assert used_millicores(before, {"time": 11.0}) is None
-    status: ResourceStatus = {"hostnames": ["p-0", "p-1", "p-2"], "up": "0-1", "reports": {"0": {"ncores": 2}}}
-    report: CpuReport = {"knob": "cpu.shares", "weight": 512, "usage_usec": 1_500_000, "time": 11.0, "cgroup": "/x"}
+    # only the keys the page reads (no R, no down list)
+    status = cast(ResourceStatus, {"hostnames": ["p-0", "p-1", "p-2"], "up": "0-1", "reports": {"0": {"ncores": 2}}})
+    report: CpuReading = {"knob": "cpu.shares", "weight": 512, "usage_usec": 1_500_000, "time": 11.0, "cgroup": "/x"}
     now = {0: report}
     rows = rank_rows(status, now, {0: before})
     assert [(r.hostname, r.up, r.request_m, r.used_m) for r in rows] == [
@@ -145,12 +147,12 @@ def test_cpu_in_use_is_a_rate_between_two_reports() -> None:
 
 
 def test_a_rank_that_cannot_answer_is_named_not_fatal() -> None:
-    def rpc(topic: str, rank: int) -> CpuReport:
+    def rpc(topic: str, rank: int) -> CpuReading:
         if rank == 1:
             raise OSError("no such service")
         return {"knob": "cpu.weight", "weight": 100, "usage_usec": 0, "time": time.monotonic(), "cgroup": "/y"}
 
-    reader = ClusterReader(lambda: {"hostnames": ["a", "b"], "up": "0-1"}, rpc)
+    reader = ClusterReader(lambda: cast(ResourceStatus, {"hostnames": ["a", "b"], "up": "0-1"}), rpc)  # keys read
     rows = reader.rows()
     assert rows[0].request_m == weight_to_milli(100) and rows[0].used_m == 0  # cgroup v2's default weight
     assert "no such service" in rows[1].note

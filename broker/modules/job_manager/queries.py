@@ -4,7 +4,6 @@ Holds no state of its own: it reads the job table, the queue and the executions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ...bootstrap import compress_hosts
 from ...burst_service import pending_note
@@ -14,17 +13,18 @@ from ...jobs.info import job_info, job_owner, owned_by
 from ...jobs.jobspec import JobspecError
 from ...jobs.record import JobRecord
 from ...jobs.rest_records import detail_record
+from ...jobs.shapes import JobInfoRecord, JobInfoWithSpec, JobStats, ResourceVertex
 from ...jobs.states import ACTIVE, JobState
 from ...jsontext import dumps
 from ...payloads import Empty, ServiceView
 from ...protocol import EINVAL
 from ...service import Request, ServiceError
-from .replies import HistoryReply, StatsReply
+from .replies import HistoryReply
 from .roles import ExecutionsRole, QueueRole
 from .table import JobTable
 from .warmer import ViewWarmer
 
-RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {  # open: jobs/info.job_info's view
+RENDERERS: dict[str, Callable[[JobInfoRecord], str]] = {
     "job-list": dumps,  # what `flux jobs` and JobClient read
     "restful": lambda info: dumps(detail_record(JobInfo.from_dict(info))),  # GET /v1/jobs?details, passed on
 }
@@ -51,7 +51,7 @@ class Queries:
         self._executions = executions
         self._warmer = warmer
 
-    def info(self, record: JobRecord) -> dict[str, Any]:  # open: jobs/info.job_info's view (broker/jobs)
+    def info(self, record: JobRecord) -> JobInfoRecord:
         hostnames = self._hostnames()
         nodelist = compress_hosts([hostnames[r] for r in record.ranks if r < len(hostnames)]) if record.ranks else ""
         requested: int | None = None
@@ -64,9 +64,10 @@ class Queries:
         except JobspecError:
             ntasks = 1
         if ntasks < 0:
-            tasks = record.jobspec.get("tasks", [{}])[0].get("count", {})
+            entries = record.jobspec.get("tasks")
+            counts = entries[0].get("count", {}) if entries else {}
             first = record.jobspec.get("resources", [{}])[0]
-            ntasks = int(tasks.get("total", 0)) or _slots(first)
+            ntasks = int(counts.get("total", 0)) or _slots(first)
         info = job_info(record, nodelist, ntasks, requested_nodes=requested)
         note = self._burst_note(record)
         if note is not None:  # shown instead of the last reason a service (now gone) gave; never journaled
@@ -140,7 +141,7 @@ class Queries:
         record = self._table.get(jobid)
         if record is None or not self._changes_only_with_events(record):
             return  # gone, or a view that is made at each listing anyway (a running job's)
-        info: dict[str, Any] | None = None  # open: jobs/info.job_info's view
+        info: JobInfoRecord | None = None
 
         def rendered(kind: str) -> Callable[[JobRecord], str]:
             def render(record: JobRecord) -> str:
@@ -158,14 +159,14 @@ class Queries:
         pending burstable job's while a note says why it waits (the burst service's view changes it)."""
         return record.state != JobState.RUN and self._burst_note(record) is None
 
-    def svc_info(self, req: Request) -> dict[str, Any]:  # open: the job-list view, and its jobspec
+    def svc_info(self, req: Request) -> JobInfoRecord | JobInfoWithSpec:
         record = self._table.record(req)
         info = self.info(record)
         if req.payload.get("jobspec"):
-            info["jobspec"] = record.jobspec
+            return {**info, "jobspec": record.jobspec}
         return info
 
-    def svc_stats(self, req: Request) -> StatsReply:
+    def svc_stats(self, req: Request) -> JobStats:
         counts = {str(state.name).lower(): 0 for state in JobState}
         for record in self._table.records():
             counts[str(record.state.name).lower()] += 1
@@ -204,10 +205,11 @@ def _owner_filter(owner: object) -> tuple[str, int] | None:
     return name, uid
 
 
-def _slots(resource: dict[str, Any]) -> int:  # open: a jobspec resource entry (user JSON)
+def _slots(resource: ResourceVertex) -> int:
     count = resource.get("count", 1)
     count = count if isinstance(count, int) else 1
     if resource.get("type") == "node":
-        inner = resource.get("with", [{}])[0]
+        nothing: list[ResourceVertex] = [{}]
+        inner = resource.get("with", nothing)[0]
         return count * _slots(inner)
     return count

@@ -16,6 +16,7 @@ from ...jobs.jobid import encode_f58
 from ...jobs.jobspec import JobspecError, parse_jobspec
 from ...jobs.malleable import malleable_spec
 from ...jobs.save_policy import save_policy
+from ...jobs.shapes import QueueStatus
 from ...jobs.states import JobState
 from ...jobs.store import QueueState
 from ...port import BrokerPort
@@ -23,7 +24,7 @@ from ...protocol import EINVAL, EPERM
 from ...service import Request, ServiceError
 from ..drains import DrainError, DrainMode, describe
 from ..scheduler import ClusterView, Scheduler
-from .replies import QueueStatus, UrgencyReply
+from .replies import UrgencyReply
 from .roles import ExecutionsRole, WatchesRole
 from .table import JobTable
 

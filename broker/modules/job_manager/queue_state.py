@@ -12,33 +12,13 @@ import math
 from errno import EINVAL
 from typing import TypedDict, cast
 
+from ...payloads import PendingJob, QueueState, RunningJob
 from ...port import BrokerPort
 from ...service import Request, ServiceError
 from ..drains import DRAIN_MODES, DrainMode
 from .queue import JobQueue
 from .roles import ExecutionsRole
 from .table import JobTable
-
-
-class PendingJob(TypedDict):
-    id: int
-    nnodes: int
-    duration: float
-
-
-class RunningJob(TypedDict):
-    id: int
-    ranks: list[int]
-    cores: dict[str, int]
-
-
-class QueueStateReply(TypedDict):
-    """job-manager.queue-state's answer (what the autoscalers and `flux resource status` read)."""
-
-    pending: list[PendingJob]
-    running: list[RunningJob]
-    drained: list[int]
-    drain: dict[str, dict[str, object]]
 
 
 class DrainReply(TypedDict):
@@ -64,7 +44,7 @@ class QueueStateService:
         port.register("job-manager.queue-state", self.svc_queue_state)
         port.register("job-manager.drain", self.svc_drain)
 
-    def svc_queue_state(self, req: Request) -> QueueStateReply:
+    def svc_queue_state(self, req: Request) -> QueueState:
         table, sched = self._table, self._queue.sched
         nodes = sched.nodes()
         per_node = max((len(n.cores) for n in nodes.values()), default=1)

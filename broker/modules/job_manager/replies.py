@@ -1,10 +1,12 @@
 """The shapes of the job manager's own RPC payloads (its replies, and the job-exec requests it sends): TypedDicts,
-so their keys are checked where they are made. A job's job-list view is broker/jobs' (jobs/info.job_info)."""
+so their keys are checked where they are made. A job's job-list view, and the answers the job layer's client
+reads too (stats, queue), are broker/jobs/shapes.py's (one definition for both sides)."""
 
 from __future__ import annotations
 
 from typing import TypedDict
 
+from ...jobs.shapes import JobInfoRecord
 from .roles import OutputLine
 
 
@@ -14,30 +16,6 @@ class SubmitAck(TypedDict):
 
 class UrgencyReply(TypedDict):
     old_urgency: int
-
-
-class QueueStatus(TypedDict):
-    """job-manager.queue's answer (`flux queue status` and the actions)."""
-
-    enabled: bool
-    enable_reason: str
-    started: bool
-    stop_reason: str
-    policy: str
-    pending: int
-    running: int
-
-
-class ViewCounts(TypedDict):
-    kept: dict[str, int]
-    to_render: int
-
-
-class StatsReply(TypedDict):
-    states: dict[str, int]
-    queue_length: int
-    running: int
-    views: ViewCounts
 
 
 class HistoryReply(TypedDict):
@@ -50,7 +28,7 @@ class OutputChunk(TypedDict, total=False):
     lines: list[OutputLine]
     offset: int
     eof: bool
-    info: dict[str, object]
+    info: JobInfoRecord
 
 
 class KillRequest(TypedDict):

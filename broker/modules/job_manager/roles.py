@@ -9,6 +9,7 @@ from collections.abc import Set
 from typing import Any, Protocol
 
 from ...jobs.record import JobRecord
+from ...jobs.shapes import JobInfoRecord
 from ..scheduler import Scheduler
 
 Allocation = dict[int, list[int]]
@@ -82,7 +83,7 @@ class WatchesRole(Protocol):
 class InfoRole(Protocol):
     """A job's job-list view (queries.Queries.info), which answers to waits carry."""
 
-    def info(self, record: JobRecord) -> dict[str, Any]: ...  # open: jobs/info.job_info's view (broker/jobs owns it)
+    def info(self, record: JobRecord) -> JobInfoRecord: ...
 
 
 class SaverRole(Protocol):

@@ -17,6 +17,7 @@ from ...jobs.jobspec import JobSpec, parse_jobspec
 from ...jobs.journal import JobEvent
 from ...jobs.journal_writer import JournalWriter
 from ...jobs.record import JobRecord, replay
+from ...jobs.shapes import Jobspec
 from ...jobs.states import JobState
 from ...jobs.store import JobStore, QueueState
 from ...port import BrokerPort
@@ -117,9 +118,7 @@ class JobTable:
         return self._store
 
     # ------------------------------------------------------------------ writing
-    def create(  # open: jobspec is the user's JSON (broker/jobs parses it)
-        self, jobspec: dict[str, Any], spec: JobSpec, userid: int, urgency: int, flags: int
-    ) -> JobRecord:
+    def create(self, jobspec: Jobspec, spec: JobSpec, userid: int, urgency: int, flags: int) -> JobRecord:
         """A new job: a FLUID, its record, and its submit event in the next commit."""
         jobid = self._fluids.next(self._last_id)
         self._last_id = jobid
@@ -136,7 +135,7 @@ class JobTable:
         self._buffer.append(event)
         return record
 
-    def share_environment(self, jobspec: dict[str, Any]) -> None:  # open: the user's jobspec JSON
+    def share_environment(self, jobspec: Jobspec) -> None:
         """A job's environment equal to the last job's becomes that same dict: jobs submitted together (`--cc`, a
         script's loop) carry one environment, which was more than half of a queued job's memory (issue 41).
         Jobspecs are never changed once submitted, so sharing is safe."""

@@ -26,7 +26,7 @@ from broker.rest.web.figures import (
 from broker.rest.web.pages import PageError, render, require_user
 
 if TYPE_CHECKING:
-    from elasticity.control.events import EventHeader
+    from elasticity.control.events import EventRecord
     from elasticity.figures.campaign import MemberRow
 
 router = APIRouter(include_in_schema=False)
@@ -58,7 +58,7 @@ Sources = Annotated[ClusterSources, Depends(cluster_sources)]
 
 class Controller(TypedDict):
     name: str
-    last: "EventHeader | None"
+    last: "EventRecord | None"
     log: str
 
 

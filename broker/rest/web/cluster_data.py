@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from broker.burst_service import ABSENT, service_words
-from broker.rest.answers import CpuCounters, CpuReport, Drain, QueueState, ResourceStatus
+from broker.payloads import CpuReport, DrainEntry, QueueState, ResourceStatus
+from broker.rest.answers import CpuReading
 from common import idset
 
-Rpc = Callable[[str, int], CpuReport]
+Rpc = Callable[[str, int], CpuReading]
 """(topic, rank) -> answer: a request to one rank of the instance (the reader asks `resource.cpu`)."""
 FIRST_SAMPLE_GAP = 0.5
 STALE_SAMPLE = 60.0
@@ -36,7 +37,7 @@ class RankRow:
     """The drain reason when the rank takes no new jobs (`flux resource drain`, the autoscaler), else None."""
 
 
-def request_millicores(report: CpuCounters, v2_formula: str = "nonlinear") -> int | None:
+def request_millicores(report: CpuReport, v2_formula: str = "nonlinear") -> int | None:
     """The CPU request a rank's cgroup weight stands for, through the kubelet's mapping (elasticity/model/cpu.py);
     for cgroup v2 the smallest request with that weight (the mapping is many-to-one)."""
     from elasticity.model import cpu as cpu_model
@@ -49,7 +50,7 @@ def request_millicores(report: CpuCounters, v2_formula: str = "nonlinear") -> in
     return cpu_model.weight_to_milli(weight, v2_formula)
 
 
-def used_millicores(before: CpuCounters, after: CpuCounters) -> int | None:
+def used_millicores(before: CpuReport, after: CpuReport) -> int | None:
     """CPU in use between two reports of one rank, in millicores (None when either lacks a counter)."""
     a, b = before.get("usage_usec"), after.get("usage_usec")
     elapsed = float(after.get("time", 0.0)) - float(before.get("time", 0.0))
@@ -60,9 +61,9 @@ def used_millicores(before: CpuCounters, after: CpuCounters) -> int | None:
 
 def rank_rows(
     status: ResourceStatus,
-    now: Mapping[int, CpuReport],
-    before: Mapping[int, CpuReport],
-    drains: Mapping[str, Drain] | None = None,
+    now: Mapping[int, CpuReading],
+    before: Mapping[int, CpuReading],
+    drains: Mapping[str, DrainEntry] | None = None,
 ) -> list[RankRow]:
     """One row per rank of the instance, from `resource.status`, two rounds of `resource.cpu` and the drain table
     (`job-manager.queue-state`'s `drain`: {"<rank>": {"reason", "timestamp"}}) (pure)."""
@@ -72,7 +73,7 @@ def rank_rows(
     reports = {int(rank): report for rank, report in dict(status.get("reports", {})).items()}
     rows = []
     for rank, hostname in enumerate(hostnames):
-        report = now.get(rank, CpuReport())
+        report = now.get(rank, CpuReading())
         error = str(report.get("error", ""))
         rows.append(
             RankRow(
@@ -98,22 +99,22 @@ class ClusterReader:
         status: Callable[[], ResourceStatus],
         rpc: Rpc,
         clock: Callable[[], float] = time.monotonic,
-        drains: Callable[[], dict[str, Drain]] = dict,
+        drains: Callable[[], dict[str, DrainEntry]] = dict,
     ):
         self.status = status
         self.rpc = rpc
         self.drains = drains
         self.clock = clock
-        self._last: dict[int, tuple[float, CpuReport]] = {}
+        self._last: dict[int, tuple[float, CpuReading]] = {}
         self._lock = threading.Lock()
 
-    def _reports(self, ranks: list[int]) -> dict[int, CpuReport]:
-        out: dict[int, CpuReport] = {}
+    def _reports(self, ranks: list[int]) -> dict[int, CpuReading]:
+        out: dict[int, CpuReading] = {}
         for rank in ranks:
             try:
                 out[rank] = self.rpc("resource.cpu", rank)
             except Exception as exc:  # an old broker or a flux-core rank: the row says so
-                out[rank] = CpuReport(error=f"resource.cpu: {exc}")
+                out[rank] = CpuReading(error=f"resource.cpu: {exc}")
         return out
 
     def rows(self) -> list[RankRow]:
@@ -146,10 +147,10 @@ def broker_reader(service: Any) -> ClusterReader | None:
     def status() -> ResourceStatus:
         return cast(ResourceStatus, dict(service.client.resources()))  # the answers, as JSON comes
 
-    def rpc(topic: str, rank: int) -> CpuReport:
-        return cast(CpuReport, dict(service.client.handle.rpc(topic, {}, rank, 5.0)))
+    def rpc(topic: str, rank: int) -> CpuReading:
+        return cast(CpuReading, dict(service.client.handle.rpc(topic, {}, rank, 5.0)))
 
-    def drains() -> dict[str, Drain]:
+    def drains() -> dict[str, DrainEntry]:
         queue_state = cast(QueueState, service.client.handle.rpc("job-manager.queue-state", {}, 0, 5.0))
         return dict(queue_state.get("drain", {}))
 

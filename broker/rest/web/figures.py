@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, cast
 from broker.jobs.api import JobInfo
 
 if TYPE_CHECKING:
-    from elasticity.control.events import EventHeader
+    from broker.jobs.shapes import ShellOptions
+    from elasticity.control.events import EventRecord
     from elasticity.profiling.duty_cycle import DutyCycleAnalysis
 
 CONTROLLERS = ("multiplex", "autoscale", "campaign")
@@ -83,7 +84,7 @@ def controller_figure(state_dir: Path, name: str) -> Path | None:
         return None
 
 
-def last_event(state_dir: Path, name: str) -> EventHeader | None:
+def last_event(state_dir: Path, name: str) -> EventRecord | None:
     """The controller's last event record (the page shows its kind, cluster and time)."""
     from elasticity.control.events import read_events
 
@@ -93,7 +94,7 @@ def last_event(state_dir: Path, name: str) -> EventHeader | None:
     last = None
     for last in read_events(log):  # noqa: B007 - the last record is the one wanted
         pass
-    return cast("EventHeader | None", last)  # where the record enters: the page reads its header
+    return cast("EventRecord | None", last)  # where the record enters: the page reads its header
 
 
 @dataclass(frozen=True)
@@ -156,10 +157,12 @@ def broker_trace_dir(service: Any) -> TraceDir:
             try:
                 spec = client.jobspec(job.id)
                 options = spec.get("attributes", {}).get("system", {}).get("shell", {}).get("options", {})
-                settings = pmpi_settings(options if isinstance(options, dict) else {}, job.id, job.cwd or "/")
+                shell = cast("ShellOptions", options) if isinstance(options, dict) else {}  # checked where read
+                settings = pmpi_settings(shell, job.id, job.cwd or "/")
             except (FluxError, ServiceError, OSError, ValueError):
                 settings = None
-            cache[job.id] = (Path(settings["dir"]), settings["boundary"]) if settings else None
+            # no directory: `-o mpi-wait` alone, which traces nothing (Path(None) raised here before)
+            cache[job.id] = (Path(settings["dir"]), settings["boundary"]) if settings and settings["dir"] else None
         return cache[job.id]
 
     return find

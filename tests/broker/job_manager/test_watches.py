@@ -10,6 +10,7 @@ from broker.jobs import submit_flags
 from broker.jobs.build import build_jobspec
 from broker.jobs.jobspec import parse_jobspec
 from broker.jobs.record import JobRecord
+from broker.jobs.shapes import JobInfoRecord
 from broker.jobs.store import JobStore
 from broker.modules.job_manager.table import JobTable
 from broker.modules.job_manager.watches import Watches
@@ -36,8 +37,8 @@ class FakeExecutions(UnusedExecutions):
 
 
 class FakeQueries:
-    def info(self, record: JobRecord) -> dict[str, Any]:
-        return {"id": record.jobid, "state": record.state.name}
+    def info(self, record: JobRecord) -> JobInfoRecord:
+        return {"id": record.jobid, "state": str(record.state.name)}
 
 
 class Parts:
