@@ -65,7 +65,11 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float = 120, interv
 
 
 def containers_of(namespace: str) -> list[str]:
-    """Containers containerd still has for the namespace's pods (the cluster of `minicluster kube up`)."""
+    """Containers of the namespace's pods that containerd has not seen exit (the cluster of `minicluster kube up`).
+
+    Exited ones are left out: they hold no process and no CPU, and the kubelet removes them only at its next
+    container garbage collection, once a minute, which a test waiting for them would wait out for nothing.
+    """
     from miniclusters.localkube.layout import Layout
 
     layout = Layout()
@@ -76,7 +80,8 @@ def containers_of(namespace: str) -> list[str]:
             f"unix://{layout.containerd_socket}",
             "ps",
             "-a",
-            "-q",
+            "-o",
+            "json",
             "--label",
             f"io.kubernetes.pod.namespace={namespace}",
         ],
@@ -85,7 +90,10 @@ def containers_of(namespace: str) -> list[str]:
         timeout=60,
         check=False,
     )
-    return listed.stdout.split()
+    if listed.returncode != 0:
+        return [f"crictl failed: {listed.stderr.strip()}"]
+    containers = json.loads(listed.stdout).get("containers", [])
+    return [str(c["id"]) for c in containers if c.get("state") != "CONTAINER_EXITED"]
 
 
 def objects_of(kubeconfig: Path, namespace: str, name: str) -> list[str]:

@@ -47,7 +47,7 @@ def test_hello_runs_mpi_across_four_real_pods_in_both_flavours(
             return not objects_of(kubeconfig, e2e_namespace, of)
 
         wait_until("no object of the cluster left", none_left)
-        wait_until("no container of its pods left in containerd", lambda: not containers_of(e2e_namespace))
+        wait_until("no container of its pods still running in containerd", lambda: not containers_of(e2e_namespace))
 
 
 def test_scale_and_resize_in_place_on_an_interactive_cluster(
