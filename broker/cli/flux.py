@@ -43,6 +43,9 @@ def _dispatch(args: list[str]) -> int | str | None:
     if args[0] in ("-V", "--version"):  # flux-core's spelling of `flux version`
         args = ["version", *args[1:]]
     if args[0] in ("start", "broker"):
+        from ..lazy_stdlib import defer
+
+        defer()  # before anything imports dataclasses: see broker/lazy_stdlib.py
         from .start import main_broker, main_start
 
         return main_start(args[1:]) if args[0] == "start" else main_broker(args[1:])

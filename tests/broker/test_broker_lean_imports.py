@@ -4,8 +4,10 @@ OpenSSL (hashlib, about 3 MB resident) nor the archive's tarfile, which only a s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 PROBE = """
 import json, sys
@@ -51,3 +53,50 @@ def test_flux_run_loads_no_collections_struct_or_math() -> None:
     loaded = set(result.stdout.split())
     assert "common.idset" in loaded
     assert not loaded & LIGHT_BUT_AVOIDABLE, loaded & LIGHT_BUT_AVOIDABLE
+
+
+IDLE_BROKER_NEVER = {
+    "asyncio",  # zmq.utils.monitor imported it (and ssl) for one parser: 3 MB (issue 45)
+    "ssl",
+    "_ssl",
+    "concurrent.futures",
+    "zmq.asyncio",
+    "zmq.utils.monitor",
+    "ast",  # inspect's, deferred (broker/lazy_stdlib.py): a dataclass without a docstring would load them
+    "dis",
+    "tokenize",
+    "decimal",  # quantities are parsed where a request is read, not at start
+}
+
+
+def test_an_idle_broker_loads_none_of_what_it_never_uses(tmp_path: Path) -> None:
+    """The modules a real `flux start --test-size=1` loads (parent and forked broker, as -X importtime lists
+    them): issue 45's idle broker memory, held here so that it cannot creep back."""
+    flux = Path(sys.executable).with_name("flux")
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    command = [str(flux), "start", "--test-size=1", "-o", f"-Sstatedir={tmp_path / 'state'}", "true"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = {line.split("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert {"broker.broker", "broker.modules.job_manager", "zmq"} <= loaded  # the broker did start
+    assert not loaded & IDLE_BROKER_NEVER, loaded & IDLE_BROKER_NEVER
+
+
+DEFERRED_PROBE = """
+import sys
+from broker.lazy_stdlib import DeferredModule, defer
+defer(("inspect", "sys"))
+deferred = sys.modules["inspect"]
+assert type(deferred) is DeferredModule and "ast" not in sys.modules
+import inspect  # the import statement reads __spec__: still deferred
+assert inspect is deferred and type(inspect) is DeferredModule and "ast" not in sys.modules
+from inspect import signature  # the first attribute runs it, into the same object
+assert type(inspect) is not DeferredModule and sys.modules["inspect"] is deferred and "ast" in sys.modules
+print(signature(lambda a, b=1: None), inspect.ismodule(inspect))
+"""
+
+
+def test_a_deferred_module_runs_on_first_use_and_stays_the_same_object() -> None:
+    done = subprocess.run([sys.executable, "-c", DEFERRED_PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["(a,", "b=1)", "True"]
