@@ -177,6 +177,9 @@ def main() -> None:
     if opts.inner == "latency":
         print(json.dumps(inner_latency(opts.runs)))
         return
+    from fresh_bytecode import ensure_bytecode
+
+    ensure_bytecode()  # what an installed `flux` starts from: see bench/fresh_bytecode.py
     print(f"job throughput ({opts.jobs} x `true`, journal fsync on, {os.cpu_count()} CPUs)")
     for size in (1, 4):
         r = outer(size, ["--inner", "throughput", "--jobs", str(opts.jobs)])
