@@ -17,6 +17,7 @@ else (the best of 3); `instance_start_s`, `flux start --test-size=1 true`; and f
 (an executable file whose `#!` names this virtualenv's python: the site step, its .pth files and
 sitecustomize included), the floor of issue 45's `run_true_median_ms` <= `interpreter_start_ms` + 8 ms;
 `interpreter_start_isolated_ms` is the median of `python -I -S -c pass`, the interpreter's start and exit alone.
+Both are timed as `flux run true` is, by the same shell loop in the same instance.
 
     .venv/bin/python bench/bench_jobs.py [--jobs 1000] [--runs 20] [--no-flux-core]
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -87,7 +89,7 @@ def spawn_floor(njobs: int = 1000, repeats: int = 3) -> float:
     return best
 
 
-def floors(runs: int) -> dict[str, float]:
+def floors() -> dict[str, float]:
     """What the machine itself allows, measured now: see the module's docstring."""
     spawn = spawn_floor()
     starts = []
@@ -96,32 +98,29 @@ def floors(runs: int) -> dict[str, float]:
         subprocess.run([FLUX, "start", "--test-size=1", "true"], check=True, timeout=120)
         starts.append(time.perf_counter() - started)
     start = statistics.median(starts)
-    with tempfile.TemporaryDirectory(prefix="bench-jobs-") as tmp:
-        script = Path(tmp) / "empty"
-        script.write_text(f"#!{sys.executable}\n")  # what pip's `flux` script is, less its two imports
-        script.chmod(0o755)
-        as_cli = median_ms([str(script)], runs)
     return {
         "spawn_floor_jobs_per_s": round(spawn, 1),
         "instance_start_s": round(start, 3),
         "cc1000_bound_jobs_per_s": round(1000 / (start + 1000 / spawn), 1),
-        "interpreter_start_ms": as_cli,
-        "interpreter_start_isolated_ms": median_ms([sys.executable, "-I", "-S", "-c", "pass"], runs),
     }
 
 
-def median_ms(command: list[str], runs: int) -> float:
-    """Median wall time of a command, in ms, after two runs that warm the page cache."""
-    times = []
-    for _ in range(runs + 2):
-        started = time.perf_counter()
-        subprocess.run(command, check=True)
-        times.append(time.perf_counter() - started)
-    return round(statistics.median(times[2:]) * 1000, 1)
+def interpreter_floors(tmp: Path) -> dict[str, list[str]]:
+    """The two interpreter floors' commands (the module's docstring), each timed as `flux run true` is."""
+    script = tmp / "empty"
+    script.write_text(f"#!{sys.executable}\n")  # what pip's `flux` script is, less its two imports
+    script.chmod(0o755)
+    return {
+        "interpreter_start_ms": [str(script)],
+        "interpreter_start_isolated_ms": [sys.executable, "-I", "-S", "-c", "pass"],
+    }
 
 
-def issue_measures(flux: str, runs: int) -> dict[str, float]:
-    """The issue's commands, timed from outside; the same for both brokers."""
+def issue_measures(flux: str, runs: int, floors: dict[str, list[str]] | None = None) -> dict[str, float]:
+    """The issue's commands, timed from outside; the same for both brokers. `floors`: commands timed the same
+    way in the same instance right after `flux run true` (the shell's `date` calls cost each span 1-2 ms here,
+    so a floor timed otherwise would not compare)."""
+    floors = floors or {}
     started = time.perf_counter()
     done = subprocess.run(
         [flux, "start", "--test-size=1", flux, "submit", "--quiet", "--cc=1-1000", "--wait", "true"],
@@ -135,7 +134,12 @@ def issue_measures(flux: str, runs: int) -> dict[str, float]:
     script = (  # `flux run` first, on an empty queue; then acceptance alone, into a stopped queue
         f"for i in $(seq {runs + 2}); do "
         'a=$(date +%s.%N); flux run true || exit 1; b=$(date +%s.%N); echo "run $a $b"; done; '
-        "flux queue stop >/dev/null 2>&1; "
+        + "".join(
+            f"for i in $(seq {runs + 2}); do "
+            f'a=$(date +%s.%N); {shlex.join(command)} || exit 1; b=$(date +%s.%N); echo "{key} $a $b"; done; '
+            for key, command in floors.items()
+        )
+        + "flux queue stop >/dev/null 2>&1; "
         'a=$(date +%s.%N); flux submit --quiet --cc=1-5000 true || exit 1; b=$(date +%s.%N); echo "submit $a $b"; '
         "flux cancel --all >/dev/null 2>&1; true"
     )
@@ -144,7 +148,7 @@ def issue_measures(flux: str, runs: int) -> dict[str, float]:
     )
     if inner.returncode != 0:
         raise SystemExit(f"{flux}: submit/run failed: {inner.stderr[-1500:]}")
-    spans: dict[str, list[float]] = {"submit": [], "run": []}
+    spans: dict[str, list[float]] = {"submit": [], "run": [], **{key: [] for key in floors}}
     for line in inner.stdout.splitlines():
         kind, a, b = line.split()
         spans[kind].append(float(b) - float(a))
@@ -152,6 +156,7 @@ def issue_measures(flux: str, runs: int) -> dict[str, float]:
         "cc1000_wait_jobs_per_s": round(1000 / wall, 1),
         "submit_only_jobs_per_s": round(5000 / spans["submit"][0], 1),
         "run_true_median_ms": round(statistics.median(spans["run"][2:]) * 1000, 1),
+        **{key: round(statistics.median(spans[key][2:]) * 1000, 1) for key in floors},
     }
 
 
@@ -194,7 +199,8 @@ def main() -> None:
         f"flux run true latency (CLI start-up included, {opts.runs} runs): median {lat['median_ms']:.1f} ms "
         f"(min {lat['min_ms']:.1f}, max {lat['max_ms']:.1f})"
     )
-    ours = issue_measures(FLUX, opts.runs)
+    with tempfile.TemporaryDirectory(prefix="bench-jobs-") as tmp:
+        ours = issue_measures(FLUX, opts.runs, interpreter_floors(Path(tmp)))
     theirs: dict[str, float] = {}
     if not opts.no_flux_core:
         from miniclusters.backends.local.flux_view import FluxCoreNotFound, find_flux_core
@@ -218,7 +224,7 @@ def main() -> None:
             f"{key:<28}{mine:>10g}{core if core is not None else '-':>11}"
             f"{f'{ratio:.1f}x' if ratio else '-':>9}{target:>9}  {'met' if met else 'NOT met'}"
         )
-    bound = floors(opts.runs)
+    bound = {**floors(), **{k: ours.pop(k) for k in ("interpreter_start_ms", "interpreter_start_isolated_ms")}}
     print(
         f"\nthis machine's floors: {bound['spawn_floor_jobs_per_s']:g} processes/s started and reaped "
         f"{os.cpu_count()} at a time by a loop doing nothing else; instance start {bound['instance_start_s']:g} s; "
