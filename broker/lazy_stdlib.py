@@ -12,21 +12,32 @@ on the first attribute it lacks.
 
 from __future__ import annotations
 
+import _thread
 import importlib.util
 import sys
 import types
 
 DEFERRED = ("inspect",)
+_LOADING = _thread.RLock()  # another thread waits for the code to have run; the running one reads what is there
+_RUNNING: set[int] = set()
 
 
 class DeferredModule(types.ModuleType):
     """A module whose code has not run yet: the first attribute it lacks runs it, and it becomes plain."""
 
     def __getattr__(self, attr: str) -> object:
-        spec = self.__dict__["__spec__"]
-        object.__setattr__(self, "__class__", types.ModuleType)  # no longer deferred, whatever its code does
-        spec.loader.exec_module(self)
-        return getattr(self, attr)
+        with _LOADING:
+            if type(self) is DeferredModule and id(self) not in _RUNNING:
+                _RUNNING.add(id(self))
+                try:
+                    self.__dict__["__spec__"].loader.exec_module(self)
+                finally:
+                    _RUNNING.discard(id(self))
+                object.__setattr__(self, "__class__", types.ModuleType)
+        try:
+            return self.__dict__[attr]
+        except KeyError:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}") from None
 
 
 def defer(names: tuple[str, ...] = DEFERRED) -> None:

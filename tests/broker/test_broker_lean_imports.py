@@ -101,3 +101,29 @@ def test_a_deferred_module_runs_on_first_use_and_stays_the_same_object() -> None
     done = subprocess.run([sys.executable, "-c", DEFERRED_PROBE], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["(a,", "b=1)", "True"]
+
+
+THREADS_PROBE = """
+import threading
+from broker.lazy_stdlib import defer
+defer()
+import inspect
+start = threading.Barrier(8)
+answers = []
+def use():
+    start.wait()
+    answers.append(str(inspect.signature(use)))
+threads = [threading.Thread(target=use) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+try:
+    inspect.no_such_thing
+except AttributeError:
+    print(len(answers), set(answers), "missing")
+"""
+
+
+def test_threads_that_use_a_deferred_module_first_together_all_get_it_whole() -> None:
+    done = subprocess.run([sys.executable, "-c", THREADS_PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "8 {'()'} missing"
