@@ -31,6 +31,8 @@ class DeferredModule(types.ModuleType):
                 _RUNNING.add(id(self))
                 try:
                     self.__dict__["__spec__"].loader.exec_module(self)
+                except Exception as exc:  # whatever the importer raised: the usual import instead
+                    self._import_as_usual(exc)
                 finally:
                     _RUNNING.discard(id(self))
                 object.__setattr__(self, "__class__", types.ModuleType)
@@ -38,6 +40,15 @@ class DeferredModule(types.ModuleType):
             return self.__dict__[attr]
         except KeyError:
             raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}") from None
+
+    def _import_as_usual(self, exc: Exception) -> None:
+        """The fallback (one line on stderr): the module imported the usual way, its names copied here for
+        whoever holds this object, and sys.modules given the real one."""
+        name = self.__name__
+        print(f"flux: deferred import of {name} failed ({exc!r}): imported it the usual way", file=sys.stderr)
+        sys.modules.pop(name, None)
+        real = importlib.import_module(name)
+        self.__dict__.update(real.__dict__)
 
 
 def defer(names: tuple[str, ...] = DEFERRED) -> None:

@@ -127,3 +127,24 @@ def test_threads_that_use_a_deferred_module_first_together_all_get_it_whole() ->
     done = subprocess.run([sys.executable, "-c", THREADS_PROBE], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "8 {'()'} missing"
+
+
+BROKEN_LOADER_PROBE = """
+import sys
+from broker.lazy_stdlib import defer
+defer()
+deferred = sys.modules["inspect"]
+class Broken:
+    def exec_module(self, module):
+        raise ImportError("this importer cannot run a module into a given object")
+deferred.__dict__["__spec__"].loader = Broken()
+import inspect
+print(inspect.signature(lambda a: None), sys.modules["inspect"].ismodule(sys))
+"""
+
+
+def test_a_module_its_importer_cannot_defer_is_imported_the_usual_way_with_one_line() -> None:
+    done = subprocess.run([sys.executable, "-c", BROKEN_LOADER_PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["(a)", "True"]
+    assert done.stderr.count("\n") == 1 and "deferred import of inspect failed" in done.stderr
