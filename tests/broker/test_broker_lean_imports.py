@@ -67,6 +67,7 @@ IDLE_BROKER_NEVER = {
     "dis",
     "tokenize",
     "decimal",  # quantities are parsed where a request is read, not at start
+    "broker.jobs.api",  # the client's job API: the job manager's first REST listing loads it
 }
 
 
