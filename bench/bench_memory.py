@@ -10,6 +10,11 @@
   environment in each jobspec) queued on a stopped queue, the broker's RSS before and after, in KiB per job;
   flux-core's `flux-broker` beside it, the same jobs submitted by its own `flux submit`.
 
+Beside them, the floors of a Python broker on pyzmq, measured in the same run (issue 45): python_rss_mb, an
+idle interpreter started as the `flux` script starts one (this virtualenv's python by `#!`, its site step
+included), and python_zmq_rss_mb, the same having imported zmq and made a context (its I/O thread running), which
+is where any broker built on pyzmq starts. Issue 45's target: broker_rss_mb <= flux_broker_rss_mb.
+
 Ours is measured twice: in this checkout's virtualenv, and inside the broker image (`make images`; what a pod
 runs: the PyInstaller bundle on Debian's Python, started by podman with this script as its probe, `--probe`).
 
@@ -76,6 +81,24 @@ def our_broker(tmp: Path) -> float:
         if not brokers:
             raise SystemExit(f"our broker did not start:\n{(tmp / 'instance.log').read_text()[-2000:]}")
         return max(testing.rss_mb(pid) for pid in brokers)
+
+
+def idle_interpreter(tmp: Path, body: str) -> float:
+    """RSS of this virtualenv's python started as the `flux` script is (`#!`), idle after running `body`."""
+    script = tmp / "idle"
+    script.write_text(f"#!{sys.executable}\n{body}\nimport time\ntime.sleep(3600)\n")
+    script.chmod(0o755)
+    with started([str(script)], tmp) as process:
+        time.sleep(1.0)
+        return testing.rss_mb(process.pid)
+
+
+def python_floor(tmp: Path) -> float:
+    return idle_interpreter(tmp, "")
+
+
+def python_zmq_floor(tmp: Path) -> float:
+    return idle_interpreter(tmp, "import zmq\ncontext = zmq.Context()")
 
 
 def flux_core_broker(tmp: Path) -> float | None:
@@ -221,10 +244,16 @@ def main() -> None:
     if args.probe:
         probe()
         return
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fresh_bytecode import ensure_bytecode
+
+    ensure_bytecode()  # what an installed broker starts from: see bench/fresh_bytecode.py
     figures: dict[str, Any] = {}
     for key, measure in (
         ("broker_rss_mb", our_broker),
         ("flux_broker_rss_mb", flux_core_broker),
+        ("python_rss_mb", python_floor),
+        ("python_zmq_rss_mb", python_zmq_floor),
         ("rest_rss_mb", our_rest),
         ("reference_rest_rss_mb", reference_rest),
         ("lead_rss_per_queued_job_kb", our_lead_per_job),
@@ -261,6 +290,16 @@ def main() -> None:
     for name, key, target in targets:
         value = figures[key]
         print(f"issue 27: {name} {value:g} MiB: {'met' if value <= target else 'NOT met'} (<= {target:g})")
+    print(
+        f"floors: python as the flux script starts it {text['python_rss_mb']} MiB, with zmq imported and a "
+        f"context {text['python_zmq_rss_mb']} MiB"
+    )
+    ours, theirs = figures["broker_rss_mb"], figures["flux_broker_rss_mb"]
+    if theirs is not None:
+        print(
+            f"issue 45: broker {ours:g} MiB <= flux-core's {theirs:g} MiB: {'met' if ours <= theirs else 'NOT met'}"
+            f" ({ours - figures['python_zmq_rss_mb']:.1f} MiB above python with zmq)"
+        )
     print(json.dumps(figures))
     if args.record:
         from docsgen.benchmarks import record_result

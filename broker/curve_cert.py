@@ -24,6 +24,8 @@ class CurveCertError(InputError):
 
 @dataclass(frozen=True)
 class CurveCertificate:
+    """A CURVE key pair in Z85 with the certificate's metadata, as a zcert file holds it."""
+
     public_key: str
     secret_key: str
     metadata: dict[str, str] = field(default_factory=dict)

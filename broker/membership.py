@@ -26,6 +26,8 @@ class QuorumError(InputError):
 
 @dataclass
 class RankInfo:
+    """One rank as the lead sees it: its host, state, resources and broker uuid, and since when."""
+
     rank: int
     hostname: str
     state: str = DOWN

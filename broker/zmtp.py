@@ -5,12 +5,10 @@ JSON messages needs only this much of it. The job CLI (broker/cli/lean.py) skips
 `flux run true`; the REST server's event loop (broker/rest/local_handle.py) skips the ZeroMQ I/O thread that every
 message otherwise crosses twice, each crossing a thread wake-up. Greeting as 3.0, a peer sends no PING (3.1's).
 
-Imports nothing but struct and broker.errors: `flux run` and `flux submit` load it at start-up.
+Imports nothing but broker.errors: `flux run` and `flux submit` load it at start-up.
 """
 
 from __future__ import annotations
-
-import struct
 
 from .errors import InputError
 
@@ -32,14 +30,14 @@ MAX_FRAME: Final = 1 << 30
 def frame(body: bytes, command: bool = False, more: bool = False) -> bytes:
     flags = (COMMAND if command else 0) | (MORE if more else 0)
     if len(body) > 255:
-        return bytes([flags | LONG]) + struct.pack(">Q", len(body)) + body
+        return bytes([flags | LONG]) + len(body).to_bytes(8, "big") + body
     return bytes([flags, len(body)]) + body
 
 
 def command(name: bytes, properties: dict[bytes, bytes]) -> bytes:
     body = bytes([len(name)]) + name
     for key, value in properties.items():
-        body += bytes([len(key)]) + key + struct.pack(">I", len(value)) + value
+        body += bytes([len(key)]) + key + len(value).to_bytes(4, "big") + value
     return frame(body, command=True)
 
 
@@ -81,7 +79,7 @@ class FrameReader:
             if flags & LONG:
                 if end - pos < 9:
                     break
-                size, head = struct.unpack_from(">Q", buf, pos + 1)[0], 9
+                size, head = int.from_bytes(buf[pos + 1 : pos + 9], "big"), 9
             else:
                 size, head = buf[pos + 1], 2
             if size > MAX_FRAME:

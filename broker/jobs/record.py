@@ -29,6 +29,8 @@ def _no_annotations() -> Annotations:
 
 @dataclass
 class JobRecord:
+    """A job as the job manager keeps it: its jobspec, state and what happened to it."""
+
     jobid: int
     jobspec: Jobspec
     """The user's jobspec (RFC 14) as submitted, validated by jobs/jobspec.py; its attributes are open."""

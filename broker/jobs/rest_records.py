@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from broker.jobs.api import JobInfo
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the job API is the client's: the broker's job manager loads it on its first REST listing
+    from broker.jobs.api import JobInfo
     from broker.jobs.shapes import JobListRecord
 
 # flux-core's job states and results as job-list reports them (both bitmasks: flux/job.h)

@@ -31,6 +31,8 @@ DEFAULT_CHECKPOINT_TIMEOUT = 60.0
 
 @dataclass(frozen=True)
 class SavePolicy:
+    """What a save does with a running job, and how it is asked to checkpoint."""
+
     policy: Policy = DEFAULT_POLICY
     signal: int = int(DEFAULT_SIGNAL)
     timeout: float = DEFAULT_CHECKPOINT_TIMEOUT

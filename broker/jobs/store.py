@@ -49,6 +49,8 @@ class QueueState:
 
 @dataclass(frozen=True)
 class SavedState:
+    """What the job store read back at start: the FLUID epoch, the queue's state and the job events."""
+
     epoch_ms: int
     queue: QueueState
     events: list[JobEvent] = field(default_factory=list)

@@ -45,6 +45,8 @@ class AffinityError(InputError):
 
 @dataclass(frozen=True)
 class Affinity:
+    """How a job's tasks are bound to its cores (the shell's cpu-affinity option)."""
+
     mode: str
     """off, on, per-task or map:LIST."""
     verbose: bool = False

@@ -25,6 +25,8 @@ class DrainError(InputError):
 
 @dataclass(frozen=True)
 class Drain:
+    """Why and since when a rank is drained."""
+
     reason: str
     timestamp: float
 

@@ -102,6 +102,8 @@ def hand_over(account: pwd.struct_passwd, tmpdir: str, env: dict[str, str], prof
 
 @dataclass
 class LocalJob:
+    """One job's tasks on this rank, their output not yet sent, and how far their end has got."""
+
     jobid: int
     gen: int
     tasks: list[Task] = field(default_factory=list)

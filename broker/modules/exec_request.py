@@ -56,6 +56,8 @@ class ExecStart(TypedDict):
 
 @dataclass(frozen=True)
 class ExecRequest:
+    """What the lead asks a rank to run for one job: its tasks, command, user and launch."""
+
     jobid: int
     gen: int
     """The job's attempt (its requeue count): reports of an older attempt are ignored by the lead."""

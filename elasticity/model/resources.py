@@ -6,19 +6,23 @@ millicores; quantity strings ("500m", "2") exist only where a user or the API se
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # decimal and importlib.util only where a quantity is parsed: an idle broker parses none
+    from decimal import Decimal
 
 
 @cache
 def _kubernetes_parse_quantity() -> Callable[[object], Decimal]:
     """The official client's parser, loaded from its own file: importing `kubernetes.utils` runs the package's
     `__init__`, which imports the whole API client (about 0.8 s of CPU on every CLI call that reads a request)."""
+    import importlib.util
+
     loaded = sys.modules.get("kubernetes.utils.quantity")
     if loaded is not None:
         parse: Callable[[object], Decimal] = loaded.parse_quantity
@@ -50,6 +54,8 @@ def parse_quantity(value: str | int | float) -> Decimal:
         raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. '500m', '2', '4Gi')") from exc
     if parsed < 0:
         raise ValueError(f"{value!r} is negative")
+    from decimal import Decimal
+
     return Decimal(parsed)
 
 

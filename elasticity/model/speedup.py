@@ -25,6 +25,8 @@ DEFAULT_MAX_SLOWDOWN = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Amdahl:
+    """Amdahl's law: a job whose serial fraction does not speed up with more nodes."""
+
     serial_fraction: float
 
     def __post_init__(self) -> None:

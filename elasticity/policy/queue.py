@@ -12,6 +12,8 @@ from elasticity.policy.scheduling.easy import QUEUE_POLICIES, QueuePolicy, plan_
 
 @dataclass(frozen=True)
 class Waiting:
+    """A queued job as the broker's queue policy sees it."""
+
     jobid: int
     request: ResourceRequest
     duration: float
@@ -20,6 +22,8 @@ class Waiting:
 
 @dataclass(frozen=True)
 class Running:
+    """A running job, its allocation and when it is expected to end."""
+
     jobid: int
     allocation: Allocation
     expected_end: float
@@ -27,6 +31,8 @@ class Running:
 
 @dataclass(frozen=True)
 class Snapshot:
+    """The broker's nodes, their free cores and the running jobs at one instant."""
+
     nodes: Mapping[int, NodeCapacity]
     free: Mapping[int, frozenset[int]]
     running: Sequence[Running]
@@ -35,6 +41,8 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Reservation:
+    """The blocked head of the queue, with when and where it will start."""
+
     jobid: int
     start: float
     allocation: Allocation
@@ -42,6 +50,8 @@ class Reservation:
 
 @dataclass(frozen=True)
 class Plan:
+    """One scheduling pass: the jobs to start now with their allocations, and the reservation."""
+
     start: list[tuple[int, Allocation]]
     reservation: Reservation | None = None
 

@@ -4,8 +4,10 @@ OpenSSL (hashlib, about 3 MB resident) nor the archive's tarfile, which only a s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 PROBE = """
 import json, sys
@@ -30,6 +32,8 @@ from broker.cli import flux, jobcli, submit_cmds
 print(" ".join(sorted(sys.modules)))
 """
 HEAVY = {"json", "re", "enum", "typing", "zmq", "click", "orjson", "contextlib", "dataclasses", "broker.jobs.api"}
+LIGHT_BUT_AVOIDABLE = {"collections", "collections.abc", "struct", "math", "common", "common.idset"}
+"""Issue 45: collections cost `flux run true` 1.5 ms, struct 0.4, math 0.2; idsets are for --cc and --bcc only."""
 
 
 def test_flux_run_and_submit_load_none_of_the_heavy_modules() -> None:
@@ -40,3 +44,108 @@ def test_flux_run_and_submit_load_none_of_the_heavy_modules() -> None:
     loaded = set(result.stdout.split())
     assert {"broker.cli.submit_cmds", "broker.cli.lean", "broker.cli.codec"} <= loaded
     assert not loaded & HEAVY, loaded & HEAVY
+
+
+def test_flux_run_loads_no_collections_struct_math_or_idsets() -> None:
+    """Issue 45 (`flux run true` within 8 ms of the interpreter's start): frame headers and the jobspec's slot
+    count need none of these, and `collections` alone cost the command 1.5 ms here."""
+    result = subprocess.run([sys.executable, "-c", CLI_PROBE], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = set(result.stdout.split())
+    assert "broker.cli.submit_stream" in loaded
+    assert not loaded & LIGHT_BUT_AVOIDABLE, loaded & LIGHT_BUT_AVOIDABLE
+
+
+IDLE_BROKER_NEVER = {
+    "asyncio",  # zmq.utils.monitor imported it (and ssl) for one parser: 3 MB (issue 45)
+    "ssl",
+    "_ssl",
+    "concurrent.futures",
+    "zmq.asyncio",
+    "zmq.utils.monitor",
+    "ast",  # inspect's, deferred (broker/lazy_stdlib.py): a dataclass without a docstring would load them
+    "dis",
+    "tokenize",
+    "decimal",  # quantities are parsed where a request is read, not at start
+    "broker.jobs.api",  # the client's job API: the job manager's first REST listing loads it
+}
+
+
+def test_an_idle_broker_loads_none_of_what_it_never_uses(tmp_path: Path) -> None:
+    """The modules a real `flux start --test-size=1` loads (parent and forked broker, as -X importtime lists
+    them): issue 45's idle broker memory, held here so that it cannot creep back."""
+    flux = Path(sys.executable).with_name("flux")
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    command = [str(flux), "start", "--test-size=1", "-o", f"-Sstatedir={tmp_path / 'state'}", "true"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = {line.split("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert {"broker.broker", "broker.modules.job_manager", "zmq"} <= loaded  # the broker did start
+    assert not loaded & IDLE_BROKER_NEVER, loaded & IDLE_BROKER_NEVER
+
+
+DEFERRED_PROBE = """
+import sys
+from broker.lazy_stdlib import DeferredModule, defer
+defer(("inspect", "sys"))
+deferred = sys.modules["inspect"]
+assert type(deferred) is DeferredModule and "ast" not in sys.modules
+import inspect  # the import statement reads __spec__: still deferred
+assert inspect is deferred and type(inspect) is DeferredModule and "ast" not in sys.modules
+from inspect import signature  # the first attribute runs it, into the same object
+assert type(inspect) is not DeferredModule and sys.modules["inspect"] is deferred and "ast" in sys.modules
+print(signature(lambda a, b=1: None), inspect.ismodule(inspect))
+"""
+
+
+def test_a_deferred_module_runs_on_first_use_and_stays_the_same_object() -> None:
+    done = subprocess.run([sys.executable, "-c", DEFERRED_PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["(a,", "b=1)", "True"]
+
+
+THREADS_PROBE = """
+import threading
+from broker.lazy_stdlib import defer
+defer()
+import inspect
+start = threading.Barrier(8)
+answers = []
+def use():
+    start.wait()
+    answers.append(str(inspect.signature(use)))
+threads = [threading.Thread(target=use) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+try:
+    inspect.no_such_thing
+except AttributeError:
+    print(len(answers), set(answers), "missing")
+"""
+
+
+def test_threads_that_use_a_deferred_module_first_together_all_get_it_whole() -> None:
+    done = subprocess.run([sys.executable, "-c", THREADS_PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "8 {'()'} missing"
+
+
+BROKEN_LOADER_PROBE = """
+import sys
+from broker.lazy_stdlib import defer
+defer()
+deferred = sys.modules["inspect"]
+class Broken:
+    def exec_module(self, module):
+        raise ImportError("this importer cannot run a module into a given object")
+deferred.__dict__["__spec__"].loader = Broken()
+import inspect
+print(inspect.signature(lambda a: None), sys.modules["inspect"].ismodule(sys))
+"""
+
+
+def test_a_module_its_importer_cannot_defer_is_imported_the_usual_way_with_one_line() -> None:
+    done = subprocess.run([sys.executable, "-c", BROKEN_LOADER_PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["(a)", "True"]
+    assert done.stderr.count("\n") == 1 and "deferred import of inspect failed" in done.stderr

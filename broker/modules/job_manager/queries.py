@@ -4,10 +4,10 @@ Holds no state of its own: it reads the job table, the queue and the executions.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ...bootstrap import compress_hosts
 from ...burst_service import pending_note
-from ...jobs.api import JobInfo
 from ...jobs.history_slice import SliceError, parse_slice
 from ...jobs.info import job_info, job_owner, owned_by
 from ...jobs.jobspec import JobspecError
@@ -24,11 +24,21 @@ from .roles import ExecutionsRole, QueueRole
 from .table import JobTable
 from .warmer import ViewWarmer
 
+if TYPE_CHECKING:
+    from ...jobs.api import JobInfo
+
 RENDERERS: dict[str, Callable[[JobInfoRecord], str]] = {
     "job-list": dumps,  # what `flux jobs` and JobClient read
-    "restful": lambda info: dumps(detail_record(JobInfo.from_dict(info))),  # GET /v1/jobs?details, passed on
+    "restful": lambda info: dumps(detail_record(_job_info(info))),  # GET /v1/jobs?details, passed on
 }
 """job-manager.list's views of a job, each as JSON made from its job-list view (Queries.info)."""
+
+
+def _job_info(info: JobInfoRecord) -> JobInfo:
+    """JobInfo.from_dict, the client's job API imported on the first REST listing: an idle broker needs none."""
+    from ...jobs.api import JobInfo
+
+    return JobInfo.from_dict(info)
 
 
 class Queries:

@@ -42,6 +42,8 @@ UNFIT_CHOICES = ("wait", "reject")
 
 @dataclass
 class PendingSave:
+    """A save waiting for its running jobs: the request, the archive's path and what it saves."""
+
     req: Request
     path: str
     source: Source

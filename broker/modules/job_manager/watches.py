@@ -26,6 +26,8 @@ from .table import JobTable
 
 @dataclass(frozen=True)
 class Watch:
+    """A request waiting on a job, and how far into the job's output or eventlog it has read."""
+
     req: Request
     offset: int
 

@@ -40,6 +40,8 @@ class Pool(Protocol[Req, Free, Place]):
 
 @dataclass(frozen=True, slots=True)
 class Reservation(Generic[Place]):
+    """The blocked head of the queue and where and when it will start."""
+
     index: int
     """Position of the reserved job in the queue."""
     start: float
@@ -48,6 +50,8 @@ class Reservation(Generic[Place]):
 
 @dataclass(frozen=True, slots=True)
 class QueuePlan(Generic[Place]):
+    """One EASY pass: the jobs to start now and the head's reservation."""
+
     starts: list[tuple[int, Place]]
     """(queue position, placement) of each job to start now, in queue order."""
     reservation: Reservation[Place] | None

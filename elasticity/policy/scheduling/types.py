@@ -10,6 +10,8 @@ from elasticity.model.speedup import JobSize
 
 @dataclass(frozen=True, slots=True)
 class WaitingJob:
+    """A job in the queue, as the scheduling policies see it."""
+
     job: int
     submit: float
     size: JobSize
@@ -21,6 +23,8 @@ class WaitingJob:
 
 @dataclass(frozen=True, slots=True)
 class RunningJob:
+    """A running job, as the scheduling policies see it."""
+
     job: int
     nodes: int
     size: JobSize
@@ -33,6 +37,8 @@ class RunningJob:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
+    """The cluster and queue at one instant: what a scheduling policy decides from."""
+
     now: float
     nodes: int
     running: tuple[RunningJob, ...]
@@ -46,6 +52,8 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class Start:
+    """Start a waiting job on this many nodes."""
+
     job: int
     nodes: int
 
@@ -60,6 +68,8 @@ class Resize:
 
 @dataclass(frozen=True, slots=True)
 class Reserve:
+    """The queue's head reserved: it starts at `at` on this many nodes."""
+
     job: int
     at: float
     nodes: int
@@ -67,6 +77,8 @@ class Reserve:
 
 @dataclass(frozen=True, slots=True)
 class Decisions:
+    """A policy's answer to one snapshot: jobs to start, jobs to resize, the reservation."""
+
     starts: tuple[Start, ...] = ()
     resizes: tuple[Resize, ...] = ()
     reservation: Reserve | None = None
