@@ -1,12 +1,11 @@
-"""Waiting for the brokers inside the lead (ready.py): the in-pod script's answer, and the fall back to status
-reads with one log line when it cannot tell."""
+"""Waiting for the brokers inside the lead (ready.py): the in-pod script's answer in a real instance, and the
+fall back to status reads with one log line when it cannot tell."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,27 +14,38 @@ from miniclusters.api import load_minicluster
 from miniclusters.backends.base import BackendError, ExecResult
 from miniclusters.backends.podman.ready import WAIT_FOR_BROKERS, await_brokers, waits_inside
 
-
-def _fake_flux(tmp_path: Path, up: int, size: int) -> dict[str, str]:
-    """A `flux` on PATH answering `overlay status --json` with `up` of `size` ranks up (as our CLI prints it)."""
-    ranks = [{"rank": r, "state": "up" if r < up else "down"} for r in range(size)]
-    flux = tmp_path / "flux"
-    flux.write_text(f"#!/bin/sh\necho '{json.dumps({'size': size, 'ranks': ranks})}'\n")
-    flux.chmod(0o755)
-    return {"PATH": f"{tmp_path}:{os.environ['PATH']}", "FLUX_URI": "local:///nowhere"}
+FLUX = str(Path(sys.executable).with_name("flux"))
 
 
-def _wait(env: dict[str, str], size: int, seconds: int) -> int:
-    argv = ["sh", "-c", WAIT_FOR_BROKERS, "sh", str(size), str(seconds)]
-    return subprocess.run(argv, env=env, capture_output=True, timeout=30, check=False).returncode
+def _wait_in_instance(size: int, seconds: int) -> int:
+    """The in-lead wait run inside a real 2-broker instance of ours (`flux start`), given its socket."""
+    script = 'exec "$0" -c "$1" "$2" "$3" "${FLUX_URI#local://}"'
+    argv = [
+        FLUX,
+        "start",
+        "--test-size=2",
+        "sh",
+        "-c",
+        script,
+        sys.executable,
+        WAIT_FOR_BROKERS,
+        str(size),
+        str(seconds),
+    ]
+    return subprocess.run(argv, capture_output=True, timeout=120, check=False).returncode
 
 
-def test_the_in_pod_wait_ends_when_every_rank_is_up(tmp_path: Path) -> None:
-    assert _wait(_fake_flux(tmp_path, up=4, size=4), 4, 30) == 0
+def test_the_in_lead_wait_ends_when_every_rank_is_up() -> None:
+    assert _wait_in_instance(2, 60) == 0
 
 
-def test_the_in_pod_wait_gives_up_after_its_seconds_while_a_rank_is_down(tmp_path: Path) -> None:
-    assert _wait(_fake_flux(tmp_path, up=3, size=4), 4, 1) == 1
+def test_the_in_lead_wait_gives_up_after_its_seconds_while_a_rank_is_missing() -> None:
+    assert _wait_in_instance(3, 1) == 1
+
+
+def test_the_in_lead_wait_looks_for_the_socket_until_it_is_made(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", WAIT_FOR_BROKERS, "1", "1", str(tmp_path / "not-yet")]
+    assert subprocess.run(argv, capture_output=True, timeout=60, check=False).returncode == 1
 
 
 def test_a_wait_that_cannot_tell_falls_back_with_one_log_line(caplog: pytest.LogCaptureFixture) -> None:
