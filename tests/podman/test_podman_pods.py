@@ -266,14 +266,34 @@ def test_a_pod_removal_that_keeps_failing_names_every_error() -> None:
     assert "removing container abc from pod pm-0" in message and "removing pod pm-0 cgroup" in message
 
 
-def test_pods_are_removed_in_one_command_without_waiting_out_a_grace() -> None:
-    """A removal stops one container at a time and would wait out each one's grace (the entrypoint's bash ignores
-    SIGTERM): one `pod rm` names every pod, kills at once (--time 0) and ignores the ones already gone."""
-    podman = _FlakyPodman(failures=0)
-    player = _player(podman, lambda _s: None)
+class _ListingPodman(_FlakyPodman):
+    """podman that knows some pods: `pod ps` lists them, `pod kill` fails on any other (as podman 4.3 does)."""
+
+    def __init__(self, present: list[str]) -> None:
+        super().__init__(failures=0)
+        self.present = present
+
+    def run(self, argv: list[str], doing: str, **kwargs: Any) -> Any:
+        import subprocess
+
+        if argv[:2] == ["pod", "ps"]:
+            self.calls.append(list(argv))
+            return subprocess.CompletedProcess(argv, 0, "\n".join(self.present) + "\n", "")
+        if argv[:2] == ["pod", "kill"] and set(argv[2:]) - set(self.present):
+            self.calls.append(list(argv))
+            return subprocess.CompletedProcess(argv, 125, "", "Error: no pod with name or ID found: no such pod")
+        return super().run(argv, doing, **kwargs)
+
+
+def test_pods_are_killed_before_removal_without_waiting_out_a_grace_each() -> None:
+    """A removal stops one container at a time and waits out each one's grace (the entrypoint's bash ignores
+    SIGTERM): the pods that exist are killed first, in one call naming only them, then removed."""
+    listing = _ListingPodman(present=["pm-0", "pm-2", "other-0"])
+    player = _player(listing, lambda _s: None)
     player.remove_pods(_rendered(), [0, 1, 2])
-    pod_calls = [call for call in podman.calls if call[0] == "pod"]
-    assert len(pod_calls) == 1
-    (removal,) = pod_calls
-    assert removal[:2] == ["pod", "rm"] and removal[-3:] == ["pm-0", "pm-1", "pm-2"]
-    assert "--ignore" in removal and removal[removal.index("--time") + 1] == "0"
+    verbs = [call[:2] for call in listing.calls]
+    kills = [call for call in listing.calls if call[:2] == ["pod", "kill"]]
+    assert kills == [["pod", "kill", "pm-0", "pm-2"]]
+    assert verbs.index(["pod", "kill"]) < verbs.index(["pod", "rm"])
+    removal = next(call for call in listing.calls if call[:2] == ["pod", "rm"])
+    assert removal[-3:] == ["pm-0", "pm-1", "pm-2"] and "--ignore" in removal
