@@ -159,6 +159,15 @@ class MatplotlibConfigDir:
         return None
 
 
+def add_extras(bundle: str) -> None:
+    """Put the bundle's extras (numpy, matplotlib, the Kubernetes client: plain files in env/extras, see
+    images/broker/bundle_parts.py) at the end of sys.path where they were installed: always in the image (the
+    operator), in a pod only when its init container copied them (`install.sh DEST --with-extras`)."""
+    extras = os.path.join(bundle, "extras")
+    if os.path.isdir(extras):
+        sys.path.append(extras)
+
+
 def main() -> None:
     """The bundle's entry point (images/broker/bundle.py): dispatch on the name it was run as."""
     command = command_for(sys.argv[0])
@@ -166,6 +175,7 @@ def main() -> None:
         # helpers are started as sys.executable -m ...: make that this bundle's python3, beside flux
         bundle = os.path.dirname(getattr(sys, "_MEIPASS", os.path.dirname(sys.executable)))
         sys.executable = os.path.join(bundle, "bin", "python3")
+        add_extras(bundle)
         sys.meta_path.insert(0, MatplotlibConfigDir())
     if command == "flux":
         from broker.cli.flux import main as flux_main

@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # decimal and importlib.util only where a quantity is parsed: an idle broker parses none
     from decimal import Decimal
 
+BUNDLED_QUANTITY = Path(__file__).resolve().parents[2] / "kubernetes_quantity.py"
+"""The client's quantity.py (standard library only), copied beside our packages in the broker bundle's core
+(images/broker/Dockerfile), whose pods may be given the Kubernetes client itself only as an extra."""
+
 
 @cache
 def _kubernetes_parse_quantity() -> Callable[[object], Decimal]:
@@ -28,9 +32,12 @@ def _kubernetes_parse_quantity() -> Callable[[object], Decimal]:
         parse: Callable[[object], Decimal] = loaded.parse_quantity
         return parse
     package = importlib.util.find_spec("kubernetes")
-    if package is None or not package.submodule_search_locations:
+    if package is not None and package.submodule_search_locations:
+        path = Path(next(iter(package.submodule_search_locations))) / "utils" / "quantity.py"
+    elif BUNDLED_QUANTITY.is_file():  # a pod's broker bundle without its extras: the client's file alone
+        path = BUNDLED_QUANTITY
+    else:
         raise ImportError("the kubernetes client is not installed (pip install kubernetes)")
-    path = Path(next(iter(package.submodule_search_locations))) / "utils" / "quantity.py"
     if not path.is_file():  # frozen (the broker bundle keeps the client's modules in its archive): import it
         frozen: Callable[[object], Decimal] = importlib.import_module("kubernetes.utils.quantity").parse_quantity
         return frozen

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from miniclusters.frozen import Invocation, UsageError, command_for, parse_interpreter_args
+from miniclusters.frozen import Invocation, UsageError, add_extras, command_for, parse_interpreter_args
 
 FRONT_END = "import sys; from miniclusters.frozen import run_interpreter; run_interpreter(sys.argv[1:])"
 
@@ -107,3 +107,16 @@ def test_matplotlib_gets_a_private_config_dir_only_when_first_imported(tmp_path:
     assert finders == "finders 0"
     assert "temporary cache directory" not in result.stderr
     assert not Path(directory).exists(), "the directory outlived the process"
+
+
+def test_the_extras_go_last_on_the_path_only_where_they_were_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pod's core copy has no env/extras (nothing added); the image's or a --with-extras copy has, appended
+    after the bundle's own modules so that the frozen core wins where both hold a module."""
+    monkeypatch.setattr(sys, "path", ["/bundle/_internal"])
+    add_extras(str(tmp_path))
+    assert sys.path == ["/bundle/_internal"]
+    (tmp_path / "extras").mkdir()
+    add_extras(str(tmp_path))
+    assert sys.path == ["/bundle/_internal", str(tmp_path / "extras")]

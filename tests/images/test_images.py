@@ -49,19 +49,46 @@ def require_image(image: str) -> None:
         _unavailable(f"image {image} is not built (make images)")
 
 
-@pytest.fixture(scope="module")
-def broker_volume() -> Iterator[str]:
+def _installed_volume(*options: str) -> Iterator[str]:
     """A volume filled the way the rendered init container fills the pod's: the broker image's own command."""
     require_image(BROKER)
     name = f"mc-test-broker-{uuid.uuid4().hex[:8]}"
     assert podman("volume", "create", name).returncode == 0
     try:
-        installed = podman("run", "--rm", "-v", f"{name}:{BROKER_INSTALL_DIR}", BROKER)
+        argv = [BROKER_INSTALL_DIR, *options] if options else []  # no argument: the image's CMD, as most pods
+        installed = podman("run", "--rm", "-v", f"{name}:{BROKER_INSTALL_DIR}", BROKER, *argv)
         assert installed.returncode == 0, installed.stderr
         assert f"installed in {BROKER_INSTALL_DIR}" in installed.stdout
         yield name
     finally:
         podman("volume", "rm", "-f", name)
+
+
+@pytest.fixture(scope="module")
+def broker_volume() -> Iterator[str]:
+    """The core copy every pod gets."""
+    yield from _installed_volume()
+
+
+@pytest.fixture(scope="module")
+def broker_volume_with_extras() -> Iterator[str]:
+    """The copy a campaign's or a bursting lead's pod gets (`--with-extras`): numpy, matplotlib, the client."""
+    yield from _installed_volume("--with-extras")
+
+
+def test_a_pod_s_copy_leaves_the_extras_in_the_image(broker_volume: str, broker_volume_with_extras: str) -> None:
+    """numpy, matplotlib and the Kubernetes client import only where they were asked for; quantities parse in
+    both (the client's quantity.py is part of the core)."""
+    probe = (
+        "import importlib.util as u; from elasticity.model.resources import parse_quantity; "
+        "print([m for m in ('numpy', 'matplotlib', 'kubernetes') if u.find_spec(m)], parse_quantity('250m'))"
+    )
+    script = f'{BROKER_INSTALL_DIR}/bin/python3 -c "{probe}"'
+    core = run_with_broker(BASE, broker_volume, script)
+    assert core.returncode == 0 and core.stdout.split("\n")[-2] == "[] 0.250", core.stdout + core.stderr
+    full = run_with_broker(BASE, broker_volume_with_extras, script)
+    assert full.returncode == 0, full.stderr
+    assert full.stdout.split("\n")[-2] == "['numpy', 'matplotlib', 'kubernetes'] 0.250", full.stdout
 
 
 def run_with_broker(image: str, volume: str, script: str) -> subprocess.CompletedProcess[str]:
@@ -106,7 +133,7 @@ def test_broker_bundle_starts_without_packaging_tools_or_a_scratch_directory(bro
     assert mplconfig == "unset", "a run-time hook made a temporary MPLCONFIGDIR for this process"
 
 
-def test_broker_bundle_draws_a_png_quietly_where_home_is_not_writable(broker_volume: str) -> None:
+def test_broker_bundle_draws_a_png_quietly_where_home_is_not_writable(broker_volume_with_extras: str) -> None:
     """Without PyInstaller's hook, matplotlib still gets a private config directory (at its first import)."""
     draw = (
         "from matplotlib.figure import Figure; from matplotlib.backends.backend_agg import FigureCanvasAgg; "
@@ -114,7 +141,7 @@ def test_broker_bundle_draws_a_png_quietly_where_home_is_not_writable(broker_vol
         "print(open('/tmp/plot.png', 'rb').read(8))"
     )
     script = f'HOME=/nonexistent {BROKER_INSTALL_DIR}/bin/python3 -c "{draw}"'
-    result = run_with_broker(BASE, broker_volume, script)
+    result = run_with_broker(BASE, broker_volume_with_extras, script)
     assert result.returncode == 0, result.stderr
     assert "PNG" in result.stdout
     assert "temporary cache directory" not in result.stderr, result.stderr

@@ -136,6 +136,17 @@ def test_image_names_match_what_the_renderer_points_at() -> None:
     assert all(title in build for title in titles.values())
 
 
+def test_only_pods_that_use_the_bundle_s_extras_are_given_them() -> None:
+    """numpy, matplotlib and the Kubernetes client are copied for a campaign and for the burst service only."""
+    commands = {}
+    for example in ("hello", "naca0012-campaign", "burst"):
+        mc = load_minicluster_file(ROOT / "examples" / f"{example}.yaml")
+        (init,) = render_minicluster(mc, COMMITTED)[-1]["spec"]["template"]["spec"]["initContainers"]
+        commands[example] = init["command"]
+    assert commands["hello"] == ["/opt/miniclusters/install.sh", "/mnt/miniclusters"]
+    assert commands["naca0012-campaign"] == commands["burst"] == [*commands["hello"], "--with-extras"]
+
+
 def test_broker_image_installs_install_sh_and_the_bundle_names() -> None:
     parser = _parse(IMAGES / "broker" / "Dockerfile")
     copies = [i["value"] for i in parser.structure if i["instruction"] == "COPY"]
@@ -181,6 +192,30 @@ def test_install_sh_copies_a_working_environment(tmp_path: Path) -> None:
     assert overlay.returncode == 0 and "status" in overlay.stdout
     missing = subprocess.run(["/bin/sh", str(IMAGES / "broker" / "install.sh")], capture_output=True, text=True)
     assert missing.returncode != 0 and "usage" in missing.stderr
+
+
+def test_install_sh_copies_the_extras_only_when_asked(tmp_path: Path) -> None:
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "flux").write_text("#!/bin/sh\nexit 0\n")
+    (env / "bin" / "flux").chmod(0o755)
+    (env / "extras" / "numpy").mkdir(parents=True)
+    (env / "extras" / "numpy" / "__init__.py").write_text("")
+
+    def install(dest: Path, *options: str) -> subprocess.CompletedProcess[str]:
+        argv = ["/bin/sh", str(IMAGES / "broker" / "install.sh"), str(dest), *options]
+        environ = {**os.environ, "MINICLUSTERS_ENV": str(env)}
+        return subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=60)
+
+    core = install(tmp_path / "core")
+    assert core.returncode == 0, core.stderr
+    assert (tmp_path / "core" / "bin" / "flux").exists() and not (tmp_path / "core" / "extras").exists()
+    full = install(tmp_path / "full", "--with-extras")
+    assert full.returncode == 0 and "with its extras" in full.stdout, full.stderr
+    assert (tmp_path / "full" / "extras" / "numpy" / "__init__.py").exists()
+    wrong = install(tmp_path / "wrong", "--with-extra")
+    assert wrong.returncode == 2 and "unknown option --with-extra" in wrong.stderr
+    assert not (tmp_path / "wrong").exists()  # refused before anything was copied
 
 
 def test_mpi_hello_compiles(tmp_path: Path) -> None:

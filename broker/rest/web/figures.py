@@ -82,6 +82,8 @@ def controller_figure(state_dir: Path, name: str) -> Path | None:
         return draw_once(figure_dir(state_dir) / f"{name}.png", [log], draw)
     except (ValueError, KeyError, TypeError):  # an event log without samples yet, or from an older writer
         return None
+    except ModuleNotFoundError:  # a pod given the broker bundle without its extras (no matplotlib): no figure
+        return None
 
 
 def last_event(state_dir: Path, name: str) -> EventRecord | None:
@@ -112,10 +114,13 @@ TraceDir = Callable[[JobInfo], tuple[Path, str | None] | None]
 def latest_profile(state_dir: Path, jobs: Iterable[JobInfo], trace_dir: TraceDir) -> Profile | None:
     """The newest profiled job with traces on disk, its duty cycles and figure (cached). A running job counts
     once its ranks wrote their traces (`-o pmpi=K` writes them after K iterations, as multiplexing does)."""
-    from elasticity.profiling.duty_cycle import DEFAULT_BOUNDARY_CALL as DEFAULT_BOUNDARY
-    from elasticity.profiling.profile import profile_traces
-    from elasticity.profiling.report import write_figure
-    from elasticity.profiling.trace import find_trace_files
+    try:
+        from elasticity.profiling.duty_cycle import DEFAULT_BOUNDARY_CALL as DEFAULT_BOUNDARY
+        from elasticity.profiling.profile import profile_traces
+        from elasticity.profiling.report import write_figure
+        from elasticity.profiling.trace import find_trace_files
+    except ModuleNotFoundError:  # a pod given the broker bundle without its extras (numpy, matplotlib)
+        return None
 
     for job in list(jobs)[:PROFILE_SCAN]:
         found = trace_dir(job)

@@ -13,6 +13,7 @@ from miniclusters.backends.podman.core import PodmanContext, runner_container, w
 from miniclusters.backends.podman.observe import cluster_names
 from miniclusters.backends.podman.play import PodPlayer
 from miniclusters.backends.podman.pods import network_name, pod_address
+from miniclusters.backends.podman.ready import await_brokers, waits_inside
 from miniclusters.backends.podman.state import PodmanRecord, pinned_spec
 from miniclusters.render import with_flavour
 from miniclusters.render.objects import certificate_for
@@ -70,7 +71,14 @@ class PodmanLifecycle:
             raise
         if not options.wait:
             return self._status(mc.name)
-        return self._ctx.polling.wait_ready(lambda: self._status(mc.name), options.timeout)
+        polling = self._ctx.polling
+        started = polling.clock()
+        if waits_inside(mc):
+            await_brokers(
+                lambda argv, timeout: self._ctx.run_in_pod(mc.name, mc, 0, argv, timeout), mc.spec.size, options.timeout
+            )
+        left = max(1.0, options.timeout - (polling.clock() - started))
+        return polling.wait_ready(lambda: self._status(mc.name), left)
 
     def delete(self, name: str) -> None:
         """Every pod, container, volume and the network of the cluster; then its record."""
