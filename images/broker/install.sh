@@ -6,12 +6,15 @@
 # The environment's extras (numpy, matplotlib, the Kubernetes client: images/broker/bundle_parts.py), which the
 # broker, `flux`, the REST server and the burst service never import, are copied only with --with-extras (the
 # renderer asks for them where a pod needs them: campaigns, bursting); without them the copy is about a third.
+# --with-extras-on-lead copies them only in the lead's pod (JOB_COMPLETION_INDEX 0, which the Indexed Job sets in
+# init containers too): its REST server draws the /cluster page's figures with matplotlib.
 set -eu
-usage="usage: install.sh DEST [--with-extras] (e.g. /mnt/miniclusters)"
+usage="usage: install.sh DEST [--with-extras | --with-extras-on-lead] (e.g. /mnt/miniclusters)"
 dest="${1:?$usage}"
 extras="${2:-}"
 case "$extras" in
   ""|--with-extras) ;;
+  --with-extras-on-lead) [ "${JOB_COMPLETION_INDEX:-0}" = 0 ] && extras=--with-extras || extras="" ;;
   *) echo "install.sh: unknown option $extras; $usage" >&2; exit 2 ;;
 esac
 source_dir="${MINICLUSTERS_ENV:-/opt/miniclusters/env}"

@@ -234,9 +234,12 @@ def build_containers(mc: MiniCluster, namespace: str) -> list[k8s.PodContainer]:
 
 def bundle_extras(mc: MiniCluster) -> list[str]:
     """install.sh's option for the broker bundle's extras (numpy, matplotlib, the Kubernetes client), which only
-    some pods use: a campaign's lead (it prepares cases and draws its timeline) and a lead running the burst
-    service (the kubernetes plugin). The others get the core alone, a third of the size to copy."""
-    return ["--with-extras"] if mc.spec.campaign is not None or mc.spec.flux.bursting.plugins else []
+    some pods use: a campaign's lead (it prepares cases and draws its timeline), a lead running the burst
+    service (the kubernetes plugin) and, in the lead's pod alone, a REST server (the /cluster page's figures).
+    The others get the core alone, a third of the size to copy."""
+    if mc.spec.campaign is not None or mc.spec.flux.bursting.plugins:
+        return ["--with-extras"]
+    return ["--with-extras-on-lead"] if mc.spec.restful.enabled else []
 
 
 def build_init_containers(mc: MiniCluster, options: RenderOptions) -> list[k8s.PodContainer]:

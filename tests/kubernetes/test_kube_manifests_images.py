@@ -137,14 +137,16 @@ def test_image_names_match_what_the_renderer_points_at() -> None:
 
 
 def test_only_pods_that_use_the_bundle_s_extras_are_given_them() -> None:
-    """numpy, matplotlib and the Kubernetes client are copied for a campaign and for the burst service only."""
+    """numpy, matplotlib and the Kubernetes client are copied for a campaign and for the burst service, and in
+    the lead's pod alone where it runs the REST server (its /cluster page draws figures)."""
     commands = {}
-    for example in ("hello", "naca0012-campaign", "burst"):
+    for example in ("hello", "naca0012-campaign", "burst", "restful"):
         mc = load_minicluster_file(ROOT / "examples" / f"{example}.yaml")
         (init,) = render_minicluster(mc, COMMITTED)[-1]["spec"]["template"]["spec"]["initContainers"]
         commands[example] = init["command"]
     assert commands["hello"] == ["/opt/miniclusters/install.sh", "/mnt/miniclusters"]
     assert commands["naca0012-campaign"] == commands["burst"] == [*commands["hello"], "--with-extras"]
+    assert commands["restful"] == [*commands["hello"], "--with-extras-on-lead"]
 
 
 def test_broker_image_installs_install_sh_and_the_bundle_names() -> None:
@@ -202,9 +204,9 @@ def test_install_sh_copies_the_extras_only_when_asked(tmp_path: Path) -> None:
     (env / "extras" / "numpy").mkdir(parents=True)
     (env / "extras" / "numpy" / "__init__.py").write_text("")
 
-    def install(dest: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    def install(dest: Path, *options: str, index: str = "0") -> subprocess.CompletedProcess[str]:
         argv = ["/bin/sh", str(IMAGES / "broker" / "install.sh"), str(dest), *options]
-        environ = {**os.environ, "MINICLUSTERS_ENV": str(env)}
+        environ = {**os.environ, "MINICLUSTERS_ENV": str(env), "JOB_COMPLETION_INDEX": index}
         return subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=60)
 
     core = install(tmp_path / "core")
@@ -213,6 +215,11 @@ def test_install_sh_copies_the_extras_only_when_asked(tmp_path: Path) -> None:
     full = install(tmp_path / "full", "--with-extras")
     assert full.returncode == 0 and "with its extras" in full.stdout, full.stderr
     assert (tmp_path / "full" / "extras" / "numpy" / "__init__.py").exists()
+    lead = install(tmp_path / "lead", "--with-extras-on-lead", index="0")
+    assert lead.returncode == 0 and (tmp_path / "lead" / "extras" / "numpy").exists(), lead.stderr
+    follower = install(tmp_path / "follower", "--with-extras-on-lead", index="3")
+    assert follower.returncode == 0, follower.stderr
+    assert (tmp_path / "follower" / "bin" / "flux").exists() and not (tmp_path / "follower" / "extras").exists()
     wrong = install(tmp_path / "wrong", "--with-extra")
     assert wrong.returncode == 2 and "unknown option --with-extra" in wrong.stderr
     assert not (tmp_path / "wrong").exists()  # refused before anything was copied

@@ -68,6 +68,7 @@ def test_each_index_is_the_job_template_with_hostname_index_and_labels() -> None
     assert pod["metadata"]["name"] == "pm-1" and spec["hostname"] == "pm-1"
     assert pod["metadata"]["labels"][INDEX_LABEL] == "1"
     assert _env(spec["containers"][0])["JOB_COMPLETION_INDEX"] == "1"
+    assert _env(spec["initContainers"][0])["JOB_COMPLETION_INDEX"] == "1"  # install.sh --with-extras-on-lead reads it
     assert "subdomain" not in spec and "affinity" not in spec
     assert all("resizePolicy" not in c for c in spec["containers"])
     template = rendered.job["spec"]["template"]["spec"]

@@ -170,7 +170,7 @@ def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) ->
     spec.pop("affinity", None)
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
         container.pop("resizePolicy", None)
-    for container in spec["containers"]:
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:  # as the Job controller does
         env = [e for e in container.get("env", []) if e.get("name") != "JOB_COMPLETION_INDEX"]
         container["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": str(index)}, *env]
     _private_volumes(spec, rendered.name, index)
