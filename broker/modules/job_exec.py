@@ -14,7 +14,6 @@ import contextlib
 import os
 import pwd
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -37,9 +36,10 @@ from .exec_launch import (
     plan_launch,
     remove_job_dir,
     start_failure,
-    waitstatus,
 )
 from .exec_request import ExecRequest, ExecRequestError
+from .task_spawn import ATTRIBUTE as SPAWN_ATTRIBUTE
+from .task_spawn import TaskSpawner, seal_descriptors
 
 if TYPE_CHECKING:
     from ..port import ModulePort
@@ -59,6 +59,9 @@ class JobExec:
         self.jobs: dict[int, LocalJob] = {}  # by job id; rsh-started orteds under negative keys
         self._rsh_seq = 0
         self.kill_grace = broker.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
+        self.spawner = TaskSpawner(broker.attrs.boolean(SPAWN_ATTRIBUTE, True), broker.log)
+        if self.spawner.fast:
+            seal_descriptors()  # posix_spawn closes nothing: what we inherited stays ours
         reported = set(idset.decode(str(broker.resources.get("cores", ""))))
         try:
             self.default_affinity, note = cpu_affinity.instance_default(
@@ -172,18 +175,7 @@ class JobExec:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            proc = subprocess.Popen(
-                command,
-                env=env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                process_group=0,
-                user=None if account is None else account.pw_uid,
-                group=None if account is None else account.pw_gid,
-                extra_groups=None if account is None else [],
-            )
+            proc = self.spawner.spawn(command, env, cwd, out_w, err_w, account)
         except OSError as exc:
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
@@ -258,7 +250,7 @@ class JobExec:
         self.b.loop.remove_reader(task.pidfd)
         os.close(task.pidfd)
         task.pidfd = -1
-        task.status = waitstatus(task.proc.wait())
+        task.status = task.proc.reap()
         if task.fds:  # drain what is already there; give stragglers holding the pipe a moment
             for fd in list(task.fds):
                 self._on_output(job, task, fd)
@@ -350,8 +342,7 @@ class JobExec:
             self._signal(job, signal.SIGKILL)
             for task in job.tasks:
                 if task.proc is not None:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        task.proc.wait(timeout=1.0)
+                    task.proc.settle(1.0)
             remove_job_dir(job.tmpdir)
         if self.jobs:
             job_tree.sweep(f"{self.tree_key}.", prefix=True)
