@@ -74,6 +74,7 @@ class JobManager:
             "raise": self.executions.svc_raise,
             "kill": self.executions.svc_kill,
             "wait": self.watches.svc_wait,
+            "wait-all": self.watches.svc_wait_all,
             "output": self.watches.svc_output,
             "eventlog": self.watches.svc_eventlog,
             "urgency": self.queue.svc_urgency,
