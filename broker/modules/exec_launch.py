@@ -129,9 +129,26 @@ def session_parent(env: dict[str, str], account: pwd.struct_passwd | None) -> tu
 
 
 def remove_job_dir(path: str) -> None:
+    """A job's directory, with the sub-instance and Open MPI session directories it links to; an empty one (most
+    jobs leave theirs so) in one rmdir."""
+    try:
+        os.rmdir(path)
+        return
+    except OSError:
+        pass
     subinstance.remove_child_rundir(path)
     mpi.remove_session_base(path)
     shutil.rmtree(path, ignore_errors=True)
+
+
+def make_job_dir(path: str) -> None:
+    """The job's FLUX_JOB_TMPDIR: one mkdir (its parent is there after the first job), not makedirs' checks."""
+    try:
+        os.mkdir(path)
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:
+        pass
 
 
 def plan_launch(

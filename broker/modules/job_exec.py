@@ -33,6 +33,7 @@ from .exec_launch import (
     Task,
     account_for,
     hand_over,
+    make_job_dir,
     plan_launch,
     remove_job_dir,
     start_failure,
@@ -105,7 +106,7 @@ class JobExec:
         job = LocalJob(jobid, request.gen)
         self.jobs[jobid] = job
         job.tmpdir = os.path.join(self.b.rundir, job_tree.JOB_TMP, str(jobid))
-        os.makedirs(job.tmpdir, exist_ok=True)
+        make_job_dir(job.tmpdir)
         env = self._environment(request, job.tmpdir)
         job_cpus = cpu_affinity.usable(request.cores.get(self.b.rank, ())) if affinity.binds else ()
         if affinity.binds and not job_cpus:
