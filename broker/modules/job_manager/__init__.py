@@ -95,7 +95,7 @@ class JobManager:
         """After each group commit (JobTable.flush): answer watchers, schedule, check idle waits and a save."""
         self.watches.committed(touched)
         self.warmer.touched(touched)
-        self.queue.schedule_if_dirty()
+        self.queue.committed(touched)
         self.watches.check_idle()
         self.saver.check()
 

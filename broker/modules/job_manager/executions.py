@@ -248,7 +248,7 @@ class Executions:
         """The job's resources are free and it is over."""
         self._table.post(record, "release", {"ranks": list(record.ranks), "final": True})
         self._table.post(record, "clean")
-        self._queue.mark_dirty()
+        self._queue.schedule_soon()
         self._inactive(record)
 
     def _inactive(self, record: JobRecord) -> None:
