@@ -141,16 +141,6 @@ def remove_job_dir(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def make_job_dir(path: str) -> None:
-    """The job's FLUX_JOB_TMPDIR: one mkdir (its parent is there after the first job), not makedirs' checks."""
-    try:
-        os.mkdir(path)
-    except FileNotFoundError:
-        os.makedirs(path, exist_ok=True)
-    except FileExistsError:
-        pass
-
-
 def plan_launch(
     request: ExecRequest,
     job: LocalJob,

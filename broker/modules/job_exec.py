@@ -25,7 +25,6 @@ from ..attributes import AttrError
 from ..protocol import EINVAL
 from ..service import Request, ServiceError
 from . import cpu_affinity, job_tree, mpi, pmpi
-from .dir_remover import DirRemover
 from .exec_launch import (
     KillReply,
     LocalJob,
@@ -33,12 +32,12 @@ from .exec_launch import (
     Task,
     account_for,
     hand_over,
-    make_job_dir,
     plan_launch,
     remove_job_dir,
     start_failure,
 )
 from .exec_request import ExecRequest, ExecRequestError
+from .job_dirs import JobDirs
 from .task_spawn import ATTRIBUTE as SPAWN_ATTRIBUTE
 from .task_spawn import TaskSpawner, seal_descriptors
 
@@ -77,7 +76,7 @@ class JobExec:
         broker.register("job-exec.rsh", self.rsh)
         broker.register("job-exec.list", lambda req: {"jobs": sorted(self.jobs)})
         broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
-        self._remover = DirRemover(remove_job_dir)
+        self.dirs = JobDirs(os.path.join(broker.rundir, job_tree.JOB_TMP), remove_job_dir)
         broker.on_close(self.close)
         self.tree_key = job_tree.rank_key(broker.rundir, broker.rank)
         # Our previous incarnation's jobs are over. Only one that ran jobs can have left any (each job's tasks
@@ -106,7 +105,7 @@ class JobExec:
         job = LocalJob(jobid, request.gen)
         self.jobs[jobid] = job
         job.tmpdir = os.path.join(self.b.rundir, job_tree.JOB_TMP, str(jobid))
-        make_job_dir(job.tmpdir)
+        self.dirs.make(job.tmpdir)
         env = self._environment(request, job.tmpdir)
         job_cpus = cpu_affinity.usable(request.cores.get(self.b.rank, ())) if affinity.binds else ()
         if affinity.binds and not job_cpus:
@@ -277,21 +276,9 @@ class JobExec:
             self.b.rpc("job-manager.exec-done", payload, 0, _ignore)
         job.output = []
         self._sweep_leftovers(job, status)
-        self._remove_tmpdir(job)
+        self.dirs.release(job.tmpdir, job.gen)
         if self.jobs.get(job.jobid) is job:
             del self.jobs[job.jobid]
-
-    def _remove_tmpdir(self, job: LocalJob) -> None:
-        """Renamed here (so a later execution of the same job may make its tmpdir again at once), removed by the
-        remover's thread."""
-        doomed = f"{job.tmpdir}.gone-{job.gen}"
-        try:
-            os.rename(job.tmpdir, doomed)
-        except FileNotFoundError:
-            return
-        except OSError:
-            doomed = job.tmpdir
-        self._remover.remove(doomed)
 
     def _sweep_leftovers(self, job: LocalJob, status: int) -> None:
         """Nothing a job started outlives it: its process groups, and for a killed or failed job its whole tree.
@@ -338,7 +325,7 @@ class JobExec:
 
     def close(self) -> None:
         """The broker is going away: nothing it started may outlive it."""
-        self._remover.close()
+        self.dirs.close()
         for job in list(self.jobs.values()):
             self._signal(job, signal.SIGKILL)
             for task in job.tasks:
