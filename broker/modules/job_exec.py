@@ -126,6 +126,9 @@ class JobExec:
             hand_over(account, job.tmpdir, env, profiler)
         for local_id, ((taskrank, command), cpus) in enumerate(zip(commands, binding, strict=True)):
             task_env = dict(env, FLUX_TASK_RANK=str(taskrank), FLUX_TASK_LOCAL_ID=str(local_id))
+            if not cpus:  # the common case, without a context manager's cost per task
+                job.tasks.append(self._spawn(job, taskrank, command, task_env, request.cwd or None, account))
+                continue
             with cpu_affinity.forked_on(cpus):
                 job.tasks.append(self._spawn(job, taskrank, command, task_env, request.cwd or None, account))
         self._check_done(job)
