@@ -1,9 +1,9 @@
 """Starting one task's process for job-exec: `os.posix_spawn` where it fits, `subprocess.Popen` otherwise.
 
-Why: a trivial job's start cost the broker's loop about 0.9 ms of CPU in Popen (its Python-side argument
-handling, encoding the environment one variable at a time, the error pipe, the fork_exec call) out of about
-1.5 ms for the whole job (issue 45, docs/benchmarks.md). posix_spawn does the same in C (glibc's clone with
-CLONE_VFORK), about a quarter of that. It fits the common case: the job runs as the broker's user, in the
+Why: starting a trivial job's task cost the broker's loop about 0.4 ms of CPU with Popen (its Python-side
+argument handling, encoding the environment one variable at a time, the error pipe, fork_exec), of 1.7 ms per
+job in all, and 0.14 ms with posix_spawn, which does the same in C (glibc's clone with CLONE_VFORK); measured by
+bench/bench_jobs_profile.py (issue 45). It fits the common case: the job runs as the broker's user, in the
 broker's own working directory, with a command found on the job's PATH. Anything else (another user, another
 directory, a command not found or not executable, descriptors 0-2 not where expected) takes Popen, which also
 says exactly why a start failed (exec_launch.start_failure reads its exception).

@@ -132,7 +132,7 @@ class JobQueue:
 
     def schedule_soon(self) -> None:
         """A job ended and its resources are free: a pass at the end of this turn of the loop, not after the next
-        commit. Waiting for the journal's fsync before the next job could start was a third of the time of
+        commit. Waiting for the journal's fsync before the next job could start was about a fifth of the time of
         `flux submit --cc=1-1000 --wait true` here (issue 45); nothing needs it: the jobs that may start are
         already on disk (a fresh submission waits for its commit), and the ended job's events reach the journal
         before the next one's, in order, as they always did."""
