@@ -7,12 +7,14 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import sys
 
+from ..errors import FluxError
 from ..jobs.jobid import encode_f58
-from .jobcli_common import CommandError, _attach, _exit_code, _redirected
+from .jobcli_common import CommandError, _attach, _exit_code, _redirected, exit_code
 from .lean import connect
 from .options import Opt, OptionError, parse
 from .submit import SUBMIT_OPTS, build_from_options, substitute
@@ -46,8 +48,26 @@ def _submit_many(handle: RpcHandle, jobspecs: Iterator[Jobspec], total: int, val
     return kept
 
 
+WAIT_ALL_CHUNK = 10_000
+"""Job ids per job-manager.wait-all request (a --cc range of 10**6 jobs waits in 100 requests, not one huge one)."""
+
+
 def _wait_all(handle: RpcHandle, ids: list[int]) -> int:
-    """--wait: the worst exit code of the jobs, each read as a JobInfo when it ends."""
+    """--wait: the worst exit code of the jobs, from one job-manager.wait-all per chunk of ids; a broker without
+    it (ENOSYS) is asked job by job, each job's end read as a JobInfo."""
+    worst = 0
+    for start in range(0, len(ids), WAIT_ALL_CHUNK):
+        try:
+            answer = handle.rpc("job-manager.wait-all", {"ids": ids[start : start + WAIT_ALL_CHUNK]}, -1, None)
+        except FluxError as exc:
+            if exc.errnum != errno.ENOSYS:
+                raise
+            return max(worst, _wait_each(handle, ids[start:]))
+        worst = max([worst, *(exit_code(job["returncode"], job["success"]) for job in answer["jobs"])])
+    return worst
+
+
+def _wait_each(handle: RpcHandle, ids: list[int]) -> int:
     from ..jobs.api import JobClient
 
     client = JobClient(handle=handle)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from broker.jobs.build import JobspecError, build_jobspec
@@ -137,7 +138,7 @@ def _system(attributes: object) -> _System:
     if not isinstance(duration, int | float) or isinstance(duration, bool) or not 0 <= duration < math.inf:
         raise JobspecError("attributes.system.duration: must be a finite, non-negative number of seconds")
     environment = system.get("environment", {})
-    if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
+    if not isinstance(environment, dict) or not all(map(isinstance, environment.values(), repeat(str))):
         raise JobspecError("attributes.system.environment: must map names to strings")
     cwd = system.get("cwd", "")
     if not isinstance(cwd, str):

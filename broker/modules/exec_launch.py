@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import subprocess
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
@@ -17,6 +16,7 @@ from ..protocol import EINVAL, EPERM
 from ..service import Request, ServiceError
 from . import cpu_affinity, mpi, pmpi, subinstance
 from .exec_request import ExecRequest
+from .task_spawn import TaskProcess
 
 OutputLine = list[Any]  # open: [stream, taskrank, text], the JSON array job-manager.exec-output carries
 Commands = list[tuple[int, list[str]]]
@@ -40,7 +40,7 @@ class KillReply(TypedDict):
 def start_failure(program: str, cwd: str | None, exc: OSError) -> tuple[str, int]:
     """Why a task did not start, and its exit code (127: no such command, 126: cannot run it, 1: bad cwd).
 
-    subprocess reports a failed chdir in the child with the directory as the error's filename.
+    Popen reports a failed chdir in the child with the directory as the error's filename.
     """
     reason = exc.strerror or str(exc)
     if cwd and exc.filename == cwd and exc.filename != program:
@@ -55,7 +55,7 @@ class Task:
     """One process of a job on this rank."""
 
     taskrank: int
-    proc: subprocess.Popen[bytes] | None
+    proc: TaskProcess | None
     pidfd: int = -1
     fds: dict[int, str] = field(default_factory=dict)  # pipe fd -> "stdout"/"stderr"
     partial: dict[str, bytes] = field(default_factory=dict)
@@ -116,11 +116,6 @@ class LocalJob:
     owner: int = 0  # for rsh entries: the job the orted belongs to
 
 
-def waitstatus(returncode: int) -> int:
-    """Popen's returncode (-signal or code) as a wait(2) status, as Flux's eventlog records it."""
-    return -returncode if returncode < 0 else (returncode & 0xFF) << 8
-
-
 def session_parent(env: dict[str, str], account: pwd.struct_passwd | None) -> tuple[str | None, str | None]:
     """Where the job's Open MPI session bases go (its own OMPI_MCA_orte_tmpdir_base, else None: $TMPDIR), and a
     note for the job's stderr when its choice is not used. A job of another user never chooses: the broker (root)
@@ -136,6 +131,13 @@ def session_parent(env: dict[str, str], account: pwd.struct_passwd | None) -> tu
 
 
 def remove_job_dir(path: str) -> None:
+    """A job's directory, with the sub-instance and Open MPI session directories it links to; an empty one (most
+    jobs leave theirs so) in one rmdir."""
+    try:
+        os.rmdir(path)
+        return
+    except OSError:
+        pass
     subinstance.remove_child_rundir(path)
     mpi.remove_session_base(path)
     shutil.rmtree(path, ignore_errors=True)

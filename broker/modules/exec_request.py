@@ -7,8 +7,9 @@ attributes rather than dict keys with defaults.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Literal, TypedDict, cast
 
 from broker.errors import InputError
@@ -128,7 +129,7 @@ class ExecRequest:
                 raise ExecRequestError(f"spec.cores: {key!r}: {value!r} is not a rank's list of cores")
             cores[int(key)] = tuple(value)
         env = spec.get("env") or {}
-        if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+        if not (isinstance(env, dict) and _all_strings(env) and _all_strings(env.values())):
             raise ExecRequestError("spec.env: must map names to strings")
         batch = spec.get("batch") or {}
         script = batch.get("script") if isinstance(batch, dict) else None
@@ -156,6 +157,11 @@ class ExecRequest:
             mpirun_args=tuple(str(a) for a in args),
             shell_options=cast("ShellOptions", options),  # a mapping: each option is checked where it is read
         )
+
+
+def _all_strings(values: Iterable[object]) -> bool:
+    """Every value a str (checked in C: a job's environment has dozens, and every job start reads one)."""
+    return all(map(isinstance, values, repeat(str)))
 
 
 def _int(value: object) -> bool:

@@ -14,7 +14,6 @@ import contextlib
 import os
 import pwd
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -26,7 +25,6 @@ from ..attributes import AttrError
 from ..protocol import EINVAL
 from ..service import Request, ServiceError
 from . import cpu_affinity, job_tree, mpi, pmpi
-from .dir_remover import DirRemover
 from .exec_launch import (
     KillReply,
     LocalJob,
@@ -37,9 +35,11 @@ from .exec_launch import (
     plan_launch,
     remove_job_dir,
     start_failure,
-    waitstatus,
 )
 from .exec_request import ExecRequest, ExecRequestError
+from .job_dirs import JobDirs
+from .task_spawn import ATTRIBUTE as SPAWN_ATTRIBUTE
+from .task_spawn import TaskSpawner, seal_descriptors
 
 if TYPE_CHECKING:
     from ..port import ModulePort
@@ -59,6 +59,9 @@ class JobExec:
         self.jobs: dict[int, LocalJob] = {}  # by job id; rsh-started orteds under negative keys
         self._rsh_seq = 0
         self.kill_grace = broker.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
+        self.spawner = TaskSpawner(broker.attrs.boolean(SPAWN_ATTRIBUTE, True), broker.log)
+        if self.spawner.fast:
+            seal_descriptors()  # posix_spawn closes nothing: what we inherited stays ours
         reported = set(idset.decode(str(broker.resources.get("cores", ""))))
         try:
             self.default_affinity, note = cpu_affinity.instance_default(
@@ -73,7 +76,7 @@ class JobExec:
         broker.register("job-exec.rsh", self.rsh)
         broker.register("job-exec.list", lambda req: {"jobs": sorted(self.jobs)})
         broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
-        self._remover = DirRemover(remove_job_dir)
+        self.dirs = JobDirs(os.path.join(broker.rundir, job_tree.JOB_TMP), remove_job_dir)
         broker.on_close(self.close)
         self.tree_key = job_tree.rank_key(broker.rundir, broker.rank)
         # Our previous incarnation's jobs are over. Only one that ran jobs can have left any (each job's tasks
@@ -102,7 +105,7 @@ class JobExec:
         job = LocalJob(jobid, request.gen)
         self.jobs[jobid] = job
         job.tmpdir = os.path.join(self.b.rundir, job_tree.JOB_TMP, str(jobid))
-        os.makedirs(job.tmpdir, exist_ok=True)
+        self.dirs.make(job.tmpdir)
         env = self._environment(request, job.tmpdir)
         job_cpus = cpu_affinity.usable(request.cores.get(self.b.rank, ())) if affinity.binds else ()
         if affinity.binds and not job_cpus:
@@ -123,6 +126,9 @@ class JobExec:
             hand_over(account, job.tmpdir, env, profiler)
         for local_id, ((taskrank, command), cpus) in enumerate(zip(commands, binding, strict=True)):
             task_env = dict(env, FLUX_TASK_RANK=str(taskrank), FLUX_TASK_LOCAL_ID=str(local_id))
+            if not cpus:  # the common case, without a context manager's cost per task
+                job.tasks.append(self._spawn(job, taskrank, command, task_env, request.cwd or None, account))
+                continue
             with cpu_affinity.forked_on(cpus):
                 job.tasks.append(self._spawn(job, taskrank, command, task_env, request.cwd or None, account))
         self._check_done(job)
@@ -172,18 +178,7 @@ class JobExec:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            proc = subprocess.Popen(
-                command,
-                env=env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                process_group=0,
-                user=None if account is None else account.pw_uid,
-                group=None if account is None else account.pw_gid,
-                extra_groups=None if account is None else [],
-            )
+            proc = self.spawner.spawn(command, env, cwd, out_w, err_w, account)
         except OSError as exc:
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
@@ -258,7 +253,7 @@ class JobExec:
         self.b.loop.remove_reader(task.pidfd)
         os.close(task.pidfd)
         task.pidfd = -1
-        task.status = waitstatus(task.proc.wait())
+        task.status = task.proc.reap()
         if task.fds:  # drain what is already there; give stragglers holding the pipe a moment
             for fd in list(task.fds):
                 self._on_output(job, task, fd)
@@ -284,21 +279,9 @@ class JobExec:
             self.b.rpc("job-manager.exec-done", payload, 0, _ignore)
         job.output = []
         self._sweep_leftovers(job, status)
-        self._remove_tmpdir(job)
+        self.dirs.release(job.tmpdir, job.gen)
         if self.jobs.get(job.jobid) is job:
             del self.jobs[job.jobid]
-
-    def _remove_tmpdir(self, job: LocalJob) -> None:
-        """Renamed here (so a later execution of the same job may make its tmpdir again at once), removed by the
-        remover's thread."""
-        doomed = f"{job.tmpdir}.gone-{job.gen}"
-        try:
-            os.rename(job.tmpdir, doomed)
-        except FileNotFoundError:
-            return
-        except OSError:
-            doomed = job.tmpdir
-        self._remover.remove(doomed)
 
     def _sweep_leftovers(self, job: LocalJob, status: int) -> None:
         """Nothing a job started outlives it: its process groups, and for a killed or failed job its whole tree.
@@ -345,13 +328,12 @@ class JobExec:
 
     def close(self) -> None:
         """The broker is going away: nothing it started may outlive it."""
-        self._remover.close()
+        self.dirs.close()
         for job in list(self.jobs.values()):
             self._signal(job, signal.SIGKILL)
             for task in job.tasks:
                 if task.proc is not None:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        task.proc.wait(timeout=1.0)
+                    task.proc.settle(1.0)
             remove_job_dir(job.tmpdir)
         if self.jobs:
             job_tree.sweep(f"{self.tree_key}.", prefix=True)

@@ -7,6 +7,7 @@ with their expected end (start + time limit).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,6 +21,13 @@ from elasticity.policy.scheduling.easy import QUEUE_POLICIES, QueuePolicy
 from ..jobs.jobspec import ResourceRequest
 from ..membership import UP, Membership
 from .drains import DrainTable
+
+
+@functools.lru_cache(maxsize=256)
+def core_set(cores: str) -> frozenset[int]:
+    """A rank's reported cores ('0-3') as a set, decoded once per distinct report: every scheduling pass and
+    every submission's fit check reads every rank's (a pass per job end, issue 45)."""
+    return frozenset(idset.decode(cores))
 
 
 class ClusterView(Protocol):
@@ -52,7 +60,7 @@ class Scheduler:
         out: dict[int, NodeCapacity] = {}
         for info in self.b.membership.ranks:
             report = info.resources or {}
-            cores = frozenset(idset.decode(str(report["cores"]))) if "cores" in report else frozenset()
+            cores = core_set(str(report["cores"])) if "cores" in report else frozenset()
             out[info.rank] = NodeCapacity(info.rank, cores, up=info.state == UP and bool(cores))
         return out
 

@@ -9,9 +9,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from broker.cli import submit_cmds
 from broker.errors import FluxError
 from broker.jobs.api import JobClient, JobInfo
 from broker.jobs.jobid import encode_f58
@@ -123,6 +125,46 @@ def test_waitable_jobs_of_a_cc_range_are_each_reported_once(env: dict[str, str])
     assert waited.returncode == 1
     failed = sorted(line.split(":")[0] for line in waited.stderr.splitlines())
     assert failed == sorted(ids[0::2])  # cc 1, 3, 5 exit 1
+
+
+def test_submit_wait_exits_with_the_worst_code_and_leaves_waitable_ends_for_flux_job_wait(env: dict[str, str]) -> None:
+    cc = run_flux("submit", "--quiet", "--cc=1-4", "--wait", "sh", "-c", "exit {cc}", env=env)
+    assert cc.returncode == 4, cc.stderr
+    waitable = run_flux("submit", "--flags=waitable", "--cc=1-2", "--wait", "sh", "-c", "exit 0", env=env)
+    assert waitable.returncode == 0, waitable.stderr
+    assert run_flux("job", "wait", "--all", env=env).returncode == 0  # both ends still there to take
+    assert run_flux("job", "wait", env=env).returncode == 2  # and taken once
+
+
+class OldBroker:
+    """A broker without job-manager.wait-all: it answers per job (`flux submit --wait` then waits job by job)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def rpc(
+        self, topic: str, payload: dict[str, Any] | None = None, nodeid: int = -1, timeout: float | None = 30.0
+    ) -> dict[str, Any]:
+        self.asked.append(topic)
+        if topic == "job-manager.wait-all":
+            raise FluxError(errno.ENOSYS, "job-manager.wait-all: no such service on rank 0")
+        assert payload is not None
+        return {
+            "id": payload["id"],
+            "state": "INACTIVE",
+            "result": "FAILED",
+            "returncode": payload["id"],
+            "success": False,
+        }
+
+    def close(self) -> None:
+        pass
+
+
+def test_submit_wait_asks_job_by_job_a_broker_without_wait_all() -> None:
+    broker = OldBroker()
+    assert submit_cmds._wait_all(broker, [1, 3, 2]) == 3
+    assert broker.asked == ["job-manager.wait-all", "job-manager.wait", "job-manager.wait", "job-manager.wait"]
 
 
 def test_submit_flags_are_checked_by_the_broker(client: JobClient) -> None:

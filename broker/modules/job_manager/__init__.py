@@ -74,6 +74,7 @@ class JobManager:
             "raise": self.executions.svc_raise,
             "kill": self.executions.svc_kill,
             "wait": self.watches.svc_wait,
+            "wait-all": self.watches.svc_wait_all,
             "output": self.watches.svc_output,
             "eventlog": self.watches.svc_eventlog,
             "urgency": self.queue.svc_urgency,
@@ -94,7 +95,7 @@ class JobManager:
         """After each group commit (JobTable.flush): answer watchers, schedule, check idle waits and a save."""
         self.watches.committed(touched)
         self.warmer.touched(touched)
-        self.queue.schedule_if_dirty()
+        self.queue.committed(touched)
         self.watches.check_idle()
         self.saver.check()
 

@@ -7,7 +7,7 @@ import os
 import shlex
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ...jobs.jobid import encode_f58
 from ...jobs.jobspec import JobSpec
@@ -141,7 +141,8 @@ class Executions:
                 continue
             if launch == "broker":
                 taskranks = (ranks.index(rank),)
-            payload = replace(request, tasks=taskranks).to_payload()
+            payload = request.to_payload()  # a new dict each time: this rank's tasks go in it, no copy of the request
+            payload["tasks"] = list(taskranks)
             self._port.rpc("job-exec.start", payload, rank, self._on_started(record.jobid, rank))
         if spec.duration > 0:
             ex.timers.append(self._port.loop.call_later(spec.duration, lambda: self._expire(record.jobid, ex.gen)))
@@ -248,7 +249,7 @@ class Executions:
         """The job's resources are free and it is over."""
         self._table.post(record, "release", {"ranks": list(record.ranks), "final": True})
         self._table.post(record, "clean")
-        self._queue.mark_dirty()
+        self._queue.schedule_soon()
         self._inactive(record)
 
     def _inactive(self, record: JobRecord) -> None:

@@ -22,6 +22,20 @@ class HistoryReply(TypedDict):
     jobs: list[int]
 
 
+class WaitResult(TypedDict):
+    """One job's end in job-manager.wait-all's answer: what an exit code is made of (jobcli_common.exit_code)."""
+
+    id: int
+    returncode: int | None
+    success: bool
+
+
+class WaitAllReply(TypedDict):
+    """job-manager.wait-all's answer, once every job it names is inactive: their ends, in the order asked."""
+
+    jobs: list[WaitResult]
+
+
 class OutputChunk(TypedDict, total=False):
     """job-manager.output's answer: the lines from the watch's offset; `info` once the job is over."""
 

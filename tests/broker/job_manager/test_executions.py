@@ -37,6 +37,9 @@ class FakeQueue(UnusedQueue):
     def kick(self) -> None:
         self.calls.append(("kick", 0))
 
+    def schedule_soon(self) -> None:
+        self.calls.append(("soon", 0))
+
     def enqueue(self, jobid: int) -> None:
         self.calls.append(("enqueue", jobid))
 
@@ -110,7 +113,8 @@ def test_a_job_starts_on_each_of_its_ranks_and_finishes_when_all_report(tmp_path
     parts.done(record, 2)
     assert state_of(record) == JobState.INACTIVE and parts.ex.count() == 0
     assert [e.name for e in parts.table.eventlog(record.jobid)][-4:] == ["start", "finish", "release", "clean"]
-    assert parts.watches.ended == [record.jobid] and ("dirty", 0) in parts.queue.calls
+    assert parts.watches.ended == [record.jobid]
+    assert ("soon", 0) in parts.queue.calls  # its cores are free for the next job at once
 
 
 def test_a_failed_rank_kills_the_job_everywhere_with_the_worst_status(tmp_path: Path) -> None:

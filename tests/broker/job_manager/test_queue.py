@@ -62,7 +62,7 @@ class Parts:
 
     def _committed(self, touched: set[int]) -> None:
         self.commits.append(touched)
-        self.queue.schedule_if_dirty()
+        self.queue.committed(touched)
 
     def submit(self, ntasks: int = 1, urgency: int = 16) -> int:
         req, replies = fake_request(
@@ -81,6 +81,25 @@ def test_a_submit_is_journaled_queued_and_started_where_it_fits(tmp_path: Path) 
     assert parts.watches.submitted_ids == [jobid]
     assert parts.executions.started == {jobid: {0: [0, 1]}}  # the scheduling pass after the commit started it
     assert jobid not in parts.queue.pending() and record.priority == 16
+
+
+def test_a_job_s_end_starts_the_next_at_once_but_a_submission_not_on_disk_waits_for_its_commit(tmp_path: Path) -> None:
+    parts = Parts(tmp_path)
+    first = parts.submit(ntasks=4)  # all of the two nodes' cores
+    second = parts.submit(ntasks=4)
+    assert set(parts.executions.started) == {first} and second in parts.queue.pending()
+    commits = len(parts.commits)
+    del parts.executions.started[first]  # it ended: its cores are free
+    parts.queue.schedule_soon()
+    parts.port.loop.settle()
+    assert set(parts.executions.started) == {second} and len(parts.commits) == commits  # no commit waited for
+    del parts.executions.started[second]
+    req, replies = fake_request("job-manager.submit", {"jobspec": build_jobspec(["true"])})
+    parts.queue.svc_submit(req)
+    parts.queue.schedule()
+    assert parts.executions.started == {} and replies.messages == []  # its submit is not on disk yet
+    parts.port.loop.settle()
+    assert set(parts.executions.started) == {replies.payload["id"]}  # the commit's pass started it
 
 
 def test_nothing_starts_before_the_instance_is_online_and_a_held_job_never(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ Parts = tuple[FakePort, JobTable, JobQueue, FakeExecutions]
 def parts(tmp_path: Path) -> Parts:
     port = FakePort(hosts=["node0", "node1", "node2"])
     store = JobStore(tmp_path / "state", fsync=False)
-    table = JobTable(port, store, store.restore(now_ms=1_000).epoch_ms, lambda touched: queue.schedule_if_dirty())
+    table = JobTable(port, store, store.restore(now_ms=1_000).epoch_ms, lambda touched: queue.committed(touched))
     queue = JobQueue(port, port, lambda: port.online, table, QueueState())
     executions = FakeExecutions()
     queue.wire(executions, FakeWatches())

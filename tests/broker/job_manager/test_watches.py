@@ -6,15 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from broker.jobs import submit_flags
 from broker.jobs.build import build_jobspec
+from broker.jobs.jobid import encode_f58
 from broker.jobs.jobspec import parse_jobspec
 from broker.jobs.record import JobRecord
 from broker.jobs.shapes import JobInfoRecord
 from broker.jobs.store import JobStore
 from broker.modules.job_manager.table import JobTable
 from broker.modules.job_manager.watches import Watches
-from broker.protocol import ECHILD, EHOSTUNREACH, Message
+from broker.protocol import ECHILD, EHOSTUNREACH, EINVAL, ENOENT, Message
+from broker.service import ServiceError
 from broker.testing_port import FakePort, fake_request
 from tests.broker.job_manager.unused_roles import UnusedExecutions, UnusedQueue
 
@@ -106,6 +110,68 @@ def test_waits_through_a_lost_rank_are_answered_with_an_error_and_a_gone_client_
     parts.watches.client_gone(("c:03",))
     parts.end(record)
     assert gone_replies.messages == []
+
+
+def finish(parts: Parts, record: JobRecord, status: int) -> None:
+    for name, context in (("alloc", {}), ("start", {}), ("finish", {"status": status}), ("clean", {})):
+        parts.table.post(record, name, context)
+    parts.table.retire(record.jobid)
+    parts.watches.job_ended(record)
+    parts.port.loop.settle()
+
+
+def test_wait_all_answers_once_when_every_job_it_names_has_ended_in_the_order_asked(tmp_path: Path) -> None:
+    parts = Parts(tmp_path)
+    first, second, third = parts.job(), parts.job(flags=submit_flags.WAITABLE), parts.job()
+    finish(parts, first, 0)
+    req, replies = fake_request("job-manager.wait-all", {"ids": [third.jobid, first.jobid, second.jobid]})
+    parts.watches.svc_wait_all(req)
+    finish(parts, third, 3 << 8)
+    assert replies.messages == []
+    parts.end(second)  # canceled
+    assert replies.payload == {
+        "jobs": [
+            {"id": third.jobid, "returncode": 3, "success": False},
+            {"id": first.jobid, "returncode": 0, "success": True},
+            {"id": second.jobid, "returncode": None, "success": False},
+        ]
+    }
+    assert len(replies.messages) == 1
+    taker, taken = fake_request("job-manager.wait", {"id": submit_flags.JOBID_ANY})
+    parts.watches.svc_wait(taker)
+    assert taken.payload["id"] == second.jobid  # a waitable job's end is left for `flux job wait`
+    done, at_once = fake_request("job-manager.wait-all", {"ids": [first.jobid]})
+    parts.watches.svc_wait_all(done)
+    assert at_once.payload == {"jobs": [{"id": first.jobid, "returncode": 0, "success": True}]}
+
+
+def test_wait_all_refuses_unknown_ids_and_what_is_not_a_list_of_ids(tmp_path: Path) -> None:
+    parts = Parts(tmp_path)
+    record = parts.job()
+    unknown, _ = fake_request("job-manager.wait-all", {"ids": [record.jobid, 12345]})
+    with pytest.raises(ServiceError) as refused:
+        parts.watches.svc_wait_all(unknown)
+    assert refused.value.errnum == ENOENT and encode_f58(12345) in str(refused.value)
+    for ids in (["x"], [True], "1,2"):
+        bad, _ = fake_request("job-manager.wait-all", {"ids": ids})
+        with pytest.raises(ServiceError) as wrong:
+            parts.watches.svc_wait_all(bad)
+        assert wrong.value.errnum == EINVAL and "ids" in str(wrong.value)
+
+
+def test_a_gone_client_s_wait_all_is_dropped_and_one_through_a_lost_rank_is_told(tmp_path: Path) -> None:
+    parts = Parts(tmp_path)
+    first, second = parts.job(), parts.job()
+    gone, gone_replies = fake_request("job-manager.wait-all", {"ids": [first.jobid, second.jobid]}, route=("c:03",))
+    far, far_replies = fake_request("job-manager.wait-all", {"ids": [second.jobid]}, route=("c:02", "r:1"))
+    parts.watches.svc_wait_all(gone)
+    parts.watches.svc_wait_all(far)
+    parts.watches.client_gone(("c:03",))
+    parts.watches.on_membership(Message("event", "membership.update", {"ranks": {"1": "lost"}}))
+    assert far_replies.last.errnum == EHOSTUNREACH and len(far_replies.messages) == 1
+    finish(parts, first, 0)
+    finish(parts, second, 0)
+    assert gone_replies.messages == [] and len(far_replies.messages) == 1
 
 
 def test_an_eventlog_watch_gets_events_once_they_are_on_disk(tmp_path: Path) -> None:

@@ -38,6 +38,9 @@ class UnusedQueue:
     def kick(self) -> None:
         _unexpected("queue.kick")
 
+    def schedule_soon(self) -> None:
+        _unexpected("queue.schedule_soon")
+
     def take_drain_note(self, jobid: int) -> bool:
         _unexpected("queue.take_drain_note")
 
