@@ -21,9 +21,12 @@ import tomli_w
 
 from .attributes import Attributes
 from .bootstrap import BootstrapConfig, BootstrapError, load_config
-from .broker import BrokerOptions, Module, run_broker
+from .broker import BrokerOptions, Module, instance_topology, run_broker
 from .curve_cert import CurveCertError, CurveCertificate, generate_certificate, load_zcert, render_zcert
+from .errors import InputError
 from .modules import default_modules
+from .payloads import ResourceReport
+from .resources import local_resources
 
 EXIT_GRACE = 10.0
 
@@ -73,6 +76,7 @@ def _fork_broker(
     command: list[str],
     verbose: bool,
     modules: list[Module],
+    resources: ResourceReport,
 ) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
@@ -92,6 +96,7 @@ def _fork_broker(
             handle_sigint=rank == 0,
             cert=cert,
             modules=modules,
+            resources=resources,
         )
         code = run_broker(options)
     except BaseException as exc:  # never return into the parent's code in a child
@@ -100,6 +105,15 @@ def _fork_broker(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _shared_state(config: BootstrapConfig, attrs: list[tuple[str, str]]) -> ResourceReport:
+    """What every broker would otherwise compute for itself, made once before forking so that the brokers share
+    it: the config's host views, the tree, this machine's resources (all the same for every broker here)."""
+    config.prepare()
+    with contextlib.suppress(InputError):  # a bad tbon setting: each broker says so itself
+        instance_topology(config, Attributes(attrs))
+    return local_resources(0, "")
 
 
 def run_test_instance(
@@ -133,10 +147,12 @@ def run_test_instance(
             print(f"flux-start: {exc}", file=sys.stderr)
             return 1
         modules = default_modules()  # imported here once, not after the fork in every broker (~70 ms each)
-        config.hostlist()  # cached: each broker sets it as an attribute
+        resources = _shared_state(config, attrs or [])
         gc.freeze()  # the collector leaves the imported objects alone: their pages stay shared with the children
         for rank in range(size):
-            pid = _fork_broker(config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose, modules)
+            pid = _fork_broker(
+                config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose, modules, resources
+            )
             pids[pid] = rank
         return _wait_instance(pids, received)
     finally:
