@@ -29,6 +29,22 @@ from .payloads import ResourceReport
 from .resources import local_resources
 
 EXIT_GRACE = 10.0
+HEARTBEATS_PER_SECOND_BUDGET = 256
+"""How many brokers' worth of 1 s heartbeats a test instance pays by default. Every broker here shares this machine:
+each beat wakes a broker and its zmq I/O thread, about 0.5-1 ms of CPU per broker per second measured at 256-512
+brokers on the 2-core machine, so 2,048 brokers beating each second kept both cores busy while idle, and every
+second of a long start-up made it longer. Past this many brokers the default interval grows with the size."""
+MAX_TEST_HEARTBEAT = 5.0  # flux-core's tbon.torpid_min: how often its idle children tell their parent they live
+
+
+def heartbeat_default(size: int, attrs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """-Sheartbeat.interval for a test instance of `size` brokers, unless the user chose heartbeats: 1 s (the
+    broker's default) up to HEARTBEATS_PER_SECOND_BUDGET brokers, then size/budget seconds, at most 5 s. A
+    follower that dies is still seen at once by its children (their connection closes) and by its parent at the
+    parent's next beat; silence is still given heartbeat.timeout (30 s)."""
+    if size <= HEARTBEATS_PER_SECOND_BUDGET or any(name.startswith("heartbeat.") for name, _ in attrs):
+        return []
+    return [("heartbeat.interval", f"{min(size / HEARTBEATS_PER_SECOND_BUDGET, MAX_TEST_HEARTBEAT):g}")]
 
 
 def loopback_address(index: int) -> str:
@@ -148,6 +164,7 @@ def run_test_instance(
             return 1
         modules = default_modules()  # imported here once, not after the fork in every broker (~70 ms each)
         resources = _shared_state(config, attrs or [])
+        attrs = [*heartbeat_default(size, attrs or []), *(attrs or [])]
         gc.freeze()  # the collector leaves the imported objects alone: their pages stay shared with the children
         for rank in range(size):
             pid = _fork_broker(
