@@ -27,6 +27,7 @@ from .errors import InputError
 from .modules import default_modules
 from .payloads import ResourceReport
 from .resources import local_resources
+from .testsize_limits import LimitError, prepare_limits
 
 EXIT_GRACE = 10.0
 HEARTBEATS_PER_SECOND_BUDGET = 256
@@ -147,6 +148,11 @@ def run_test_instance(
     if len(hostnames) != size:
         print(f"flux-start: --test-hosts names {len(hostnames)} hosts but --test-size is {size}", file=sys.stderr)
         return 1
+    try:
+        prepare_limits(size)
+    except LimitError as exc:
+        print(f"flux-start: --test-size={size} {exc}", file=sys.stderr)
+        return 1
     rundir = Path(tempfile.mkdtemp(prefix="flux-"))
     received: list[int] = []
 
@@ -167,15 +173,23 @@ def run_test_instance(
         attrs = [*heartbeat_default(size, attrs or []), *(attrs or [])]
         gc.freeze()  # the collector leaves the imported objects alone: their pages stay shared with the children
         for rank in range(size):
-            pid = _fork_broker(
-                config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose, modules, resources
-            )
+            try:
+                pid = _fork_broker(
+                    config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose, modules, resources
+                )
+            except OSError as exc:  # EAGAIN/ENOMEM: the brokers started so far are killed below
+                print(f"flux-start: cannot start broker rank {rank} of {size}: fork: {exc.strerror}", file=sys.stderr)
+                return 1
             pids[pid] = rank
         return _wait_instance(pids, received)
     finally:
+        gc.unfreeze()  # this process is no broker: only the children needed its objects left alone
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
         for signum, handler in old.items():
             signal.signal(signum, handler)
         shutil.rmtree(rundir, ignore_errors=True)
