@@ -236,7 +236,7 @@ def _measure_large(model: BootstrapModel, large: list[int], workdir: Path) -> di
         progress(f"ours: {size} brokers, kary:{DEFAULT_FANOUT} (predicted {model.predict(size, DEFAULT_FANOUT):.1f} s)")
         try:
             measured[size] = large_run(size, workdir)
-        except SystemExit as exc:
+        except (SystemExit, subprocess.TimeoutExpired) as exc:
             progress(f"{size} brokers failed: {str(exc)[:500]}")
             continue
         online, whole, memory = measured[size]
