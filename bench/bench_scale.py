@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -46,9 +47,22 @@ def online_seconds(flux: str, size: int, fanout: int | None, workdir: Path, time
     if fanout is not None:
         argv.append(f"-Stbon.fanout={fanout}")
     start_ns = time.time_ns()
-    done = subprocess.run([*argv, "touch", str(marker)], capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0 or not marker.exists():
-        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    # its own session: past the timeout every broker it forked goes with it, not only `flux start`
+    with subprocess.Popen(
+        [*argv, "touch", str(marker)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            _out, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    if proc.returncode != 0 or not marker.exists():
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {stderr[-2000:]}")
     return (marker.stat().st_mtime_ns - start_ns) / 1e9
 
 
