@@ -87,23 +87,45 @@ class BootstrapConfig:
     def size(self) -> int:
         return len(self.hosts)
 
-    @property
+    @functools.cached_property
     def hostnames(self) -> list[str]:
+        """Each rank's hostname (computed once: a broker of N asks for it often; do not change the list)."""
         return [entry.host for entry in self.hosts]
 
-    def hostlist(self) -> str:
+    @functools.cached_property
+    def _rank_index(self) -> dict[str, int]:
+        """hostname -> its first rank: a broker finds its own rank without a scan of every host."""
+        index: dict[str, int] = {}
+        for rank, name in enumerate(self.hostnames):
+            index.setdefault(name, rank)
+        return index
+
+    @functools.cached_property
+    def _hostlist(self) -> str:
         return compress_hosts(self.hostnames)
+
+    def hostlist(self) -> str:
+        return self._hostlist
 
     def rank_of(self, hostname: str) -> int:
         """The rank of a hostname: exact match first, then the short name (before the first dot)."""
-        names = self.hostnames
         for candidate in (hostname, hostname.split(".", 1)[0]):
-            if candidate in names:
-                return names.index(candidate)
+            rank = self._rank_index.get(candidate)
+            if rank is not None:
+                return rank
         raise BootstrapError(
             f"{self.source}: [bootstrap] hosts: this broker's hostname {hostname!r} is not listed "
             f"(hosts = {self.hostlist()})"
         )
+
+    def prepare(self) -> None:
+        """Compute the views brokers ask for (hostnames, their ranks, the hostlist, explicit parents) now: a
+        process that forks N brokers from one config (`flux start --test-size`) calls it once before forking,
+        so that N brokers share one copy instead of each making its own (O(N) each, O(N^2) for the instance)."""
+        if self.hosts:
+            self.hostlist()
+            self.rank_of(self.hosts[0].host)
+            self.explicit_parents()
 
     def _substitute(self, template: str, rank: int, field: str) -> str:
         host = self.hosts[rank].host
@@ -132,17 +154,20 @@ class BootstrapConfig:
         return None
 
     def explicit_parents(self) -> dict[int, int]:
-        """Ranks whose host entry carries a `parent` key, mapped to that parent's rank."""
-        names = self.hostnames
+        """Ranks whose host entry carries a `parent` key, mapped to that parent's rank (do not change it)."""
+        return self._explicit_parents
+
+    @functools.cached_property
+    def _explicit_parents(self) -> dict[int, int]:
         parents: dict[int, int] = {}
         for rank, entry in enumerate(self.hosts):
             if entry.parent is None:
                 continue
-            if entry.parent not in names:
+            if entry.parent not in self._rank_index:
                 raise BootstrapError(
                     f"{self.source}: [bootstrap] hosts: parent {entry.parent!r} of {entry.host!r} is not a listed host"
                 )
-            parents[rank] = names.index(entry.parent)
+            parents[rank] = self._rank_index[entry.parent]
         return parents
 
 

@@ -24,15 +24,15 @@ import zmq
 
 from common import idset
 
-from .attributes import AttrError
-from .bootstrap import BootstrapError, HostEntry
+from .attributes import AttrError, Attributes
+from .bootstrap import BootstrapConfig, BootstrapError, HostEntry
 from .builtin_services import BuiltinServices
 from .burst_ranks import BurstRanks
 from .curve_cert import CurveCertError, load_zcert
 from .errors import InputError
 from .lifecycle import Lifecycle
 from .loop import Loop
-from .membership import UP, Membership, Quorum, QuorumError, RankInfo
+from .membership import UP, Membership, Quorum, QuorumError
 from .options import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_HEARTBEAT_INTERVAL,
@@ -66,6 +66,14 @@ __all__ = [
 ]
 
 
+def instance_topology(config: BootstrapConfig, attrs: Attributes) -> Topology:
+    """The tree a broker with these settings builds. As flux-core ranks them: -Stbon.topo, then -Stbon.fanout,
+    then the config's [tbon] topo. Raises TopologyError, AttrError (and BootstrapError for a bad parent key)."""
+    fanout = attrs.integer("tbon.fanout", None)
+    topo = attrs.get("tbon.topo") or (config.topo if fanout is None else None)
+    return build(config.size, topo, fanout, config.explicit_parents())
+
+
 class Broker:
     """A broker of the instance described by the bootstrap config, at the rank its hostname selects."""
 
@@ -79,10 +87,7 @@ class Broker:
         try:
             self.rank = 0 if self.config.singleton else self.config.rank_of(self.hostname)
             self.size = self.config.size
-            fanout = self.attrs.integer("tbon.fanout", None)
-            # As flux-core ranks them: -Stbon.topo, then -Stbon.fanout, then the config's [tbon] topo.
-            topo = self.attrs.get("tbon.topo") or (self.config.topo if fanout is None else None)
-            self.topology: Topology = build(self.size, topo, fanout, self.config.explicit_parents())
+            self.topology: Topology = instance_topology(self.config, self.attrs)
             self.quorum = Quorum.parse(self.attrs.get("broker.quorum"), self.size)
             self.hb_interval = self.attrs.duration("heartbeat.interval", DEFAULT_HEARTBEAT_INTERVAL)
             self.hb_timeout = self.attrs.duration("heartbeat.timeout", DEFAULT_HEARTBEAT_TIMEOUT)
@@ -203,12 +208,11 @@ class Broker:
     def set_hosts(self, hosts: tuple[HostEntry, ...]) -> None:
         """The instance's hosts become `hosts` (a burst's appended, released trailing ones dropped): config,
         topology (new ranks hang off rank 0), membership, size."""
-        first, size = self.size, len(hosts)
+        size = len(hosts)
         parents = list(self.topology.parents[:size]) + [0] * max(0, size - self.topology.size)
         self.config = dataclasses.replace(self.config, hosts=hosts)
         self.topology = Topology(tuple(parents), name=self.topology.name)
-        del self.membership.ranks[size:]
-        self.membership.ranks += [RankInfo(rank, e.host) for rank, e in enumerate(hosts[first:], start=first)]
+        self.membership.resize(self.config.hostnames)
         self.size = size
         self.child_ranks = self.topology.children(self.rank)
         self.subtree = self.topology.descendants(self.rank)
@@ -268,7 +272,11 @@ class Broker:
             self.tree.check_quorum()
 
     def _local_resources(self) -> ResourceReport:
-        resources = local_resources(self.rank, self.hostname)
+        measured = self.options.resources
+        if measured is not None:
+            resources: ResourceReport = {**measured, "rank": self.rank, "hostname": self.hostname}
+        else:
+            resources = local_resources(self.rank, self.hostname)
         cores = self.attrs.get("resource.cores")
         if cores:  # a sub-instance owns only the cores its parent allocated to it
             try:

@@ -12,6 +12,7 @@ from .attributes import Attributes
 from .bootstrap import BootstrapConfig
 from .curve_cert import CurveCertificate
 from .errors import BrokerFailure
+from .payloads import ResourceReport
 from .port import Module
 
 DEFAULT_HEARTBEAT_INTERVAL = 1.0
@@ -41,6 +42,9 @@ class BrokerOptions:
     modules: list[Module] = field(default_factory=list)
     handle_sigint: bool = True
     cert: CurveCertificate | None = None  # pre-loaded (test-size forks share one parse)
+    resources: ResourceReport | None = None
+    """This machine's usable cores and memory, measured once by a process forking many brokers on it (test-size);
+    each broker then reports them under its own rank and hostname instead of reading the cgroup files itself."""
 
 
 def log_line(rank: int, text: str) -> None:

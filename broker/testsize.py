@@ -1,7 +1,10 @@
 """`flux start --test-size=N`: N brokers on this machine, forked from one process that imported everything once.
 
 Each broker gets its own hostname (<host>-<i>), its own loopback address 127.0.0.(i+1) and a free port, so the
-instance exercises the same bootstrap/CURVE/TCP path as a real multi-node one.
+instance exercises the same bootstrap/CURVE/TCP path as a real multi-node one. What every broker would compute
+alike (the config's host views, the tree, this machine's resources) is computed once before forking, so the
+brokers share those pages instead of each making an O(N) copy (issue 45: 2,048 brokers on one machine); the
+machine's limits are checked first (testsize_limits.py), and a fork that fails ends the start with one line.
 """
 
 from __future__ import annotations
@@ -21,11 +24,31 @@ import tomli_w
 
 from .attributes import Attributes
 from .bootstrap import BootstrapConfig, BootstrapError, load_config
-from .broker import BrokerOptions, Module, run_broker
+from .broker import BrokerOptions, Module, instance_topology, run_broker
 from .curve_cert import CurveCertError, CurveCertificate, generate_certificate, load_zcert, render_zcert
+from .errors import InputError
 from .modules import default_modules
+from .payloads import ResourceReport
+from .resources import local_resources
+from .testsize_limits import LimitError, prepare_limits
 
 EXIT_GRACE = 10.0
+HEARTBEATS_PER_SECOND_BUDGET = 256
+"""How many brokers' worth of 1 s heartbeats a test instance pays by default. Every broker here shares this machine:
+each beat wakes a broker and its zmq I/O thread, about 0.5-1 ms of CPU per broker per second measured at 256-512
+brokers on the 2-core machine, so 2,048 brokers beating each second kept both cores busy while idle, and every
+second of a long start-up made it longer. Past this many brokers the default interval grows with the size."""
+MAX_TEST_HEARTBEAT = 5.0  # flux-core's tbon.torpid_min: how often its idle children tell their parent they live
+
+
+def heartbeat_default(size: int, attrs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """-Sheartbeat.interval for a test instance of `size` brokers, unless the user chose heartbeats: 1 s (the
+    broker's default) up to HEARTBEATS_PER_SECOND_BUDGET brokers, then size/budget seconds, at most 5 s. A
+    follower that dies is still seen at once by its children (their connection closes) and by its parent at the
+    parent's next beat; silence is still given heartbeat.timeout (30 s)."""
+    if size <= HEARTBEATS_PER_SECOND_BUDGET or any(name.startswith("heartbeat.") for name, _ in attrs):
+        return []
+    return [("heartbeat.interval", f"{min(size / HEARTBEATS_PER_SECOND_BUDGET, MAX_TEST_HEARTBEAT):g}")]
 
 
 def loopback_address(index: int) -> str:
@@ -73,6 +96,7 @@ def _fork_broker(
     command: list[str],
     verbose: bool,
     modules: list[Module],
+    resources: ResourceReport,
 ) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
@@ -92,6 +116,7 @@ def _fork_broker(
             handle_sigint=rank == 0,
             cert=cert,
             modules=modules,
+            resources=resources,
         )
         code = run_broker(options)
     except BaseException as exc:  # never return into the parent's code in a child
@@ -100,6 +125,15 @@ def _fork_broker(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _shared_state(config: BootstrapConfig, attrs: list[tuple[str, str]]) -> ResourceReport:
+    """What every broker would otherwise compute for itself, made once before forking so that the brokers share
+    it: the config's host views, the tree, this machine's resources (all the same for every broker here)."""
+    config.prepare()
+    with contextlib.suppress(InputError):  # a bad tbon setting: each broker says so itself
+        instance_topology(config, Attributes(attrs))
+    return local_resources(0, "")
 
 
 def run_test_instance(
@@ -117,6 +151,11 @@ def run_test_instance(
     if len(hostnames) != size:
         print(f"flux-start: --test-hosts names {len(hostnames)} hosts but --test-size is {size}", file=sys.stderr)
         return 1
+    try:
+        prepare_limits(size)
+    except LimitError as exc:
+        print(f"flux-start: --test-size={size} {exc}", file=sys.stderr)
+        return 1
     rundir = Path(tempfile.mkdtemp(prefix="flux-"))
     received: list[int] = []
 
@@ -133,16 +172,27 @@ def run_test_instance(
             print(f"flux-start: {exc}", file=sys.stderr)
             return 1
         modules = default_modules()  # imported here once, not after the fork in every broker (~70 ms each)
-        config.hostlist()  # cached: each broker sets it as an attribute
+        resources = _shared_state(config, attrs or [])
+        attrs = [*heartbeat_default(size, attrs or []), *(attrs or [])]
         gc.freeze()  # the collector leaves the imported objects alone: their pages stay shared with the children
         for rank in range(size):
-            pid = _fork_broker(config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose, modules)
+            try:
+                pid = _fork_broker(
+                    config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose, modules, resources
+                )
+            except OSError as exc:  # EAGAIN/ENOMEM: the brokers started so far are killed below
+                print(f"flux-start: cannot start broker rank {rank} of {size}: fork: {exc.strerror}", file=sys.stderr)
+                return 1
             pids[pid] = rank
         return _wait_instance(pids, received)
     finally:
+        gc.unfreeze()  # this process is no broker: only the children needed its objects left alone
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
         for signum, handler in old.items():
             signal.signal(signum, handler)
         shutil.rmtree(rundir, ignore_errors=True)

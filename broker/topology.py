@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from broker.errors import InputError
@@ -82,8 +83,12 @@ class Topology:
         return hops
 
 
+@functools.lru_cache(maxsize=8)
 def kary(size: int, fanout: int) -> Topology:
-    """Rank r's parent is (r - 1) // fanout; fanout 0 means flat (every rank a child of 0)."""
+    """Rank r's parent is (r - 1) // fanout; fanout 0 means flat (every rank a child of 0).
+
+    Cached (a Topology never changes once made): `flux start --test-size` builds its brokers' tree once before
+    forking them, so that N brokers share it instead of each building an N-rank tree of its own."""
     if size < 1:
         raise TopologyError(f"size must be >= 1, got {size}")
     if fanout < 0:

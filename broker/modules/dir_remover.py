@@ -23,13 +23,23 @@ class DirRemover:
     def __init__(self, removal: Removal = lambda path: shutil.rmtree(path, ignore_errors=True)) -> None:
         self._removal = removal
         self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="job-dir-remover", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        """Started by the first removal: a broker that never runs a job (most of a 2,048-broker test instance)
+        pays for no thread, no stack and no malloc arena of its own."""
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
 
     def remove(self, path: str) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="job-dir-remover", daemon=True)
+            self._thread.start()
         self._queue.put(path)
 
     def close(self, timeout: float = 30.0) -> None:
+        if self._thread is None:
+            return
         self._queue.put(None)
         self._thread.join(timeout)
 

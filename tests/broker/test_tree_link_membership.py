@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from broker.membership import UP, Membership, Quorum
+from broker.membership import DOWN, UP, Membership, Quorum
 from broker.tree_link import MEMBERSHIP_EVENT_DELAY, TreeLink, membership_event_delay
 
 
@@ -60,11 +60,31 @@ def test_joins_within_the_delay_make_one_event_published_after_it(size: int) -> 
     for rank in (1, 2, 3):
         lead.membership.set(rank, UP)
         tree._changed([rank])
-    assert [delay for delay, _ in lead.loop.timers] == [membership_event_delay(size)]
-    assert lead.loop.timers[0][0] == (MEMBERSHIP_EVENT_DELAY if size == 8 else pytest.approx(0.256))
+    # not online yet (the quorum is every rank): gathered four times longer than once online
+    assert [delay for delay, _ in lead.loop.timers] == [membership_event_delay(size, online=False)]
+    assert lead.loop.timers[0][0] == pytest.approx(4 * (MEMBERSHIP_EVENT_DELAY if size == 8 else 0.256))
     assert lead.published == []
     lead.loop.timers[0][1]()
     assert lead.published == [("membership.update", {"ranks": {"1": "up", "2": "up", "3": "up"}})]
     lead.membership.set(4, UP)
     tree._changed([4])  # the next change starts the next gathering
     assert len(lead.loop.timers) == 2
+
+
+def test_the_changes_gathered_while_joining_are_published_when_the_instance_comes_online() -> None:
+    lead = _Lead(4)
+    tree = TreeLink(lead, lead)  # type: ignore[arg-type]
+    lead.membership.set(0, UP)
+    for rank in (1, 2):
+        lead.membership.set(rank, UP)
+        tree._changed([rank])
+    assert lead.published == [] and len(lead.loop.timers) == 1
+    lead.membership.set(3, UP)
+    tree._changed([3])  # the last rank: online, and the gathered joins go out with it, first
+    assert [topic for topic, _ in lead.published] == ["membership.update", "broker.online"]
+    assert lead.published[0][1] == {"ranks": {"1": "up", "2": "up", "3": "up"}}
+    lead.loop.timers[0][1]()  # the joining delay's timer, later: nothing left to say
+    assert len(lead.published) == 2
+    lead.membership.set(2, DOWN)
+    tree._changed([2])
+    assert lead.loop.timers[-1][0] == membership_event_delay(4)  # online now: the shorter delay
