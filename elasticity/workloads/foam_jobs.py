@@ -32,9 +32,9 @@ _RESIDUAL_CONTROL = re.compile(r"^(\s*)residualControl\s*\{[^{}]*\}\s*\n", re.MU
 #: Run by every rank (`sh -c`): $1 the prepared case, then the solver's argv. A copy is made only while the job's
 #: own `case` is missing; `mv -T` onto a directory another rank already filled fails, and that rank's copy goes.
 _RANK_SCRIPT = (
-    'base=$1; shift; if [ ! -d {case} ]; then tmp=$(mktemp -d ./.{case}.XXXXXX) && cp -R "$base"/. "$tmp"/ '
-    '&& {{ mv -T "$tmp" {case} 2>/dev/null || rm -rf "$tmp"; }}; fi; exec "$@" -case "$PWD/{case}"'
-).format(case=JOB_CASE)
+    f'base=$1; shift; if [ ! -d {JOB_CASE} ]; then tmp=$(mktemp -d ./.{JOB_CASE}.XXXXXX) && cp -R "$base"/. "$tmp"/ '
+    f'&& {{ mv -T "$tmp" {JOB_CASE} 2>/dev/null || rm -rf "$tmp"; }}; fi; exec "$@" -case "$PWD/{JOB_CASE}"'
+)
 
 
 def without_residual_control(case: Case) -> None:
