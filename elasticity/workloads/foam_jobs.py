@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from elasticity.workloads.foam import FoamError, foam_variables
@@ -46,13 +46,18 @@ def without_residual_control(case: Case) -> None:
 
 
 def prepare_job_case(
-    dest: Path | str, iterations: int, weights: Sequence[float] = JOB_WEIGHTS, alpha_deg: float = 0.0
+    dest: Path | str,
+    iterations: int,
+    weights: Sequence[float] = JOB_WEIGHTS,
+    alpha_deg: float = 0.0,
+    refine: int = 1,
 ) -> Case:
-    """The tutorial at `dest` (a new directory), bounded to `iterations`, forceCoeffs at `alpha_deg`, decomposed
-    concentrically for len(weights) ranks. Raises FoamError (OpenFOAM missing, a tool failing) or ValueError."""
+    """The tutorial at `dest` (a new directory), its mesh refined `refine` times in each direction, bounded to
+    `iterations`, forceCoeffs at `alpha_deg`, decomposed concentrically for len(weights) ranks. Raises FoamError
+    (OpenFOAM missing, a tool failing) or ValueError."""
     if iterations < 1:
         raise ValueError(f"iterations must be at least 1, got {iterations}")
-    case = prepare_naca0012(dest)
+    case = prepare_naca0012(dest, refine=refine)
     apply_free_stream(case.path, free_stream("angleOfAttack", alpha_deg))
     without_residual_control(case)
     set_end_time(case, iterations)
@@ -60,17 +65,24 @@ def prepare_job_case(
     return case
 
 
-def job_command(case: Case | Path, extra_env: Sequence[str] = ()) -> list[str]:
-    """The argv one rank runs: OpenFOAM's variables (and `extra_env`, NAME=value) set by `env`, then the script
-    that gives the job its own copy of `case`, then `rhoSimpleFoam -parallel -case <that copy>`."""
+def job_command(
+    case: Case | Path,
+    extra_env: Sequence[str] = (),
+    solver: Sequence[str] = (SOLVER, "-parallel"),
+    variables: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The argv one rank runs: OpenFOAM's variables (`variables`, default the installed OpenFOAM's) and
+    `extra_env` (NAME=value) set by `env`, then the script that gives the job its own copy of `case`, then the
+    solver (`rhoSimpleFoam -parallel`) with `-case <that copy>`."""
     path = Path(case.path if isinstance(case, Case) else case).resolve()
     if not (path / "processor0").is_dir():
         raise FoamError(f"{path}: not decomposed (no processor0); prepare it with prepare_job_case")
     for item in extra_env:
         if "=" not in item or not item.split("=", 1)[0]:
             raise ValueError(f"extra_env: NAME=value expected, got {item!r}")
-    variables = [f"{k}={v}" for k, v in sorted(foam_variables().items())]
-    return ["env", *variables, *extra_env, "sh", "-c", _RANK_SCRIPT, "sh", str(path), SOLVER, "-parallel"]
+    found = foam_variables() if variables is None else variables
+    settings = [f"{k}={v}" for k, v in sorted(found.items())]
+    return ["env", *settings, *extra_env, "sh", "-c", _RANK_SCRIPT, "sh", str(path), *solver]
 
 
 def job_command_line(case: Case | Path, extra_env: Sequence[str] = ()) -> str:
