@@ -71,6 +71,7 @@ WEIGHTS = "1,1,1,60"
 ROWS_PER_WEIGHT = 192
 PROXY_ITERATIONS = 1500
 FOAM_ITERATIONS = 400
+FOAM_REFINE = 1
 FOAM_PROFILE_WINDOWS = 3000
 """MPI_Allreduce windows profiled (about 700 per rhoSimpleFoam iteration at 4 ranks: some 4 iterations)."""
 RUN_TIMEOUT = 600.0
@@ -222,9 +223,11 @@ def proxy_workload(iterations: int, rows: int, weights: str, profile: int | None
     )
 
 
-def openfoam_workload(iterations: int, weights: list[float], workdir: Path, profile: int | None) -> Workload:
+def openfoam_workload(
+    iterations: int, weights: list[float], refine: int, workdir: Path, profile: int | None
+) -> Workload:
     started = time.monotonic()
-    case = prepare_job_case(workdir / "naca0012", iterations, weights)
+    case = prepare_job_case(workdir / "naca0012", iterations, weights, refine=refine)
     layout = ",".join(f"{w:g}" for w in weights)
     say(f"prepared {case.path} ({case.n_cells} cells, concentric rings {layout}) in {time.monotonic() - started:.1f}s")
     return Workload(
@@ -375,6 +378,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--iterations", type=int, help=f"solver iterations [proxy {PROXY_ITERATIONS}, openfoam {FOAM_ITERATIONS}]"
     )
+    parser.add_argument(
+        "--refine", type=int, default=FOAM_REFINE, help="openfoam: the mesh's cells per direction x this (cells x f^2)"
+    )
     parser.add_argument("--rows", type=int, default=ROWS_PER_WEIGHT, help="proxy: rows per unit of band weight")
     parser.add_argument(
         "--weights", help=f"one weight per rank [proxy {WEIGHTS}, openfoam {','.join(f'{w:g}' for w in JOB_WEIGHTS)}]"
@@ -398,6 +404,8 @@ def check_args(opts: argparse.Namespace) -> list[float]:
     for flag, value in (("--iterations", opts.iterations), ("--profile-iterations", opts.profile_iterations)):
         if value is not None and value < 1:
             raise SystemExit(f"{flag}: a positive integer expected, got {value}")
+    if opts.refine < 1:
+        raise SystemExit(f"--refine: a positive integer expected, got {opts.refine}")
     if opts.rows < 1:
         raise SystemExit(f"--rows: a positive integer expected, got {opts.rows}")
     if opts.with_proxy and opts.app != "openfoam":
@@ -430,7 +438,8 @@ def main() -> None:
     )
     work = proxy
     if opts.app == "openfoam":
-        work = openfoam_workload(opts.iterations or FOAM_ITERATIONS, weights, workdir, opts.profile_iterations)
+        iterations = opts.iterations or FOAM_ITERATIONS
+        work = openfoam_workload(iterations, weights, opts.refine, workdir, opts.profile_iterations)
     spec = write_spec(workdir, work.command)
 
     def recreate() -> None:
