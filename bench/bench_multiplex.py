@@ -484,7 +484,8 @@ def proxy_beside(
         figures, source = found, "recorded (bench/results.toml, bench multiplex)"
     say(
         f"the proxy beside it ({source}): Theta(2) = {figures['theta2']}, equal allocation {figures['theta2_equal']}, "
-        f"requested CPU {figures['cpu_requested_reduction']} less, T_1 {figures['t1']}s, {figures['restarts']} restarts"
+        f"requested CPU {figures['cpu_requested_reduction'] or 0:.0%} less, T_1 {figures['t1']}s, "
+        f"{figures['restarts']} restarts"
     )
     return {"proxy": figures, "proxy_source": source}
 
