@@ -24,15 +24,17 @@ Measured, each in the same run:
      `minicluster multiplex --max 3 --total 3 --profile-together 3` (all three at once, as the model assumes).
 With --beside K, K CPU-bound processes (busy loops standing in for another tenant's work) run on the machine
 through every measurement, T_1 included: Theta is then what multiplexing gains under that interference.
-Every job runs with the wait mode the controller applies (`-o mpi-wait=sleep`); T_1 is also measured with Open
-MPI's own polling (with yield), and the better of the two is T_1, so the controller's gain is never measured
-against a handicapped baseline. The 1-minute load average is printed before and after every run.
+Every job runs with the wait mode the controller applies (`-o mpi-wait=sleep`; `--controller-wait poll` gives the
+controller `--mpi-wait poll`); T_1 is also measured with Open MPI's own polling (with yield), and the better of the
+two is T_1, so the controller's gain is never measured against a handicapped baseline. The 1-minute load average
+is printed before and after every run.
 With `--app openfoam` the proxy's figures are printed beside OpenFOAM's: by default the recorded proxy run
 (bench/results.toml, bench "multiplex"), with --with-proxy the proxy measured in this invocation after OpenFOAM
 (about 10 more minutes); the JSON line carries them under "proxy".
 
 Run: .venv/bin/python bench/bench_multiplex.py [--app proxy|openfoam] [--iterations N] [--weights W,W,W,W]
-     [--rows 192] [--skip-n3] [--beside 1] [--with-proxy] [--save-timeline docs/multiplex-timeline.png]
+     [--rows 192] [--refine 1] [--controller-wait sleep|poll] [--skip-n3] [--beside 1] [--with-proxy]
+     [--save-timeline docs/multiplex-timeline.png]
 Prints figures; the last line is one JSON object. It is not a test (no thresholds are asserted).
 """
 
@@ -47,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,8 @@ class Workload:
     profile_iterations: int
     description: str
     sims_root: str = ""
+    wait: str = WAIT_MODE
+    """How the controller's jobs wait in MPI (`minicluster multiplex --mpi-wait`); equal allocation runs both."""
     """Where each simulation's own case copy is, below its directory (OpenFOAM: `case`), for Cl/Cd."""
 
 
@@ -172,7 +176,7 @@ def controller_run(n: int, work: Workload, workdir: Path, overhead: str, *extra:
         "multiplex", NAME, "--command", work.command, "--max", str(n), "--total", str(n), "--json",
         "--timeline", str(timeline), "--workdir", str(workdir / "sims"), "--timeout", "800",
         "--settle", "2", "--interval", "0.5", "--pod-overhead", overhead, "--boundary", work.boundary,
-        "--profile-iterations", str(work.profile_iterations), *extra,
+        "--profile-iterations", str(work.profile_iterations), "--mpi-wait", work.wait, *extra,
     )  # fmt: skip
     if result.returncode != 0:
         raise RunFailed(f"minicluster multiplex failed ({result.returncode}): {result.stderr[-1500:]}")
@@ -284,8 +288,9 @@ def measure(work: Workload, backend: LocalBackend, workdir: Path, opts: argparse
     ctl2 = step("controller N=2", recreate, controller_run, 2, work, root, opts.pod_overhead, "--profile-together", "2")
     theta2 = 2 * t1 / ctl2["makespan"]
     say(
-        f"controller, N=2, profiled together: makespan {ctl2['makespan']:.1f}s, Theta(2) = {theta2:.2f}, requested "
-        f"{ctl2['requested_m']}m while both ran, {ctl2['resizes']} resizes, {ctl2['restarts']} restarts, "
+        f"controller, N=2, profiled together, ranks waiting by {work.wait}: makespan {ctl2['makespan']:.1f}s, "
+        f"Theta(2) = {theta2:.2f}, requested {ctl2['requested_m']}m while both ran, {ctl2['resizes']} resizes, "
+        f"{ctl2['restarts']} restarts, "
         f"pod pids unchanged: {ctl2['same_pids']}; mean duty per simulation {ctl2['mean_duty']}"
     )
     cl_cd = coefficients(ctl2["sims"], work.sims_root) if work.sims_root else None
@@ -330,6 +335,7 @@ def measure(work: Workload, backend: LocalBackend, workdir: Path, opts: argparse
         "resizes": ctl2["resizes"] + extra["resizes"],
         "restarts": ctl2["restarts"] + extra["restarts"],
         "beside": opts.beside,
+        "controller_wait": work.wait,
         **({"cl_cd": cl_cd} if cl_cd is not None else {}),
         "load_start": load_start,
         "load_end": load_now(),
@@ -392,6 +398,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-n3", action="store_true", help="do not run N=3 (theta3_measured is then null)")
     parser.add_argument("--pod-overhead", default="200m", help="the controller's --pod-overhead (broker CPU per pod)")
     parser.add_argument("--beside", type=int, default=0, help="CPU-bound processes running beside, throughout")
+    parser.add_argument(
+        "--controller-wait", choices=("sleep", "poll"), default=WAIT_MODE, help="the controller's --mpi-wait"
+    )
     parser.add_argument("--with-proxy", action="store_true", help="openfoam: measure the proxy too, in this run")
     parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     return parser.parse_args(argv)
@@ -440,6 +449,7 @@ def main() -> None:
     if opts.app == "openfoam":
         iterations = opts.iterations or FOAM_ITERATIONS
         work = openfoam_workload(iterations, weights, opts.refine, workdir, opts.profile_iterations)
+    work = replace(work, wait=opts.controller_wait)  # the proxy beside keeps its recorded settings
     spec = write_spec(workdir, work.command)
 
     def recreate() -> None:
