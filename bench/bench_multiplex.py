@@ -25,7 +25,7 @@ Measured, each in the same run:
 With --beside K, K CPU-bound processes (busy loops standing in for another tenant's work) run on the machine
 through every measurement, T_1 included: Theta is then what multiplexing gains under that interference.
 Every job runs with the wait mode the controller applies (`-o mpi-wait=sleep`; `--controller-wait poll` gives the
-controller `--mpi-wait poll`); T_1 is also measured with Open MPI's own polling (with yield), and the better of the
+controller `--mpi-wait poll`, and equal allocation's two runs the same); T_1 is also measured with Open MPI's own polling (with yield), and the better of the
 two is T_1, so the controller's gain is never measured against a handicapped baseline. The 1-minute load average
 is printed before and after every run.
 With `--app openfoam` the proxy's figures are printed beside OpenFOAM's: by default the recorded proxy run
@@ -269,9 +269,12 @@ def measure(work: Workload, backend: LocalBackend, workdir: Path, opts: argparse
         f"T_1 (alone, equal allocation {PODS} x {POD_CPU_M}m): {t1:.1f}s (ranks waiting by {WAIT_MODE}: "
         f"{t1_sleep:.1f}s; by Open MPI's polling with yield: {t1_poll:.1f}s)"
     )
-    equal2, per_sim = step("equal N=2", recreate, equal_run, backend, argv, 2, root / "equal2")
+    equal2, per_sim = step("equal N=2", recreate, equal_run, backend, argv, 2, root / "equal2", work.wait)
     theta2_equal = 2 * t1 / equal2
-    say(f"two at once, equal allocation: makespan {equal2:.1f}s (each: {per_sim}), Theta(2) = {theta2_equal:.2f}")
+    say(
+        f"two at once, equal allocation, ranks waiting by {work.wait}: makespan {equal2:.1f}s (each: {per_sim}), "
+        f"Theta(2) = {theta2_equal:.2f}"
+    )
     theta2_first = None
     extra: dict[str, int] = {"resizes": 0, "restarts": 0}
     if full:
