@@ -25,8 +25,9 @@ Measured, each in the same run:
 With --beside K, K CPU-bound processes (busy loops standing in for another tenant's work) run on the machine
 through every measurement, T_1 included: Theta is then what multiplexing gains under that interference.
 Every job runs with the wait mode the controller applies (`-o mpi-wait=sleep`; `--controller-wait poll` gives the
-controller `--mpi-wait poll`, and equal allocation's two runs the same); T_1 is also measured with Open MPI's own polling (with yield), and the better of the
-two is T_1, so the controller's gain is never measured against a handicapped baseline. The 1-minute load average
+controller `--mpi-wait poll`, and equal allocation's two runs the same); T_1 is also measured with Open MPI's own
+polling (with yield), and the better of the two is T_1, so the controller's gain is never measured against a
+handicapped baseline. The 1-minute load average
 is printed before and after every run.
 With `--app openfoam` the proxy's figures are printed beside OpenFOAM's: by default the recorded proxy run
 (bench/results.toml, bench "multiplex"), with --with-proxy the proxy measured in this invocation after OpenFOAM
