@@ -73,7 +73,8 @@ RANKS, PODS, POD_CPU_M = 4, 2, 1000
 WEIGHTS = "1,1,1,60"
 ROWS_PER_WEIGHT = 192
 PROXY_ITERATIONS = 1500
-FOAM_ITERATIONS = 400
+FOAM_ITERATIONS = 150
+"""T_1 about 24 s polling, 145 s sleeping (16,000 cells, 7 Dec, load 2-5): the whole bench about 9 minutes."""
 FOAM_REFINE = 1
 FOAM_PROFILE_WINDOWS = 3000
 """MPI_Allreduce windows profiled (about 700 per rhoSimpleFoam iteration at 4 ranks: some 4 iterations)."""
