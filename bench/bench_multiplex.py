@@ -1,29 +1,41 @@
-"""CPU multiplexing on the local backend, measured in one run (issue 15's acceptance figures).
+"""CPU multiplexing on the local backend, measured in one run (issue 15's acceptance figures; issue 45's target 6).
 
-One MiniCluster of 2 pods (1 CPU requested each, the rigid "equal" allocation) runs the proxy solver with a
-weighted band decomposition 1,1,1,60 of 192-row bands, 2048 cells wide (4 ranks, 2 per pod; one dense rank,
-three sparse ones waiting in MPI; mean duty cycle about 24%; about 27 ms per iteration alone, the grain of a
-small CFD case; at --rows 48, 8 ms iterations, message latency dominates, see docs/benchmarks.md):
+One MiniCluster of 2 pods (1 CPU requested each, the rigid "equal" allocation) runs 4-rank simulations of one of
+two applications (`--app`):
+- `proxy` (default): the proxy solver with a weighted band decomposition 1,1,1,60 of 192-row bands, 2048 cells
+  wide (one dense rank, three sparse ones waiting in MPI; mean duty cycle about 24%; about 27 ms per iteration
+  alone, the grain of a small CFD case; at --rows 48, 8 ms iterations, message latency dominates, see
+  docs/benchmarks.md);
+- `openfoam`: real rhoSimpleFoam on the NACA0012 tutorial (16,000 cells), split in concentric rings with the
+  seed's imbalanced layout for 4 ranks (weights 1,1,5,15: two sparse far-field ranks, a medium one and the dense
+  near-wall one), forceCoeffs every iteration and no convergence stop (every run does --iterations); each job
+  runs in its own copy of the case (elasticity/workloads/foam_jobs.py), profiled with MPI_Allreduce ending a
+  window (rhoSimpleFoam calls no MPI_Barrier; about 700 reductions per iteration).
+Measured, each in the same run:
   1. T_1: one simulation alone, equal allocation, no controller;
   2. two simulations at once with equal allocation (no controller): Theta(2)_equal = 2 T_1 / their makespan;
   3. `minicluster multiplex --max 2 --total 2 --profile-together 2`: the controller starts both at once,
      profiles them side by side, resizes in place; makespan2 = first submission to last completion,
-     Theta(2) = 2 T_1 / makespan2; and in the same run the paper's order (`--profile-together 1`: the second is
-     packed once the first is profiled), Theta(2)_profiled_first;
-  4. beta fitted from (T_1, makespan2) (exact from one N=2 run) with the CPU demand u from the profiles' duty
+     Theta(2) = 2 T_1 / makespan2; cpu_requested_reduction = 1 - the controller's total request while both ran
+     (after their profiles) / equal allocation's (each simulation with its own 2 pods at 1 CPU: 4000m);
+  4. (proxy only) the paper's order (`--profile-together 1`: the second is packed once the first is profiled),
+     Theta(2)_profiled_first; beta fitted from (T_1, makespan2) with the CPU demand u from the profiles' duty
      cycles, Theta(3) predicted with it (and by the paper's line, u unknown), and measured with
-     `minicluster multiplex --max 3 --total 3 --profile-together 3` (all three at once, as the model assumes;
-     the knee, which would stop the controller at 2 here, is not what is measured).
+     `minicluster multiplex --max 3 --total 3 --profile-together 3` (all three at once, as the model assumes).
 With --beside K, K CPU-bound processes (busy loops standing in for another tenant's work) run on the machine
 through every measurement, T_1 included: Theta is then what multiplexing gains under that interference.
-Every job runs with the wait mode the controller applies (`-o mpi-wait=sleep`); T_1 is also measured with Open
-MPI's own polling (with yield), and the better of the two is T_1, so the controller's gain is never measured
-against a handicapped baseline.
-Requested CPU: the controller's total request while both simulations ran (after their profiles) against what
-equal allocation requests for two simulations (each with its own 2 pods at the spec's 1 CPU: 4000m).
+Every job runs with the wait mode the controller applies (`-o mpi-wait=sleep`; `--controller-wait poll` gives the
+controller `--mpi-wait poll`, and equal allocation's two runs the same); T_1 is also measured with Open MPI's own
+polling (with yield), and the better of the two is T_1, so the controller's gain is never measured against a
+handicapped baseline. The 1-minute load average
+is printed before and after every run.
+With `--app openfoam` the proxy's figures are printed beside OpenFOAM's: by default the recorded proxy run
+(bench/results.toml, bench "multiplex"), with --with-proxy the proxy measured in this invocation after OpenFOAM
+(about 10 more minutes); the JSON line carries them under "proxy".
 
-Run: .venv/bin/python bench/bench_multiplex.py [--iterations 1500] [--rows 192] [--weights 1,1,1,60] [--skip-n3]
-     [--beside 1] [--save-timeline docs/multiplex-timeline.png]
+Run: .venv/bin/python bench/bench_multiplex.py [--app proxy|openfoam] [--iterations N] [--weights W,W,W,W]
+     [--rows 192] [--refine 1] [--controller-wait sleep|poll] [--skip-n3] [--beside 1] [--with-proxy]
+     [--save-timeline docs/multiplex-timeline.png]
 Prints figures; the last line is one JSON object. It is not a test (no thresholds are asserted).
 """
 
@@ -32,19 +44,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from docsgen.benchmarks import load as load_results
 from docsgen.benchmarks import record_result
 from elasticity.control.events import read_events
 from elasticity.model.throughput import Geometry, fit_beta
+from elasticity.workloads.foam_jobs import JOB_CASE, JOB_WEIGHTS, job_command_line, prepare_job_case
+from elasticity.workloads.naca_sweep import final_coefficients
+from elasticity.workloads.openfoam import BOUNDARY_CALL
 from elasticity.workloads.proxy import build_proxy_solver
 from miniclusters.backends.local.backend import LocalBackend
 from miniclusters.multiplex.flux_simulations import WAIT_MODE, FluxSimulations
@@ -54,6 +72,29 @@ NAME = "benchmux"
 RANKS, PODS, POD_CPU_M = 4, 2, 1000
 WEIGHTS = "1,1,1,60"
 ROWS_PER_WEIGHT = 192
+PROXY_ITERATIONS = 1500
+FOAM_ITERATIONS = 150
+"""T_1 about 24 s polling, 145 s sleeping (16,000 cells, 7 Dec, load 2-5): the whole bench about 9 minutes."""
+FOAM_REFINE = 1
+FOAM_PROFILE_WINDOWS = 3000
+"""MPI_Allreduce windows profiled (about 700 per rhoSimpleFoam iteration at 4 ranks: some 4 iterations)."""
+RUN_TIMEOUT = 600.0
+"""Seconds a baseline run (no controller) may take before it is called failed."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one measurement runs: the simulation's command line and how the controller profiles it."""
+
+    app: str
+    command: str
+    boundary: str
+    profile_iterations: int
+    description: str
+    sims_root: str = ""
+    wait: str = WAIT_MODE
+    """How the controller's jobs wait in MPI (`minicluster multiplex --mpi-wait`); equal allocation runs both."""
+    """Where each simulation's own case copy is, below its directory (OpenFOAM: `case`), for Cl/Cd."""
 
 
 def say(message: str) -> None:
@@ -98,7 +139,7 @@ def attempt(what: str, run: Any, *args: Any, recreate: Any = None) -> Any:
 
 
 def equal_run(
-    backend: LocalBackend, argv: list[str], n: int, workdir: Path, wait: str = WAIT_MODE
+    backend: LocalBackend, argv: list[str], n: int, workdir: Path, wait: str = WAIT_MODE, timeout: float = RUN_TIMEOUT
 ) -> tuple[float, list[float]]:
     """n simulations submitted together at the spec's requests; (wall time, per-simulation makespans)."""
     for index in range(PODS):
@@ -116,10 +157,10 @@ def equal_run(
     ends: dict[str, float] = {}
     while len(ends) < n:
         time.sleep(0.25)
-        if time.monotonic() - started > 400:
+        if time.monotonic() - started > timeout:
             for other in sims.jobs:
                 sims.cancel(other, "bench run timed out")
-            raise RunFailed(f"not finished after 400 s (finished: {sorted(ends)})")
+            raise RunFailed(f"not finished after {timeout:.0f} s (finished: {sorted(ends)})")
         for sim, view in sims.observe().items():
             if view.state in ("done", "failed", "cancelled", "timeout") and sim not in ends:
                 if view.state != "done":
@@ -130,13 +171,14 @@ def equal_run(
     return max(ends.values()), sorted(ends.values())
 
 
-def controller_run(n: int, command: str, workdir: Path, overhead: str, *extra: str) -> dict[str, Any]:
+def controller_run(n: int, work: Workload, workdir: Path, overhead: str, *extra: str) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"ctl{n}-", dir=workdir))  # fresh files per attempt
     timeline = workdir / f"timeline-n{n}.png"
     result = cli(
-        "multiplex", NAME, "--command", command, "--max", str(n), "--total", str(n), "--json",
+        "multiplex", NAME, "--command", work.command, "--max", str(n), "--total", str(n), "--json",
         "--timeline", str(timeline), "--workdir", str(workdir / "sims"), "--timeout", "800",
-        "--settle", "2", "--interval", "0.5", "--pod-overhead", overhead, *extra,
+        "--settle", "2", "--interval", "0.5", "--pod-overhead", overhead, "--boundary", work.boundary,
+        "--profile-iterations", str(work.profile_iterations), "--mpi-wait", work.wait, *extra,
     )  # fmt: skip
     if result.returncode != 0:
         raise RunFailed(f"minicluster multiplex failed ({result.returncode}): {result.stderr[-1500:]}")
@@ -159,37 +201,261 @@ def controller_run(n: int, command: str, workdir: Path, overhead: str, *extra: s
         "same_pids": summary["same_pids"],
         "timeline": str(timeline),
         "mean_duty": [s.get("mean_duty") for s in summary["simulations"]],
+        "sims": workdir / "sims",
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=1500)
-    parser.add_argument("--rows", type=int, default=ROWS_PER_WEIGHT, help="rows per unit of band weight (the grain)")
-    parser.add_argument("--weights", default=WEIGHTS, help="the band decomposition, one weight per rank")
+def load_now() -> float:
+    """The 1-minute load average: every figure is printed with the load it was measured under."""
+    return round(os.getloadavg()[0], 2)
+
+
+def step(what: str, recreate: Any, run: Any, *args: Any) -> Any:
+    """One measurement (retried once on a failed run), with the load before and after it."""
+    before = load_now()
+    result = attempt(what, run, *args, recreate=recreate)
+    say(f"  ({what}: load average {before} before, {load_now()} after)")
+    return result
+
+
+def proxy_workload(iterations: int, rows: int, weights: str, profile: int | None) -> Workload:
+    solver = build_proxy_solver()
+    return Workload(
+        "proxy",
+        f"{solver} {iterations} 2048 {rows} {weights}",
+        "MPI_Barrier",
+        profile or 50,
+        f"proxy solver, {RANKS} ranks on {PODS} pods, weights {weights} of {rows} rows, {iterations} iterations",
+    )
+
+
+def openfoam_workload(
+    iterations: int, weights: list[float], refine: int, workdir: Path, profile: int | None
+) -> Workload:
+    started = time.monotonic()
+    case = prepare_job_case(workdir / "naca0012", iterations, weights, refine=refine)
+    layout = ",".join(f"{w:g}" for w in weights)
+    say(f"prepared {case.path} ({case.n_cells} cells, concentric rings {layout}) in {time.monotonic() - started:.1f}s")
+    return Workload(
+        "openfoam",
+        job_command_line(case),
+        BOUNDARY_CALL,
+        profile or FOAM_PROFILE_WINDOWS,
+        f"rhoSimpleFoam NACA0012 ({case.n_cells} cells), {RANKS} ranks on {PODS} pods, concentric rings {layout} "
+        f"(innermost last), {iterations} iterations",
+        sims_root=JOB_CASE,
+    )
+
+
+def coefficients(sims: Path, case_dir: str) -> list[list[float]]:
+    """[Cl, Cd] at the last iteration of every simulation the controller ran (OpenFOAM's forceCoeffs)."""
+    found = []
+    for sim in sorted(p for p in sims.iterdir() if (p / case_dir).is_dir()):
+        last = final_coefficients(sim / case_dir)
+        found.append([round(last.cl, 6), round(last.cd, 6)])
+    return found
+
+
+def measure(work: Workload, backend: LocalBackend, workdir: Path, opts: argparse.Namespace, recreate: Any) -> Any:
+    """T_1, equal allocation and the controller for one workload; its figures (the JSON line's keys)."""
+    argv = shlex.split(work.command)
+    full = work.app == "proxy"  # the paper's order and N=3: the proxy's figures (issue 15, 27)
+    load_start = load_now()
+    say(f"workload: {work.description}; load average {load_start}")
+    root = workdir / work.app
+    root.mkdir()
+    t1_sleep, _ = step("T_1", recreate, equal_run, backend, argv, 1, root / "t1")
+    t1_poll, _ = step("T_1 polling", recreate, equal_run, backend, argv, 1, root / "t1poll", "poll")
+    t1 = min(t1_sleep, t1_poll)  # the best a simulation does alone: Theta is measured against it
+    say(
+        f"T_1 (alone, equal allocation {PODS} x {POD_CPU_M}m): {t1:.1f}s (ranks waiting by {WAIT_MODE}: "
+        f"{t1_sleep:.1f}s; by Open MPI's polling with yield: {t1_poll:.1f}s)"
+    )
+    equal2, per_sim = step("equal N=2", recreate, equal_run, backend, argv, 2, root / "equal2", work.wait)
+    theta2_equal = 2 * t1 / equal2
+    say(
+        f"two at once, equal allocation, ranks waiting by {work.wait}: makespan {equal2:.1f}s (each: {per_sim}), "
+        f"Theta(2) = {theta2_equal:.2f}"
+    )
+    theta2_first = None
+    extra: dict[str, int] = {"resizes": 0, "restarts": 0}
+    if full:
+        first = step(
+            "controller N=2, profiled first", recreate, controller_run, 2, work, root, opts.pod_overhead,
+            "--profile-together", "1",
+        )  # fmt: skip
+        theta2_first = 2 * t1 / first["makespan"]
+        extra = {"resizes": first["resizes"], "restarts": first["restarts"]}
+        say(
+            f"controller, N=2, the second packed once the first is profiled: makespan {first['makespan']:.1f}s, "
+            f"Theta(2) = {theta2_first:.2f}"
+        )
+    ctl2 = step("controller N=2", recreate, controller_run, 2, work, root, opts.pod_overhead, "--profile-together", "2")
+    theta2 = 2 * t1 / ctl2["makespan"]
+    say(
+        f"controller, N=2, profiled together, ranks waiting by {work.wait}: makespan {ctl2['makespan']:.1f}s, "
+        f"Theta(2) = {theta2:.2f}, requested {ctl2['requested_m']}m while both ran, {ctl2['resizes']} resizes, "
+        f"{ctl2['restarts']} restarts, "
+        f"pod pids unchanged: {ctl2['same_pids']}; mean duty per simulation {ctl2['mean_duty']}"
+    )
+    cl_cd = coefficients(ctl2["sims"], work.sims_root) if work.sims_root else None
+    if cl_cd is not None:
+        say(f"Cl, Cd at the last iteration, per simulation the controller ran: {cl_cd}")
+    model = throughput_model(t1, ctl2)
+    theta3_measured = None
+    if full and not opts.skip_n3:
+        # the knee would stop the controller at 2 (that is its job); here the model's prediction is what is
+        # checked, so the third simulation is packed whatever the model predicts
+        ctl3 = step(
+            "controller N=3", recreate, controller_run, 3, work, root, opts.pod_overhead, "--efficiency", "0.01",
+            "--profile-together", "3",
+        )  # fmt: skip
+        theta3_measured = 3 * t1 / ctl3["makespan"]
+        extra = {"resizes": extra["resizes"] + ctl3["resizes"], "restarts": extra["restarts"] + ctl3["restarts"]}
+        say(
+            f"controller, N=3: makespan {ctl3['makespan']:.1f}s, Theta(3) measured = {theta3_measured:.2f} "
+            f"(predicted {model['theta3_predicted']:.2f}), requested {ctl3['requested_m']}m, {ctl3['resizes']} resizes"
+        )
+    cpu_equal = 2 * PODS * POD_CPU_M
+    reduction = 1 - (ctl2["requested_m"] or cpu_equal) / cpu_equal
+    say(f"requested CPU: proportional {ctl2['requested_m']}m vs equal {cpu_equal}m ({reduction:.0%} less)")
+    say(f"timelines: {ctl2['timeline']}")
+    if opts.save_timeline is not None:
+        shutil.copyfile(ctl2["timeline"], opts.save_timeline)
+        say(f"N=2 timeline copied to {opts.save_timeline}")
+    return {
+        "app": work.app,
+        "t1": round(t1, 3),
+        "t1_sleep": round(t1_sleep, 3),
+        "t1_poll": round(t1_poll, 3),
+        "makespan2": round(ctl2["makespan"], 3),
+        "theta2": round(theta2, 4),
+        "theta2_equal": round(theta2_equal, 4),
+        "theta2_profiled_first": None if theta2_first is None else round(theta2_first, 4),
+        "cpu_proportional_m": ctl2["requested_m"],
+        "cpu_equal_m": cpu_equal,
+        "cpu_requested_reduction": round(reduction, 4),
+        **model,
+        "theta3_measured": None if theta3_measured is None else round(theta3_measured, 4),
+        "resizes": ctl2["resizes"] + extra["resizes"],
+        "restarts": ctl2["restarts"] + extra["restarts"],
+        "beside": opts.beside,
+        "controller_wait": work.wait,
+        **({"cl_cd": cl_cd} if cl_cd is not None else {}),
+        "load_start": load_start,
+        "load_end": load_now(),
+    }
+
+
+def throughput_model(t1: float, ctl2: dict[str, Any]) -> dict[str, float]:
+    """beta fitted exactly from (T_1, makespan2) with the profiles' CPU demand u, and Theta(3) predicted by it."""
+    geometry = Geometry(RANKS, PODS, len(os.sched_getaffinity(0)) / PODS)  # M pods sharing this machine
+    duties = [d for d in ctl2["mean_duty"] if d is not None]
+    demand = geometry.demand([sum(duties) / len(duties)] * RANKS) if duties else 0.0
+    model = fit_beta([t1, ctl2["makespan"]], geometry, demand)
+    line = fit_beta([t1, ctl2["makespan"]], geometry)
+    say(
+        f"beta (exact from N=2) = {model.beta:.4f}, CPU demand u = {model.demand:.3f} of the cores; Theta(3) "
+        f"predicted = {model.theta(3):.2f} (the paper's line, u unknown: {line.theta(3):.2f})"
+    )
+    return {
+        "beta": round(model.beta, 5),
+        "demand": round(model.demand, 4),
+        "theta3_predicted": round(model.theta(3), 4),
+        "theta3_predicted_linear": round(line.theta(3), 4),
+    }
+
+
+PROXY_BESIDE = ("t1", "makespan2", "theta2", "theta2_equal", "cpu_requested_reduction", "restarts", "beside")
+"""The proxy's figures printed beside OpenFOAM's."""
+
+
+def recorded_proxy() -> dict[str, Any] | None:
+    """The proxy's figures from its recorded run (bench/results.toml, bench "multiplex"), or None."""
+    for bench in load_results():
+        if bench.id == "multiplex" and bench.result:
+            figures = json.loads(bench.result)
+            if "cpu_requested_reduction" not in figures and figures.get("cpu_proportional_m"):
+                figures["cpu_requested_reduction"] = round(
+                    1 - figures["cpu_proportional_m"] / figures["cpu_equal_m"], 4
+                )
+            return {key: figures.get(key) for key in PROXY_BESIDE}
+    return None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--app", choices=("proxy", "openfoam"), default="proxy", help="what the simulations run")
+    parser.add_argument(
+        "--iterations", type=int, help=f"solver iterations [proxy {PROXY_ITERATIONS}, openfoam {FOAM_ITERATIONS}]"
+    )
+    parser.add_argument(
+        "--refine", type=int, default=FOAM_REFINE, help="openfoam: the mesh's cells per direction x this (cells x f^2)"
+    )
+    parser.add_argument("--rows", type=int, default=ROWS_PER_WEIGHT, help="proxy: rows per unit of band weight")
+    parser.add_argument(
+        "--weights", help=f"one weight per rank [proxy {WEIGHTS}, openfoam {','.join(f'{w:g}' for w in JOB_WEIGHTS)}]"
+    )
+    parser.add_argument(
+        "--profile-iterations", type=int, help=f"the controller's profile [proxy 50, openfoam {FOAM_PROFILE_WINDOWS}]"
+    )
     parser.add_argument("--save-timeline", type=Path, help="copy the N=2 run's timeline PNG here (the docs' one)")
     parser.add_argument("--skip-n3", action="store_true", help="do not run N=3 (theta3_measured is then null)")
     parser.add_argument("--pod-overhead", default="200m", help="the controller's --pod-overhead (broker CPU per pod)")
     parser.add_argument("--beside", type=int, default=0, help="CPU-bound processes running beside, throughout")
+    parser.add_argument(
+        "--controller-wait", choices=("sleep", "poll"), default=WAIT_MODE, help="the controller's --mpi-wait"
+    )
+    parser.add_argument("--with-proxy", action="store_true", help="openfoam: measure the proxy too, in this run")
     parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
-    opts = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def check_args(opts: argparse.Namespace) -> list[float]:
+    """Every flag checked before anything starts (SystemExit naming the flag); the weights as numbers."""
     if opts.beside < 0:
         raise SystemExit(f"--beside: a number of processes (0 or more) expected, got {opts.beside}")
+    for flag, value in (("--iterations", opts.iterations), ("--profile-iterations", opts.profile_iterations)):
+        if value is not None and value < 1:
+            raise SystemExit(f"{flag}: a positive integer expected, got {value}")
+    if opts.refine < 1:
+        raise SystemExit(f"--refine: a positive integer expected, got {opts.refine}")
+    if opts.rows < 1:
+        raise SystemExit(f"--rows: a positive integer expected, got {opts.rows}")
+    if opts.with_proxy and opts.app != "openfoam":
+        raise SystemExit("--with-proxy: only with --app openfoam (the proxy is what --app proxy measures)")
+    text = opts.weights or (WEIGHTS if opts.app == "proxy" else ",".join(f"{w:g}" for w in JOB_WEIGHTS))
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"--weights: {RANKS} comma-separated numbers expected, got {text!r}") from None
+    if len(weights) != RANKS or any(not w > 0 for w in weights):
+        raise SystemExit(f"--weights: {RANKS} comma-separated positive weights expected, got {text!r}")
     if os.geteuid() != 0:
         raise SystemExit("bench_multiplex needs root (per-pod network namespaces and cgroups)")
+    return weights
 
+
+def main() -> None:
+    opts = parse_args()
+    weights = check_args(opts)
     state_dir = Path(tempfile.mkdtemp(prefix="mcb", dir="/tmp"))
     os.environ["MINICLUSTERS_STATE_DIR"] = str(state_dir)
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     workdir = Path(tempfile.mkdtemp(prefix="bench-mux-"))
-    solver = build_proxy_solver()
-    if opts.rows < 1 or opts.iterations < 1:
-        raise SystemExit("--rows and --iterations: positive integers expected")
-    if len(opts.weights.split(",")) != RANKS:
-        raise SystemExit(f"--weights: {RANKS} comma-separated weights expected, got {opts.weights!r}")
-    command = f"{solver} {opts.iterations} 2048 {opts.rows} {opts.weights}"
-    spec = write_spec(workdir, command)
+    proxy = proxy_workload(
+        opts.iterations if opts.app == "proxy" and opts.iterations else PROXY_ITERATIONS,
+        opts.rows,
+        opts.weights if opts.app == "proxy" and opts.weights else WEIGHTS,
+        opts.profile_iterations if opts.app == "proxy" else None,
+    )
+    work = proxy
+    if opts.app == "openfoam":
+        iterations = opts.iterations or FOAM_ITERATIONS
+        work = openfoam_workload(iterations, weights, opts.refine, workdir, opts.profile_iterations)
+    work = replace(work, wait=opts.controller_wait)  # the proxy beside keeps its recorded settings
+    spec = write_spec(workdir, work.command)
 
     def recreate() -> None:
         cli("down", NAME)
@@ -203,104 +469,52 @@ def main() -> None:
         up = cli("up", str(spec), "--detach")
         if up.returncode != 0:
             raise SystemExit(f"minicluster up failed: {up.stderr}")
-        say(
-            f"workload: proxy solver, {RANKS} ranks on {PODS} pods, weights {opts.weights} of {opts.rows} rows, "
-            f"{opts.iterations} iterations"
-        )
-        t1_sleep, _ = attempt("T_1", equal_run, backend, command.split(), 1, workdir / "t1", recreate=recreate)
-        t1_poll, _ = attempt(
-            "T_1 polling", equal_run, backend, command.split(), 1, workdir / "t1poll", "poll", recreate=recreate
-        )
-        t1 = min(t1_sleep, t1_poll)  # the best a simulation does alone: Theta is measured against it
-        say(
-            f"T_1 (alone, equal allocation {PODS} x {POD_CPU_M}m): {t1:.1f}s (ranks waiting by {WAIT_MODE}: "
-            f"{t1_sleep:.1f}s; by Open MPI's polling with yield: {t1_poll:.1f}s)"
-        )
-        equal2, per_sim = attempt(
-            "equal N=2", equal_run, backend, command.split(), 2, workdir / "equal2", recreate=recreate
-        )
-        theta2_equal = 2 * t1 / equal2
-        say(f"two at once, equal allocation: makespan {equal2:.1f}s (each: {per_sim}), Theta(2) = {theta2_equal:.2f}")
-        first = attempt(
-            "controller N=2, profiled first", controller_run, 2, command, workdir, opts.pod_overhead,
-            "--profile-together", "1", recreate=recreate,
-        )  # fmt: skip
-        theta2_first = 2 * t1 / first["makespan"]
-        say(
-            f"controller, N=2, the second packed once the first is profiled: makespan {first['makespan']:.1f}s, "
-            f"Theta(2) = {theta2_first:.2f}"
-        )
-        ctl2 = attempt(
-            "controller N=2", controller_run, 2, command, workdir, opts.pod_overhead, "--profile-together", "2",
-            recreate=recreate,
-        )  # fmt: skip
-        theta2 = 2 * t1 / ctl2["makespan"]
-        say(
-            f"controller, N=2, profiled together: makespan {ctl2['makespan']:.1f}s, Theta(2) = {theta2:.2f}, requested "
-            f"{ctl2['requested_m']}m while both ran, {ctl2['resizes']} resizes, {ctl2['restarts']} restarts, "
-            f"pod pids unchanged: {ctl2['same_pids']}; mean duty per simulation {ctl2['mean_duty']}"
-        )
-        cpu_equal = 2 * PODS * POD_CPU_M
-        geometry = Geometry(RANKS, PODS, len(os.sched_getaffinity(0)) / PODS)  # M pods sharing this machine
-        duties = [d for d in ctl2["mean_duty"] if d is not None]
-        demand = geometry.demand([sum(duties) / len(duties)] * RANKS) if duties else 0.0
-        model = fit_beta([t1, ctl2["makespan"]], geometry, demand)
-        line = fit_beta([t1, ctl2["makespan"]], geometry)
-        theta3_predicted = model.theta(3)
-        say(
-            f"beta (exact from N=2) = {model.beta:.4f}, CPU demand u = {model.demand:.3f} of the cores; Theta(3) "
-            f"predicted = {theta3_predicted:.2f} (the paper's line, u unknown: {line.theta(3):.2f})"
-        )
-        theta3_measured = None
-        resizes, restarts = ctl2["resizes"] + first["resizes"], ctl2["restarts"] + first["restarts"]
-        if not opts.skip_n3:
-            # the knee would stop the controller at 2 (that is its job); here the model's prediction is what is
-            # checked, so the third simulation is packed whatever the model predicts
-            ctl3 = attempt(
-                "controller N=3", controller_run, 3, command, workdir, opts.pod_overhead, "--efficiency", "0.01",
-                "--profile-together", "3", recreate=recreate,
-            )  # fmt: skip
-            theta3_measured = 3 * t1 / ctl3["makespan"]
-            resizes += ctl3["resizes"]
-            restarts += ctl3["restarts"]
-            say(
-                f"controller, N=3: makespan {ctl3['makespan']:.1f}s, Theta(3) measured = {theta3_measured:.2f} "
-                f"(predicted {theta3_predicted:.2f}), requested {ctl3['requested_m']}m, {ctl3['resizes']} resizes"
-            )
-        saved = 1 - (ctl2["requested_m"] or 0) / cpu_equal
-        say(f"requested CPU: proportional {ctl2['requested_m']}m vs equal {cpu_equal}m ({saved:.0%} less)")
-        say(f"timelines: {ctl2['timeline']}")
-        if opts.save_timeline is not None:
-            shutil.copyfile(ctl2["timeline"], opts.save_timeline)
-            say(f"N=2 timeline copied to {opts.save_timeline}")
-        figures = {
-            "t1": round(t1, 3),
-            "t1_sleep": round(t1_sleep, 3),
-            "t1_poll": round(t1_poll, 3),
-            "makespan2": round(ctl2["makespan"], 3),
-            "theta2": round(theta2, 4),
-            "theta2_equal": round(theta2_equal, 4),
-            "theta2_profiled_first": round(theta2_first, 4),
-            "cpu_proportional_m": ctl2["requested_m"],
-            "cpu_equal_m": cpu_equal,
-            "beta": round(model.beta, 5),
-            "demand": round(model.demand, 4),
-            "theta3_predicted": round(theta3_predicted, 4),
-            "theta3_predicted_linear": round(line.theta(3), 4),
-            "theta3_measured": None if theta3_measured is None else round(theta3_measured, 4),
-            "resizes": resizes,
-            "restarts": restarts,
-            "beside": opts.beside,
-        }
+        figures = measure(work, backend, workdir, opts, recreate)
+        if opts.app == "openfoam":
+            figures.update(proxy_beside(proxy, backend, workdir, opts, recreate))
         print(json.dumps(figures), flush=True)
         if opts.record:
-            record_result("multiplex", figures)
+            record(opts.app, figures)
     finally:
         for process in beside:
             process.kill()
             process.wait()
         cli("down", NAME)
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def proxy_beside(
+    proxy: Workload, backend: LocalBackend, workdir: Path, opts: argparse.Namespace, recreate: Any
+) -> dict[str, Any]:
+    """The proxy's figures beside OpenFOAM's: measured now (--with-proxy) or its recorded run's."""
+    if opts.with_proxy:
+        opts.skip_n3, opts.save_timeline = True, None  # only the figures printed beside
+        measured = measure(proxy, backend, workdir, opts, recreate)
+        figures, source = {key: measured.get(key) for key in PROXY_BESIDE}, "measured in this run"
+    else:
+        found = recorded_proxy()
+        if found is None:
+            say("proxy: no recorded run in bench/results.toml (run with --with-proxy to measure it here)")
+            return {"proxy": None, "proxy_source": None}
+        figures, source = found, "recorded (bench/results.toml, bench multiplex)"
+    say(
+        f"the proxy beside it ({source}): Theta(2) = {figures['theta2']}, equal allocation {figures['theta2_equal']}, "
+        f"requested CPU {figures['cpu_requested_reduction'] or 0:.0%} less, T_1 {figures['t1']}s, "
+        f"{figures['restarts']} restarts"
+    )
+    return {"proxy": figures, "proxy_source": source}
+
+
+def record(app: str, figures: dict[str, Any]) -> None:
+    """--record: the proxy's line into bench "multiplex", OpenFOAM's into bench "multiplex_openfoam"."""
+    bench_id = "multiplex" if app == "proxy" else "multiplex_openfoam"
+    try:
+        record_result(bench_id, figures)
+    except ValueError as exc:
+        raise SystemExit(
+            f"--record: {exc}; add a [[bench]] with id = {bench_id!r} to bench/results.toml (title, script, "
+            "command, conditions, summary, a table) and record again"
+        ) from None
 
 
 if __name__ == "__main__":

@@ -110,13 +110,18 @@ def gunzip_tree(root: Path) -> list[Path]:
     return done
 
 
-def prepare_naca0012(dest: Path | str, source: Path | str | None = None, env: Mapping[str, str] | None = None) -> Case:
+def prepare_naca0012(
+    dest: Path | str, source: Path | str | None = None, env: Mapping[str, str] | None = None, refine: int = 1
+) -> Case:
     """Copy the tutorial to `dest`, gunzip it and build the mesh as its Allrun does.
 
     Allrun needs RunFunctions, which Debian does not ship, so the steps are run directly:
     blockMesh, transformPoints -scale "(1 0 1)" (flatten y to 0), extrudeMesh (one cell thick).
-    `dest` must not exist yet (or be empty). Returns the case with its cell count (16,000).
+    `dest` must not exist yet (or be empty). Returns the case with its cell count (16,000; `refine` f
+    multiplies every block's cells in each direction by f first: 16,000 f^2).
     """
+    if refine < 1:
+        raise ValueError(f"refine must be at least 1, got {refine}")
     dest = Path(dest).resolve()
     src = Path(source) if source is not None else find_naca0012_source()
     if dest.exists() and any(dest.iterdir()):
@@ -126,10 +131,25 @@ def prepare_naca0012(dest: Path | str, source: Path | str | None = None, env: Ma
     for p in dest.rglob("*"):  # the package's files are read-only copies
         p.chmod(p.stat().st_mode | 0o200)
     gunzip_tree(dest)
+    if refine > 1:
+        refine_block_mesh(dest, refine)
     run_tool(dest, "blockMesh", env=env)
     run_tool(dest, "transformPoints", "-scale", "(1 0 1)", env=env)
     run_tool(dest, "extrudeMesh", env=env)
     return Case(dest, mesh_cell_count(dest))
+
+
+_BLOCK_CELLS = re.compile(r"^(\s+(?:zCells|xUCells|xMCells|xDCells)\s+)(\d+)(\s*;)", re.MULTILINE)
+
+
+def refine_block_mesh(case_path: Path, factor: int) -> None:
+    """Multiply the tutorial's block cell counts (system/blockMeshDict's domain: zCells, xUCells, xMCells,
+    xDCells) by `factor`, the gradings kept: a finer mesh of the same shape, more work between two reductions."""
+    path = case_path / "system" / "blockMeshDict"
+    text, found = _BLOCK_CELLS.subn(lambda m: f"{m.group(1)}{int(m.group(2)) * factor}{m.group(3)}", path.read_text())
+    if found != 4:
+        raise FoamError(f"{path}: expected the 4 block cell counts (zCells, xUCells, xMCells, xDCells), found {found}")
+    path.write_text(text)
 
 
 def copy_case(case: Case, dest: Path | str) -> Case:

@@ -123,6 +123,14 @@ def _claimed_workdir(name: str, flag: str | None, configured: str | None) -> Pat
 )
 @click.option("--allocatable", help="The nodes' CPU for these pods [this machine's CPUs on local and podman].")
 @click.option("--boundary", help="MPI call that ends an iteration [MPI_Barrier].")
+@click.option(
+    "--mpi-wait",
+    type=click.Choice(["sleep", "poll"]),
+    default="sleep",
+    show_default=True,
+    help="How the simulations' ranks wait in MPI: sleep (what they do not use goes to the others) or Open MPI's "
+    "polling (for solvers synchronising every few microseconds, where a wake-up costs more than the wait).",
+)
 @click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0.05), help="Seconds per step.")
 @click.option("--fairness-interval", default=5.0, show_default=True, type=click.FloatRange(min=0.1))
 @click.option(
@@ -204,7 +212,7 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
             raise click.BadParameter(str(exc)) from None
         workdir = _claimed_workdir(name, opts["workdir"], spec.get("workdir"))
         boundary = opts["boundary"] or spec.get("boundary") or "MPI_Barrier"
-        session = open_session(target, backend, name, command, config, workdir, boundary)
+        session = open_session(target, backend, name, command, config, workdir, boundary, opts["mpi_wait"])
         session.started_by = opts["started_by"]
         timeline = Path(opts["timeline"]) if opts["timeline"] else workdir / "timeline.png"
         log_path = timeline.with_suffix(".jsonl")

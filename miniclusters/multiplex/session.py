@@ -21,7 +21,7 @@ from elasticity.control.multiplex_types import MultiplexConfig
 from elasticity.control.ports import Actuator, Observer
 from miniclusters.backends.base import Backend, InvalidRequestError
 from miniclusters.backends.ports import ports_for
-from miniclusters.multiplex.flux_simulations import FluxSimulations
+from miniclusters.multiplex.flux_simulations import WAIT_MODE, FluxSimulations
 from miniclusters.multiplex.state_file import MultiplexState
 
 
@@ -92,6 +92,7 @@ def open_session(
     config: MultiplexConfig,
     workdir: Path,
     boundary: str = "MPI_Barrier",
+    wait: str = WAIT_MODE,
 ) -> Session:
     argv = shlex.split(command)
     if not argv:
@@ -118,6 +119,7 @@ def open_session(
         pod_of_host,
         equal_per_rank_m=config.equal_per_rank_m,
         boundary=boundary,
+        wait=wait,
     )
     if backend_name == "local":
         from miniclusters.backends.local.job_cgroups import LocalJobShares
