@@ -13,11 +13,13 @@ import os
 import resource
 from pathlib import Path
 
+from .errors import BrokerFailure
+
 THREADS_PER_BROKER = 3
 FDS_SPARE = 256  # what a broker needs besides one per child: sockets, pipes, its zmq context, a job's pipes
 
 
-class LimitError(Exception):
+class LimitError(BrokerFailure):
     """A limit the instance would pass that this process cannot raise; the message says which and how."""
 
 
