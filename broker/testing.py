@@ -45,13 +45,22 @@ def require_tool(tool: str, install: str) -> None:
     """In tests: skip without `tool` on a developer machine, but fail under CI, where `make test` installs it."""
     import shutil
 
+    if shutil.which(tool) is None:
+        _missing(f"{tool} is not installed (Debian: apt-get install {install})")
+
+
+def require_path(path: Path, install: str) -> None:
+    """As require_tool, for a file or directory a Debian package provides (an example case, a data set)."""
+    if not path.exists():
+        _missing(f"{path} is missing (Debian: apt-get install {install})")
+
+
+def _missing(reason: str) -> None:
     import pytest
 
-    if shutil.which(tool) is None:
-        reason = f"{tool} is not installed (Debian: apt-get install {install})"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}; `make test` should have installed it")
-        pytest.skip(reason)
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; `make test` should have installed it")
+    pytest.skip(reason)
 
 
 # Open MPI on one machine, for tests and benchmarks: TCP over loopback only (other work here creates network

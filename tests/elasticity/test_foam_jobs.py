@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.testing import require_path
 from elasticity.workloads.foam import FoamError
 from elasticity.workloads.foam_jobs import JOB_CASE, job_command, without_residual_control
 from elasticity.workloads.openfoam import Case, gunzip_tree, refine_block_mesh
@@ -20,8 +21,7 @@ TUTORIAL = Path("/usr/share/doc/openfoam-examples/examples/compressible/rhoSimpl
 @pytest.fixture
 def tutorial_system(tmp_path: Path) -> Path:
     """The tutorial's system/ (gunzipped), without meshing anything."""
-    if not (TUTORIAL / "system").is_dir():
-        pytest.skip("Debian's openfoam-examples is not installed")
+    require_path(TUTORIAL / "system", "openfoam-examples")
     shutil.copytree(TUTORIAL / "system", tmp_path / "system")
     for p in (tmp_path / "system").iterdir():
         p.chmod(0o644)
