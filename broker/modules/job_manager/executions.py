@@ -236,6 +236,9 @@ class Executions:
     def _complete(self, record: JobRecord, ex: Execution) -> None:
         if self._saver.checkpointed(record):
             return  # a save asked it to checkpoint: requeued, not finished
+        # The pass that may start the next job is asked for before the events below ask for a journal commit: it
+        # runs first at the next turn of the loop, and the commit takes its events with these (issue 45).
+        self._queue.schedule_soon()
         for timer in ex.timers:
             timer.cancel()
         del self._execs[record.jobid]
