@@ -79,7 +79,7 @@ class JobExec:
         broker.register("job-exec.list", lambda req: {"jobs": sorted(self.jobs)})
         broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
         self.dirs = JobDirs(os.path.join(broker.rundir, job_tree.JOB_TMP), remove_job_dir)
-        self._ended: list[tuple[LocalJob, int]] = []  # jobs over here whose leftovers go soon (_check_done)
+        self._ended: list[LocalJob] = []  # jobs over here whose directories go soon (_check_done)
         broker.on_close(self.close)
         self.tree_key = job_tree.rank_key(broker.rundir, broker.rank)
         self._own_tree = {job_tree.TREE_VARIABLE: os.environ.get(job_tree.TREE_VARIABLE, "")}  # read once
@@ -285,20 +285,21 @@ class JobExec:
             payload = {"id": job.jobid, "gen": job.gen, "rank": self.b.rank, "status": status, "lines": job.output}
             self.b.rpc("job-manager.exec-done", payload, 0, _ignore)
         job.output = []
+        self._sweep_leftovers(job, status)
         if self.jobs.get(job.jobid) is job:
             del self.jobs[job.jobid]
-        # What is left of the job here (its process groups, its directory) goes at the end of this turn of the
-        # loop: after the scheduling pass its end asked for (on the lead), so the next job's start does not wait
-        # for it; a job's end to the next one's start is the path `--cc=1-N --wait` runs in (issue 45).
-        self._ended.append((job, status))
+        # Its directory goes at the end of this turn of the loop: after the scheduling pass its end asked for (on
+        # the lead), so the next job's start does not wait for it; a job's end to the next one's start is the
+        # path `--cc=1-N --wait` runs in (issue 45).
+        self._ended.append(job)
         if len(self._ended) == 1:
-            self.b.loop.call_later(0, self._clear_ended)
+            self.b.loop.call_later(0, self._release_dirs)
 
-    def _clear_ended(self) -> None:
+    def _release_dirs(self) -> None:
         ended, self._ended = self._ended, []
-        for job, status in ended:
-            self._sweep_leftovers(job, status)
-            self.dirs.release(job.tmpdir, job.gen)
+        for job in ended:
+            if job.jobid not in self.jobs:  # else a later execution of the job started here since: it is its own
+                self.dirs.release(job.tmpdir, job.gen)
 
     def _sweep_leftovers(self, job: LocalJob, status: int) -> None:
         """Nothing a job started outlives it: its process groups, and for a killed or failed job its whole tree.
@@ -345,7 +346,7 @@ class JobExec:
 
     def close(self) -> None:
         """The broker is going away: nothing it started may outlive it."""
-        self._clear_ended()
+        self._release_dirs()
         self.dirs.close()
         for job in list(self.jobs.values()):
             self._signal(job, signal.SIGKILL)
