@@ -20,6 +20,10 @@ sitecustomize included), the floor of issue 45's `run_true_median_ms` <= `interp
 Both are timed as `flux run true` is, by the same shell loop in the same instance.
 
     .venv/bin/python bench/bench_jobs.py [--jobs 1000] [--runs 20] [--no-flux-core]
+    .venv/bin/python bench/bench_jobs.py --only cc1000 [--repeats 3]
+
+`--only cc1000` measures only issue 45's first pair, ours and its bound, alternated `--repeats` times in one run
+(medians; the machine's load printed), and ends with their JSON line: a short run for judging a change.
 """
 
 from __future__ import annotations
@@ -121,16 +125,7 @@ def issue_measures(flux: str, runs: int, floors: dict[str, list[str]] | None = N
     way in the same instance right after `flux run true` (the shell's `date` calls cost each span 1-2 ms here,
     so a floor timed otherwise would not compare)."""
     floors = floors or {}
-    started = time.perf_counter()
-    done = subprocess.run(
-        [flux, "start", "--test-size=1", flux, "submit", "--quiet", "--cc=1-1000", "--wait", "true"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{flux}: submit --cc=1-1000 --wait failed: {done.stderr[-1500:]}")
+    wall = cc1000_wait_s(flux)
     script = (  # `flux run` first, on an empty queue; then acceptance alone, into a stopped queue
         f"for i in $(seq {runs + 2}); do "
         'a=$(date +%s.%N); flux run true || exit 1; b=$(date +%s.%N); echo "run $a $b"; done; '
@@ -160,6 +155,36 @@ def issue_measures(flux: str, runs: int, floors: dict[str, list[str]] | None = N
     }
 
 
+def cc1000_wait_s(flux: str) -> float:
+    """Wall seconds of `flux start --test-size=1 flux submit --cc=1-1000 --wait true` (instance start included)."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [flux, "start", "--test-size=1", flux, "submit", "--quiet", "--cc=1-1000", "--wait", "true"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{flux}: submit --cc=1-1000 --wait failed: {done.stderr[-1500:]}")
+    return wall
+
+
+def only_cc1000(repeats: int) -> None:
+    """Issue 45's first pair alone, alternated `repeats` times: see the module's docstring."""
+    ours, bounds = [], []
+    for _ in range(repeats):
+        ours.append(round(1000 / cc1000_wait_s(FLUX), 1))
+        bounds.append(floors()["cc1000_bound_jobs_per_s"])
+    mine, bound = round(statistics.median(ours), 1), round(statistics.median(bounds), 1)
+    print(
+        f"cc1000_wait_jobs_per_s {mine:g} (runs {ours}), cc1000_bound_jobs_per_s {bound:g} (runs {bounds}): "
+        f"{mine / bound:.2f} of the bound, target >= 0.6 ({os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f})"
+    )
+    print(json.dumps({"bench": "jobs", "cc1000_wait_jobs_per_s": mine, "cc1000_bound_jobs_per_s": bound}))
+
+
 def outer(size: int, args: list[str]) -> dict[str, float]:
     command = [FLUX, "start", f"--test-size={size}", sys.executable, __file__, *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
@@ -175,6 +200,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--inner", choices=["throughput", "latency"])
     parser.add_argument("--no-flux-core", action="store_true", help="skip flux-core's column")
+    parser.add_argument("--only", choices=["cc1000"], help="measure only this (see the module's docstring)")
+    parser.add_argument("--repeats", type=int, default=3, help="with --only: runs of each, alternated")
     opts = parser.parse_args()
     if opts.inner == "throughput":
         print(json.dumps(inner_throughput(opts.jobs)))
@@ -185,6 +212,9 @@ def main() -> None:
     from fresh_bytecode import ensure_bytecode
 
     ensure_bytecode()  # what an installed `flux` starts from: see bench/fresh_bytecode.py
+    if opts.only == "cc1000":
+        only_cc1000(opts.repeats)
+        return
     print(f"job throughput ({opts.jobs} x `true`, journal fsync on, {os.cpu_count()} CPUs)")
     for size in (1, 4):
         r = outer(size, ["--inner", "throughput", "--jobs", str(opts.jobs)])

@@ -63,9 +63,12 @@ class Task:
     reply: Request | None = None  # job-exec.rsh: answered when the process exits
 
 
+_UID = os.getuid()  # the broker's, fixed: read once, not at every job's start
+
+
 def run_as(userid: int) -> pwd.struct_passwd | None:
     """The account to switch to for a job of `userid`, None to run as ourselves; refuses what we cannot do."""
-    if userid == os.getuid():
+    if userid == _UID:
         return None
     if os.geteuid() != 0:
         raise ServiceError(EPERM, f"cannot run a job as uid {userid}: the broker does not run as root")

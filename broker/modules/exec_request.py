@@ -111,6 +111,8 @@ class ExecRequest:
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> ExecRequest:
         """Read a `job-exec.start` payload; ExecRequestError names the first field that is wrong."""
+        if isinstance(payload, LocalExecStart):
+            return payload.request  # built by the job manager of this broker, typed: nothing to decode
         spec = _get(payload, "spec", dict)
         launch = spec.get("launch", "tasks")
         if launch not in LAUNCHES:
@@ -157,6 +159,17 @@ class ExecRequest:
             mpirun_args=tuple(str(a) for a in args),
             shell_options=cast("ShellOptions", options),  # a mapping: each option is checked where it is read
         )
+
+
+class LocalExecStart(dict[str, object]):
+    """job-exec.start's payload when the job manager starts a job on its own broker: the typed request rides along
+    and job-exec reads it as it is, without a round trip through the payload's dicts (to_payload, then every field
+    checked again in from_payload: about 30 us of the 0.2 ms from one job's end to the next one's start, issue 45).
+    A local request is never encoded; as a dict it holds the job, its generation and this rank's tasks."""
+
+    def __init__(self, request: ExecRequest) -> None:
+        super().__init__(id=request.jobid, gen=request.gen, tasks=list(request.tasks))
+        self.request = request
 
 
 def _all_strings(values: Iterable[object]) -> bool:

@@ -49,6 +49,8 @@ OUTPUT_BATCH_DELAY = 0.05
 EOF_GRACE = 1.0  # after a task exits, how long a grandchild may keep its pipes open before we stop reading
 DEFAULT_KILL_GRACE = 5.0
 MAX_LINE = 65536
+BINDIR = os.path.dirname(sys.executable)
+"""Where `flux` is, put on a job's PATH for jobs that call it."""
 
 
 class JobExec:
@@ -77,8 +79,11 @@ class JobExec:
         broker.register("job-exec.list", lambda req: {"jobs": sorted(self.jobs)})
         broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
         self.dirs = JobDirs(os.path.join(broker.rundir, job_tree.JOB_TMP), remove_job_dir)
+        self._ended: list[LocalJob] = []  # jobs over here whose directories go soon (_check_done)
         broker.on_close(self.close)
         self.tree_key = job_tree.rank_key(broker.rundir, broker.rank)
+        self._own_tree = {job_tree.TREE_VARIABLE: os.environ.get(job_tree.TREE_VARIABLE, "")}  # read once
+        self._uri = broker.local_uri
         # Our previous incarnation's jobs are over. Only one that ran jobs can have left any (each job's tasks
         # start in <rundir>/jobtmp), and the sweep reads every process's environment: on a fresh rundir it is
         # skipped, or N brokers starting together would read N x N environments (`flux start --test-size`).
@@ -125,7 +130,8 @@ class JobExec:
         if account is not None:
             hand_over(account, job.tmpdir, env, profiler)
         for local_id, ((taskrank, command), cpus) in enumerate(zip(commands, binding, strict=True)):
-            task_env = dict(env, FLUX_TASK_RANK=str(taskrank), FLUX_TASK_LOCAL_ID=str(local_id))
+            task_env = env if len(commands) == 1 else dict(env)  # one task (the common case): no copy
+            task_env.update(FLUX_TASK_RANK=str(taskrank), FLUX_TASK_LOCAL_ID=str(local_id))
             if not cpus:  # the common case, without a context manager's cost per task
                 job.tasks.append(self._spawn(job, taskrank, command, task_env, request.cwd or None, account))
                 continue
@@ -151,7 +157,7 @@ class JobExec:
 
     def _environment(self, request: ExecRequest, tmpdir: str) -> dict[str, str]:
         env = dict(request.env or os.environ)
-        bindir = os.path.dirname(sys.executable)  # where `flux` is, for jobs that call it
+        bindir = BINDIR
         if bindir not in env.get("PATH", "").split(os.pathsep):
             env["PATH"] = env.get("PATH", "") + os.pathsep + bindir if env.get("PATH") else bindir
         env.update(
@@ -159,10 +165,11 @@ class JobExec:
             FLUX_JOB_SIZE=str(request.size),
             FLUX_JOB_NNODES=str(request.nnodes),
             FLUX_JOB_TMPDIR=tmpdir,
-            FLUX_URI=self.b.local_uri,
+            FLUX_URI=self._uri,
             FLUX_KVS_NAMESPACE=f"job-{request.jobid}",
         )
-        env[job_tree.TREE_VARIABLE] = job_tree.tree_value(os.environ, job_tree.job_tag(self.tree_key, request.jobid))
+        tag = job_tree.job_tag(self.tree_key, request.jobid)
+        env[job_tree.TREE_VARIABLE] = job_tree.tree_value(self._own_tree, tag)
         return env
 
     def _spawn(
@@ -279,9 +286,20 @@ class JobExec:
             self.b.rpc("job-manager.exec-done", payload, 0, _ignore)
         job.output = []
         self._sweep_leftovers(job, status)
-        self.dirs.release(job.tmpdir, job.gen)
         if self.jobs.get(job.jobid) is job:
             del self.jobs[job.jobid]
+        # Its directory goes at the end of this turn of the loop: after the scheduling pass its end asked for (on
+        # the lead), so the next job's start does not wait for it; a job's end to the next one's start is the
+        # path `--cc=1-N --wait` runs in (issue 45).
+        self._ended.append(job)
+        if len(self._ended) == 1:
+            self.b.loop.call_later(0, self._release_dirs)
+
+    def _release_dirs(self) -> None:
+        ended, self._ended = self._ended, []
+        for job in ended:
+            if job.jobid not in self.jobs:  # else a later execution of the job started here since: it is its own
+                self.dirs.release(job.tmpdir, job.gen)
 
     def _sweep_leftovers(self, job: LocalJob, status: int) -> None:
         """Nothing a job started outlives it: its process groups, and for a killed or failed job its whole tree.
@@ -328,6 +346,7 @@ class JobExec:
 
     def close(self) -> None:
         """The broker is going away: nothing it started may outlive it."""
+        self._release_dirs()
         self.dirs.close()
         for job in list(self.jobs.values()):
             self._signal(job, signal.SIGKILL)

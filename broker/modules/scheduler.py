@@ -72,10 +72,11 @@ class Scheduler:
         queue: Iterable[Waiting],
         running: Iterable[tuple[int, Mapping[int, list[int]], float, float]],
         drained: frozenset[int] | None = None,
+        nodes: dict[int, NodeCapacity] | None = None,
     ) -> Plan:
         """running: (jobid, allocation, t_run, duration) of every job holding resources; `drained` overrides the
-        drained ranks (what would start were none drained)."""
-        nodes = self.nodes()
+        drained ranks (what would start were none drained); `nodes`: self.nodes() if the caller has just read it."""
+        nodes = self.nodes() if nodes is None else nodes
         skip = self.drained if drained is None else drained
         free = {rank: node.cores for rank, node in nodes.items() if node.up and rank not in skip}
         held: list[Running] = []

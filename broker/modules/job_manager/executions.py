@@ -7,7 +7,7 @@ import os
 import shlex
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...jobs.jobid import encode_f58
 from ...jobs.jobspec import JobSpec
@@ -20,7 +20,7 @@ from ...payloads import Empty
 from ...port import BrokerPort
 from ...protocol import EHOSTUNREACH, EINVAL, ETIMEDOUT, Message
 from ...service import Request, ServiceError
-from ..exec_request import ExecRequest, Launch
+from ..exec_request import ExecRequest, Launch, LocalExecStart
 from ..mpi import wants_openmpi
 from .replies import KillRequest
 from .roles import Allocation, Holding, OutputLine, QueueRole, SaverRole, WatchesRole
@@ -141,6 +141,10 @@ class Executions:
                 continue
             if launch == "broker":
                 taskranks = (ranks.index(rank),)
+            if rank == self._port.rank:  # job-exec here: the typed request itself (exec_request.LocalExecStart)
+                local = LocalExecStart(replace(request, tasks=taskranks))
+                self._port.rpc("job-exec.start", local, rank, self._on_started(record.jobid, rank))
+                continue
             payload = request.to_payload()  # a new dict each time: this rank's tasks go in it, no copy of the request
             payload["tasks"] = list(taskranks)
             self._port.rpc("job-exec.start", payload, rank, self._on_started(record.jobid, rank))
@@ -236,6 +240,9 @@ class Executions:
     def _complete(self, record: JobRecord, ex: Execution) -> None:
         if self._saver.checkpointed(record):
             return  # a save asked it to checkpoint: requeued, not finished
+        # The pass that may start the next job is asked for before the events below ask for a journal commit: it
+        # runs first at the next turn of the loop, and the commit takes its events with these (issue 45).
+        self._queue.schedule_soon()
         for timer in ex.timers:
             timer.cancel()
         del self._execs[record.jobid]

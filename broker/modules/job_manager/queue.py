@@ -211,7 +211,8 @@ class JobQueue:
                 self._order = [j for j in order if j in self._pending]
         # Like Flux's queue-depth: only the head of the queue is considered in one pass (FCFS can start at
         # most one job per free core; EASY looks further for backfill candidates).
-        free_cores = sum(len(n.cores) for n in self._sched.nodes().values() if n.up)
+        nodes = self._sched.nodes()
+        free_cores = sum(len(n.cores) for n in nodes.values() if n.up)
         depth = self._depth if self._sched.policy == "easy" else min(self._depth, free_cores + 1)
         waiting = []
         for jobid in self._order:
@@ -228,7 +229,7 @@ class JobQueue:
         if not waiting:
             return
         started = set()
-        for jobid, allocation in self._sched.plan(waiting, self._execs.holding()).start:
+        for jobid, allocation in self._sched.plan(waiting, self._execs.holding(), nodes=nodes).start:
             self._pending.discard(jobid)
             self._execs.start(table[jobid], allocation)
             started.add(jobid)

@@ -5,7 +5,9 @@ fake queue, watches and saver, without a broker."""
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from broker.jobs.jobspec import parse_jobspec
 from broker.jobs.record import JobRecord
 from broker.jobs.states import JobState
 from broker.jobs.store import JobStore
+from broker.modules.exec_request import ExecRequest, LocalExecStart
 from broker.modules.job_manager.executions import KILLED, Executions
 from broker.modules.job_manager.table import JobTable
 from broker.protocol import EHOSTUNREACH, EINVAL, Message
@@ -178,3 +181,38 @@ def test_a_checkpointing_job_is_left_to_the_saver(tmp_path: Path) -> None:
     parts.saver.checkpointing.add(record.jobid)
     parts.done(record, 1)
     assert record.state == JobState.RUN  # the saver requeues it instead of its finishing
+
+
+def test_a_start_on_the_job_manager_s_own_rank_hands_job_exec_the_typed_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 is the job manager's own broker: job-exec there gets the ExecRequest itself (LocalExecStart), with
+    that rank's tasks; other ranks get the JSON form, which reads back as the same request with theirs."""
+    parts = Parts(tmp_path)
+    payloads: dict[int, object] = {}
+    send = parts.port.rpc
+
+    def recording(topic: str, payload: Any, nodeid: int, callback: Any, timeout: float | None = None) -> int:
+        payloads[nodeid] = payload  # as sent, before FakePort keeps its plain copy
+        return send(topic, payload, nodeid, callback, timeout)
+
+    monkeypatch.setattr(parts.port, "rpc", recording)
+    record = parts.job(nnodes=2)
+    parts.ex.start(record, {0: [0], 1: [0]})
+    local, remote = payloads[0], payloads[1]
+    assert isinstance(local, LocalExecStart) and not isinstance(remote, LocalExecStart)
+    assert local.request.tasks == (0,) and local.request.jobid == record.jobid and local.request.ranks == (0, 1)
+    assert dict(local) == {"id": record.jobid, "gen": 0, "tasks": [0]}
+    assert isinstance(remote, dict)
+    remote_request = ExecRequest.from_payload(remote)
+    assert remote_request.tasks == (1,) and remote_request == replace(local.request, tasks=(1,))
+
+
+def test_a_local_exec_start_reads_back_as_the_very_request_it_carries() -> None:
+    request = ExecRequest(
+        jobid=7, gen=2, tasks=(0,), command=("true",), userid=0, launch="tasks", size=1, ranks=(0,),
+        hosts=(("node0", 1),), cores={0: (0,)},
+    )  # fmt: skip
+    payload = LocalExecStart(request)
+    assert ExecRequest.from_payload(payload) is request
+    assert dict(payload) == {"id": 7, "gen": 2, "tasks": [0]}
