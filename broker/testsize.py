@@ -30,6 +30,7 @@ from .errors import InputError
 from .modules import default_modules
 from .payloads import ResourceReport
 from .resources import local_resources
+from .testsize_fork import Fork, choose_fork
 from .testsize_limits import LimitError, prepare_limits
 
 EXIT_GRACE = 10.0
@@ -87,6 +88,7 @@ def default_hostnames(size: int) -> list[str]:
 
 
 def _fork_broker(
+    fork: Fork,
     config: BootstrapConfig,
     cert: CurveCertificate | None,
     rank: int,
@@ -100,7 +102,7 @@ def _fork_broker(
 ) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    pid = fork()
     if pid:
         return pid
     code = 1
@@ -174,11 +176,14 @@ def run_test_instance(
         modules = default_modules()  # imported here once, not after the fork in every broker (~70 ms each)
         resources = _shared_state(config, attrs or [])
         attrs = [*heartbeat_default(size, attrs or []), *(attrs or [])]
+        fork, why = choose_fork()
+        if why:  # the plain path: every broker pays for CPython's after-fork work (testsize_fork.py)
+            print(f"flux-start: forking brokers with os.fork: {why}", file=sys.stderr)
         gc.freeze()  # the collector leaves the imported objects alone: their pages stay shared with the children
         for rank in range(size):
             try:
                 pid = _fork_broker(
-                    config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose, modules, resources
+                    fork, config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose, modules, resources
                 )
             except OSError as exc:  # EAGAIN/ENOMEM: the brokers started so far are killed below
                 print(f"flux-start: cannot start broker rank {rank} of {size}: fork: {exc.strerror}", file=sys.stderr)

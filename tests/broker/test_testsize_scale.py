@@ -155,7 +155,7 @@ def test_a_fork_that_fails_ends_the_start_with_one_line_and_no_broker_left(
             started.append(pid)
         return pid
 
-    monkeypatch.setattr(os, "fork", fork)
+    monkeypatch.setattr(testsize, "choose_fork", lambda: (fork, ""))
     code = testsize.run_test_instance(6, ["sleep", "30"])
     assert code == 1 and len(started) == 3
     err = capsys.readouterr().err
