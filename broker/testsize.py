@@ -31,6 +31,7 @@ from .modules import default_modules
 from .payloads import ResourceReport
 from .resources import local_resources
 from .testsize_fork import Fork, choose_fork
+from .testsize_heap import settle_heap
 from .testsize_limits import LimitError, prepare_limits
 
 EXIT_GRACE = 10.0
@@ -179,6 +180,7 @@ def run_test_instance(
         fork, why = choose_fork()
         if why:  # the plain path: every broker pays for CPython's after-fork work (testsize_fork.py)
             print(f"flux-start: forking brokers with os.fork: {why}", file=sys.stderr)
+        settle_heap()  # the brokers' first allocations in pages of their own, not in the shared heap's holes
         gc.freeze()  # the collector leaves the imported objects alone: their pages stay shared with the children
         for rank in range(size):
             try:
