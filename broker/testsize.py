@@ -95,7 +95,7 @@ def _fork_broker(
     rank: int,
     hostname: str,
     attrs: list[tuple[str, str]],
-    rundir: Path,
+    rundir: str,
     command: list[str],
     verbose: bool,
     modules: list[Module],
@@ -112,7 +112,7 @@ def _fork_broker(
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes through the lead
         options = BrokerOptions(
             config=config,
-            attrs=Attributes([*attrs, ("rundir", str(rundir / str(rank)))]),
+            attrs=Attributes([*attrs, ("rundir", os.path.join(rundir, str(rank)))]),
             hostname=hostname,
             command=command if rank == 0 else [],
             verbose=verbose,
@@ -181,11 +181,22 @@ def run_test_instance(
         if why:  # the plain path: every broker pays for CPython's after-fork work (testsize_fork.py)
             print(f"flux-start: forking brokers with os.fork: {why}", file=sys.stderr)
         settle_heap()  # the brokers' first allocations in pages of their own, not in the shared heap's holes
+        rundir_text = str(rundir)  # a child joins strings, not pathlib's objects (their pages would be its to copy)
         gc.freeze()  # the collector leaves the imported objects alone: their pages stay shared with the children
         for rank in range(size):
             try:
                 pid = _fork_broker(
-                    fork, config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose, modules, resources
+                    fork,
+                    config,
+                    cert,
+                    rank,
+                    hostnames[rank],
+                    attrs or [],
+                    rundir_text,
+                    command,
+                    verbose,
+                    modules,
+                    resources,
                 )
             except OSError as exc:  # EAGAIN/ENOMEM: the brokers started so far are killed below
                 print(f"flux-start: cannot start broker rank {rank} of {size}: fork: {exc.strerror}", file=sys.stderr)

@@ -163,3 +163,15 @@ def test_a_fork_that_fails_ends_the_start_with_one_line_and_no_broker_left(
     for pid in started:  # killed and reaped, not left running
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_broker_s_uuid_is_a_random_version_4_uuid_made_without_the_uuid_module() -> None:
+    import uuid
+
+    from broker.broker import uuid4_hex
+
+    made = {uuid4_hex() for _ in range(64)}
+    assert len(made) == 64
+    for text in made:
+        parsed = uuid.UUID(hex=text)
+        assert parsed.hex == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
