@@ -16,7 +16,6 @@ import os
 import socket
 import sys
 import time
-import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -66,6 +65,15 @@ __all__ = [
 ]
 
 
+def uuid4_hex() -> str:
+    """uuid.uuid4().hex from os.urandom directly: the same random UUID (version 4, RFC 4122 variant) without the
+    uuid module's classes, whose pages every broker of a 2,048-broker test instance would copy to make one."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return raw.hex()
+
+
 def instance_topology(config: BootstrapConfig, attrs: Attributes) -> Topology:
     """The tree a broker with these settings builds. As flux-core ranks them: -Stbon.topo, then -Stbon.fanout,
     then the config's [tbon] topo. Raises TopologyError, AttrError (and BootstrapError for a bad parent key)."""
@@ -102,7 +110,7 @@ class Broker:
         self.parent_rank = self.topology.parent(self.rank)
         self.child_ranks = self.topology.children(self.rank)
         self.subtree = self.topology.descendants(self.rank)
-        self.uuid = uuidlib.uuid4().hex
+        self.uuid = uuid4_hex()
         self.starttime = time.time()
         self.loop = Loop()
         self.services = ServiceRegistry()

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Protocol
 
 from .attributes import Attributes
@@ -104,7 +103,7 @@ class Lifecycle:
     def init_rundir(self) -> None:
         rundir = self._attrs.get("rundir")
         if rundir:
-            Path(rundir).mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.makedirs(rundir, mode=0o700, exist_ok=True)  # not pathlib: 2,048 forked brokers copy what they touch
             self._rundir = rundir
         else:
             self._rundir = tempfile.mkdtemp(prefix="flux-")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import select
 import shutil
 import signal
 import socket
@@ -30,9 +31,13 @@ from .errors import InputError
 from .modules import default_modules
 from .payloads import ResourceReport
 from .resources import local_resources
+from .testsize_fork import Fork, choose_fork
+from .testsize_heap import settle_heap
 from .testsize_limits import LimitError, prepare_limits
 
 EXIT_GRACE = 10.0
+POLL_INTERVAL = 0.01  # reaping without a wakeup fd (not the main thread)
+WAKEUP_TIMEOUT = 1.0  # a bound on one sleep, whatever the signals say
 HEARTBEATS_PER_SECOND_BUDGET = 256
 """How many brokers' worth of 1 s heartbeats a test instance pays by default. Every broker here shares this machine:
 each beat wakes a broker and its zmq I/O thread, about 0.5-1 ms of CPU per broker per second measured at 256-512
@@ -87,12 +92,13 @@ def default_hostnames(size: int) -> list[str]:
 
 
 def _fork_broker(
+    fork: Fork,
     config: BootstrapConfig,
     cert: CurveCertificate | None,
     rank: int,
     hostname: str,
     attrs: list[tuple[str, str]],
-    rundir: Path,
+    rundir: str,
     command: list[str],
     verbose: bool,
     modules: list[Module],
@@ -100,7 +106,7 @@ def _fork_broker(
 ) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    pid = fork()
     if pid:
         return pid
     code = 1
@@ -109,7 +115,7 @@ def _fork_broker(
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes through the lead
         options = BrokerOptions(
             config=config,
-            attrs=Attributes([*attrs, ("rundir", str(rundir / str(rank)))]),
+            attrs=Attributes([*attrs, ("rundir", os.path.join(rundir, str(rank)))]),
             hostname=hostname,
             command=command if rank == 0 else [],
             verbose=verbose,
@@ -174,11 +180,26 @@ def run_test_instance(
         modules = default_modules()  # imported here once, not after the fork in every broker (~70 ms each)
         resources = _shared_state(config, attrs or [])
         attrs = [*heartbeat_default(size, attrs or []), *(attrs or [])]
+        fork, why = choose_fork()
+        if why:  # the plain path: every broker pays for CPython's after-fork work (testsize_fork.py)
+            print(f"flux-start: forking brokers with os.fork: {why}", file=sys.stderr)
+        settle_heap()  # the brokers' first allocations in pages of their own, not in the shared heap's holes
+        rundir_text = str(rundir)  # a child joins strings, not pathlib's objects (their pages would be its to copy)
         gc.freeze()  # the collector leaves the imported objects alone: their pages stay shared with the children
         for rank in range(size):
             try:
                 pid = _fork_broker(
-                    config, cert, rank, hostnames[rank], attrs or [], rundir, command, verbose, modules, resources
+                    fork,
+                    config,
+                    cert,
+                    rank,
+                    hostnames[rank],
+                    attrs or [],
+                    rundir_text,
+                    command,
+                    verbose,
+                    modules,
+                    resources,
                 )
             except OSError as exc:  # EAGAIN/ENOMEM: the brokers started so far are killed below
                 print(f"flux-start: cannot start broker rank {rank} of {size}: fork: {exc.strerror}", file=sys.stderr)
@@ -198,8 +219,59 @@ def run_test_instance(
         shutil.rmtree(rundir, ignore_errors=True)
 
 
+class _Wakeups:
+    """Sleeping until a broker exits or a signal comes (SIGCHLD and the others, through the wakeup fd) rather than in
+    10 ms polls: each poll's waitpid scans every broker, 2,048 of them 100 times a second while they start (about
+    2% of the machine). Installed after the last fork, so no broker inherits the handler; where signals cannot be
+    waited for (not the main thread), the 10 ms polls it is."""
+
+    def __init__(self) -> None:
+        self._read = self._write = -1
+        self._old_fd = -1
+        self._old_chld: signal._HANDLER = None
+
+    def __enter__(self) -> _Wakeups:
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        try:
+            self._old_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread: no wakeup fd, polls
+            os.close(read)
+            os.close(write)
+            return self
+        self._read, self._write = read, write
+        self._old_chld = signal.signal(signal.SIGCHLD, _on_child_exit)
+        return self
+
+    def wait(self, timeout: float) -> None:
+        if self._read < 0:
+            time.sleep(POLL_INTERVAL)
+            return
+        select.select([self._read], [], [], timeout)
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._read, 4096)
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._read < 0:
+            return
+        signal.signal(signal.SIGCHLD, self._old_chld)
+        signal.set_wakeup_fd(self._old_fd)
+        os.close(self._read)
+        os.close(self._write)
+
+
+def _on_child_exit(_signum: int, _frame: object) -> None:
+    """Nothing: SIGCHLD's delivery writes the wakeup fd, which is all the waiting needs."""
+
+
 def _wait_instance(pids: dict[int, int], received: list[int]) -> int:
     """Reap brokers; a follower failing early or a signal to us shuts the instance down via rank 0."""
+    with _Wakeups() as wakeups:
+        return _reap(pids, received, wakeups)
+
+
+def _reap(pids: dict[int, int], received: list[int], wakeups: _Wakeups) -> int:
     lead = next(pid for pid, rank in pids.items() if rank == 0)
     lead_code: int | None = None
     failure: int | None = None
@@ -216,7 +288,9 @@ def _wait_instance(pids: dict[int, int], received: list[int]) -> int:
                     print(f"flux-start: rank {pids[left]} did not exit; killing it", file=sys.stderr)
                     os.kill(left, signal.SIGKILL)
                 deadline = None
-            time.sleep(0.01)
+            wakeups.wait(
+                WAKEUP_TIMEOUT if deadline is None else max(0.0, min(WAKEUP_TIMEOUT, deadline - time.monotonic()))
+            )
             continue
         rank = pids.pop(pid, None)
         if rank is None:

@@ -155,7 +155,7 @@ def test_a_fork_that_fails_ends_the_start_with_one_line_and_no_broker_left(
             started.append(pid)
         return pid
 
-    monkeypatch.setattr(os, "fork", fork)
+    monkeypatch.setattr(testsize, "choose_fork", lambda: (fork, ""))
     code = testsize.run_test_instance(6, ["sleep", "30"])
     assert code == 1 and len(started) == 3
     err = capsys.readouterr().err
@@ -163,3 +163,36 @@ def test_a_fork_that_fails_ends_the_start_with_one_line_and_no_broker_left(
     for pid in started:  # killed and reaped, not left running
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_broker_s_uuid_is_a_random_version_4_uuid_made_without_the_uuid_module() -> None:
+    import uuid
+
+    from broker.broker import uuid4_hex
+
+    made = {uuid4_hex() for _ in range(64)}
+    assert len(made) == 64
+    for text in made:
+        parsed = uuid.UUID(hex=text)
+        assert parsed.hex == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def test_flux_start_sleeps_until_a_broker_exits_or_a_signal_comes_and_restores_signals_after() -> None:
+    import select
+    import signal
+
+    before = signal.getsignal(signal.SIGCHLD)
+    previous_fd = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(previous_fd)
+    with testsize._Wakeups() as wakeups:
+        assert signal.getsignal(signal.SIGCHLD) is testsize._on_child_exit
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        readable, _, _ = select.select([wakeups._read], [], [], 60)
+        assert readable == [wakeups._read]  # the exit woke the waiting, not a poll
+        wakeups.wait(0)  # drains what woke it
+        assert select.select([wakeups._read], [], [], 0)[0] == []
+        os.waitpid(pid, 0)
+    assert signal.getsignal(signal.SIGCHLD) == before
+    assert signal.set_wakeup_fd(previous_fd) == previous_fd  # the previous wakeup fd is back
