@@ -19,7 +19,7 @@ sitecustomize included), the floor of issue 45's `run_true_median_ms` <= `interp
 `interpreter_start_isolated_ms` is the median of `python -I -S -c pass`, the interpreter's start and exit alone.
 Both are timed as `flux run true` is, by the same shell loop in the same instance.
 
-    .venv/bin/python bench/bench_jobs.py [--jobs 1000] [--runs 20] [--no-flux-core]
+    .venv/bin/python bench/bench_jobs.py [--jobs 1000] [--runs 20] [--no-flux-core] [--record]
     .venv/bin/python bench/bench_jobs.py --only cc1000 [--repeats 3]
 
 `--only cc1000` measures only issue 45's first pair, ours and its bound, alternated `--repeats` times in one run
@@ -202,6 +202,7 @@ def main() -> None:
     parser.add_argument("--no-flux-core", action="store_true", help="skip flux-core's column")
     parser.add_argument("--only", choices=["cc1000"], help="measure only this (see the module's docstring)")
     parser.add_argument("--repeats", type=int, default=3, help="with --only: runs of each, alternated")
+    parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     opts = parser.parse_args()
     if opts.inner == "throughput":
         print(json.dumps(inner_throughput(opts.jobs)))
@@ -269,7 +270,12 @@ def main() -> None:
         f"{bound['interpreter_start_ms']:g} + {RUN_TRUE_OVER_INTERPRETER_MS:g} = {run_bound:g}: "
         f"{'met' if ours['run_true_median_ms'] <= run_bound else 'NOT met'}"
     )
-    print(json.dumps({"bench": "jobs", **ours, **{f"flux_core_{k}": v for k, v in theirs.items()}, **bound}))
+    figures = {"bench": "jobs", **ours, **{f"flux_core_{k}": v for k, v in theirs.items()}, **bound}
+    print(json.dumps(figures))
+    if opts.record:
+        from docsgen.benchmarks import record_result
+
+        record_result("jobs", figures)
 
 
 if __name__ == "__main__":
