@@ -14,6 +14,8 @@ import yaml
 from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import BackendError
+from miniclusters.backends.podman.bundle import BundleCache
+from miniclusters.backends.podman.bundle_mount import broker_installer
 from miniclusters.backends.podman.core import PodmanContext, runner_container
 from miniclusters.backends.podman.engine import Podman, PodmanError
 from miniclusters.backends.podman.observe import PodmanPod, cluster_names, millicores_to_shares
@@ -48,6 +50,7 @@ class PodPlayer:
 
     def __init__(self, ctx: PodmanContext) -> None:
         self._ctx = ctx
+        self._bundles = BundleCache(ctx.podman)
 
     @property
     def _podman(self) -> Podman:
@@ -105,8 +108,9 @@ class PodPlayer:
         registered = record.registered
         started = []
         self._fill_secrets(rendered, indexes)
+        bundle = self._bundles.volumes(broker_installer(rendered.job["spec"]["template"]["spec"]), indexes)
         for index in indexes:
-            documents = play_documents(rendered, index, record.subnet, registered)
+            documents = play_documents(rendered, index, record.subnet, registered, bundle)
             if index == 0 and not lead_restarts:
                 documents[-1]["spec"]["restartPolicy"] = "Never"  # the lead's exit is the cluster's result
             path = self._ctx.store.path(record.name).parent / f"pod-{index}.yaml"

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from miniclusters.backends.podman.bundle_mount import NO_VOLUMES, BundleVolumes, mount_bundle
 from miniclusters.kube_shapes import (
     ConfigMap,
     HostAlias,
@@ -162,8 +163,11 @@ def orphan_volumes(cluster: str, volumes: Iterable[str], others: Iterable[str]) 
     return [v for v in volumes if mine.match(v) and not any(v.startswith(f"{o}-") for o in longer)]
 
 
-def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) -> Pod:
-    """The Pod the Indexed Job controller would create for `index`, as podman kube play accepts it."""
+def pod_for_index(
+    rendered: Rendered, index: int, subnet: str, max_size: int, bundle: BundleVolumes = NO_VOLUMES
+) -> Pod:
+    """The Pod the Indexed Job controller would create for `index`, as podman kube play accepts it; with the
+    broker bundle mounted from `bundle`'s volume instead of copied by the init container where one is prepared."""
     template = copy.deepcopy(rendered.job["spec"]["template"])
     spec = template["spec"]
     spec.pop("subdomain", None)  # fields podman does not know
@@ -173,6 +177,7 @@ def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) ->
     for container in [*spec.get("initContainers", []), *spec["containers"]]:  # as the Job controller does
         env = [e for e in container.get("env", []) if e.get("name") != "JOB_COMPLETION_INDEX"]
         container["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": str(index)}, *env]
+    mount_bundle(spec, index, bundle)
     _private_volumes(spec, rendered.name, index)
     spec["hostname"] = pod_name(rendered.name, index)
     spec["hostAliases"] = host_aliases(rendered, subnet, max_size)
@@ -186,10 +191,13 @@ def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) ->
     }
 
 
-def play_documents(rendered: Rendered, index: int, subnet: str, max_size: int) -> tuple[ConfigMap, Pod]:
+def play_documents(
+    rendered: Rendered, index: int, subnet: str, max_size: int, bundle: BundleVolumes = NO_VOLUMES
+) -> tuple[ConfigMap, Pod]:
     """What one `podman kube play` of pod `index` reads: the ConfigMap it mounts, then the Pod (the Secret's
     volume the backend fills itself: secret_files)."""
-    return (_renamed(rendered.config_map, rendered.name, index), pod_for_index(rendered, index, subnet, max_size))
+    pod = pod_for_index(rendered, index, subnet, max_size, bundle)
+    return (_renamed(rendered.config_map, rendered.name, index), pod)
 
 
 def secret_volume(rendered: Rendered, index: int) -> str:
