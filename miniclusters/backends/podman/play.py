@@ -18,7 +18,7 @@ from miniclusters.backends.podman.bundle import BundleCache
 from miniclusters.backends.podman.bundle_mount import broker_installer
 from miniclusters.backends.podman.core import PodmanContext, runner_container
 from miniclusters.backends.podman.engine import Podman, PodmanError
-from miniclusters.backends.podman.observe import PodmanPod, cluster_names, millicores_to_shares
+from miniclusters.backends.podman.observe import PodmanPod, cluster_names, conmon_processes, millicores_to_shares
 from miniclusters.backends.podman.pods import (
     CLUSTER_LABEL,
     Rendered,
@@ -43,6 +43,8 @@ STOP_GRACE_S = 1
 """Seconds between SIGTERM and SIGKILL when pods are removed (the entrypoint passes SIGTERM on to its brokers, but
 they keep nothing that needs a clean exit, so a longer grace would only delay `down`)."""
 POD_RM_ATTEMPTS = 3
+CLEANUP_WAIT_S = 10.0
+CLEANUP_POLL_S = 0.05
 
 
 class PodPlayer:
@@ -183,18 +185,25 @@ class PodPlayer:
             self._podman.run(["volume", "rm", "--force", *doomed], f"removing volumes of {rendered.name}")
 
     def _remove_pod_list(self, pods: list[str]) -> None:
-        """Kill the pods that exist, then `podman pod rm --force`, tried again while it fails: on a loaded machine
-        a container may still be stopping, or its cgroup still busy, when the first removal reaches it; the last
-        failure is raised.
+        """Kill the pods that exist, let podman's cleanup of their containers finish, then `podman pod rm
+        --force`, tried again while it fails (on a loaded machine a container may still be stopping when the
+        first removal reaches it); the last failure is raised.
 
-        Killed first because a removal stops one container at a time, each waiting up to its grace: 4 pods took
-        16.8 s to remove here when the entrypoint's bash (PID 1) still ignored SIGTERM, killed and removed 2.8 s.
-        `pod kill` stops at the first name it does not know, hence the list.
+        Killed first because a removal stops one container at a time, each waiting up to its grace (4 pods took
+        16.8 s to remove when the entrypoint's bash ignored SIGTERM). Waited for because each killed container's
+        conmon starts a `podman container cleanup` in the pod's cgroup, which waits for the lock a `pod rm`
+        holds while that `pod rm` waits for the cgroup to empty: podman breaks the tie by signalling the
+        cgroup's processes after 3 s, pod after pod (3.7 s of a 4-pod `down`). `pod kill` stops at the first
+        name it does not know, hence the list.
         """
-        listed = self._podman.run(["pod", "ps", "--format", "{{.Name}}"], "listing pods", check=False).stdout.split()
-        present = [pod for pod in pods if pod in listed]
+        listed = self._podman.run(
+            ["pod", "ps", "--no-trunc", "--format", "{{.Name}} {{.ID}}"], "listing pods", check=False
+        ).stdout.splitlines()
+        ids = dict(line.split()[:2] for line in listed if len(line.split()) >= 2)
+        present = [pod for pod in pods if pod in ids]
         if present:
             self._podman.run(["pod", "kill", *present], f"killing pods {', '.join(present)}", check=False)
+            self._await_cleanup([ids[pod] for pod in present])
         argv = ["pod", "rm", "--force", "--ignore", "--time", str(STOP_GRACE_S), *pods]
         for attempt in range(POD_RM_ATTEMPTS):
             try:
@@ -204,6 +213,13 @@ class PodPlayer:
                 if attempt == POD_RM_ATTEMPTS - 1:
                     raise
                 self._ctx.sleep(1.0 + attempt)
+
+    def _await_cleanup(self, pod_ids: list[str]) -> None:
+        """Until no conmon (nor the cleanup it started) is left in the pods' cgroups, or CLEANUP_WAIT_S passed
+        (then the removal goes ahead as before)."""
+        clock, deadline = self._ctx.polling.clock, self._ctx.polling.clock() + CLEANUP_WAIT_S
+        while conmon_processes(pod_ids) and clock() < deadline:
+            self._ctx.sleep(CLEANUP_POLL_S)
 
     def create_network(self, name: str, network: str) -> str:
         """Create the cluster's network (reused if a crashed run left it with no pod) and return its subnet."""
