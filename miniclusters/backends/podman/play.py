@@ -26,6 +26,7 @@ from miniclusters.backends.podman.pods import (
     cpu_request,
     network_name,
     orphan_volumes,
+    owned_name,
     owned_volumes,
     play_documents,
     pod_address,
@@ -34,7 +35,7 @@ from miniclusters.backends.podman.pods import (
     secret_volume,
 )
 from miniclusters.backends.podman.state import PodmanRecord
-from miniclusters.render.layout import NAME_LABEL
+from miniclusters.render.layout import NAME_LABEL, VOLUME_RUN
 
 PLAY_TIMEOUT = 300.0
 """Seconds one `podman kube play` may take (it returns once the init container has copied the broker in)."""
@@ -220,6 +221,12 @@ class PodPlayer:
         clock, deadline = self._ctx.polling.clock, self._ctx.polling.clock() + CLEANUP_WAIT_S
         while conmon_processes(pod_ids) and clock() < deadline:
             self._ctx.sleep(CLEANUP_POLL_S)
+
+    def run_dir(self, name: str, index: int) -> Path:
+        """Where pod `index`'s run directory (its emptyDir at /run/flux) is on this machine: its volume's."""
+        volume = owned_name(name, index, VOLUME_RUN)
+        done = self._podman.run(["volume", "inspect", "--format", "{{.Mountpoint}}", volume], f"inspecting {volume}")
+        return Path(done.stdout.strip()) / "rundir"  # the entrypoint's -Srundir=/run/flux/rundir
 
     def create_network(self, name: str, network: str) -> str:
         """Create the cluster's network (reused if a crashed run left it with no pod) and return its subnet."""
