@@ -12,8 +12,8 @@ from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import (
     BackendError,
     ClusterStatus,
-    ExecResult,
     CreateOptions,
+    ExecResult,
     InvalidRequestError,
     NotFoundError,
 )
