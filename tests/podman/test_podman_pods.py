@@ -6,7 +6,7 @@ import base64
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -36,7 +36,7 @@ from miniclusters.backends.podman.pods import (
 )
 from miniclusters.backends.podman.state import PodmanStore
 from miniclusters.backends.reporting import Polling
-from miniclusters.kube_shapes import PodContainer
+from miniclusters.kube_shapes import ConfigMap, PodContainer
 from miniclusters.render import render_minicluster, render_objects
 from miniclusters.render.layout import INDEX_LABEL
 
@@ -109,7 +109,7 @@ def test_volumes_are_private_to_the_pod_and_mounts_follow() -> None:
     documents = play_documents(rendered, 0, "10.89.3.0/24", 4)
     assert [d["kind"] for d in documents] == ["ConfigMap", "Pod"]
     assert documents[0]["metadata"]["name"] == "pm-0-pm-flux-config"
-    assert documents[0]["data"] == rendered.config_map["data"]
+    assert cast(ConfigMap, documents[0])["data"] == rendered.config_map["data"]
     assert set(owned_volumes(rendered, 0)) == {
         "pm-0-mc-run",
         "pm-0-mc-broker",

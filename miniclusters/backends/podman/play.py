@@ -4,13 +4,14 @@ neither a grace nor a busy cgroup."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import yaml
 
+from common import atomic
 from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import BackendError
@@ -18,6 +19,7 @@ from miniclusters.backends.podman.bundle import BundleCache
 from miniclusters.backends.podman.bundle_mount import broker_installer
 from miniclusters.backends.podman.core import PodmanContext, runner_container
 from miniclusters.backends.podman.engine import Podman, PodmanError
+from miniclusters.backends.podman.host_files import volume_files
 from miniclusters.backends.podman.observe import PodmanPod, cluster_names, conmon_processes, millicores_to_shares
 from miniclusters.backends.podman.pods import (
     CLUSTER_LABEL,
@@ -31,12 +33,13 @@ from miniclusters.backends.podman.pods import (
     play_documents,
     pod_address,
     pod_name,
-    secret_files,
-    secret_volume,
 )
 from miniclusters.backends.podman.state import PodmanRecord
+from miniclusters.kube_shapes import Pod
 from miniclusters.render.layout import NAME_LABEL, VOLUME_RUN
 
+FILES_DIR = "files"
+"""Beside a cluster's record: its ConfigMap and Secret volumes' files (host_files.py)."""
 PLAY_TIMEOUT = 300.0
 """Seconds one `podman kube play` may take (it returns once the init container has copied the broker in)."""
 PULL_FAILURES = ("initializing source", "pinging container registry", "image not known")
@@ -74,34 +77,20 @@ class PodPlayer:
             self._podman.run(["volume", "rm", volume], f"removing volume {volume}", check=False)
         self.remove_network(network_name(name))
 
-    def _fill_secrets(self, rendered: Rendered, indexes: list[int]) -> None:
-        """Each pod's Secret volume with the decoded Secret (podman 4.3 would write the base64 text). The volumes
-        are created at once and inspected in one call: one after the other, with a `kube play` started between
-        them, they held the last pod's start back by 0.5-1 s per pod on a loaded machine."""
-        volumes = [secret_volume(rendered, index) for index in indexes]
-        labels = ["--label", f"{NAME_LABEL}={rendered.name}", "--label", f"{CLUSTER_LABEL}=podman"]
-        creating = [(volume, self._podman.start(["volume", "create", *labels, volume])) for volume in volumes]
-        failed = []
-        for volume, process in creating:
-            output, _ = process.communicate(timeout=PLAY_TIMEOUT)
-            if process.returncode != 0:
-                failed.append(
-                    PodmanError(f"creating volume {volume}", ["volume", "create"], process.returncode, output)
-                )
-        if failed:
-            raise failed[0]
-        mountpoints = self._podman.run(
-            ["volume", "inspect", "--format", "{{.Mountpoint}}", *volumes], "reading the Secret volumes' paths"
-        ).stdout.split()
-        files = secret_files(rendered)
-        for mountpoint in mountpoints:
+    def _write_files(self, record: PodmanRecord, rendered: Rendered) -> str:
+        """The ConfigMap's and the Secret's volumes as host directories beside the record (mode 0700, its files
+        at their volume's modes), which every pod bind-mounts read-only (host_files.py); each file replaced
+        whole, so a pod never reads half of one."""
+        root = self._ctx.store.path(record.name).parent / FILES_DIR
+        spec = rendered.job["spec"]["template"]["spec"]
+        for volume, files in volume_files(spec, rendered.config_map, rendered.secret).items():
             for path, (data, mode) in files.items():
-                target = Path(mountpoint) / path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-                with os.fdopen(descriptor, "wb") as handle:
-                    handle.write(data)
-                os.chmod(target, mode)
+                target = root / volume / path
+                target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                atomic.write_bytes(target, data, mode=mode)
+                target.chmod(mode)  # as the volume says, whatever the umask
+        root.chmod(0o700)
+        return str(root)
 
     def play(
         self, record: PodmanRecord, rendered: Rendered, indexes: Iterable[int], runner: str, lead_restarts: bool
@@ -110,12 +99,12 @@ class PodPlayer:
         indexes = sorted(indexes)
         registered = record.registered
         started = []
-        self._fill_secrets(rendered, indexes)
+        files = self._write_files(record, rendered)
         bundle = self._bundles.volumes(broker_installer(rendered.job["spec"]["template"]["spec"]), indexes)
         for index in indexes:
-            documents = play_documents(rendered, index, record.subnet, registered, bundle)
+            documents = play_documents(rendered, index, record.subnet, registered, bundle, files)
             if index == 0 and not lead_restarts:
-                documents[-1]["spec"]["restartPolicy"] = "Never"  # the lead's exit is the cluster's result
+                cast(Pod, documents[-1])["spec"]["restartPolicy"] = "Never"  # the lead's exit is the cluster's result
             path = self._ctx.store.path(record.name).parent / f"pod-{index}.yaml"
             path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
             argv = ["kube", "play", "--network", record.network, "--ip", pod_address(record.subnet, index), str(path)]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from miniclusters.backends.podman.bundle_mount import NO_VOLUMES, BundleVolumes, mount_bundle
+from miniclusters.backends.podman.host_files import mount_host_files, volume_files
 from miniclusters.kube_shapes import (
     ConfigMap,
     HostAlias,
@@ -164,10 +165,16 @@ def orphan_volumes(cluster: str, volumes: Iterable[str], others: Iterable[str]) 
 
 
 def pod_for_index(
-    rendered: Rendered, index: int, subnet: str, max_size: int, bundle: BundleVolumes = NO_VOLUMES
+    rendered: Rendered,
+    index: int,
+    subnet: str,
+    max_size: int,
+    bundle: BundleVolumes = NO_VOLUMES,
+    files: str | None = None,
 ) -> Pod:
     """The Pod the Indexed Job controller would create for `index`, as podman kube play accepts it; with the
-    broker bundle mounted from `bundle`'s volume instead of copied by the init container where one is prepared."""
+    broker bundle mounted from `bundle`'s volume instead of copied by the init container where one is prepared,
+    and the ConfigMap and Secret volumes bind-mounted from the host directory `files` when given (host_files.py)."""
     template = copy.deepcopy(rendered.job["spec"]["template"])
     spec = template["spec"]
     spec.pop("subdomain", None)  # fields podman does not know
@@ -178,6 +185,8 @@ def pod_for_index(
         env = [e for e in container.get("env", []) if e.get("name") != "JOB_COMPLETION_INDEX"]
         container["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": str(index)}, *env]
     mount_bundle(spec, index, bundle)
+    if files is not None:
+        mount_host_files(spec, files, set(volume_files(spec, rendered.config_map, rendered.secret)))
     _private_volumes(spec, rendered.name, index)
     spec["hostname"] = pod_name(rendered.name, index)
     spec["hostAliases"] = host_aliases(rendered, subnet, max_size)
@@ -192,12 +201,18 @@ def pod_for_index(
 
 
 def play_documents(
-    rendered: Rendered, index: int, subnet: str, max_size: int, bundle: BundleVolumes = NO_VOLUMES
-) -> tuple[ConfigMap, Pod]:
+    rendered: Rendered,
+    index: int,
+    subnet: str,
+    max_size: int,
+    bundle: BundleVolumes = NO_VOLUMES,
+    files: str | None = None,
+) -> list[ConfigMap | Pod]:
     """What one `podman kube play` of pod `index` reads: the ConfigMap it mounts, then the Pod (the Secret's
-    volume the backend fills itself: secret_files)."""
-    pod = pod_for_index(rendered, index, subnet, max_size, bundle)
-    return (_renamed(rendered.config_map, rendered.name, index), pod)
+    volume the backend fills itself: secret_files); the Pod alone when its ConfigMap and Secret are host
+    directories (`files`)."""
+    pod = pod_for_index(rendered, index, subnet, max_size, bundle, files)
+    return [pod] if files is not None else [_renamed(rendered.config_map, rendered.name, index), pod]
 
 
 def secret_volume(rendered: Rendered, index: int) -> str:
