@@ -279,7 +279,8 @@ class _ListingPodman(_FlakyPodman):
 
         if argv[:2] == ["pod", "ps"]:
             self.calls.append(list(argv))
-            return subprocess.CompletedProcess(argv, 0, "\n".join(self.present) + "\n", "")
+            listed = "".join(f"{name} id-{name}\n" for name in self.present)  # --format "{{.Name}} {{.ID}}"
+            return subprocess.CompletedProcess(argv, 0, listed, "")
         if argv[:2] == ["pod", "kill"] and set(argv[2:]) - set(self.present):
             self.calls.append(list(argv))
             return subprocess.CompletedProcess(argv, 125, "", "Error: no pod with name or ID found: no such pod")

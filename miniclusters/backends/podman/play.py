@@ -219,12 +219,12 @@ class PodPlayer:
 
     def create_network(self, name: str, network: str) -> str:
         """Create the cluster's network (reused if a crashed run left it with no pod) and return its subnet."""
-        inspected = self._podman.run(["network", "inspect", network], "", check=False)
-        if inspected.returncode != 0:
-            self._podman.run(
-                ["network", "create", "--label", f"{NAME_LABEL}={name}", "--label", f"{CLUSTER_LABEL}=podman", network],
-                f"creating podman network {network}",
-            )
+        labels = ["--label", f"{NAME_LABEL}={name}", "--label", f"{CLUSTER_LABEL}=podman"]
+        try:
+            self._podman.run(["network", "create", *labels, network], f"creating podman network {network}")
+        except PodmanError as exc:
+            if "already exists" not in exc.stderr:
+                raise
         subnet = self._podman.run(
             ["network", "inspect", network, "--format", "{{range .Subnets}}{{.Subnet}} {{end}}"],
             f"reading the subnet of network {network}",
