@@ -79,6 +79,14 @@ def test_the_flux_flavour_keeps_its_view_init_container() -> None:
     assert len(spec["initContainers"]) == 1
 
 
+def test_the_rest_port_is_not_published_so_every_pod_of_a_rest_cluster_starts() -> None:
+    """podman would publish a containerPort on this machine: the second pod's REST port was already in use."""
+    rendered = _rendered()
+    assert any("ports" in c for c in _template(rendered)["containers"])  # rendered for Kubernetes, kept there
+    for index in (0, 1):
+        assert all("ports" not in c for c in pod_for_index(rendered, index, "10.89.3.0/24", 4)["spec"]["containers"])
+
+
 # ------------------------------------------------------------------ the ConfigMap and Secret as host files (pure)
 
 

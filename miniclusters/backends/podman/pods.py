@@ -4,7 +4,8 @@ The rendered objects stay the one template: each pod is the Indexed Job's pod te
 controller and the kubelet would add (hostname `<name>-<i>`, `JOB_COMPLETION_INDEX`, the completion-index
 label), what the headless Service's DNS would answer (podman's CNI network here has no DNS plugin, so every
 registered host's name goes into each pod's /etc/hosts through `hostAliases`, at the address the pod is given
-with `--ip`), minus the fields podman does not know (subdomain, affinity, resizePolicy).
+with `--ip`), minus the fields podman does not know (subdomain, affinity, resizePolicy) or reads otherwise
+(ports: it would publish them on this machine).
 """
 
 from __future__ import annotations
@@ -181,6 +182,10 @@ def pod_for_index(
     spec.pop("affinity", None)
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
         container.pop("resizePolicy", None)
+        # podman 4.3 publishes a containerPort on this machine as if it were a hostPort, so the second pod with
+        # the REST port failed to start ("address already in use"); Kubernetes publishes none, and every pod's
+        # address on the cluster's network is reachable from here (rest_endpoint).
+        container.pop("ports", None)
     for container in [*spec.get("initContainers", []), *spec["containers"]]:  # as the Job controller does
         env = [e for e in container.get("env", []) if e.get("name") != "JOB_COMPLETION_INDEX"]
         container["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": str(index)}, *env]
