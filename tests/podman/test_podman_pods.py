@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +9,6 @@ from typing import Any, cast
 
 import pytest
 
-from broker.curve_cert import parse_zcert
 from miniclusters.api import load_minicluster
 from miniclusters.backends.podman.core import PodmanContext
 from miniclusters.backends.podman.observe import (
@@ -32,7 +30,6 @@ from miniclusters.backends.podman.pods import (
     pod_address,
     pod_for_index,
     registered_hosts,
-    secret_files,
 )
 from miniclusters.backends.podman.state import PodmanStore
 from miniclusters.backends.reporting import Polling
@@ -116,15 +113,6 @@ def test_volumes_are_private_to_the_pod_and_mounts_follow() -> None:
         "pm-0-pm-curve-cert",
         "pm-0-pm-flux-config",
     }
-
-
-def test_secret_files_are_decoded_with_the_template_mode() -> None:
-    rendered = _rendered()
-    files = secret_files(rendered)
-    data, mode = files["curve.cert"]
-    assert data == base64.b64decode(rendered.secret["data"]["curve.cert"])
-    assert parse_zcert(data.decode()).public_key  # a real zcert, not its base64 text
-    assert mode == 0o400
 
 
 def test_rendered_needs_every_object() -> None:

@@ -10,7 +10,6 @@ with `--ip`), minus the fields podman does not know (subdomain, affinity, resize
 
 from __future__ import annotations
 
-import base64
 import copy
 import ipaddress
 import re
@@ -28,7 +27,6 @@ from miniclusters.kube_shapes import (
     PodSpec,
     RenderedObject,
     Secret,
-    SecretVolumeSource,
     Service,
 )
 from miniclusters.render import RenderedObjects
@@ -130,8 +128,8 @@ def _private_volumes(spec: PodSpec, cluster: str, index: int) -> None:
         elif "configMap" in volume:
             volume["configMap"]["name"] = owned_name(cluster, index, volume["configMap"]["name"])
         elif "secret" in volume:
-            # podman 4.3 writes a Secret volume's files still base64-encoded: the backend fills a named volume
-            # with the decoded Secret (secret_files) and the pod mounts that volume, where the template says.
+            # podman 4.3 writes a Secret volume's files still base64-encoded: a named volume of the pod's own
+            # holding them decoded is mounted instead (the backend gives host directories: host_files.py).
             claim = owned_name(cluster, index, volume["secret"]["secretName"])
             del volume["secret"]
             volume["persistentVolumeClaim"] = {"claimName": claim, "readOnly": True}
@@ -213,30 +211,10 @@ def play_documents(
     bundle: BundleVolumes = NO_VOLUMES,
     files: str | None = None,
 ) -> list[ConfigMap | Pod]:
-    """What one `podman kube play` of pod `index` reads: the ConfigMap it mounts, then the Pod (the Secret's
-    volume the backend fills itself: secret_files); the Pod alone when its ConfigMap and Secret are host
-    directories (`files`)."""
+    """What one `podman kube play` of pod `index` reads: the ConfigMap it mounts, then the Pod; the Pod alone when
+    its ConfigMap and Secret are host directories (`files`, as the backend plays them)."""
     pod = pod_for_index(rendered, index, subnet, max_size, bundle, files)
     return [pod] if files is not None else [_renamed(rendered.config_map, rendered.name, index), pod]
-
-
-def secret_volume(rendered: Rendered, index: int) -> str:
-    """The named volume holding pod `index`'s copy of the Secret (filled by the backend before `kube play`)."""
-    return owned_name(rendered.name, index, rendered.secret["metadata"]["name"])
-
-
-def secret_files(rendered: Rendered) -> dict[str, tuple[bytes, int]]:
-    """The files a Secret volume of the pod template shows: {path: (decoded bytes, mode)} (`defaultMode`, items)."""
-    spec = rendered.job["spec"]["template"]["spec"]
-    wanted = rendered.secret["metadata"]["name"]
-    volumes = spec.get("volumes", [])
-    none: SecretVolumeSource = {}
-    source = next((v["secret"] for v in volumes if "secret" in v and v["secret"].get("secretName") == wanted), none)
-    mode = int(source.get("defaultMode", 0o644))
-    data = {key: base64.b64decode(value) for key, value in rendered.secret.get("data", {}).items()}
-    if "items" in source:
-        return {item["path"]: (data[item["key"]], int(item.get("mode", mode))) for item in source["items"]}
-    return {key: (value, mode) for key, value in data.items()}
 
 
 def cpu_request(rendered: Rendered, container: str) -> str | None:
