@@ -55,7 +55,12 @@ def _podman_pod(index: int, lead: bool) -> Box:
         f"pod {NAME}-{index}",
         "podman kube play of index " + str(index),
         rows=[
-            [Box("init container", "copies the broker (or flux view)\ninto the shared volume")],
+            [
+                Box(
+                    "broker volume (read-only)",
+                    "the broker bundle, copied once per\nbroker image (the flux flavour: its\nview's init container)",
+                )
+            ],
             [
                 Box(
                     "application container",
@@ -64,7 +69,7 @@ def _podman_pod(index: int, lead: bool) -> Box:
                     key=f"podman-{index}",
                 )
             ],
-            [Box("pod-private volumes", "mc-run, mc-broker; the ConfigMap\nand Secret copied per pod")],
+            [Box("pod-private volume mc-run", "the ConfigMap and Secret: host\ndirectories, bind-mounted read-only")],
         ],
         style="pod",
         key=f"podman-pod-{index}",

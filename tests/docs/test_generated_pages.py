@@ -46,7 +46,7 @@ def test_a_contract_reads_as_a_rule(tmp_path: Path) -> None:
 
 BACKEND_OBJECTS = {
     "minicluster-local": ["network namespace mc-hello-0", "hostname hello-0", "cgroup miniclusters/hello/0"],
-    "minicluster-podman": ["pod hello-0", "init container", "network minicluster-hello", "rendered objects"],
+    "minicluster-podman": ["pod hello-0", "broker volume (read-only)", "network minicluster-hello", "rendered objects"],
     "minicluster-kubernetes": [
         "Indexed Job hello",
         "headless Service hello",

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from broker.curve_cert import parse_zcert
 from miniclusters.api import load_minicluster
 from miniclusters.backends.podman.core import PodmanContext
 from miniclusters.backends.podman.observe import (
@@ -32,11 +30,10 @@ from miniclusters.backends.podman.pods import (
     pod_address,
     pod_for_index,
     registered_hosts,
-    secret_files,
 )
 from miniclusters.backends.podman.state import PodmanStore
 from miniclusters.backends.reporting import Polling
-from miniclusters.kube_shapes import PodContainer
+from miniclusters.kube_shapes import ConfigMap, PodContainer
 from miniclusters.render import render_minicluster, render_objects
 from miniclusters.render.layout import INDEX_LABEL
 
@@ -109,22 +106,13 @@ def test_volumes_are_private_to_the_pod_and_mounts_follow() -> None:
     documents = play_documents(rendered, 0, "10.89.3.0/24", 4)
     assert [d["kind"] for d in documents] == ["ConfigMap", "Pod"]
     assert documents[0]["metadata"]["name"] == "pm-0-pm-flux-config"
-    assert documents[0]["data"] == rendered.config_map["data"]
+    assert cast(ConfigMap, documents[0])["data"] == rendered.config_map["data"]
     assert set(owned_volumes(rendered, 0)) == {
         "pm-0-mc-run",
         "pm-0-mc-broker",
         "pm-0-pm-curve-cert",
         "pm-0-pm-flux-config",
     }
-
-
-def test_secret_files_are_decoded_with_the_template_mode() -> None:
-    rendered = _rendered()
-    files = secret_files(rendered)
-    data, mode = files["curve.cert"]
-    assert data == base64.b64decode(rendered.secret["data"]["curve.cert"])
-    assert parse_zcert(data.decode()).public_key  # a real zcert, not its base64 text
-    assert mode == 0o400
 
 
 def test_rendered_needs_every_object() -> None:
@@ -279,7 +267,8 @@ class _ListingPodman(_FlakyPodman):
 
         if argv[:2] == ["pod", "ps"]:
             self.calls.append(list(argv))
-            return subprocess.CompletedProcess(argv, 0, "\n".join(self.present) + "\n", "")
+            listed = "".join(f"{name} id-{name}\n" for name in self.present)  # --format "{{.Name}} {{.ID}}"
+            return subprocess.CompletedProcess(argv, 0, listed, "")
         if argv[:2] == ["pod", "kill"] and set(argv[2:]) - set(self.present):
             self.calls.append(list(argv))
             return subprocess.CompletedProcess(argv, 125, "", "Error: no pod with name or ID found: no such pod")

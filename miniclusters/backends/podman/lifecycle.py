@@ -3,26 +3,40 @@ once), whether a cluster exists, and `down` (every pod, container, volume and th
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from broker.curve_cert import render_zcert
 from miniclusters.api.spec import MiniCluster
-from miniclusters.backends.base import ClusterStatus, CreateOptions, InvalidRequestError, NotFoundError
+from miniclusters.backends.base import (
+    BackendError,
+    ClusterStatus,
+    CreateOptions,
+    ExecResult,
+    InvalidRequestError,
+    NotFoundError,
+)
+from miniclusters.backends.overlay import Ranks
 from miniclusters.backends.podman.core import PodmanContext, runner_container, with_view_image
 from miniclusters.backends.podman.observe import cluster_names
 from miniclusters.backends.podman.play import PodPlayer
 from miniclusters.backends.podman.pods import network_name, pod_address
 from miniclusters.backends.podman.ready import await_brokers, waits_inside
+from miniclusters.backends.podman.ready_host import await_from_host
 from miniclusters.backends.podman.state import PodmanRecord, pinned_spec
 from miniclusters.render import with_flavour
 from miniclusters.render.objects import certificate_for
+
+log = logging.getLogger(__name__)
 
 
 class PodmanLifecycle:
     """create, exists and delete: given the context, the pod player, and the status to wait on."""
 
-    def __init__(self, ctx: PodmanContext, player: PodPlayer, status: Callable[[str], ClusterStatus]) -> None:
+    def __init__(
+        self, ctx: PodmanContext, player: PodPlayer, status: Callable[[str, Ranks | None], ClusterStatus]
+    ) -> None:
         self._ctx = ctx
         self._player = player
         self._status = status
@@ -70,15 +84,34 @@ class PodmanLifecycle:
             self._teardown(mc.name)
             raise
         if not options.wait:
-            return self._status(mc.name)
+            return self._status(mc.name, None)
         polling = self._ctx.polling
         started = polling.clock()
+        said: list[Ranks | None] = [None]
         if waits_inside(mc):
-            await_brokers(
-                lambda argv, timeout: self._ctx.run_in_pod(mc.name, mc, 0, argv, timeout), mc.spec.size, options.timeout
-            )
+            said[0] = self._await_brokers(mc, options.timeout)
+
+        def read() -> ClusterStatus:  # what the lead said inside holds for the first read; later ones ask again
+            ranks, said[0] = said[0], None
+            return self._status(mc.name, ranks)
+
         left = max(1.0, options.timeout - (polling.clock() - started))
-        return polling.wait_ready(lambda: self._status(mc.name), left)
+        return polling.wait_ready(read, left)
+
+    def _await_brokers(self, mc: MiniCluster, timeout: float) -> Ranks | None:
+        """Every broker joined, seen through the lead's socket from this machine (ready_host.py); from inside the
+        lead (ready.py) when that fails, with one log line."""
+        polling = self._ctx.polling
+        try:
+            rundir = self._player.run_dir(mc.name, 0)
+            return await_from_host(rundir, mc.spec.size, timeout, polling.clock, polling.sleep)
+        except BackendError as exc:
+            log.warning("waiting for the brokers from this machine failed (%s); asking inside the lead instead", exc)
+
+        def run_in_lead(argv: list[str], limit: float) -> ExecResult:
+            return self._ctx.run_in_pod(mc.name, mc, 0, argv, limit)
+
+        return await_brokers(run_in_lead, mc.spec.size, timeout)
 
     def delete(self, name: str) -> None:
         """Every pod, container, volume and the network of the cluster; then its record."""

@@ -99,6 +99,23 @@ def read_cpu_shares(cgroup_path: str, root: Path = CGROUP_ROOT) -> int | None:
     return None
 
 
+CONMON_CGROUPS = ("pids/libpod_parent/{pod}/conmon", "libpod_parent/{pod}/conmon")
+"""Where podman (cgroupfs manager, v1 or v2) puts a pod's conmon processes and the cleanups they start."""
+
+
+def conmon_processes(pod_ids: list[str], root: Path = CGROUP_ROOT) -> int:
+    """How many processes the pods' conmon cgroups still hold (0 where there is no such cgroup: systemd)."""
+    count = 0
+    for pod in pod_ids:
+        for pattern in CONMON_CGROUPS:
+            try:
+                count += len((root / pattern.format(pod=pod) / "cgroup.procs").read_text().split())
+                break
+            except OSError:
+                continue
+    return count
+
+
 def weight_to_shares(weight: int) -> int:
     """cgroup v2 cpu.weight back to shares (the inverse of the linear mapping runc and crun used before 1.3.2)."""
     return 2 + (weight - 1) * 262142 // 9999

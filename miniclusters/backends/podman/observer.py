@@ -25,7 +25,8 @@ class PodmanObserver:
         self._ctx = ctx
         self._player = player
 
-    def status(self, name: str) -> ClusterStatus:
+    def status(self, name: str, ranks: Ranks | None = None) -> ClusterStatus:
+        """The cluster's status; `ranks` is what the lead just said (ready.py), so it is not asked again."""
         record, mc = self._ctx.load(name)
         pods = self._player.synced(record, mc)
         restarts = self._ctx.restarts(name, pods)
@@ -33,7 +34,7 @@ class PodmanObserver:
         phase, _, reason = phase_of(lead_pod) if lead_pod is not None else ("Pending", None, None)
         finished = phase in ("Succeeded", "Failed") and not mc.spec.interactive
         running = phase == "Running" and reason is None
-        report = LeadReport.asked(running, finished, lambda: self._ask_lead(name, mc))
+        report = LeadReport.asked(running, finished, lambda: ranks if ranks is not None else self._ask_lead(name, mc))
         statuses = tuple(pod_status(p, record.cpu_of(p.index), report.ranks_up, restarts.get(p.index)) for p in pods)
         lead = statuses[0] if statuses and statuses[0].index == 0 else None
         rest_url = f"http://{pod_address(record.subnet, 0)}:{mc.spec.restful.port}" if mc.spec.restful.enabled else None

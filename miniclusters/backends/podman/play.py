@@ -4,19 +4,23 @@ neither a grace nor a busy cgroup."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import yaml
 
+from common import atomic
 from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import BackendError
+from miniclusters.backends.podman.bundle import BundleCache
+from miniclusters.backends.podman.bundle_mount import broker_installer
 from miniclusters.backends.podman.core import PodmanContext, runner_container
 from miniclusters.backends.podman.engine import Podman, PodmanError
-from miniclusters.backends.podman.observe import PodmanPod, cluster_names, millicores_to_shares
+from miniclusters.backends.podman.host_files import volume_files
+from miniclusters.backends.podman.observe import PodmanPod, cluster_names, conmon_processes, millicores_to_shares
 from miniclusters.backends.podman.pods import (
     CLUSTER_LABEL,
     Rendered,
@@ -24,16 +28,18 @@ from miniclusters.backends.podman.pods import (
     cpu_request,
     network_name,
     orphan_volumes,
+    owned_name,
     owned_volumes,
     play_documents,
     pod_address,
     pod_name,
-    secret_files,
-    secret_volume,
 )
 from miniclusters.backends.podman.state import PodmanRecord
-from miniclusters.render.layout import NAME_LABEL
+from miniclusters.kube_shapes import Pod
+from miniclusters.render.layout import NAME_LABEL, VOLUME_RUN
 
+FILES_DIR = "files"
+"""Beside a cluster's record: its ConfigMap and Secret volumes' files (host_files.py)."""
 PLAY_TIMEOUT = 300.0
 """Seconds one `podman kube play` may take (it returns once the init container has copied the broker in)."""
 PULL_FAILURES = ("initializing source", "pinging container registry", "image not known")
@@ -41,6 +47,8 @@ STOP_GRACE_S = 1
 """Seconds between SIGTERM and SIGKILL when pods are removed (the entrypoint passes SIGTERM on to its brokers, but
 they keep nothing that needs a clean exit, so a longer grace would only delay `down`)."""
 POD_RM_ATTEMPTS = 3
+CLEANUP_WAIT_S = 10.0
+CLEANUP_POLL_S = 0.05
 
 
 class PodPlayer:
@@ -48,6 +56,7 @@ class PodPlayer:
 
     def __init__(self, ctx: PodmanContext) -> None:
         self._ctx = ctx
+        self._bundles = BundleCache(ctx.podman)
 
     @property
     def _podman(self) -> Podman:
@@ -68,34 +77,20 @@ class PodPlayer:
             self._podman.run(["volume", "rm", volume], f"removing volume {volume}", check=False)
         self.remove_network(network_name(name))
 
-    def _fill_secrets(self, rendered: Rendered, indexes: list[int]) -> None:
-        """Each pod's Secret volume with the decoded Secret (podman 4.3 would write the base64 text). The volumes
-        are created at once and inspected in one call: one after the other, with a `kube play` started between
-        them, they held the last pod's start back by 0.5-1 s per pod on a loaded machine."""
-        volumes = [secret_volume(rendered, index) for index in indexes]
-        labels = ["--label", f"{NAME_LABEL}={rendered.name}", "--label", f"{CLUSTER_LABEL}=podman"]
-        creating = [(volume, self._podman.start(["volume", "create", *labels, volume])) for volume in volumes]
-        failed = []
-        for volume, process in creating:
-            output, _ = process.communicate(timeout=PLAY_TIMEOUT)
-            if process.returncode != 0:
-                failed.append(
-                    PodmanError(f"creating volume {volume}", ["volume", "create"], process.returncode, output)
-                )
-        if failed:
-            raise failed[0]
-        mountpoints = self._podman.run(
-            ["volume", "inspect", "--format", "{{.Mountpoint}}", *volumes], "reading the Secret volumes' paths"
-        ).stdout.split()
-        files = secret_files(rendered)
-        for mountpoint in mountpoints:
+    def _write_files(self, record: PodmanRecord, rendered: Rendered) -> str:
+        """The ConfigMap's and the Secret's volumes as host directories beside the record (mode 0700, its files
+        at their volume's modes), which every pod bind-mounts read-only (host_files.py); each file replaced
+        whole, so a pod never reads half of one."""
+        root = self._ctx.store.path(record.name).parent / FILES_DIR
+        spec = rendered.job["spec"]["template"]["spec"]
+        for volume, files in volume_files(spec, rendered.config_map, rendered.secret).items():
             for path, (data, mode) in files.items():
-                target = Path(mountpoint) / path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-                with os.fdopen(descriptor, "wb") as handle:
-                    handle.write(data)
-                os.chmod(target, mode)
+                target = root / volume / path
+                target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                atomic.write_bytes(target, data, mode=mode)
+                target.chmod(mode)  # as the volume says, whatever the umask
+        root.chmod(0o700)
+        return str(root)
 
     def play(
         self, record: PodmanRecord, rendered: Rendered, indexes: Iterable[int], runner: str, lead_restarts: bool
@@ -104,11 +99,12 @@ class PodPlayer:
         indexes = sorted(indexes)
         registered = record.registered
         started = []
-        self._fill_secrets(rendered, indexes)
+        files = self._write_files(record, rendered)
+        bundle = self._bundles.volumes(broker_installer(rendered.job["spec"]["template"]["spec"]), indexes)
         for index in indexes:
-            documents = play_documents(rendered, index, record.subnet, registered)
+            documents = play_documents(rendered, index, record.subnet, registered, bundle, files)
             if index == 0 and not lead_restarts:
-                documents[-1]["spec"]["restartPolicy"] = "Never"  # the lead's exit is the cluster's result
+                cast(Pod, documents[-1])["spec"]["restartPolicy"] = "Never"  # the lead's exit is the cluster's result
             path = self._ctx.store.path(record.name).parent / f"pod-{index}.yaml"
             path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
             argv = ["kube", "play", "--network", record.network, "--ip", pod_address(record.subnet, index), str(path)]
@@ -179,18 +175,25 @@ class PodPlayer:
             self._podman.run(["volume", "rm", "--force", *doomed], f"removing volumes of {rendered.name}")
 
     def _remove_pod_list(self, pods: list[str]) -> None:
-        """Kill the pods that exist, then `podman pod rm --force`, tried again while it fails: on a loaded machine
-        a container may still be stopping, or its cgroup still busy, when the first removal reaches it; the last
-        failure is raised.
+        """Kill the pods that exist, let podman's cleanup of their containers finish, then `podman pod rm
+        --force`, tried again while it fails (on a loaded machine a container may still be stopping when the
+        first removal reaches it); the last failure is raised.
 
-        Killed first because a removal stops one container at a time, each waiting up to its grace: 4 pods took
-        16.8 s to remove here when the entrypoint's bash (PID 1) still ignored SIGTERM, killed and removed 2.8 s.
-        `pod kill` stops at the first name it does not know, hence the list.
+        Killed first because a removal stops one container at a time, each waiting up to its grace (4 pods took
+        16.8 s to remove when the entrypoint's bash ignored SIGTERM). Waited for because each killed container's
+        conmon starts a `podman container cleanup` in the pod's cgroup, which waits for the lock a `pod rm`
+        holds while that `pod rm` waits for the cgroup to empty: podman breaks the tie by signalling the
+        cgroup's processes after 3 s, pod after pod (3.7 s of a 4-pod `down`). `pod kill` stops at the first
+        name it does not know, hence the list.
         """
-        listed = self._podman.run(["pod", "ps", "--format", "{{.Name}}"], "listing pods", check=False).stdout.split()
-        present = [pod for pod in pods if pod in listed]
+        listed = self._podman.run(
+            ["pod", "ps", "--no-trunc", "--format", "{{.Name}} {{.ID}}"], "listing pods", check=False
+        ).stdout.splitlines()
+        ids = dict(line.split()[:2] for line in listed if len(line.split()) >= 2)
+        present = [pod for pod in pods if pod in ids]
         if present:
             self._podman.run(["pod", "kill", *present], f"killing pods {', '.join(present)}", check=False)
+            self._await_cleanup([ids[pod] for pod in present])
         argv = ["pod", "rm", "--force", "--ignore", "--time", str(STOP_GRACE_S), *pods]
         for attempt in range(POD_RM_ATTEMPTS):
             try:
@@ -201,14 +204,27 @@ class PodPlayer:
                     raise
                 self._ctx.sleep(1.0 + attempt)
 
+    def _await_cleanup(self, pod_ids: list[str]) -> None:
+        """Until no conmon (nor the cleanup it started) is left in the pods' cgroups, or CLEANUP_WAIT_S passed
+        (then the removal goes ahead as before)."""
+        clock, deadline = self._ctx.polling.clock, self._ctx.polling.clock() + CLEANUP_WAIT_S
+        while conmon_processes(pod_ids) and clock() < deadline:
+            self._ctx.sleep(CLEANUP_POLL_S)
+
+    def run_dir(self, name: str, index: int) -> Path:
+        """Where pod `index`'s run directory (its emptyDir at /run/flux) is on this machine: its volume's."""
+        volume = owned_name(name, index, VOLUME_RUN)
+        done = self._podman.run(["volume", "inspect", "--format", "{{.Mountpoint}}", volume], f"inspecting {volume}")
+        return Path(done.stdout.strip()) / "rundir"  # the entrypoint's -Srundir=/run/flux/rundir
+
     def create_network(self, name: str, network: str) -> str:
         """Create the cluster's network (reused if a crashed run left it with no pod) and return its subnet."""
-        inspected = self._podman.run(["network", "inspect", network], "", check=False)
-        if inspected.returncode != 0:
-            self._podman.run(
-                ["network", "create", "--label", f"{NAME_LABEL}={name}", "--label", f"{CLUSTER_LABEL}=podman", network],
-                f"creating podman network {network}",
-            )
+        labels = ["--label", f"{NAME_LABEL}={name}", "--label", f"{CLUSTER_LABEL}=podman"]
+        try:
+            self._podman.run(["network", "create", *labels, network], f"creating podman network {network}")
+        except PodmanError as exc:
+            if "already exists" not in exc.stderr:
+                raise
         subnet = self._podman.run(
             ["network", "inspect", network, "--format", "{{range .Subnets}}{{.Subnet}} {{end}}"],
             f"reading the subnet of network {network}",

@@ -4,12 +4,12 @@ The rendered objects stay the one template: each pod is the Indexed Job's pod te
 controller and the kubelet would add (hostname `<name>-<i>`, `JOB_COMPLETION_INDEX`, the completion-index
 label), what the headless Service's DNS would answer (podman's CNI network here has no DNS plugin, so every
 registered host's name goes into each pod's /etc/hosts through `hostAliases`, at the address the pod is given
-with `--ip`), minus the fields podman does not know (subdomain, affinity, resizePolicy).
+with `--ip`), minus the fields podman does not know (subdomain, affinity, resizePolicy) or reads otherwise
+(ports: it would publish them on this machine).
 """
 
 from __future__ import annotations
 
-import base64
 import copy
 import ipaddress
 import re
@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from miniclusters.backends.podman.bundle_mount import NO_VOLUMES, BundleVolumes, mount_bundle
+from miniclusters.backends.podman.host_files import mount_host_files, volume_files
 from miniclusters.kube_shapes import (
     ConfigMap,
     HostAlias,
@@ -25,7 +27,6 @@ from miniclusters.kube_shapes import (
     PodSpec,
     RenderedObject,
     Secret,
-    SecretVolumeSource,
     Service,
 )
 from miniclusters.render import RenderedObjects
@@ -127,8 +128,8 @@ def _private_volumes(spec: PodSpec, cluster: str, index: int) -> None:
         elif "configMap" in volume:
             volume["configMap"]["name"] = owned_name(cluster, index, volume["configMap"]["name"])
         elif "secret" in volume:
-            # podman 4.3 writes a Secret volume's files still base64-encoded: the backend fills a named volume
-            # with the decoded Secret (secret_files) and the pod mounts that volume, where the template says.
+            # podman 4.3 writes a Secret volume's files still base64-encoded: a named volume of the pod's own
+            # holding them decoded is mounted instead (the backend gives host directories: host_files.py).
             claim = owned_name(cluster, index, volume["secret"]["secretName"])
             del volume["secret"]
             volume["persistentVolumeClaim"] = {"claimName": claim, "readOnly": True}
@@ -162,17 +163,33 @@ def orphan_volumes(cluster: str, volumes: Iterable[str], others: Iterable[str]) 
     return [v for v in volumes if mine.match(v) and not any(v.startswith(f"{o}-") for o in longer)]
 
 
-def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) -> Pod:
-    """The Pod the Indexed Job controller would create for `index`, as podman kube play accepts it."""
+def pod_for_index(
+    rendered: Rendered,
+    index: int,
+    subnet: str,
+    max_size: int,
+    bundle: BundleVolumes = NO_VOLUMES,
+    files: str | None = None,
+) -> Pod:
+    """The Pod the Indexed Job controller would create for `index`, as podman kube play accepts it; with the
+    broker bundle mounted from `bundle`'s volume instead of copied by the init container where one is prepared,
+    and the ConfigMap and Secret volumes bind-mounted from the host directory `files` when given (host_files.py)."""
     template = copy.deepcopy(rendered.job["spec"]["template"])
     spec = template["spec"]
     spec.pop("subdomain", None)  # fields podman does not know
     spec.pop("affinity", None)
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
         container.pop("resizePolicy", None)
+        # podman 4.3 publishes a containerPort on this machine as if it were a hostPort, so the second pod with
+        # the REST port failed to start ("address already in use"); Kubernetes publishes none, and every pod's
+        # address on the cluster's network is reachable from here (rest_endpoint).
+        container.pop("ports", None)
     for container in [*spec.get("initContainers", []), *spec["containers"]]:  # as the Job controller does
         env = [e for e in container.get("env", []) if e.get("name") != "JOB_COMPLETION_INDEX"]
         container["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": str(index)}, *env]
+    mount_bundle(spec, index, bundle)
+    if files is not None:
+        mount_host_files(spec, files, set(volume_files(spec, rendered.config_map, rendered.secret)))
     _private_volumes(spec, rendered.name, index)
     spec["hostname"] = pod_name(rendered.name, index)
     spec["hostAliases"] = host_aliases(rendered, subnet, max_size)
@@ -186,29 +203,18 @@ def pod_for_index(rendered: Rendered, index: int, subnet: str, max_size: int) ->
     }
 
 
-def play_documents(rendered: Rendered, index: int, subnet: str, max_size: int) -> tuple[ConfigMap, Pod]:
-    """What one `podman kube play` of pod `index` reads: the ConfigMap it mounts, then the Pod (the Secret's
-    volume the backend fills itself: secret_files)."""
-    return (_renamed(rendered.config_map, rendered.name, index), pod_for_index(rendered, index, subnet, max_size))
-
-
-def secret_volume(rendered: Rendered, index: int) -> str:
-    """The named volume holding pod `index`'s copy of the Secret (filled by the backend before `kube play`)."""
-    return owned_name(rendered.name, index, rendered.secret["metadata"]["name"])
-
-
-def secret_files(rendered: Rendered) -> dict[str, tuple[bytes, int]]:
-    """The files a Secret volume of the pod template shows: {path: (decoded bytes, mode)} (`defaultMode`, items)."""
-    spec = rendered.job["spec"]["template"]["spec"]
-    wanted = rendered.secret["metadata"]["name"]
-    volumes = spec.get("volumes", [])
-    none: SecretVolumeSource = {}
-    source = next((v["secret"] for v in volumes if "secret" in v and v["secret"].get("secretName") == wanted), none)
-    mode = int(source.get("defaultMode", 0o644))
-    data = {key: base64.b64decode(value) for key, value in rendered.secret.get("data", {}).items()}
-    if "items" in source:
-        return {item["path"]: (data[item["key"]], int(item.get("mode", mode))) for item in source["items"]}
-    return {key: (value, mode) for key, value in data.items()}
+def play_documents(
+    rendered: Rendered,
+    index: int,
+    subnet: str,
+    max_size: int,
+    bundle: BundleVolumes = NO_VOLUMES,
+    files: str | None = None,
+) -> list[ConfigMap | Pod]:
+    """What one `podman kube play` of pod `index` reads: the ConfigMap it mounts, then the Pod; the Pod alone when
+    its ConfigMap and Secret are host directories (`files`, as the backend plays them)."""
+    pod = pod_for_index(rendered, index, subnet, max_size, bundle, files)
+    return [pod] if files is not None else [_renamed(rendered.config_map, rendered.name, index), pod]
 
 
 def cpu_request(rendered: Rendered, container: str) -> str | None:
