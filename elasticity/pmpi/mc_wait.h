@@ -13,6 +13,14 @@
  * a waiting rank's CPU time near zero.
  *
  * MC_MPI_WAIT=poll (the default) leaves every call to the MPI library.
+ *
+ * The spin is the lever for fine-grained solvers: rhoSimpleFoam reduces thousands of times per iteration, a
+ * millisecond or less apart, and every nap there puts a wake-up on the collective's critical path (each rank that
+ * forwards data pays it once per hop). A spin about as long as a wake-up costs under load (MC_MPI_WAIT_SPIN_US=1000,
+ * `minicluster multiplex --mpi-spin-us 1000`) lets those waits complete without one while longer waits still sleep
+ * (docs/multiplexing.md). It is a whole number of microseconds from 0 to 1000000; anything else is said on stderr
+ * and the default kept. MC_MPI_WAIT_STATS=1 prints one line per rank at MPI_Finalize: waits, how many napped, the
+ * naps, the ones a message ended, the time waiting and asleep.
  */
 #ifndef MC_WAIT_H
 #define MC_WAIT_H
@@ -125,13 +133,6 @@ static void mc_wait_pause(mc_waiter *w)
     uint64_t target = predicted / 8 * 7;
     uint64_t nap;
     int long_nap = elapsed + mc_wait.nap_ns < target;
-    if (!long_nap && elapsed < predicted + mc_wait.spin_ns) {
-        /* Awake near the predicted end: poll through it and a spin more, so the message that ends the wait finds
-         * the rank running instead of paying a wake-up on the critical path (every rank of a collective that
-         * forwards data pays it once per hop). */
-        sched_yield();
-        return;
-    }
     if (long_nap)
         nap = target - elapsed; /* asleep until the predicted end is near (or a message arrives) */
     else
