@@ -27,14 +27,16 @@ through every measurement, T_1 included: Theta is then what multiplexing gains u
 Every job runs with the wait mode the controller applies (`-o mpi-wait=sleep`; `--controller-wait poll` gives the
 controller `--mpi-wait poll`, and equal allocation's two runs the same); T_1 is also measured with Open MPI's own
 polling (with yield), and the better of the two is T_1, so the controller's gain is never measured against a
-handicapped baseline. The 1-minute load average
+handicapped baseline; `--mpi-spin-us` sets how long every sleeping wait polls before its first nap (T_1's, equal
+allocation's and the controller's). The 1-minute load average
 is printed before and after every run.
 With `--app openfoam` the proxy's figures are printed beside OpenFOAM's: by default the recorded proxy run
 (bench/results.toml, bench "multiplex"), with --with-proxy the proxy measured in this invocation after OpenFOAM
 (about 10 more minutes); the JSON line carries them under "proxy".
 
 Run: .venv/bin/python bench/bench_multiplex.py [--app proxy|openfoam] [--iterations N] [--weights W,W,W,W]
-     [--rows 192] [--refine 1] [--controller-wait sleep|poll] [--skip-n3] [--beside 1] [--with-proxy]
+     [--rows 192] [--refine 1] [--controller-wait sleep|poll] [--mpi-spin-us US] [--skip-n3] [--beside 1]
+     [--with-proxy]
      [--save-timeline docs/multiplex-timeline.png]
 Prints figures; the last line is one JSON object. It is not a test (no thresholds are asserted).
 """
@@ -60,12 +62,14 @@ from docsgen.benchmarks import load as load_results
 from docsgen.benchmarks import record_result
 from elasticity.control.events import read_events
 from elasticity.model.throughput import Geometry, fit_beta
+from elasticity.pmpi.env import SPIN_US_MAX
 from elasticity.workloads.foam_jobs import JOB_CASE, JOB_WEIGHTS, job_command_line, prepare_job_case
 from elasticity.workloads.naca_sweep import final_coefficients
 from elasticity.workloads.openfoam import BOUNDARY_CALL
 from elasticity.workloads.proxy import build_proxy_solver
 from miniclusters.backends.local.backend import LocalBackend
 from miniclusters.multiplex.flux_simulations import WAIT_MODE, FluxSimulations
+from miniclusters.multiplex.session import wait_settings
 
 MINICLUSTER = str(Path(sys.executable).with_name("minicluster"))
 NAME = "benchmux"
@@ -94,6 +98,8 @@ class Workload:
     sims_root: str = ""
     wait: str = WAIT_MODE
     """How the controller's jobs wait in MPI (`minicluster multiplex --mpi-wait`); equal allocation runs both."""
+    spin_us: int | None = None
+    """A sleeping wait's spin before its first nap (`--mpi-spin-us`), for every sleeping run; None: the library's."""
     """Where each simulation's own case copy is, below its directory (OpenFOAM: `case`), for Cl/Cd."""
 
 
@@ -139,15 +145,22 @@ def attempt(what: str, run: Any, *args: Any, recreate: Any = None) -> Any:
 
 
 def equal_run(
-    backend: LocalBackend, argv: list[str], n: int, workdir: Path, wait: str = WAIT_MODE, timeout: float = RUN_TIMEOUT
+    backend: LocalBackend,
+    argv: list[str],
+    n: int,
+    workdir: Path,
+    wait: str = WAIT_MODE,
+    spin_us: int | None = None,
+    timeout: float = RUN_TIMEOUT,
 ) -> tuple[float, list[float]]:
     """n simulations submitted together at the spec's requests; (wall time, per-simulation makespans)."""
     for index in range(PODS):
         backend.resize(NAME, index, f"{POD_CPU_M}m")
     workdir = Path(tempfile.mkdtemp(prefix=f"{workdir.name}-", dir=workdir.parent))  # fresh files per attempt
     sims = FluxSimulations(
-        backend, NAME, argv, RANKS, PODS, workdir, {f"{NAME}-{i}": i for i in range(PODS)}, wait=wait
-    )
+        backend, NAME, argv, RANKS, PODS, workdir, {f"{NAME}-{i}": i for i in range(PODS)}, wait=wait,
+        env=wait_settings(spin_us if wait == "sleep" else None),
+    )  # fmt: skip
     sims.lead_uri = backend.lead_uri(NAME)
     started = time.monotonic()
     for k in range(n):
@@ -174,11 +187,12 @@ def equal_run(
 def controller_run(n: int, work: Workload, workdir: Path, overhead: str, *extra: str) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"ctl{n}-", dir=workdir))  # fresh files per attempt
     timeline = workdir / f"timeline-n{n}.png"
+    spin = ["--mpi-spin-us", str(work.spin_us)] if work.spin_us is not None and work.wait == "sleep" else []
     result = cli(
         "multiplex", NAME, "--command", work.command, "--max", str(n), "--total", str(n), "--json",
         "--timeline", str(timeline), "--workdir", str(workdir / "sims"), "--timeout", "800",
         "--settle", "2", "--interval", "0.5", "--pod-overhead", overhead, "--boundary", work.boundary,
-        "--profile-iterations", str(work.profile_iterations), "--mpi-wait", work.wait, *extra,
+        "--profile-iterations", str(work.profile_iterations), "--mpi-wait", work.wait, *spin, *extra,
     )  # fmt: skip
     if result.returncode != 0:
         raise RunFailed(f"minicluster multiplex failed ({result.returncode}): {result.stderr[-1500:]}")
@@ -264,14 +278,14 @@ def measure(work: Workload, backend: LocalBackend, workdir: Path, opts: argparse
     say(f"workload: {work.description}; load average {load_start}")
     root = workdir / work.app
     root.mkdir()
-    t1_sleep, _ = step("T_1", recreate, equal_run, backend, argv, 1, root / "t1")
+    t1_sleep, _ = step("T_1", recreate, equal_run, backend, argv, 1, root / "t1", WAIT_MODE, work.spin_us)
     t1_poll, _ = step("T_1 polling", recreate, equal_run, backend, argv, 1, root / "t1poll", "poll")
     t1 = min(t1_sleep, t1_poll)  # the best a simulation does alone: Theta is measured against it
     say(
         f"T_1 (alone, equal allocation {PODS} x {POD_CPU_M}m): {t1:.1f}s (ranks waiting by {WAIT_MODE}: "
         f"{t1_sleep:.1f}s; by Open MPI's polling with yield: {t1_poll:.1f}s)"
     )
-    equal2, per_sim = step("equal N=2", recreate, equal_run, backend, argv, 2, root / "equal2", work.wait)
+    equal2, per_sim = step("equal N=2", recreate, equal_run, backend, argv, 2, root / "equal2", work.wait, work.spin_us)
     theta2_equal = 2 * t1 / equal2
     say(
         f"two at once, equal allocation, ranks waiting by {work.wait}: makespan {equal2:.1f}s (each: {per_sim}), "
@@ -341,6 +355,7 @@ def measure(work: Workload, backend: LocalBackend, workdir: Path, opts: argparse
         "restarts": ctl2["restarts"] + extra["restarts"],
         "beside": opts.beside,
         "controller_wait": work.wait,
+        "mpi_spin_us": work.spin_us,
         **({"cl_cd": cl_cd} if cl_cd is not None else {}),
         "load_start": load_start,
         "load_end": load_now(),
@@ -406,6 +421,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--controller-wait", choices=("sleep", "poll"), default=WAIT_MODE, help="the controller's --mpi-wait"
     )
+    parser.add_argument(
+        "--mpi-spin-us",
+        type=int,
+        help=f"sleeping waits poll this long before their first nap (0-{SPIN_US_MAX}) [the library's 20]",
+    )
     parser.add_argument("--with-proxy", action="store_true", help="openfoam: measure the proxy too, in this run")
     parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     return parser.parse_args(argv)
@@ -422,6 +442,8 @@ def check_args(opts: argparse.Namespace) -> list[float]:
         raise SystemExit(f"--refine: a positive integer expected, got {opts.refine}")
     if opts.rows < 1:
         raise SystemExit(f"--rows: a positive integer expected, got {opts.rows}")
+    if opts.mpi_spin_us is not None and not 0 <= opts.mpi_spin_us <= SPIN_US_MAX:
+        raise SystemExit(f"--mpi-spin-us: microseconds from 0 to {SPIN_US_MAX} expected, got {opts.mpi_spin_us}")
     if opts.with_proxy and opts.app != "openfoam":
         raise SystemExit("--with-proxy: only with --app openfoam (the proxy is what --app proxy measures)")
     text = opts.weights or (WEIGHTS if opts.app == "proxy" else ",".join(f"{w:g}" for w in JOB_WEIGHTS))
@@ -454,7 +476,7 @@ def main() -> None:
     if opts.app == "openfoam":
         iterations = opts.iterations or FOAM_ITERATIONS
         work = openfoam_workload(iterations, weights, opts.refine, workdir, opts.profile_iterations)
-    work = replace(work, wait=opts.controller_wait)  # the proxy beside keeps its recorded settings
+    work = replace(work, wait=opts.controller_wait, spin_us=opts.mpi_spin_us)  # the proxy beside keeps its own
     spec = write_spec(workdir, work.command)
 
     def recreate() -> None:

@@ -71,7 +71,13 @@ def pmpi_variables(
     """The variables that load and configure the profiler (building the library once, cached), with the wait
     mode's tuning knobs the job's own environment sets (mpirun forwards only what it is given with -x)."""
     from elasticity.pmpi.build import PmpiBuildError, build_pmpi_library
-    from elasticity.pmpi.env import PMPI_VARIABLES, WAIT_TUNING, pmpi_environment, wait_environment
+    from elasticity.pmpi.env import (
+        PMPI_VARIABLES,
+        WAIT_TUNING,
+        pmpi_environment,
+        wait_environment,
+        wait_tuning_error,
+    )
 
     try:
         library = build_pmpi_library()
@@ -91,7 +97,12 @@ def pmpi_variables(
         )
     variables = {k: v for k, v in env.items() if k in PMPI_VARIABLES}
     if settings["wait"] is not None and job_env:
-        variables.update({k: job_env[k] for k in WAIT_TUNING if job_env.get(k)})
+        tuning = {k: job_env[k] for k in WAIT_TUNING if job_env.get(k)}
+        for name, value in tuning.items():
+            error = wait_tuning_error(name, value)
+            if error is not None:
+                raise ServiceError(EINVAL, f"-o mpi-wait: {error}")
+        variables.update(tuning)
     return variables
 
 

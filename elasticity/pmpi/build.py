@@ -37,10 +37,21 @@ def default_cache_dir() -> Path:
     return Path(base) / "miniclusters" / "pmpi"
 
 
-def _fingerprint(source: bytes, compiler: str, flags: tuple[str, ...], libs: tuple[str, ...]) -> str:
-    h = hashlib.sha256(source)
+def _fingerprint(sources: list[tuple[str, bytes]], compiler: str, flags: tuple[str, ...], libs: tuple[str, ...]) -> str:
+    """The build's identity: every file's name, length and bytes (so text moved between the source and a header
+    still counts as a change), then the command."""
+    h = hashlib.sha256()
+    for name, data in sources:
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
     h.update("\0".join((compiler, *flags, *libs)).encode())
     return h.hexdigest()
+
+
+def source_files(source_path: Path) -> list[Path]:
+    """The source and every header beside it (mc_pmpi.c includes mc_wait.h, which includes mc_wake.h): all of
+    them go into the fingerprint, so a changed header rebuilds the cached library."""
+    return [source_path, *sorted(source_path.parent.glob("*.h"))]
 
 
 PREBUILT_VARIABLE = "MC_PMPI_LIBRARY"
@@ -83,12 +94,10 @@ def compile_with_mpicc(
             "(Debian: libopenmpi-dev) or pass the wrapper's path"
         )
     try:
-        source = source_path.read_bytes()
+        sources = [(path.name, path.read_bytes()) for path in source_files(source_path)]
     except OSError as exc:
         raise PmpiBuildError(f"source {source_path} is missing from the package: {exc}") from exc
-    for header in sorted(source_path.parent.glob("*.h")):  # headers the source includes (mc_wait.h)
-        source += header.read_bytes()
-    stamp = _fingerprint(source, compiler, flags, libs)
+    stamp = _fingerprint(sources, compiler, flags, libs)
     lib = out_dir / output_name
     stamp_file = out_dir / (output_name + ".sha256")
     if not force and lib.is_file() and stamp_file.is_file() and stamp_file.read_text().strip() == stamp:

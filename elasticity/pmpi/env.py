@@ -24,11 +24,41 @@ PMPI_VARIABLES = (
     "MC_MPI_WAIT_NAP_US",
     "MC_MPI_WAIT_SLICE_US",
     "MC_MPI_WAIT_EVENTS",
+    "MC_MPI_WAIT_STATS",
 )
 
 #: The wait mode's tuning knobs (mc_wait.h, mc_wake.h): taken from a job's own environment when it asks for a wait
 #: mode, so `MC_MPI_WAIT_SLICE_US=100 flux submit -o mpi-wait=sleep ...` reaches ranks on every pod.
-WAIT_TUNING = ("MC_MPI_WAIT_SPIN_US", "MC_MPI_WAIT_NAP_US", "MC_MPI_WAIT_SLICE_US", "MC_MPI_WAIT_EVENTS")
+WAIT_TUNING = (
+    "MC_MPI_WAIT_SPIN_US",
+    "MC_MPI_WAIT_NAP_US",
+    "MC_MPI_WAIT_SLICE_US",
+    "MC_MPI_WAIT_EVENTS",
+    "MC_MPI_WAIT_STATS",
+)
+
+SPIN_US_MAX = 1_000_000
+"""The longest spin a wait may be given (`--mpi-spin-us`, MC_MPI_WAIT_SPIN_US): one second of polling is already
+Open MPI's own way for any solver that synchronises more often than that."""
+#: Each knob's accepted whole numbers (mc_wait.h, mc_wake.h read them with strtoull).
+WAIT_TUNING_RANGES: dict[str, tuple[int, int]] = {
+    "MC_MPI_WAIT_SPIN_US": (0, SPIN_US_MAX),
+    "MC_MPI_WAIT_NAP_US": (1, 1_000_000),
+    "MC_MPI_WAIT_SLICE_US": (0, 100_000),
+    "MC_MPI_WAIT_EVENTS": (0, 1),
+    "MC_MPI_WAIT_STATS": (0, 1),
+}
+
+
+def wait_tuning_error(name: str, value: str) -> str | None:
+    """Why a wait knob's value is refused (naming it and its range), or None when it is a whole number in range:
+    the C library would read a bad one as 0 without a word."""
+    low, high = WAIT_TUNING_RANGES[name]
+    text = value.strip()
+    if not text.isdigit() or not low <= int(text) <= high:
+        return f"{name}={value!r}: expected a whole number from {low} to {high}"
+    return None
+
 
 #: How a rank waits inside MPI (mc_wait.h): Open MPI's polling, or sleeping between polls.
 WAIT_MODES = ("poll", "sleep")

@@ -481,6 +481,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 
 int MPI_Finalize(void)
 {
+    mc_wait_report();
     if (g.head != NULL)
         mc_write_now(MC_FLAG_FINALIZED);
     return PMPI_Finalize();

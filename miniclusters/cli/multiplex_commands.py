@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+from elasticity.pmpi.env import SPIN_US_MAX
 from miniclusters.backends.base import NotFoundError
 from miniclusters.cli.arguments import command_text, source_of
 from miniclusters.cli.backend_options import backend_errors, backend_options, open_backend
@@ -131,6 +132,12 @@ def _claimed_workdir(name: str, flag: str | None, configured: str | None) -> Pat
     help="How the simulations' ranks wait in MPI: sleep (what they do not use goes to the others) or Open MPI's "
     "polling (for solvers synchronising every few microseconds, where a wake-up costs more than the wait).",
 )
+@click.option(
+    "--mpi-spin-us",
+    type=click.IntRange(min=0, max=SPIN_US_MAX),
+    help="With --mpi-wait sleep: microseconds a waiting rank polls before its first nap (MC_MPI_WAIT_SPIN_US) "
+    "[the library's 20]. Waits shorter than this never pay a wake-up.",
+)
 @click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0.05), help="Seconds per step.")
 @click.option("--fairness-interval", default=5.0, show_default=True, type=click.FloatRange(min=0.1))
 @click.option(
@@ -171,6 +178,8 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
     from miniclusters.multiplex.settings import multiplex_config
     from miniclusters.multiplex.state_file import state_file
 
+    if opts["mpi_spin_us"] is not None and opts["mpi_wait"] != "sleep":
+        raise click.UsageError("--mpi-spin-us: only with --mpi-wait sleep (polling never naps)")
     with backend_errors(), _lock(backend, name):  # before anything is looked at, claimed or said
         target = open_backend(backend, context, namespace)
         status = target.status(name)
@@ -212,7 +221,9 @@ def multiplex(name: str, backend: str, context: str | None, namespace: str | Non
             raise click.BadParameter(str(exc)) from None
         workdir = _claimed_workdir(name, opts["workdir"], spec.get("workdir"))
         boundary = opts["boundary"] or spec.get("boundary") or "MPI_Barrier"
-        session = open_session(target, backend, name, command, config, workdir, boundary, opts["mpi_wait"])
+        session = open_session(
+            target, backend, name, command, config, workdir, boundary, opts["mpi_wait"], opts["mpi_spin_us"]
+        )
         session.started_by = opts["started_by"]
         timeline = Path(opts["timeline"]) if opts["timeline"] else workdir / "timeline.png"
         log_path = timeline.with_suffix(".jsonl")

@@ -21,7 +21,7 @@ from elasticity.control.multiplex_types import MultiplexConfig
 from elasticity.control.ports import Actuator, Observer
 from miniclusters.backends.base import Backend, InvalidRequestError
 from miniclusters.backends.ports import ports_for
-from miniclusters.multiplex.flux_simulations import WAIT_MODE, FluxSimulations
+from miniclusters.multiplex.flux_simulations import MPI_SETTINGS, WAIT_MODE, FluxSimulations
 from miniclusters.multiplex.state_file import MultiplexState
 
 
@@ -84,6 +84,15 @@ def _in_containers(
     return ExecSimulations(backend, name, argv, ranks, nodes, in_pods, pod_of_host, cache=workdir, **options)
 
 
+def wait_settings(spin_us: int | None) -> dict[str, str]:
+    """What every job gets (MPI_SETTINGS), with the sleeping wait's spin when one is asked for (`--mpi-spin-us`:
+    reaches every rank through the job's environment, broker/modules/pmpi.py)."""
+    settings = dict(MPI_SETTINGS)
+    if spin_us is not None:
+        settings["MC_MPI_WAIT_SPIN_US"] = str(spin_us)
+    return settings
+
+
 def open_session(
     backend: Backend,
     backend_name: str,
@@ -93,6 +102,7 @@ def open_session(
     workdir: Path,
     boundary: str = "MPI_Barrier",
     wait: str = WAIT_MODE,
+    spin_us: int | None = None,
 ) -> Session:
     argv = shlex.split(command)
     if not argv:
@@ -120,6 +130,7 @@ def open_session(
         equal_per_rank_m=config.equal_per_rank_m,
         boundary=boundary,
         wait=wait,
+        env=wait_settings(spin_us),
     )
     if backend_name == "local":
         from miniclusters.backends.local.job_cgroups import LocalJobShares

@@ -117,3 +117,27 @@ def test_wait_tuning_in_the_job_environment_is_exported_to_every_rank(tmp_path: 
     assert profile_settings is not None
     profiling_only = pmpi.pmpi_variables(profile_settings, 7, job_env)
     assert "MC_MPI_WAIT_SLICE_US" not in profiling_only  # no wait mode asked for: its knobs are not applied
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("MC_MPI_WAIT_SPIN_US", "lots"), ("MC_MPI_WAIT_SPIN_US", "2000000"), ("MC_MPI_WAIT_NAP_US", "0"),
+     ("MC_MPI_WAIT_STATS", "-1")],
+)  # fmt: skip
+def test_a_bad_wait_knob_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    """The C library reads a knob with strtoull: a typo would silently become 0 (no spin at all). Refused instead."""
+    from broker.modules import pmpi
+    from broker.service import ServiceError
+
+    prebuilt = tmp_path / "libmcpmpi.so"
+    prebuilt.write_bytes(b"\x7fELF")
+    monkeypatch.setenv("MC_PMPI_LIBRARY", str(prebuilt))  # no build needed to check the knobs
+
+    settings = pmpi.pmpi_settings({"mpi-wait": "sleep"}, 7, str(tmp_path))
+    assert settings is not None
+    with pytest.raises(ServiceError, match=rf"{name}='{value}': expected a whole number from \d+ to \d+"):
+        pmpi.pmpi_variables(settings, 7, {name: value})
+    good = pmpi.pmpi_variables(settings, 7, {"MC_MPI_WAIT_SPIN_US": "150", "MC_MPI_WAIT_STATS": "1"})
+    assert good["MC_MPI_WAIT_SPIN_US"] == "150" and good["MC_MPI_WAIT_STATS"] == "1"

@@ -118,3 +118,55 @@ def test_unknown_wait_modes_are_refused(pmpi_library: Path, tmp_path: Path) -> N
         wait_environment(pmpi_library, "spin")
     with pytest.raises(ValueError, match="wait mode 'nap'"):
         pmpi_environment(pmpi_library, tmp_path, wait="nap")
+
+
+STATS = re.compile(
+    r"MC_WAIT rank=0 mode=sleep waits=(\d+) napped=(\d+) naps=(\d+) woken=(\d+) wait_us=(\d+) nap_us=(\d+)"
+)
+MESSAGES = 40
+
+
+def _rank0_waits(program: Path, library: Path, base: dict[str, str], delay_us: int, spin_us: int) -> dict[str, int]:
+    """Rank 0's wait statistics (MC_MPI_WAIT_STATS=1) for MESSAGES receives, each DELAY_US after the last."""
+    env = {**wait_environment(library, "sleep", base=base), "MC_MPI_WAIT_STATS": "1"}
+    env["MC_MPI_WAIT_SPIN_US"] = str(spin_us)
+    proc = subprocess.run(
+        ["mpirun", "-np", "2", "--oversubscribe", str(program), str(delay_us), str(MESSAGES)],
+        env=env, capture_output=True, text=True, timeout=MPIRUN_TIMEOUT, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    match = STATS.search(proc.stderr)
+    assert match is not None, proc.stderr[-2000:]
+    keys = ("waits", "napped", "naps", "woken", "wait_us", "nap_us")
+    return dict(zip(keys, map(int, match.groups()), strict=True))
+
+
+def test_waits_shorter_than_the_spin_never_nap_and_longer_ones_sleep(
+    compile_mpi: Callable[[str], Path], pmpi_library: Path, mpi_environment: dict[str, str]
+) -> None:
+    """MC_MPI_WAIT_SPIN_US (`minicluster multiplex --mpi-spin-us`): a wait that ends within the spin completes by
+    polling, without paying a wake-up; without a spin many of the same waits sleep; waits far longer than the spin
+    sleep. Counted by the library itself, not timed."""
+    program = compile_mpi("spin_then_sleep")
+    receives = MESSAGES + 1  # and the barrier's wait
+    spun = _rank0_waits(program, pmpi_library, mpi_environment, delay_us=1000, spin_us=500_000)
+    assert spun["waits"] >= receives and spun["napped"] == 0 and spun["naps"] == 0, spun
+    no_spin = _rank0_waits(program, pmpi_library, mpi_environment, delay_us=1000, spin_us=0)
+    assert no_spin["napped"] >= MESSAGES // 4, no_spin  # the rest polled: their call's prediction was short
+    long_waits = _rank0_waits(program, pmpi_library, mpi_environment, delay_us=20_000, spin_us=100)
+    assert long_waits["napped"] >= MESSAGES // 2, long_waits
+    assert long_waits["wait_us"] >= MESSAGES * 20_000 * 0.9, long_waits  # they were long
+
+
+def test_a_malformed_spin_is_said_and_the_default_kept(
+    compile_mpi: Callable[[str], Path], pmpi_library: Path, mpi_environment: dict[str, str]
+) -> None:
+    """The library read MC_MPI_WAIT_SPIN_US with strtoull: `20us` was 20 and `lots` 0, silently."""
+    program = compile_mpi("spin_then_sleep")
+    env = {**wait_environment(pmpi_library, "sleep", base=mpi_environment), "MC_MPI_WAIT_SPIN_US": "lots"}
+    proc = subprocess.run(
+        ["mpirun", "-np", "2", "--oversubscribe", str(program), "100", "3"],
+        env=env, capture_output=True, text=True, timeout=MPIRUN_TIMEOUT, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "MC_MPI_WAIT_SPIN_US=lots is not a whole number from 0 to 1000000; spinning 20 us" in proc.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -14,7 +15,16 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from elasticity.pmpi.build import LIBRARY_NAME, PmpiBuildError, build_pmpi_library
+from elasticity.pmpi.build import (
+    CFLAGS,
+    LDLIBS,
+    LIBRARY_NAME,
+    SOURCE,
+    PmpiBuildError,
+    build_pmpi_library,
+    compile_with_mpicc,
+    source_files,
+)
 from elasticity.profiling.duty_cycle import analyze_job
 from elasticity.profiling.profile import profile_traces, run_profiled
 from elasticity.profiling.report import print_report, write_figure
@@ -43,6 +53,24 @@ def test_build_is_cached_and_rebuilt_when_the_source_changes(tmp_path: Path, pmp
     stamp.write_text("hash of an older source\n")
     assert build_pmpi_library(tmp_path).stat().st_ino != first  # replaced by a fresh build
     assert stamp.read_text().strip() != "hash of an older source"
+
+
+def test_a_changed_header_rebuilds_the_cached_library(tmp_path: Path, pmpi_library: Path) -> None:
+    """mc_pmpi.c includes mc_wait.h and mc_wake.h: a cache keyed by the .c alone would keep a stale wait mode."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for path in source_files(SOURCE):
+        shutil.copy(path, src / path.name)
+    assert {p.name for p in source_files(SOURCE)} >= {"mc_pmpi.c", "mc_wait.h", "mc_wake.h"}
+    out = tmp_path / "out"
+    lib = compile_with_mpicc(src / SOURCE.name, LIBRARY_NAME, CFLAGS, LDLIBS, out)
+    first, stamp = lib.stat().st_ino, (out / (LIBRARY_NAME + ".sha256")).read_text()
+    assert compile_with_mpicc(src / SOURCE.name, LIBRARY_NAME, CFLAGS, LDLIBS, out).stat().st_ino == first
+    with (src / "mc_wake.h").open("a") as header:
+        header.write("/* a header edited after the last build */\n")
+    rebuilt = compile_with_mpicc(src / SOURCE.name, LIBRARY_NAME, CFLAGS, LDLIBS, out)
+    assert rebuilt.stat().st_ino != first
+    assert (out / (LIBRARY_NAME + ".sha256")).read_text() != stamp
 
 
 def test_build_names_a_missing_compiler(tmp_path: Path) -> None:
