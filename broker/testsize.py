@@ -32,7 +32,6 @@ from .modules import default_modules
 from .payloads import ResourceReport
 from .resources import local_resources
 from .testsize_fork import Fork, choose_fork
-from .testsize_heap import settle_heap
 from .testsize_limits import LimitError, prepare_limits
 
 EXIT_GRACE = 10.0
@@ -89,6 +88,18 @@ def write_test_config(rundir: Path, size: int, hostnames: list[str]) -> Path:
 def default_hostnames(size: int) -> list[str]:
     short = socket.gethostname().split(".", 1)[0] or "localhost"
     return [f"{short}-{i}" for i in range(size)]
+
+
+def _prepare_sharing() -> Fork:
+    """What makes many brokers share the parent's pages, at a cost one broker alone would only pay: libc's fork
+    (ctypes loaded) and the parent's free heap taken (about 1 MB it keeps), so `flux start --test-size=1` skips it."""
+    from .testsize_heap import settle_heap  # ctypes: loaded only when there are brokers to share with
+
+    fork, why = choose_fork()
+    if why:  # the plain path: every broker pays for CPython's after-fork work (testsize_fork.py)
+        print(f"flux-start: forking brokers with os.fork: {why}", file=sys.stderr)
+    settle_heap()  # the brokers' first allocations in pages of their own, not in the shared heap's holes
+    return fork
 
 
 def _fork_broker(
@@ -180,10 +191,7 @@ def run_test_instance(
         modules = default_modules()  # imported here once, not after the fork in every broker (~70 ms each)
         resources = _shared_state(config, attrs or [])
         attrs = [*heartbeat_default(size, attrs or []), *(attrs or [])]
-        fork, why = choose_fork()
-        if why:  # the plain path: every broker pays for CPython's after-fork work (testsize_fork.py)
-            print(f"flux-start: forking brokers with os.fork: {why}", file=sys.stderr)
-        settle_heap()  # the brokers' first allocations in pages of their own, not in the shared heap's holes
+        fork = _prepare_sharing() if size > 1 else os.fork
         rundir_text = str(rundir)  # a child joins strings, not pathlib's objects (their pages would be its to copy)
         gc.freeze()  # the collector leaves the imported objects alone: their pages stay shared with the children
         for rank in range(size):

@@ -68,3 +68,14 @@ def test_an_instance_started_with_os_fork_says_so_once_and_runs(
     err = capsys.readouterr().err
     assert code == 5
     assert err.count("flux-start: forking brokers with os.fork: libc's fork cannot be called here") == 1
+
+
+def test_one_broker_is_forked_by_os_fork_without_the_sharing_preparations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """libc's fork and the parent's heap taken buy sharing between brokers; one broker alone would only pay for them
+    (ctypes loaded, ~1 MB more resident), so `--test-size=1` forks as CPython does."""
+
+    def refuse() -> None:
+        raise AssertionError("prepared sharing for a single broker")
+
+    monkeypatch.setattr(testsize, "_prepare_sharing", refuse)
+    assert testsize.run_test_instance(1, ["sh", "-c", "exit 4"]) == 4
