@@ -94,6 +94,26 @@ class MemoryPeak:
         self._thread.join()
 
 
+def running_processes(stat: Path = Path("/proc/stat")) -> int:
+    """Processes on a CPU or waiting for one, now (the kernel's procs_running, this one included)."""
+    for line in stat.read_text().splitlines():
+        if line.startswith("procs_running "):
+            return int(line.split()[1])
+    return 1
+
+
+def wait_until_idle(quiet_for: float = 5.0, limit: float = 180.0) -> float:
+    """Seconds waited until at most two processes ran for `quiet_for` seconds on end (at most `limit`): after a
+    large start, its thousands of brokers go on exiting for a while, and the next start would share the cores
+    with them (a 2,048 start measured 12 s after this wait and 19 s straight after the 1,024 one)."""
+    started = quiet_since = time.monotonic()
+    while (now := time.monotonic()) - quiet_since < quiet_for and now - started < limit:
+        if running_processes() > 2:
+            quiet_since = now
+        time.sleep(0.25)
+    return time.monotonic() - started
+
+
 def large_run(size: int, workdir: Path) -> tuple[float, float, float]:
     """One start of `size` brokers (kary:32): (seconds until online, seconds until `flux start` returned, peak
     growth of the machine's used memory in GiB)."""
@@ -182,6 +202,7 @@ def _flux_core_runs(workdir: Path, budget: float) -> dict[int, float]:
     except FluxCoreNotFound as exc:
         raise SystemExit(f"flux-core: {exc}; `make flux-core` builds it, or pass --no-flux-core") from None
     reached: dict[int, float] = {}
+    wait_until_idle()  # not in the budget: the large starts' brokers may still be exiting
     deadline = time.monotonic() + budget
     size = 16
     while (left := deadline - time.monotonic()) > 1:
@@ -247,7 +268,11 @@ def _measure_large(model: BootstrapModel, large: list[int], workdir: Path) -> di
     """Each large size once, after its prediction was printed: {size: (online s, whole s, memory GiB)}."""
     measured: dict[int, tuple[float, float, float]] = {}
     for size in large:
-        progress(f"ours: {size} brokers, kary:{DEFAULT_FANOUT} (predicted {model.predict(size, DEFAULT_FANOUT):.1f} s)")
+        waited = wait_until_idle()
+        progress(
+            f"ours: {size} brokers, kary:{DEFAULT_FANOUT} (predicted {model.predict(size, DEFAULT_FANOUT):.1f} s;"
+            f" {waited:.0f} s waited for the machine to be idle)"
+        )
         try:
             measured[size] = large_run(size, workdir)
         except (SystemExit, subprocess.TimeoutExpired) as exc:
