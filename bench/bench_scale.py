@@ -104,8 +104,9 @@ def running_processes(stat: Path = Path("/proc/stat")) -> int:
 
 def wait_until_idle(quiet_for: float = 5.0, limit: float = 180.0) -> float:
     """Seconds waited until at most two processes ran for `quiet_for` seconds on end (at most `limit`): after a
-    large start, its thousands of brokers go on exiting for a while, and the next start would share the cores
-    with them (a 2,048 start measured 12 s after this wait and 19 s straight after the 1,024 one)."""
+    large start its thousands of brokers go on exiting for a while, and the next start must not share the cores
+    with them. (Two recorded runs the same evening gave a 2,048 start 19.3 s and 10.9 s; this wait took its
+    minimum before the second, so it settles the doubt about leftovers, not that spread.)"""
     started = quiet_since = time.monotonic()
     while (now := time.monotonic()) - quiet_since < quiet_for and now - started < limit:
         if running_processes() > 2:
