@@ -4,46 +4,65 @@ thread, os.fork otherwise or when libc's cannot be called, each with what a brok
 from __future__ import annotations
 
 import os
-import random
-from collections.abc import Callable
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from broker import testsize, testsize_fork
+from broker import testsize
 from broker.testsize_fork import choose_fork, running_threads
 
+_CHILD_SAYS = """
+import os, random, sys
+from broker.testsize_fork import choose_fork, running_threads
 
-def _child_says(fork: testsize_fork.Fork, what: Callable[[], object]) -> tuple[int, str, int]:
-    """Fork with `fork`; the child writes what `what()` returns there to a pipe and exits 7: (pid, said, code)."""
-    read_end, write_end = os.pipe()
-    pid = fork()
-    if pid == 0:
-        try:
-            os.write(write_end, str(what()).encode())
-        finally:
-            os._exit(7)
-    os.close(write_end)
-    with os.fdopen(read_end) as reader:
-        said = reader.read()
-    _pid, status = os.waitpid(pid, 0)
-    return pid, said, os.waitstatus_to_exitcode(status)
+assert running_threads() == 1, running_threads()
+fork, why = choose_fork()
+assert why == "" and fork is not os.fork, why
+random.seed(45)
+state = random.getstate()
+read_end, write_end = os.pipe()
+pid = fork()
+if pid == 0:
+    try:
+        os.write(write_end, f"{os.getpid()} {random.random()}".encode())
+    finally:
+        os._exit(7)
+os.close(write_end)
+with os.fdopen(read_end) as reader:
+    child_pid, child_draw = reader.read().split()
+_pid, status = os.waitpid(pid, 0)
+random.setstate(state)
+print(pid, child_pid, os.getpid(), os.waitstatus_to_exitcode(status), child_draw, random.random())
+"""
+
+
+def _libc_forked_child() -> tuple[int, int, int, int, str, str]:
+    """Fork with libc's fork from a process of one thread (its precondition: pytest's worker runs other tests'
+    threads, and a libc fork there may leave the child waiting on a lock another thread held): what the child said
+    (pid, draw), the parent's pid and the child's exit code."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD_SAYS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    pid, child_pid, parent, code, child_draw, parent_draw = done.stdout.split()
+    return int(pid), int(child_pid), int(parent), int(code), child_draw, parent_draw
 
 
 def test_one_thread_forks_with_libc_and_the_child_is_a_process_of_its_own() -> None:
-    fork, why = choose_fork(threads=1)
-    assert why == "" and fork is not os.fork
-    pid, said, code = _child_says(fork, os.getpid)
-    assert code == 7 and said == str(pid) and pid != os.getpid()
+    pid, child_pid, parent, code, _child_draw, _parent_draw = _libc_forked_child()
+    assert code == 7 and child_pid == pid and pid != parent
 
 
 def test_a_child_forked_with_libc_draws_its_own_random_numbers() -> None:
-    fork, _why = choose_fork(threads=1)
-    random.seed(45)
-    state = random.getstate()
-    _pid, said, _code = _child_says(fork, random.random)
-    random.setstate(state)
-    assert said != str(random.random())  # reseeded in the child, as os.fork's hooks would have
+    *_ids, child_draw, parent_draw = _libc_forked_child()
+    assert child_draw != parent_draw  # reseeded in the child, as os.fork's hooks would have
 
 
 def test_other_threads_or_no_libc_fork_mean_os_fork_and_say_why() -> None:
