@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 def default_modules() -> list[Module]:
     """What every broker of an instance loads (each module decides by rank whether it runs)."""
-    from .job_exec import job_exec
+    from .job_exec_entry import job_exec
     from .job_manager import job_manager
     from .restful import restful
 

@@ -15,26 +15,25 @@ it; the others ask through small methods; tests/broker/test_job_manager_parts.py
 - manager.py: the parts put together (JobManager)
 
 Loaded on first use (issue 45, an idle lead's memory): the parts, the job store and the scheduling policies are
-about 2.3 MB of an idle lead's resident memory here. A lead with no state on disk and no setting of theirs to check
-serves `job-manager.*` with a stand-in that imports them at the first request (tens of ms, once) and hands that
-request on; a lead with a journal or an archive to restore, or a job-manager, sched or content setting, loads them
-at start, since the restart path and those settings' checks must run before anything is asked.
+about 1.5 MB of an idle lead's resident memory here. A lead with no state on disk and no setting of theirs to
+check serves `job-manager.*` with a stand-in (broker/modules/first_use.py) that imports them at the first request
+(tens of ms, once) and hands that request on; a lead with a journal or an archive to restore, or a job-manager,
+sched or content setting, loads them at start, since the restart path and those settings' checks must run before
+anything is asked.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ...protocol import ENOSYS
-from ...service import ServiceError
+from ..first_use import LoadOnFirstRequest, holds_anything, settings_under
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ...port import ModulePort
-    from ...service import Request
-    from .manager import JobManager
+    from ...service import Handler
 
 READ_AT_START = ("job-manager.", "sched.", "content.", "job-exec.kill-timeout")
 """Settings the parts check as they are made (a bad value refuses the start): any of them set, they load at start."""
@@ -46,49 +45,7 @@ def state_dir(broker: ModulePort) -> str:
 
 def needed_at_start(broker: ModulePort) -> bool:
     """Whether the parts must be made at start: a setting of theirs to check, or saved state to restore."""
-    if any(name.startswith(READ_AT_START) for name, _value in broker.attrs.items()):
-        return True
-    try:
-        with os.scandir(state_dir(broker)) as entries:
-            return any(True for _entry in entries)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True  # not a directory, not readable: the parts say so at start, as they always did
-
-
-class LoadOnFirstRequest:
-    """Serves job-manager.* until a request comes: that one loads the job manager (manager.py) and is handed to
-    it, and its services answer every later one. A load that fails answers that request and every later one with
-    what could not load (logged once), never a silent drop."""
-
-    def __init__(self, broker: ModulePort) -> None:
-        self._broker = broker
-        self._manager: JobManager | None = None
-        self._failure = ""
-        os.makedirs(state_dir(broker), exist_ok=True)  # a state directory it cannot make refuses the start, as before
-        broker.register("job-manager.*", self.serve)
-
-    def serve(self, request: Request) -> Mapping[str, Any] | None:  # open: whichever service's reply
-        handler = self.manager().handlers.get(request.topic)
-        if handler is None:  # once loaded, only topics the job manager does not serve come here
-            raise ServiceError(ENOSYS, f"{request.topic}: no such service on rank {self._broker.rank}")
-        return handler(request)
-
-    def manager(self) -> JobManager:
-        if self._manager is not None:
-            return self._manager
-        if self._failure:
-            raise ServiceError(ENOSYS, self._failure)
-        try:
-            from .manager import JobManager
-
-            self._manager = JobManager(self._broker)
-        except Exception as exc:  # whatever the import or the parts raised: said at this request and the next
-            self._failure = f"job-manager could not be loaded on first use: {exc!r}"
-            self._broker.log(self._failure)
-            raise ServiceError(ENOSYS, self._failure) from None
-        return self._manager
+    return settings_under(broker, READ_AT_START) or holds_anything(state_dir(broker))
 
 
 def job_manager(broker: ModulePort) -> None:
@@ -97,11 +54,16 @@ def job_manager(broker: ModulePort) -> None:
     if broker.rank != 0:
         return
     if needed_at_start(broker):
-        from .manager import JobManager
-
-        JobManager(broker)
+        load(broker)
     else:
-        LoadOnFirstRequest(broker)
+        os.makedirs(state_dir(broker), exist_ok=True)  # a state directory it cannot make refuses the start
+        LoadOnFirstRequest(broker, "job-manager", lambda: load(broker))
 
 
-__all__ = ["LoadOnFirstRequest", "job_manager", "needed_at_start"]
+def load(broker: ModulePort) -> Mapping[str, Handler]:
+    from .manager import JobManager
+
+    return JobManager(broker).handlers
+
+
+__all__ = ["job_manager", "needed_at_start"]
