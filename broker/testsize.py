@@ -25,7 +25,7 @@ from .bootstrap_toml import bootstrap_toml
 from .broker import BrokerOptions, Module, instance_topology, run_broker
 from .curve_cert import CurveCertError, CurveCertificate, generate_certificate, load_zcert, render_zcert
 from .errors import InputError
-from .modules import default_modules
+from .modules import default_modules, import_for_sharing
 from .payloads import ResourceReport
 from .resources import local_resources
 from .tempdir import make_rundir
@@ -187,6 +187,8 @@ def run_test_instance(
             print(f"flux-start: {exc}", file=sys.stderr)
             return 1
         modules = default_modules()  # imported here once, not after the fork in every broker (~70 ms each)
+        if size > 1:
+            import_for_sharing()  # what brokers load on first use, shared by them all
         resources = _shared_state(config, attrs or [])
         attrs = [*heartbeat_default(size, attrs or []), *(attrs or [])]
         fork = _prepare_sharing() if size > 1 else os.fork

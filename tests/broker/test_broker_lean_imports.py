@@ -93,6 +93,18 @@ def test_an_idle_broker_loads_none_of_what_it_never_uses(tmp_path: Path) -> None
     assert not loaded & IDLE_BROKER_NEVER, loaded & IDLE_BROKER_NEVER
 
 
+def test_many_brokers_forked_from_one_process_share_what_one_broker_loads_on_first_use(tmp_path: Path) -> None:
+    """`flux start --test-size=2` imports job exec and the job manager's parts before forking (their pages shared
+    by every broker that runs a job), where one broker alone leaves them to the first request."""
+    flux = Path(sys.executable).with_name("flux")
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    command = [str(flux), "start", "--test-size=2", "-o", f"-Sstatedir={tmp_path / 'state'}", "true"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = {line.split("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert {"broker.modules.job_exec", "broker.modules.job_manager.manager"} <= loaded
+
+
 STILL_DEFERRED_PROBE = """
 import sys
 from broker.lazy_stdlib import DEFERRED, DeferredModule, defer
