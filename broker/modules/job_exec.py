@@ -398,8 +398,3 @@ class JobExec:
 
 def _ignore(_msg: Message) -> None:
     """Fire-and-forget reports: the lead answers, nobody waits."""
-
-
-def job_exec(broker: ModulePort) -> None:
-    """Module entry point (every rank), made at start (job_exec_entry.py makes it at start or on first use)."""
-    JobExec(broker)
