@@ -17,7 +17,13 @@ import importlib.util
 import sys
 import types
 
-DEFERRED = ("inspect",)
+DEFERRED = ("inspect", "pickle", "random", "ipaddress", "locale", "copy", "array")
+"""inspect (dataclasses'); pickle and random (pyzmq's sugar, for send_pyobj and bind_to_random_port); ipaddress
+(urllib.parse's, which pathlib imports); locale (subprocess's, for text mode); copy (dataclasses', for asdict and
+replace); array (socket's, for passing descriptors): about 1 MB of an idle broker here, none of it run by one."""
+PRESET: dict[str, dict[str, object]] = {"pickle": {"DEFAULT_PROTOCOL": 5 if sys.version_info >= (3, 14) else 4}}
+"""Names read from a deferred module as its importer runs, given beforehand so that the read does not run it:
+pyzmq's socket module reads pickle.DEFAULT_PROTOCOL (tests/broker/test_broker_lean_imports.py holds it true)."""
 _LOADING = _thread.RLock()  # another thread waits for the code to have run; the running one reads what is there
 _RUNNING: set[int] = set()
 
@@ -61,5 +67,6 @@ def defer(names: tuple[str, ...] = DEFERRED) -> None:
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             continue
         module = importlib.util.module_from_spec(spec)
+        module.__dict__.update(PRESET.get(name, {}))
         module.__class__ = DeferredModule
         sys.modules[name] = module

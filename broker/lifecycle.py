@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Protocol
 
 from .attributes import Attributes
 from .loop import Loop, Timer
 from .options import SHUTDOWN_GRACE, log_line
+from .tempdir import make_rundir
 
 
 class TreeControl(Protocol):
@@ -106,7 +105,7 @@ class Lifecycle:
             os.makedirs(rundir, mode=0o700, exist_ok=True)  # not pathlib: 2,048 forked brokers copy what they touch
             self._rundir = rundir
         else:
-            self._rundir = tempfile.mkdtemp(prefix="flux-")
+            self._rundir = make_rundir()
             self._created_rundir = True
 
     def install_signals(self) -> None:
@@ -150,6 +149,8 @@ class Lifecycle:
             os.close(self._signal_r)
             self._signal_w = self._signal_r = -1
         if self._created_rundir and self._rundir:
+            import shutil  # at the end only: shutil imports zlib, bz2 and lzma (issue 45, an idle broker's memory)
+
             shutil.rmtree(self._rundir, ignore_errors=True)
             self._created_rundir = False
 
@@ -160,7 +161,7 @@ class Lifecycle:
             return
         env = dict(os.environ, FLUX_URI=self.local_uri)
         bindir = os.path.dirname(sys.executable)  # where the `flux` console script is installed
-        if shutil.which("flux", path=env.get("PATH")) is None and os.path.exists(os.path.join(bindir, "flux")):
+        if not on_path("flux", env.get("PATH")) and os.path.exists(os.path.join(bindir, "flux")):
             env.update(PATH=bindir + os.pathsep + env.get("PATH", ""))
         try:
             # its own process group, so shutdown reaches everything the program started
@@ -228,3 +229,14 @@ class Lifecycle:
         assert self._tree is not None
         self._tree.leave_parent()
         self._loop.stop()
+
+
+def on_path(name: str, path: str | None) -> bool:
+    """Whether shutil.which(name, path=path) finds an executable (a bare name), without importing shutil."""
+    if path == "":
+        return False  # as shutil.which: an empty PATH finds nothing
+    for directory in (os.defpath if path is None else path).split(os.pathsep):
+        candidate = os.path.join(directory, name)
+        if os.path.exists(candidate) and os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return True
+    return False

@@ -13,24 +13,22 @@ import contextlib
 import gc
 import os
 import select
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import tomli_w
-
 from .attributes import Attributes
 from .bootstrap import BootstrapConfig, BootstrapError, load_config
+from .bootstrap_toml import bootstrap_toml
 from .broker import BrokerOptions, Module, instance_topology, run_broker
 from .curve_cert import CurveCertError, CurveCertificate, generate_certificate, load_zcert, render_zcert
 from .errors import InputError
-from .modules import default_modules
+from .modules import default_modules, import_for_sharing
 from .payloads import ResourceReport
 from .resources import local_resources
+from .tempdir import make_rundir
 from .testsize_fork import Fork, choose_fork
 from .testsize_limits import LimitError, prepare_limits
 
@@ -75,13 +73,13 @@ def write_test_config(rundir: Path, size: int, hostnames: list[str]) -> Path:
     for rank, host in enumerate(hostnames):
         uri = f"tcp://{loopback_address(rank)}:{free_port(loopback_address(rank))}"
         hosts.append({"host": host, "bind": uri, "connect": uri})
-    bootstrap: dict[str, object] = {"hosts": hosts}
+    curve_cert = None
     if size > 1:
         cert_path = rundir / "curve.cert"
         cert_path.write_text(render_zcert(generate_certificate(hostnames[0], hostnames[0])))
         cert_path.chmod(0o600)
-        bootstrap["curve_cert"] = str(cert_path)
-    (confdir / "bootstrap.toml").write_text(tomli_w.dumps({"bootstrap": bootstrap}))
+        curve_cert = str(cert_path)
+    (confdir / "bootstrap.toml").write_text(bootstrap_toml(hosts, curve_cert))
     return confdir
 
 
@@ -173,7 +171,7 @@ def run_test_instance(
     except LimitError as exc:
         print(f"flux-start: --test-size={size} {exc}", file=sys.stderr)
         return 1
-    rundir = Path(tempfile.mkdtemp(prefix="flux-"))
+    rundir = Path(make_rundir())
     received: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -189,6 +187,8 @@ def run_test_instance(
             print(f"flux-start: {exc}", file=sys.stderr)
             return 1
         modules = default_modules()  # imported here once, not after the fork in every broker (~70 ms each)
+        if size > 1:
+            import_for_sharing()  # what brokers load on first use, shared by them all
         resources = _shared_state(config, attrs or [])
         attrs = [*heartbeat_default(size, attrs or []), *(attrs or [])]
         fork = _prepare_sharing() if size > 1 else os.fork
@@ -224,6 +224,8 @@ def run_test_instance(
                 os.waitpid(pid, 0)
         for signum, handler in old.items():
             signal.signal(signum, handler)
+        import shutil  # here, not at the top: its compressors would be in every broker forked (issue 45)
+
         shutil.rmtree(rundir, ignore_errors=True)
 
 

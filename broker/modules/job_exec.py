@@ -23,7 +23,7 @@ from common import idset
 
 from ..attributes import AttrError
 from ..protocol import EINVAL
-from ..service import Request, ServiceError
+from ..service import Handler, Request, ServiceError
 from . import cpu_affinity, job_tree, mpi, pmpi
 from .exec_launch import (
     KillReply,
@@ -73,11 +73,15 @@ class JobExec:
             raise AttrError(str(exc)) from None
         if note:
             print(f"flux-job-exec[{broker.rank}]: {note}", flush=True)
-        broker.register("job-exec.start", self.start)
-        broker.register("job-exec.kill", self.kill)
-        broker.register("job-exec.rsh", self.rsh)
-        broker.register("job-exec.list", lambda req: {"jobs": sorted(self.jobs)})
-        broker.register("job-exec.hosts", lambda req: {"hosts": list(broker.config.hostnames)})
+        self.handlers: dict[str, Handler] = {
+            "job-exec.start": self.start,
+            "job-exec.kill": self.kill,
+            "job-exec.rsh": self.rsh,
+            "job-exec.list": lambda req: {"jobs": sorted(self.jobs)},
+            "job-exec.hosts": lambda req: {"hosts": list(broker.config.hostnames)},
+        }
+        for topic, handler in self.handlers.items():
+            broker.register(topic, handler)
         self.dirs = JobDirs(os.path.join(broker.rundir, job_tree.JOB_TMP), remove_job_dir)
         self._ended: list[LocalJob] = []  # jobs over here whose directories go soon (_check_done)
         broker.on_close(self.close)
@@ -394,8 +398,3 @@ class JobExec:
 
 def _ignore(_msg: Message) -> None:
     """Fire-and-forget reports: the lead answers, nobody waits."""
-
-
-def job_exec(broker: ModulePort) -> None:
-    """Module entry point (every rank)."""
-    JobExec(broker)

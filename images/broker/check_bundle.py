@@ -24,6 +24,7 @@ POD_MODULES = (
     "broker.broker",
     "broker.modules.scheduler",
     "broker.modules.job_manager",
+    "broker.modules.job_manager.manager",
     "broker.rest.server",
     "broker.rest.app",
     "broker.rest.web.cluster",

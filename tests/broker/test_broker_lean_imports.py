@@ -13,7 +13,7 @@ PROBE = """
 import json, sys
 import broker.broker, broker.cli.flux, broker.testsize
 from broker.modules import job_manager, job_exec, scheduler, restful, drains, subinstance
-from broker.modules.job_manager import queue_state
+from broker.modules.job_manager import manager, queue_state
 print(json.dumps(sorted(sys.modules)))
 """
 
@@ -68,6 +68,15 @@ IDLE_BROKER_NEVER = {
     "tokenize",
     "decimal",  # quantities are parsed where a request is read, not at start
     "broker.jobs.api",  # the client's job API: the job manager's first REST listing loads it
+    # issue 45, third pass: what an idle broker holds no longer (14.3 MB against flux-core's 14.8 here)
+    "broker.modules.job_manager.manager",  # the job manager's parts: at the first job-manager request
+    "broker.modules.job_manager.table",
+    "broker.jobs.store",
+    "elasticity.policy.queue",
+    "broker.modules.job_exec",  # job exec's launch code: at the first job-exec request
+    "broker.modules.exec_launch",
+    "tempfile",  # its random, and shutil's zlib, bz2 and lzma (broker/tempdir.py makes the run directory)
+    "tomli_w",  # the test instance's TOML: broker/bootstrap_toml.py
 }
 
 
@@ -82,6 +91,51 @@ def test_an_idle_broker_loads_none_of_what_it_never_uses(tmp_path: Path) -> None
     loaded = {line.split("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert {"broker.broker", "broker.modules.job_manager", "zmq"} <= loaded  # the broker did start
     assert not loaded & IDLE_BROKER_NEVER, loaded & IDLE_BROKER_NEVER
+
+
+def test_many_brokers_forked_from_one_process_share_what_one_broker_loads_on_first_use(tmp_path: Path) -> None:
+    """`flux start --test-size=2` imports job exec and the job manager's parts before forking (their pages shared
+    by every broker that runs a job), where one broker alone leaves them to the first request."""
+    flux = Path(sys.executable).with_name("flux")
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    command = [str(flux), "start", "--test-size=2", "-o", f"-Sstatedir={tmp_path / 'state'}", "true"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = {line.split("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert {"broker.modules.job_exec", "broker.modules.job_manager.manager"} <= loaded
+
+
+STILL_DEFERRED_PROBE = """
+import sys
+from broker.lazy_stdlib import DEFERRED, DeferredModule, defer
+defer()
+import broker.broker, broker.cli.start, broker.testsize, broker.lifecycle
+from broker.modules import default_modules
+default_modules()
+print(" ".join(name for name in DEFERRED if type(sys.modules[name]) is not DeferredModule))
+"""
+
+
+def test_what_a_broker_imports_at_start_runs_none_of_the_deferred_modules() -> None:
+    """Each module deferred (pyzmq's pickle and random, pathlib's ipaddress, subprocess's locale, ...) is still
+    waiting once a broker has imported what it starts with: none of it is read at import time."""
+    done = subprocess.run([sys.executable, "-c", STILL_DEFERRED_PROBE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == []
+
+
+def test_what_is_given_to_a_deferred_module_beforehand_is_what_it_holds_once_run() -> None:
+    import pickle
+
+    from broker.lazy_stdlib import PRESET
+
+    assert PRESET["pickle"] == {"DEFAULT_PROTOCOL": pickle.DEFAULT_PROTOCOL}
+    probe = (
+        "from broker.lazy_stdlib import defer; defer(); import zmq, pickle, zmq.sugar.socket as s; "
+        "print(pickle.loads(pickle.dumps({'a': 1})), s.DEFAULT_PROTOCOL == pickle.DEFAULT_PROTOCOL)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "{'a': 1} True", done.stderr
 
 
 DEFERRED_PROBE = """

@@ -12,109 +12,58 @@ it; the others ask through small methods; tests/broker/test_job_manager_parts.py
 - queries.py (list, info, stats; no state), queue_state.py (queue-state and drain for autoscalers; no state) and
   restart.py (the one restore path; no state)
 - roles.py: what the parts ask of one another (protocols); each part gets the broker's port and its collaborators
+- manager.py: the parts put together (JobManager)
+
+Loaded on first use (issue 45, an idle lead's memory): the parts, the job store and the scheduling policies are
+about 1.5 MB of an idle lead's resident memory here. A lead with no state on disk and no setting of theirs to
+check serves `job-manager.*` with a stand-in (broker/modules/first_use.py) that imports them at the first request
+(tens of ms, once) and hands that request on; a lead with a journal or an archive to restore, or a job-manager,
+sched or content setting, loads them at start, since the restart path and those settings' checks must run before
+anything is asked.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 from typing import TYPE_CHECKING
 
-from ...attributes import AttrError
-from ...jobs.store import JobStore
-from .executions import Executions
-from .queries import Queries
-from .queue import JobQueue
-from .queue_state import QueueStateService
-from .restart import recover
-from .saver import Saver
-from .table import JobTable
-from .warmer import ViewWarmer
-from .watches import Watches
+from ..first_use import LoadOnFirstRequest, holds_anything, settings_under
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ...port import ModulePort
+    from ...service import Handler
+
+READ_AT_START = ("job-manager.", "sched.", "content.", "job-exec.kill-timeout")
+"""Settings the parts check as they are made (a bad value refuses the start): any of them set, they load at start."""
 
 
-class JobManager:
-    """The job manager: its parts put together, and its services registered. Each part is given the broker's
-    narrow port (port.BrokerPort) and the collaborators it needs, never this object (roles.py says what each asks
-    of the others); the parts made before their collaborators get them through `wire`."""
-
-    def __init__(self, broker: ModulePort) -> None:
-        self.broker = broker
-        statedir = Path(broker.attrs.get("statedir") or f"{broker.rundir}/state")
-        # first: a restored archive is unpacked before the store is read
-        self.saver = Saver(broker, statedir, broker.on_online)
-        store = JobStore(statedir, fsync=broker.attrs.boolean("job-manager.fsync", True))
-        saved = store.restore(now_ms=int(broker.starttime * 1000))
-        self.table = JobTable(broker, store, saved.epoch_ms, self.committed)
-        self.queue = JobQueue(broker, broker, lambda: broker.online, self.table, saved.queue)
-        self.watches = Watches(self.table, self.queue)
-        self.executions = Executions(broker, self.table, self.queue, self.watches, self.saver)
-        self.warmer = ViewWarmer(broker.loop, lambda jobid, kinds: self.queries.render_ahead(jobid, kinds))
-        self.queries = Queries(
-            lambda: broker.hostnames, broker.burst_view, self.table, self.queue, self.executions, self.warmer
-        )
-        self.queue.wire(self.executions, self.watches)
-        self.watches.wire(self.executions, self.queries)
-        self.saver.wire(self.table, self.queue, self.executions)
-        recover(self.table, self.queue, self.executions, self.watches, saved.events, restart_policy(broker))
-        broker.subscribe("membership.update", self.executions.on_membership)
-        broker.subscribe("membership.update", self.watches.on_membership)
-        broker.on_online(self.queue.kick)
-        broker.on_client_gone(self.watches.client_gone)
-        broker.on_close(self.table.close)
-        broker.on_close(self.warmer.close)
-        self.saver.started()
-        for topic, handler in {
-            "submit": self.queue.svc_submit,
-            "list": self.queries.svc_list,
-            "info": self.queries.svc_info,
-            "cancel": self.executions.svc_cancel,
-            "raise": self.executions.svc_raise,
-            "kill": self.executions.svc_kill,
-            "wait": self.watches.svc_wait,
-            "wait-all": self.watches.svc_wait_all,
-            "output": self.watches.svc_output,
-            "eventlog": self.watches.svc_eventlog,
-            "urgency": self.queue.svc_urgency,
-            "queue": self.queue.svc_queue,
-            "queue-idle": self.watches.svc_queue_idle,
-            "annotate": self.queries.svc_annotate,
-            "annotation-wait": self.watches.svc_annotation_wait,
-            "stats": self.queries.svc_stats,
-            "history.get": self.queries.svc_history,
-            "exec-output": self.executions.svc_exec_output,
-            "exec-done": self.executions.svc_exec_done,
-            "save": self.saver.svc_save,
-        }.items():
-            broker.register(f"job-manager.{topic}", handler)
-        self.queue_state = QueueStateService(broker, self.table, self.queue, self.executions)
-
-    def committed(self, touched: set[int]) -> None:
-        """After each group commit (JobTable.flush): answer watchers, schedule, check idle waits and a save."""
-        self.watches.committed(touched)
-        self.warmer.touched(touched)
-        self.queue.committed(touched)
-        self.watches.check_idle()
-        self.saver.check()
+def state_dir(broker: ModulePort) -> str:
+    return broker.attrs.get("statedir") or f"{broker.rundir}/state"
 
 
-RESTART_POLICIES = ("fail", "requeue")
-
-
-def restart_policy(broker: ModulePort) -> str:
-    """What a lead restart does to the jobs it was running (restart.py); a misspelling is refused at start."""
-    policy = broker.attrs.get("job-manager.restart-policy") or "fail"
-    if policy not in RESTART_POLICIES:
-        raise AttrError(f"attribute job-manager.restart-policy: expected fail or requeue, got {policy!r}")
-    return policy
+def needed_at_start(broker: ModulePort) -> bool:
+    """Whether the parts must be made at start: a setting of theirs to check, or saved state to restore."""
+    return settings_under(broker, READ_AT_START) or holds_anything(state_dir(broker))
 
 
 def job_manager(broker: ModulePort) -> None:
-    """Module entry point: the job manager runs on the lead only."""
-    if broker.rank == 0:
-        JobManager(broker)
+    """Module entry point: the job manager runs on the lead only, made at start where it must be, else on first
+    use."""
+    if broker.rank != 0:
+        return
+    if needed_at_start(broker):
+        load(broker)
+    else:
+        os.makedirs(state_dir(broker), exist_ok=True)  # a state directory it cannot make refuses the start
+        LoadOnFirstRequest(broker, "job-manager", lambda: load(broker))
 
 
-__all__ = ["JobManager", "job_manager"]
+def load(broker: ModulePort) -> Mapping[str, Handler]:
+    from .manager import JobManager
+
+    return JobManager(broker).handlers
+
+
+__all__ = ["job_manager", "needed_at_start"]
