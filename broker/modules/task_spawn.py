@@ -79,7 +79,7 @@ class TaskSpawner:
     def __init__(self, fast: bool, log: Callable[[str], None], here: bool = True) -> None:
         self.fast = fast and hasattr(os, "posix_spawn")
         self._log = log
-        self._here = SpawnHere(log) if here and self.fast and hasattr(os, "sched_setaffinity") else None
+        self.here = SpawnHere(log) if here and self.fast and hasattr(os, "sched_setaffinity") else None
         self._programs = ProgramFinder()
         self._cwd = _cwd()  # the broker never changes directory: a getcwd per task was ~5 us of its start
 
@@ -121,10 +121,14 @@ class TaskSpawner:
             (os.POSIX_SPAWN_DUP2, stdout, 1),
             (os.POSIX_SPAWN_DUP2, stderr, 2),
         ]
-        mask = self._here.narrow() if self._here is not None else None  # the exec on this CPU (spawn_cpu.py)
+        here = self.here
+        mask = here.narrow() if here is not None else None  # the exec on this CPU (spawn_cpu.py)
         pid = None
+        began = time.perf_counter()
         try:
             pid = os.posix_spawn(path, command, env, file_actions=actions, setpgroup=0, setsigdef=RESET_SIGNALS)
+            if here is not None and mask is None:
+                here.waited(time.perf_counter() - began)
         except OSError:
             self._programs.forget(command[0], env)  # gone or changed since it was found: looked up again
             return None  # the exec failed (not executable, not a binary): Popen tries and reports it as always
@@ -133,8 +137,8 @@ class TaskSpawner:
             self._log(f"posix_spawn failed ({exc!r}): starting tasks with subprocess.Popen from now on")
             return None
         finally:
-            if mask is not None and self._here is not None:
-                self._here.restore(mask, pid)
+            if mask is not None and here is not None:
+                here.restore(mask, pid)
         return TaskProcess(pid)
 
 

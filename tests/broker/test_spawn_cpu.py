@@ -7,11 +7,13 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from broker.modules import cpu_affinity
+from broker.modules.spawn_cpu import LONG_WAIT, PROBE, SpawnHere
 from broker.modules.task_spawn import TaskProcess, TaskSpawner
 
 CPUS = os.sched_getaffinity(0)
@@ -30,6 +32,14 @@ def recording(monkeypatch: pytest.MonkeyPatch) -> Calls:
 
     monkeypatch.setattr(os, "sched_setaffinity", setaffinity)
     return calls
+
+
+def loaded(log: Callable[[str], None] = pytest.fail) -> TaskSpawner:
+    """A spawner whose plain spawns have waited long (as at load 3 here): it spawns here."""
+    spawner = TaskSpawner(True, log)
+    assert spawner.here is not None
+    spawner.here.wait = 10 * LONG_WAIT
+    return spawner
 
 
 def started(spawner: TaskSpawner, command: list[str]) -> tuple[TaskProcess, set[int], str, int]:
@@ -61,7 +71,7 @@ SLOW = [
 @needs_two
 def test_the_exec_runs_here_and_the_task_ends_with_the_brokers_mask(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = recording(monkeypatch)
-    proc, mask, text, status = started(TaskSpawner(True, pytest.fail), SLOW)
+    proc, mask, text, status = started(loaded(), SLOW)
     assert proc.popen is None and status == 0
     assert mask == CPUS and text.strip() == str(len(CPUS))  # the task's own mask: the broker's
     assert os.sched_getaffinity(0) == CPUS  # and the broker's thread back to its own
@@ -75,13 +85,13 @@ def test_a_job_bound_to_its_cores_keeps_its_own_mask(monkeypatch: pytest.MonkeyP
     cores = tuple(sorted(CPUS))[:2]
     with cpu_affinity.forked_on(cores):
         calls = recording(monkeypatch)
-        _proc, mask, _text, status = started(TaskSpawner(True, pytest.fail), SLOW)
+        _proc, mask, _text, status = started(loaded(), SLOW)
         monkeypatch.undo()
     assert status == 0 and mask == set(cores)
     assert calls[-1][1] == frozenset(cores) and os.sched_getaffinity(0) == CPUS
     with cpu_affinity.forked_on(cores[:1]):  # one core: nothing to choose, nothing changed
         calls = recording(monkeypatch)
-        _proc, mask, _text, status = started(TaskSpawner(True, pytest.fail), SLOW)
+        _proc, mask, _text, status = started(loaded(), SLOW)
         assert status == 0 and mask == set(cores[:1]) and calls == []
 
 
@@ -92,7 +102,7 @@ def test_a_broken_mask_call_starts_the_task_as_before_and_says_so_once(monkeypat
 
     monkeypatch.setattr(os, "sched_setaffinity", broken)
     said: list[str] = []
-    spawner = TaskSpawner(True, said.append)
+    spawner = loaded(said.append)
     first = started(spawner, SLOW)
     second = started(spawner, SLOW)
     assert [(p.popen is None, mask, status) for p, mask, _text, status in (first, second)] == [
@@ -123,3 +133,26 @@ def test_the_attribute_is_refused_by_name_and_off_runs_jobs(tmp_path: Path) -> N
         cwd=tmp_path,
     )
     assert off.returncode == 3 and off.stdout == "ran\n", off.stderr
+
+
+def test_it_spawns_here_only_while_plain_spawns_wait_long_and_keeps_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = recording(monkeypatch)
+    here = SpawnHere(pytest.fail)
+    for _ in range(40):  # a quiet machine: plain spawns wait a quarter of the threshold
+        assert here.narrow() is None
+        here.waited(LONG_WAIT / 4)
+    assert calls == []
+    for _ in range(40):  # a loaded one: they wait four times it
+        here.waited(4 * LONG_WAIT)
+    plain = []
+    for count in range(1, 2 * PROBE + 1):
+        narrowed = here.narrow()
+        if narrowed is None:
+            plain.append(count)
+        else:
+            here.restore(narrowed, None)
+    assert len(plain) == 2  # every PROBE-th spawn plain, measured: the rest here
+    assert os.sched_getaffinity(0) == CPUS
+    for _ in range(40):  # quiet again: the probes see it, and it stops
+        here.waited(LONG_WAIT / 4)
+    assert here.narrow() is None
