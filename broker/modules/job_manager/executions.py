@@ -104,10 +104,11 @@ class Executions:
         spec = table.spec(record)
         counts = _task_counts(spec, allocation)
         hostnames = self._port.hostnames
+        options = spec.shell_options  # a property walking the attributes: read once
         launch: Launch = "tasks"
         if spec.command[:2] == ["flux", "broker"]:
             launch = "broker"
-        elif wants_openmpi(spec.shell_options):
+        elif wants_openmpi(options):
             launch = "mpi"
         system = record.jobspec.get("attributes", {}).get("system", {})
         batch = system.get("batch")
@@ -127,8 +128,8 @@ class Executions:
             cwd=spec.cwd,
             batch_script=script if isinstance(script, str) else None,
             level=int(self._port.attrs.get("instance-level") or 0),
-            mpirun_args=_words(spec.shell_options.get("mpirun-args")),
-            shell_options=spec.shell_options,
+            mpirun_args=_words(options.get("mpirun-args")),
+            shell_options=options,
         )
         targets = ranks[:1] if launch == "mpi" else ranks
         ex = Execution(spec=spec, gen=record.requeues, ranks_left=set(targets))
