@@ -31,7 +31,7 @@ LONG_WAIT = 0.0005
 """A plain spawn's average wait (seconds) above which spawning here pays: on a quiet machine plain spawns wait
 0.24 ms and spawning here cost 0.13 ms a job (every task moved to the other CPU, crowding it: 1,000 jobs in 1.02 s
 against 0.89); at load 3 they waited 0.7-1.3 ms and spawning here saved 0.3-0.6 ms a job."""
-PROBE = 16
+PROBE = 8
 WEIGHT = 0.125
 
 
