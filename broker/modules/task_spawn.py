@@ -122,10 +122,10 @@ class TaskSpawner:
             (os.POSIX_SPAWN_DUP2, stderr, 2),
         ]
         here = self.here
-        mask = here.narrow() if here is not None else None  # the exec on this CPU (spawn_cpu.py)
-        pid = None
-        began = time.perf_counter()
+        mask = pid = None
         try:
+            mask = here.narrow() if here is not None else None  # the exec on this CPU (spawn_cpu.py)
+            began = time.perf_counter()
             pid = os.posix_spawn(path, command, env, file_actions=actions, setpgroup=0, setsigdef=RESET_SIGNALS)
             if here is not None and mask is None:
                 here.waited(time.perf_counter() - began)
