@@ -6,6 +6,7 @@ to the standard library rather than failing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -24,3 +25,17 @@ def dumps_bytes(value: Any) -> bytes:
 def dumps(value: Any) -> str:
     """The same, as text (journal lines, kept encoded views)."""
     return dumps_bytes(value).decode()
+
+
+_LINE = _OPTIONS | orjson.OPT_APPEND_NEWLINE
+
+
+def lines(values: Iterable[Any]) -> str:
+    """Each value as one line of the same JSON, all as one text (a journal batch: one decode, not one a line)."""
+    encoded = []
+    for value in values:
+        try:
+            encoded.append(orjson.dumps(value, option=_LINE))
+        except TypeError:
+            encoded.append(dumps_bytes(value) + b"\n")
+    return b"".join(encoded).decode()

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from broker.errors import BrokerFailure
-from broker.jsontext import dumps
+from broker.jsontext import dumps, lines
 from common import atomic
 
 
@@ -33,7 +33,16 @@ class JobEvent:
     context: dict[str, Any] = field(default_factory=dict)  # open: each event name has its own (annotate: anything)
 
     def to_json(self) -> str:
-        return dumps({"id": self.jobid, "name": self.name, "timestamp": self.timestamp, "context": self.context})
+        return dumps(self._fields())
+
+    def _fields(self) -> object:
+        """The journal line's JSON object."""
+        return {"id": self.jobid, "name": self.name, "timestamp": self.timestamp, "context": self.context}
+
+    @staticmethod
+    def lines(events: Iterable[JobEvent]) -> str:
+        """The events as journal lines (each to_json and a newline), encoded in one pass."""
+        return lines(event._fields() for event in events)
 
     @classmethod
     def from_json(cls, text: str) -> JobEvent:
@@ -63,7 +72,7 @@ class Journal:
 
     def append(self, *events: JobEvent) -> None:
         if events:
-            self.append_text("".join(event.to_json() + "\n" for event in events))
+            self.append_text(JobEvent.lines(events))
 
     def append_text(self, text: str) -> None:
         """Lines already encoded (JobEvent.to_json, one per line); on stable storage when this returns."""

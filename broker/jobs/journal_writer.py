@@ -52,7 +52,7 @@ class JournalWriter:
         """Write `events` and fsync them on the writer thread; then run `done` on the loop. Not while busy."""
         if self.busy:
             raise RuntimeError("journal writer: a batch is already in flight")
-        text = "".join(event.to_json() + "\n" for event in events)
+        text = JobEvent.lines(events)
         with self._work:
             self.busy = True
             self._batch, self._done = text, done

@@ -24,7 +24,7 @@ from common import idset
 from ..attributes import AttrError
 from ..protocol import EINVAL
 from ..service import Handler, Request, ServiceError
-from . import cpu_affinity, job_tree, mpi, pmpi
+from . import cpu_affinity, job_tree, mpi, pmpi, spawn_cpu
 from .exec_launch import (
     KillReply,
     LocalJob,
@@ -61,7 +61,8 @@ class JobExec:
         self.jobs: dict[int, LocalJob] = {}  # by job id; rsh-started orteds under negative keys
         self._rsh_seq = 0
         self.kill_grace = broker.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
-        self.spawner = TaskSpawner(broker.attrs.boolean(SPAWN_ATTRIBUTE, True), broker.log)
+        here = broker.attrs.boolean(spawn_cpu.ATTRIBUTE, True)
+        self.spawner = TaskSpawner(broker.attrs.boolean(SPAWN_ATTRIBUTE, True), broker.log, here)
         if self.spawner.fast:
             seal_descriptors()  # posix_spawn closes nothing: what we inherited stays ours
         reported = set(idset.decode(str(broker.resources.get("cores", ""))))

@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from .spawn_cpu import SpawnHere
+
 ATTRIBUTE = "job-exec.posix-spawn"
 KEEP_FOUND = 1.0
 """Seconds a command's place on a PATH is remembered."""
@@ -74,9 +76,10 @@ class TaskProcess:
 class TaskSpawner:
     """Starts tasks with their stdout and stderr on given pipe ends; OSError says why one could not start."""
 
-    def __init__(self, fast: bool, log: Callable[[str], None]) -> None:
+    def __init__(self, fast: bool, log: Callable[[str], None], here: bool = True) -> None:
         self.fast = fast and hasattr(os, "posix_spawn")
         self._log = log
+        self.here = SpawnHere(log) if here and self.fast and hasattr(os, "sched_setaffinity") else None
         self._programs = ProgramFinder()
         self._cwd = _cwd()  # the broker never changes directory: a getcwd per task was ~5 us of its start
 
@@ -118,14 +121,24 @@ class TaskSpawner:
             (os.POSIX_SPAWN_DUP2, stdout, 1),
             (os.POSIX_SPAWN_DUP2, stderr, 2),
         ]
+        here = self.here
+        mask = pid = None
         try:
+            mask = here.narrow() if here is not None else None  # the exec on this CPU (spawn_cpu.py)
+            began = time.perf_counter()
             pid = os.posix_spawn(path, command, env, file_actions=actions, setpgroup=0, setsigdef=RESET_SIGNALS)
+            if here is not None and mask is None:
+                here.waited(time.perf_counter() - began)
         except OSError:
+            self._programs.forget(command[0], env)  # gone or changed since it was found: looked up again
             return None  # the exec failed (not executable, not a binary): Popen tries and reports it as always
         except Exception as exc:  # a broken fast path: never a lost task
             self.fast = False
             self._log(f"posix_spawn failed ({exc!r}): starting tasks with subprocess.Popen from now on")
             return None
+        finally:
+            if mask is not None and here is not None:
+                here.restore(mask, pid)
         return TaskProcess(pid)
 
 
@@ -134,7 +147,8 @@ class ProgramFinder:
 
     A search stats each PATH directory in turn (twelve on a typical PATH before /usr/bin); 1,000 jobs of one
     command search once a second, as a shell's hash table remembers where a command was found, and a program
-    put earlier on PATH is found within a second."""
+    put earlier on PATH is found within a second. A remembered place is not checked again before it is used:
+    an exec that fails there forgets it (and Popen then searches and runs or reports as always)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, keep: float = KEEP_FOUND) -> None:
         self._clock = clock
@@ -147,8 +161,8 @@ class ProgramFinder:
         key = (env.get("PATH"), name)
         now = self._clock()
         found = self._found.get(key)
-        if found is not None and now < found[1] and os.access(found[0], os.X_OK):
-            return found[0]
+        if found is not None and now < found[1]:
+            return found[0]  # not checked again (an access(2) was 6 us a task): a failed exec forgets it (forget)
         for directory in os.get_exec_path(env):
             path = os.path.join(directory, name)
             if os.access(path, os.X_OK) and os.path.isfile(path):
@@ -157,6 +171,10 @@ class ProgramFinder:
                 self._found[key] = (path, now + self._keep)
                 return path
         return None
+
+    def forget(self, name: str, env: Mapping[str, str]) -> None:
+        """Its remembered place is wrong (the exec failed there): the next task of it searches PATH again."""
+        self._found.pop((env.get("PATH"), name), None)
 
 
 def seal_descriptors() -> list[int]:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.jsontext import dumps, dumps_bytes
+from broker.jsontext import dumps, dumps_bytes, lines
 
 _values = st.recursive(
     st.none()
@@ -38,3 +38,8 @@ def test_integer_keys_become_strings_and_big_integers_fall_back() -> None:
     assert json.loads(dumps_bytes({1: "a"})) == {"1": "a"}
     assert dumps({"id": 2**80}) == '{"id":1208925819614629174706176}'  # beyond orjson's 64 bits
     assert dumps({"a": [1, 2]}) == '{"a":[1,2]}'  # compact, as the journal and the wire expect
+
+
+@given(st.lists(_values, max_size=5))
+def test_lines_are_each_value_written_as_dumps_writes_it_one_a_line(values: list[object]) -> None:
+    assert lines(values) == "".join(dumps(value) + "\n" for value in values)  # big integers too (fallback)

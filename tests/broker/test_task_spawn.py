@@ -19,12 +19,14 @@ from broker.testing import Instance, render_instance, run_flux
 SIGPIPE_BIT = 1 << (signal.SIGPIPE - 1)
 
 
-def spawned(spawner: TaskSpawner, command: list[str], cwd: str | None = None) -> tuple[TaskProcess, str, int]:
+def spawned(
+    spawner: TaskSpawner, command: list[str], cwd: str | None = None, env: dict[str, str] | None = None
+) -> tuple[TaskProcess, str, int]:
     """Start `command`, wait for it; its process, what it wrote on stdout, and its wait status."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:
-        proc = spawner.spawn(command, dict(os.environ), cwd, out_w, err_w)
+        proc = spawner.spawn(command, env or dict(os.environ), cwd, out_w, err_w)
     finally:
         os.close(out_w)
         os.close(err_w)
@@ -84,7 +86,7 @@ def test_turned_off_every_task_starts_with_popen() -> None:
     assert proc.popen is not None and text == "plain\n" and status == 0
 
 
-def test_a_found_program_is_remembered_for_a_while_and_a_gone_one_is_not(tmp_path: Path) -> None:
+def test_a_found_program_is_remembered_for_a_while_and_forgotten_when_its_exec_fails(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()
     second.mkdir()
@@ -102,9 +104,28 @@ def test_a_found_program_is_remembered_for_a_while_and_a_gone_one_is_not(tmp_pat
     now[0] = 1.5
     assert finder.find("prog", env) == str(earlier)  # looked up again
     earlier.unlink()
-    assert finder.find("prog", env) == str(program)  # gone: looked up at once
+    assert finder.find("prog", env) == str(earlier)  # remembered, unchecked: an exec there fails and says so
+    finder.forget("prog", env)
+    assert finder.find("prog", env) == str(program)  # forgotten: looked up at once
     assert finder.find("prog", {"PATH": str(first)}) is None
     assert finder.find("./prog", env) == "./prog"
+
+
+def test_a_program_gone_from_where_it_was_found_runs_from_where_it_is_now(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    for directory in (first, second):
+        directory.mkdir()
+        program = directory / "prog"
+        program.write_text(f"#!/bin/sh\necho {directory.name}\n")
+        program.chmod(0o755)
+    env = dict(os.environ, PATH=f"{first}:{second}:{os.environ['PATH']}")
+    spawner = TaskSpawner(True, pytest.fail)
+    assert spawned(spawner, ["prog"], env=env)[1:] == ("a\n", 0)
+    (first / "prog").unlink()  # remembered there, gone now: Popen finds and runs the other
+    proc, text, status = spawned(spawner, ["prog"], env=env)
+    assert (proc.popen is not None, text, status) == (True, "b\n", 0)
+    proc, text, status = spawned(spawner, ["prog"], env=env)  # found again: the fast path
+    assert (proc.popen is None, text, status) == (True, "b\n", 0)
 
 
 @pytest.fixture(scope="module")

@@ -104,10 +104,11 @@ class Executions:
         spec = table.spec(record)
         counts = _task_counts(spec, allocation)
         hostnames = self._port.hostnames
+        options = spec.shell_options  # a property walking the attributes: read once
         launch: Launch = "tasks"
         if spec.command[:2] == ["flux", "broker"]:
             launch = "broker"
-        elif wants_openmpi(spec.shell_options):
+        elif wants_openmpi(options):
             launch = "mpi"
         system = record.jobspec.get("attributes", {}).get("system", {})
         batch = system.get("batch")
@@ -115,7 +116,7 @@ class Executions:
         request = ExecRequest(
             jobid=record.jobid,
             gen=record.requeues,
-            tasks=(),
+            tasks=_own_tasks(ranks, counts, self._port.rank, launch),  # this broker's: no copy made for it below
             command=tuple(spec.command),
             userid=record.userid,
             launch=launch,
@@ -127,8 +128,8 @@ class Executions:
             cwd=spec.cwd,
             batch_script=script if isinstance(script, str) else None,
             level=int(self._port.attrs.get("instance-level") or 0),
-            mpirun_args=_words(spec.shell_options.get("mpirun-args")),
-            shell_options=spec.shell_options,
+            mpirun_args=_words(options.get("mpirun-args")),
+            shell_options=options,
         )
         targets = ranks[:1] if launch == "mpi" else ranks
         ex = Execution(spec=spec, gen=record.requeues, ranks_left=set(targets))
@@ -142,7 +143,7 @@ class Executions:
             if launch == "broker":
                 taskranks = (ranks.index(rank),)
             if rank == self._port.rank:  # job-exec here: the typed request itself (exec_request.LocalExecStart)
-                local = LocalExecStart(replace(request, tasks=taskranks))
+                local = LocalExecStart(request if taskranks == request.tasks else replace(request, tasks=taskranks))
                 self._port.rpc("job-exec.start", local, rank, self._on_started(record.jobid, rank))
                 continue
             payload = request.to_payload()  # a new dict each time: this rank's tasks go in it, no copy of the request
@@ -401,6 +402,16 @@ def _words(value: object) -> tuple[str, ...]:
     if isinstance(value, list):
         return tuple(str(word) for word in value)
     return ()
+
+
+def _own_tasks(ranks: list[int], counts: dict[int, int], own: int, launch: Launch) -> tuple[int, ...]:
+    """The task ranks `start` gives this broker's job-exec (the request's `tasks` where it is one of the ranks)."""
+    if own not in ranks:
+        return ()
+    if launch == "broker":
+        return (ranks.index(own),)
+    first = sum(counts[rank] for rank in ranks[: ranks.index(own)])
+    return tuple(range(first, first + counts[own]))
 
 
 def _ignore(_msg: Message) -> None:

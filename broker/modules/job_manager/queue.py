@@ -238,6 +238,8 @@ class JobQueue:
     def _note_drains(self, waiting: list[Waiting]) -> None:
         """Give the jobs that wait for drained ranks that reason (`flux jobs` INFO, sched.reason_pending), and take
         it back once they no longer do. A reason someone else set (a burst) is left alone."""
+        if not self._drain_noted and not self._sched.drained:
+            return  # nothing drained and no reason of ours to take back: every job would be skipped below
         held = self._sched.held_by_drains(waiting, self._execs.holding())
         text = ""
         if held:
