@@ -16,7 +16,7 @@ from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import BackendError
 from miniclusters.backends.podman.bundle import BundleCache
-from miniclusters.backends.podman.bundle_mount import broker_installer
+from miniclusters.backends.podman.bundle_mount import BundleVolumes, broker_installer
 from miniclusters.backends.podman.core import PodmanContext, runner_container
 from miniclusters.backends.podman.engine import Podman, PodmanError
 from miniclusters.backends.podman.host_files import volume_files
@@ -92,15 +92,26 @@ class PodPlayer:
         root.chmod(0o700)
         return str(root)
 
+    def bundle(self, rendered: Rendered, indexes: Iterable[int]) -> BundleVolumes:
+        """The broker bundle's volumes the pods of `indexes` mount (bundle.py; none: their init containers copy)."""
+        return self._bundles.volumes(broker_installer(rendered.job["spec"]["template"]["spec"]), sorted(indexes))
+
     def play(
-        self, record: PodmanRecord, rendered: Rendered, indexes: Iterable[int], runner: str, lead_restarts: bool
+        self,
+        record: PodmanRecord,
+        rendered: Rendered,
+        indexes: Iterable[int],
+        runner: str,
+        lead_restarts: bool,
+        bundle: BundleVolumes | None = None,
     ) -> None:
-        """`podman kube play` each pod (all at once); on any failure remove the pods of this call and raise."""
+        """`podman kube play` each pod (all at once), mounting `bundle` (looked up here when not given); on any
+        failure remove the pods of this call and raise."""
         indexes = sorted(indexes)
         registered = record.registered
         started = []
         files = self._write_files(record, rendered)
-        bundle = self._bundles.volumes(broker_installer(rendered.job["spec"]["template"]["spec"]), indexes)
+        bundle = self.bundle(rendered, indexes) if bundle is None else bundle
         for index in indexes:
             documents = play_documents(rendered, index, record.subnet, registered, bundle, files)
             if index == 0 and not lead_restarts:
@@ -146,10 +157,11 @@ class PodPlayer:
             check=check,
         )
 
-    def synced(self, record: PodmanRecord, mc: MiniCluster) -> list[PodmanPod]:
-        """The pods, after giving any restarted container its recorded request back (a new container starts
-        with podman's default weight; the kubelet re-applies a pod's request on restart the same way)."""
-        pods = self._ctx.pods(record.name, mc)
+    def synced(self, record: PodmanRecord, mc: MiniCluster, read: list[PodmanPod] | None = None) -> list[PodmanPod]:
+        """The pods (`read`: as just read), after giving any restarted container its recorded request back (a
+        new container starts with podman's default weight; the kubelet re-applies a pod's request on restart
+        the same way)."""
+        pods = self._ctx.pods(record.name, mc) if read is None else read
         stale = [
             p
             for p in pods
@@ -217,21 +229,24 @@ class PodPlayer:
         done = self._podman.run(["volume", "inspect", "--format", "{{.Mountpoint}}", volume], f"inspecting {volume}")
         return Path(done.stdout.strip()) / "rundir"  # the entrypoint's -Srundir=/run/flux/rundir
 
-    def create_network(self, name: str, network: str) -> str:
-        """Create the cluster's network (reused if a crashed run left it with no pod) and return its subnet."""
+    def create_network(self, name: str, network: str) -> tuple[str, bool]:
+        """Create the cluster's network (reused if a crashed run left it with no pod); its subnet, and whether
+        this call made it (so a refused `up` removes only what it made)."""
         labels = ["--label", f"{NAME_LABEL}={name}", "--label", f"{CLUSTER_LABEL}=podman"]
+        made = True
         try:
             self._podman.run(["network", "create", *labels, network], f"creating podman network {network}")
         except PodmanError as exc:
             if "already exists" not in exc.stderr:
                 raise
+            made = False
         subnet = self._podman.run(
             ["network", "inspect", network, "--format", "{{range .Subnets}}{{.Subnet}} {{end}}"],
             f"reading the subnet of network {network}",
         ).stdout.split()
         if not subnet:
             raise BackendError(f"podman network {network} has no subnet")
-        return subnet[0]
+        return subnet[0], made
 
     def remove_network(self, network: str) -> None:
         try:
