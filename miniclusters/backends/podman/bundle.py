@@ -49,6 +49,16 @@ def volume_name(image_id: str, extras: bool) -> str:
     return f"miniclusters-broker-{image_id[:12]}{'-extras' if extras else ''}"
 
 
+def volumes_home(listed: list[ListedVolume], names: set[str]) -> str | None:
+    """The directory podman's local driver keeps its volumes in (`<home>/<name>/_data`), as the mountpoint of
+    one of the volumes `names` shows it; None when none is listed that way."""
+    for volume in listed:
+        mountpoint = Path(volume.get("Mountpoint", ""))
+        if volume.get("Name") in names and mountpoint.name == "_data" and mountpoint.parent.name == volume["Name"]:
+            return str(mountpoint.parent.parent)
+    return None
+
+
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """One filler at a time on this machine (two `up`s at once would fill the same volume)."""
@@ -96,7 +106,9 @@ class BundleCache:
                     if name not in ready:
                         self._fill(image, image_id, name, extras)
                 self._remove_stale(image, image_id)
-        return BundleVolumes(core=names.get(False), extras=names.get(True))
+            listed = self._listed()
+        home = volumes_home(listed, set(names.values()))
+        return BundleVolumes(core=names.get(False), extras=names.get(True), home=home)
 
     def _listed(self) -> list[ListedVolume]:
         listed: list[ListedVolume] = self._podman.json(

@@ -28,12 +28,12 @@ from miniclusters.backends.overlay import Ranks
 from miniclusters.backends.podman.core import PodmanContext, runner_container, with_view_image
 from miniclusters.backends.podman.observe import PodmanPod, cluster_names, mount_source
 from miniclusters.backends.podman.play import PodPlayer
-from miniclusters.backends.podman.pods import network_name, pod_address
+from miniclusters.backends.podman.pods import network_name, owned_name, pod_address
 from miniclusters.backends.podman.ready import await_brokers, waits_inside
 from miniclusters.backends.podman.ready_host import await_from_host
 from miniclusters.backends.podman.state import PodmanRecord, pinned_spec
 from miniclusters.render import with_flavour
-from miniclusters.render.layout import RUN_DIR
+from miniclusters.render.layout import RUN_DIR, VOLUME_RUN
 from miniclusters.render.objects import certificate_for
 
 log = logging.getLogger(__name__)
@@ -87,14 +87,15 @@ class PodmanLifecycle:
             pod_address(record.subnet, registered - 1)
             self._ctx.store.save(record)
             lead_restarts = mc.spec.interactive
-            self._player.play(record, rendered, indexes, runner_container(mc), lead_restarts, bundle.result())
+            volumes = bundle.result()
+            self._player.play(record, rendered, indexes, runner_container(mc), lead_restarts, volumes)
         except ValueError as exc:
             self._teardown(mc.name)
             raise InvalidRequestError(f"spec.maxSize: {exc}") from None
         except BaseException:
             self._teardown(mc.name)
             raise
-        return self._started(mc, options, self._ctx.started_pods(mc.name, mc, indexes))
+        return self._started(mc, options, volumes.home)
 
     def _network_unless_taken(self, name: str, network: str, known: Future[list[str]]) -> str:
         """The cluster's network made (its subnet), while `known` lists the clusters podman has; when `name` is
@@ -117,18 +118,25 @@ class PodmanLifecycle:
             raise _taken(name)
         return subnet
 
-    def _started(self, mc: MiniCluster, options: CreateOptions, pods: list[PodmanPod]) -> ClusterStatus:
-        """The status once the brokers joined (or at once without --wait); the first read built from `pods`, the
-        containers inspected as the plays returned, when the brokers were seen joining after it."""
+    def _started(self, mc: MiniCluster, options: CreateOptions, volumes_home: str | None) -> ClusterStatus:
+        """The status once the brokers joined (or at once without --wait). The pods' containers are inspected
+        while the brokers are awaited (the lead's run directory is its volume's, where podman keeps volumes, when
+        that is known and there: else the inspect's mount says), and that inspect is the first status read's
+        when the brokers were seen joining."""
+        indexes = range(mc.spec.size)
         if not options.wait:
-            return self._status(mc.name, None, pods)
+            return self._status(mc.name, None, self._ctx.started_pods(mc.name, mc, indexes))
         polling = self._ctx.polling
         started = polling.clock()
         said: list[Ranks | None] = [None]
-        inspected: list[list[PodmanPod] | None] = [pods]
-        if waits_inside(mc):
-            said[0] = self._await_brokers(mc, options.timeout, pods)
-            inspected[0] = pods if said[0] is not None else None  # a wait that could not tell reads afresh
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            inspecting = pool.submit(self._ctx.started_pods, mc.name, mc, indexes)
+            if waits_inside(mc):
+                volume = Path(volumes_home or "/nonexistent") / owned_name(mc.name, 0, VOLUME_RUN) / "_data"
+                known = volume / "rundir" if volumes_home and volume.is_dir() else None
+                said[0] = self._await_brokers(mc, options.timeout, lambda: known or self._run_dir(mc.name, inspecting))
+            pods = inspecting.result()
+        inspected: list[list[PodmanPod] | None] = [pods if said[0] is not None or not waits_inside(mc) else None]
 
         def read() -> ClusterStatus:  # what the lead said inside holds for the first read; later ones ask again
             ranks, said[0] = said[0], None
@@ -138,16 +146,20 @@ class PodmanLifecycle:
         left = max(1.0, options.timeout - (polling.clock() - started))
         return polling.wait_ready(read, left)
 
-    def _await_brokers(self, mc: MiniCluster, timeout: float, pods: list[PodmanPod] | None = None) -> Ranks | None:
-        """Every broker joined, seen through the lead's socket from this machine (ready_host.py; the lead's run
-        directory found in its container's mounts, or by inspecting its volume); from inside the lead (ready.py)
-        when that fails, with one log line."""
+    def _run_dir(self, name: str, inspecting: Future[list[PodmanPod]]) -> Path:
+        """The lead's run directory as its container's mounts show it, or as its volume's inspect does."""
+        lead = next((p.container for p in inspecting.result() if p.index == 0), None)
+        source = mount_source(lead, RUN_DIR)
+        return Path(source) / "rundir" if source else self._player.run_dir(name, 0)
+
+    def _await_brokers(self, mc: MiniCluster, timeout: float, rundir: Callable[[], Path] | None = None) -> Ranks | None:
+        """Every broker joined, seen through the lead's socket from this machine (ready_host.py; `rundir` says
+        where the lead's run directory is, else its volume is inspected); from inside the lead (ready.py) when
+        that fails, with one log line."""
         polling = self._ctx.polling
-        lead = next((p.container for p in pods or [] if p.index == 0), None)
         try:
-            source = mount_source(lead, RUN_DIR)
-            rundir = Path(source) / "rundir" if source else self._player.run_dir(mc.name, 0)
-            return await_from_host(rundir, mc.spec.size, timeout, polling.clock, polling.sleep)
+            where = rundir() if rundir is not None else self._player.run_dir(mc.name, 0)
+            return await_from_host(where, mc.spec.size, timeout, polling.clock, polling.sleep)
         except BackendError as exc:
             log.warning("waiting for the brokers from this machine failed (%s); asking inside the lead instead", exc)
 

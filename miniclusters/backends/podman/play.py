@@ -20,6 +20,7 @@ from miniclusters.backends.podman.bundle_mount import BundleVolumes, broker_inst
 from miniclusters.backends.podman.core import PodmanContext, runner_container
 from miniclusters.backends.podman.engine import Podman, PodmanError
 from miniclusters.backends.podman.host_files import volume_files
+from miniclusters.backends.podman.netconf import read_subnet
 from miniclusters.backends.podman.observe import PodmanPod, cluster_names, conmon_processes, millicores_to_shares
 from miniclusters.backends.podman.pods import (
     CLUSTER_LABEL,
@@ -230,8 +231,9 @@ class PodPlayer:
         return Path(done.stdout.strip()) / "rundir"  # the entrypoint's -Srundir=/run/flux/rundir
 
     def create_network(self, name: str, network: str) -> tuple[str, bool]:
-        """Create the cluster's network (reused if a crashed run left it with no pod); its subnet, and whether
-        this call made it (so a refused `up` removes only what it made)."""
+        """Create the cluster's network (reused if a crashed run left it with no pod); its subnet (from the file
+        podman wrote, else asked: netconf.py), and whether this call made it (so a refused `up` removes only what
+        it made)."""
         labels = ["--label", f"{NAME_LABEL}={name}", "--label", f"{CLUSTER_LABEL}=podman"]
         made = True
         try:
@@ -240,6 +242,9 @@ class PodPlayer:
             if "already exists" not in exc.stderr:
                 raise
             made = False
+        known = read_subnet(network)
+        if known is not None:
+            return known, made
         subnet = self._podman.run(
             ["network", "inspect", network, "--format", "{{range .Subnets}}{{.Subnet}} {{end}}"],
             f"reading the subnet of network {network}",
