@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,7 +21,9 @@ from miniclusters.backends.podman.lifecycle import PodmanLifecycle
 from miniclusters.backends.podman.netconf import read_subnet, subnet_in
 from miniclusters.backends.podman.observe import PodmanPod, inspect_pods, mount_source
 from miniclusters.backends.podman.play import PodPlayer
+from miniclusters.backends.podman.pods import CLUSTER_LABEL
 from miniclusters.backends.reporting import Polling
+from miniclusters.render.layout import INDEX_LABEL, NAME_LABEL
 
 CNI = {
     "cniVersion": "0.4.0",
@@ -115,30 +116,47 @@ class _Player:
         return Path("/from/volume/inspect/rundir")
 
 
-def _known(names: list[str]) -> Future[list[str]]:
-    future: Future[list[str]] = Future()
-    future.set_result(names)
-    return future
+class _Listing:
+    """podman listing the pods of the clusters `names`."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.calls = 0
+
+    def json(self, argv: list[str], doing: str) -> Any:
+        assert argv[:2] == ["pod", "ps"], argv
+        self.calls += 1
+        return [{"Labels": {NAME_LABEL: n, INDEX_LABEL: "0", CLUSTER_LABEL: "podman"}} for n in self.names]
+
+
+class _Podman:
+    def __init__(self, names: list[str]) -> None:
+        self.podman = _Listing(names)
 
 
 def _lifecycle(player: _Player, ctx: Any = None, status: Any = None) -> PodmanLifecycle:
     return PodmanLifecycle(cast(PodmanContext, ctx), cast(PodPlayer, player), status)
 
 
-@pytest.mark.parametrize("made", [True, False])
-def test_a_name_podman_already_has_refuses_the_up_and_removes_only_a_network_it_made(made: bool) -> None:
-    player = _Player(made=made)
+def test_a_network_just_made_means_the_name_is_free_without_asking_for_pods() -> None:
+    ctx = _Podman(["up"])
+    assert _lifecycle(_Player(made=True), ctx)._network_unless_taken("up", "minicluster-up") == "10.89.3.0/24"
+    assert ctx.podman.calls == 0
+
+
+def test_a_network_already_there_is_reused_unless_podman_has_pods_of_that_name() -> None:
+    player = _Player(made=False)
+    assert _lifecycle(player, _Podman(["other"]))._network_unless_taken("up", "minicluster-up") == "10.89.3.0/24"
     with pytest.raises(InvalidRequestError, match="'up' already exists"):
-        _lifecycle(player)._network_unless_taken("up", "minicluster-up", _known(["up"]))
-    assert player.removed == (["minicluster-up"] if made else [])
-    assert _lifecycle(player)._network_unless_taken("up", "minicluster-up", _known(["other"])) == "10.89.3.0/24"
+        _lifecycle(player, _Podman(["up"]))._network_unless_taken("up", "minicluster-up")
+    assert player.removed == []  # not made here: left as it was
 
 
 def test_a_taken_name_is_what_a_failed_network_creation_reports() -> None:
     with pytest.raises(InvalidRequestError, match="already exists"):
-        _lifecycle(_Player(fail=True))._network_unless_taken("up", "minicluster-up", _known(["up"]))
+        _lifecycle(_Player(fail=True), _Podman(["up"]))._network_unless_taken("up", "minicluster-up")
     with pytest.raises(BackendError, match="exited 125"):
-        _lifecycle(_Player(fail=True))._network_unless_taken("up", "minicluster-up", _known([]))
+        _lifecycle(_Player(fail=True), _Podman([]))._network_unless_taken("up", "minicluster-up")
 
 
 class _Ctx:
