@@ -5,7 +5,8 @@ third container per pod to start on `up`, and on `down` 1-2 s per pod of podman 
 image's own installer (`install.sh`, as the init container runs it) fills a named volume once, keyed by the
 image's ID (a rebuilt image gets a new volume, and the old one of the same image name is removed when no pod
 uses it), and a mark file written after the copy succeeded says the volume is complete. Warm, this costs two
-podman commands per `up`. Anything failing here falls back to the init containers with one log line.
+podman commands per `up`, run at once (neither needs the other's answer). Anything failing here falls back to
+the init containers with one log line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import fcntl
 import logging
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypedDict
@@ -45,6 +47,16 @@ class ListedVolume(TypedDict, total=False):
 
 def volume_name(image_id: str, extras: bool) -> str:
     return f"miniclusters-broker-{image_id[:12]}{'-extras' if extras else ''}"
+
+
+def volumes_home(listed: list[ListedVolume], names: set[str]) -> str | None:
+    """The directory podman's local driver keeps its volumes in (`<home>/<name>/_data`), as the mountpoint of
+    one of the volumes `names` shows it; None when none is listed that way."""
+    for volume in listed:
+        mountpoint = Path(volume.get("Mountpoint", ""))
+        if volume.get("Name") in names and mountpoint.name == "_data" and mountpoint.parent.name == volume["Name"]:
+            return str(mountpoint.parent.parent)
+    return None
 
 
 @contextmanager
@@ -79,19 +91,24 @@ class BundleCache:
             return NO_VOLUMES
 
     def _ensure(self, image: str, wanted: set[bool]) -> BundleVolumes:
-        image_id = self._podman.run(["image", "inspect", "--format", "{{.Id}}", image], f"inspecting {image}").stdout
-        image_id = image_id.strip()
+        with ThreadPoolExecutor(max_workers=1) as pool:  # the volumes listed while the image is inspected
+            listing = pool.submit(self._listed)
+            inspected = self._podman.run(["image", "inspect", "--format", "{{.Id}}", image], f"inspecting {image}")
+            listed = listing.result()
+        image_id = inspected.stdout.strip()
         if not image_id:
             raise BackendError(f"podman gave no ID for image {image}")
         names = {extras: volume_name(image_id, extras) for extras in wanted}
-        if not set(names.values()) <= self._ready(image_id):
+        if not set(names.values()) <= self._ready(image_id, listed):
             with _locked(self._lock_file):
                 ready = self._ready(image_id)
                 for extras, name in names.items():
                     if name not in ready:
                         self._fill(image, image_id, name, extras)
                 self._remove_stale(image, image_id)
-        return BundleVolumes(core=names.get(False), extras=names.get(True))
+            listed = self._listed()
+        home = volumes_home(listed, set(names.values()))
+        return BundleVolumes(core=names.get(False), extras=names.get(True), home=home)
 
     def _listed(self) -> list[ListedVolume]:
         listed: list[ListedVolume] = self._podman.json(
@@ -99,11 +116,12 @@ class BundleCache:
         )
         return listed
 
-    def _ready(self, image_id: str) -> set[str]:
-        """The bundle volumes of this image whose copy completed (their mark file is there)."""
+    def _ready(self, image_id: str, listed: list[ListedVolume] | None = None) -> set[str]:
+        """The bundle volumes of this image whose copy completed (their mark file is there); from `listed` when
+        the volumes were just listed."""
         return {
             v["Name"]
-            for v in self._listed()
+            for v in (self._listed() if listed is None else listed)
             if v.get("Labels", {}).get(BUNDLE_LABEL) == image_id and (Path(v["Mountpoint"]) / READY_MARK).is_file()
         }
 

@@ -27,6 +27,9 @@ class BundleVolumes:
 
     core: str | None = None
     extras: str | None = None
+    home: str | None = None
+    """Where podman keeps its volumes (`<home>/<name>/_data`), as the bundle volume's mountpoint shows it: where
+    a pod's own volumes will be too (None: not known)."""
 
     def for_extras(self, extras: bool) -> str | None:
         return self.extras if extras else self.core

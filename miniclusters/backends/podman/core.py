@@ -10,7 +10,7 @@ actuator).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from broker.curve_cert import parse_zcert
 from miniclusters.api import SpecError, load_minicluster
@@ -18,7 +18,7 @@ from miniclusters.api.spec import DEFAULT_FLUX_VIEW_IMAGE, MiniCluster
 from miniclusters.backends import exec_session
 from miniclusters.backends.base import BackendError, ExecResult, NotFoundError, no_such_pod
 from miniclusters.backends.podman.engine import Podman
-from miniclusters.backends.podman.observe import PodmanPod, read_pods
+from miniclusters.backends.podman.observe import PodmanPod, inspect_pods, read_pods
 from miniclusters.backends.podman.pods import Rendered, container_name
 from miniclusters.backends.podman.restarts import RestartLedger, seen_of
 from miniclusters.backends.podman.state import PodmanRecord, PodmanStore
@@ -91,6 +91,10 @@ class PodmanContext:
 
     def pods(self, name: str, mc: MiniCluster) -> list[PodmanPod]:
         return read_pods(self.podman, name, runner_container(mc))
+
+    def started_pods(self, name: str, mc: MiniCluster, indexes: Iterable[int]) -> list[PodmanPod]:
+        """The pods of `indexes` just played: their containers inspected, not listed first."""
+        return inspect_pods(self.podman, name, runner_container(mc), indexes)
 
     def restarts(self, name: str, pods: list[PodmanPod]) -> dict[int, int]:
         """Each pod's restarts, never fewer than last seen (restarts.py: podman forgets on `podman start`)."""

@@ -1,4 +1,5 @@
-"""Reading a podman cluster's pods: one `podman pod ps`, one `podman container inspect`, as PodStatus values.
+"""Reading a podman cluster's pods: one `podman pod ps`, one `podman container inspect`, as PodStatus values
+(right after `up` played them, the inspect alone: which pods there are is known).
 
 Pure apart from the Podman handle: the mapping from podman's container state to Kubernetes' pod phases is
 `phase_of`, tested without podman.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -39,6 +41,11 @@ class HostConfig(TypedDict, total=False):
     RestartPolicy: RestartPolicy
 
 
+class ContainerMount(TypedDict, total=False):
+    Destination: str
+    Source: str
+
+
 class InspectedContainer(TypedDict, total=False):
     """`podman container inspect`'s document of one container: the fields we read."""
 
@@ -47,6 +54,7 @@ class InspectedContainer(TypedDict, total=False):
     State: ContainerState
     HostConfig: HostConfig
     RestartCount: int
+    Mounts: list[ContainerMount]
 
 
 def this_machine() -> Node:
@@ -203,6 +211,17 @@ def read_pods(podman: Podman, cluster: str, runner: str) -> list[PodmanPod]:
         found = cluster_of(pod.get("Labels") or {})
         if found is not None and found[0] == cluster:
             indexes[found[1]] = str(pod.get("Status", ""))
+    return _with_containers(podman, cluster, runner, indexes)
+
+
+def inspect_pods(podman: Podman, cluster: str, runner: str, indexes: Iterable[int]) -> list[PodmanPod]:
+    """The pods of `indexes`, which `up` has just played (so no `pod ps` asks which there are): one `container
+    inspect`; a pod whose container is missing reads as still initialising."""
+    return _with_containers(podman, cluster, runner, dict.fromkeys(indexes, ""))
+
+
+def _with_containers(podman: Podman, cluster: str, runner: str, indexes: dict[int, str]) -> list[PodmanPod]:
+    """The pods of `indexes` (index -> podman's pod status), each with its application container's document."""
     names = [container_name(cluster, i, runner) for i in sorted(indexes)]
     inspected: dict[str, InspectedContainer] = {}
     if names:
@@ -217,6 +236,12 @@ def read_pods(podman: Podman, cluster: str, runner: str) -> list[PodmanPod]:
             PodmanPod(i, pod_name(cluster, i), indexes[i], doc, doc is not None and stopped_by_user(podman, doc))
         )
     return pods
+
+
+def mount_source(container: InspectedContainer | None, destination: str) -> str | None:
+    """Where on this machine the container's mount at `destination` is (None: no such mount)."""
+    mounts = (container or {}).get("Mounts", [])
+    return next((m.get("Source") for m in mounts if m.get("Destination") == destination), None)
 
 
 def stopped_by_user(podman: Podman, container: InspectedContainer) -> bool:

@@ -9,7 +9,7 @@ from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import BackendError, ClusterStatus, ClusterSummary
 from miniclusters.backends.overlay import overlay_argv, overlay_ranks
 from miniclusters.backends.podman.core import PodmanContext
-from miniclusters.backends.podman.observe import cluster_names, phase_of, pod_status, this_machine
+from miniclusters.backends.podman.observe import PodmanPod, cluster_names, phase_of, pod_status, this_machine
 from miniclusters.backends.podman.play import PodPlayer
 from miniclusters.backends.podman.pods import pod_address
 from miniclusters.backends.reporting import LeadReport, Ranks, cluster_status, cluster_view, pod_view
@@ -25,10 +25,11 @@ class PodmanObserver:
         self._ctx = ctx
         self._player = player
 
-    def status(self, name: str, ranks: Ranks | None = None) -> ClusterStatus:
-        """The cluster's status; `ranks` is what the lead just said (ready.py), so it is not asked again."""
+    def status(self, name: str, ranks: Ranks | None = None, read: list[PodmanPod] | None = None) -> ClusterStatus:
+        """The cluster's status; `ranks` is what the lead just said (ready.py), so it is not asked again, and
+        `read` its pods as just read (`up` inspected them as its plays returned)."""
         record, mc = self._ctx.load(name)
-        pods = self._player.synced(record, mc)
+        pods = self._player.synced(record, mc, read)
         restarts = self._ctx.restarts(name, pods)
         lead_pod = next((p for p in pods if p.index == 0), None)
         phase, _, reason = phase_of(lead_pod) if lead_pod is not None else ("Pending", None, None)

@@ -5,6 +5,7 @@ neither a grace nor a busy cgroup."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -16,10 +17,11 @@ from miniclusters.api.quantity import cpu_millicores, format_millicores
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import BackendError
 from miniclusters.backends.podman.bundle import BundleCache
-from miniclusters.backends.podman.bundle_mount import broker_installer
+from miniclusters.backends.podman.bundle_mount import BundleVolumes, broker_installer
 from miniclusters.backends.podman.core import PodmanContext, runner_container
 from miniclusters.backends.podman.engine import Podman, PodmanError
 from miniclusters.backends.podman.host_files import volume_files
+from miniclusters.backends.podman.netconf import read_subnet
 from miniclusters.backends.podman.observe import PodmanPod, cluster_names, conmon_processes, millicores_to_shares
 from miniclusters.backends.podman.pods import (
     CLUSTER_LABEL,
@@ -46,6 +48,8 @@ PULL_FAILURES = ("initializing source", "pinging container registry", "image not
 STOP_GRACE_S = 1
 """Seconds between SIGTERM and SIGKILL when pods are removed (the entrypoint passes SIGTERM on to its brokers, but
 they keep nothing that needs a clean exit, so a longer grace would only delay `down`)."""
+YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's safe dumper where PyYAML has it (the same text, a fifth of the pure-Python dumper's 2 ms a pod)."""
 POD_RM_ATTEMPTS = 3
 CLEANUP_WAIT_S = 10.0
 CLEANUP_POLL_S = 0.05
@@ -92,21 +96,32 @@ class PodPlayer:
         root.chmod(0o700)
         return str(root)
 
+    def bundle(self, rendered: Rendered, indexes: Iterable[int]) -> BundleVolumes:
+        """The broker bundle's volumes the pods of `indexes` mount (bundle.py; none: their init containers copy)."""
+        return self._bundles.volumes(broker_installer(rendered.job["spec"]["template"]["spec"]), sorted(indexes))
+
     def play(
-        self, record: PodmanRecord, rendered: Rendered, indexes: Iterable[int], runner: str, lead_restarts: bool
+        self,
+        record: PodmanRecord,
+        rendered: Rendered,
+        indexes: Iterable[int],
+        runner: str,
+        lead_restarts: bool,
+        bundle: BundleVolumes | None = None,
     ) -> None:
-        """`podman kube play` each pod (all at once); on any failure remove the pods of this call and raise."""
+        """`podman kube play` each pod (all at once), mounting `bundle` (looked up here when not given); on any
+        failure remove the pods of this call and raise."""
         indexes = sorted(indexes)
         registered = record.registered
         started = []
         files = self._write_files(record, rendered)
-        bundle = self._bundles.volumes(broker_installer(rendered.job["spec"]["template"]["spec"]), indexes)
+        bundle = self.bundle(rendered, indexes) if bundle is None else bundle
         for index in indexes:
             documents = play_documents(rendered, index, record.subnet, registered, bundle, files)
             if index == 0 and not lead_restarts:
                 cast(Pod, documents[-1])["spec"]["restartPolicy"] = "Never"  # the lead's exit is the cluster's result
             path = self._ctx.store.path(record.name).parent / f"pod-{index}.yaml"
-            path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+            path.write_text(yaml.dump_all(documents, Dumper=YAML_DUMPER, sort_keys=False))
             argv = ["kube", "play", "--network", record.network, "--ip", pod_address(record.subnet, index), str(path)]
             started.append((index, self._podman.start(argv)))
         failures = []
@@ -136,8 +151,9 @@ class PodPlayer:
         milli = cpu_millicores(cpu)
         requests = {**record.cpu, **{str(i): milli for i in indexes}}
         self._ctx.store.save(replace(record, cpu=requests))
-        for index in indexes:
-            self.set_shares(rendered.name, index, runner, milli, check=False)
+        indexes = list(indexes)
+        with ThreadPoolExecutor(max_workers=max(1, len(indexes))) as pool:  # one `podman update` per container
+            list(pool.map(lambda i: self.set_shares(rendered.name, i, runner, milli, check=False), indexes))
 
     def set_shares(self, name: str, index: int, runner: str, milli: int, check: bool = True) -> None:
         self._podman.run(
@@ -146,10 +162,11 @@ class PodPlayer:
             check=check,
         )
 
-    def synced(self, record: PodmanRecord, mc: MiniCluster) -> list[PodmanPod]:
-        """The pods, after giving any restarted container its recorded request back (a new container starts
-        with podman's default weight; the kubelet re-applies a pod's request on restart the same way)."""
-        pods = self._ctx.pods(record.name, mc)
+    def synced(self, record: PodmanRecord, mc: MiniCluster, read: list[PodmanPod] | None = None) -> list[PodmanPod]:
+        """The pods (`read`: as just read), after giving any restarted container its recorded request back (a
+        new container starts with podman's default weight; the kubelet re-applies a pod's request on restart
+        the same way)."""
+        pods = self._ctx.pods(record.name, mc) if read is None else read
         stale = [
             p
             for p in pods
@@ -217,21 +234,28 @@ class PodPlayer:
         done = self._podman.run(["volume", "inspect", "--format", "{{.Mountpoint}}", volume], f"inspecting {volume}")
         return Path(done.stdout.strip()) / "rundir"  # the entrypoint's -Srundir=/run/flux/rundir
 
-    def create_network(self, name: str, network: str) -> str:
-        """Create the cluster's network (reused if a crashed run left it with no pod) and return its subnet."""
+    def create_network(self, name: str, network: str) -> tuple[str, bool]:
+        """Create the cluster's network (reused if a crashed run left it with no pod); its subnet (from the file
+        podman wrote, else asked: netconf.py), and whether this call made it (so a refused `up` removes only what
+        it made)."""
         labels = ["--label", f"{NAME_LABEL}={name}", "--label", f"{CLUSTER_LABEL}=podman"]
+        made = True
         try:
             self._podman.run(["network", "create", *labels, network], f"creating podman network {network}")
         except PodmanError as exc:
             if "already exists" not in exc.stderr:
                 raise
+            made = False
+        known = read_subnet(network)
+        if known is not None:
+            return known, made
         subnet = self._podman.run(
             ["network", "inspect", network, "--format", "{{range .Subnets}}{{.Subnet}} {{end}}"],
             f"reading the subnet of network {network}",
         ).stdout.split()
         if not subnet:
             raise BackendError(f"podman network {network} has no subnet")
-        return subnet[0]
+        return subnet[0], made
 
     def remove_network(self, network: str) -> None:
         try:
