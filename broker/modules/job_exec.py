@@ -61,7 +61,7 @@ class JobExec:
         self.jobs: dict[int, LocalJob] = {}  # by job id; rsh-started orteds under negative keys
         self._rsh_seq = 0
         self.kill_grace = broker.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
-        here = broker.attrs.boolean(spawn_cpu.ATTRIBUTE, True)
+        here = broker.attrs.boolean(spawn_cpu.ATTRIBUTE, spawn_cpu.DEFAULT)
         self.spawner = TaskSpawner(broker.attrs.boolean(SPAWN_ATTRIBUTE, True), broker.log, here)
         if self.spawner.fast:
             seal_descriptors()  # posix_spawn closes nothing: what we inherited stays ours

@@ -16,8 +16,12 @@ posix_spawn returns, which is when the child has just replaced its image (the ke
 long before a program is far enough to start threads of its own. Only the thread's mask changes
 (sched_setaffinity(0) is per thread), and a job bound to its cores (cpu_affinity.forked_on) gets its own mask.
 
-On by default; the broker attribute `job-exec.spawn-here` (on/off) turns it off. If the CPU cannot be read
-(no ctypes) or a mask cannot be set, one line says so and tasks start as before.
+Off by default (`job-exec.spawn-here=on` turns it on). The child runs with the one-CPU mask from its exec until
+the broker gives it back, and on a loaded machine the broker may be preempted in between: a program that reads its
+mask as it starts (an OpenMP runtime, hwloc, an MPI rank binding itself) would size itself for one CPU. Measured
+in the same hour, 12 alternating pairs of `--cc=1-1000 --wait` at load 2: 1.18 s on against 1.15 s off; the gain
+the first measure showed (1.10x under nice'd load) did not hold. If the CPU cannot be read (no ctypes) or a mask
+cannot be set, one line says so and tasks start as before.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import os
 from collections.abc import Callable
 
 ATTRIBUTE = "job-exec.spawn-here"
+DEFAULT = False
 LONG_WAIT = 0.0005
 """A plain spawn's average wait (seconds) above which spawning here pays: on a quiet machine plain spawns wait
 0.24 ms and spawning here cost 0.13 ms a job (every task moved to the other CPU, crowding it: 1,000 jobs in 1.02 s

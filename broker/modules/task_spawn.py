@@ -76,7 +76,7 @@ class TaskProcess:
 class TaskSpawner:
     """Starts tasks with their stdout and stderr on given pipe ends; OSError says why one could not start."""
 
-    def __init__(self, fast: bool, log: Callable[[str], None], here: bool = True) -> None:
+    def __init__(self, fast: bool, log: Callable[[str], None], here: bool = False) -> None:
         self.fast = fast and hasattr(os, "posix_spawn")
         self._log = log
         self.here = SpawnHere(log) if here and self.fast and hasattr(os, "sched_setaffinity") else None

@@ -36,7 +36,7 @@ def recording(monkeypatch: pytest.MonkeyPatch) -> Calls:
 
 def loaded(log: Callable[[str], None] = pytest.fail) -> TaskSpawner:
     """A spawner whose plain spawns have waited long (as at load 3 here): it spawns here."""
-    spawner = TaskSpawner(True, log)
+    spawner = TaskSpawner(True, log, here=True)
     assert spawner.here is not None
     spawner.here.wait = 10 * LONG_WAIT
     return spawner
@@ -112,27 +112,28 @@ def test_a_broken_mask_call_starts_the_task_as_before_and_says_so_once(monkeypat
     assert len(said) == 1 and "job-exec.spawn-here" in said[0] and "Invalid argument" in said[0]
 
 
-def test_turned_off_no_mask_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_off_unless_asked_for_and_off_changes_no_mask(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = recording(monkeypatch)
+    assert TaskSpawner(True, pytest.fail).here is None  # the child's narrowed mask is visible for a moment
     _proc, mask, _text, status = started(TaskSpawner(True, pytest.fail, here=False), SLOW)
     assert status == 0 and mask == CPUS and calls == []
 
 
-def test_the_attribute_is_refused_by_name_and_off_runs_jobs(tmp_path: Path) -> None:
+def test_the_attribute_is_refused_by_name_and_on_runs_jobs(tmp_path: Path) -> None:
     flux = str(Path(sys.executable).with_name("flux"))
     bad = subprocess.run(
         [flux, "start", "-Sjob-exec.spawn-here=maybe", "true"], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert bad.returncode != 0
     assert "job-exec.spawn-here" in bad.stderr and "maybe" in bad.stderr
-    off = subprocess.run(
-        [flux, "start", "-Sjob-exec.spawn-here=off", flux, "run", "sh", "-c", "echo ran; exit 3"],
+    on = subprocess.run(
+        [flux, "start", "-Sjob-exec.spawn-here=on", flux, "run", "sh", "-c", "echo ran; exit 3"],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=tmp_path,
     )
-    assert off.returncode == 3 and off.stdout == "ran\n", off.stderr
+    assert on.returncode == 3 and on.stdout == "ran\n", on.stderr
 
 
 def test_it_spawns_here_only_while_plain_spawns_wait_long_and_keeps_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
