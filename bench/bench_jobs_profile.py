@@ -1,6 +1,7 @@
 """Where the broker's CPU goes per trivial job (issue 45): `flux start --test-size=1 flux submit --cc=1-N --wait true`
 with the lead broker's loop measured twice in the same run, plain (its CPU from getrusage, per job) and under
-cProfile on the CPU clock (where it goes). Each function's share of the profile is scaled to the plain run's CPU
+cProfile on the CPU clock (where it goes), each also with one job so that the instance's own start, stop and
+first-use imports are taken out of both. Each function's share of the profile is scaled to the plain run's CPU
 per job, so the table reads in microseconds of broker CPU per job; the profiler's own cost falls out of the
 shares. Prints the table (own time, then time including callees for the parts of a job's path) and a JSON line.
 
@@ -71,6 +72,27 @@ def run(jobs: int, profile_to: str | None) -> float:
     return float(next(line.split()[1] for line in done.stderr.splitlines() if line.startswith("BROKER_CPU")))
 
 
+ProfileKey = tuple[str, int, str]
+
+
+def per_job_profile(jobs: int) -> dict[ProfileKey, tuple[float, float, float, float]]:
+    """Each function's profile with `jobs` jobs less its profile with one: what one-time work costs (the job
+    manager's first-use import was about a tenth of a 1,000-job profile, all of it under `client_in`) is out of
+    the shares, as the plain run's CPU per job has the one-job run's taken out. (calls, -, own s, with callees s)"""
+    profiles = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for count in (1, jobs):
+            path = os.path.join(tmp, f"broker-{count}.prof")
+            run(count, path)
+            profiles.append(pstats.Stats(path).stats)  # type: ignore[attr-defined]
+    once, full = profiles
+    entries = {}
+    for key, value in full.items():
+        base = once.get(key, (0, 0, 0.0, 0.0, {}))
+        entries[key] = (value[1] - base[1], 0.0, max(0.0, value[2] - base[2]), max(0.0, value[3] - base[3]))
+    return entries
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1000)
@@ -84,11 +106,7 @@ def main() -> None:
     idle = run(1, None)  # the instance's own start and stop, with one job
     plain = run(opts.jobs, None)
     per_job_us = (plain - idle) / (opts.jobs - 1) * 1e6
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "broker.prof")
-        run(opts.jobs, path)
-        stats = pstats.Stats(path)
-    entries = stats.stats  # type: ignore[attr-defined]
+    entries = per_job_profile(opts.jobs)
     loop = [v for k, v in entries.items() if k[0].endswith("loop.py") and k[2] == "run"]
     total = loop[0][3] if loop else sum(v[2] for v in entries.values())
     scale = per_job_us / total  # a share of the profiled loop -> us of plain CPU per job
@@ -105,8 +123,8 @@ def main() -> None:
         part = PATH_PARTS.get((Path(file).name, name))
         if part is not None:
             parts[part[0]] = parts.get(part[0], 0.0) + value[3] * scale
-    for key, label in PATH_PARTS.values():
-        print(f"{parts.get(key, 0.0):>20.1f}  {label}")
+    for part_key, label in PATH_PARTS.values():
+        print(f"{parts.get(part_key, 0.0):>20.1f}  {label}")
     figures = {key: round(value, 1) for key, value in parts.items()}
     print(json.dumps({"bench": "jobs_profile", "broker_cpu_us_per_job": round(per_job_us, 1), **figures}))
 
