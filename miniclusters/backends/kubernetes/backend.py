@@ -117,11 +117,11 @@ class KubernetesBackend:
 
     # ------------------------------------------------------------------ reaching a pod
     def rest_endpoint(self, mc: MiniCluster, status: ClusterStatus) -> RestEndpoint:
-        """A Service in the cluster: reachable through a port-forward."""
+        """A Service in the cluster: reachable through a port-forward (in the cluster's namespace, which need not
+        be the kubeconfig context's)."""
         port = mc.spec.restful.port
-        return RestEndpoint(
-            None, f"Service {mc.name}-restful:{port}   (kubectl port-forward svc/{mc.name}-restful {port})"
-        )
+        forward = f"kubectl -n {status.namespace} port-forward svc/{mc.name}-restful {port}"
+        return RestEndpoint(None, f"Service {mc.name}-restful:{port}   ({forward})")
 
     def exec(self, name: str, index: int, argv: list[str], timeout: float = EXEC_TIMEOUT) -> ExecResult:
         ctx = self._ctx
