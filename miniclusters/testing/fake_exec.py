@@ -32,7 +32,7 @@ def default_exec(fake: PodsOfJobs, pod: Pod, argv: list[str]) -> ExecResult:
     the pod of that index runs; `hostname` answers the pod's hostname; anything else is not found."""
     if argv[:2] == ["sh", "-c"] and len(argv) > 4:  # `sh -c SCRIPT RUNDIR ARGV...`: ARGV at the lead's socket
         argv = argv[4:]
-    words = [w for w in argv if not w.startswith("FLUX_URI=") and w != "env"]
+    words = _command_of(argv)
     if words and words[0].endswith("flux") and words[1:3] == ["overlay", "status"]:
         env = {e["name"]: e.get("value") for c in pod["spec"]["containers"] for e in c.get("env", [])}
         job = pod["metadata"]["labels"]["job-name"]
@@ -50,3 +50,12 @@ def default_exec(fake: PodsOfJobs, pod: Pod, argv: list[str]) -> ExecResult:
         return ExecResult(0, pod["spec"].get("hostname", pod["metadata"]["name"]) + "\n", "")
     # RealKubeApi runs ARGV under `env` (exec_session.py): an unknown command is env's 127 in env's words
     return ExecResult(127, "", f"env: '{words[0] if words else ''}': No such file or directory\n")
+
+
+def _command_of(argv: list[str]) -> list[str]:
+    """The command `env` would run: `env` words and the NAME=VALUE assignments before the command dropped (the
+    real exec runs it all under env, so the pod's `flux` sees those variables)."""
+    words = list(argv)
+    while words and (words[0] == "env" or ("=" in words[0] and words[0].split("=", 1)[0].isidentifier())):
+        words.pop(0)
+    return words

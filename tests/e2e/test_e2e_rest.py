@@ -16,16 +16,21 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from miniclusters.localkube.layout import Layout
 from miniclusters.testing.kube_e2e import ROOT, cli, kubectl, objects_of, wait_until
 
+FLUX_VIEW = "ghcr.io/miniclusters/miniclusters-flux-view:0.1.0"
 
-def _spec(tmp_path: Path, name: str, secret: str) -> Path:
+
+def _spec(tmp_path: Path, name: str, secret: str, flavour: str) -> Path:
     spec = yaml.safe_load((ROOT / "examples" / "restful.yaml").read_text())
     spec["metadata"]["name"] = name
     spec["spec"]["restful"]["secretName"] = secret
+    if flavour == "flux":  # our flux-core 0.88 view (make images): the lead pod serves the API beside flux-broker
+        spec["spec"]["flux"] = {"flavour": "flux", "container": {"image": FLUX_VIEW}}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -62,10 +67,11 @@ def _public_client(url: str, user: str, token: str, key: str, script: str) -> su
     )
 
 
+@pytest.mark.parametrize("flavour", ["builtin", "flux"])
 def test_the_public_client_runs_a_job_on_both_pods_through_the_printed_port_forward(
-    kubeconfig: Path, e2e_namespace: str, tmp_path: Path
+    kubeconfig: Path, e2e_namespace: str, tmp_path: Path, flavour: str
 ) -> None:
-    name = f"rest-{uuid.uuid4().hex[:4]}"
+    name = f"rest-{flavour[:4]}-{uuid.uuid4().hex[:4]}"
     user, token, key = "admin", secrets.token_hex(12), secrets.token_hex(32)
     secret = f"{name}-creds"
     made = kubectl(
@@ -73,7 +79,7 @@ def test_the_public_client_runs_a_job_on_both_pods_through_the_printed_port_forw
         f"--from-literal=FLUX_TOKEN={token}", f"--from-literal=FLUX_SECRET_KEY={key}",
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
-    up = cli("up", str(_spec(tmp_path, name, secret)), "--backend", "kubernetes", "--namespace", e2e_namespace)
+    up = cli("up", str(_spec(tmp_path, name, secret, flavour)), "--backend", "kubernetes", "--namespace", e2e_namespace)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         printed = re.search(r"\((kubectl -n \S+ port-forward svc/\S+ \d+)\)", up.stdout)

@@ -9,22 +9,20 @@ from __future__ import annotations
 
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.overlay import overlay_argv, with_lead_socket
-from miniclusters.render.layout import BROKER_INSTALL_DIR, RUN_DIR
+from miniclusters.backends.pod_flux import flux_bin, flux_env
+from miniclusters.render.layout import RUN_DIR
 
 LEAD_RUNDIR = f"{RUN_DIR}/rundir"
 
 
-def flux_path(mc: MiniCluster) -> str:
-    """Where the pods' `flux` is: the broker bundle's or the flux-core view's (the container's own PATH has
-    neither; only the entrypoint adds them)."""
-    if mc.spec.flux.flavour == "builtin":
-        return f"{BROKER_INSTALL_DIR}/bin/flux"
-    return f"{mc.spec.flux.container.mount_path}/view/bin/flux"
+def flux_command(mc: MiniCluster, argv: list[str]) -> list[str]:
+    """`flux ARGV` with the pod's `flux` (pod_flux.py) and what it needs to load, as the pod's broker runs it."""
+    return ["env", *flux_env(mc), f"{flux_bin(mc)}/flux", *argv]
 
 
 def overlay_command(mc: MiniCluster) -> list[str]:
     """argv to run in the lead pod; FLUX_URI points at the broker's local socket (-Srundir)."""
-    return with_lead_socket(LEAD_RUNDIR, overlay_argv(mc.spec.flux.flavour, flux_path(mc)))
+    return with_lead_socket(LEAD_RUNDIR, flux_command(mc, overlay_argv(mc.spec.flux.flavour)[1:]))
 
 
 def at_broker(mc: MiniCluster, argv: list[str]) -> list[str]:
@@ -32,4 +30,4 @@ def at_broker(mc: MiniCluster, argv: list[str]) -> list[str]:
     run it: its `flux` at its own socket, like the local backend's exec. Anything else unchanged."""
     if not argv or argv[0] != "flux":
         return argv
-    return with_lead_socket(LEAD_RUNDIR, [flux_path(mc), *argv[1:]])
+    return with_lead_socket(LEAD_RUNDIR, flux_command(mc, argv[1:]))

@@ -27,8 +27,9 @@ from miniclusters.backends.base import (
     ResizeResult,
     RestEndpoint,
 )
+from miniclusters.backends.pod_flux import flux_bin
 from miniclusters.backends.podman.actuate import PodmanActuator
-from miniclusters.backends.podman.core import PodmanContext, flux_bin, in_pod, runner_container
+from miniclusters.backends.podman.core import PodmanContext, in_pod, runner_container
 from miniclusters.backends.podman.engine import Podman
 from miniclusters.backends.podman.lifecycle import PodmanLifecycle
 from miniclusters.backends.podman.observer import PodmanObserver

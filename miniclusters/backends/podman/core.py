@@ -17,6 +17,7 @@ from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import DEFAULT_FLUX_VIEW_IMAGE, MiniCluster
 from miniclusters.backends import exec_session
 from miniclusters.backends.base import BackendError, ExecResult, NotFoundError, no_such_pod
+from miniclusters.backends.pod_flux import flux_bin, flux_env
 from miniclusters.backends.podman.engine import Podman
 from miniclusters.backends.podman.observe import PodmanPod, inspect_pods, read_pods
 from miniclusters.backends.podman.pods import Rendered, container_name
@@ -24,7 +25,7 @@ from miniclusters.backends.podman.restarts import RestartLedger, seen_of
 from miniclusters.backends.podman.state import PodmanRecord, PodmanStore
 from miniclusters.backends.reporting import Polling
 from miniclusters.render import RenderOptions, render_objects
-from miniclusters.render.layout import BROKER_INSTALL_DIR, NAME_LABEL, RUN_DIR
+from miniclusters.render.layout import NAME_LABEL, RUN_DIR
 
 
 def runner_container(mc: MiniCluster) -> str:
@@ -125,16 +126,9 @@ class PodmanContext:
         return ExecResult(done.returncode, done.stdout, done.stderr)
 
 
-def flux_bin(mc: MiniCluster) -> str:
-    """Where the pod's `flux` is: the broker the init container copied in, or the flux view's."""
-    if mc.spec.flux.flavour == "builtin":
-        return f"{BROKER_INSTALL_DIR}/bin"
-    return f"{mc.spec.flux.container.mount_path}/view/bin"
-
-
 def in_pod(mc: MiniCluster, index: int, argv: list[str]) -> list[str]:
     """argv with PATH reaching `flux` and FLUX_URI at the pod's broker socket when it is open (as in the local
     backend's exec): `local-<rank>` under flux-core, `local` under the built-in broker."""
     sockets = " ".join(f'"{RUN_DIR}/rundir/{name}"' for name in (f"local-{index}", "local"))
     script = f'for s in {sockets}; do if [ -S "$s" ]; then export FLUX_URI="local://$s"; break; fi; done; exec "$@"'
-    return ["env", f"PATH={flux_bin(mc)}:{SYSTEM_PATH}", "sh", "-c", script, "sh", *argv]
+    return ["env", f"PATH={flux_bin(mc)}:{SYSTEM_PATH}", *flux_env(mc), "sh", "-c", script, "sh", *argv]
