@@ -8,9 +8,11 @@ its output is relayed here and its exit code becomes ours. No ssh daemon, no key
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from .client import FluxError, Handle
+from .modules.mpi import FORWARDED_BY_MPIRUN
 
 _SSH_FLAGS_WITH_VALUE = {"-p", "-l", "-o", "-i", "-F", "-E", "-c", "-m", "-b", "-e", "-J"}
 
@@ -25,7 +27,15 @@ def split_args(argv: list[str]) -> tuple[str, str]:
     return argv[i], " ".join(argv[i + 1 :])
 
 
+def ignore_forwarded_signals() -> None:
+    """The agent lives in mpirun's process group, which a job's SIGUSR1 reaches; mpirun forwards it to the ranks
+    itself, and an agent dying of it would end the orted it started (and so the job)."""
+    for signum in FORWARDED_BY_MPIRUN:
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def main(argv: list[str] | None = None) -> int:
+    ignore_forwarded_signals()
     args = sys.argv[1:] if argv is None else argv
     try:
         host, command = split_args(args)

@@ -391,7 +391,10 @@ class JobExec:
         return None
 
     def kill_rsh(self, jobid: int, signum: int) -> None:
-        """Orteds started for job `jobid` (by mpirun through our agent) go down with the job."""
+        """Orteds started for job `jobid` (by mpirun through our agent) go down with the job; a signal mpirun
+        forwards to the ranks itself (SIGUSR1, SIGUSR2) is left to it: the orted's `sh -c` would die of it."""
+        if signum in mpi.FORWARDED_BY_MPIRUN:
+            return
         for key, job in list(self.jobs.items()):
             if key < 0 and job.owner == jobid:
                 self._signal(job, signum)

@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 from typing import TYPE_CHECKING
@@ -27,6 +28,10 @@ AGENT = f"{sys.executable} -m broker.mpi_rsh"
 # memory at a guessed free address and intermittently segfaults in hwloc_shmem_topology_write when that guess
 # collides (seen with OpenFOAM's larger address space); it only serves process binding, which we leave to cgroups.
 MPI_ENV = {"OMPI_MCA_pmix": "^flux", "PMIX_MCA_gds": "hash", "OMPI_MCA_rtc": "^hwloc"}
+FORWARDED_BY_MPIRUN = (signal.SIGUSR1, signal.SIGUSR2)
+"""Signals mpirun passes on to every rank through its orteds (Open MPI 4.1's default forwarding). A job's
+`flux job kill --signal=SIGUSR1` (a malleable job's resize request) reaches mpirun's process group; the orteds and
+the remote-start agent must outlive it, or mpirun loses a daemon and ends the job (tests/broker/test_mpi_signals.py)."""
 
 
 SESSION_VARIABLE = "OMPI_MCA_orte_tmpdir_base"
