@@ -80,15 +80,20 @@ IDLE_BROKER_NEVER = {
 }
 
 
+def _modules_loaded(size: int, tmp_path: Path) -> set[str]:
+    """The modules `flux start --test-size=SIZE true` imports in all its processes (as -X importtime lists them)."""
+    flux = Path(sys.executable).with_name("flux")
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    command = [str(flux), "start", f"--test-size={size}", "-o", f"-Sstatedir={tmp_path / 'state'}", "true"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {line.split("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+
 def test_an_idle_broker_loads_none_of_what_it_never_uses(tmp_path: Path) -> None:
     """The modules a real `flux start --test-size=1` loads (parent and forked broker, as -X importtime lists
     them): issue 45's idle broker memory, held here so that it cannot creep back."""
-    flux = Path(sys.executable).with_name("flux")
-    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
-    command = [str(flux), "start", "--test-size=1", "-o", f"-Sstatedir={tmp_path / 'state'}", "true"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded = {line.split("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    loaded = _modules_loaded(1, tmp_path)
     assert {"broker.broker", "broker.modules.job_manager", "zmq"} <= loaded  # the broker did start
     assert not loaded & IDLE_BROKER_NEVER, loaded & IDLE_BROKER_NEVER
 
@@ -96,12 +101,7 @@ def test_an_idle_broker_loads_none_of_what_it_never_uses(tmp_path: Path) -> None
 def test_many_brokers_forked_from_one_process_share_what_one_broker_loads_on_first_use(tmp_path: Path) -> None:
     """`flux start --test-size=2` imports job exec and the job manager's parts before forking (their pages shared
     by every broker that runs a job), where one broker alone leaves them to the first request."""
-    flux = Path(sys.executable).with_name("flux")
-    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
-    command = [str(flux), "start", "--test-size=2", "-o", f"-Sstatedir={tmp_path / 'state'}", "true"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded = {line.split("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    loaded = _modules_loaded(2, tmp_path)
     assert {"broker.modules.job_exec", "broker.modules.job_manager.manager"} <= loaded
 
 
