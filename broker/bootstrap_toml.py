@@ -2,7 +2,7 @@
 
 Why (issue 45, an idle broker's memory): `flux start --test-size` writes it before it forks its brokers, so every
 module it imports for that is in every broker, and tomli_w is one only the writing needs; the TOML is a table of
-strings (tomllib reads it back, tests/broker/test_testsize_files.py holds the two equal).
+strings (tomllib reads it back, tests/broker/test_start_files.py holds the two equal).
 """
 
 from __future__ import annotations
