@@ -159,7 +159,8 @@ def plan_launch(
     """What to start here for the job's launch kind (mpirun, a sub-instance's broker, or its tasks), and the CPUs
     each process binds to; `env` gains what the launch needs, `job.output` a note when a choice is not used."""
     if request.launch == "mpi":
-        env.update(mpi.MPI_ENV)
+        bound_per_task = bool(job_cpus) and affinity.mode == "per-task" and not affinity.dry_run
+        env.update(mpi.mpi_environment(request, env, bound_per_task))
         sessions, ignored = session_parent(env, account)
         if ignored:
             job.output.append(
