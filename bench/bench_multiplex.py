@@ -32,11 +32,13 @@ allocation's and the controller's). The 1-minute load average
 is printed before and after every run.
 With `--app openfoam` the proxy's figures are printed beside OpenFOAM's: by default the recorded proxy run
 (bench/results.toml, bench "multiplex"), with --with-proxy the proxy measured in this invocation after OpenFOAM
-(about 10 more minutes); the JSON line carries them under "proxy".
+(about 10 more minutes); the JSON line carries them under "proxy". With `--floor` (openfoam) the same case also
+runs under plain mpirun, without miniclusters, alone and in pairs sharing the CPUs or each on its own half of
+them: what the machine itself allows the pair (bench/foam_floor.py; its `floor_*` keys join the JSON line).
 
 Run: .venv/bin/python bench/bench_multiplex.py [--app proxy|openfoam] [--iterations N] [--weights W,W,W,W]
      [--rows 192] [--refine 1] [--controller-wait sleep|poll] [--mpi-spin-us US] [--skip-n3] [--beside 1]
-     [--with-proxy]
+     [--with-proxy] [--floor]
      [--save-timeline docs/multiplex-timeline.png]
 Prints figures; the last line is one JSON object. It is not a test (no thresholds are asserted).
 """
@@ -427,6 +429,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"sleeping waits poll this long before their first nap (0-{SPIN_US_MAX}) [the library's 20]",
     )
     parser.add_argument("--with-proxy", action="store_true", help="openfoam: measure the proxy too, in this run")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="openfoam: also what plain mpirun does here with the same case (bench/foam_floor.py; about 2 minutes)",
+    )
     parser.add_argument("--record", action="store_true", help="write the JSON line into bench/results.toml")
     return parser.parse_args(argv)
 
@@ -494,6 +501,10 @@ def main() -> None:
         figures = measure(work, backend, workdir, opts, recreate)
         if opts.app == "openfoam":
             figures.update(proxy_beside(proxy, backend, workdir, opts, recreate))
+            if opts.floor:
+                from foam_floor import measure_floor  # beside this script (bench/ is its sys.path[0])
+
+                figures.update(measure_floor(workdir / "naca0012", RANKS, workdir, say))
         print(json.dumps(figures), flush=True)
         if opts.record:
             record(opts.app, figures)
