@@ -6,7 +6,9 @@ every CPU (`floor_t1_s`); two cases at once sharing every CPU (`floor_pair_share
 to its own half of the CPUs (`floor_pair_partitioned_s`, null on one CPU): the best split of the machine there is
 when ranks that synchronise every few hundred microseconds must not wait for the other case's ranks. From them:
 `floor_theta2_shared` and `floor_theta2_partitioned` (2 x floor_t1_s / the pair's makespan), and
-`floor_theta2_cpu_bound`, what the work alone would allow (CPUs x floor_t1_s / (2 x the serial CPU), at most 2).
+`floor_theta2_cpu_bound`, what the work alone would allow: the pair needs at least twice the serial CPU, so its
+makespan is at least 2 x floor_serial_cpu_s / CPUs, and Theta(2) at most CPUs x floor_t1_s / floor_serial_cpu_s
+(and 2).
 """
 
 from __future__ import annotations
@@ -97,5 +99,5 @@ def measure_floor(case: Path, ranks: int, workdir: Path, say: Callable[[str], No
         "floor_pair_partitioned_s": None if partitioned is None else round(partitioned, 2),
         "floor_theta2_shared": round(2 * t1 / shared, 3),
         "floor_theta2_partitioned": None if partitioned is None else round(2 * t1 / partitioned, 3),
-        "floor_theta2_cpu_bound": round(min(2.0, len(cpus) * t1 / (2 * serial_cpu)), 3),
+        "floor_theta2_cpu_bound": round(min(2.0, len(cpus) * t1 / serial_cpu), 3),
     }
