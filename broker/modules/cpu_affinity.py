@@ -10,7 +10,9 @@ flux-core's default is `on`. Ours is the instance attribute `job-exec.cpu-affini
 of pods sharing a node each report the node's cores, so two pods binding their jobs to "core 0" would stack
 them on one real core. Exclusive pods (spec.placement.cpus: exclusive) own their cores and start their brokers
 with `per-task`, so every rank gets a core of its own. Cores the job was allocated that this broker may not use
-(fake slots) are dropped; if none are left the job runs unbound, with a note on its stderr.
+(fake slots) are dropped; if none are left the job runs unbound, with a note on its stderr. `map:` names CPUs
+outright and binds to them whatever the job was allocated (a multiplexed job's slots are fake), as flux-core's
+shell does; an entry with no CPU the broker may run on refuses the job before anything starts, naming it.
 
 Plain tasks are bound as they are forked (job-exec narrows its own thread's mask around the fork); MPI ranks,
 forked by mpirun and the orteds, through broker/task_bind.py (see mpirun_wrapper).
@@ -55,6 +57,11 @@ class Affinity:
     @property
     def binds(self) -> bool:
         return self.mode != "off"
+
+    @property
+    def mapped(self) -> bool:
+        """map:LIST: CPUs named outright, bound to whatever the job was allocated (as flux-core's shell does)."""
+        return self.mode.startswith("map:")
 
     @property
     def per_task(self) -> bool:
@@ -113,6 +120,16 @@ def job_affinity(shell_options: ShellOptions, default: Affinity) -> Affinity:
     if OPTION in shell_options:
         return parse_affinity(shell_options[OPTION])
     return default
+
+
+def unusable_map_entry(mode: str, allowed: set[int]) -> str | None:
+    """For map:LIST, what names an entry with no CPU this process may run on ('entry 2 (cpus 7)'), else None."""
+    if not mode.startswith("map:"):
+        return None
+    for index, entry in enumerate(mode[4:].split(";")):
+        if not set(_parse_map_entry(entry)) & allowed:
+            return f"entry {index} (cpus {entry})"
+    return None
 
 
 def usable(cores: tuple[int, ...] | list[int], allowed: set[int] | None = None) -> tuple[int, ...]:

@@ -170,7 +170,7 @@ def plan_launch(
         exports = profiler
         if job_cpus and not affinity.dry_run:  # each orted binds to its rank's cores (job-exec.rsh)
             env[cpu_affinity.CORES_VARIABLE] = cpu_affinity.encode_cores(request.cores)
-        if job_cpus and affinity.per_task:  # and each rank to its own share of them
+        if (job_cpus or affinity.mapped) and affinity.per_task:  # and each rank to its own share of them
             request = replace(request, command=(*cpu_affinity.mpirun_wrapper(affinity), *request.command))
             exports = cpu_affinity.carry_preload(profiler)
         request = replace(request, mpirun_args=(*pmpi.mpirun_exports(exports), *request.mpirun_args))
@@ -183,7 +183,7 @@ def plan_launch(
         env.update(profiler)
         commands = [(rank, list(request.command)) for rank in request.tasks]
         binding = [
-            task_bind.task_cpus(affinity.mode, job_cpus, i, len(commands)) if job_cpus else ()
+            task_bind.task_cpus(affinity.mode, job_cpus, i, len(commands)) if job_cpus or affinity.mapped else ()
             for i in range(len(commands))
         ]
     return request, commands, binding

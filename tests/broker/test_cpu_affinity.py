@@ -135,3 +135,30 @@ def test_real_mpi_ranks_pinned_and_still_profiled(tmp_path: Path) -> None:
     assert all(r.broker_cpu_ms >= 0 for r in report.ranks)  # the pod's broker found among the rank's ancestors
     (directory,) = tmp_path.glob("pmpi-*")
     assert sorted(t.rank for t in read_job_traces(directory, jobid=directory.name.removeprefix("pmpi-"))) == [0, 1]
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="needs two CPUs to map two tasks to different ones")
+def test_map_binds_named_cpus_even_when_the_allocated_cores_are_fake(tmp_path: Path) -> None:
+    """A multiplexed job's cores are slot numbers the broker cannot bind to; `map:` names real CPUs outright and
+    binds to them all the same (flux-core's shell binds each task to its entry whatever the allocation)."""
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    script = (
+        f"flux run -n2 -o cpu-affinity=map:{second}\\;{first} sh -c '{SHOW}' && echo == && "
+        f"flux run -n2 -o mpi=openmpi -o cpu-affinity=map:{second}\\;{second} sh -c '{SHOW}' && echo == && "
+        f"flux run -n2 -o cpu-affinity=on sh -c '{SHOW}' && echo == && "
+        "flux run -n1 -o cpu-affinity=map:4000 true"
+    )
+    env = {**os.environ, **LOOPBACK_MPI_ENV, "PATH": f"{Path(FLUX).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        [FLUX, "start", "--test-size=1", "-Sresource.cores=4000-4001", "sh", "-c", script],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    tasks, ranks, on, _ = proc.stdout.split("==")
+    assert [cpus for key, cpus in sorted(_bindings(tasks).items())] == [(second,), (first,)]
+    assert _cpus_of(ranks) == [(second,), (second,)]
+    mine = tuple(sorted(os.sched_getaffinity(0)))
+    assert _cpus_of(on) == [mine, mine]  # `on` binds to the allocation: fake here, so unbound, and said
+    assert "this broker cannot use the job's cores: tasks unbound" in proc.stderr
+    # an entry naming no CPU the broker may run on refuses the job before it starts, naming the entry
+    assert proc.returncode != 0
+    assert "-o cpu-affinity=map:4000: entry 0 (cpus 4000) has no CPU rank 0 may run on" in proc.stderr
