@@ -122,6 +122,35 @@ def job_affinity(shell_options: ShellOptions, default: Affinity) -> Affinity:
     return default
 
 
+def checked_job_affinity(
+    shell_options: ShellOptions, default: Affinity, ntasks: int, rank: int, allowed: set[int]
+) -> Affinity:
+    """The job's affinity (job_affinity), refused (AffinityError, naming the option) when a map: has fewer entries
+    than the rank's `ntasks` (0: not checked, its tasks are not started here one by one) or an entry names no CPU
+    in `allowed`, so nothing starts."""
+    affinity = job_affinity(shell_options, default)
+    if not affinity.mapped:
+        return affinity
+    where = f"-o {OPTION}={affinity.mode}"
+    entries = affinity.mode[4:].split(";")
+    if len(entries) < ntasks:
+        raise AffinityError(f"{where}: {len(entries)} entries for {ntasks} tasks on rank {rank}")
+    if (bad := unusable_map_entry(affinity.mode, allowed)) is not None:
+        raise AffinityError(f"{where}: {bad} has no CPU rank {rank} may run on")
+    return affinity
+
+
+def job_cpus(affinity: Affinity, allocated: tuple[int, ...], rank: int) -> tuple[tuple[int, ...], str]:
+    """The allocated cores this broker may bind the job's tasks to (none when it does not bind), and the note for
+    the job's stderr when it binds to its allocation but can use none of it (fake slots: tasks unbound)."""
+    if not affinity.binds:
+        return (), ""
+    cpus = usable(allocated)
+    if cpus or affinity.mapped:
+        return cpus, ""
+    return cpus, f"flux-shell[{rank}]: cpu-affinity: this broker cannot use the job's cores: tasks unbound\n"
+
+
 def unusable_map_entry(mode: str, allowed: set[int]) -> str | None:
     """For map:LIST, what names an entry with no CPU this process may run on ('entry 2 (cpus 7)'), else None."""
     if not mode.startswith("map:"):

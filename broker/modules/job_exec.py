@@ -117,9 +117,8 @@ class JobExec:
         job.tmpdir = os.path.join(self.b.rundir, job_tree.JOB_TMP, str(jobid))
         self.dirs.make(job.tmpdir)
         env = self._environment(request, job.tmpdir)
-        job_cpus = cpu_affinity.usable(request.cores.get(self.b.rank, ())) if affinity.binds else ()
-        if affinity.binds and not job_cpus and not affinity.mapped:
-            note = f"flux-shell[{self.b.rank}]: cpu-affinity: this broker cannot use the job's cores: tasks unbound\n"
+        job_cpus, note = cpu_affinity.job_cpus(affinity, request.cores.get(self.b.rank, ()), self.b.rank)
+        if note:
             job.output.append(["stderr", request.tasks[0] if request.tasks else 0, note])
         profiler = pmpi.pmpi_variables(profiling, jobid, env) if profiling and request.launch != "broker" else {}
         if "MC_PMPI_DIR" in profiler:
@@ -148,20 +147,12 @@ class JobExec:
     def _affinity(self, request: ExecRequest) -> cpu_affinity.Affinity:
         """The job's cpu-affinity (its option, else this instance's default); refused before anything starts."""
         try:
-            affinity = cpu_affinity.job_affinity(request.shell_options, self.default_affinity)
+            return cpu_affinity.checked_job_affinity(
+                request.shell_options, self.default_affinity, len(request.tasks) if request.launch == "tasks" else 0,
+                self.b.rank, os.sched_getaffinity(0),
+            )  # fmt: skip
         except cpu_affinity.AffinityError as exc:
             raise ServiceError(EINVAL, str(exc)) from None
-        entries = affinity.mode[4:].split(";") if affinity.mapped else []
-        if entries and request.launch == "tasks" and len(entries) < len(request.tasks):
-            raise ServiceError(
-                EINVAL,
-                f"-o {cpu_affinity.OPTION}={affinity.mode}: {len(entries)} entries for {len(request.tasks)} tasks "
-                f"on rank {self.b.rank}",
-            )
-        if (bad := cpu_affinity.unusable_map_entry(affinity.mode, os.sched_getaffinity(0))) is not None:
-            where = f"-o {cpu_affinity.OPTION}={affinity.mode}"
-            raise ServiceError(EINVAL, f"{where}: {bad} has no CPU rank {self.b.rank} may run on")
-        return affinity
 
     def _environment(self, request: ExecRequest, tmpdir: str) -> dict[str, str]:
         env = dict(request.env or os.environ)

@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from broker.modules.cpu_affinity import (
+    Affinity,
     AffinityError,
+    checked_job_affinity,
     decode_cores,
     encode_cores,
     instance_default,
+    job_cpus,
     parse_affinity,
 )
 from broker.task_bind import task_cpus
@@ -62,6 +65,26 @@ def test_per_task_shares_are_even_and_contiguous() -> None:
     assert tuple(idset.decode(idset.encode([0, 1, 2, 5, 7, 8]))) == (0, 1, 2, 5, 7, 8)
     assert decode_cores(encode_cores({0: (0, 1), 3: (4,)}), 3) == (4,)
     assert decode_cores("junk", 0) == ()
+
+
+def test_a_job_map_is_checked_against_its_tasks_and_the_cpus_here_before_anything_starts() -> None:
+    off = Affinity("off")
+    assert checked_job_affinity({"cpu-affinity": "map:1;0"}, off, 2, 0, {0, 1}).mode == "map:1;0"
+    assert checked_job_affinity({}, Affinity("per-task"), 2, 0, {0, 1}).mode == "per-task"  # the default
+    with pytest.raises(AffinityError, match=r"^-o cpu-affinity=map:1: 1 entries for 2 tasks on rank 3$"):
+        checked_job_affinity({"cpu-affinity": "map:1"}, off, 2, 3, {0, 1})
+    assert checked_job_affinity({"cpu-affinity": "map:1"}, off, 0, 3, {0, 1}).mapped  # mpirun: one per host
+    with pytest.raises(AffinityError, match=r"entry 1 \(cpus 7-8\) has no CPU rank 0 may run on$"):
+        checked_job_affinity({"cpu-affinity": "map:0;7-8"}, off, 2, 0, {0, 1})
+
+
+def test_job_cpus_keep_what_the_broker_may_use_and_say_when_nothing_is_left() -> None:
+    here = tuple(sorted(os.sched_getaffinity(0)))
+    assert job_cpus(Affinity("off"), here, 0) == ((), "")
+    assert job_cpus(Affinity("on"), (*here, 4000), 0) == (here, "")
+    cpus, note = job_cpus(Affinity("on"), (4000, 4001), 2)
+    assert cpus == () and note == "flux-shell[2]: cpu-affinity: this broker cannot use the job's cores: tasks unbound\n"
+    assert job_cpus(Affinity("map:0"), (4000,), 2) == ((), "")  # map: names its CPUs itself
 
 
 def _instance(size: int, script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
