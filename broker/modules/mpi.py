@@ -35,7 +35,7 @@ YIELD_VARIABLE = "OMPI_MCA_mpi_yield_when_idle"
 know: each broker reports its node's cores, pods on one node (the local and podman backends, or Kubernetes pods
 with fractional requests) stack ranks on the same cores, and ranks busy-polling beside their own peers then
 spend whole time slices waiting for a rank that is not running. Measured here: rhoSimpleFoam on 4 ranks over 2
-local pods finished 20 iterations in 24.6 s with yielding and had not written its first time step after 10
+local pods finished 20 iterations in 26.9 s with yielding and had not written its first time step after 10
 minutes without it. So an MPI job yields unless it says otherwise or its ranks are bound one to a core
 (`ranks_own_cores`)."""
 FORWARDED_BY_MPIRUN = (signal.SIGUSR1, signal.SIGUSR2)

@@ -1,6 +1,6 @@
 """An MPI job's ranks yield the core between polls (OMPI_MCA_mpi_yield_when_idle=1) unless the job says otherwise
 or its ranks are bound one to a core: pods sharing a node stack ranks on the same cores, which Open MPI cannot see
-(rhoSimpleFoam on 4 ranks over 2 local pods: 24.6 s yielding, no first time step after 10 minutes without)."""
+(rhoSimpleFoam on 4 ranks over 2 local pods: 26.9 s yielding, no first time step after 10 minutes without)."""
 
 from __future__ import annotations
 
