@@ -239,3 +239,36 @@ def test_unprivileged_pods_name_their_flux_core_brokers(
     ran = mc("exec", "un", "--", "flux", "run", "-N2", "-n2", "flux", "getattr", "rank")
     assert sorted(ran.stdout.split()) == ["0", "1"]
     assert mc("down", "un").returncode == 0
+
+
+RING = """#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size; double one = 1, sum = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 0; i < 20000; i++) MPI_Allreduce(&one, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) printf("ranks %d sum %g\\n", size, sum);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_mpi_ranks_on_pods_sharing_the_cores_yield_and_finish(
+    mc: Any, machine: Any, spec_writer: Any, flux_core: Any, tmp_path: Path
+) -> None:
+    """flux-core's shell starts Open MPI's ranks itself, and Open MPI busy-polls unless it knows ranks outnumber the
+    slots: on pods sharing this machine's cores, 4 ranks of 20,000 reductions had not finished after 2 minutes. The
+    pods' environment carries OMPI_MCA_mpi_yield_when_idle=1, so every job inherits it (2.3 s)."""
+    (tmp_path / "ring.c").write_text(RING)
+    subprocess.run(["mpicc", "-O2", "-o", str(tmp_path / "ring"), str(tmp_path / "ring.c")], check=True, timeout=120)
+    spec = spec_writer(machine.state_dir, "fy", size=2, max_size=2, tasks=4)
+    assert mc("up", str(spec), "--flavour", "flux", "--detach", "--timeout", "60").returncode == 0
+    said = mc("exec", "fy", "--", "flux", "run", "-N2", "-n2", "printenv", "OMPI_MCA_mpi_yield_when_idle")
+    assert said.returncode == 0 and said.stdout.split() == ["1", "1"], said.stderr
+    ran = mc("exec", "fy", "--", "flux", "run", "-N2", "-n4", str(tmp_path / "ring"))
+    assert ran.returncode == 0, ran.stderr
+    assert "ranks 4 sum 4" in ran.stdout
+    assert mc("down", "fy").returncode == 0

@@ -77,6 +77,24 @@ def test_each_index_is_the_job_template_with_hostname_index_and_labels() -> None
     assert "JOB_COMPLETION_INDEX" not in _env(template["containers"][0])  # the template is not changed
 
 
+def test_flux_flavour_pods_make_open_mpi_yield_unless_the_spec_says() -> None:
+    def runner_env(flavour: str, environment: dict[str, str]) -> dict[str, str]:
+        mc = load_minicluster(
+            {
+                "apiVersion": "miniclusters.dev/v1alpha1",
+                "kind": "MiniCluster",
+                "metadata": {"name": "py"},
+                "spec": {"flux": {"flavour": flavour}, "containers": [{"image": "a", "environment": environment}]},
+            }
+        )
+        pod = pod_for_index(Rendered.from_rendered(render_objects(mc)), 0, "10.89.3.0/24", 1)
+        return _env(pod["spec"]["containers"][0])
+
+    assert runner_env("flux", {})["OMPI_MCA_mpi_yield_when_idle"] == "1"
+    assert runner_env("flux", {"OMPI_MCA_mpi_yield_when_idle": "0"})["OMPI_MCA_mpi_yield_when_idle"] == "0"
+    assert "OMPI_MCA_mpi_yield_when_idle" not in runner_env("builtin", {})  # its broker decides per job
+
+
 def test_every_registered_host_is_named_at_its_fixed_address() -> None:
     rendered = _rendered(size=2, max_size=4)
     aliases = host_aliases(rendered, "10.89.3.0/24", registered_hosts(rendered))

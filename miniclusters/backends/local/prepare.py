@@ -141,8 +141,10 @@ class Preparer:
         driver = self._cgroup_driver(mode)
         pinning = self._pinning(mc)
         environment = image_environment | dict(runner.environment) | restful_credentials(mc)
-        broker_dir = self._broker_dir(mc, mode, environment)
         flavour = mc.spec.flux.flavour
+        if flavour == "flux" and pinning is None:
+            environment = {MPI_YIELD: "1"} | environment  # the spec's or the image's own value wins
+        broker_dir = self._broker_dir(mc, mode, environment)
 
         pods = {
             index: PodRecord(
@@ -326,6 +328,14 @@ class Preparer:
         (cluster_dir / "config" / BROKER_TOML).write_text(toml)
         (cluster_dir / ENTRYPOINT).write_text(render_entrypoint(mc))
         self._ctx.store.save_spec(mc.name, mc.to_dict())
+
+
+MPI_YIELD = "OMPI_MCA_mpi_yield_when_idle"
+"""In a `flux`-flavour cluster's pods, so its jobs inherit it: Open MPI yields between polls only when it knows ranks
+outnumber a node's slots, and this backend's pods always share the machine's cores (unless pinned, spec.placement
+cpus exclusive), so ranks busy-polling beside their peers livelocked: 4 ranks of 20,000 MPI_Allreduce across 2
+pods had not finished after 2 minutes, and take 2.3 s yielding. The built-in broker decides this per job itself
+(broker/modules/mpi.py); flux-core's job shell does not."""
 
 
 def flux_environment(core: flux_view.FluxCore, cluster_dir: Path) -> dict[str, str]:
