@@ -21,6 +21,7 @@ from miniclusters.backends.local import cgroups, cpusets, flux_view, latency, ne
 from miniclusters.backends.local.bursts import burst_idle_period
 from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX, LocalContext
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
+from miniclusters.backends.pod_flux import shared_cores_environment
 from miniclusters.render.broker_config import render_broker_toml
 from miniclusters.render.entrypoint import render_entrypoint
 from miniclusters.render.layout import BROKER_TOML, CURVE_FILE, ENTRYPOINT
@@ -142,8 +143,8 @@ class Preparer:
         pinning = self._pinning(mc)
         environment = image_environment | dict(runner.environment) | restful_credentials(mc)
         flavour = mc.spec.flux.flavour
-        if flavour == "flux" and pinning is None:
-            environment = {MPI_YIELD: "1"} | environment  # the spec's or the image's own value wins
+        if pinning is None:  # pods share this machine's cores: see pod_flux.MPI_YIELD
+            environment |= shared_cores_environment(flavour, environment)
         broker_dir = self._broker_dir(mc, mode, environment)
 
         pods = {
@@ -328,14 +329,6 @@ class Preparer:
         (cluster_dir / "config" / BROKER_TOML).write_text(toml)
         (cluster_dir / ENTRYPOINT).write_text(render_entrypoint(mc))
         self._ctx.store.save_spec(mc.name, mc.to_dict())
-
-
-MPI_YIELD = "OMPI_MCA_mpi_yield_when_idle"
-"""In a `flux`-flavour cluster's pods, so its jobs inherit it: Open MPI yields between polls only when it knows ranks
-outnumber a node's slots, and this backend's pods always share the machine's cores (unless pinned, spec.placement
-cpus exclusive), so ranks busy-polling beside their peers livelocked: 4 ranks of 20,000 MPI_Allreduce across 2
-pods had not finished after 2 minutes, and take 2.3 s yielding. The built-in broker decides this per job itself
-(broker/modules/mpi.py); flux-core's job shell does not."""
 
 
 def flux_environment(core: flux_view.FluxCore, cluster_dir: Path) -> dict[str, str]:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from miniclusters.backends.pod_flux import shared_cores_environment
 from miniclusters.backends.podman.bundle_mount import NO_VOLUMES, BundleVolumes, mount_bundle
 from miniclusters.backends.podman.host_files import mount_host_files, volume_files
 from miniclusters.kube_shapes import (
@@ -76,14 +77,6 @@ class Rendered:
     @property
     def namespace(self) -> str:
         return str(self.job["metadata"].get("namespace", "default"))
-
-
-MPI_YIELD = "OMPI_MCA_mpi_yield_when_idle"
-"""In a `flux`-flavour pod's environment, so the jobs its `flux` submits inherit it: podman's pods share this
-machine's cores, Open MPI cannot know it (each broker reports the machine's cores) and busy-polls, and ranks beside
-their own peers livelock (4 ranks of 20,000 reductions on 2 local pods: not done after 2 minutes, 2.3 s yielding).
-The built-in broker decides per job itself (broker/modules/mpi.py); flux-core's shell does not. A value the spec
-sets is kept."""
 
 
 def network_name(cluster: str) -> str:
@@ -195,9 +188,9 @@ def pod_for_index(
     for container in [*spec.get("initContainers", []), *spec["containers"]]:  # as the Job controller does
         env = [e for e in container.get("env", []) if e.get("name") != "JOB_COMPLETION_INDEX"]
         container["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": str(index)}, *env]
-        names = {e.get("name"): e.get("value") for e in env}
-        if names.get("MINICLUSTER_FLAVOUR") == "flux" and MPI_YIELD not in names:
-            container["env"].append({"name": MPI_YIELD, "value": "1"})
+        named = {str(e.get("name")): str(e.get("value", "")) for e in env}  # podman's pods share this machine's cores
+        added = shared_cores_environment(named.get("MINICLUSTER_FLAVOUR", ""), named)
+        container["env"] += [{"name": k, "value": v} for k, v in added.items()]
     mount_bundle(spec, index, bundle)
     if files is not None:
         mount_host_files(spec, files, set(volume_files(spec, rendered.config_map, rendered.secret)))
