@@ -453,6 +453,8 @@ def check_args(opts: argparse.Namespace) -> list[float]:
         raise SystemExit(f"--mpi-spin-us: microseconds from 0 to {SPIN_US_MAX} expected, got {opts.mpi_spin_us}")
     if opts.with_proxy and opts.app != "openfoam":
         raise SystemExit("--with-proxy: only with --app openfoam (the proxy is what --app proxy measures)")
+    if opts.floor and opts.app != "openfoam":
+        raise SystemExit("--floor: only with --app openfoam (the floor runs the OpenFOAM case under plain mpirun)")
     text = opts.weights or (WEIGHTS if opts.app == "proxy" else ",".join(f"{w:g}" for w in JOB_WEIGHTS))
     try:
         weights = [float(w) for w in text.split(",")]
