@@ -171,8 +171,15 @@ def encode_cores(cores: Mapping[int, tuple[int, ...]]) -> str:
     return " ".join(f"{rank}:{idset.encode(c)}" for rank, c in sorted(cores.items()) if c)
 
 
+MAX_CPU_ID = 65535
+"""The highest CPU number a map: entry may name (Linux builds for at most 8,192 CPUs): `map:0-999999999999` is
+refused by its ranges, before a list of its ids would fill the broker's memory."""
+
+
 def _parse_map_entry(entry: str) -> tuple[int, ...]:
     """One task's CPUs of `map:0-1;2`: a non-empty CPU list."""
+    if any(last > MAX_CPU_ID for _first, last in idset.ranges(entry)):
+        raise ValueError(f"{entry!r} names a CPU above {MAX_CPU_ID}")
     cpus = tuple(idset.decode(entry))
     if not cpus:
         raise ValueError(f"{entry!r} is not a CPU list such as 0-3,6")

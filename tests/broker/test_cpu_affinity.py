@@ -38,6 +38,8 @@ def test_option_forms_follow_flux_core() -> None:
     assert (dry.mode, dry.verbose, dry.dry_run, dry.per_task) == ("map:0-1;2", True, True, True)
     assert parse_affinity("verbose").mode == "on"  # flux-core: options alone mean the default binding
     assert not parse_affinity("off").binds
+    with pytest.raises(AffinityError, match=r"map: '0-999999999999' names a CPU above 65535"):
+        parse_affinity("map:1;0-999999999999")  # refused by its ranges, never listed
     for bad in ("sometimes", "map:0-x", "per-task,verbose"):
         with pytest.raises(AffinityError, match="cpu-affinity"):
             parse_affinity(bad)
