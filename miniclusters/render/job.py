@@ -32,6 +32,7 @@ from miniclusters.render.layout import (
 )
 from miniclusters.render.options import RenderOptions
 from miniclusters.render.placement import guaranteed_init_resources, task_group_rules
+from miniclusters.render.shared_cores import shared_cores_environment
 
 CPU_RESIZE_POLICY: list[k8s.ResizePolicy] = [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]
 
@@ -160,13 +161,16 @@ def _restful_env(mc: MiniCluster) -> list[k8s.EnvVar]:
 
 def _broker_env(mc: MiniCluster, namespace: str) -> dict[str, str]:
     spec = mc.spec
-    return {
+    env = {
         "MINICLUSTER_NAME": mc.name,
         "MINICLUSTER_NAMESPACE": namespace,
         "MINICLUSTER_SIZE": str(spec.size),
         "MINICLUSTER_MAX_SIZE": str(registry_for(mc).pods),
         "MINICLUSTER_FLAVOUR": spec.flux.flavour,
     }
+    if spec.placement.cpus != "exclusive":  # the node's cores are shared with other pods
+        env |= shared_cores_environment(spec.flux.flavour, spec.containers[spec.flux_runner_index].environment)
+    return env
 
 
 def _broker_mounts(mc: MiniCluster) -> list[k8s.VolumeMount]:

@@ -104,6 +104,19 @@ def test_shaping_is_idempotent() -> None:
     assert load_minicluster(once.to_dict()) == once  # the shaped spec is itself valid
 
 
+def test_exclusive_flux_flavour_pods_keep_open_mpis_busy_polling() -> None:
+    """Exclusive pods own their cores (the kubelet's static CPU manager) and their ranks are bound one to a core
+    (`cpu-affinity=per-task`), so the yield that shared cores need would only add latency."""
+    data = _spec(profile="cpu", policy="scale", cpus="exclusive")
+    data["spec"]["flux"] = {"flavour": "flux"}
+    env = _job(data)["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert "OMPI_MCA_mpi_yield_when_idle" not in {e["name"] for e in env}
+    shared = _spec(profile="cpu", policy="scale")
+    shared["spec"]["flux"] = {"flavour": "flux"}
+    env = _job(shared)["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "OMPI_MCA_mpi_yield_when_idle", "value": "1"} in env
+
+
 def test_exclusive_pods_are_guaranteed_with_integer_cpu_in_the_fake_api_server() -> None:
     mc = load_minicluster(_spec(profile="cpu", policy="scale", cpus="exclusive"))
     fake = FakeKube(namespace="hpc")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import tomllib
 from pathlib import Path
 
@@ -192,6 +193,22 @@ def test_flux_flavour_uses_the_flux_view(minimal_spec: dict) -> None:
     assert 'export MINICLUSTER_FLUX_VIEW="${MINICLUSTER_FLUX_VIEW:-/opt/fv/view}"' in script
     assert 'export PATH="${MINICLUSTER_FLUX_VIEW}/bin:$PATH"' in script
     assert "flux R encode --hosts='demo-[0-1]' --local" in script
+
+
+def test_flux_flavour_pods_make_open_mpi_yield_unless_the_spec_says(minimal_spec: dict) -> None:
+    """flux-core's shell leaves Open MPI busy-polling, which livelocks ranks on pods sharing a node's cores; the
+    runner's environment (so `kubectl exec`'d `flux submit` too) carries the yield, a spec's own value kept."""
+
+    def runner_env(flavour: str, environment: dict[str, str]) -> dict[str, str]:
+        spec = copy.deepcopy(minimal_spec)
+        spec["spec"]["flux"] = {"flavour": flavour}
+        spec["spec"]["containers"][0]["environment"] = environment
+        job = _by_kind(render_minicluster(load_minicluster(spec)))["Job"]
+        return {e["name"]: e.get("value", "") for e in _runner(job)["env"]}
+
+    assert runner_env("flux", {})["OMPI_MCA_mpi_yield_when_idle"] == "1"
+    assert runner_env("flux", {"OMPI_MCA_mpi_yield_when_idle": "0"})["OMPI_MCA_mpi_yield_when_idle"] == "0"
+    assert "OMPI_MCA_mpi_yield_when_idle" not in runner_env("builtin", {})  # its broker decides per job
 
 
 def test_flux_view_can_be_disabled(minimal_spec: dict) -> None:

@@ -21,12 +21,12 @@ from miniclusters.backends.local import cgroups, cpusets, flux_view, latency, ne
 from miniclusters.backends.local.bursts import burst_idle_period
 from miniclusters.backends.local.core import HOSTNAME_ENV, NAMESPACE, SOCKET_PATH_MAX, LocalContext
 from miniclusters.backends.local.state import ClusterRecord, PodRecord
-from miniclusters.backends.pod_flux import shared_cores_environment
 from miniclusters.render.broker_config import render_broker_toml
 from miniclusters.render.entrypoint import render_entrypoint
 from miniclusters.render.layout import BROKER_TOML, CURVE_FILE, ENTRYPOINT
 from miniclusters.render.objects import certificate_for
 from miniclusters.render.placement import exclusive_cores_per_pod
+from miniclusters.render.shared_cores import shared_cores_environment
 
 # In process mode every broker shares the machine's hostname: this `flux` tells `flux start` which pod it is
 # (the built-in broker takes --hostname; flux-core takes the `hostname` broker attribute).
@@ -143,7 +143,7 @@ class Preparer:
         pinning = self._pinning(mc)
         environment = image_environment | dict(runner.environment) | restful_credentials(mc)
         flavour = mc.spec.flux.flavour
-        if pinning is None:  # pods share this machine's cores: see pod_flux.MPI_YIELD
+        if pinning is None:  # pods share this machine's cores: see render/shared_cores.py
             environment |= shared_cores_environment(flavour, environment)
         broker_dir = self._broker_dir(mc, mode, environment)
 

@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from miniclusters.backends.pod_flux import shared_cores_environment
 from miniclusters.backends.podman.bundle_mount import NO_VOLUMES, BundleVolumes, mount_bundle
 from miniclusters.backends.podman.host_files import mount_host_files, volume_files
 from miniclusters.kube_shapes import (
@@ -32,6 +31,7 @@ from miniclusters.kube_shapes import (
 )
 from miniclusters.render import RenderedObjects
 from miniclusters.render.layout import INDEX_LABEL, NAME_LABEL
+from miniclusters.render.shared_cores import shared_cores_environment
 
 FIRST_HOST_OFFSET = 2
 """Pod i gets the network's address `first + FIRST_HOST_OFFSET + i` (`.1` is the bridge's gateway)."""
