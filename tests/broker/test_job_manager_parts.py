@@ -113,7 +113,8 @@ def test_each_attribute_of_job_state_is_assigned_in_exactly_one_part() -> None:
     # The parts the issue names, each with the state it owns.
     assert {"_jobs", "_eventlogs", "_buffer", "_store"} <= owners["JobTable"]
     assert {"_pending", "_order", "_started", "_enabled"} <= owners["JobQueue"]
-    assert {"_execs", "_output", "_output_files"} <= owners["Executions"]
+    assert {"_execs", "_outputs"} <= owners["Executions"]
+    assert {"_lines", "_files"} <= owners["JobOutputs"]
     assert {"_waiters", "_output_watches", "_eventlog_watches", "_annotation_waits", "_idle_waits"} <= owners["Watches"]
     assert {"_saving", "_checkpointing", "_unfit"} <= owners["Saver"]
     assert "Queries" not in owners  # reads only

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 
 from ...jobs.jobid import encode_f58
 from ...jobs.jobspec import JobSpec
-from ...jobs.output_files import OutputFiles, file_targets
 from ...jobs.record import JobRecord
 from ...jobs.states import PENDING, JobState
 from ...loop import Timer
@@ -22,6 +21,7 @@ from ...protocol import EHOSTUNREACH, EINVAL, ETIMEDOUT, Message
 from ...service import Request, ServiceError
 from ..exec_request import ExecRequest, Launch, LocalExecStart
 from ..mpi import wants_openmpi
+from .outputs import JobOutputs
 from .replies import KillRequest
 from .roles import Allocation, Holding, OutputLine, QueueRole, SaverRole, WatchesRole
 from .table import JobTable
@@ -32,7 +32,6 @@ SIGNAL_ANSWER_TIMEOUT = 2.0
 """Seconds a rank has to answer a job's signal before it is asked again. A broker killed a moment ago may still
 look connected to its parent's socket: the request is queued to it and lost with the connection, and no answer
 would ever come. Asked again, the rank is known gone by then (EHOSTUNREACH) or answers."""
-OUTPUT_CACHE = 256  # inactive jobs whose output stays in memory (the rest is read back from disk)
 
 
 @dataclass
@@ -49,8 +48,7 @@ class Execution:
 
 
 class Executions:
-    """Running jobs, their output (in memory while active and for the last OUTPUT_CACHE inactive jobs, and in
-    their --output/--error files), and jobs a lead restart left running on ranks (orphans)."""
+    """Running jobs, their output (outputs.JobOutputs), and jobs a lead restart left running on ranks (orphans)."""
 
     def __init__(
         self, port: BrokerPort, table: JobTable, queue: QueueRole, watches: WatchesRole, saver: SaverRole
@@ -62,8 +60,7 @@ class Executions:
         self._saver = saver
         self._kill_grace = port.attrs.duration("job-exec.kill-timeout", DEFAULT_KILL_GRACE)
         self._execs: dict[int, Execution] = {}
-        self._output: dict[int, list[OutputLine]] = {}
-        self._output_files: dict[int, OutputFiles] = {}  # --output/--error files, open while the job runs
+        self._outputs = JobOutputs(table, watches, self.exception)
         self._orphans: set[int] = set()
 
     # ------------------------------------------------------------------ what others read
@@ -84,11 +81,7 @@ class Executions:
 
     def lines(self, jobid: int) -> list[OutputLine]:
         """A job's output so far (read back from disk once it is out of the cache)."""
-        if jobid in self._output:
-            return self._output[jobid]
-        if self._table[jobid].state == JobState.INACTIVE:
-            return self._table.load_output(jobid) or []
-        return []
+        return self._outputs.lines(jobid)
 
     def adopt_orphan(self, jobid: int) -> None:
         """A job the lead ran before it restarted: its tasks are killed on any rank that comes back."""
@@ -168,51 +161,15 @@ class Executions:
         ex.started += 1
         if ex.started == 1:
             self._table.post(record, "start", {})
-            self._files(record)
+            self._outputs.open_files(record)
 
     # ------------------------------------------------------------------ output
     def svc_exec_output(self, req: Request) -> Empty:
         jobid = req.get("id", int)
         record = self._table.get(jobid)
         if record is not None and req.payload.get("gen", 0) == record.requeues:
-            self._add_output(jobid, req.get("lines", list))
+            self._outputs.add(jobid, req.get("lines", list))
         return {}
-
-    def _add_output(self, jobid: int, lines: list[OutputLine]) -> None:
-        self._output.setdefault(jobid, []).extend(lines)
-        record = self._table[jobid]
-        files = self._files(record)
-        if files is not None and not files.failed:
-            files.write(lines)
-            if files.error is not None:  # said once, and not fatal: the output is kept for `flux job attach`
-                self.exception(record, "output", f"{files.error}; the output is kept (flux job attach)", severity=1)
-        self._watches.notify_output(jobid)
-
-    def _files(self, record: JobRecord) -> OutputFiles | None:
-        """Open the job's output files when it starts (created empty, then written as lines arrive)."""
-        files = self._output_files.get(record.jobid)
-        if files is None and record.state != JobState.INACTIVE:
-            targets = file_targets(record.jobspec, record.jobid)
-            if targets:
-                files = self._output_files[record.jobid] = OutputFiles(record.jobid, targets)
-                if files.error is not None:  # as Flux's shell: a job whose output file cannot be opened fails
-                    self.exception(record, "exec", files.error)
-        return files
-
-    def _close_files(self, jobid: int) -> None:
-        files = self._output_files.pop(jobid, None)
-        if files is not None:
-            files.close()
-
-    def _save_output(self, jobid: int) -> None:
-        lines = self._output.get(jobid, [])
-        if lines:
-            self._table.save_output(jobid, lines)
-        self._close_files(jobid)
-        table = self._table
-        inactive = [j for j in self._output if table[j].state == JobState.INACTIVE]
-        for old in inactive[: max(0, len(inactive) - OUTPUT_CACHE)]:
-            del self._output[old]
 
     # ------------------------------------------------------------------ completion
     def svc_exec_done(self, req: Request) -> Empty:
@@ -223,7 +180,7 @@ class Executions:
             return {}
         lines = req.get("lines", list, required=False, default=[])
         if lines:
-            self._add_output(jobid, lines)
+            self._outputs.add(jobid, lines)
         self._rank_done(record, ex, req.get("rank", int), req.get("status", int))
         return {}
 
@@ -264,7 +221,7 @@ class Executions:
         self._queue.take_drain_note(record.jobid)
         self._table.retire(record.jobid)
         self._watches.job_ended(record)
-        self._save_output(record.jobid)
+        self._outputs.save(record.jobid)
         self._watches.notify_output(record.jobid)
         self._watches.annotations_ended(record)
 
@@ -273,10 +230,7 @@ class Executions:
         this attempt's, its tasks are killed, and the exception (`kind`, severity 1) and requeue are journaled."""
         jobid = record.jobid
         ex = self._execs[jobid]
-        lines = self._output.pop(jobid, [])
-        if lines:
-            self._table.save_attempt_output(jobid, record.requeues, lines)
-        self._close_files(jobid)
+        self._outputs.save_attempt(record)
         self._table.post(record, "exception", {"type": kind, "severity": 1, "note": note})
         self._kill(record, ex, signal.SIGKILL)
         for timer in ex.timers:
