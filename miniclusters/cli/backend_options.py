@@ -4,6 +4,7 @@ and a BackendError turned into its message and exit code (split from cluster_com
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +32,18 @@ def backend_options(func: F) -> F:
         help="Where clusters run.",
     )(func)
     return func
+
+
+def reach_scope(backend: str, context: str | None, namespace: str | None) -> str:
+    """The options a later command needs to find the same cluster (pure): `--backend` unless it is the default
+    backend, the kubeconfig context if one was named, the namespace the cluster is in (Kubernetes). Printed in
+    `up`'s hints, so that each of them runs as printed in a shell without $MINICLUSTER_BACKEND."""
+    words = [] if backend == DEFAULT_BACKEND else ["--backend", backend]
+    if context:
+        words += ["--context", context]
+    if namespace:
+        words += ["-n", namespace]
+    return " ".join(shlex.quote(word) for word in words)
 
 
 def open_backend(backend: str, context: str | None, namespace: str | None, **extra: Any) -> Backend:

@@ -37,16 +37,17 @@ def spec_differences(stored: Manifest, wanted: Manifest, limit: int = 5) -> list
     return changed
 
 
-def reach_lines(name: str, rest_url: str | None) -> list[str]:
-    """The commands that reach a running cluster (printed by `up --detach` and by `up` on an existing one)."""
-    lines = [
-        f"  minicluster status {name}                       # pods, ranks, queue",
-        f"  minicluster exec {name} -- flux resource list   # any command in the lead pod (--index I)",
-    ]
+def reach_lines(name: str, rest_url: str | None, scope: str = "") -> list[str]:
+    """The commands that reach a running cluster (printed by `up --detach` and by `up` on an existing one); `scope`
+    is the options that find it again (`--backend kubernetes -n hpc`: reach_scope), written after its name."""
+    at = f"{name} {scope}" if scope else name
+    commands = [(f"minicluster status {at}", "pods, ranks, queue")]
+    commands.append((f"minicluster exec {at} -- flux resource list", "any command in the lead pod (--index I)"))
     if rest_url:
-        lines.append(f"  minicluster jobs --url {rest_url} -a   # the REST API")
-    lines.append(f"  minicluster down {name}                         # remove it")
-    return lines
+        commands.append((f"minicluster jobs --url {rest_url} -a", "the REST API"))
+    commands.append((f"minicluster down {at}", "remove it"))
+    width = max(len(command) for command, _ in commands) + 3
+    return [f"  {command.ljust(width)}# {why}" for command, why in commands]
 
 
 def existing_message(

@@ -18,7 +18,14 @@ import click
 from miniclusters.api import SpecError, load_minicluster_file
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.base import Backend, BackendError, CreateOptions, NotFoundError, StartRefusedError
-from miniclusters.cli.backend_options import EXIT_INVALID, backend_errors, backend_options, open_backend, print_status
+from miniclusters.cli.backend_options import (
+    EXIT_INVALID,
+    backend_errors,
+    backend_options,
+    open_backend,
+    print_status,
+    reach_scope,
+)
 from miniclusters.cli.interrupts import EXIT_INTERRUPTED, TeardownOnInterrupt
 from miniclusters.cli.queue_archive import UNFIT_CHOICES, refuse_restore_into_existing, restore_spec
 from miniclusters.render import RenderOptions, with_flavour
@@ -128,7 +135,12 @@ def up(
             _up_ephemeral(target, mc, options, detach, keep)
             _start_loops(mc, file, backend, detach)
             return
-        _up_remote(target, mc, options, detach)
+        _up_remote(target, mc, options, detach, lambda: reach_scope(backend, context, _created_in(target, backend)))
+
+
+def _created_in(target: Backend, backend: str) -> str | None:
+    """The Kubernetes namespace create went to (--namespace, the file's, the context's); None elsewhere."""
+    return str(getattr(target, "namespace", "")) or None if backend == "kubernetes" else None
 
 
 def _load(file: str, interactive: bool, flavour: str | None) -> MiniCluster:
@@ -184,12 +196,15 @@ def _start_loops(mc: MiniCluster, file: str, backend: str, detach: bool) -> None
         )
 
 
-def _up_remote(target: Backend, mc: MiniCluster, options: CreateOptions, detach: bool) -> None:
-    """`up` where the cluster outlives this process (Kubernetes, podman): follow the lead, or say how to reach it."""
+def _up_remote(
+    target: Backend, mc: MiniCluster, options: CreateOptions, detach: bool, scope: Callable[[], str]
+) -> None:
+    """`up` where the cluster outlives this process (Kubernetes, podman): follow the lead, or say how to reach it
+    (`scope`: the options that find it again, read once create has chosen its namespace)."""
     try:
         status = target.create(mc, options)
     except StartRefusedError as exc:
-        raise StartRefusedError(f"{exc}; remove it with `minicluster down {mc.name}`") from None
+        raise StartRefusedError(f"{exc}; remove it with `minicluster down {mc.name} {scope()}`") from None
     print_status(status)
     _print_restful(target, mc, status)
     if detach or mc.spec.interactive or status.finished:
@@ -200,7 +215,7 @@ def _up_remote(target: Backend, mc: MiniCluster, options: CreateOptions, detach:
         from miniclusters.cli.existing import reach_lines
 
         click.echo("reach it with:")
-        click.echo("\n".join(reach_lines(mc.name, None)))
+        click.echo("\n".join(reach_lines(mc.name, None, scope())))
         return
     for line in target.logs(mc.name, 0, follow=True):
         click.echo(line)

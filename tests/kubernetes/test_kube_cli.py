@@ -97,3 +97,35 @@ def test_up_of_a_campaign_without_a_shared_workdir_is_refused_before_anything_ex
     assert result.exit_code == 2, result.output
     assert "spec.campaign.workdir" in result.stderr and "share" in result.stderr
     assert fake.writes() == []  # nothing applied: no MiniCluster, no Job
+
+
+def test_the_commands_up_prints_reach_the_cluster_as_printed(
+    cli: CliRunner, spec_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`up --backend kubernetes -n hpc` of an interactive cluster prints how to reach it: each command names the
+    backend and namespace, so it runs as printed in a shell without $MINICLUSTER_BACKEND (a bare `status NAME`
+    asked the local backend, or the context's namespace)."""
+    monkeypatch.delenv("MINICLUSTER_BACKEND")
+    up = cli.invoke(main, ["up", str(spec_file), "--backend", "kubernetes", "-n", "hpc", "--interactive"])
+    assert up.exit_code == 0, up.output
+    printed = [line.split("#")[0].split() for line in up.stdout.splitlines() if line.startswith("  minicluster ")]
+    status, _exec, down = printed
+    assert status == ["minicluster", "status", "demo", "--backend", "kubernetes", "-n", "hpc"]
+    shown = cli.invoke(main, status[1:])
+    assert shown.exit_code == 0 and "Namespace:   hpc" in shown.stdout, shown.output
+    assert cli.invoke(main, down[1:]).exit_code == 0
+
+
+def test_a_namespace_that_does_not_exist_is_named_with_the_command_that_creates_it() -> None:
+    """The real API server's refusal of a create into a missing namespace (NamespaceLifecycle), word for word as
+    tests/e2e/test_e2e_readme.py sees it; any other 404 keeps the server's words."""
+    from miniclusters.backends.kubernetes.api import ApiError
+    from miniclusters.backends.kubernetes.core import explain
+
+    missing = explain(ApiError(404, "NotFound", 'namespaces "hpc" not found'), "applying MiniCluster 'elastic'")
+    assert str(missing) == (
+        "applying MiniCluster 'elastic': namespace 'hpc' does not exist: create it first "
+        "(kubectl create namespace hpc), or choose another with --namespace"
+    )
+    other = explain(ApiError(404, "NotFound", 'pods "elastic-0" not found'), "reading pod 0")
+    assert str(other) == 'reading pod 0: pods "elastic-0" not found'

@@ -7,6 +7,7 @@ list) and actuate.py (scale and resize: the actuator). backend.py itself reaches
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TypeVar, cast
 
@@ -34,11 +35,21 @@ T = TypeVar("T")
 CRD_HINT = "install it with: minicluster crd | kubectl apply --server-side -f -"
 
 
+MISSING_NAMESPACE = re.compile(r'namespaces "([^"]+)" not found')
+
+
 def explain(error: ApiError, doing: str) -> BackendError:
     """A BackendError naming the action, the server's words, and the fix where we know it."""
     if error.status == 403:
         return ForbiddenError(f"{doing}: forbidden by RBAC: {error.message}")
     if error.status == 404:
+        missing = MISSING_NAMESPACE.fullmatch(error.message)
+        if missing:  # the real API server's words for a create into a namespace that does not exist
+            namespace = missing[1]
+            return NotFoundError(
+                f"{doing}: namespace {namespace!r} does not exist: create it first "
+                f"(kubectl create namespace {namespace}), or choose another with --namespace"
+            )
         return NotFoundError(f"{doing}: {error.message}")
     if error.status in (400, 422):
         return InvalidRequestError(f"{doing}: rejected by the API server: {error.message}")

@@ -1,0 +1,98 @@
+"""The README's Kubernetes block, run as written on the real cluster with the kubectl `make kube` built: plain
+rendered objects applied with kubectl run MPI across four pods without the operator, the CRD applies server-side,
+and `up` in the namespace the block creates prints commands that reach the cluster as printed. A namespace that
+does not exist is refused with the command that creates it, as the real API server words its refusal."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docsgen.shell_blocks import shell_blocks
+from miniclusters.testing.kube_e2e import ROOT, cli, containers_of, kubectl, kubectl_json, wait_until
+
+NAMESPACE = "hpc"  # the block's own names: it is run as written
+HELLO_OBJECTS = ("job/hello", "service/hello", "configmap/hello-flux-config", "secret/hello-curve-cert")
+
+
+def _readme_block() -> str:
+    (block,) = [b for b in shell_blocks(ROOT / "README.md", "README.md") if Path(__file__).name in b.reason]
+    return block.script
+
+
+def _user_env() -> dict[str, str]:
+    """A user's shell after `source .venv/bin/activate`, with the built kubectl on PATH and no backend chosen."""
+    from miniclusters.localkube.layout import Layout
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MINICLUSTER_")}
+    paths = [str(Path(sys.executable).parent), str(Layout().binary("kubectl").parent), env.get("PATH", os.defpath)]
+    env["PATH"] = os.pathsep.join(paths)
+    return env
+
+
+@pytest.fixture
+def readme_names(kubeconfig: Path, crd_installed: None) -> Iterator[None]:
+    """The block makes namespace hpc and hello's objects in the default namespace: a cluster that has either
+    already is not this suite's to change. Afterwards everything the block made is removed."""
+    taken = [
+        what
+        for what, args in [
+            (f"namespace {NAMESPACE}", ("get", "namespace", NAMESPACE)),
+            ("job hello", ("get", "job/hello")),
+        ]
+        if kubectl(kubeconfig, *args).returncode == 0
+    ]
+    if taken:
+        pytest.skip(f"{', '.join(taken)} already in this cluster; the README's block makes them")
+    try:
+        yield
+    finally:
+        cli("down", "elastic", "--backend", "kubernetes", "-n", NAMESPACE)
+        kubectl(kubeconfig, "delete", *HELLO_OBJECTS, "--ignore-not-found", "--wait=true")
+        kubectl(kubeconfig, "delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=120s")
+        wait_until("no container of hello's pods running", lambda: not containers_of("default"), timeout=120)
+
+
+def test_the_readmes_kubernetes_block_runs_as_written(kubeconfig: Path, readme_names: None) -> None:
+    ran = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", _readme_block()],
+        cwd=ROOT,
+        env=_user_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+    # the rendered objects alone, without the operator: the Indexed Job runs MPI across its four pods
+    def completed() -> bool:
+        job = kubectl_json(kubeconfig, "get", "job/hello")
+        return any(c["type"] in ("Complete", "Failed") for c in (job.get("status") or {}).get("conditions", []))
+
+    wait_until("the rendered hello Job finishes", completed, timeout=300, interval=2)
+    logs = kubectl(kubeconfig, "logs", "job/hello", "-c", "hello").stdout
+    ranks = sorted(line.split(" on ")[0] for line in logs.splitlines() if line.startswith("hello from rank"))
+    assert ranks == [f"hello from rank {i} of 4" for i in range(4)], logs
+
+    # `up` in the block's namespace: the commands it printed reach the cluster as printed
+    printed = [shlex.split(line.split("#")[0]) for line in ran.stdout.splitlines() if line.startswith("  minicluster ")]
+    status = next(words for words in printed if words[1] == "status")
+    assert status == ["minicluster", "status", "elastic", "--backend", "kubernetes", "-n", NAMESPACE], ran.stdout
+    shown = subprocess.run(status, env=_user_env(), capture_output=True, text=True, timeout=120, check=False)
+    assert shown.returncode == 0 and "Ranks:       0-1 up" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_up_into_a_namespace_that_does_not_exist_says_how_to_create_it(kubeconfig: Path, crd_installed: None) -> None:
+    missing = f"e2e-none-{uuid.uuid4().hex[:4]}"
+    up = cli("up", str(ROOT / "examples" / "elastic.yaml"), "--backend", "kubernetes", "--namespace", missing)
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert f"namespace '{missing}' does not exist: create it first (kubectl create namespace {missing})" in up.stderr
+    assert kubectl(kubeconfig, "get", "namespace", missing).returncode != 0  # nothing made on the way
