@@ -71,8 +71,9 @@ def test_up_with_a_changed_template_says_the_template_is_immutable(kube: KubeSid
     backend = KubernetesBackend(api=kube.api, namespace=kube.namespace, sleep=lambda _s: None)
     backend.create(kube.mc(size=1), CreateOptions(wait=False))
     changed = kube.mc(size=1, containers=[{"image": PAUSE_IMAGE, "resources": {"requests": {"cpu": SMALL_CPU}}}])
-    with pytest.raises(InvalidRequestError, match="immutable"):
+    with pytest.raises(InvalidRequestError, match="immutable") as refused:
         backend.create(changed, CreateOptions(wait=False))
+    assert f"minicluster down demo --backend kubernetes -n {kube.namespace})" in str(refused.value)  # as printed
 
 
 def test_exec_and_delete_on_both(kube: KubeSide) -> None:

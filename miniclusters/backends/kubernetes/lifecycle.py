@@ -66,7 +66,8 @@ class KubernetesLifecycle:
                 name = job["metadata"]["name"]
                 raise InvalidRequestError(
                     f"{doing}: MiniCluster {name!r} already runs with a different pod template, and a Job's pod "
-                    f"template is immutable; delete it first (minicluster down {name}) or change only spec.size"
+                    f"template is immutable; delete it first (minicluster down {name} --backend kubernetes "
+                    f"-n {self._ctx.namespace}) or change only spec.size"
                 ) from None
             raise explain(exc, doing) from None
 
