@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
@@ -169,7 +170,25 @@ def render_status_text(document: StatusDocument) -> str:
             ]
         )
     lines += _table(rows)
+    lines += unscheduled_lines(document["pods"])
     return "\n".join(lines)
+
+
+def unscheduled_lines(pods: Iterable[PodJson]) -> list[str]:
+    """Why pods wait for a node, as the scheduler said it (their PodScheduled condition), pods with the same
+    words on one line: a Pending pod's STATUS alone does not say that the cluster is out of CPU."""
+    waiting: dict[tuple[str, str], list[int]] = {}
+    for pod in pods:
+        for condition in pod["conditions"]:
+            if condition["type"] == "PodScheduled" and condition["status"] == "False":
+                waiting.setdefault((condition["reason"] or "", condition["message"] or ""), []).append(pod["index"])
+    if not waiting:
+        return []
+    lines = ["", "Not scheduled:"]
+    for (reason, message), indices in waiting.items():
+        words = ": ".join(part for part in (reason, message) if part) or "no reason given"
+        lines.append(f"  {'pod' if len(indices) == 1 else 'pods'} {compress_ranks(indices)}: {words}")
+    return lines
 
 
 JSONPATH_FIELD = re.compile(r"\{\.([^{}]*)\}")

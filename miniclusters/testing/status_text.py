@@ -8,6 +8,16 @@ from typing import Any
 HEADER = re.compile(r"^(Name|Namespace|State|Size|Pods|Ranks|REST API):\s+(.*)$")
 SIZE = re.compile(r"^(\d+) pods? \(min (\d+), max (\d+)\)$")
 PODS = re.compile(r"^(\d+) running, (\d+) ready$")
+UNSCHEDULED = re.compile(r"^  pods? ([\d,-]+): (.*)$")
+
+
+def _indices(idset: str) -> list[int]:
+    """ "2-5,7" -> [2, 3, 4, 5, 7]."""
+    out: list[int] = []
+    for part in idset.split(","):
+        first, _, last = part.partition("-")
+        out += range(int(first), int(last or first) + 1)
+    return out
 
 
 def _columns(header: str) -> list[tuple[str, int]]:
@@ -23,7 +33,8 @@ def _cells(line: str, columns: list[tuple[str, int]]) -> dict[str, str]:
 
 
 def parse_status_text(text: str) -> dict[str, Any]:  # open: `minicluster status` output as JSON of any shape
-    """{"header": {...}, "conditions": [{TYPE, STATUS, REASON, MESSAGE}], "pods": [{POD, READY, ...}]}."""
+    """{"header": {...}, "conditions": [{TYPE, STATUS, REASON, MESSAGE}], "pods": [{POD, READY, ...}],
+    "unscheduled": {pod index: the scheduler's words}}."""
     lines = text.splitlines()
     header: dict[str, str] = {}
     conditions: list[dict[str, str]] = []
@@ -51,12 +62,27 @@ def parse_status_text(text: str) -> dict[str, Any]:  # open: `minicluster status
                 continue
             conditions.append(_cells(line, columns))
             continue
-        elif section == "pods" and line.strip():
+        elif section == "pods":
+            if not line.strip():
+                break  # the table ends at a blank line
             pods.append(_cells(line, columns))
             continue
         if line.startswith("POD "):
             section, columns = "pods", _columns(line)
-    return {"header": header, "conditions": conditions, "pods": pods}
+    return {"header": header, "conditions": conditions, "pods": pods, "unscheduled": _unscheduled(lines)}
+
+
+def _unscheduled(lines: list[str]) -> dict[int, str]:
+    """The "Not scheduled:" section: pod index -> the scheduler's words."""
+    if "Not scheduled:" not in lines:
+        return {}
+    said: dict[int, str] = {}
+    for line in lines[lines.index("Not scheduled:") + 1 :]:
+        match = UNSCHEDULED.match(line)
+        if match is None:
+            break
+        said.update(dict.fromkeys(_indices(match.group(1)), match.group(2)))
+    return said
 
 
 # open: `minicluster status` output as JSON of any shape
@@ -94,4 +120,8 @@ def disagreements(text: str, document: dict[str, Any]) -> list[str]:
         check(f"{name} cpu want", shown["CPU(WANT)"], fact["cpu_desired"] or "-")
         check(f"{name} cpu now", shown["CPU(NOW)"], fact["cpu_actual"] or "-")
         check(f"{name} node", shown["NODE"], fact["node"] or "-")
+    for fact in document["pods"]:
+        said = [c for c in fact["conditions"] if c["type"] == "PodScheduled" and c["status"] == "False"]
+        words = ": ".join(p for p in (said[0]["reason"], said[0]["message"]) if p) if said else None
+        check(f"{fact['name']} not scheduled", parsed["unscheduled"].get(fact["index"]), words)
     return wrong

@@ -3,13 +3,14 @@ invented CPU figures, RESTARTS, the REST URL, and the text saying exactly what t
 
 from __future__ import annotations
 
-from miniclusters.backends.base import ClusterCondition, ClusterStatus, PodStatus
+from miniclusters.backends.base import ClusterCondition, ClusterStatus, PodCondition, PodStatus
 from miniclusters.cli.status_view import compress_ranks, render_status_text, status_document
 from miniclusters.testing.status_text import disagreements, parse_status_text
 
 
 def _pod(index: int, phase: str, **extra: object) -> PodStatus:
-    return PodStatus(index=index, name=f"c-{index}", phase=phase, node=f"10.0.0.{index}", **extra)  # type: ignore[arg-type]
+    fields: dict[str, object] = {"node": f"10.0.0.{index}", **extra}
+    return PodStatus(index=index, name=f"c-{index}", phase=phase, **fields)  # type: ignore[arg-type]
 
 
 def test_a_finished_run_reads_as_completed_not_unknown() -> None:
@@ -68,6 +69,36 @@ def test_running_cluster_with_restarts_conditions_and_rest_url() -> None:
     ]
     assert [c["REASON"] for c in parsed["conditions"]] == ["Namespaces", "Busy"]
     assert "=True" not in text  # conditions are a table of words, not type=status pairs
+
+
+def test_pods_waiting_for_a_node_say_why_as_the_scheduler_said_it() -> None:
+    """A Pending pod's STATUS does not say the cluster is out of CPU; the scheduler's words do (seen on the real
+    one-node cluster: `scale elastic 6` left 4 pods Pending for 1 Insufficient cpu)."""
+    full = "0/1 nodes are available: 1 Insufficient cpu."
+    unschedulable = (PodCondition("PodScheduled", "False", "Unschedulable", full),)
+    pods = (
+        _pod(0, "Running", ready=True),
+        *(_pod(i, "Pending", node=None, conditions=unschedulable) for i in (1, 2, 4)),
+        _pod(3, "Pending", node=None, conditions=(PodCondition("PodScheduled", "False", "SchedulingGated"),)),
+        _pod(5, "Pending", node=None, conditions=(PodCondition("PodScheduled", "True"),)),
+    )
+    status = ClusterStatus(name="c", namespace="hpc", size=6, max_size=8, min_size=2, pods=pods)
+    document = status_document(status)
+    text = render_status_text(document)
+    assert text.endswith(f"\n\nNot scheduled:\n  pods 1-2,4: Unschedulable: {full}\n  pod 3: SchedulingGated")
+    assert disagreements(text, dict(document)) == []
+    assert parse_status_text(text)["unscheduled"] == {
+        1: f"Unschedulable: {full}",
+        2: f"Unschedulable: {full}",
+        4: f"Unschedulable: {full}",
+        3: "SchedulingGated",
+    }
+    assert disagreements(text.replace("1-2,4", "1-2"), dict(document)) == [
+        f"c-4 not scheduled: text None, JSON 'Unschedulable: {full}'"
+    ]
+    assert "Not scheduled" not in render_status_text(
+        status_document(ClusterStatus(name="c", namespace="hpc", size=1, max_size=1, min_size=1, pods=pods[:1]))
+    )
 
 
 def test_disagreements_are_caught() -> None:
