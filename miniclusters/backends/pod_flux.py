@@ -21,6 +21,18 @@ def flux_bin(mc: MiniCluster) -> str:
     return f"{mc.spec.flux.container.mount_path}/view/bin"
 
 
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The PATH of a container whose image sets none."""
+
+
+def flux_path_script(mc: MiniCluster) -> str:
+    """Shell that puts the pod's `flux` first on the container's own PATH, as the entrypoint does for the broker.
+    The image's PATH stays (jobs a command submits inherit it: an application's own bin directories); and the
+    flux-core view's `python3` is found there, without which flux-core's `flux` sees none of its Python commands
+    (`flux run`, `flux resource`: "not a flux command", seen on the real cluster)."""
+    return f'export PATH="{flux_bin(mc)}:${{PATH:-{SYSTEM_PATH}}}"'
+
+
 def flux_env(mc: MiniCluster) -> list[str]:
     """`env` assignments that pod's `flux` needs beyond PATH: the view's libraries for flux-core's."""
     if mc.spec.flux.flavour == "builtin":

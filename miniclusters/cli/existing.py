@@ -51,34 +51,34 @@ def reach_lines(name: str, rest_url: str | None, scope: str = "") -> list[str]:
 
 
 def existing_message(
-    status: ClusterStatus,
-    stored: Manifest | None,
-    wanted: Manifest,
+    status: ClusterStatus, stored: Manifest | None, wanted: Manifest, scope: str = ""
 ) -> tuple[int, list[str]]:
     """(exit code, lines) for `up` of a cluster that exists: 0 when it is the same spec and still running,
-    2 when the spec differs (nothing is changed), 1 when it has finished (remove it to run it again)."""
+    2 when the spec differs (nothing is changed), 1 when it has finished (remove it to run it again). `scope`:
+    the options that find it again (reach_lines)."""
     name = status.name
+    at = f"{name} {scope}" if scope else name
     differences = spec_differences(stored, wanted) if stored is not None else []
     ready = f"{of(status.ready_pods, status.size, 'pod')} ready"
     if status.finished:
         outcome = "completed" if status.succeeded else "failed"
         lines = [
             f"MiniCluster {name} already exists on this machine and has finished ({outcome}); to run it again:",
-            f"  minicluster logs {name}     # the lead's output",
-            f"  minicluster down {name} && minicluster up ...",
+            f"  minicluster logs {at}     # the lead's output",
+            f"  minicluster down {at} && minicluster up ...",
         ]
         return 1, lines
     if differences:
         lines = [
             f"error: MiniCluster {name} is already up ({ready}) from a different spec; nothing was changed:",
             *(f"  {d}" for d in differences),
-            f"change its size with `minicluster scale {name} N`, or remove it first with `minicluster down {name}`;",
+            f"change its size with `minicluster scale {at} N`, or remove it first with `minicluster down {at}`;",
             "reach the running one with:",
-            *reach_lines(name, status.rest_url),
+            *reach_lines(name, status.rest_url, scope),
         ]
         return 2, lines
     lines = [f"MiniCluster {name} is already up ({ready}); nothing to do. Reach it with:"]
-    lines += reach_lines(name, status.rest_url)
+    lines += reach_lines(name, status.rest_url, scope)
     if status.rest_url:
         lines.insert(1, f"  REST API: {status.rest_url}")
     return 0, lines

@@ -132,7 +132,7 @@ def up(
             mc = restore_spec(mc, restore, restore_unfit, target.ephemeral)
         _up_foreground_runs(target, backend, mc, options, detach, keep)
         if target.ephemeral:
-            _up_ephemeral(target, mc, options, detach, keep)
+            _up_ephemeral(target, mc, options, detach, keep, reach_scope(backend, context, None))
             _start_loops(mc, file, backend, detach)
             return
         _up_remote(target, mc, options, detach, lambda: reach_scope(backend, context, _created_in(target, backend)))
@@ -266,14 +266,16 @@ def _print_restful(target: Backend, mc: Any, status: Any) -> None:
         click.echo(f"REST API: {endpoint.url} is not answering yet ({endpoint.hint})", err=True)
 
 
-def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool, keep: bool) -> None:
+def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool, keep: bool, scope: str) -> None:
     """`up` where the cluster lives in this machine's processes: Ctrl-C (or SIGTERM) tears down what was started,
-    and a second one does not cut that teardown short; the lead's exit code becomes ours."""
+    and a second one does not cut that teardown short; the lead's exit code becomes ours. `scope`: the options
+    that find the cluster again, in what it prints."""
+    at = f"{mc.name} {scope}".rstrip()
     stored = getattr(target, "stored_spec", lambda _name: None)(mc.name)
     if stored is not None:
         from miniclusters.cli.existing import existing_message
 
-        code, lines = existing_message(target.status(mc.name), stored, mc.to_dict())
+        code, lines = existing_message(target.status(mc.name), stored, mc.to_dict(), scope)
         for line in lines:
             click.echo(line, err=code != 0)
         sys.exit(code)
@@ -284,7 +286,7 @@ def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool
                 status = target.create(mc, options)
             except StartRefusedError as exc:  # it can never come up: remove it, as a finished one is
                 if keep:
-                    msg = f"{exc}; kept (--keep): remove it with `minicluster down {mc.name}`"
+                    msg = f"{exc}; kept (--keep): remove it with `minicluster down {at}`"
                     raise StartRefusedError(msg) from None
                 target.delete(mc.name)
                 raise StartRefusedError(f"{exc}; MiniCluster {mc.name} was torn down") from None
@@ -295,7 +297,7 @@ def _up_ephemeral(target: Backend, mc: Any, options: CreateOptions, detach: bool
                 from miniclusters.cli.existing import reach_lines
 
                 click.echo("reach it with:")
-                click.echo("\n".join(reach_lines(mc.name, status.rest_url)))
+                click.echo("\n".join(reach_lines(mc.name, status.rest_url, scope)))
                 created = False  # detached: it keeps running
                 return
             for line in target.logs(mc.name, 0, follow=True):

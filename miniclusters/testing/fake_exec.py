@@ -33,6 +33,8 @@ def default_exec(fake: PodsOfJobs, pod: Pod, argv: list[str]) -> ExecResult:
     if argv[:2] == ["sh", "-c"] and len(argv) > 4:  # `sh -c SCRIPT RUNDIR ARGV...`: ARGV at the lead's socket
         argv = argv[4:]
     words = _command_of(argv)
+    if words[:2] == ["sh", "-c"] and len(words) > 4:  # `env ... sh -c 'export PATH=...; exec "$@"' sh flux ...`
+        words = words[4:]
     if words and words[0].endswith("flux") and words[1:3] == ["overlay", "status"]:
         env = {e["name"]: e.get("value") for c in pod["spec"]["containers"] for e in c.get("env", [])}
         job = pod["metadata"]["labels"]["job-name"]

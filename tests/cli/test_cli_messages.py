@@ -150,3 +150,26 @@ def test_up_says_what_it_waits_for_once_not_at_every_look(capsys: pytest.Capture
     assert lines[0].endswith(waiting) and lines[1].endswith("2 brokers joined")
     show(WaitProgress(2, 2, 2, 2, 30.0, "2 pods running, 2 brokers joined"))  # a long wait is still reported
     assert len(capsys.readouterr().err.splitlines()) == 1
+
+
+def test_what_up_prints_names_the_options_that_find_the_cluster_again() -> None:
+    """A command printed for the user to run must run as printed in a shell without $MINICLUSTER_BACKEND: the
+    backend unless it is the default, the kubeconfig context if one was named, the Kubernetes namespace."""
+    from miniclusters.cli.backend_options import reach_scope
+    from miniclusters.cli.existing import reach_lines
+
+    assert reach_scope("local", None, None) == ""
+    assert reach_scope("podman", None, None) == "--backend podman"
+    assert reach_scope("kubernetes", "kind-kind", "hpc") == "--backend kubernetes --context kind-kind -n hpc"
+    assert reach_scope("kubernetes", None, "team a") == "--backend kubernetes -n 'team a'"  # quoted for the shell
+    lines = reach_lines("m", None, "--backend podman")
+    commands = [line.split("#")[0].strip() for line in lines]
+    assert commands == [
+        "minicluster status m --backend podman",
+        "minicluster exec m --backend podman -- flux resource list",
+        "minicluster down m --backend podman",
+    ]
+    assert len({line.index("#") for line in lines}) == 1  # the comments line up
+    code, said = existing_message(_status(1), {"spec": {"size": 1}}, {"spec": {"size": 2}}, "--backend podman")
+    assert code == 2 and "`minicluster scale m --backend podman N`" in "\n".join(said)
+    assert "  minicluster down m --backend podman" in "\n".join(said)

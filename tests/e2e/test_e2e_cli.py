@@ -158,3 +158,33 @@ def _free_millicores(kubeconfig: Path) -> int:
         for container in pod["spec"]["containers"]
     )
     return cpu_millicores(node["status"]["allocatable"]["cpu"]) - used
+
+
+def test_flux_flavour_commands_exec_d_into_the_lead_run_flux_cores_python_commands_and_jobs_yield(
+    kubeconfig: Path, e2e_namespace: str, tmp_path: Path
+) -> None:
+    """`minicluster exec NAME -- flux run ...` in an interactive `flux`-flavour cluster: flux-core's Python
+    commands are found (the view's python3 first on PATH: without it "`run' is not a flux command"), the job's
+    tasks keep the image's PATH after the view's, and they carry the yield that pods sharing a node's cores need
+    (render/shared_cores.py)."""
+    name = f"fyield-{uuid.uuid4().hex[:4]}"
+    spec = yaml.safe_load(_hello(tmp_path, name, "flux").read_text())
+    spec["spec"].update(size=2, interactive=True)
+    spec["spec"]["containers"][0].pop("command", None)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    ns = ["--backend", "kubernetes", "--namespace", e2e_namespace]
+    up = cli("up", str(path), *ns)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        listed = cli("exec", name, *ns, "--", "flux", "resource", "list", "-no", "{state} {nnodes}")
+        assert listed.returncode == 0 and "free 2" in listed.stdout, listed.stdout + listed.stderr
+        script = 'echo "$OMPI_MCA_mpi_yield_when_idle $PATH"'
+        ran = cli("exec", name, *ns, "--", "flux", "run", "-N2", "-n2", "sh", "-c", script)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        view = "/mnt/flux/view/bin"
+        image_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        assert ran.stdout.splitlines() == [f"1 {view}:{image_path}"] * 2, ran.stdout
+    finally:
+        cli("down", name, *ns)
+    wait_until("no object of the cluster left", lambda: not objects_of(kubeconfig, e2e_namespace, name))

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.overlay import overlay_argv, with_lead_socket
-from miniclusters.backends.pod_flux import flux_bin, flux_env
+from miniclusters.backends.pod_flux import flux_env, flux_path_script
 from miniclusters.render.layout import RUN_DIR
 
 LEAD_RUNDIR = f"{RUN_DIR}/rundir"
 
 
 def flux_command(mc: MiniCluster, argv: list[str]) -> list[str]:
-    """`flux ARGV` with the pod's `flux` (pod_flux.py) and what it needs to load, as the pod's broker runs it."""
-    return ["env", *flux_env(mc), f"{flux_bin(mc)}/flux", *argv]
+    """`flux ARGV` with the pod's `flux` first on PATH and what it needs to load (pod_flux.py), as the pod's
+    broker runs it."""
+    return ["env", *flux_env(mc), "sh", "-c", f'{flux_path_script(mc)}; exec "$@"', "sh", "flux", *argv]
 
 
 def overlay_command(mc: MiniCluster) -> list[str]:

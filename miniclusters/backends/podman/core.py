@@ -17,7 +17,7 @@ from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import DEFAULT_FLUX_VIEW_IMAGE, MiniCluster
 from miniclusters.backends import exec_session
 from miniclusters.backends.base import BackendError, ExecResult, NotFoundError, no_such_pod
-from miniclusters.backends.pod_flux import flux_bin, flux_env
+from miniclusters.backends.pod_flux import flux_env, flux_path_script
 from miniclusters.backends.podman.engine import Podman
 from miniclusters.backends.podman.observe import PodmanPod, inspect_pods, read_pods
 from miniclusters.backends.podman.pods import Rendered, container_name
@@ -33,7 +33,6 @@ def runner_container(mc: MiniCluster) -> str:
     return mc.spec.containers[mc.spec.flux_runner_index].name or mc.name
 
 
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 VIEW_IMAGE = "miniclusters-flux-view"
 """Our flux view image (images/flux-view): what the `flux` flavour's init container runs here."""
 
@@ -130,5 +129,5 @@ def in_pod(mc: MiniCluster, index: int, argv: list[str]) -> list[str]:
     """argv with PATH reaching `flux` and FLUX_URI at the pod's broker socket when it is open (as in the local
     backend's exec): `local-<rank>` under flux-core, `local` under the built-in broker."""
     sockets = " ".join(f'"{RUN_DIR}/rundir/{name}"' for name in (f"local-{index}", "local"))
-    script = f'for s in {sockets}; do if [ -S "$s" ]; then export FLUX_URI="local://$s"; break; fi; done; exec "$@"'
-    return ["env", f"PATH={flux_bin(mc)}:{SYSTEM_PATH}", *flux_env(mc), "sh", "-c", script, "sh", *argv]
+    sockets_loop = f'for s in {sockets}; do if [ -S "$s" ]; then export FLUX_URI="local://$s"; break; fi; done'
+    return ["env", *flux_env(mc), "sh", "-c", f'{flux_path_script(mc)}; {sockets_loop}; exec "$@"', "sh", *argv]
