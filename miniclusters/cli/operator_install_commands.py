@@ -126,7 +126,8 @@ def _metrics_tls(namespace: str) -> MetricsTLS:
 )
 @click.option("--timeout", type=click.FloatRange(min=1), default=180, show_default=True, help="Seconds to wait.")
 def uninstall(context: str | None, delete_miniclusters: bool, timeout: float) -> None:
-    """Remove what install applied, the Deployment first and the CRD last, waiting until each is gone.
+    """Remove what install applied, the Deployment first and the CRD last, waiting until each is gone; also the
+    tenants' ClusterRole and RoleBindings that `minicluster manifests --tenant` made (their namespaces stay).
 
     \b
     Example:
@@ -135,9 +136,9 @@ def uninstall(context: str | None, delete_miniclusters: bool, timeout: float) ->
     from miniclusters.operator import install as installer
 
     with _install_errors():
-        installer.uninstall(
-            _api(context), installer.removable_objects(), _say, delete_miniclusters=delete_miniclusters, timeout=timeout
-        )
+        api = _api(context)
+        objects = [*installer.removable_objects(), *installer.tenant_objects_in(api)]
+        installer.uninstall(api, objects, _say, delete_miniclusters=delete_miniclusters, timeout=timeout)
     click.echo("operator uninstalled")
 
 

@@ -37,6 +37,7 @@ from miniclusters.errors import MiniclustersError
 from miniclusters.kube_shapes import KubeObject, Manifest
 from miniclusters.operator.manifests import LABELS, LEASE_NAME, NAME, NAMESPACE, CampaignVolume, build_manifests
 from miniclusters.operator.metrics_api import MetricsTLS, metrics_objects
+from miniclusters.operator.tenants import RBAC_API, TENANT_LABEL, TENANT_ROLE
 from miniclusters.render.options import RenderOptions
 
 FIELD_MANAGER = "miniclusters-install"
@@ -71,6 +72,21 @@ def removable_objects() -> list[Manifest]:
     secret, service, api_service = metrics_objects(NAMESPACE, LABELS, LABELS, None)
     manifests = build_manifests()
     return [build_crd(), *manifests[:-1], secret, service, manifests[-1], api_service]
+
+
+def tenant_objects_in(api: KubeApi) -> list[Manifest]:
+    """What `minicluster manifests --tenant` made beside install's objects, in the order it applies them: the
+    tenants' ClusterRole, then the RoleBindings in each tenant's namespace (found by their label). The tenants'
+    namespaces stay: they hold the tenants' own work. Uninstall deletes these too, before the operator's role."""
+    selector = f"{TENANT_LABEL},app.kubernetes.io/part-of={LABELS['app.kubernetes.io/part-of']}"
+    bindings, _ = _call("listing the tenants' RoleBindings", lambda: api.list_objects(ROLE_BINDING, None, selector))
+    role: Manifest = {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": {"name": TENANT_ROLE}}
+    found: list[Manifest] = [
+        {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": {"name": b["metadata"]["name"], "namespace": ns}}
+        for b in bindings
+        if (ns := b["metadata"].get("namespace"))
+    ]
+    return [role, *found]
 
 
 def _label(obj: Manifest) -> str:

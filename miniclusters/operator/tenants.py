@@ -21,6 +21,7 @@ from miniclusters.kube_shapes import Manifest, PolicyRule
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
 TENANT_ROLE = "miniclusters-tenant"
+TENANT_LABEL = "miniclusters.dev/tenant"  # on each tenant's Namespace and RoleBindings: the namespace it is for
 # RFC 1123 label: what Kubernetes accepts as a namespace name
 NAMESPACE_PATTERN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
@@ -81,7 +82,7 @@ def tenant_objects(
     ]
     for tenant in tenants:
         ns = tenant.namespace
-        tenant_labels = {**labels, "miniclusters.dev/tenant": ns}
+        tenant_labels = {**labels, TENANT_LABEL: ns}
         objects += [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": tenant_labels}},
             {

@@ -134,3 +134,36 @@ def apply_crd() -> None:
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
     wait_until("the MiniCluster CRD is Established", established, timeout=60, interval=0.5)
+
+
+def doc_block(page: str, test_file: str) -> str:
+    """The shell block of `page` (relative to the repository root) whose marker names `test_file` as the test
+    that runs it on the real cluster."""
+    from docsgen.shell_blocks import shell_blocks
+
+    (block,) = [b for b in shell_blocks(ROOT / page, page) if Path(test_file).name in b.reason]
+    return block.script
+
+
+def user_env() -> dict[str, str]:
+    """A user's shell after `source .venv/bin/activate`, with the kubectl `make kube` built on PATH and no
+    backend chosen (KUBECONFIG from this process's environment)."""
+    from miniclusters.localkube.layout import Layout
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MINICLUSTER_")}
+    paths = [str(Path(sys.executable).parent), str(Layout().binary("kubectl").parent), env.get("PATH", os.defpath)]
+    env["PATH"] = os.pathsep.join(paths)
+    return env
+
+
+def run_as_written(script: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """A documentation block run as written from the repository root, stopping at its first failing command."""
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT,
+        env=user_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -5,36 +5,28 @@ does not exist is refused with the command that creates it, as the real API serv
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from docsgen.shell_blocks import shell_blocks
-from miniclusters.testing.kube_e2e import ROOT, cli, containers_of, kubectl, kubectl_json, wait_until
+from miniclusters.testing.kube_e2e import (
+    ROOT,
+    cli,
+    containers_of,
+    doc_block,
+    kubectl,
+    kubectl_json,
+    run_as_written,
+    user_env,
+    wait_until,
+)
 
 NAMESPACE = "hpc"  # the block's own names: it is run as written
 HELLO_OBJECTS = ("job/hello", "service/hello", "configmap/hello-flux-config", "secret/hello-curve-cert")
-
-
-def _readme_block() -> str:
-    (block,) = [b for b in shell_blocks(ROOT / "README.md", "README.md") if Path(__file__).name in b.reason]
-    return block.script
-
-
-def _user_env() -> dict[str, str]:
-    """A user's shell after `source .venv/bin/activate`, with the built kubectl on PATH and no backend chosen."""
-    from miniclusters.localkube.layout import Layout
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MINICLUSTER_")}
-    paths = [str(Path(sys.executable).parent), str(Layout().binary("kubectl").parent), env.get("PATH", os.defpath)]
-    env["PATH"] = os.pathsep.join(paths)
-    return env
 
 
 @pytest.fixture
@@ -61,15 +53,7 @@ def readme_names(kubeconfig: Path, crd_installed: None) -> Iterator[None]:
 
 
 def test_the_readmes_kubernetes_block_runs_as_written(kubeconfig: Path, readme_names: None) -> None:
-    ran = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", _readme_block()],
-        cwd=ROOT,
-        env=_user_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    ran = run_as_written(doc_block("README.md", __file__))
     assert ran.returncode == 0, ran.stdout + ran.stderr
 
     # the rendered objects alone, without the operator: the Indexed Job runs MPI across its four pods
@@ -86,7 +70,7 @@ def test_the_readmes_kubernetes_block_runs_as_written(kubeconfig: Path, readme_n
     printed = [shlex.split(line.split("#")[0]) for line in ran.stdout.splitlines() if line.startswith("  minicluster ")]
     status = next(words for words in printed if words[1] == "status")
     assert status == ["minicluster", "status", "elastic", "--backend", "kubernetes", "-n", NAMESPACE], ran.stdout
-    shown = subprocess.run(status, env=_user_env(), capture_output=True, text=True, timeout=120, check=False)
+    shown = subprocess.run(status, env=user_env(), capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 0 and "Ranks:       0-1 up" in shown.stdout, shown.stdout + shown.stderr
 
 

@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from miniclusters import __version__
-from miniclusters.api.crd import CRD_NAME
+from miniclusters.api.crd import CRD_NAME, build_crd
 from miniclusters.backends.kubernetes.api import CONFIG_MAP, CRD, DEPLOYMENT, NAMESPACE, ApiError
 from miniclusters.kube_shapes import KubeObject
 from miniclusters.operator import install as installer
@@ -180,6 +180,39 @@ def test_uninstall_keeps_the_namespace_when_it_holds_what_install_did_not_make()
     assert fake.get(CONFIG_MAP, OPERATOR_NAMESPACE, "site-notes")["data"]["notes"] == "ours, not the operator's"
     with pytest.raises(ApiError):
         fake.get(DEPLOYMENT, OPERATOR_NAMESPACE, NAME)
+
+
+def test_uninstall_also_removes_the_tenants_rbac_and_keeps_their_namespaces() -> None:
+    """After `minicluster manifests --tenant alice --tenant team-b=bob | kubectl apply`, uninstall left the
+    tenants' ClusterRole behind (seen on the real cluster) and their RoleBindings naming a role that was gone."""
+    from miniclusters.backends.kubernetes.api import CLUSTER_ROLE, ROLE_BINDING
+    from miniclusters.operator.manifests import build_manifests
+    from miniclusters.operator.tenants import TENANT_ROLE, Tenant
+
+    fake = _fake()
+    fake.create(build_crd())
+    for obj in build_manifests(tenants=[Tenant.parse("alice"), Tenant.parse("team-b=bob")]):
+        fake.create(obj)
+    theirs: KubeObject = {  # a tenant's own binding, not ours: it stays
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "alice-ci", "namespace": "alice", "labels": {"miniclusters.dev/tenant": "alice"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "User", "name": "ci"}],
+    }
+    fake.create(theirs)
+    fake.crd_installed = True
+    said: list[str] = []
+    objects = [*installer.removable_objects(), *installer.tenant_objects_in(fake)]
+    installer.uninstall(fake, objects, said.append, sleep=lambda _: None)
+    # the tenants' bindings first, then their role, then the operator's objects
+    bindings = [f"deleted RoleBinding {ns}/{name}" for ns in ("alice", "team-b") for name in (NAME, TENANT_ROLE)]
+    assert sorted(said[:4]) == sorted(bindings) and said[4] == f"deleted ClusterRole {TENANT_ROLE}"
+    assert said[-1] == f"deleted CustomResourceDefinition {CRD_NAME}"
+    assert [b["metadata"]["name"] for b in fake.all_of(ROLE_BINDING)] == ["alice-ci"]
+    assert not [r for r in fake.all_of(CLUSTER_ROLE) if r["metadata"]["name"] in (TENANT_ROLE, NAME)]
+    for tenant in ("alice", "team-b"):
+        assert fake.get(NAMESPACE, None, tenant)  # the tenants' work lives there
 
 
 def test_status_says_not_installed_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
