@@ -24,6 +24,7 @@ from miniclusters.testing.kube_e2e import (
     user_env,
     wait_until,
 )
+from tests.e2e.taken import names_taken
 
 NAMESPACE = "hpc"  # the block's own names: it is run as written
 HELLO_OBJECTS = ("job/hello", "service/hello", "configmap/hello-flux-config", "secret/hello-curve-cert")
@@ -42,7 +43,7 @@ def readme_names(kubeconfig: Path, crd_installed: None) -> Iterator[None]:
         if kubectl(kubeconfig, *args).returncode == 0
     ]
     if taken:
-        pytest.skip(f"{', '.join(taken)} already in this cluster; the README's block makes them")
+        names_taken(f"{', '.join(taken)} already in this cluster; the README's block makes them")
     try:
         yield
     finally:

@@ -21,6 +21,7 @@ from miniclusters.testing.kube_e2e import (
     run_as_written,
     wait_until,
 )
+from tests.e2e.taken import names_taken
 
 TENANTS = ("alice", "team-b")  # the block's own names: it is run as written
 OPERATOR_NAMESPACE = "miniclusters-system"
@@ -32,7 +33,7 @@ def tenant_names(kubeconfig: Path, crd_installed: None) -> Iterator[None]:
     this suite's to change. Afterwards the operator and the tenants go, and the suite's CRD comes back."""
     taken = [ns for ns in (*TENANTS, OPERATOR_NAMESPACE) if kubectl(kubeconfig, "get", "namespace", ns).returncode == 0]
     if taken:
-        pytest.skip(f"namespace(s) {', '.join(taken)} already in this cluster; the tenants block makes them")
+        names_taken(f"namespace(s) {', '.join(taken)} already in this cluster; the tenants block makes them")
     try:
         yield
     finally:
