@@ -54,6 +54,10 @@ class BackendTimeoutError(BackendError):
     """Waiting gave up; the cluster may still come up."""
 
 
+class FinishedError(BackendError):
+    """`up` of a MiniCluster that exists and has finished: nothing is started (remove it to run it again)."""
+
+
 class StartRefusedError(BackendError):
     """A pod's broker refused its input for good (the archive of `up --restore`): the cluster can never come up."""
 

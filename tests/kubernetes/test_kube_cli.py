@@ -129,3 +129,18 @@ def test_a_namespace_that_does_not_exist_is_named_with_the_command_that_creates_
     )
     other = explain(ApiError(404, "NotFound", 'pods "elastic-0" not found'), "reading pod 0")
     assert str(other) == 'reading pod 0: pods "elastic-0" not found'
+
+
+def test_up_of_a_cluster_that_has_finished_starts_nothing_and_says_how_to_run_it_again(
+    cli: CliRunner, fake: FakeKube, spec_file: Path
+) -> None:
+    """Applying a finished MiniCluster again runs nothing (its Job is complete): `up` printed the old run's output
+    and exit code as if it were new (seen on the real cluster); it now refuses, as the local backend does."""
+    assert cli.invoke(main, ["up", str(spec_file), "--detach"]).exit_code == 0
+    fake.stored(JOB, "demo")["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    writes = len(fake.writes())
+    again = cli.invoke(main, ["up", str(spec_file)])
+    assert again.exit_code == 1, again.output
+    assert "MiniCluster 'demo' already exists in namespace 'hpc' and has finished (completed)" in again.stderr
+    assert "`minicluster down demo --backend kubernetes -n hpc`" in again.stderr
+    assert len(fake.writes()) == writes  # nothing applied

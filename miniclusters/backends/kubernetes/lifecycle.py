@@ -7,7 +7,7 @@ from collections.abc import Callable
 from functools import partial
 
 from miniclusters.api.spec import MiniCluster
-from miniclusters.backends.base import ClusterStatus, CreateOptions, InvalidRequestError, NotFoundError
+from miniclusters.backends.base import ClusterStatus, CreateOptions, FinishedError, InvalidRequestError, NotFoundError
 from miniclusters.backends.kubernetes.api import MINICLUSTER, SECRET, ApiError
 from miniclusters.backends.kubernetes.core import KubeContext, explain
 from miniclusters.backends.kubernetes.objects import (
@@ -35,6 +35,8 @@ class KubernetesLifecycle:
         namespace = self.namespace_for(mc)
         ctx.namespace = namespace
         ctx.check_crd()
+        if ctx.get_optional(MINICLUSTER, mc.name, namespace) is not None:
+            self._refuse_finished(mc.name, namespace)
         cr = custom_resource(mc, namespace)
         owner = ctx.call(
             f"applying MiniCluster {mc.name!r}", lambda: ctx.api.apply(cr, field_manager=FIELD_MANAGER, force=True)
@@ -49,6 +51,20 @@ class KubernetesLifecycle:
         if not options.wait:
             return self._status(mc.name)
         return self.wait_ready(mc.name, options.timeout)
+
+    def _refuse_finished(self, name: str, namespace: str) -> None:
+        """An existing MiniCluster whose lead has finished is not run again by applying it once more (its Job is
+        complete): say so, with its output and how to run it again, and change nothing, as the local backend does.
+        Applying again printed the old run's output and exit code as if the run were new."""
+        status = self._status(name)
+        if status.finished:
+            at = f"{name} --backend kubernetes -n {namespace}"
+            outcome = "completed" if status.succeeded else "failed"
+            raise FinishedError(
+                f"MiniCluster {name!r} already exists in namespace {namespace!r} and has finished ({outcome}); "
+                f"nothing was started. Its output: `minicluster logs {at}`; to run it again: "
+                f"`minicluster down {at}`, then `minicluster up` again"
+            )
 
     def wait_ready(self, name: str, timeout: float) -> ClusterStatus:
         return self._ctx.polling.wait_ready(lambda: self._status(name), timeout)
