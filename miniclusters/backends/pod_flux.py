@@ -26,11 +26,31 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def flux_path_script(mc: MiniCluster) -> str:
-    """Shell that puts the pod's `flux` first on the container's own PATH, as the entrypoint does for the broker.
-    The image's PATH stays (jobs a command submits inherit it: an application's own bin directories); and the
-    flux-core view's `python3` is found there, without which flux-core's `flux` sees none of its Python commands
-    (`flux run`, `flux resource`: "not a flux command", seen on the real cluster)."""
-    return f'export PATH="{flux_bin(mc)}:${{PATH:-{SYSTEM_PATH}}}"'
+    """Shell that puts the pod's `flux` directory on the container's own PATH for a command exec'd into the pod.
+    The image's PATH stays (jobs a command submits inherit it: an application's own bin directories).
+
+    flux-core's view goes first, as the entrypoint puts it for its broker: its `flux` sees its Python commands
+    (`flux run`, `flux resource`) only with the view's `python3` found first ("not a flux command" otherwise, seen
+    on the real cluster). The built-in broker's bundle goes last, as job-exec appends it to a job's PATH: its
+    directory holds a `python3` too, which must not shadow the image's in the jobs submitted from here."""
+    path = f"${{PATH:-{SYSTEM_PATH}}}"
+    if mc.spec.flux.flavour == "builtin":
+        return f'export PATH="{path}:{flux_bin(mc)}"'
+    return f'export PATH="{flux_bin(mc)}:{path}"'
+
+
+def flux_word(mc: MiniCluster) -> str:
+    """How an exec'd command names the pod's `flux` (with flux_path_script's PATH): the view's is first on PATH and
+    found as `flux`, as the entrypoint starts it (by its full path flux-core would add its own install directory to
+    the jobs' PATH); the bundle's is last on PATH, so by its full path (an image may have a `flux` of its own)."""
+    return f"{flux_bin(mc)}/flux" if mc.spec.flux.flavour == "builtin" else "flux"
+
+
+def flux_argv(mc: MiniCluster, argv: list[str]) -> list[str]:
+    """`argv` with a bare `flux` made the pod's own (flux_word)."""
+    if argv and argv[0] == "flux":
+        return [flux_word(mc), *argv[1:]]
+    return argv
 
 
 def flux_env(mc: MiniCluster) -> list[str]:

@@ -140,7 +140,9 @@ def up(
 
 def _created_in(target: Backend, backend: str) -> str | None:
     """The Kubernetes namespace create went to (--namespace, the file's, the context's); None elsewhere."""
-    return str(getattr(target, "namespace", "")) or None if backend == "kubernetes" else None
+    if backend != "kubernetes":
+        return None
+    return str(getattr(target, "namespace", "")) or None
 
 
 def _load(file: str, interactive: bool, flavour: str | None) -> MiniCluster:

@@ -32,16 +32,12 @@ HELLO_OBJECTS = ("job/hello", "service/hello", "configmap/hello-flux-config", "s
 
 @pytest.fixture
 def readme_names(kubeconfig: Path, crd_installed: None) -> Iterator[None]:
-    """The block makes namespace hpc and hello's objects in the default namespace: a cluster that has either
-    already is not this suite's to change. Afterwards everything the block made is removed."""
-    taken = [
-        what
-        for what, args in [
-            (f"namespace {NAMESPACE}", ("get", "namespace", NAMESPACE)),
-            ("job hello", ("get", "job/hello")),
-        ]
-        if kubectl(kubeconfig, *args).returncode == 0
-    ]
+    """The block makes namespace hpc and hello's objects in the default namespace: a cluster that has any of them
+    already is not this suite's to change (the clean-up deletes them). Afterwards everything the block made is
+    removed."""
+    checks: list[tuple[str, tuple[str, ...]]] = [(f"namespace {NAMESPACE}", ("get", "namespace", NAMESPACE))]
+    checks += [(f"{what} in the default namespace", ("get", what)) for what in HELLO_OBJECTS]
+    taken = [what for what, args in checks if kubectl(kubeconfig, *args).returncode == 0]
     if taken:
         names_taken(f"{', '.join(taken)} already in this cluster; the README's block makes them")
     try:

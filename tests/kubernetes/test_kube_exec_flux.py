@@ -34,8 +34,9 @@ def test_bare_flux_runs_the_brokers_flux_at_its_socket(fake: FakeKube, backend: 
     backend.exec("demo", 1, ["flux", "resource", "list"])
     argv = _sent(fake)
     assert argv[:2] == ["sh", "-c"] and argv[3] == LEAD_RUNDIR
-    path = f'export PATH="{BROKER_INSTALL_DIR}/bin:${{PATH:-{SYSTEM_PATH}}}"; exec "$@"'
-    assert argv[4:] == ["env", "sh", "-c", path, "sh", "flux", "resource", "list"]
+    # the bundle last on PATH, as job-exec puts it: its python3 must not shadow the image's in submitted jobs
+    path = f'export PATH="${{PATH:-{SYSTEM_PATH}}}:{BROKER_INSTALL_DIR}/bin"; exec "$@"'
+    assert argv[4:] == ["env", "sh", "-c", path, "sh", f"{BROKER_INSTALL_DIR}/bin/flux", "resource", "list"]
 
 
 def test_the_flux_flavour_uses_the_views_flux_with_the_views_libraries(
@@ -49,7 +50,7 @@ def test_the_flux_flavour_uses_the_views_flux_with_the_views_libraries(
     backend.exec("demo", 0, ["flux", "jobs"])
     view = f"{mc.spec.flux.container.mount_path}/view"
     assert _sent(fake)[4:6] == ["env", f"LD_LIBRARY_PATH={view}/lib"]
-    assert _sent(fake)[-2:] == ["flux", "jobs"]
+    assert _sent(fake)[-2:] == ["flux", "jobs"]  # the view's, first on PATH
 
 
 def test_the_command_runs_the_views_flux_first_on_the_images_own_path(tmp_path: Path, make_mc) -> None:

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from miniclusters.api.spec import MiniCluster
 from miniclusters.backends.overlay import overlay_argv, with_lead_socket
-from miniclusters.backends.pod_flux import flux_env, flux_path_script
+from miniclusters.backends.pod_flux import flux_env, flux_path_script, flux_word
 from miniclusters.render.layout import RUN_DIR
 
 LEAD_RUNDIR = f"{RUN_DIR}/rundir"
 
 
 def flux_command(mc: MiniCluster, argv: list[str]) -> list[str]:
-    """`flux ARGV` with the pod's `flux` first on PATH and what it needs to load (pod_flux.py), as the pod's
-    broker runs it."""
-    return ["env", *flux_env(mc), "sh", "-c", f'{flux_path_script(mc)}; exec "$@"', "sh", "flux", *argv]
+    """`flux ARGV` with the pod's `flux`, its directory on PATH and what it needs to load (pod_flux.py), as the
+    pod's broker runs it."""
+    return ["env", *flux_env(mc), "sh", "-c", f'{flux_path_script(mc)}; exec "$@"', "sh", flux_word(mc), *argv]
 
 
 def overlay_command(mc: MiniCluster) -> list[str]:

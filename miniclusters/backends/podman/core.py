@@ -17,7 +17,7 @@ from miniclusters.api import SpecError, load_minicluster
 from miniclusters.api.spec import DEFAULT_FLUX_VIEW_IMAGE, MiniCluster
 from miniclusters.backends import exec_session
 from miniclusters.backends.base import BackendError, ExecResult, NotFoundError, no_such_pod
-from miniclusters.backends.pod_flux import flux_env, flux_path_script
+from miniclusters.backends.pod_flux import flux_argv, flux_env, flux_path_script
 from miniclusters.backends.podman.engine import Podman
 from miniclusters.backends.podman.observe import PodmanPod, inspect_pods, read_pods
 from miniclusters.backends.podman.pods import Rendered, container_name
@@ -126,8 +126,9 @@ class PodmanContext:
 
 
 def in_pod(mc: MiniCluster, index: int, argv: list[str]) -> list[str]:
-    """argv with PATH reaching `flux` and FLUX_URI at the pod's broker socket when it is open (as in the local
-    backend's exec): `local-<rank>` under flux-core, `local` under the built-in broker."""
+    """argv (a bare `flux` the pod's own) with the pod's `flux` on PATH and FLUX_URI at the pod's broker socket when
+    it is open (as in the local backend's exec): `local-<rank>` under flux-core, `local` under the built-in broker."""
     sockets = " ".join(f'"{RUN_DIR}/rundir/{name}"' for name in (f"local-{index}", "local"))
     sockets_loop = f'for s in {sockets}; do if [ -S "$s" ]; then export FLUX_URI="local://$s"; break; fi; done'
-    return ["env", *flux_env(mc), "sh", "-c", f'{flux_path_script(mc)}; {sockets_loop}; exec "$@"', "sh", *argv]
+    script = f'{flux_path_script(mc)}; {sockets_loop}; exec "$@"'
+    return ["env", *flux_env(mc), "sh", "-c", script, "sh", *flux_argv(mc, argv)]
